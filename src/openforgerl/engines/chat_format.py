@@ -1,0 +1,143 @@
+"""Chat template rendering and output parsing for Qwen3-style (ChatML + hermes tool calls) models.
+
+Shared by the scripted engine (tests) and the local engine: both must render prompts and parse
+completions the way vLLM does with `--tool-call-parser hermes --reasoning-parser qwen3`, so that the
+gateway cannot tell them apart. Token ids always come from the real tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from tokenizers import Tokenizer
+
+TINY_ASSETS = Path(__file__).resolve().parents[1] / "assets" / "tiny"
+EOS_TOKEN = "<|im_end|>"
+_TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ParsedToolCall:
+    name: str
+    arguments: str  # JSON text, re-serialised with json.dumps spacing as vLLM's hermes parser does
+    id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:24]}")
+
+
+@dataclass(frozen=True)
+class ParsedOutput:
+    content: str | None
+    reasoning: str | None
+    tool_calls: list[ParsedToolCall]
+
+
+def content_to_text(content: Any) -> str:
+    """Flatten OpenAI content-part arrays to text (images become a placeholder)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content:
+        if isinstance(part, str):
+            parts.append(part)
+        elif part.get("type") in ("text", "input_text", "output_text"):
+            parts.append(part.get("text", ""))
+        elif part.get("type") in ("image_url", "input_image", "image"):
+            parts.append("<image>")
+    return "".join(parts)
+
+
+def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What vLLM's request model does before templating: text content, `reasoning` key."""
+    out = []
+    for m in messages:
+        msg = dict(m)
+        msg["content"] = content_to_text(m.get("content"))
+        if "reasoning_content" in msg and "reasoning" not in msg:
+            msg["reasoning"] = msg.pop("reasoning_content")
+        out.append(msg)
+    return out
+
+
+def parse_output(text: str, *, tools_available: bool = True) -> ParsedOutput:
+    """Split raw model text into reasoning, content and hermes tool calls (vLLM parser semantics)."""
+    reasoning = None
+    rest = text
+    if "</think>" in rest:
+        head, rest = rest.split("</think>", 1)
+        reasoning = head.replace("<think>", "", 1).strip("\n") or None
+        rest = rest.lstrip("\n")
+    elif rest.startswith("<think>"):
+        return ParsedOutput(content=None, reasoning=rest[len("<think>") :].strip("\n"), tool_calls=[])
+    calls: list[ParsedToolCall] = []
+    if tools_available and "<tool_call>" in rest:
+        for raw in _TOOL_CALL_RE.findall(rest):
+            try:
+                obj = json.loads(raw)
+                calls.append(ParsedToolCall(name=obj["name"], arguments=json.dumps(obj.get("arguments", {}))))
+            except (ValueError, KeyError, TypeError):
+                calls = []
+                break
+        if calls:
+            rest = rest[: rest.index("<tool_call>")]
+    content = rest.strip() if calls else rest
+    return ParsedOutput(content=content or None, reasoning=reasoning, tool_calls=calls)
+
+
+def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
+    """The model-native text for one tool call (what a scripted policy 'samples')."""
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+class ChatFormat:
+    """A tokenizer plus its chat template."""
+
+    def __init__(self, tokenizer: Tokenizer, template: str) -> None:
+        self.tokenizer = tokenizer
+        env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+        env.filters["tojson"] = lambda v: json.dumps(v, ensure_ascii=False)
+        self._template = env.from_string(template)
+
+    @classmethod
+    def load(cls, assets: str | Path = TINY_ASSETS) -> ChatFormat:
+        assets = Path(assets)
+        tok = Tokenizer.from_file(str(assets / "tokenizer.json"))
+        return cls(tok, (assets / "chat_template.jinja").read_text())
+
+    @cached_property
+    def eos_token_id(self) -> int:
+        tid = self.tokenizer.token_to_id(EOS_TOKEN)
+        assert tid is not None
+        return tid
+
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+        **template_kwargs: Any,
+    ) -> str:
+        return self._template.render(
+            messages=normalize_messages(messages),
+            tools=tools or None,
+            add_generation_prompt=add_generation_prompt,
+            **template_kwargs,
+        )
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int], *, skip_special_tokens: bool = False) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                   **template_kwargs: Any) -> list[int]:
+        return self.encode(self.render(messages, tools, **template_kwargs))

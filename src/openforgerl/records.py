@@ -1,0 +1,141 @@
+"""The records that pass between stages (see DESIGN.md, "Records").
+
+These are the contract: the gateway writes `CallRecord`s, the orchestrator writes `RolloutRecord`s,
+trajectory/ turns both into `Sample`s. Field names are stable; tools and users rely on them.
+Pydantic models because they cross process and storage boundaries (JSON in SQLite, HTTP admin API).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class WireProtocol(StrEnum):
+    """The wire protocol a harness used for one call."""
+
+    CHAT = "chat_completions"
+    RESPONSES = "responses"
+    ANTHROPIC = "anthropic_messages"
+
+
+class CallErrorKind(StrEnum):
+    """Typed errors recorded on a call. All but CLIENT_* taint the rollout as infrastructure failure."""
+
+    ENGINE_HTTP = "engine_http"  # engine answered 5xx (or an unexpected status)
+    ENGINE_CONNECTION = "engine_connection"  # connect/reset/EOF talking to the engine
+    ENGINE_DEADLINE = "engine_deadline"  # the gateway's per-call upstream deadline fired
+    ENGINE_PROTOCOL = "engine_protocol"  # engine reply lacked token ids / was malformed
+    GATEWAY_INTERNAL = "gateway_internal"  # a bug or overload inside the gateway
+    CLIENT_DISCONNECTED = "client_disconnected"  # the harness went away mid-stream
+    CLIENT_BAD_REQUEST = "client_bad_request"  # the harness sent something we refused (4xx)
+
+    @property
+    def is_infra(self) -> bool:
+        return self not in (CallErrorKind.CLIENT_DISCONNECTED, CallErrorKind.CLIENT_BAD_REQUEST)
+
+
+class CallError(BaseModel):
+    kind: CallErrorKind
+    message: str
+    status: int | None = None
+
+
+class CallRecord(BaseModel):
+    """One model call made by a harness, as the engine saw and answered it.
+
+    `prompt_token_ids` are the ids the engine actually consumed (after its own chat template), and
+    `completion_token_ids` / `completion_logprobs` what it sampled. Training data is built from these
+    only, never from the text.
+    """
+
+    rollout_id: str
+    index: int
+    protocol: WireProtocol
+    request: dict[str, Any] = Field(default_factory=dict)
+    # The chat-completions body the gateway sent to the engine (after protocol translation).
+    engine_request: dict[str, Any] | None = None
+    response_text: str | None = None
+    prompt_token_ids: list[int] = Field(default_factory=list)
+    completion_token_ids: list[int] = Field(default_factory=list)
+    completion_logprobs: list[float] = Field(default_factory=list)
+    finish_reason: str | None = None
+    policy_version: int = 0
+    engine: str | None = None
+    started_at: float = 0.0
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    error: CallError | None = None
+    side_call: bool = False
+    agent_id: str | None = None
+    parent_agent_id: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def is_infra_error(self) -> bool:
+        return self.error is not None and self.error.kind.is_infra
+
+    @property
+    def trainable(self) -> bool:
+        return self.error is None and not self.side_call and bool(self.completion_token_ids)
+
+
+class RolloutStatus(StrEnum):
+    OK = "ok"
+    AGENT_FAILED = "agent_failed"
+    TIMEOUT = "timeout"
+    INFRA_SANDBOX = "infra_error:sandbox"
+    INFRA_ENGINE = "infra_error:engine"
+    INFRA_GATEWAY = "infra_error:gateway"
+    INFRA_VERIFIER = "infra_error:verifier"
+    INFRA_HARNESS_START = "infra_error:harness_start"
+
+    @property
+    def is_infra(self) -> bool:
+        return self.value.startswith("infra_error:")
+
+
+class RolloutRecord(BaseModel):
+    """One harness run on one task: what the orchestrator knows at the end of it."""
+
+    rollout_id: str
+    task_id: str | None = None
+    harness: str | None = None
+    group_id: str | None = None
+    sample_index: int = 0
+    status: RolloutStatus | None = None
+    reward: float | None = None
+    reward_components: dict[str, float] = Field(default_factory=dict)
+    verifier_log: str = ""
+    started_at: float = 0.0
+    finished_at: float | None = None
+    policy_versions: list[int] = Field(default_factory=list)
+    infra_tainted: bool = False
+    closed: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Sample(BaseModel):
+    """One training sequence (one chain of merged calls), in veRL's AgentLoopOutput vocabulary."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_mask: list[int]
+    response_logprobs: list[float]
+    multi_modal_data: dict[str, list[Any]] = Field(default_factory=dict)
+    reward_score: float | None = None
+    num_turns: int = 0
+    rollout_id: str
+    group_id: str | None = None
+    chain_index: int = 0
+    is_final_chain: bool = False
+    weight: float = 1.0
+    harness: str | None = None
+    task_id: str | None = None
+    agent_id: str | None = None
+    policy_version_min: int = 0
+    policy_version_max: int = 0
+    status: str | None = None
+    extra_fields: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,90 @@
+"""The sandbox contract: one isolated environment per rollout.
+
+Backends (`local` bubblewrap, `podman`, `kubernetes`) implement `SandboxBackend`; the orchestrator
+only ever sees `Sandbox`. Inside every sandbox the gateway is reachable at `gateway_url` (a loopback
+address inside the sandbox's own network namespace, forwarded to the real gateway), and nothing else.
+Paths given to `exec` are paths *inside* the sandbox; `/workdir` is the per-rollout writable folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+WORKDIR = "/workdir"
+
+
+class SandboxError(Exception):
+    """The sandbox itself failed (could not start, was lost, exec channel broke): an infra fault."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    cpus: float | None = None
+    memory_mb: int | None = None
+    pids: int | None = None
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What a rollout needs from its sandbox."""
+
+    rollout_id: str
+    gateway_host: str = "127.0.0.1"
+    gateway_port: int = 0
+    image: str | None = None  # podman / kubernetes image; local uses the host root read-only
+    files: Mapping[str, bytes] = field(default_factory=dict)  # relative to /workdir, laid out at start
+    copy_dirs: Mapping[str, Path] = field(default_factory=dict)  # host dir -> relative target in /workdir
+    env: Mapping[str, str] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    lifetime_s: float = 3600.0  # outer deadline; the backend kills everything past it
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    duration_s: float = 0.0
+
+
+class Sandbox(Protocol):
+    id: str
+    gateway_url: str  # e.g. "http://127.0.0.1:18000", valid inside the sandbox
+    host_workdir: Path | None  # where /workdir lives on the host, when the backend has one
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str = WORKDIR,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        """Run a command to completion; on timeout kill its whole process tree, `timed_out=True`."""
+        ...
+
+    async def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+                    cwd: str = WORKDIR) -> None:
+        """Start a long-running background process (a task's services); killed at `aclose`."""
+        ...
+
+    async def read_file(self, path: str) -> bytes: ...
+
+    async def write_file(self, path: str, data: bytes) -> None: ...
+
+    async def aclose(self) -> None:
+        """Kill every process and remove everything the sandbox created. Idempotent."""
+        ...
+
+
+class SandboxBackend(Protocol):
+    name: str
+
+    async def open_sandbox(self, spec: SandboxSpec) -> Sandbox: ...
+
+    async def aclose(self) -> None: ...
