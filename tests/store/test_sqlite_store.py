@@ -6,7 +6,14 @@ import subprocess
 import sys
 import textwrap
 
-from openforgerl.records import CallError, CallErrorKind, CallRecord, RolloutRecord, RolloutStatus, WireProtocol
+from openforgerl.records import (
+    CallError,
+    CallErrorKind,
+    CallRecord,
+    RolloutRecord,
+    RolloutStatus,
+    WireProtocol,
+)
 from openforgerl.store import SQLiteCallStore
 
 

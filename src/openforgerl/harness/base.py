@@ -39,6 +39,7 @@ class HarnessContext:
     mcp_servers: Sequence[McpServer] = ()
     shell_tools_hint: str = ""  # how to use the task's tools from a shell, for shell-only harnesses
     tools: Sequence[Mapping[str, object]] = ()  # OpenAI function tools, for direct-tool harnesses
+    tool_service_url: str = ""  # where direct-tool harnesses POST `/tools/{name}` calls (the task's service)
 
 
 @dataclass(frozen=True)

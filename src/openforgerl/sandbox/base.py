@@ -20,6 +20,16 @@ class SandboxError(Exception):
     """The sandbox itself failed (could not start, was lost, exec channel broke): an infra fault."""
 
 
+class CommandNotFoundError(Exception):
+    """`exec`/`spawn` could not start argv[0] (missing or not executable inside the sandbox).
+
+    Not a `SandboxError`: the sandbox is fine, the command is not there. Backends raise it when they
+    can tell (local: argv[0] resolved against the sandbox's view of the filesystem before launch;
+    podman/kubernetes: the runtime's "executable file not found" exit, 127). The orchestrator
+    classifies it as `infra_error:harness_start` when it happens to the harness command.
+    """
+
+
 @dataclass(frozen=True)
 class Limits:
     cpus: float | None = None

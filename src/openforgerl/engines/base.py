@@ -1,0 +1,109 @@
+"""The engine contract: what the gateway calls to get one chat completion, with its exact tokens.
+
+The gateway speaks OpenAI chat-completions to every engine (protocol translation happens in front of
+it). An engine answers either one `EngineResult` or an async iterator of `EngineChunk`s; both carry
+the body to show the client plus the ids/logprobs the engine actually consumed and sampled, so the
+gateway never parses a vendor dialect itself. Failures are raised as `EngineError` with the
+`CallErrorKind` already decided here, at the boundary (so the gateway classifies by type).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from openforgerl.records import CallErrorKind
+
+
+@dataclass(frozen=True)
+class EngineCall:
+    """One chat-completions request as the gateway hands it to an engine.
+
+    `route_key` (the rollout id) pins a rollout to one replica (prefix-cache reuse); `deadline` is
+    an absolute `loop.time()` after which the engine must give up.
+    """
+
+    body: dict[str, Any]
+    route_key: str
+    deadline: float | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class EngineResult:
+    """A finished non-streamed completion.
+
+    `body` is the chat.completion dict to show the client; `raw` (optional) is the same body as the
+    engine's own bytes, forwarded untouched when the client speaks chat-completions (cheapest path).
+    """
+
+    body: dict[str, Any]
+    prompt_token_ids: list[int]
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str | None
+    engine_id: str
+    raw: bytes | None = None
+
+
+@dataclass
+class EngineChunk:
+    """One streamed chat.completion.chunk (or several that arrived together) plus their ids/logprobs.
+
+    `prompt_token_ids` is set on (at least) one chunk of a stream, usually the first. `raw` is the
+    exact SSE event bytes (``data: ...\\n\\n``) when the engine streams chat-completions itself.
+    When one network read carried several events, they travel as one EngineChunk (fewer writes
+    downstream): `bodies` lists every chunk dict in order, `body` is the last one, and the id,
+    logprob and raw fields cover all of them.
+    """
+
+    body: dict[str, Any]
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    prompt_token_ids: list[int] | None = None
+    finish_reason: str | None = None
+    engine_id: str = ""
+    raw: bytes | None = None
+    bodies: list[dict[str, Any]] | None = None
+    content: str | None = None  # the delta text these events added, when the engine already read it
+
+    def all_bodies(self) -> list[dict[str, Any]]:
+        return self.bodies if self.bodies is not None else [self.body]
+
+
+class EngineError(Exception):
+    """An engine call failed; `kind` says which boundary (HTTP status, connection, deadline, protocol)."""
+
+    def __init__(self, kind: CallErrorKind, message: str, *, status: int | None = None,
+                 body: bytes | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status = status
+        self.body = body
+
+    @property
+    def is_client_error(self) -> bool:
+        """The engine refused the request itself (4xx other than 408/429): the harness's fault."""
+        return self.kind == CallErrorKind.ENGINE_HTTP and self.status is not None and (
+            400 <= self.status < 500 and self.status not in (408, 429)
+        )
+
+
+class Engine(Protocol):
+    """An inference engine behind the gateway (vLLM, SGLang, scripted, ...)."""
+
+    async def complete(self, call: EngineCall) -> EngineResult:
+        """Run one non-streamed chat completion."""
+        ...
+
+    def stream(self, call: EngineCall) -> AsyncIterator[EngineChunk]:
+        """Run one streamed chat completion; the iterator ends after the last chunk."""
+        ...
+
+    async def models(self) -> list[str]:
+        """Model names the engine serves (for `/v1/models`)."""
+        ...
+
+    async def aclose(self) -> None: ...

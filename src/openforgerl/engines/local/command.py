@@ -1,0 +1,44 @@
+"""`openforgerl engine --model PATH --port P`: serve a local model with vLLM's token API."""
+
+from __future__ import annotations
+
+import asyncio
+
+
+def command(
+    model: str = "tiny",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    served_model_name: str | None = None,
+    dtype: str = "float32",
+    threads: int | None = None,
+    max_batch: int = 256,
+) -> None:
+    """Serve MODEL (a model directory, `tiny` for the bundled tool-calling model, or `smollm2`).
+
+    Speaks the subset of vLLM's OpenAI API the gateway uses (chat/completions with return_token_ids
+    and logprobs, streaming, hermes tool calls, /tokenize, dev-mode weight reload).
+    """
+    import logging
+
+    from openforgerl.engines.local.engine import LocalEngine
+    from openforgerl.engines.local.server import serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    engine = LocalEngine.from_pretrained(model, dtype=dtype, threads=threads, max_batch=max_batch)
+    if served_model_name:
+        engine.loaded.name = served_model_name
+
+    async def main() -> None:
+        runner = await serve(engine, host, port)
+        logging.getLogger(__name__).info("engine %s serving on http://%s:%d", engine.model_name, host, port)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+            engine.shutdown()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass

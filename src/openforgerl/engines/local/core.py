@@ -1,0 +1,236 @@
+"""The generation loop: one thread that owns the model and steps every running sequence together.
+
+Continuous batching: a request joins the running batch right after its own prefill; each loop turn
+runs one [B, 1] forward for all running sequences against a shared left-padded KV cache (`BatchKV`)
+and hands each sampled token to its request through a callback. Weight swaps, pause and abort run
+on this same thread between steps, so a swap never lands in the middle of a forward.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from openforgerl.engines.local.batch import BatchKV
+from openforgerl.engines.local.sampling import SamplingParams, TokenSample, make_generator, sample_rows
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """One generated token (or a bare finish) delivered to the request that owns the sequence."""
+
+    sample: TokenSample | None
+    finish_reason: str | None = None  # "stop" | "length" | "abort"
+    stop_reason: str | int | None = None  # the stop string / stop token id that ended it
+
+
+@dataclass
+class Sequence:
+    """A running request. `emit` is called on the core thread and must be thread-safe."""
+
+    prompt_ids: list[int]
+    params: SamplingParams
+    emit: Callable[[StepEvent], None]
+    stop_checker: Callable[[list[int]], str | None] | None = None
+    output_ids: list[int] = field(default_factory=list)
+    cancelled: bool = False
+    generator: torch.Generator | None = None
+
+    def __post_init__(self) -> None:
+        self.generator = make_generator(self.params.seed)
+
+
+def _cache_kwarg(model: Any) -> str:
+    """transformers >= 5.2x renamed `past_key_values` to `cache`; support both."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _out_cache(out: Any) -> Any:
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
+class EngineCore:
+    """Owns the torch module; all model access happens on its thread."""
+
+    def __init__(self, model: Any, eos_token_ids: tuple[int, ...], max_batch: int = 256) -> None:
+        self.model = model
+        self.eos_token_ids = eos_token_ids
+        self.max_batch = max_batch
+        self._cache_kw = _cache_kwarg(model)
+        self._cv = threading.Condition()
+        self._waiting: deque[Sequence] = deque()
+        self._calls: deque[tuple[Callable[[], Any], Future]] = deque()
+        self._running: list[Sequence] = []
+        self._kv = BatchKV()
+        self._paused = False
+        self._stopped = False
+        self.steps = 0  # decode forwards run (batching metric)
+        self.batched_tokens = 0  # tokens produced by those forwards
+        self._thread = threading.Thread(target=self._loop, name="openforgerl-engine-core", daemon=True)
+        self._thread.start()
+
+    # -- API used from other threads -------------------------------------------------------------
+    def submit(self, seq: Sequence) -> None:
+        with self._cv:
+            self._waiting.append(seq)
+            self._cv.notify()
+
+    def call(self, fn: Callable[[], Any]) -> Future:
+        """Run `fn` on the core thread between steps (weight loads, pause, abort)."""
+        fut: Future = Future()
+        with self._cv:
+            self._calls.append((fn, fut))
+            self._cv.notify()
+        return fut
+
+    def cancel(self, seq: Sequence) -> None:
+        seq.cancelled = True
+        with self._cv:
+            self._cv.notify()
+
+    def set_paused(self, paused: bool) -> None:
+        with self._cv:
+            self._paused = paused
+            self._cv.notify()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def num_running(self) -> int:
+        return len(self._running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self._waiting)
+
+    def shutdown(self) -> None:
+        with self._cv:
+            self._stopped = True
+            self._cv.notify()
+        self._thread.join(timeout=10)
+
+    def abort_all(self) -> None:
+        """Finish every running and waiting sequence with finish_reason 'abort' (core thread only)."""
+        with self._cv:
+            waiting, self._waiting = list(self._waiting), deque()
+        for seq in [*self._running, *waiting]:
+            seq.emit(StepEvent(None, "abort"))
+        self._running, self._kv = [], BatchKV()
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        torch.set_grad_enabled(False)
+        while True:
+            admitted = self._wait_for_work()
+            if admitted is None:
+                return
+            try:
+                self._step(admitted)
+            except Exception as exc:  # a bad step must not kill the server: fail the batch, go on
+                log.exception("engine step failed")
+                for seq in [*self._running, *admitted]:
+                    seq.emit(StepEvent(None, f"error:{exc}"))
+                self._running, self._kv = [], BatchKV()
+
+    def _wait_for_work(self) -> list[Sequence] | None:
+        with self._cv:
+            while True:
+                if self._stopped:
+                    return None
+                if self._calls:
+                    break
+                idle = not self._running and not self._waiting
+                if not self._paused and not idle:
+                    break
+                self._cv.wait()
+            calls, self._calls = list(self._calls), deque()
+            admitted = []
+            while not self._paused and self._waiting and len(self._running) + len(admitted) < self.max_batch:
+                admitted.append(self._waiting.popleft())
+        self._run_calls(calls)
+        return admitted
+
+    @staticmethod
+    def _run_calls(calls: list[tuple[Callable[[], Any], Future]]) -> None:
+        for fn, fut in calls:
+            try:
+                fut.set_result(fn())
+            except Exception as exc:
+                fut.set_exception(exc)
+
+    def _step(self, admitted: list[Sequence]) -> None:
+        for seq in admitted:
+            if not seq.cancelled:
+                self._prefill(seq)
+        self._drop_finished()
+        if self._running and not self._paused:
+            self._decode()
+            self._drop_finished()
+
+    def _prefill(self, seq: Sequence) -> None:
+        ids = torch.tensor([seq.prompt_ids], dtype=torch.long)
+        out = self.model(input_ids=ids, use_cache=True)
+        cache = _out_cache(out)
+        self._kv.add([layer.keys for layer in cache.layers], [layer.values for layer in cache.layers])
+        self._running.append(seq)
+        self._deliver([seq], out.logits[:, -1, :])
+
+    def _decode(self) -> None:
+        attn, pos = self._kv.decode_inputs()
+        ids = torch.tensor([[s.output_ids[-1]] for s in self._running], dtype=torch.long)
+        cache = DynamicCache(ddp_cache_data=list(zip(self._kv.keys, self._kv.values, strict=True)))
+        kw = {self._cache_kw: cache}
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, **kw)
+        layers = _out_cache(out).layers
+        self._kv.absorb([la.keys for la in layers], [la.values for la in layers])
+        self.steps += 1
+        self.batched_tokens += len(self._running)
+        self._deliver(self._running, out.logits[:, -1, :])
+
+    def _banned(self, seq: Sequence) -> tuple[int, ...]:
+        return self.eos_token_ids if len(seq.output_ids) < seq.params.min_tokens else ()
+
+    def _deliver(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
+        samples = sample_rows(
+            logits, [s.params for s in seqs], [s.generator for s in seqs], [self._banned(s) for s in seqs]
+        )
+        for seq, sample in zip(seqs, samples, strict=True):
+            seq.output_ids.append(sample.token_id)
+            reason, stop_reason = self._finish_reason(seq, sample.token_id)
+            if reason:
+                seq.cancelled = True  # leaves the batch at the next _drop_finished
+            seq.emit(StepEvent(sample, reason, stop_reason))
+
+    def _finish_reason(self, seq: Sequence, tid: int) -> tuple[str | None, str | int | None]:
+        p = seq.params
+        if len(seq.output_ids) >= p.min_tokens:
+            if tid in self.eos_token_ids and not p.ignore_eos:
+                return "stop", None
+            if tid in p.stop_token_ids:
+                return "stop", tid
+            hit = seq.stop_checker(seq.output_ids) if seq.stop_checker else None
+            if hit is not None:
+                return "stop", hit
+        if len(seq.output_ids) >= p.max_tokens:
+            return "length", None
+        return None, None
+
+    def _drop_finished(self) -> None:
+        keep = [i for i, s in enumerate(self._running) if not s.cancelled]
+        if len(keep) != len(self._running):
+            self._running = [self._running[i] for i in keep]
+            self._kv.keep(keep)

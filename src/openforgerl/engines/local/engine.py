@@ -1,0 +1,155 @@
+"""`LocalEngine`: the asyncio face of the generation core, used by the HTTP server and in-process.
+
+The trainer can hold a `LocalEngine` directly and push new weights with `load_state_dict(sd, version)`
+(no disk round trip); the server exposes the same swap as vLLM's dev-mode
+`/collective_rpc {"method": "reload_weights"}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openforgerl.engines.local.core import EngineCore, Sequence, StepEvent
+from openforgerl.engines.local.model import LoadedModel, load_model
+from openforgerl.engines.local.sampling import SamplingParams
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A finished sequence: exact ids and raw logprobs of every sampled token."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    top_logprobs: list[tuple[tuple[int, float], ...]]
+    finish_reason: str
+    stop_reason: str | int | None
+
+
+class StopStrings:
+    """Detects stop strings in the decoded output; remembers where the text must be cut."""
+
+    def __init__(self, decode: Any, stops: tuple[str, ...]) -> None:
+        self._decode, self._stops = decode, stops
+
+    def __call__(self, ids: list[int]) -> str | None:
+        tail = self._decode(ids[-64:])
+        return next((s for s in self._stops if s in tail), None)
+
+
+def read_safetensors(path: Path) -> dict[str, Any]:
+    """All tensors of a .safetensors file or of every such file in a directory."""
+    from safetensors.torch import load_file
+
+    files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
+    if not files:
+        raise FileNotFoundError(f"no .safetensors under {path}")
+    sd: dict[str, Any] = {}
+    for f in files:
+        sd.update(load_file(str(f)))
+    return sd
+
+
+class LocalEngine:
+    """A transformers model behind a continuous-batching core."""
+
+    def __init__(self, loaded: LoadedModel, *, max_batch: int = 256) -> None:
+        self.loaded = loaded
+        self.chat = loaded.chat
+        self.core = EngineCore(loaded.model, loaded.eos_token_ids, max_batch=max_batch)
+        self.weight_version: str | int | None = 0
+
+    @classmethod
+    def from_pretrained(cls, model: str | Path, **kw: Any) -> LocalEngine:
+        load_kw = {k: kw.pop(k) for k in ("dtype", "threads") if k in kw}
+        return cls(load_model(str(model), **load_kw), **kw)
+
+    @property
+    def model_name(self) -> str:
+        return self.loaded.name
+
+    @property
+    def max_model_len(self) -> int:
+        return self.loaded.max_model_len
+
+    async def stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[StepEvent]:
+        """Yield one event per sampled token; the last one carries the finish reason."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[StepEvent] = asyncio.Queue()
+        stops = StopStrings(self.chat.decode, params.stop) if params.stop else None
+        seq = Sequence(list(prompt_ids), params, lambda ev: loop.call_soon_threadsafe(queue.put_nowait, ev), stops)
+        self.core.submit(seq)
+        try:
+            while True:
+                ev = await queue.get()
+                yield ev
+                if ev.finish_reason:
+                    return
+        finally:
+            self.core.cancel(seq)
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
+        ids, lps, tops = [], [], []
+        last = StepEvent(None, "abort")
+        async for ev in self.stream(prompt_ids, params):
+            if ev.sample is not None:
+                ids.append(ev.sample.token_id)
+                lps.append(ev.sample.logprob)
+                tops.append(ev.sample.top)
+            last = ev
+        return Generation(ids, lps, tops, last.finish_reason or "abort", last.stop_reason)
+
+    # -- weights ------------------------------------------------------------------------------
+    async def load_state_dict(self, state_dict: Mapping[str, Any], version: str | int | None = None) -> int:
+        """Swap weights between decode steps; returns the number of tensors loaded."""
+        fut = self.core.call(lambda: self._copy_weights(state_dict))
+        count = await asyncio.wrap_future(fut)
+        if version is not None:
+            self.weight_version = version
+        return count
+
+    def load_state_dict_sync(self, state_dict: Mapping[str, Any], version: str | int | None = None) -> int:
+        """Same as `load_state_dict` for a caller without an event loop (blocks until swapped)."""
+        count = self.core.call(lambda: self._copy_weights(state_dict)).result()
+        if version is not None:
+            self.weight_version = version
+        return count
+
+    async def reload_weights(self, weights_path: str | Path) -> int:
+        """vLLM dev-mode `reload_weights`: read every *.safetensors file of a directory."""
+        return await self.load_state_dict(await asyncio.to_thread(read_safetensors, Path(weights_path)))
+
+    def _copy_weights(self, state_dict: Mapping[str, Any]) -> int:
+        import torch
+
+        params = self.loaded.model.state_dict(keep_vars=True)  # includes tied aliases (lm_head.weight)
+        unknown = [k for k in state_dict if k not in params]
+        if unknown:
+            raise KeyError(f"unknown weight names: {unknown[:5]}")
+        with torch.no_grad():
+            for name, tensor in state_dict.items():
+                params[name].copy_(tensor.to(params[name].dtype))
+        return len(state_dict)
+
+    # -- control ------------------------------------------------------------------------------
+    async def pause(self, mode: str = "abort") -> None:
+        """vLLM RL `/pause`: abort (finish running requests), wait (let them finish), keep (freeze)."""
+        if mode == "wait":
+            await asyncio.to_thread(self._wait_idle)
+        self.core.set_paused(True)
+        if mode == "abort":
+            await asyncio.wrap_future(self.core.call(self.core.abort_all))
+
+    def _wait_idle(self) -> None:
+        while self.core.num_running or self.core.num_waiting:
+            time.sleep(0.01)
+
+    def resume(self) -> None:
+        self.core.set_paused(False)
+
+    def shutdown(self) -> None:
+        self.core.shutdown()

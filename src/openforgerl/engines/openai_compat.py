@@ -1,0 +1,347 @@
+"""An OpenAI-compatible upstream (vLLM or SGLang) with their exact-token extensions turned on.
+
+Per call we inject the knobs that make the engine return what it consumed and sampled:
+* vLLM: `return_token_ids`, `logprobs`, `top_logprobs: 0`, and `include_reasoning: true` (forced:
+  false would hide token ids). Non-stream: top-level `prompt_token_ids`, `choices[0].token_ids`;
+  stream: `prompt_token_ids` on the first chunk, `token_ids` on every chunk.
+* SGLang: non-stream `return_token_ids` + `return_meta_info`; stream via the headers
+  `x-sglext-return-input-ids/-output-ids: 1` (ids arrive in a final `sglext` chunk).
+The engine's bytes are forwarded as they came (extension fields included; clients ignore them).
+Replicas: a rollout is pinned to one replica by a stable hash of its id (prefix-cache reuse, and
+two gateway replicas agree on the pin); calls without a rollout go round-robin.
+Connections: aiohttp pool whose keep-alive is shorter than the engine's, and a request that meets a
+stale pooled connection (closed by the engine while idle) is retried once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import zlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import aiohttp
+import orjson
+
+from openforgerl.engines.base import EngineCall, EngineChunk, EngineError, EngineResult
+from openforgerl.records import CallErrorKind
+
+_STALE = (aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionResetError)
+_DONE = b"[DONE]"
+
+
+class Dialect(StrEnum):
+    VLLM = "vllm"
+    SGLANG = "sglang"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One engine replica: `root` is its server root, `api` the `/v1` base."""
+
+    root: str
+    engine_id: str
+
+    @property
+    def api(self) -> str:
+        return self.root + "/v1"
+
+    @classmethod
+    def parse(cls, url: str) -> Upstream:
+        root = url.rstrip("/")
+        root = root[: -len("/v1")] if root.endswith("/v1") else root
+        return cls(root, root.split("://", 1)[-1])
+
+
+def _logprobs(choice: dict[str, Any]) -> list[float]:
+    content = (choice.get("logprobs") or {}).get("content") or []
+    return [entry["logprob"] for entry in content]
+
+
+def _protocol_error(message: str) -> EngineError:
+    return EngineError(CallErrorKind.ENGINE_PROTOCOL, message)
+
+
+class _Extract:
+    """Reads ids/logprobs out of a dialect's bodies (pure; one instance per dialect)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+
+    def result(self, body: dict[str, Any]) -> tuple[list[int], list[int], list[float], str | None]:
+        choices = body.get("choices") or []
+        if not choices:
+            raise _protocol_error("engine answer has no choices")
+        choice = choices[0]
+        if self.dialect == Dialect.VLLM:
+            prompt, ids = body.get("prompt_token_ids"), choice.get("token_ids")
+            lps = _logprobs(choice)
+        else:
+            prompt, ids, lps = self._sglang(body, choice)
+        if prompt is None or ids is None:
+            raise _protocol_error("engine answer lacks token ids (is return_token_ids supported?)")
+        return prompt, ids, lps, choice.get("finish_reason")
+
+    @staticmethod
+    def _sglang(body: dict[str, Any], choice: dict[str, Any]) -> tuple[Any, Any, list[float]]:
+        ext = body.get("sglext") or {}
+        meta = choice.get("meta_info") or body.get("meta_info") or {}
+        prompt = choice.get("prompt_token_ids") or ext.get("input_ids")
+        ids = choice.get("response_token_ids") or choice.get("token_ids") or ext.get("output_ids")
+        lps = _logprobs(choice) or [t[0] for t in meta.get("output_token_logprobs") or []]
+        return prompt, ids, lps
+
+    @staticmethod
+    def events(bodies: list[dict[str, Any]], raw: bytes, engine_id: str) -> EngineChunk:
+        """One EngineChunk for the chunk dicts of one network read (a tight loop: hot path)."""
+        ids: list[int] = []
+        lps: list[float] = []
+        text: list[str] = []
+        prompt, finish = None, None
+        for body in bodies:
+            if "prompt_token_ids" in body:
+                prompt = body["prompt_token_ids"]
+            choices = body.get("choices")
+            if choices:
+                c0 = choices[0]
+                if tids := c0.get("token_ids"):
+                    ids += tids
+                if (lp := c0.get("logprobs")) and (content := lp.get("content")):
+                    lps += [e["logprob"] for e in content]
+                if (delta := c0.get("delta")) and (piece := delta.get("content")):
+                    text.append(piece)
+                if c0.get("finish_reason") is not None:
+                    finish = c0["finish_reason"]
+            elif (ext := body.get("sglext")) is not None:  # SGLang's final ids chunk
+                ids += ext.get("output_ids") or []
+                prompt = ext.get("input_ids", prompt)
+        return EngineChunk(bodies[-1], ids, lps, prompt, finish, engine_id, raw,
+                           bodies if len(bodies) > 1 else None, "".join(text))
+
+
+class OpenAICompatEngine:
+    """The gateway's client for one or more OpenAI-compatible engine replicas."""
+
+    def __init__(self, urls: list[str] | str, *, dialect: Dialect | str = Dialect.VLLM, model: str | None = None,
+                 api_key: str | None = None, keepalive_s: float = 30.0, connect_timeout_s: float = 10.0,
+                 read_idle_s: float | None = None) -> None:
+        urls = [urls] if isinstance(urls, str) else urls
+        if not urls:
+            raise ValueError("at least one engine URL is required")
+        self.upstreams = [Upstream.parse(u) for u in urls]
+        self.dialect = Dialect(dialect)
+        self.model = model
+        self._extract = _Extract(self.dialect)
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._keepalive_s = keepalive_s
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s, sock_read=read_idle_s)
+        self._rr = itertools.count()
+        self._session: aiohttp.ClientSession | None = None
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=self._keepalive_s, ttl_dns_cache=None)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout,
+                                                  json_serialize=lambda o: orjson.dumps(o).decode())
+        return self._session
+
+    def pick(self, route_key: str) -> Upstream:
+        """The replica for a rollout: a stable hash when there is a key, round-robin otherwise."""
+        n = len(self.upstreams)
+        if n == 1:
+            return self.upstreams[0]
+        slot = zlib.crc32(route_key.encode()) if route_key else next(self._rr)
+        return self.upstreams[slot % n]
+
+    async def _model(self, upstream: Upstream) -> str:
+        if self.model is None:
+            names = await self._list_models(upstream)
+            if not names:
+                raise _protocol_error("engine serves no model")
+            self.model = names[0]
+        return self.model
+
+    async def _list_models(self, upstream: Upstream) -> list[str]:
+        body = await self._get_json(upstream.api + "/models")
+        return [m["id"] for m in body.get("data") or []]
+
+    async def _get_json(self, url: str) -> dict[str, Any]:
+        try:
+            async with self._client().get(url, headers=self._headers) as resp:
+                data = await resp.read()
+                if resp.status != 200:
+                    raise EngineError(CallErrorKind.ENGINE_HTTP, _message(data, resp.status), status=resp.status)
+                return orjson.loads(data)
+        except aiohttp.ClientError as exc:
+            raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{url}: {exc!r}") from exc
+
+    def _prepare(self, body: dict[str, Any], model: str, stream: bool) -> tuple[bytes, dict[str, str]]:
+        out = dict(body)
+        out["model"] = model
+        out["stream"] = stream
+        if not stream:
+            out.pop("stream_options", None)
+        headers = dict(self._headers)
+        headers["Content-Type"] = "application/json"
+        if self.dialect == Dialect.VLLM:
+            out["return_token_ids"] = True
+            out["include_reasoning"] = True
+            if not out.get("logprobs"):
+                out["logprobs"], out["top_logprobs"] = True, 0
+        else:
+            out.setdefault("logprobs", True)
+            if stream:
+                headers["x-sglext-return-input-ids"] = "1"
+                headers["x-sglext-return-output-ids"] = "1"
+            else:
+                out["return_token_ids"] = True
+                out["return_meta_info"] = True
+        return orjson.dumps(out), headers
+
+    async def _post(self, upstream: Upstream, payload: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
+        """POST the chat body; one retry when a pooled connection turns out to be stale."""
+        url = upstream.api + "/chat/completions"
+        for attempt in (0, 1):
+            try:
+                resp = await self._client().post(url, data=payload, headers=headers)
+            except _STALE as exc:
+                if attempt == 0:
+                    continue
+                raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{upstream.engine_id}: {exc!r}") from exc
+            except aiohttp.ClientError as exc:
+                raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{upstream.engine_id}: {exc!r}") from exc
+            if resp.status == 200:
+                return resp
+            data = await resp.read()
+            resp.release()
+            raise EngineError(CallErrorKind.ENGINE_HTTP, _message(data, resp.status), status=resp.status, body=data)
+        raise AssertionError("unreachable")
+
+    # -- Engine protocol -----------------------------------------------------------------------
+    async def complete(self, call: EngineCall) -> EngineResult:
+        upstream = self.pick(call.route_key)
+        payload, headers = self._prepare(call.body, await self._model(upstream), stream=False)
+        resp = await self._post(upstream, payload, headers)
+        try:
+            raw = await resp.read()
+        except aiohttp.ClientError as exc:
+            raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{upstream.engine_id}: {exc!r}") from exc
+        finally:
+            resp.release()
+        try:
+            body = orjson.loads(raw)
+            prompt, ids, lps, finish = self._extract.result(body)
+        except (orjson.JSONDecodeError, AttributeError, TypeError, KeyError) as exc:
+            raise _protocol_error(f"malformed engine answer: {exc!r}") from exc
+        return EngineResult(body, prompt, ids, lps, finish, upstream.engine_id, raw)
+
+    async def stream(self, call: EngineCall) -> AsyncIterator[EngineChunk]:
+        upstream = self.pick(call.route_key)
+        payload, headers = self._prepare(call.body, await self._model(upstream), stream=True)
+        resp = await self._post(upstream, payload, headers)
+        try:
+            async for chunk in self._events(resp, upstream.engine_id):
+                yield chunk
+        finally:
+            resp.close()  # abandoning mid-stream closes the socket: the engine aborts the request
+
+    async def _events(self, resp: aiohttp.ClientResponse, engine_id: str) -> AsyncIterator[EngineChunk]:
+        """One EngineChunk per network read (all the SSE events it completed), until `[DONE]`."""
+        buf = b""
+        finished = False
+        try:
+            async for data in resp.content.iter_any():
+                buf += data
+                cut = buf.rfind(b"\n\n")
+                if cut < 0:
+                    continue
+                complete, buf = buf[: cut + 2], buf[cut + 2 :]
+                chunk, done = self._parse_read(complete, engine_id)
+                if chunk is not None:
+                    finished = finished or chunk.finish_reason is not None
+                    yield chunk
+                if done:
+                    return
+        except aiohttp.ClientError as exc:
+            raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{engine_id}: stream broke: {exc!r}") from exc
+        if not finished:
+            raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{engine_id}: stream ended before it finished")
+
+    def _parse_read(self, complete: bytes, engine_id: str) -> tuple[EngineChunk | None, bool]:
+        """Parse every event of one read with a single `orjson.loads` (a JSON array of payloads)."""
+        payloads: list[bytes] = []
+        done = False
+        raw = complete
+        for block in complete.split(b"\n\n")[:-1]:
+            payload = _data_of(block)
+            if payload is None:
+                continue
+            if payload == _DONE:
+                done = True
+                raw = complete[: complete.find(block)]
+                break
+            payloads.append(payload)
+        if not payloads:
+            return None, done
+        try:
+            bodies = orjson.loads(b"[" + b",".join(payloads) + b"]")
+        except orjson.JSONDecodeError as exc:
+            raise _protocol_error(f"malformed engine chunk: {exc!r}") from exc
+        for body in bodies:
+            if not isinstance(body, dict):
+                raise _protocol_error("engine chunk is not a JSON object")
+            if "error" in body and "choices" not in body:
+                raise EngineError(CallErrorKind.ENGINE_HTTP, _message(orjson.dumps(body), 500), status=500)
+        return self._extract.events(bodies, raw, engine_id), done
+
+    async def models(self) -> list[str]:
+        return [await self._model(self.upstreams[0])]
+
+    async def count_tokens(self, body: dict[str, Any]) -> int:
+        """Prompt length via the engine's `/tokenize` (vLLM and SGLang both serve it)."""
+        upstream = self.upstreams[0]
+        req = {"model": await self._model(upstream), "messages": body.get("messages") or [],
+               "add_generation_prompt": True}
+        if body.get("tools"):
+            req["tools"] = body["tools"]
+        try:
+            async with self._client().post(upstream.root + "/tokenize", json=req, headers=self._headers) as resp:
+                data = await resp.read()
+        except aiohttp.ClientError as exc:
+            raise EngineError(CallErrorKind.ENGINE_CONNECTION, repr(exc)) from exc
+        if resp.status != 200:
+            raise EngineError(CallErrorKind.ENGINE_HTTP, _message(data, resp.status), status=resp.status)
+        out = orjson.loads(data)
+        return int(out.get("count") or len(out.get("tokens") or []))
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            await asyncio.sleep(0)
+
+
+def _data_of(block: bytes) -> bytes | None:
+    """The `data:` payload of one SSE event block (None for comments / named non-data events)."""
+    if block[:6] == b"data: " and b"\n" not in block:
+        return block[6:]
+    block = block.strip(b"\r\n")
+    lines = [ln[5:].lstrip(b" ") for ln in block.replace(b"\r\n", b"\n").split(b"\n") if ln.startswith(b"data:")]
+    return b"\n".join(lines) if lines else None
+
+
+def _message(data: bytes, status: int) -> str:
+    """A readable error message from an engine's error body (OpenAI or FastAPI shape)."""
+    try:
+        body = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return f"engine answered {status}: {data[:500].decode('utf-8', 'replace')}"
+    if isinstance(body, dict):
+        err = body.get("error", body.get("detail", body.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        return f"engine answered {status}: {err}"
+    return f"engine answered {status}: {body}"

@@ -1,0 +1,81 @@
+"""Importers: foreign task sets → our task folders (or, for Harbor layouts, loaded in place).
+
+- Harbor / claw-bench folders load directly (`openforgerl.envs.task.load_task`, runtime in `harbor.py`).
+- Claw-Eval `task.yaml` folders, QwenClawBench `task_*.md` files and tau2 `tasks.json` are converted
+  by `import_any` into folders under `out`; what cannot run offline is flagged in
+  `[metadata.openforgerl]` (`requires_internet`, `requires_llm_judge`, `unsupported`), never run silently.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from openforgerl.envs.draft import TaskDraft, write_task
+
+__all__ = ["detect_format", "import_any"]
+
+
+def detect_format(source: Path) -> str:
+    if source.is_file() and source.suffix == ".json":
+        return "tau2"
+    if source.is_file() and source.suffix == ".md":
+        return "qwenclawbench"
+    if (source / "task.yaml").is_file() or any(source.rglob("task.yaml")):
+        return "claw-eval"
+    if any(source.rglob("tasks.json")):
+        return "tau2"
+    if any(source.rglob("task_*.md")):
+        return "qwenclawbench"
+    raise ValueError(f"cannot tell the task format of {source}")
+
+
+def _drafts(source: Path, fmt: str) -> list[TaskDraft]:
+    if fmt == "claw-eval":
+        from openforgerl.envs.importers.claw_eval import convert_claw_eval, find_claw_eval_tasks
+
+        dirs = [source] if (source / "task.yaml").is_file() else find_claw_eval_tasks(source)
+        return [convert_claw_eval(d) for d in dirs]
+    if fmt == "qwenclawbench":
+        from openforgerl.envs.importers.qwenclawbench import convert_qwenclawbench
+
+        files = [source] if source.is_file() else sorted(source.rglob("task_*.md"))
+        return [convert_qwenclawbench(f, _assets_for(f)) for f in files]
+    if fmt == "tau2":
+        from openforgerl.envs.importers.tau2 import convert_tau2
+
+        files = [source] if source.is_file() else sorted(source.rglob("tasks.json"))
+        return [d for f in files for d in convert_tau2(f)]
+    raise ValueError(f"unknown format {fmt!r} (claw-eval | qwenclawbench | tau2)")
+
+
+def _assets_for(md: Path) -> Path | None:
+    """QwenClawBench keeps assets in `<data>/assets/` next to `<data>/tasks/`."""
+    for parent in md.parents:
+        if (parent / "assets").is_dir():
+            return parent / "assets"
+    return None
+
+
+def _folder(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name.split("/", 1)[-1]).strip("-")
+
+
+def import_any(source: Path, out: Path, fmt: str = "auto") -> list[Path]:
+    """Convert every task found under `source` into a folder under `out`; returns the folders."""
+    drafts = _drafts(source, detect_format(source) if fmt == "auto" else fmt)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for d in drafts:
+        d.name = d.name if "/" in d.name else f"imported/{d.name}"
+        folder = _folder(d.name)
+        written.append(write_task(_renamed(d, folder), out))
+    return written
+
+
+def _renamed(d: TaskDraft, folder: str) -> TaskDraft:
+    """write_task uses the last path part of the name as the folder; keep the full id in the name."""
+    d.extra_meta = dict(d.extra_meta)
+    prefix = d.name.rsplit("/", 1)[0]
+    d.name = f"{prefix}/{folder}"
+    return d

@@ -1,0 +1,147 @@
+"""`ClawTaskRuntime`: a loaded task folder as the orchestrator's `TaskRuntime`.
+
+Inside the sandbox (paths are inside paths):
+- `/workdir/<workspace files>` from `environment/workspace/`;
+- `/workdir/.claw/fixtures/*.json` + `/workdir/.claw/config.json` (exposed tools, faults), read by the
+  service process `python -m openforgerl.envs.services` on 127.0.0.1:`port` (its own netns per sandbox);
+- the harness reaches the tools via the stdio MCP server, the shell CLI or function tools;
+- after the harness: `tests/` is copied to `/workdir/.claw/tests/` and the verifier runs inside
+  (`python -m openforgerl.envs.verify`), writing `/workdir/.claw/reward.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from openforgerl.envs.claw_cli import usage_lines
+from openforgerl.envs.client import DEFAULT_PORT, URL_ENV
+from openforgerl.envs.task import Task, load_task
+from openforgerl.envs.tools import function_tools, tools_for
+from openforgerl.harness.base import McpServer
+from openforgerl.orchestrator.task_protocol import Verdict, VerifierError
+
+__all__ = ["ClawTaskRuntime", "load_runtime", "read_tree"]
+
+CLAW_DIR = ".claw"
+INSIDE = "/workdir"
+
+
+def read_tree(root: Path, prefix: str = "") -> dict[str, bytes]:
+    """Every file under `root` as {prefix + relative path: bytes}."""
+    if not root.is_dir():
+        return {}
+    return {prefix + str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+class ClawTaskRuntime:
+    """One Claw task (verifier = checks); stateless across rollouts, so safe to share."""
+
+    def __init__(self, task: Task, *, port: int = DEFAULT_PORT, python: str | None = None) -> None:
+        self.task = task
+        self.task_id = task.task_id
+        self.instruction = task.instruction
+        self.budget_s = task.budget_s
+        self.port = port
+        self.python = python or sys.executable
+        self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
+                                         "services": list(task.meta.services), "tags": list(task.meta.tags)}
+        self.service_ready_s = 0.0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def tool_service_url(self) -> str:
+        """Where direct-tool harnesses (`zero`) POST `/tools/<name>` (HarnessContext.tool_service_url)."""
+        return self.url
+
+    @property
+    def tools(self) -> list[str]:
+        return self.task.tool_names
+
+    def files(self) -> Mapping[str, bytes]:
+        env = self.task.root / "environment"
+        out = read_tree(env / "workspace")
+        out |= read_tree(env / "fixtures", f"{CLAW_DIR}/fixtures/")
+        config = {"tools": self.tools, "faults": [f.model_dump() for f in self.task.meta.faults]}
+        out[f"{CLAW_DIR}/config.json"] = json.dumps(config, indent=1).encode()
+        return out
+
+    def service_argv(self, workdir: str = INSIDE) -> Sequence[str]:
+        claw = f"{workdir}/{CLAW_DIR}"
+        return [self.python, "-m", "openforgerl.envs.services", "--fixtures", f"{claw}/fixtures",
+                "--workspace", workdir, "--config", f"{claw}/config.json", "--port", str(self.port)]
+
+    def mcp_servers(self) -> Sequence[McpServer]:
+        args = ["-m", "openforgerl.envs.mcp_server", "--tools", ",".join(self.tools)]
+        return [McpServer("claw", self.python, args, {URL_ENV: self.url})]
+
+    def function_tools(self) -> Sequence[Mapping[str, Any]]:
+        return function_tools(tools_for(names=self.tools))
+
+    def cli_program(self) -> str:
+        return "openforgerl-claw" if shutil.which("openforgerl-claw") else f"{self.python} -m openforgerl.envs.claw_cli"
+
+    def shell_tools_hint(self) -> str:
+        lines = usage_lines(tools_for(names=self.tools), self.cli_program())
+        head = ("Use these shell commands to act on the user's mail, calendar, contacts, knowledge base, "
+                "to-do list, notes and workspace files. Each prints JSON; on an error it exits non-zero "
+                "(transient errors can be retried).")
+        return "\n".join([head, *lines])
+
+    async def verify(self, sandbox: Any) -> Verdict:
+        tests = f"{INSIDE}/{CLAW_DIR}/tests"
+        for rel, data in read_tree(self.task.root / "tests").items():
+            await sandbox.write_file(f"{tests}/{rel}", data)
+        out = f"{INSIDE}/{CLAW_DIR}/reward.json"
+        await sandbox.write_file(out, b"")
+        argv = [self.python, "-m", "openforgerl.envs.verify", "--checks", f"{tests}/checks.toml",
+                "--state-url", self.url, "--workdir", INSIDE, "--out", out]
+        res = await sandbox.exec(argv, timeout_s=self.task.config.verifier.timeout_sec or 120.0)
+        log = res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace")
+        if res.returncode != 0 or res.timed_out:
+            raise VerifierError(f"verifier exited {res.returncode} (timed_out={res.timed_out}): {log[-2000:]}")
+        return parse_reward(await sandbox.read_file(out), log)
+
+
+    async def run_oracle(self, sandbox: Any) -> str:
+        """Run solution/solve.sh inside the sandbox (validation only); "" on success, else why not."""
+        script = self.task.root / "solution" / "solve.sh"
+        if not script.is_file():
+            return "no solution/solve.sh"
+        await sandbox.write_file("/tmp/solve.sh", script.read_bytes())
+        env = {"OPENFORGERL_PYTHON": self.python, URL_ENV: self.url}
+        res = await sandbox.exec(["bash", "/tmp/solve.sh"], env=env, timeout_s=120.0)
+        if res.returncode != 0:
+            return f"oracle exited {res.returncode}: {res.stderr.decode(errors='replace')[-500:]}"
+        return ""
+
+
+def parse_reward(raw: bytes, log: str) -> Verdict:
+    """reward.json (flat dict of finite numbers with `reward`) or reward.txt (one float) → Verdict."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise VerifierError(f"reward file is not JSON: {raw[:200]!r}") from exc
+    if isinstance(data, (int, float)) and not isinstance(data, bool):
+        return Verdict(float(data), {"reward": float(data)}, log)
+    if not isinstance(data, dict) or not isinstance(data.get("reward"), (int, float)):
+        raise VerifierError(f"reward file lacks a numeric 'reward': {raw[:200]!r}")
+    return Verdict(float(data["reward"]), {k: float(v) for k, v in data.items()
+                                            if isinstance(v, (int, float))}, log)
+
+
+def load_runtime(root: Path | str, **kwargs: Any) -> Any:
+    """The right runtime for a task folder (Claw checks, claw-bench pytest or Harbor script)."""
+    task = load_task(root)
+    if task.meta.verifier == "checks":
+        return ClawTaskRuntime(task, **kwargs)
+    from openforgerl.envs.importers.harbor import HarborTaskRuntime
+
+    return HarborTaskRuntime(task, python=kwargs.get("python"))

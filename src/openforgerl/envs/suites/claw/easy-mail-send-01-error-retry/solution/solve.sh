@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Oracle: replays solution/actions.json through the shell CLI.
+set -euo pipefail
+claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
+
+claw mail send --to bob.chen@acme.io --subject Lunch --body 'Want to grab lunch at noon?' || { sleep 0.2; claw mail send --to bob.chen@acme.io --subject Lunch --body 'Want to grab lunch at noon?'; }

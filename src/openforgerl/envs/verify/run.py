@@ -1,0 +1,56 @@
+"""`python -m openforgerl.envs.verify`: fetch state + audit, judge, write reward.json and a log.
+
+Exit 0 whenever the work was judged (also for reward 0); exit 2 when the verifier itself could not
+run (service unreachable, bad spec) — the runtime turns that into an infra `VerifierError`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from openforgerl.envs.client import ServiceUnreachable, get_json
+from openforgerl.envs.verify.checks import Evidence, Outcome, evaluate
+from openforgerl.envs.verify.spec import load_spec
+
+__all__ = ["main", "verify_live"]
+
+
+def verify_live(checks: Path, state_url: str, workdir: Path | None) -> Outcome:
+    """Judge the live service at `state_url` (raises ServiceUnreachable / TaskFormatError)."""
+    spec = load_spec(checks)
+    state = get_json("/state", url=state_url, wait_s=15.0)
+    audit = get_json("/audit", url=state_url, wait_s=15.0).get("calls", [])
+    return evaluate(spec, Evidence(state, audit, workdir))
+
+
+def _checks_path(ns: argparse.Namespace) -> Path:
+    if ns.checks:
+        return Path(ns.checks)
+    task = Path(ns.task)
+    return task / "checks.toml" if (task / "checks.toml").is_file() else task / "tests" / "checks.toml"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m openforgerl.envs.verify")
+    ap.add_argument("--task", default=".", help="task folder (or its tests/ folder)")
+    ap.add_argument("--checks", default=None, help="checks.toml (overrides --task)")
+    ap.add_argument("--state-url", default=None, help="Claw service URL (default: $OPENFORGERL_CLAW_URL)")
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=Path("reward.json"))
+    ap.add_argument("--log", type=Path, default=None, help="human-readable log (default: next to --out)")
+    ns = ap.parse_args(argv)
+    from openforgerl.envs.client import service_url
+    from openforgerl.envs.task import TaskFormatError
+
+    try:
+        outcome = verify_live(_checks_path(ns), ns.state_url or service_url(), ns.workdir)
+    except (ServiceUnreachable, TaskFormatError, OSError) as exc:
+        print(f"verifier error: {exc}", file=sys.stderr)
+        return 2
+    ns.out.write_text(json.dumps(outcome.components(), indent=1))
+    (ns.log or ns.out.with_name("verifier.log")).write_text(outcome.log())
+    print(outcome.log(), end="")
+    return 0

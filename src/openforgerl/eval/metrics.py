@@ -1,0 +1,130 @@
+"""pass@k and pass^k with the unbiased estimators, per group, with bootstrap confidence intervals.
+
+Pure functions, no I/O. For one task with n valid trials of which c succeeded:
+
+- pass@k = 1 − C(n−c, k) / C(n, k)   (Chen et al. 2021: at least one of k draws succeeds)
+- pass^k = C(c, k) / C(n, k)         (tau-bench, Yao et al. 2024: all k draws succeed)
+
+The suite value is the mean over tasks; tasks with n < k are left out of that k and counted.
+Infrastructure-failed trials are not trials: they are dropped before counting and reported apart.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from math import comb
+
+__all__ = ["Estimate", "GroupMetrics", "TaskCounts", "Trial", "count_tasks", "group_metrics",
+           "pass_at_k", "pass_hat_k"]
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one task (needs 1 ≤ k ≤ n, 0 ≤ c ≤ n)."""
+    _check(n, c, k)
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass^k for one task (tau-bench `comb(c, k) / comb(n, k)`)."""
+    _check(n, c, k)
+    return comb(c, k) / comb(n, k)
+
+
+def _check(n: int, c: int, k: int) -> None:
+    if not (1 <= k <= n and 0 <= c <= n):
+        raise ValueError(f"need 1 <= k <= n and 0 <= c <= n (got n={n}, c={c}, k={k})")
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One attempt of one task by one harness."""
+
+    task_id: str
+    harness: str
+    reward: float | None
+    infra: bool = False  # infrastructure failure: excluded from every metric
+    services: tuple[str, ...] = ()
+    status: str = "ok"
+
+
+@dataclass(frozen=True)
+class TaskCounts:
+    task_id: str
+    n: int  # valid trials
+    c: int  # successful trials
+    infra: int  # infra-dropped trials
+    mean_reward: float
+
+
+def count_tasks(trials: Iterable[Trial], threshold: float = 1.0) -> list[TaskCounts]:
+    """Per-task (n, c) with success = reward ≥ threshold (within 1e-6, as tau2 does)."""
+    by_task: dict[str, list[Trial]] = defaultdict(list)
+    for t in trials:
+        by_task[t.task_id].append(t)
+    out = []
+    for task_id, ts in sorted(by_task.items()):
+        valid = [t for t in ts if not t.infra]
+        rewards = [t.reward or 0.0 for t in valid]
+        c = sum(1 for r in rewards if r >= threshold - 1e-6)
+        mean = sum(rewards) / len(rewards) if rewards else 0.0
+        out.append(TaskCounts(task_id, len(valid), c, len(ts) - len(valid), mean))
+    return out
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float
+    low: float
+    high: float
+    tasks: int  # tasks that entered this estimate (n ≥ k)
+
+
+@dataclass(frozen=True)
+class GroupMetrics:
+    """Metrics of one group of trials (a harness, or a harness × service)."""
+
+    tasks: int
+    trials: int
+    infra_dropped: int
+    mean_reward: float
+    pass_at: dict[int, Estimate] = field(default_factory=dict)
+    pass_hat: dict[int, Estimate] = field(default_factory=dict)
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def bootstrap(values: Sequence[float], *, resamples: int = 1000, seed: int = 0,
+              level: float = 0.95) -> tuple[float, float]:
+    """Percentile CI of the mean, resampling tasks with replacement (seeded, deterministic)."""
+    if len(values) < 2:
+        v = _mean(values)
+        return v, v
+    rng = random.Random(seed)
+    means = sorted(_mean([values[rng.randrange(len(values))] for _ in values]) for _ in range(resamples))
+    lo = means[int((1 - level) / 2 * (resamples - 1))]
+    hi = means[int((1 + level) / 2 * (resamples - 1))]
+    return lo, hi
+
+
+def _estimate(counts: Sequence[TaskCounts], k: int, fn: Callable[[int, int, int], float],
+              resamples: int, seed: int) -> Estimate:
+    per_task = [fn(tc.n, tc.c, k) for tc in counts if tc.n >= k]
+    lo, hi = bootstrap(per_task, resamples=resamples, seed=seed)
+    return Estimate(_mean(per_task), lo, hi, len(per_task))
+
+
+def group_metrics(trials: Sequence[Trial], ks: Sequence[int], *, threshold: float = 1.0,
+                  resamples: int = 1000, seed: int = 0) -> GroupMetrics:
+    counts = count_tasks(trials, threshold)
+    valid = [tc for tc in counts if tc.n > 0]
+    return GroupMetrics(
+        tasks=len(valid), trials=sum(tc.n for tc in counts), infra_dropped=sum(tc.infra for tc in counts),
+        mean_reward=_mean([tc.mean_reward for tc in valid]),
+        pass_at={k: _estimate(valid, k, pass_at_k, resamples, seed) for k in ks},
+        pass_hat={k: _estimate(valid, k, pass_hat_k, resamples, seed) for k in ks},
+    )

@@ -1,0 +1,52 @@
+"""Run an eval through the orchestrator and turn its rollout records into `Trial`s.
+
+Every task gets `trials` rollouts per harness (one GRPO-style group, min size 1, timeouts scored 0);
+infrastructure failures are retried by the orchestrator and, when they persist, kept as infra trials
+so the report can show them without counting them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from openforgerl.eval.metrics import Trial
+from openforgerl.records import RolloutRecord
+
+__all__ = ["records_to_trials", "run_eval"]
+
+
+def records_to_trials(records: Iterable[RolloutRecord], services: Mapping[str, Sequence[str]] | None = None
+                      ) -> list[Trial]:
+    """One Trial per attempt; infra-failed attempts are flagged (`infra=True`), not scored."""
+    services = services or {}
+    out = []
+    for r in records:
+        infra = r.status is None or r.status.is_infra
+        task = r.task_id or "?"
+        reward = None if infra else (r.reward if r.reward is not None else 0.0)
+        out.append(Trial(task, r.harness or "?", reward, infra, tuple(services.get(task, ())),
+                         str(r.status) if r.status else "unknown"))
+    return out
+
+
+async def run_eval(runtimes: Sequence[Any], harnesses: Sequence[str], *, gateway_url: str, backend: Any,
+                   trials: int, sink: Any = None, **config: Any) -> list[Trial]:
+    """`trials` rollouts of every task with every harness, through `run_batch`."""
+    from openforgerl.harness.registry import get_harness
+    from openforgerl.orchestrator.batch import run_batch
+    from openforgerl.orchestrator.config import OrchestratorConfig
+
+    cfg = OrchestratorConfig(**{"n": trials, "min_group_size": 1, "timeout_policy": "zero", **config})
+    services = {rt.task_id: list(getattr(rt, "metadata", {}).get("services", [])) for rt in runtimes}
+    out: list[Trial] = []
+    for name in harnesses:
+        batch = await run_batch(runtimes, get_harness(name), gateway_url=gateway_url, backend=backend,
+                                config=cfg, sink=sink)
+        out += [_named(t, name) for t in records_to_trials(batch.records, services)]
+    return out
+
+
+def _named(trial: Trial, harness: str) -> Trial:
+    return trial if trial.harness != "?" else Trial(trial.task_id, harness, trial.reward, trial.infra,
+                                                    trial.services, trial.status)

@@ -1,0 +1,67 @@
+"""`openforgerl export`: reconstruct a call log into veRL-ready training rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+
+from openforgerl.export.pipeline import ExportFormat
+from openforgerl.trajectory.options import OverflowPolicy
+
+
+def command(
+    store: Annotated[Path, typer.Option(help="SQLite call log written by the gateway")],
+    out: Annotated[Path, typer.Option(help="output file (.parquet or .jsonl)")],
+    format: Annotated[
+        ExportFormat, typer.Option("--format", help="verl | parquet | jsonl")
+    ] = ExportFormat.VERL,
+    max_prompt_len: Annotated[int | None, typer.Option(help="trainer prompt length")] = None,
+    max_response_len: Annotated[int | None, typer.Option(help="trainer response length")] = None,
+    overflow: Annotated[
+        OverflowPolicy, typer.Option(help="truncate | drop | split")
+    ] = OverflowPolicy.TRUNCATE,
+    classic: Annotated[bool, typer.Option(help="one row per rollout (veRL classic path)")] = False,
+    metrics_out: Annotated[Path | None, typer.Option(help="metrics JSON (default: OUT.metrics.json)")] = None,
+) -> None:
+    """Reconstruct chains from a call log and write veRL AgentLoopOutput rows (+ metrics JSON)."""
+    from openforgerl.export.pipeline import export_rows, reconstruct_log, write_rows
+    from openforgerl.store.sqlite import SQLiteCallStore
+    from openforgerl.trajectory import ReconstructionOptions, aggregate_by_harness
+
+    if not store.exists():
+        raise typer.BadParameter(f"no call log at {store}", param_hint="--store")
+    options = ReconstructionOptions(
+        max_prompt_len=max_prompt_len, max_response_len=max_response_len, overflow=overflow
+    )
+    log = SQLiteCallStore(store)
+    try:
+        results = list(reconstruct_log(log, options))
+    finally:
+        log.close()
+    rows = export_rows(results, format, classic=classic)
+    write_rows(rows, format, out)
+    per_harness = {k: v.as_dict() for k, v in aggregate_by_harness(r.metrics for r in results).items()}
+    report = {
+        "rows": len(rows),
+        "per_harness": per_harness,
+        "rollouts": [r.metrics.as_dict() for r in results],
+    }
+    (metrics_out or out.with_name(out.name + ".metrics.json")).write_bytes(
+        orjson.dumps(report, option=orjson.OPT_INDENT_2)
+    )
+    typer.echo(f"wrote {len(rows)} rows from {len(results)} rollouts to {out}")
+    for name, m in per_harness.items():
+        typer.echo(_summary_line(name, m))
+
+
+def _summary_line(name: str, m: dict[str, object]) -> str:
+    rate = m["merge_rate"]
+    rate_text = f"{rate:.3f}" if isinstance(rate, float) else "n/a"
+    return (
+        f"  {name}: rollouts={m['rollouts']} dropped={m['dropped_rollouts']} chains={m.get('chains', 0)} "
+        f"merge_rate={rate_text} trained={m.get('tokens_trained', 0)} seen={m.get('tokens_seen', 0)} "
+        f"breaks={m['break_causes']}"
+    )

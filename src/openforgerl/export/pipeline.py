@@ -1,0 +1,59 @@
+"""Call log -> reconstruction results -> export rows (the I/O lives here, not in trajectory/)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+from openforgerl.export.verl import classic_output, v1_outputs
+from openforgerl.export.writers import write_jsonl, write_parquet
+from openforgerl.records import CallRecord, RolloutRecord, Sample
+from openforgerl.trajectory import ReconstructionOptions, ReconstructionResult, reconstruct_samples
+
+SAMPLE_COLUMNS = tuple(Sample.model_fields)
+
+
+class ExportFormat(StrEnum):
+    VERL = "verl"  # Parquet of AgentLoopOutput rows (V1: all chains, final last; or --classic)
+    PARQUET = "parquet"  # Parquet of full Sample records
+    JSONL = "jsonl"  # JSON lines of AgentLoopOutput rows
+
+
+class CallLogReader(Protocol):
+    """The synchronous readers of ``SQLiteCallStore`` that offline export needs."""
+
+    def read_rollouts(self) -> list[RolloutRecord]: ...
+
+    def read_calls(self, rollout_id: str) -> list[CallRecord]: ...
+
+    def read_rollout_ids_with_calls(self) -> list[str]: ...
+
+
+def reconstruct_log(reader: CallLogReader, options: ReconstructionOptions) -> Iterator[ReconstructionResult]:
+    """Every rollout in the log; rollouts with calls but no record get a bare (unfinished) record."""
+    rollouts = {r.rollout_id: r for r in reader.read_rollouts()}
+    for rid in reader.read_rollout_ids_with_calls():
+        rollouts.setdefault(rid, RolloutRecord(rollout_id=rid))
+    for rollout in rollouts.values():
+        yield reconstruct_samples(reader.read_calls(rollout.rollout_id), rollout, options=options)
+
+
+def export_rows(
+    results: Sequence[ReconstructionResult], fmt: ExportFormat, *, classic: bool
+) -> list[dict[str, Any]]:
+    if fmt is ExportFormat.PARQUET:
+        return [s.model_dump() for r in results for s in r.samples]
+    if classic:
+        return [classic_output(r) for r in results]
+    return [row for r in results for row in v1_outputs(r)]
+
+
+def write_rows(rows: list[dict[str, Any]], fmt: ExportFormat, out: Path) -> None:
+    if fmt is ExportFormat.JSONL:
+        write_jsonl(rows, out)
+    elif fmt is ExportFormat.PARQUET:
+        write_parquet(rows, out, columns=SAMPLE_COLUMNS)
+    else:
+        write_parquet(rows, out)

@@ -1,0 +1,75 @@
+"""OpenAI Chat Completions: the engine's own protocol, so it is passed through nearly untouched.
+
+The request is checked for the shapes the engine needs and forwarded; the engine's bytes go back
+as they came (non-streamed body, SSE events one by one), extension fields (`prompt_token_ids`,
+`token_ids`) included: clients ignore unknown fields, and not rewriting keeps the hot path cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from openforgerl.engines.base import EngineChunk, EngineResult
+from openforgerl.gateway.errors import GatewayError, sse_error_event
+from openforgerl.records import WireProtocol
+
+_DONE = b"data: [DONE]\n\n"
+
+
+def _check(cond: bool, message: str, param: str) -> None:
+    if not cond:
+        raise GatewayError(400, message, param=param)
+
+
+def validate_chat(body: dict[str, Any]) -> None:
+    """Refuse (400) the type errors that would otherwise surface as engine 5xx or crashes."""
+    messages = body.get("messages")
+    _check(isinstance(messages, list) and len(messages) > 0, "'messages' must be a non-empty array", "messages")
+    for i, m in enumerate(messages):
+        _check(isinstance(m, dict) and isinstance(m.get("role"), str), f"messages[{i}] must be an object with a 'role'",
+               f"messages[{i}]")
+        content = m.get("content")
+        _check(content is None or isinstance(content, str | list), f"messages[{i}].content must be a string or array",
+               f"messages[{i}].content")
+    tools = body.get("tools")
+    _check(tools is None or (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)),
+           "'tools' must be an array of objects", "tools")
+    _check(not isinstance(body.get("stream"), str), "'stream' must be a boolean", "stream")
+    for key in ("max_tokens", "max_completion_tokens", "n"):
+        v = body.get(key)
+        _check(v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0), f"'{key}' must be a positive integer", key)
+    _check(body.get("n") in (None, 1), "only n=1 is supported", "n")
+    for key in ("temperature", "top_p"):
+        v = body.get(key)
+        _check(v is None or (isinstance(v, int | float) and not isinstance(v, bool)), f"'{key}' must be a number", key)
+
+
+class _ChatStream:
+    """Forwards the engine's SSE events verbatim; `[DONE]` is the terminal event."""
+
+    def feed(self, chunk: EngineChunk) -> bytes:
+        if chunk.raw is not None:
+            return chunk.raw
+        return b"data: " + orjson.dumps(chunk.body) + b"\n\n"
+
+    def finish(self) -> bytes:
+        return _DONE
+
+    def error(self, err: GatewayError) -> bytes:
+        return sse_error_event(WireProtocol.CHAT, err)
+
+
+class ChatAdapter:
+    protocol = WireProtocol.CHAT
+
+    def engine_body(self, request: dict[str, Any]) -> dict[str, Any]:
+        validate_chat(request)
+        return request  # engines copy before adding their knobs; the record keeps this one as sent
+
+    def response_body(self, request: dict[str, Any], result: EngineResult) -> bytes:
+        return result.raw if result.raw is not None else orjson.dumps(result.body)
+
+    def stream_writer(self, request: dict[str, Any]) -> _ChatStream:
+        return _ChatStream()

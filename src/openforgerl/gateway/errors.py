@@ -1,0 +1,79 @@
+"""Errors the gateway answers with, in each wire protocol's own JSON shape.
+
+Every refusal is a `GatewayError` raised near where it is detected and rendered once, by the
+protocol of the route it happened on (OpenAI `{"error": {...}}` or Anthropic
+`{"type": "error", "error": {...}}`). Statuses follow what real harnesses do with them: client
+mistakes are 4xx, weight sync and overload are 503 (retried by every harness; 429/400 are fatal
+for Codex and Claude Code), engine faults 502 and deadlines 504.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from openforgerl.records import WireProtocol
+
+# OpenAI error `type` per status (Anthropic types differ; see _ANTHROPIC_TYPES).
+_OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                 404: "not_found_error", 409: "conflict_error", 413: "invalid_request_error",
+                 422: "invalid_request_error", 502: "server_error", 503: "server_error",
+                 504: "server_error"}
+_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                    404: "not_found_error", 409: "invalid_request_error", 413: "request_too_large",
+                    422: "invalid_request_error", 502: "api_error", 503: "overloaded_error",
+                    504: "api_error"}
+
+
+class GatewayError(Exception):
+    """A refusal with an HTTP status, rendered in the route's protocol shape."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None,
+                 code: str | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+
+def openai_error_body(status: int, message: str, param: str | None = None,
+                      code: str | None = None) -> dict[str, Any]:
+    kind = _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def anthropic_error_body(status: int, message: str) -> dict[str, Any]:
+    kind = _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def error_body(protocol: WireProtocol | None, err: GatewayError) -> dict[str, Any]:
+    if protocol == WireProtocol.ANTHROPIC:
+        from openforgerl.gateway.protocols import anthropic
+
+        return anthropic.error_body(err.status, err.message)
+    return openai_error_body(err.status, err.message, err.param, err.code)
+
+
+def error_response(protocol: WireProtocol | None, err: GatewayError) -> web.Response:
+    headers = dict(err.headers)
+    if err.status == 503:
+        headers.setdefault("Retry-After", "1")
+    return web.Response(status=err.status, body=orjson.dumps(error_body(protocol, err)),
+                        content_type="application/json", headers=headers)
+
+
+def sse_error_event(protocol: WireProtocol, err: GatewayError) -> bytes:
+    """An in-stream error (after headers went out): the protocol's error event."""
+    body = orjson.dumps(error_body(protocol, err))
+    if protocol == WireProtocol.ANTHROPIC:
+        return b"event: error\ndata: " + body + b"\n\n"
+    if protocol == WireProtocol.RESPONSES:
+        inner = error_body(protocol, err)["error"]
+        event = {"type": "error", "code": inner.get("code"), "message": err.message, "param": None}
+        return b"event: error\ndata: " + orjson.dumps(event) + b"\n\n"
+    return b"data: " + body + b"\n\n"

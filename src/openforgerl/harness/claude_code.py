@@ -1,0 +1,59 @@
+"""Claude Code (`@anthropic-ai/claude-code`), headless via `claude -p`.
+
+Quirks (measured):
+- Anthropic Messages, always SSE, `POST {ANTHROPIC_BASE_URL}/v1/messages?beta=true` plus a `HEAD` preflight.
+- As root `--dangerously-skip-permissions` is refused unless `IS_SANDBOX=1`.
+- Without `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1` the first call comes 11 s late and a title side call
+  is made; with it, 0.7 s and none.
+- Sends `role:"system"` messages in the middle of `messages`; moves `cache_control` markers.
+- 5xx/529/429 retried with backoff, 400 fatal. A stall *after* headers hangs indefinitely: the gateway's
+  upstream deadline and the orchestrator's wall clock end it.
+- Sub-agents: `x-claude-code-agent-id` / `x-claude-code-parent-agent-id` headers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from openforgerl.harness._common import base_env, json_bytes, mcp_json, with_hint
+from openforgerl.harness.base import HarnessContext, HarnessLaunch
+from openforgerl.harness.install import NpmPackage, install_npm
+from openforgerl.records import WireProtocol
+
+PACKAGE = NpmPackage("claude-code", "@anthropic-ai/claude-code@2.1.197")
+
+
+def claude_env(ctx: HarnessContext) -> dict[str, str]:
+    return {
+        "IS_SANDBOX": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CONFIG_DIR": f"{ctx.home}/.claude",
+        "ANTHROPIC_BASE_URL": ctx.anthropic_base_url,
+        "ANTHROPIC_API_KEY": ctx.api_key,
+        "ANTHROPIC_MODEL": ctx.model,
+        "ANTHROPIC_SMALL_FAST_MODEL": ctx.model,
+        "CLAUDE_CODE_SUBAGENT_MODEL": ctx.model,
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_BUG_COMMAND": "1",
+    }
+
+
+class ClaudeCodeHarness:
+    name = "claude_code"
+    version = "2.1.197"
+    protocol = WireProtocol.ANTHROPIC
+
+    def install(self, cache_dir: Path) -> None:
+        install_npm(PACKAGE, cache_dir)
+
+    def launch(self, ctx: HarnessContext, cache_dir: Path) -> HarnessLaunch:
+        argv = [str(PACKAGE.bin(cache_dir, "claude")), "-p", with_hint(ctx),
+                "--dangerously-skip-permissions", "--model", ctx.model,
+                "--output-format", "stream-json", "--verbose"]
+        files: dict[str, bytes] = {}
+        if ctx.mcp_servers:
+            path = f"{ctx.home}/mcp.json"
+            files[path] = json_bytes({"mcpServers": mcp_json(ctx.mcp_servers)})
+            argv += ["--mcp-config", path, "--strict-mcp-config"]
+        env = {**base_env(ctx), **claude_env(ctx)}
+        return HarnessLaunch(argv=argv, env=env, files=files, outputs=[f"{ctx.home}/.claude/projects"])

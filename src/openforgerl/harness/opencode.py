@@ -1,0 +1,65 @@
+"""opencode (`opencode-ai`), headless via `opencode run`.
+
+Quirks (measured):
+- Chat Completions through `@ai-sdk/openai-compatible`, `stream:true`; provider in `opencode.json`
+  (`OPENCODE_CONFIG`), model ref `<provider>/<model>`.
+- The first call is a **title-generation side call** on the same model (system "You are a title generator",
+  no tools). The gateway marks it `side_call`; it is never trained.
+- Headers `x-session-id` / `x-session-affinity` (`ses_…`).
+- At startup it may fetch npm packages into `~/.npm` / `~/.cache/opencode`; the default-plugin, LSP and
+  models.dev fetches are switched off here so an offline sandbox does not wait on them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from openforgerl.harness._common import base_env, json_bytes, with_hint
+from openforgerl.harness.base import HarnessContext, HarnessLaunch, McpServer
+from openforgerl.harness.install import NpmPackage, install_npm
+from openforgerl.records import WireProtocol
+
+PACKAGE = NpmPackage("opencode", "opencode-ai@1.18.33")
+PROVIDER = "openforgerl"
+
+OPENCODE_ENV = {
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_SHARE": "1",
+    "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    "OPENCODE_DISABLE_TERMINAL_TITLE": "1",
+}
+
+
+def _mcp(servers: list[McpServer]) -> dict[str, object]:
+    return {s.name: {"type": "local", "command": [s.command, *s.args], "environment": dict(s.env),
+                     "enabled": True} for s in servers}
+
+
+def config(ctx: HarnessContext) -> dict[str, object]:
+    provider = {"npm": "@ai-sdk/openai-compatible", "name": "openforgerl gateway",
+                "options": {"baseURL": ctx.openai_base_url, "apiKey": ctx.api_key},
+                "models": {ctx.model: {"name": ctx.model}}}
+    return {"$schema": "https://opencode.ai/config.json", "provider": {PROVIDER: provider},
+            "model": f"{PROVIDER}/{ctx.model}", "small_model": f"{PROVIDER}/{ctx.model}",
+            "autoupdate": False, "share": "disabled", "permission": {"*": "allow"},
+            "mcp": _mcp(list(ctx.mcp_servers))}
+
+
+class OpencodeHarness:
+    name = "opencode"
+    version = "1.18.33"
+    protocol = WireProtocol.CHAT
+
+    def install(self, cache_dir: Path) -> None:
+        install_npm(PACKAGE, cache_dir)
+
+    def launch(self, ctx: HarnessContext, cache_dir: Path) -> HarnessLaunch:
+        cfg = f"{ctx.home}/opencode.json"
+        argv = [str(PACKAGE.bin(cache_dir, "opencode")), "run", "--model", f"{PROVIDER}/{ctx.model}",
+                with_hint(ctx)]
+        env = {**base_env(ctx), **OPENCODE_ENV, "OPENCODE_CONFIG": cfg}
+        return HarnessLaunch(argv=argv, env=env, files={cfg: json_bytes(config(ctx))},
+                             outputs=[f"{ctx.home}/.local/share/opencode/storage"])

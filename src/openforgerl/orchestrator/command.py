@@ -1,0 +1,158 @@
+"""`openforgerl rollout`: run n rollouts per task with one harness, show progress, write results.
+
+Outputs under `--out`: `results.jsonl` (one `RolloutRecord` per attempt, `metadata.in_batch` says
+whether it counts), `calls.db` (the call log, when the gateway is embedded) and `summary.json`.
+Without `--gateway`, a gateway is started in-process on 127.0.0.1 in front of `--engine`
+(`scripted`: the envs oracle policy, a test double for the model's decisions; or engine URLs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import typer
+
+__all__ = ["command"]
+
+
+def command(
+    tasks: Path = typer.Option(..., "--tasks", help="a task folder or a folder of task folders"),
+    harness: str = typer.Option("zero", "--harness", help="harness name (see `openforgerl harness list`)"),
+    harness_command: str = typer.Option("", "--command", help="argv for `--harness command`"),
+    n: int = typer.Option(8, "--n", help="rollouts per task (one GRPO group)"),
+    backend: str = typer.Option("local", "--backend", help="local | podman | kubernetes"),
+    engine: list[str] = typer.Option(["scripted"], "--engine", help="engine URL(s), or `scripted`"),
+    gateway: str = typer.Option("", "--gateway", help="use a running gateway at this URL"),
+    out: Path = typer.Option(Path("runs/rollout"), "--out", help="results folder"),
+    model: str = typer.Option("policy", "--model", help="model name given to the harness"),
+    max_running: int = typer.Option(32, "--max-running", help="rollouts in flight"),
+    max_booting: int = typer.Option(8, "--max-booting", help="sandbox boots in flight"),
+    min_group: int = typer.Option(2, "--min-group", help="drop groups with fewer kept rollouts"),
+    retries: int = typer.Option(-1, "--retries", help="infra retries per group (-1: n)"),
+    timeout_policy: str = typer.Option("drop", "--timeout-policy", help="drop | zero"),
+    budget: float = typer.Option(0.0, "--budget", help="override each task's budget (s); 0: task's own"),
+    image: str = typer.Option("", "--image", help="image for podman/kubernetes tasks without one"),
+    limit: int = typer.Option(0, "--limit", help="only the first N tasks (0: all)"),
+    success_rate: float = typer.Option(1.0, "--success-rate", help="scripted engine: share of rollouts that try"),
+) -> None:
+    """Run rollouts of tasks in sandboxes through the gateway; progress, summary, results on disk."""
+    from openforgerl.orchestrator.config import OrchestratorConfig
+
+    config = OrchestratorConfig(
+        n=n, min_group_size=min_group, max_retries=None if retries < 0 else retries,
+        timeout_policy=timeout_policy,  # type: ignore[arg-type]
+        max_running=max_running, max_booting=max_booting, budget_s=budget or None, model=model)
+    opts = {"tasks": tasks, "harness": harness, "harness_command": harness_command, "backend": backend,
+            "engine": engine, "gateway": gateway, "out": out, "image": image, "limit": limit,
+            "success_rate": success_rate}
+    from openforgerl.sandbox.local import raise_nofile_limit
+
+    raise_nofile_limit()
+    out.mkdir(parents=True, exist_ok=True)
+    counts = asyncio.run(_main(config, opts))
+    raise typer.Exit(0 if counts.get("in_batch", 0) else 1)
+
+
+async def _main(config: Any, opts: dict[str, Any]) -> Counter[str]:
+    from openforgerl.orchestrator.batch import run_batch
+    from openforgerl.orchestrator.results import ResultSink
+    from openforgerl.orchestrator.view import ProgressView, write_summary
+
+    out: Path = opts["out"]
+    runtimes = _load_tasks(opts["tasks"], opts["limit"], opts["image"])
+    harness = _harness(opts["harness"], opts["harness_command"])
+    view = ProgressView(len(runtimes) * config.n)
+    async with _gateway(opts, runtimes, out) as (gateway_url, store), _backend(opts["backend"], out) as sbx:
+        sink = ResultSink(store, out / "results.jsonl")
+        with view:
+            result = await run_batch(runtimes, harness, gateway_url=gateway_url, backend=sbx,
+                                     config=config, sink=sink, on_done=view.done)
+    view.print_summary(result)
+    write_summary(out / "summary.json", result)
+    return result.counts()
+
+
+def _load_tasks(path: Path, limit: int, image: str) -> list[Any]:
+    from openforgerl.envs.validate import load_runtimes
+
+    runtimes = load_runtimes(path)
+    if limit:
+        runtimes = runtimes[:limit]
+    if not runtimes:
+        raise typer.BadParameter(f"no tasks under {path}")
+    if image:
+        for rt in runtimes:
+            if getattr(rt, "image", None) is None:
+                rt.image = image
+    return runtimes
+
+
+def _harness(name: str, argv: str) -> Any:
+    from openforgerl.harness.generic import CommandHarness
+    from openforgerl.harness.registry import get_harness
+
+    if name == "command":
+        if not argv:
+            raise typer.BadParameter("--harness command needs --command 'ARGV'")
+        return CommandHarness(shlex.split(argv))
+    return get_harness(name)
+
+
+@contextlib.asynccontextmanager
+async def _gateway(opts: dict[str, Any], runtimes: list[Any], out: Path) -> AsyncIterator[tuple[str, Any]]:
+    """(gateway URL, store to write rollouts into): an existing gateway, or one started here."""
+    from openforgerl.store.sqlite import SQLiteCallStore
+
+    if opts["gateway"]:
+        yield opts["gateway"], None
+        return
+    from openforgerl.gateway.server import start_gateway
+
+    store = SQLiteCallStore(out / "calls.db")
+    engine = _engine(opts["engine"], runtimes, opts["success_rate"])
+    gw = await start_gateway(engine, store, owns_engine=True)
+    try:
+        yield gw.url, store
+    finally:
+        await gw.aclose()
+        await store.aclose()
+
+
+def _engine(urls: list[str], runtimes: list[Any], success_rate: float) -> Any:
+    if urls == ["scripted"]:
+        from openforgerl.engines.scripted import ScriptedEngine
+        from openforgerl.envs.oracle_policy import oracle_policy
+
+        return ScriptedEngine(oracle_policy(runtimes, success_rate=success_rate))
+    from openforgerl.engines.openai_compat import OpenAICompatEngine
+
+    return OpenAICompatEngine(urls)
+
+
+@contextlib.asynccontextmanager
+async def _backend(name: str, out: Path) -> AsyncIterator[Any]:
+    if name == "local":
+        from openforgerl.sandbox.local import LocalBackend
+
+        backend: Any = LocalBackend()
+    elif name == "podman":
+        from openforgerl.sandbox.podman import PodmanBackend
+
+        backend = PodmanBackend()
+    elif name == "kubernetes":
+        from openforgerl.sandbox.kubernetes import KubernetesBackend
+
+        backend = await KubernetesBackend.open()
+    else:
+        raise typer.BadParameter(f"unknown backend {name!r} (local | podman | kubernetes)")
+    try:
+        yield backend
+    finally:
+        await backend.aclose()
+

@@ -1,0 +1,89 @@
+"""GRPO groups: n rollouts per task, refilled after infra faults, filtered by policy.
+
+Policy (DESIGN.md principle 4):
+- an infra-failed rollout is dropped from the batch and from its group's statistics, and its slot is
+  retried (a fresh rollout) while the group's retry budget lasts;
+- a timed-out rollout is dropped (`timeout_policy="drop"`, the default) or kept with reward 0
+  (`"zero"`); timeouts are not retried (retrying them would bias the group toward easy runs);
+- a group with fewer than `min_group_size` kept rollouts is dropped whole.
+
+Every attempt is returned (and written to the results), marked with `metadata["in_batch"]` and, when
+dropped, `metadata["drop_reason"]` — trainers use only `in_batch` records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from openforgerl.harness.base import HarnessAdapter
+from openforgerl.orchestrator.config import OrchestratorConfig
+from openforgerl.orchestrator.rollout import RolloutRequest
+from openforgerl.orchestrator.task_protocol import TaskRuntime
+from openforgerl.records import RolloutRecord, RolloutStatus
+
+__all__ = ["GroupResult", "apply_group_policy", "run_group"]
+
+RunFn = Callable[[RolloutRequest], Awaitable[RolloutRecord]]
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    task_id: str
+    group_id: str
+    records: list[RolloutRecord]  # every attempt, in slot then attempt order
+    valid: bool
+
+    @property
+    def kept(self) -> list[RolloutRecord]:
+        return [r for r in self.records if r.metadata.get("in_batch")]
+
+
+def _mark(record: RolloutRecord, in_batch: bool, reason: str = "", **changes: object) -> RolloutRecord:
+    meta = {**record.metadata, "in_batch": in_batch}
+    if reason:
+        meta["drop_reason"] = reason
+    return record.model_copy(update={"metadata": meta, **changes})
+
+
+def _judge_one(record: RolloutRecord, config: OrchestratorConfig) -> RolloutRecord:
+    if record.status is None or record.status.is_infra:
+        return _mark(record, False, "infra")
+    if record.status is RolloutStatus.TIMEOUT:
+        if config.timeout_policy == "zero":
+            return _mark(record, True, reward=0.0)
+        return _mark(record, False, "timeout")
+    return _mark(record, True)
+
+
+def apply_group_policy(records: Sequence[RolloutRecord], config: OrchestratorConfig
+                       ) -> tuple[list[RolloutRecord], bool]:
+    """Mark each record in/out of the batch; (records, group_valid). Pure."""
+    judged = [_judge_one(r, config) for r in records]
+    kept = sum(1 for r in judged if r.metadata["in_batch"])
+    if kept >= config.min_group_size:
+        return judged, True
+    reason = f"group_below_min_size({kept}<{config.min_group_size})"
+    return [_mark(r, False, r.metadata.get("drop_reason") or reason) for r in judged], False
+
+
+async def run_group(run: RunFn, task: TaskRuntime, harness: HarnessAdapter,
+                    config: OrchestratorConfig, group_id: str | None = None) -> GroupResult:
+    """Run `config.n` slots concurrently; refill infra failures from a shared retry budget."""
+    gid = group_id or f"{task.task_id}-{uuid.uuid4().hex[:8]}"
+    budget = [config.retries]
+
+    async def slot(index: int) -> list[RolloutRecord]:
+        attempts: list[RolloutRecord] = []
+        while True:
+            rec = await run(RolloutRequest(task, harness, gid, index, len(attempts)))
+            attempts.append(rec)
+            if rec.status is None or not rec.status.is_infra or budget[0] <= 0:
+                return attempts
+            budget[0] -= 1
+
+    per_slot = await asyncio.gather(*(slot(i) for i in range(config.n)))
+    records, valid = apply_group_policy([r for s in per_slot for r in s], config)
+    return GroupResult(task.task_id, gid, records, valid)

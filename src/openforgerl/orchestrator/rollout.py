@@ -1,0 +1,247 @@
+"""One rollout, start to finish: gateway rollout -> sandbox -> harness -> verifier -> reward -> close.
+
+Each step runs inside `boundary(<Fault>)` (errors.py), so an infrastructure failure anywhere ends
+the rollout as data (`infra_error:<where>`), never as a crash of the batch and never as a reward.
+The harness runs under the task's wall-clock budget: past it the sandbox kills the whole process
+tree and the rollout is a `timeout`. Nested deadlines: the gateway's per-call engine deadline <
+the rollout budget < the sandbox lifetime (budget x 2 + margin), which the backend enforces itself.
+Cleanup (sandbox `aclose`, gateway `close`) always runs, also on cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from openforgerl.harness.base import HarnessAdapter, HarnessContext, HarnessLaunch
+from openforgerl.orchestrator.classify import call_log_taint, harness_status
+from openforgerl.orchestrator.config import OrchestratorConfig
+from openforgerl.orchestrator.errors import (
+    GatewayFault,
+    HarnessStartFault,
+    RolloutFault,
+    SandboxFault,
+    VerifierFault,
+    boundary,
+)
+from openforgerl.orchestrator.gateway_client import GatewayClient, OpenedRollout
+from openforgerl.orchestrator.task_protocol import TaskRuntime
+from openforgerl.records import RolloutRecord, RolloutStatus
+from openforgerl.sandbox.base import (
+    CommandNotFoundError,
+    ExecResult,
+    Sandbox,
+    SandboxBackend,
+    SandboxError,
+    SandboxSpec,
+)
+
+__all__ = ["Outcome", "RolloutRequest", "RolloutRunner"]
+
+log = logging.getLogger(__name__)
+LIFETIME_MARGIN_S = 300.0
+
+
+@dataclass(frozen=True)
+class RolloutRequest:
+    task: TaskRuntime
+    harness: HarnessAdapter
+    group_id: str
+    sample_index: int = 0
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: RolloutStatus
+    reward: float | None = None
+    components: dict[str, float] = field(default_factory=dict)
+    verifier_log: str = ""
+    error: str = ""
+
+
+@dataclass
+class _Run:
+    """Mutable state of one rollout while it runs (never shared)."""
+
+    req: RolloutRequest
+    started_at: float = field(default_factory=time.time)
+    opened: OpenedRollout | None = None
+    sandbox: Sandbox | None = None
+    result: ExecResult | None = None
+    versions: set[int] = field(default_factory=set)
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def mark(self, name: str, since: float) -> None:
+        self.timings[name] = round(time.monotonic() - since, 6)
+
+
+class RolloutRunner:
+    """Runs rollouts under two caps: `max_running` rollouts and `max_booting` sandbox boots."""
+
+    def __init__(self, gateway: GatewayClient, backend: SandboxBackend, config: OrchestratorConfig,
+                 gateway_addr: tuple[str, int],
+                 on_done: Callable[[RolloutRecord], None] | None = None) -> None:
+        self.gateway = gateway
+        self.backend = backend
+        self.config = config
+        self.gateway_addr = gateway_addr  # host:port the sandbox forwarder connects to
+        self.on_done = on_done
+        self._running = asyncio.Semaphore(config.max_running)
+        self._booting = asyncio.Semaphore(config.max_booting)
+
+    async def run(self, req: RolloutRequest) -> RolloutRecord:
+        """One rollout; always returns a record (faults are data), re-raises only cancellation."""
+        async with self._running:
+            run = _Run(req)
+            t0 = time.monotonic()
+            try:
+                outcome = await self._lifecycle(run)
+            except RolloutFault as fault:
+                outcome = Outcome(fault.status, error=str(fault))
+            finally:
+                await self._teardown(run)
+            run.mark("total_s", t0)
+        record = self._record(run, outcome)
+        if self.on_done is not None:
+            self.on_done(record)
+        return record
+
+    def budget(self, task: TaskRuntime) -> float:
+        return float(self.config.budget_s or task.budget_s)
+
+    # ---- steps ------------------------------------------------------------------------------
+    async def _lifecycle(self, run: _Run) -> Outcome:
+        req = run.req
+        with boundary(GatewayFault):
+            run.opened = await self.gateway.open_rollout(
+                task_id=req.task.task_id, harness=req.harness.name, group_id=req.group_id,
+                sample_index=req.sample_index, metadata={"attempt": req.attempt})
+        sandbox = await self._boot(run)
+        launch = await self._prepare(run, sandbox)
+        result = await self._harness(run, sandbox, launch)
+        taint = await self._taint(run)
+        if taint is not None:
+            return Outcome(taint, error="infra error recorded in the call log")
+        status = harness_status(result)
+        if status is RolloutStatus.TIMEOUT:
+            return Outcome(status)
+        return await self._judge(run, sandbox, status)
+
+    def _spec(self, run: _Run) -> SandboxSpec:
+        task, opened = run.req.task, run.opened
+        assert opened is not None
+        return SandboxSpec(
+            rollout_id=opened.rollout_id, gateway_host=self.gateway_addr[0],
+            gateway_port=self.gateway_addr[1], image=getattr(task, "image", None),
+            files=dict(task.files()), limits=getattr(task, "limits", None) or self.config.limits,
+            lifetime_s=self.budget(task) * 2 + LIFETIME_MARGIN_S)
+
+    async def _boot(self, run: _Run) -> Sandbox:
+        """Open the sandbox and start the task's service, under the boot cap."""
+        async with self._booting:
+            t0 = time.monotonic()
+            with boundary(SandboxFault):
+                run.sandbox = await self.backend.open_sandbox(self._spec(run))
+                argv = run.req.task.service_argv()
+                if argv:
+                    await run.sandbox.spawn(list(argv))
+                    await asyncio.sleep(float(getattr(run.req.task, "service_ready_s", 0.0)))
+            run.mark("boot_s", t0)
+        return run.sandbox
+
+    def _context(self, run: _Run, sandbox: Sandbox) -> HarnessContext:
+        task, opened = run.req.task, run.opened
+        assert opened is not None
+        return HarnessContext(
+            instruction=task.instruction,
+            openai_base_url=sandbox.gateway_url + urlsplit(opened.openai_base_url).path,
+            anthropic_base_url=sandbox.gateway_url + urlsplit(opened.anthropic_base_url).path,
+            api_key=opened.api_key, model=self.config.model,
+            mcp_servers=tuple(task.mcp_servers()), shell_tools_hint=task.shell_tools_hint(),
+            tools=tuple(task.function_tools()))
+
+    async def _prepare(self, run: _Run, sandbox: Sandbox) -> HarnessLaunch:
+        """The adapter's config files and command line, written into the sandbox."""
+        with boundary(HarnessStartFault):
+            launch = run.req.harness.launch(self._context(run, sandbox), self.config.harness_cache)
+        with boundary(SandboxFault):
+            for path, data in launch.files.items():
+                await sandbox.write_file(path, data)
+        return launch
+
+    async def _harness(self, run: _Run, sandbox: Sandbox, launch: HarnessLaunch) -> ExecResult:
+        t0 = time.monotonic()
+        with boundary(SandboxFault, {CommandNotFoundError: HarnessStartFault}):
+            run.result = await sandbox.exec(list(launch.argv), env=dict(launch.env),
+                                            timeout_s=self.budget(run.req.task))
+        run.mark("harness_s", t0)
+        return run.result
+
+    async def _taint(self, run: _Run) -> RolloutStatus | None:
+        """Infra errors the gateway recorded on this rollout's calls (engine 5xx, deadlines)."""
+        assert run.opened is not None
+        with boundary(GatewayFault):
+            calls = await self.gateway.list_calls(run.opened.rollout_id)
+            info = await self.gateway.get_rollout(run.opened.rollout_id)
+        run.versions = {c.policy_version for c in calls}
+        run.notes["calls"] = len(calls)
+        return call_log_taint(calls, info)
+
+    async def _judge(self, run: _Run, sandbox: Sandbox, status: RolloutStatus) -> Outcome:
+        """Verify (a crash is infra), then report the reward to the gateway."""
+        t0 = time.monotonic()
+        with boundary(VerifierFault, {SandboxError: SandboxFault}):
+            verdict = await asyncio.wait_for(run.req.task.verify(sandbox), self.config.verify_timeout_s)
+            reward, components, vlog = verdict
+            reward, components = float(reward), {k: float(v) for k, v in dict(components).items()}
+        run.mark("verify_s", t0)
+        assert run.opened is not None
+        with boundary(GatewayFault):
+            await self.gateway.set_reward(run.opened.rollout_id, reward, components)
+        return Outcome(status, reward, components, str(vlog))
+
+    async def _teardown(self, run: _Run) -> None:
+        """Close the sandbox and the gateway rollout; failures here are logged, not raised."""
+        t0 = time.monotonic()
+        if run.sandbox is not None:
+            try:
+                await run.sandbox.aclose()
+            except Exception as e:  # a leak is logged; the rollout's data is still valid
+                log.warning("sandbox close failed for %s: %s", run.opened, e)
+                run.notes["cleanup_error"] = str(e)
+        if run.opened is not None:
+            with contextlib.suppress(Exception):
+                await self.gateway.close_rollout(run.opened.rollout_id)
+        run.mark("teardown_s", t0)
+
+    # ---- record -----------------------------------------------------------------------------
+    def _record(self, run: _Run, outcome: Outcome) -> RolloutRecord:
+        req = run.req
+        meta: dict[str, Any] = {"attempt": req.attempt, "timings": run.timings, **run.notes}
+        if outcome.error:
+            meta["error"] = outcome.error
+        if run.result is not None:
+            meta.update(self._output_tails(run.result))
+        rid = run.opened.rollout_id if run.opened else f"unopened-{uuid.uuid4().hex[:12]}"
+        return RolloutRecord(
+            rollout_id=rid, task_id=req.task.task_id, harness=req.harness.name,
+            group_id=req.group_id, sample_index=req.sample_index, status=outcome.status,
+            reward=outcome.reward, reward_components=outcome.components,
+            verifier_log=outcome.verifier_log, started_at=run.started_at, finished_at=time.time(),
+            policy_versions=sorted(run.versions), infra_tainted=outcome.status.is_infra, closed=True,
+            metadata={**dict(getattr(req.task, "metadata", {}) or {}), **meta})
+
+    def _output_tails(self, result: ExecResult) -> dict[str, Any]:
+        n = self.config.keep_output_bytes
+        return {"harness_returncode": result.returncode, "harness_timed_out": result.timed_out,
+                "harness_stdout_tail": result.stdout[-n:].decode(errors="replace"),
+                "harness_stderr_tail": result.stderr[-n:].decode(errors="replace")}

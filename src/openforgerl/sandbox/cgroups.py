@@ -1,0 +1,140 @@
+"""CPU / memory / pids limits through cgroups v1 or v2, whichever the machine has.
+
+bwrap has no cgroup support, so the backend creates a group per sandbox and a launcher moves
+itself into it before exec'ing bwrap (`enter_argv`), so every process of the sandbox is born inside
+it. Detection is at runtime: v2 when `/sys/fs/cgroup/cgroup.controllers` exists, else v1 per
+controller dirs (this machine kind is v1 hybrid). Without write access (not root) limits are
+skipped with one warning — a sandbox without limits is still isolated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from openforgerl.sandbox.base import Limits
+
+__all__ = ["CgroupGroup", "cgroup_mode", "open_cgroup"]
+
+log = logging.getLogger(__name__)
+ROOT = Path("/sys/fs/cgroup")
+PARENT = "openforgerl"
+_warned = False
+
+
+def cgroup_mode() -> str | None:
+    """`"v2"`, `"v1"` or None (no writable cgroup fs)."""
+    if not os.access(ROOT, os.W_OK) and os.geteuid() != 0:
+        return None
+    if (ROOT / "cgroup.controllers").exists():
+        return "v2"
+    if (ROOT / "memory").is_dir() and os.access(ROOT / "memory", os.W_OK):
+        return "v1"
+    return None
+
+
+def _v1_settings(limits: Limits) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {"pids": {}}
+    if limits.memory_mb:
+        b = str(limits.memory_mb * 1024 * 1024)
+        out["memory"] = {"memory.limit_in_bytes": b, "memory.memsw.limit_in_bytes": b}
+    if limits.cpus:
+        out["cpu"] = {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": str(int(limits.cpus * 100000))}
+    if limits.pids:
+        out["pids"] = {"pids.max": str(limits.pids)}
+    return out
+
+
+def _v2_settings(limits: Limits) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if limits.memory_mb:
+        out["memory.max"] = str(limits.memory_mb * 1024 * 1024)
+        out["memory.swap.max"] = "0"
+    if limits.cpus:
+        out["cpu.max"] = f"{int(limits.cpus * 100000)} 100000"
+    if limits.pids:
+        out["pids.max"] = str(limits.pids)
+    return out
+
+
+def _write(path: Path, value: str) -> None:
+    try:
+        path.write_text(value)
+    except OSError as e:  # e.g. memsw absent when swap accounting is off
+        if not path.name.startswith("memory.memsw") and path.name != "memory.swap.max":
+            raise OSError(f"cannot set {path}: {e}") from e
+
+
+@dataclass
+class CgroupGroup:
+    """One sandbox's cgroup dirs (one per v1 controller, or one v2 dir)."""
+
+    dirs: list[Path]
+
+    def enter_argv(self) -> list[str]:
+        """A launcher prefix that moves itself into every dir, then execs the rest of argv."""
+        writes = "; ".join(f'echo $$ > "{d}/cgroup.procs"' for d in self.dirs)
+        return ["/bin/sh", "-c", f'{writes} && exec "$@"', "cgroup-enter"]
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for d in self.dirs:
+            with contextlib.suppress(OSError):
+                found |= {int(p) for p in (d / "cgroup.procs").read_text().split()}
+        return found
+
+    def kill_all(self) -> None:
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def remove(self) -> bool:
+        """rmdir every dir; False while processes are still inside (caller retries)."""
+        ok = True
+        for d in self.dirs:
+            try:
+                d.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                ok = False
+        return ok
+
+
+def _make_v1(name: str, limits: Limits) -> CgroupGroup:
+    dirs = []
+    for ctrl, settings in _v1_settings(limits).items():
+        d = ROOT / ctrl / PARENT / name
+        d.mkdir(parents=True, exist_ok=True)
+        dirs.append(d)
+        for key, value in settings.items():
+            _write(d / key, value)
+    return CgroupGroup(dirs)
+
+
+def _make_v2(name: str, limits: Limits) -> CgroupGroup:
+    parent = ROOT / PARENT
+    parent.mkdir(exist_ok=True)
+    with contextlib.suppress(OSError):
+        (parent / "cgroup.subtree_control").write_text("+cpu +memory +pids")
+    d = parent / name
+    d.mkdir(exist_ok=True)
+    for key, value in _v2_settings(limits).items():
+        _write(d / key, value)
+    return CgroupGroup([d])
+
+
+def open_cgroup(name: str, limits: Limits) -> CgroupGroup | None:
+    """Create the sandbox's group with `limits`; None (and a warning, once) when unsupported."""
+    global _warned
+    mode = cgroup_mode()
+    if mode is None:
+        if not _warned:
+            log.warning("cgroups not writable here: sandbox limits %s are not enforced", limits)
+            _warned = True
+        return None
+    return _make_v2(name, limits) if mode == "v2" else _make_v1(name, limits)

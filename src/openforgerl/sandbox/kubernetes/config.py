@@ -1,0 +1,98 @@
+"""Settings of the Kubernetes backend: the Pod template knobs and the backend's own budgets.
+
+One frozen object, shared by the pure manifest renderer and the backend, so a rendered Pod is a
+function of `(SandboxSpec, KubernetesConfig)` only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+MANAGED_BY = "openforgerl"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_ROLLOUT = "openforgerl.io/rollout-id"
+LABEL_BACKEND = "openforgerl.io/backend-id"
+ANNOTATION_ROLLOUT = "openforgerl.io/rollout-id"
+ENV_PREFIX = "OPENFORGERL_K8S_"
+ENV_FIELDS = {"NAMESPACE": "namespace", "IMAGE": "default_image", "GATEWAY_URL": "gateway_url",
+              "BACKEND_ID": "backend_id", "RUNTIME_CLASS": "runtime_class_name",
+              "SERVICE_ACCOUNT": "service_account_name", "PRIORITY_CLASS": "priority_class_name"}
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str
+    operator: str = "Equal"
+    value: str | None = None
+    effect: str | None = None
+
+
+@dataclass(frozen=True)
+class GatewayService:
+    """Where the in-cluster gateway lives; sandboxes reach it as `http://<name>.<ns>.svc:<port>`."""
+
+    name: str = "openforgerl-gateway"
+    namespace: str = "openforgerl"
+    port: int = 8000
+    image: str = "ghcr.io/openforgerl/openforgerl:latest"
+    replicas: int = 1
+    store_path: str = "/data/calls.sqlite"
+    engine_urls: tuple[str, ...] = ()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.name}.{self.namespace}.svc.cluster.local:{self.port}"
+
+
+@dataclass(frozen=True)
+class KubernetesConfig:
+    namespace: str = "openforgerl"
+    default_image: str = "docker.io/library/python:3.11-slim"
+    image_pull_policy: str = "IfNotPresent"
+    container_name: str = "sandbox"
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    runtime_class_name: str | None = None
+    service_account_name: str | None = None
+    priority_class_name: str | None = None
+    default_cpus: float = 1.0
+    default_memory_mb: int = 1024
+    request_fraction: float = 1.0  # requests = fraction x limits; 1.0 gives Guaranteed QoS
+    workdir_size_limit: str = "2Gi"
+    read_only_root: bool = True  # like the local backend; /workdir and /tmp are writable emptyDirs
+    extra_labels: Mapping[str, str] = field(default_factory=dict)
+    gateway: GatewayService = field(default_factory=GatewayService)
+    gateway_url: str | None = None  # override; default is the Service DNS name
+    backend_id: str = "default"
+    """Labels every Pod. At start the backend deletes unowned Pods with its id (leftovers of a crashed
+    run), so orchestrators sharing a namespace must use distinct ids."""
+    boot_timeout_s: float = 300.0
+    max_concurrent_boots: int = 32
+    boots_per_second: float = 10.0
+    boot_burst: int = 20
+    create_retries: int = 6
+    delete_retries: int = 6
+    retry_base_s: float = 0.2
+    retry_max_s: float = 5.0
+    deadline_grace_s: int = 30  # activeDeadlineSeconds = lifetime + grace: ours fires first
+    exec_grace_s: float = 15.0  # extra client-side wait beyond an exec's own timeout
+    janitor_interval_s: float = 60.0
+    janitor_min_age_s: float = 600.0
+    """Unowned Pods with our id, and finished (Succeeded/Failed) sandbox Pods of any openforgerl
+    backend, are reaped once this old."""
+
+    @property
+    def effective_gateway_url(self) -> str:
+        return self.gateway_url or self.gateway.url
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> KubernetesConfig:
+        """Defaults overridden by `OPENFORGERL_K8S_{NAMESPACE,IMAGE,GATEWAY_URL,BACKEND_ID,...}`
+        (what `openforgerl rollout --backend kubernetes` uses)."""
+        env = os.environ if environ is None else environ
+        found = {attr: env[ENV_PREFIX + key] for key, attr in ENV_FIELDS.items() if env.get(ENV_PREFIX + key)}
+        return dataclasses.replace(cls(), **found)

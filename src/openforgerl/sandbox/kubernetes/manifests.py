@@ -1,0 +1,235 @@
+"""Pure rendering of every Kubernetes object the backend creates (no I/O, no clock).
+
+A rollout gets one bare Pod (not a Job: podman kube play runs the same Pods, and a Job's retries
+would hide infra faults from us). The Pod idles in a keep-alive loop; setup, the harness and the
+verifier run through `exec`. The in-cluster gateway is a Deployment behind a ClusterIP Service, and
+a NetworkPolicy lets sandbox Pods talk to that Service (plus DNS) and nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from typing import Any
+
+from openforgerl.sandbox.base import WORKDIR, SandboxSpec
+from openforgerl.sandbox.kubernetes.config import (
+    ANNOTATION_ROLLOUT,
+    LABEL_BACKEND,
+    LABEL_COMPONENT,
+    LABEL_MANAGED_BY,
+    LABEL_ROLLOUT,
+    MANAGED_BY,
+    GatewayService,
+    KubernetesConfig,
+    Toleration,
+)
+
+Manifest = dict[str, Any]
+POD_PREFIX = "ofrl-"
+KEEPALIVE = (
+    "echo openforgerl sandbox ready; trap 'exit 0' TERM INT; "
+    "while :; do sleep 3600 & wait $!; done"
+)
+_NOT_DNS = re.compile(r"[^a-z0-9-]+")
+
+
+def slug(text: str, max_len: int = 63) -> str:
+    """A DNS-1123 label for `text`; a hash suffix keeps distinct ids distinct after cleaning."""
+    clean = _NOT_DNS.sub("-", text.lower()).strip("-")
+    if clean == text and len(clean) <= max_len:
+        return clean
+    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+    head = clean[: max_len - len(digest) - 1].strip("-")
+    return f"{head}-{digest}" if head else digest
+
+
+def pod_name(rollout_id: str) -> str:
+    return POD_PREFIX + slug(rollout_id, 63 - len(POD_PREFIX))
+
+
+def sandbox_selector(cfg: KubernetesConfig) -> dict[str, str]:
+    """Labels shared by every sandbox Pod of this backend: what the informer and janitor select."""
+    return {LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: "sandbox", LABEL_BACKEND: slug(cfg.backend_id)}
+
+
+def pod_labels(spec: SandboxSpec, cfg: KubernetesConfig) -> dict[str, str]:
+    return {**cfg.extra_labels, **sandbox_selector(cfg), LABEL_ROLLOUT: slug(spec.rollout_id)}
+
+
+def cpu_quantity(cpus: float) -> str:
+    return f"{max(1, math.ceil(cpus * 1000))}m"
+
+
+def memory_quantity(mb: int) -> str:
+    return f"{max(1, int(mb))}Mi"
+
+
+def resources(spec: SandboxSpec, cfg: KubernetesConfig) -> Manifest:
+    """Limits from the spec (or the config defaults); requests a fraction of them."""
+    cpus = spec.limits.cpus or cfg.default_cpus
+    mem = spec.limits.memory_mb or cfg.default_memory_mb
+    f = cfg.request_fraction
+    return {
+        "limits": {"cpu": cpu_quantity(cpus), "memory": memory_quantity(mem)},
+        "requests": {"cpu": cpu_quantity(cpus * f), "memory": memory_quantity(math.ceil(mem * f))},
+    }
+
+
+def env_list(spec: SandboxSpec, cfg: KubernetesConfig) -> list[Manifest]:
+    merged = {
+        "OPENFORGERL_ROLLOUT_ID": spec.rollout_id,
+        "OPENFORGERL_GATEWAY_URL": cfg.effective_gateway_url,
+        "HOME": WORKDIR,
+        **spec.env,
+    }
+    return [{"name": k, "value": str(v)} for k, v in merged.items()]
+
+
+def toleration(t: Toleration) -> Manifest:
+    out: Manifest = {"key": t.key, "operator": t.operator}
+    if t.value is not None:
+        out["value"] = t.value
+    if t.effect is not None:
+        out["effect"] = t.effect
+    return out
+
+
+def container(spec: SandboxSpec, cfg: KubernetesConfig) -> Manifest:
+    return {
+        "name": cfg.container_name,
+        "image": spec.image or cfg.default_image,
+        "imagePullPolicy": cfg.image_pull_policy,
+        "command": ["/bin/sh", "-c", KEEPALIVE],
+        "workingDir": WORKDIR,
+        "env": env_list(spec, cfg),
+        "resources": resources(spec, cfg),
+        "volumeMounts": [
+            {"name": "workdir", "mountPath": WORKDIR},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": cfg.read_only_root,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+
+
+def pod_spec(spec: SandboxSpec, cfg: KubernetesConfig) -> Manifest:
+    out: Manifest = {
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": math.ceil(spec.lifetime_s) + cfg.deadline_grace_s,
+        "terminationGracePeriodSeconds": 5,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "containers": [container(spec, cfg)],
+        "volumes": [
+            {"name": "workdir", "emptyDir": {"sizeLimit": cfg.workdir_size_limit}},
+            {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}},
+        ],
+    }
+    optional = {
+        "nodeSelector": dict(cfg.node_selector) or None,
+        "tolerations": [toleration(t) for t in cfg.tolerations] or None,
+        "runtimeClassName": cfg.runtime_class_name,
+        "serviceAccountName": cfg.service_account_name,
+        "priorityClassName": cfg.priority_class_name,
+    }
+    out.update({k: v for k, v in optional.items() if v is not None})
+    return out
+
+
+def render_pod(spec: SandboxSpec, cfg: KubernetesConfig) -> Manifest:
+    """The Pod for one rollout."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(spec.rollout_id),
+            "namespace": cfg.namespace,
+            "labels": pod_labels(spec, cfg),
+            "annotations": {ANNOTATION_ROLLOUT: spec.rollout_id},
+        },
+        "spec": pod_spec(spec, cfg),
+    }
+
+
+def gateway_labels(gw: GatewayService) -> dict[str, str]:
+    return {LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: "gateway", "app.kubernetes.io/name": gw.name}
+
+
+def render_gateway_service(gw: GatewayService) -> Manifest:
+    """ClusterIP Service in front of the gateway; its DNS name is every sandbox's `gateway_url`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": gw.name, "namespace": gw.namespace, "labels": gateway_labels(gw)},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": gateway_labels(gw),
+            "ports": [{"name": "http", "port": gw.port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def gateway_args(gw: GatewayService) -> list[str]:
+    args = ["gateway", "--host", "0.0.0.0", "--port", str(gw.port), "--store", gw.store_path]
+    for url in gw.engine_urls:
+        args += ["--engine", url]
+    return args
+
+
+def render_gateway_deployment(gw: GatewayService) -> Manifest:
+    """The gateway itself (stateless per call; the call log lives on its volume)."""
+    def probe() -> Manifest:
+        return {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5}
+
+    ctr = {
+        "name": "gateway",
+        "image": gw.image,
+        "command": ["openforgerl"],
+        "args": gateway_args(gw),
+        "ports": [{"name": "http", "containerPort": gw.port, "protocol": "TCP"}],
+        "readinessProbe": probe(),
+        "livenessProbe": probe(),
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+    }
+    labels = gateway_labels(gw)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": gw.name, "namespace": gw.namespace, "labels": labels},
+        "spec": {
+            "replicas": gw.replicas,
+            "selector": {"matchLabels": dict(labels)},
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {"containers": [ctr], "volumes": [{"name": "data", "emptyDir": {}}]},
+            },
+        },
+    }
+
+
+def render_sandbox_network_policy(cfg: KubernetesConfig) -> Manifest:
+    """Sandbox Pods may reach the gateway Pods and cluster DNS, nothing else; no ingress."""
+    gw = cfg.gateway
+    dns = {"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+    to_gateway = {
+        "podSelector": {"matchLabels": gateway_labels(gw)},
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": gw.namespace}},
+    }
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "openforgerl-sandbox-egress", "namespace": cfg.namespace},
+        "spec": {
+            "podSelector": {"matchLabels": sandbox_selector(cfg)},
+            "policyTypes": ["Ingress", "Egress"],
+            "egress": [
+                {"to": [to_gateway], "ports": [{"protocol": "TCP", "port": gw.port}]},
+                {"to": [dns], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+            ],
+        },
+    }

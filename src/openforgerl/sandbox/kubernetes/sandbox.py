@@ -1,0 +1,135 @@
+"""One rollout's Pod, seen through the `Sandbox` contract.
+
+Everything runs through `exec`. Each call's budget is clipped to the sandbox's remaining lifetime;
+at the lifetime the backend deletes the Pod (before the kubelet's `activeDeadlineSeconds`, which is
+the backstop if we are gone). When an exec ends badly (stream broken, exit 137) the Pod's status is
+consulted so the error names the real cause (OOMKilled, Evicted) rather than its symptom.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from openforgerl.sandbox.base import WORKDIR, CommandNotFoundError, ExecResult, SandboxError, SandboxSpec
+from openforgerl.sandbox.kubernetes import commands
+from openforgerl.sandbox.kubernetes.client import ExecOutput, ExecTimedOut, Obj
+from openforgerl.sandbox.kubernetes.errors import KubeSandboxError, PodLost, SandboxExpired
+from openforgerl.sandbox.kubernetes.status import fault
+
+if TYPE_CHECKING:
+    from openforgerl.sandbox.kubernetes.backend import KubernetesBackend
+
+KILLED = (124, 137)  # `timeout` exit codes: TERM-ed / KILL-ed at the budget
+NOT_FOUND = (b"not found", b"No such file", b"cannot execute", b"Permission denied")
+FAULT_GRACE_S = 5.0  # how long to wait for the watch to explain a broken exec
+
+
+class KubernetesSandbox:
+    def __init__(self, backend: KubernetesBackend, pod_name: str, spec: SandboxSpec,
+                 deadline: float) -> None:
+        self.id = spec.rollout_id
+        self.pod_name = pod_name
+        self.gateway_url = backend.config.effective_gateway_url
+        self.host_workdir: Path | None = None
+        self._backend, self._cfg = backend, backend.config
+        self._deadline = deadline
+        self._expired = False
+        self._closed = False
+        self._spawned = 0
+        self._timer = asyncio.get_running_loop().call_at(deadline, self._expire)
+
+    def remaining_s(self) -> float:
+        return self._deadline - asyncio.get_running_loop().time()
+
+    def _expire(self) -> None:
+        self._expired = True
+        self._backend.schedule_delete(self.pod_name)
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise PodLost(f"sandbox {self.id} is closed", pod=self.pod_name, reason="Closed")
+        if self._expired or self.remaining_s() <= 0:
+            raise SandboxExpired(f"sandbox {self.id} outlived its lifetime", pod=self.pod_name)
+
+    async def exec(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+                   cwd: str = WORKDIR, timeout_s: float | None = None,
+                   stdin: bytes | None = None) -> ExecResult:
+        self._check_usable()
+        budget = min(timeout_s if timeout_s is not None else math.inf, self.remaining_s())
+        wrapped = commands.exec_argv(argv, cwd=cwd, env=env, timeout_s=budget)
+        started = time.monotonic()
+        try:
+            out = await self._raw_exec(wrapped, stdin or b"", budget + self._cfg.exec_grace_s)
+        except ExecTimedOut:
+            return ExecResult(-9, b"", b"", timed_out=True, duration_s=time.monotonic() - started)
+        duration = time.monotonic() - started
+        timed_out = out.exit_code in KILLED and duration >= budget - 0.01
+        if out.exit_code == 137 and not timed_out:
+            await self._raise_pod_fault(None)  # OOMKilled/Evicted look like 137 from inside
+        if out.exit_code in (126, 127) and any(m in out.stderr for m in NOT_FOUND):
+            raise CommandNotFoundError(f"{argv[0]!r} not found or not executable in pod {self.pod_name}")
+        return ExecResult(out.exit_code, out.stdout, out.stderr, timed_out, duration)
+
+    async def _raw_exec(self, argv: list[str], stdin: bytes, wait_s: float) -> ExecOutput:
+        api, cfg = self._backend.api, self._cfg
+        try:
+            return await api.exec(cfg.namespace, self.pod_name, cfg.container_name, argv, stdin, wait_s)
+        except KubeSandboxError as e:
+            await self._raise_pod_fault(e)
+            raise
+
+    async def _raise_pod_fault(self, default: KubeSandboxError | None) -> None:
+        """Raise the Pod's own fault if it shows one within a few seconds, else `default`."""
+        if self._expired:
+            raise SandboxExpired(f"sandbox {self.id} outlived its lifetime", pod=self.pod_name)
+        pod = await self._backend.wait_for_fault(self.pod_name, FAULT_GRACE_S if default else 1.0)
+        if pod is not None:
+            raise fault(pod) or PodLost(f"pod {self.pod_name} vanished", pod=self.pod_name)
+        if default is not None:
+            raise default
+
+    async def exec_checked(self, argv: Sequence[str], stdin: bytes = b"", what: str = "") -> bytes:
+        res = await self.exec(argv, stdin=stdin, timeout_s=self._cfg.boot_timeout_s)
+        if res.returncode != 0:
+            raise SandboxError(f"{what or argv[0]} failed ({res.returncode}): {res.stderr.decode(errors='replace')}")
+        return res.stdout
+
+    async def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+                    cwd: str = WORKDIR) -> None:
+        self._spawned += 1
+        log = f"/tmp/openforgerl-spawn-{self._spawned}.log"
+        await self.exec_checked(commands.spawn_argv(argv, cwd=cwd, env=env, log_path=log), what="spawn")
+
+    async def read_file(self, path: str) -> bytes:
+        res = await self.exec(["cat", "--", path], timeout_s=self._cfg.boot_timeout_s)
+        if res.returncode != 0:
+            raise FileNotFoundError(path)
+        return res.stdout
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        await self.exec_checked(commands.write_file_argv(path), stdin=data, what=f"write {path}")
+
+    async def lay_out(self, spec: SandboxSpec) -> None:
+        """Put the task's files and copied dirs into /workdir with a single tar-over-exec."""
+        if spec.files or spec.copy_dirs:
+            blob = commands.tar_bytes(spec.files, spec.copy_dirs)
+            await self.exec_checked(commands.untar_argv(WORKDIR), stdin=blob, what="lay out files")
+
+    async def logs(self) -> bytes:
+        """The keep-alive container's log (what the Pod itself printed)."""
+        return await self._backend.api.logs(self._cfg.namespace, self.pod_name, self._cfg.container_name)
+
+    def pod(self) -> Obj | None:
+        return self._backend.informer.get(self.pod_name)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._timer.cancel()
+        await self._backend.release(self.pod_name)

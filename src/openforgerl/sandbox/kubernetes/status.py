@@ -1,0 +1,99 @@
+"""Pure reading of a Pod's status: is it up, and if not, which infra fault is it?
+
+Kubernetes reports faults in several places (`status.reason`, container `state.terminated.reason`,
+`state.waiting.reason`, the `PodScheduled` condition). This module is the single place that maps
+them onto our error types, so the backend decides by type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openforgerl.sandbox.kubernetes.errors import (
+    BootTimeout,
+    ImagePullFailed,
+    KubeSandboxError,
+    PodEvicted,
+    PodLost,
+    PodOOMKilled,
+    SandboxExpired,
+    Unschedulable,
+)
+
+Pod = dict[str, Any]
+IMAGE_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+                 "RegistryUnavailable"}
+FATAL_WAITING = {"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError",
+                 "CreateContainerError"}
+
+
+def name_of(pod: Pod) -> str:
+    return pod.get("metadata", {}).get("name", "?")
+
+
+def phase(pod: Pod) -> str:
+    return pod.get("status", {}).get("phase") or "Pending"
+
+
+def container_statuses(pod: Pod) -> list[dict[str, Any]]:
+    return pod.get("status", {}).get("containerStatuses") or []
+
+
+def is_running(pod: Pod) -> bool:
+    """Running with every container started (exec needs a live container, not Ready probes)."""
+    statuses = container_statuses(pod)
+    return phase(pod) == "Running" and bool(statuses) and all(
+        "running" in (s.get("state") or {}) for s in statuses)
+
+
+def terminated(pod: Pod) -> list[dict[str, Any]]:
+    states = [s.get("state") or {} for s in container_statuses(pod)]
+    return [st["terminated"] for st in states if st.get("terminated")]
+
+
+def waiting_reasons(pod: Pod) -> set[str]:
+    states = [s.get("state") or {} for s in container_statuses(pod)]
+    return {st["waiting"].get("reason", "") for st in states if st.get("waiting")}
+
+
+def unschedulable_message(pod: Pod) -> str | None:
+    for cond in pod.get("status", {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
+            return cond.get("message") or "Unschedulable"
+    return None
+
+
+def fault(pod: Pod) -> KubeSandboxError | None:
+    """The infra fault this Pod shows right now, or None while it is healthy or still booting."""
+    name, status = name_of(pod), pod.get("status", {})
+    if status.get("reason") == "Evicted":
+        return PodEvicted(f"pod {name} evicted: {status.get('message', '')}", pod=name)
+    if status.get("reason") == "DeadlineExceeded":  # the kubelet's activeDeadlineSeconds backstop
+        return SandboxExpired(f"pod {name} killed at activeDeadlineSeconds", pod=name)
+    for term in terminated(pod):
+        if term.get("reason") == "OOMKilled":
+            return PodOOMKilled(f"pod {name} OOMKilled (exit {term.get('exitCode')})", pod=name)
+    fatal = waiting_reasons(pod) & FATAL_WAITING
+    if fatal:
+        reason = sorted(fatal)[0]
+        cls = ImagePullFailed if reason in IMAGE_WAITING else BootTimeout
+        return cls(f"pod {name} cannot start: {reason}", pod=name, reason=reason)
+    if phase(pod) in ("Failed", "Succeeded") or terminated(pod):
+        reason = status.get("reason") or next((t.get("reason") for t in terminated(pod)), None)
+        return PodLost(f"pod {name} ended: phase {phase(pod)} ({reason})", pod=name, reason=reason)
+    return None
+
+
+def boot_timeout_fault(pod: Pod | None, name: str, timeout_s: float) -> KubeSandboxError:
+    """Why a Pod is still not running at the boot timeout: image pull, scheduling, or unknown."""
+    if pod is None:
+        return BootTimeout(f"pod {name} not seen within {timeout_s:.0f}s", pod=name)
+    pulls = waiting_reasons(pod) & IMAGE_WAITING
+    if pulls:
+        reason = sorted(pulls)[0]
+        return ImagePullFailed(f"pod {name} stuck Pending: {reason}", pod=name, reason=reason)
+    unsched = unschedulable_message(pod)
+    if unsched:
+        return Unschedulable(f"pod {name} unschedulable: {unsched}", pod=name)
+    detail = ",".join(sorted(waiting_reasons(pod))) or phase(pod)
+    return BootTimeout(f"pod {name} not running after {timeout_s:.0f}s ({detail})", pod=name)

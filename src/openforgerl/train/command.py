@@ -1,0 +1,39 @@
+"""`openforgerl train CONFIG`: the built-in GRPO loop on one machine."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def command(
+    config: Annotated[Path, typer.Argument(help="Training config YAML (see examples/quickstart.yaml).")],
+    out_dir: Annotated[Path | None, typer.Option(help="Override the config's out_dir.")] = None,
+    steps: Annotated[int | None, typer.Option(help="Override the number of steps.")] = None,
+    engine: Annotated[list[str] | None, typer.Option(help="Use these vLLM/SGLang URLs instead of the local engine.")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue from out_dir/checkpoint.")] = False,
+) -> None:
+    """Train a policy with GRPO inside a real harness (rollouts, reconstruction, update, weight sync)."""
+    from rich.console import Console
+
+    from openforgerl.train.config import TrainConfig
+    from openforgerl.train.trainer import Trainer
+
+    cfg = TrainConfig.from_yaml(config)
+    updates: dict[str, object] = {}
+    if out_dir is not None:
+        updates["out_dir"] = str(out_dir)
+    if steps is not None:
+        updates["steps"] = steps
+    if engine:
+        updates["engine"] = cfg.engine.model_copy(update={"kind": "remote", "urls": engine})
+    cfg = cfg.model_copy(update=updates)
+    console = Console()
+    out = Path(cfg.out_dir)
+    summary = asyncio.run(Trainer(cfg, out, console).run(resume=resume))
+    console.print(f"[bold]done[/]: {summary.steps} steps, reward {summary.first_reward} -> {summary.last_reward}, "
+                  f"held-out pass@1 {summary.eval_before} -> {summary.eval_after}")
+    console.print(f"metrics: {out / 'metrics.jsonl'}  curve: {summary.curve}  tensorboard: {out / 'tensorboard'}")

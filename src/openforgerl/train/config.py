@@ -1,0 +1,69 @@
+"""The training run's configuration (one YAML file -> one pydantic model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskSelection(_Strict):
+    dir: str = "builtin:claw"
+    """A task folder (or `builtin:claw`, the shipped Claw suite)."""
+    split: str | None = "train"
+    difficulty: list[str] | None = None
+    limit: int | None = None
+
+
+class EngineSettings(_Strict):
+    kind: Literal["local", "remote"] = "local"
+    """`local`: the embedded engine serving `model`; `remote`: vLLM/SGLang servers at `urls`."""
+    urls: list[str] = Field(default_factory=list)
+    dialect: Literal["vllm", "sglang"] = "vllm"
+    weights_dir: str | None = None
+    """Shared directory the remote engines reload weights from (remote only)."""
+    max_tokens: int = 96
+    temperature: float = 1.0
+
+
+class TrainConfig(_Strict):
+    model: str = "tiny"
+    """`tiny` (the shipped warm-up model), `smollm2`, or a HF model directory."""
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    harness: str | dict[str, float] = "zero"
+    """One harness name, or a weighted mix such as {zero: 0.5, codex: 0.5}."""
+    backend: Literal["local", "podman", "kubernetes"] = "local"
+    tasks: TaskSelection = Field(default_factory=TaskSelection)
+    eval_tasks: TaskSelection | None = Field(default_factory=lambda: TaskSelection(split="test"))
+    steps: int = 20
+    tasks_per_step: int = 4
+    group_size: int = 8
+    eval_every: int = 0
+    """Held-out evaluation every N steps (0: only before and after training)."""
+    eval_trials: int = 1
+    lr: float = 2e-4
+    weight_decay: float = 0.0
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    kl_coef: float = 0.0
+    micro_batch: int = 16
+    max_grad_norm: float = 1.0
+    timeout_policy: Literal["drop", "zero"] = "drop"
+    max_running: int = 32
+    rollout_budget_s: float | None = 60.0
+    time_budget_s: float | None = None
+    """Stop starting new steps after this many seconds (None: run all steps)."""
+    checkpoint_every: int = 5
+    out_dir: str = "runs/quickstart"
+    seed: int = 0
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> TrainConfig:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        return cls.model_validate(data)

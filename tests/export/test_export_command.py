@@ -1,0 +1,97 @@
+"""`openforgerl export` from a real SQLite call log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+import orjson
+import pytest
+import typer
+from export_sim import simulated_rollout
+from typer.testing import CliRunner
+
+from openforgerl.export import read_jsonl_rows, read_parquet_rows
+from openforgerl.export.command import command
+from openforgerl.store import SQLiteCallStore
+
+
+@pytest.fixture
+async def log_path(tmp_path: Path) -> Path:
+    path = tmp_path / "calls.db"
+    store = SQLiteCallStore(path)
+    for i, kw in enumerate([{}, {"infra_tainted": True}, {"harness": "codex"}]):
+        calls, rollout = simulated_rollout(i, f"r{i}", **kw)
+        for call in calls:
+            await store.append_call(call)
+        await store.put_rollout(rollout)
+    orphan_calls, _ = simulated_rollout(9, "r-open")  # calls but no rollout record yet
+    for call in orphan_calls:
+        await store.append_call(call)
+    await store.aclose()
+    return path
+
+
+def _run(*args: str) -> str:
+    app = typer.Typer()
+    app.command()(command)
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_export_verl_parquet_with_metrics(log_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "train.parquet"
+    text = _run("--store", str(log_path), "--out", str(out), "--format", "verl")
+    rows = read_parquet_rows(out)
+    assert len(rows) == 9, "3 chains x 3 kept rollouts; the tainted one is dropped"
+    assert [r["extra_fields"]["rollout_id"] for r in rows if r["extra_fields"]["is_final_chain"]] == [
+        "r0",
+        "r2",
+        "r-open",
+    ]
+    report = orjson.loads((tmp_path / "train.parquet.metrics.json").read_bytes())
+    sim = report["per_harness"]["sim"]
+    assert (sim["rollouts"], sim["dropped_rollouts"], sim["chains"]) == (2, 1, 3)
+    assert sim["break_causes"] == {"sub_agent": 1, "compaction": 1}
+    assert report["per_harness"]["codex"]["rollouts"] == 1 and "merge_rate=" in text
+    assert datasets.load_dataset("parquet", data_files=str(out), split="train").num_rows == 9
+
+
+def test_export_classic_jsonl_with_truncation(log_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "classic.jsonl"
+    _run(
+        "--store",
+        str(log_path),
+        "--out",
+        str(out),
+        "--format",
+        "jsonl",
+        "--classic",
+        "--max-prompt-len",
+        "20",
+        "--max-response-len",
+        "30",
+    )
+    rows = read_jsonl_rows(out)
+    assert len(rows) == 4 and [r["extra_fields"]["dropped"] for r in rows] == [False, True, False, False]
+    assert all(len(r["prompt_ids"]) <= 20 and len(r["response_ids"]) <= 30 for r in rows)
+    report = orjson.loads((tmp_path / "classic.jsonl.metrics.json").read_bytes())
+    truncated = sum(m["prompt_tokens_truncated"] for m in report["rollouts"])
+    assert truncated > 0, "truncation is counted, never silent"
+
+
+def test_export_samples_parquet(log_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "samples.parquet"
+    _run("--store", str(log_path), "--out", str(out), "--format", "parquet")
+    rows = read_parquet_rows(out)
+    assert len(rows) == 9 and {"group_id", "chain_index", "weight", "policy_version_max"} <= set(rows[0])
+
+
+def test_missing_store_is_an_error(tmp_path: Path) -> None:
+    app = typer.Typer()
+    app.command()(command)
+    result = CliRunner().invoke(
+        app, ["--store", str(tmp_path / "nope.db"), "--out", str(tmp_path / "o.parquet")]
+    )
+    assert result.exit_code != 0

@@ -1,0 +1,52 @@
+"""The task's tools reach each harness: MCP servers (Codex, Claude Code, Qwen Code, opencode, OpenClaw) and
+direct function tools (zero), backed by the real envs tool service and MCP bridge.
+
+The scripted policy calls the task's `write_file` tool under whatever name the harness gave it; the file
+can only appear through the task's service, so the check proves the whole tool path works.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness_e2e import proof_content, record_figures, require_installed, run_rollout
+
+from openforgerl.envs.services.server import build_app, serve
+from openforgerl.envs.tools import function_tools, tools_for
+from openforgerl.harness.base import McpServer
+from openforgerl.harness.registry import get_harness
+from openforgerl.harness.scripted_policy import task_tool_policy
+
+pytestmark = [pytest.mark.harness, pytest.mark.timeout(600)]
+
+TOOLS = ["write_file", "read_file"]
+NAMES = ["zero", "codex", "claude_code", "qwen_code", "opencode", "openclaw-completions"]
+
+
+@pytest.fixture
+def claw(tmp_path: Path) -> Iterator[str]:
+    """The envs tool service on loopback, its workspace = the rollout's workdir."""
+    (tmp_path / "work").mkdir()
+    server = serve(build_app(None, tmp_path / "work", {"tools": TOOLS}), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize("name", NAMES)
+async def test_task_tools_reach_the_harness(name: str, claw: str, make_gateway, tmp_path: Path) -> None:
+    tools = require_installed(name) if name != "zero" else tmp_path
+    content = proof_content()
+    gw, _ = await make_gateway(task_tool_policy(content))
+    mcp = McpServer("claw", sys.executable, ["-m", "openforgerl.envs.mcp_server", "--tools", ",".join(TOOLS)],
+                    {"OPENFORGERL_CLAW_URL": claw})
+    adapter = get_harness(name)
+    out = await run_rollout(gw, adapter, tools, tmp_path, content, budget_s=240.0, mcp_servers=[mcp],
+                            tools=function_tools(tools_for(names=TOOLS)), tool_service_url=claw)
+    record_figures(f"{name}+mcp", adapter, out)
+    assert out.file_text() == content, out.describe()
+    assert out.rollout.reward == 1.0

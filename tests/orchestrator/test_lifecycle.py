@@ -1,0 +1,117 @@
+"""End-to-end rollouts: real gateway, real bwrap sandboxes, a real SDK client as the harness."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from orch_helpers import ProofTask, agent_harness, procs_with
+
+from openforgerl.engines.scripted import Faults, Turn
+from openforgerl.harness.generic import CommandHarness
+from openforgerl.records import RolloutStatus
+
+
+async def test_ok_group_records_calls_reward_and_results(make_env) -> None:
+    env = await make_env()
+    result = await env.run([ProofTask()], agent_harness("ok"), n=2, min_group_size=2)
+    (group,) = result.groups
+    assert group.valid and len(group.kept) == 2
+    for rec in group.records:
+        assert rec.status is RolloutStatus.OK and rec.reward == 1.0, rec.metadata
+        assert rec.reward_components == {"exists": 1.0, "match": 1.0}
+        calls = await env.store.list_calls(rec.rollout_id)
+        assert len(calls) == 1 and calls[0].completion_token_ids and calls[0].error is None
+        stored = await env.store.get_rollout(rec.rollout_id)
+        assert stored.status is RolloutStatus.OK and stored.reward == 1.0 and stored.closed
+        assert stored.group_id == group.group_id
+    lines = [json.loads(x) for x in env.results.read_text().splitlines()]
+    assert sorted(x["sample_index"] for x in lines) == [0, 1]
+    assert all(x["metadata"]["in_batch"] for x in lines)
+    assert [d for d in os.listdir(env.backend.root) if d != ".trash"] == []
+    await env.backend.aclose()
+    assert not (env.backend.root / ".trash").exists()
+
+
+async def test_agent_failure_is_scored_not_dropped(make_env) -> None:
+    env = await make_env(policy=lambda t: "no idea")
+    result = await env.run([ProofTask()], agent_harness("fail"))
+    (rec,) = result.records
+    assert rec.status is RolloutStatus.AGENT_FAILED
+    assert rec.reward == 0.0 and rec.metadata["in_batch"] and rec.metadata["harness_returncode"] == 2
+
+
+async def test_runaway_harness_killed_at_budget_with_children(make_env, monkeypatch) -> None:
+    marker = f"ofrl-runaway-{os.getpid()}"
+    env = await make_env()
+    harness = agent_harness("runaway")
+    harness.argv = ["env", f"RUNAWAY_MARKER={marker}", *harness.argv]
+    task = ProofTask(budget_s=3.0)
+    result = await env.run([task], harness)
+    (rec,) = result.records
+    assert rec.status is RolloutStatus.TIMEOUT and rec.metadata["harness_timed_out"]
+    assert not rec.metadata["in_batch"] and rec.metadata["drop_reason"] == "timeout"
+    assert procs_with(marker) == []
+    zero = await env.run([task], harness, timeout_policy="zero")
+    (rec,) = zero.records
+    assert rec.status is RolloutStatus.TIMEOUT and rec.reward == 0.0 and rec.metadata["in_batch"]
+    assert procs_with(marker) == []
+
+
+async def test_engine_5xx_is_infra_and_refilled(make_env) -> None:
+    env = await make_env(faults=Faults(http_errors=1, http_status=500))
+    result = await env.run([ProofTask()], agent_harness("ok"), n=2, min_group_size=2, max_retries=2)
+    (group,) = result.groups
+    statuses = sorted(str(r.status) for r in group.records)
+    assert statuses == ["infra_error:engine", "ok", "ok"]
+    infra = next(r for r in group.records if r.status.is_infra)
+    assert not infra.metadata["in_batch"] and infra.metadata["drop_reason"] == "infra"
+    assert infra.reward is None and infra.infra_tainted
+    assert group.valid and len(group.kept) == 2
+    assert {r.metadata["attempt"] for r in group.records if r.sample_index == infra.sample_index} == {0, 1}
+
+
+async def test_engine_5xx_without_retries_drops_the_group(make_env) -> None:
+    env = await make_env(faults=Faults(http_errors=10, http_status=503))
+    result = await env.run([ProofTask()], agent_harness("ok"), n=2, min_group_size=2, max_retries=0)
+    (group,) = result.groups
+    assert not group.valid and group.kept == []
+    assert {str(r.status) for r in group.records} == {"infra_error:engine"}
+
+
+async def test_gateway_deadline_is_infra(make_env) -> None:
+    env = await make_env(faults=Faults(hang_before_headers=1), call_deadline_s=1.0)
+    (rec,) = (await env.run([ProofTask()], agent_harness("ok"))).records
+    assert rec.status is RolloutStatus.INFRA_GATEWAY, rec.metadata
+    assert not rec.metadata["in_batch"]
+
+
+async def test_sandbox_lost_is_infra(make_env) -> None:
+    holder = {}
+
+    def policy(turn: Turn) -> str:
+        for sbx in list(holder["backend"]._open):
+            if sbx.spec.rollout_id == turn.rollout_id:
+                sbx.expire("test: node lost")
+        return "abracadabra"
+
+    env = await make_env(policy=policy)
+    holder["backend"] = env.backend
+    (rec,) = (await env.run([ProofTask()], agent_harness("ok"))).records
+    assert rec.status is RolloutStatus.INFRA_SANDBOX, rec.metadata
+    assert "lost" in rec.metadata["error"]
+
+
+async def test_verifier_crash_is_infra(make_env) -> None:
+    env = await make_env()
+    (rec,) = (await env.run([ProofTask(crash_verifier=True)], agent_harness("ok"))).records
+    assert rec.status is RolloutStatus.INFRA_VERIFIER and rec.reward is None
+    stored = await env.store.get_rollout(rec.rollout_id)
+    assert stored.status is RolloutStatus.INFRA_VERIFIER and stored.infra_tainted
+
+
+async def test_missing_harness_binary_is_harness_start(make_env) -> None:
+    env = await make_env()
+    (rec,) = (await env.run([ProofTask()], CommandHarness(["/nonexistent/agent-cli"]))).records
+    assert rec.status is RolloutStatus.INFRA_HARNESS_START
+    assert not rec.metadata["in_batch"]

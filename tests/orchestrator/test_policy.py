@@ -1,0 +1,95 @@
+"""Pure parts: the fault boundary, call-log classification and the group policy."""
+
+from __future__ import annotations
+
+import pytest
+
+from openforgerl.orchestrator.classify import call_log_taint, harness_status
+from openforgerl.orchestrator.config import OrchestratorConfig
+from openforgerl.orchestrator.errors import (
+    GatewayFault,
+    HarnessStartFault,
+    SandboxFault,
+    VerifierFault,
+    boundary,
+)
+from openforgerl.orchestrator.groups import apply_group_policy
+from openforgerl.records import (
+    CallError,
+    CallErrorKind,
+    CallRecord,
+    RolloutRecord,
+    RolloutStatus,
+    WireProtocol,
+)
+from openforgerl.sandbox.base import CommandNotFoundError, ExecResult, SandboxError
+
+
+def test_boundary_retypes_once_by_type() -> None:
+    with pytest.raises(SandboxFault) as info:
+        with boundary(SandboxFault, {CommandNotFoundError: HarnessStartFault}):
+            raise SandboxError("lost")
+    assert info.value.status is RolloutStatus.INFRA_SANDBOX
+    with pytest.raises(HarnessStartFault):
+        with boundary(SandboxFault, {CommandNotFoundError: HarnessStartFault}):
+            raise CommandNotFoundError("codex")
+    with pytest.raises(VerifierFault):  # an already-typed fault passes through outer boundaries
+        with boundary(GatewayFault):
+            with boundary(VerifierFault):
+                raise KeyError("x")
+
+
+def _call(kind: CallErrorKind | None) -> CallRecord:
+    err = CallError(kind=kind, message="m") if kind else None
+    return CallRecord(rollout_id="r", index=0, protocol=WireProtocol.CHAT, error=err)
+
+
+@pytest.mark.parametrize(("kind", "status"), [
+    (None, None),
+    (CallErrorKind.CLIENT_DISCONNECTED, None),
+    (CallErrorKind.CLIENT_BAD_REQUEST, None),
+    (CallErrorKind.ENGINE_HTTP, RolloutStatus.INFRA_ENGINE),
+    (CallErrorKind.ENGINE_CONNECTION, RolloutStatus.INFRA_ENGINE),
+    (CallErrorKind.ENGINE_PROTOCOL, RolloutStatus.INFRA_ENGINE),
+    (CallErrorKind.ENGINE_DEADLINE, RolloutStatus.INFRA_GATEWAY),
+    (CallErrorKind.GATEWAY_INTERNAL, RolloutStatus.INFRA_GATEWAY),
+])
+def test_call_log_taint(kind: CallErrorKind | None, status: RolloutStatus | None) -> None:
+    assert call_log_taint([_call(None), _call(kind)]) == status
+
+
+def test_gateway_taint_flag_without_call_error() -> None:
+    assert call_log_taint([], {"infra_tainted": True, "status": "infra_error:engine"}) is RolloutStatus.INFRA_ENGINE
+    assert call_log_taint([], {"infra_tainted": True}) is RolloutStatus.INFRA_GATEWAY
+    assert call_log_taint([], {"infra_tainted": False}) is None
+
+
+def test_harness_status() -> None:
+    assert harness_status(ExecResult(0, b"", b"")) is RolloutStatus.OK
+    assert harness_status(ExecResult(1, b"", b"")) is RolloutStatus.AGENT_FAILED
+    assert harness_status(ExecResult(-9, b"", b"", timed_out=True)) is RolloutStatus.TIMEOUT
+
+
+def _rec(i: int, status: RolloutStatus, reward: float | None = None) -> RolloutRecord:
+    return RolloutRecord(rollout_id=f"r{i}", status=status, reward=reward, sample_index=i)
+
+
+def test_group_policy_drop_and_zero() -> None:
+    recs = [_rec(0, RolloutStatus.OK, 1.0), _rec(1, RolloutStatus.AGENT_FAILED, 0.0),
+            _rec(2, RolloutStatus.TIMEOUT), _rec(3, RolloutStatus.INFRA_ENGINE)]
+    out, valid = apply_group_policy(recs, OrchestratorConfig(n=4, min_group_size=2))
+    assert valid
+    assert [r.metadata["in_batch"] for r in out] == [True, True, False, False]
+    assert [r.metadata.get("drop_reason") for r in out] == [None, None, "timeout", "infra"]
+    out, valid = apply_group_policy(recs, OrchestratorConfig(n=4, min_group_size=3, timeout_policy="zero"))
+    assert valid and out[2].metadata["in_batch"] and out[2].reward == 0.0
+    assert not out[3].metadata["in_batch"]
+
+
+def test_group_below_min_size_dropped_whole() -> None:
+    recs = [_rec(0, RolloutStatus.OK, 1.0), _rec(1, RolloutStatus.INFRA_SANDBOX), _rec(2, RolloutStatus.TIMEOUT)]
+    out, valid = apply_group_policy(recs, OrchestratorConfig(n=3, min_group_size=2))
+    assert not valid
+    assert not any(r.metadata["in_batch"] for r in out)
+    assert out[0].metadata["drop_reason"].startswith("group_below_min_size")
+    assert out[1].metadata["drop_reason"] == "infra"
