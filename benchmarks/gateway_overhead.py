@@ -218,8 +218,8 @@ async def run_batch(target: Proc, n: int, conc: int, stream: bool, tokens: int, 
         out.cpu += target.cpu_seconds() - cpu0
 
 
-async def warm(target: Proc, conc: int, stream: bool, tokens: int) -> None:
-    await run_batch(target, max(2 * conc, 20), conc, stream, tokens, Sample())
+async def warm(target: Proc, conc: int, stream: bool, tokens: int, cap: int) -> None:
+    await run_batch(target, min(max(2 * conc, 20), cap), conc, stream, tokens, Sample())
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -239,7 +239,7 @@ async def matrix(targets: list[Proc], direct: Proc, args: argparse.Namespace) ->
             samples = {t.name: Sample() for t in [direct, *targets]}
             order = [direct, *targets]
             for t in order:
-                await warm(t, conc, stream, tokens)
+                await warm(t, conc, stream, tokens, args.litellm_requests if t.name == "litellm" else n)
             for rnd in range(args.rounds):
                 k = rnd % len(order)
                 for t in order[k:] + order[:k]:
@@ -289,7 +289,7 @@ async def paced(direct: Proc, targets: list[Proc], args: argparse.Namespace) -> 
     samples = {t.name: Sample() for t in [direct, *targets]}
     order = [direct, *targets]
     for t in order:
-        await warm(t, min(args.paced_c, 16), True, 8)
+        await warm(t, min(args.paced_c, 16), True, 8, 64)
     for rnd in range(args.rounds):
         k = rnd % len(order)
         for t in order[k:] + order[:k]:
@@ -310,7 +310,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.concurrency = [1, 64, 256]
     if args.quick:
-        args.requests, args.rounds, args.litellm_requests = {1: 100, 64: 512, 256: 768}, 2, 64
+        args.requests, args.rounds, args.litellm_requests = {1: 100, 64: 512, 256: 512}, 2, 64
         args.paced_n, args.paced_c, args.paced_tokens = 256, 64, 32
     else:
         args.requests, args.rounds, args.litellm_requests = {1: 300, 64: 2000, 256: 3000}, 4, 300

@@ -8,9 +8,14 @@ warmed up by supervised training on synthetic two-turn conversations of the comp
     tool result -> assistant <think>..</think> + a short final answer       (turn 2)
 
 rendered through `ChatFormat` (the same template vLLM and the local engine use) with the tools as
-OpenAI function tools. Training stops at the first evaluation whose greedy success on held-out
-instances reaches TARGET_SUCCESS (0.5): good enough that RL starts from a policy that sometimes
-succeeds, bad enough that RL has room. Deterministic (fixed seeds, fixed thread count).
+OpenAI function tools. Curriculum: the tool format is learned in ~150 steps, but copying argument
+strings out of the prompt needs an induction circuit that a 2-layer model did not form on the tool
+chats alone (0% exact arguments after 450 steps); short "repeat this text" chats mixed in from step
+300 (--copy-aux-from) form it within ~200 steps. Training stops at the first evaluation (every 50
+steps) whose greedy success on 20 held-out instances (exact tool call + clean final answer) reaches
+TARGET_SUCCESS (0.5): RL starts from a policy that sometimes succeeds and still has room.
+Deterministic (fixed seeds, 1 thread, no dropout); --state makes a stopped build resumable
+bit-for-bit. Cost: ~1 CPU-second per step idle; on the shared 2-core box the build took ~40 min.
 
 Tool schemas (OpenAI `tools` entries; the envs/harness side must expose the same names/fields):
 
@@ -191,6 +196,21 @@ def build_examples(chat: Any, n: int, seed: int) -> list[tuple[list[int], list[i
     return out
 
 
+def build_copy_examples(chat: Any, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
+    """Short 'repeat this text' chats: cheap sequences that teach the copy circuit (induction heads)
+    the tool arguments need; mixed in after the tool format is learned (--copy-aux-from)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        pool = rng.choice([WORDS, NAMES, [f"{w}.{e}" for w in WORDS[:20] for e in EXTS]])
+        text = " ".join(rng.choice(pool) for _ in range(rng.randint(1, 5)))
+        user = rng.choice([f"Repeat exactly: '{text}'", f"Say '{text}'.", f"The text is '{text}'. Repeat it."])
+        prompt = chat.prompt_ids([{"role": "user", "content": user}])
+        completion = chat.encode(f"<think>\nI repeat it.\n</think>\n\n{text}<|im_end|>")
+        out.append((prompt + completion, [0] * len(prompt) + [1] * len(completion)))
+    return out
+
+
 def make_config(vocab_size: int) -> Any:
     from transformers import Qwen3Config
 
@@ -262,6 +282,19 @@ def save_state(path: Path, step: int, model: Any, opt: Any, sched: Any, rng: ran
                 "rng": rng.getstate()}, path)
 
 
+def export_state(path: Path) -> Any:
+    import torch
+    from transformers import Qwen3ForCausalLM
+
+    from openforgerl.engines.chat_format import ChatFormat
+
+    st = torch.load(path, weights_only=False)
+    model = Qwen3ForCausalLM(make_config(ChatFormat.load(ASSETS).tokenizer.get_vocab_size()))
+    model.load_state_dict(st["model"])
+    print(f"exporting the checkpoint of step {st['step']}")
+    return model
+
+
 def train(args: argparse.Namespace) -> Any:
     import torch
     from transformers import Qwen3ForCausalLM
@@ -273,6 +306,7 @@ def train(args: argparse.Namespace) -> Any:
     chat = ChatFormat.load(ASSETS)
     model = Qwen3ForCausalLM(make_config(chat.tokenizer.get_vocab_size()))
     data = build_examples(chat, args.episodes, SEED)
+    copies = build_copy_examples(chat, 4000, SEED + 3)
     rng = random.Random(SEED + 1)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 30))
@@ -288,6 +322,8 @@ def train(args: argparse.Namespace) -> Any:
     t0 = time.time()
     for step in range(first, args.max_steps + 1):
         loss = loss_fn(model, *collate(rng.sample(data, args.batch), pad=0))
+        if args.copy_aux_from is not None and step > args.copy_aux_from:  # own forward: no padding to 400
+            loss = (loss + loss_fn(model, *collate(rng.sample(copies, args.copy_batch), pad=0))) / 2
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -341,8 +377,12 @@ def main() -> None:
     ap.add_argument("--eval-n", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--state", type=Path, default=None, help="checkpoint file to save to / resume from")
+    ap.add_argument("--copy-aux-from", type=int, default=300, help="mix in copy chats after this step")
+    ap.add_argument("--copy-batch", type=int, default=16)
+    ap.add_argument("--export-state", action="store_true",
+                    help="only write the model of --state (a run stopped at its last checkpoint)")
     args = ap.parse_args()
-    model, _ = train(args)
+    model = export_state(args.state) if args.export_state else train(args)[0]
     save(model, args.out)
     print(f"saved to {args.out}")
 

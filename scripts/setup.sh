@@ -19,4 +19,5 @@ pip install -q -e '.[engine,train,dev]'
 
 bash scripts/install_harnesses.sh
 if [ "${OPENFORGERL_SKIP_VLLM:-0}" != 1 ]; then bash scripts/install_vllm.sh; fi
+if [ "${OPENFORGERL_SKIP_VERL:-0}" != 1 ]; then bash scripts/install_verl.sh; fi
 echo "openforgerl setup done"

@@ -77,7 +77,7 @@ async def test_anthropic_through_engine(engine_url, through_gateway, stream):
     ro = await gw.open_rollout(task_id="contract-anthropic")
     c = AsyncAnthropic(base_url=ro["anthropic_base_url"], api_key=ro["api_key"], max_retries=0, timeout=600)
     tools = [{"name": "todo_add", "description": "Add a todo item.", "input_schema": TODO["function"]["parameters"]}]
-    kw: dict[str, Any] = dict(model="any", max_tokens=48, temperature=0, tools=tools, messages=ASK)
+    kw: dict[str, Any] = dict(model="any", max_tokens=48, tools=tools, messages=ASK, extra_body={"temperature": 0})
     if stream:
         async with c.messages.stream(**kw) as s:
             msg = await s.get_final_message()

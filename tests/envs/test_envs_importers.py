@@ -18,7 +18,7 @@ from openforgerl.envs.task import find_tasks, load_task
 from openforgerl.envs.validate import validate_tasks
 from openforgerl.envs.verify.spec import load_spec
 
-from conftest import DATA
+DATA = Path(__file__).parent / "data"
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
@@ -111,3 +111,20 @@ def test_tau2_import_is_flagged_and_keeps_criteria(tmp_path: Path) -> None:
     assert checks[0].match == {"reservation_id": "EHGLP3"}  # type: ignore[union-attr]
     assert "requires_llm_judge" in second.flags
     assert json.loads((first.root / "tests/tau2_criteria.json").read_text())["reward_basis"] == ["DB", "COMMUNICATE"]
+
+
+@needs_bwrap
+def test_harbor_script_task_runs_to_a_verified_result(tmp_path: Path) -> None:
+    rt = load_runtime(DATA / "harbor" / "hello-file")
+    assert isinstance(rt, HarborTaskRuntime) and rt.task.meta.verifier == "script" and not rt.task.flags
+    [result] = asyncio.run(_validate([rt], tmp_path))
+    assert (result.noop_reward, result.oracle_reward, result.error) == (0.0, 1.0, "")
+
+
+def test_claw_bench_setup_that_ignores_its_argument_does_not_touch_the_task(tmp_path: Path) -> None:
+    root = Path(shutil.copytree(find_tasks(DATA / "claw_bench")[0], tmp_path / "cal-901"))
+    setup = root / "environment" / "setup.sh"
+    setup.write_text(setup.read_text().replace('WORKSPACE="${1:-$TASK_DIR/workspace}"', 'WORKSPACE="$TASK_DIR/workspace"'))
+    assert 'WORKSPACE="$TASK_DIR/workspace"' in setup.read_text()
+    assert list(load_runtime(root).files()) == ["workspace/meetings.csv"]
+    assert not (root / "workspace").exists()

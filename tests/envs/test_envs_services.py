@@ -13,7 +13,7 @@ import pytest
 from openforgerl.envs import claw_cli
 from openforgerl.envs.client import call_tool, get_json
 
-from conftest import SUITE
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
 
 
 def test_tool_calls_change_state_and_are_audited(claw_service) -> None:

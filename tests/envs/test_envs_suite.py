@@ -15,7 +15,7 @@ from openforgerl.envs.suites.generate import generate
 from openforgerl.envs.task import find_tasks, load_task
 from openforgerl.envs.validate import validate_tasks
 
-from conftest import SUITE
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
 
 
 def _tasks():

@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from openforgerl.envs.oracle_policy import load_actions
 from openforgerl.envs.runtime import ClawTaskRuntime, load_runtime
+from openforgerl.envs.suites import claw_runtimes
 from openforgerl.envs.task import TaskFormatError, find_tasks, load_task
+from openforgerl.orchestrator.task_protocol import TaskRuntime
 
-from conftest import SUITE
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
 
 
 def _copy(tmp_path: Path, name: str = "mail-reply-01") -> Path:
@@ -58,7 +61,7 @@ def _sub(path: Path, old: str, new: str) -> None:
 def test_fault_with_unknown_tool_is_rejected(tmp_path: Path) -> None:
     root = _copy(tmp_path, "mail-reply-01-error-retry")
     _sub(root / "task.toml", 'tool = "mail_reply"', 'tool = "mail_teleport"')
-    with pytest.raises(TaskFormatError, match="metadata.openforgerl.faults.0.tool"):
+    with pytest.raises(TaskFormatError, match=r"metadata\.openforgerl\.faults\.0\.tool"):
         load_task(root)
 
 
@@ -75,6 +78,13 @@ def test_runtime_surfaces(tmp_path: Path) -> None:
     assert mcp.args[-1] == "write_file,todo_add,mail_send" and mcp.env["OPENFORGERL_CLAW_URL"] == rt.url
     assert "mail send --to TO --subject SUBJECT --body BODY" in rt.shell_tools_hint()
     assert "--fixtures" in rt.service_argv() and rt.tool_service_url == rt.url
+    assert isinstance(rt, TaskRuntime)
+
+
+def test_quickstart_subset() -> None:
+    sft = claw_runtimes(tag="sft", difficulty="easy")
+    assert len(sft) == 15 and {len(load_actions(rt)) for rt in sft} == {1}
+    assert {rt.task.meta.split for rt in claw_runtimes(split="test")} == {"test"}
 
 
 def test_find_tasks() -> None:

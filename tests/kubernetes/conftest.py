@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from k8s_helpers import FAST, NAMESPACE
+from k8s_helpers import FAST, NAMESPACE, alive_pids
 
 from openforgerl.sandbox.kubernetes import KubernetesBackend
 from openforgerl.sandbox.kubernetes.lightkube_api import LightkubeApi
@@ -22,6 +22,8 @@ async def fake_kube(tmp_path: Path) -> AsyncIterator[FakeKubeServer]:
         pytest.skip("bubblewrap not installed")
     async with FakeKubeServer(root=tmp_path / "kubelet") as srv:
         yield srv
+    alive = alive_pids(srv.kubelet.started_pids)
+    assert alive == [], f"pod processes outlived the fake server: {alive}"
 
 
 @pytest.fixture

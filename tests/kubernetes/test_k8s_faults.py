@@ -69,7 +69,8 @@ async def test_409_for_someone_elses_pod_is_rejected(kube_backend: KubernetesBac
     with pytest.raises(PodCreateRejected) as err:
         await kube_backend.open_sandbox(SandboxSpec("taken"))
     assert err.value.reason == "AlreadyExists"
-    await kube_backend.api.delete("Pod", NAMESPACE, "ofrl-taken")
+    assert await kube_backend.api.get_pod(NAMESPACE, "ofrl-taken") is not None  # not ours: left alone
+    assert await kube_backend.api.delete("Pod", NAMESPACE, "ofrl-taken")
 
 
 async def test_429_and_503_on_create_are_retried(kube_backend: KubernetesBackend, fake_kube: FakeKubeServer):

@@ -27,3 +27,5 @@ def test_rollout_cli_writes_results_summary_and_call_log(tmp_path: Path) -> None
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["in_batch"] == 2
     assert (out / "calls.db").exists()
+    rid = lines[0]["rollout_id"]
+    assert (out / "artifacts" / rid / "harness.stdout").exists()

@@ -115,3 +115,48 @@ async def test_missing_harness_binary_is_harness_start(make_env) -> None:
     (rec,) = (await env.run([ProofTask()], CommandHarness(["/nonexistent/agent-cli"]))).records
     assert rec.status is RolloutStatus.INFRA_HARNESS_START
     assert not rec.metadata["in_batch"]
+
+
+class CountingBackend:
+    """The real LocalBackend, counting sandboxes open at once (to check the caps)."""
+
+    name = "local"
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.booting = self.open = self.max_booting = self.max_open = 0
+
+    async def open_sandbox(self, spec):
+        self.booting += 1
+        self.max_booting = max(self.max_booting, self.booting)
+        try:
+            sbx = await self.inner.open_sandbox(spec)
+        finally:
+            self.booting -= 1
+        self.open += 1
+        self.max_open = max(self.max_open, self.open)
+        real_close = sbx.aclose
+
+        async def aclose() -> None:
+            self.open -= 1
+            await real_close()
+
+        sbx.aclose = aclose
+        return sbx
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_running_and_boot_caps_are_separate(make_env) -> None:
+    from openforgerl.orchestrator.batch import run_batch
+    from openforgerl.orchestrator.config import OrchestratorConfig
+
+    env = await make_env()
+    backend = CountingBackend(env.backend)
+    cfg = OrchestratorConfig(n=5, min_group_size=1, max_retries=0, max_running=3, max_booting=1)
+    result = await run_batch([ProofTask()], agent_harness("ok"), gateway_url=env.gateway.url,
+                             backend=backend, config=cfg)
+    assert [str(r.status) for r in result.records] == ["ok"] * 5
+    assert backend.max_booting == 1
+    assert 1 <= backend.max_open <= 3

@@ -51,7 +51,8 @@ def _check_calls_and_outputs(items: list[dict[str, Any]], msgs: list[dict[str, A
     for item in items:
         if item["type"] == "function_call":
             fn = calls[item["call_id"]]
-            assert fn["arguments"] == item["arguments"]  # byte for byte
+            # the engine's json.dumps spacing: byte for byte for Codex, re-spaced for OpenClaw's compact JSON
+            assert fn["arguments"] == json.dumps(json.loads(item["arguments"]), ensure_ascii=False)
             assert fn["name"] == (f"{item['namespace']}.{item['name']}" if item.get("namespace") else item["name"])
         elif item["type"] == "function_call_output":
             assert outputs[item["call_id"]] == item["output"]
@@ -143,3 +144,16 @@ def test_translation_is_pure(path) -> None:
     except ProtocolError:
         pass
     assert json.dumps(body, sort_keys=True) == before
+
+
+def test_codex_arguments_byte_for_byte_openclaw_respaced() -> None:
+    codex = load_body(CAPTURES / "codex__turn2_request_with_tool_output.json.gz")
+    sent = next(i for i in codex["input"] if i["type"] == "function_call")["arguments"]
+    chat = responses.to_chat_request(codex)
+    assert next(m for m in chat["messages"] if m.get("tool_calls"))["tool_calls"][0]["function"]["arguments"] == sent
+    claw = load_body(CAPTURES / "openclaw__responses_turn2_request.json.gz")
+    sent = next(i for i in claw["input"] if i["type"] == "function_call")["arguments"]
+    assert sent.startswith('{"command":"')  # OpenClaw re-serialized our answer compactly
+    chat = responses.to_chat_request(claw)
+    got = next(m for m in chat["messages"] if m.get("tool_calls"))["tool_calls"][0]["function"]["arguments"]
+    assert got == '{"command": "' + json.loads(sent)["command"] + '"}'

@@ -48,6 +48,8 @@ def only_protocol_errors(mod: Any, body: Any) -> None:
         return
     chat = RAW_TRANSLATE[mod].__wrapped__(body).chat
     assert isinstance(chat["messages"], list) and mod.to_chat_request(body) == chat
+    folded = RAW_TRANSLATE[mod].__wrapped__(body, True).chat["messages"]
+    assert all(m["role"] != "system" for m in folded[1:])
 
 
 @pytest.mark.parametrize("name", MODULES)

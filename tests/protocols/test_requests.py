@@ -87,7 +87,7 @@ def test_responses_items_and_options() -> None:
                                      {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]},
         {"role": "assistant", "content": "a", "reasoning": "sum", "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
-            {"id": "c2", "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}}]},
+            {"id": "c2", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "r1"},
         {"role": "tool", "tool_call_id": "c2", "content": "r2"},
         {"role": "system", "content": "later"},

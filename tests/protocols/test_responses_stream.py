@@ -118,6 +118,11 @@ def test_error_mid_stream() -> None:
     failed = Response.model_validate(evs[-1]["response"])
     assert failed.status == "failed" and failed.error.message == "engine went away"
     assert failed.error.code == "server_error"  # Codex retries anything but context_length_exceeded
+    client = openai.OpenAI(api_key="k", base_url="http://gw/v1", http_client=mock_http(200, body, "text/event-stream"))
+    seen = [e.type for e in client.responses.create(model="m", input="hi", stream=True)]
+    assert seen[-2:] == ["error", "response.failed"]
+    with pytest.raises(RuntimeError):  # the SDK helper reports the stream as failed, not completed
+        sdk_stream(body)
 
 
 def test_finish_without_chunks_and_idempotent() -> None:

@@ -28,6 +28,9 @@ class EngineCall:
     route_key: str
     deadline: float | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    # True when the caller forwards `raw` bytes and needs only ids/logprobs/finish from a stream
+    # (chat pass-through): engines may then skip building chunk dicts (`body` may be {}).
+    raw_only: bool = False
 
 
 @dataclass
@@ -67,6 +70,7 @@ class EngineChunk:
     raw: bytes | None = None
     bodies: list[dict[str, Any]] | None = None
     content: str | None = None  # the delta text these events added, when the engine already read it
+    final: bool = False  # no more content follows (finish_reason seen, or a usage/ids-only chunk)
 
     def all_bodies(self) -> list[dict[str, Any]]:
         return self.bodies if self.bodies is not None else [self.body]

@@ -81,7 +81,7 @@ def parse_output(text: str, *, tools_available: bool = True) -> ParsedOutput:
         for raw in _TOOL_CALL_RE.findall(rest):
             try:
                 obj = json.loads(raw)
-                calls.append(ParsedToolCall(name=obj["name"], arguments=json.dumps(obj.get("arguments", {}))))
+                calls.append(ParsedToolCall(name=obj["name"], arguments=json.dumps(obj.get("arguments", {}), ensure_ascii=False)))
             except (ValueError, KeyError, TypeError):
                 calls = []
                 break

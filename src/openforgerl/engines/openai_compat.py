@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,8 +30,12 @@ import orjson
 from openforgerl.engines.base import EngineCall, EngineChunk, EngineError, EngineResult
 from openforgerl.records import CallErrorKind
 
+_TOKEN_IDS = re.compile(rb'"token_ids":\[([0-9][0-9, ]*)\]')
+_LOGPROB = re.compile(rb'"logprob":(-?[0-9][0-9.eE+-]*)')
+_SPECIAL = re.compile(rb'"(?:prompt_token_ids|error|usage|sglext)"|"choices":\[\]')
 _STALE = (aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionResetError)
 _DONE = b"[DONE]"
+_DONE_EVENT = b"data: [DONE]\n\n"
 
 
 class Dialect(StrEnum):
@@ -118,8 +123,34 @@ class _Extract:
             elif (ext := body.get("sglext")) is not None:  # SGLang's final ids chunk
                 ids += ext.get("output_ids") or []
                 prompt = ext.get("input_ids", prompt)
+        final = finish is not None or not bodies[-1].get("choices")
         return EngineChunk(bodies[-1], ids, lps, prompt, finish, engine_id, raw,
-                           bodies if len(bodies) > 1 else None, "".join(text))
+                           bodies if len(bodies) > 1 else None, "".join(text), final)
+
+    @staticmethod
+    def scan(raw: bytes, engine_id: str) -> EngineChunk | None:
+        """Ids/logprobs/finish of plain vLLM token chunks read straight from the bytes (no JSON
+        parse; the hot path of chat pass-through). None when the read holds anything else
+        (prompt ids, usage-only, errors, top-k logprobs), and the caller parses it properly.
+
+        Sound because a JSON key such as `"logprob":` cannot occur inside a string value (the
+        quotes would be escaped), and the count check catches any shape we did not expect.
+        """
+        if _SPECIAL.search(raw) is not None:
+            return None
+        lists = _TOKEN_IDS.findall(raw)
+        if len(lists) != raw.count(b"\n\n"):  # every event must carry exactly one id list
+            return None
+        try:
+            ids = [int(x) for m in lists for x in m.split(b",")]
+            lps = [float(x) for x in _LOGPROB.findall(raw)]
+        except ValueError:
+            return None
+        if len(ids) != len(lps):
+            return None
+        at = raw.rfind(b'"finish_reason":"')
+        finish = raw[at + 17 : raw.index(b'"', at + 17)].decode() if at >= 0 else None
+        return EngineChunk({}, ids, lps, None, finish, engine_id, raw, None, None, finish is not None)
 
 
 class OpenAICompatEngine:
@@ -127,13 +158,14 @@ class OpenAICompatEngine:
 
     def __init__(self, urls: list[str] | str, *, dialect: Dialect | str = Dialect.VLLM, model: str | None = None,
                  api_key: str | None = None, keepalive_s: float = 30.0, connect_timeout_s: float = 10.0,
-                 read_idle_s: float | None = None) -> None:
+                 read_idle_s: float | None = None, max_tokens_cap: int | None = None) -> None:
         urls = [urls] if isinstance(urls, str) else urls
         if not urls:
             raise ValueError("at least one engine URL is required")
         self.upstreams = [Upstream.parse(u) for u in urls]
         self.dialect = Dialect(dialect)
         self.model = model
+        self.max_tokens_cap = max_tokens_cap  # clamp client max_tokens (Claude Code asks for 32000)
         self._extract = _Extract(self.dialect)
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._keepalive_s = keepalive_s
@@ -185,6 +217,10 @@ class OpenAICompatEngine:
         out["stream"] = stream
         if not stream:
             out.pop("stream_options", None)
+        if self.max_tokens_cap is not None:
+            for key in ("max_tokens", "max_completion_tokens"):
+                if isinstance(out.get(key), int) and out[key] > self.max_tokens_cap:
+                    out[key] = self.max_tokens_cap
         headers = dict(self._headers)
         headers["Content-Type"] = "application/json"
         if self.dialect == Dialect.VLLM:
@@ -240,19 +276,12 @@ class OpenAICompatEngine:
         return EngineResult(body, prompt, ids, lps, finish, upstream.engine_id, raw)
 
     async def stream(self, call: EngineCall) -> AsyncIterator[EngineChunk]:
+        """One EngineChunk per network read (all the SSE events it completed), until `[DONE]`."""
         upstream = self.pick(call.route_key)
         payload, headers = self._prepare(call.body, await self._model(upstream), stream=True)
         resp = await self._post(upstream, payload, headers)
-        try:
-            async for chunk in self._events(resp, upstream.engine_id):
-                yield chunk
-        finally:
-            resp.close()  # abandoning mid-stream closes the socket: the engine aborts the request
-
-    async def _events(self, resp: aiohttp.ClientResponse, engine_id: str) -> AsyncIterator[EngineChunk]:
-        """One EngineChunk per network read (all the SSE events it completed), until `[DONE]`."""
-        buf = b""
-        finished = False
+        engine_id = upstream.engine_id
+        buf, finished = b"", False
         try:
             async for data in resp.content.iter_any():
                 buf += data
@@ -260,7 +289,7 @@ class OpenAICompatEngine:
                 if cut < 0:
                     continue
                 complete, buf = buf[: cut + 2], buf[cut + 2 :]
-                chunk, done = self._parse_read(complete, engine_id)
+                chunk, done = self._read(complete, engine_id, call.raw_only)
                 if chunk is not None:
                     finished = finished or chunk.finish_reason is not None
                     yield chunk
@@ -268,8 +297,38 @@ class OpenAICompatEngine:
                     return
         except aiohttp.ClientError as exc:
             raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{engine_id}: stream broke: {exc!r}") from exc
+        finally:
+            resp.close()  # abandoning mid-stream closes the socket: the engine aborts the request
         if not finished:
             raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{engine_id}: stream ended before it finished")
+
+    def _read(self, complete: bytes, engine_id: str, raw_only: bool) -> tuple[EngineChunk | None, bool]:
+        """The events of one read: plain token events are scanned, special ones (prompt ids,
+        usage, errors) parsed as JSON, each alone; `raw_only` callers need no chunk dicts."""
+        if not raw_only or self.dialect != Dialect.VLLM:
+            return self._parse_read(complete, engine_id)
+        done = complete.endswith(_DONE_EVENT)
+        body = complete[: -len(_DONE_EVENT)] if done else complete
+        pieces: list[EngineChunk | None] = []
+        pos = 0
+        for m in _SPECIAL.finditer(body):
+            if m.start() < pos:
+                continue
+            before = body.rfind(b"\n\n", 0, m.start())
+            start = before + 2 if before >= 0 else 0
+            end = body.find(b"\n\n", m.end()) + 2
+            if start > pos:
+                pieces.append(self._scan_or_parse(body[pos:start], engine_id))
+            pieces.append(self._parse_read(body[start:end], engine_id)[0])
+            pos = end
+        if pos < len(body):
+            pieces.append(self._scan_or_parse(body[pos:], engine_id))
+        found = [p for p in pieces if p is not None]
+        return (_join(found, body) if found else None), done
+
+    def _scan_or_parse(self, events: bytes, engine_id: str) -> EngineChunk | None:
+        chunk = self._extract.scan(events, engine_id)
+        return chunk if chunk is not None else self._parse_read(events, engine_id)[0]
 
     def _parse_read(self, complete: bytes, engine_id: str) -> tuple[EngineChunk | None, bool]:
         """Parse every event of one read with a single `orjson.loads` (a JSON array of payloads)."""
@@ -322,6 +381,23 @@ class OpenAICompatEngine:
         if self._session is not None:
             await self._session.close()
             await asyncio.sleep(0)
+
+
+def _join(pieces: list[EngineChunk], raw: bytes) -> EngineChunk:
+    """Consecutive pieces of one read as one chunk (raw-only: no chunk dicts kept)."""
+    if len(pieces) == 1:
+        return pieces[0]
+    ids: list[int] = []
+    lps: list[float] = []
+    prompt, finish = None, None
+    for p in pieces:
+        ids += p.token_ids
+        lps += p.logprobs
+        prompt = p.prompt_token_ids if p.prompt_token_ids is not None else prompt
+        finish = p.finish_reason if p.finish_reason is not None else finish
+    last = pieces[-1]
+    return EngineChunk(last.body, ids, lps, prompt, finish, last.engine_id, raw, None, None,
+                       any(p.final for p in pieces))
 
 
 def _data_of(block: bytes) -> bytes | None:

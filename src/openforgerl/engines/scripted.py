@@ -187,8 +187,9 @@ class ScriptedEngine:
                 await asyncio.Event().wait()
             if ids and self.faults.token_delay_s:
                 await asyncio.sleep(self.faults.token_delay_s)
-            yield EngineChunk(body, ids, lps, body.get("prompt_token_ids"),
-                              _chunk_finish(body), self.engine_id)
+            finish = _chunk_finish(body)
+            yield EngineChunk(body, ids, lps, body.get("prompt_token_ids"), finish, self.engine_id,
+                              final=finish is not None or not body.get("choices"))
 
     async def _before_headers(self) -> None:
         if self.faults.take("hang_before_headers"):

@@ -176,6 +176,8 @@ def _foreign_meta(root: Path, config: TaskConfig) -> dict[str, Any]:
     extra = config.model_extra or {}
     verifier = "pytest" if (root / "verifier" / "test_output.py").is_file() else "script"
     meta: dict[str, Any] = {"verifier": verifier, "source": "harbor" if verifier == "script" else "claw-bench"}
+    if verifier == "script" and (root / "environment" / "Dockerfile").is_file():
+        meta["unsupported"] = ["container_image:environment/Dockerfile"]  # needs an image build
     if isinstance(extra.get("timeout"), (int, float)):
         meta["budget_s"] = float(extra["timeout"])
     level = str(extra.get("level", ""))

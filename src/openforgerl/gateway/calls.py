@@ -113,7 +113,7 @@ async def serve_call(gw: Gateway, request: web.Request, adapter: ProtocolAdapter
         meta = _meta(state, adapter, body, engine_body, request, version)
         await gw.registry.note_version(state, version)
         call = EngineCall(engine_body, state.rollout_id, asyncio.get_running_loop().time() + gw.call_deadline_s,
-                          meta.headers)
+                          meta.headers, raw_only=adapter.protocol == WireProtocol.CHAT)
         if body.get("stream"):
             return await _stream(gw, request, adapter, meta, state, call)
         return await _complete(gw, adapter, meta, state, call)
@@ -173,11 +173,6 @@ async def _complete(gw: Gateway, adapter: ProtocolAdapter, meta: CallMeta, state
     return web.Response(body=payload, content_type="application/json")
 
 
-def _is_final(chunk: EngineChunk) -> bool:
-    """Chunks after which nothing but the terminal events may follow (held until recorded)."""
-    return chunk.finish_reason is not None or not chunk.body.get("choices")  # body: the last event
-
-
 async def _stream(gw: Gateway, request: web.Request, adapter: ProtocolAdapter, meta: CallMeta,
                   state: RolloutState, call: EngineCall) -> web.StreamResponse:
     tape = CallTape()
@@ -223,15 +218,19 @@ async def _relay(gw: Gateway, resp: web.StreamResponse, adapter: ProtocolAdapter
 async def _pump(resp: web.StreamResponse, writer: StreamWriter, tape: CallTape, held: list[bytes],
                 first: EngineChunk, chunks: AsyncIterator[EngineChunk]) -> None:
     """Relay chunk by chunk (never buffered), holding back only the final chunks."""
-    chunk: EngineChunk | None = first
-    while chunk is not None:
-        tape.take_chunk(chunk)
-        out = writer.feed(chunk)
-        if held or _is_final(chunk):
-            held.append(out)
-        elif out:
-            await resp.write(out)
-        chunk = await anext(chunks, None)
+    await _pass(resp, writer, tape, held, first)
+    async for chunk in chunks:
+        await _pass(resp, writer, tape, held, chunk)
+
+
+async def _pass(resp: web.StreamResponse, writer: StreamWriter, tape: CallTape, held: list[bytes],
+                chunk: EngineChunk) -> None:
+    tape.take_chunk(chunk)
+    out = writer.feed(chunk)
+    if held or chunk.final:
+        held.append(out)  # the final chunks wait until the record is durable
+    elif out:
+        await resp.write(out)
 
 
 async def _end(resp: web.StreamResponse, tail: list[bytes]) -> web.StreamResponse:

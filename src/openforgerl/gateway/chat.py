@@ -58,7 +58,7 @@ class _ChatStream:
         return _DONE
 
     def error(self, err: GatewayError) -> bytes:
-        return sse_error_event(WireProtocol.CHAT, err)
+        return sse_error_event(err)
 
 
 class ChatAdapter:

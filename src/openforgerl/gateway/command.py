@@ -6,7 +6,7 @@ import asyncio
 import os
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -22,6 +22,7 @@ def command(
     pause_wait_s: Annotated[float, typer.Option(help="how long a call waits while paused before 503")] = 30.0,
     max_in_flight: Annotated[int, typer.Option(help="calls in flight before answering 503")] = 4096,
     policy_version: Annotated[int, typer.Option(help="policy version to start from")] = 0,
+    max_tokens_cap: Annotated[int | None, typer.Option(help="clamp clients' max_tokens to this")] = None,
     secret: Annotated[str | None, typer.Option(envvar="OPENFORGERL_GATEWAY_SECRET",
                                                help="key-derivation secret shared by gateway replicas")] = None,
 ) -> None:
@@ -34,19 +35,19 @@ def command(
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(_serve(engine, host, port, store, dialect, model, call_deadline_s, pause_wait_s,
-                       max_in_flight, policy_version, secret))
+    upstream = dict(urls=engine, dialect=dialect, model=model, max_tokens_cap=max_tokens_cap)
+    asyncio.run(_serve(upstream, host, port, store, call_deadline_s, pause_wait_s, max_in_flight,
+                       policy_version, secret))
 
 
-async def _serve(engines: list[str], host: str, port: int, store_path: Path, dialect: str, model: str | None,
-                 call_deadline_s: float, pause_wait_s: float, max_in_flight: int, policy_version: int,
-                 secret: str | None) -> None:
+async def _serve(upstream_kw: dict[str, Any], host: str, port: int, store_path: Path, call_deadline_s: float,
+                 pause_wait_s: float, max_in_flight: int, policy_version: int, secret: str | None) -> None:
     from openforgerl.engines.openai_compat import OpenAICompatEngine
     from openforgerl.gateway.server import start_gateway
     from openforgerl.store.sqlite import SQLiteCallStore
 
     store = SQLiteCallStore(store_path)
-    upstream = OpenAICompatEngine(engines, dialect=dialect, model=model)
+    upstream = OpenAICompatEngine(**upstream_kw)
     gw = await start_gateway(upstream, store, host=host, port=port, call_deadline_s=call_deadline_s,
                              pause_wait_s=pause_wait_s, max_in_flight=max_in_flight, secret=secret,
                              policy_version=policy_version, owns_engine=True)

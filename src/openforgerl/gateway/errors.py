@@ -16,15 +16,11 @@ from aiohttp import web
 
 from openforgerl.records import WireProtocol
 
-# OpenAI error `type` per status (Anthropic types differ; see _ANTHROPIC_TYPES).
+# OpenAI error `type` per status (Anthropic's shape comes from protocols/anthropic.py).
 _OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                  404: "not_found_error", 409: "conflict_error", 413: "invalid_request_error",
                  422: "invalid_request_error", 502: "server_error", 503: "server_error",
                  504: "server_error"}
-_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                    404: "not_found_error", 409: "invalid_request_error", 413: "request_too_large",
-                    422: "invalid_request_error", 502: "api_error", 503: "overloaded_error",
-                    504: "api_error"}
 
 
 class GatewayError(Exception):
@@ -46,11 +42,6 @@ def openai_error_body(status: int, message: str, param: str | None = None,
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def anthropic_error_body(status: int, message: str) -> dict[str, Any]:
-    kind = _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-    return {"type": "error", "error": {"type": kind, "message": message}}
-
-
 def error_body(protocol: WireProtocol | None, err: GatewayError) -> dict[str, Any]:
     if protocol == WireProtocol.ANTHROPIC:
         from openforgerl.gateway.protocols import anthropic
@@ -67,13 +58,6 @@ def error_response(protocol: WireProtocol | None, err: GatewayError) -> web.Resp
                         content_type="application/json", headers=headers)
 
 
-def sse_error_event(protocol: WireProtocol, err: GatewayError) -> bytes:
-    """An in-stream error (after headers went out): the protocol's error event."""
-    body = orjson.dumps(error_body(protocol, err))
-    if protocol == WireProtocol.ANTHROPIC:
-        return b"event: error\ndata: " + body + b"\n\n"
-    if protocol == WireProtocol.RESPONSES:
-        inner = error_body(protocol, err)["error"]
-        event = {"type": "error", "code": inner.get("code"), "message": err.message, "param": None}
-        return b"event: error\ndata: " + orjson.dumps(event) + b"\n\n"
-    return b"data: " + body + b"\n\n"
+def sse_error_event(err: GatewayError) -> bytes:
+    """An in-stream Chat Completions error (after headers went out); the SDKs raise on it."""
+    return b"data: " + orjson.dumps(openai_error_body(err.status, err.message, err.param, err.code)) + b"\n\n"

@@ -8,10 +8,15 @@ Quirks (measured, see reference/notes/harnesses.md):
 - A hang *before* response headers is never timed out by Codex: the orchestrator's wall clock must end it.
 - `CODEX_HOME` must not be under /tmp (it warns it cannot create helper binaries there).
 - Sub-agents carry `thread-id` / `x-codex-parent-thread-id` headers; the gateway records them.
+- MCP servers (`[mcp_servers.X]`) start in the background: the first sampling request of a run can go out
+  before their tools are listed; they appear from the next request on (measured with a 4 s Python server).
+- At startup it tries to sync curated plugins from github.com / chatgpt.com; offline (sandbox) this fails
+  fast and is harmless. `RUST_LOG` follows `$OPENFORGERL_CODEX_RUST_LOG` (default `error`) for debugging.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from openforgerl.harness._common import base_env, toml_array, toml_inline, toml_str, with_hint
@@ -44,6 +49,7 @@ def config_toml(ctx: HarnessContext, stream_idle_timeout_ms: int = 300_000) -> s
     for s in ctx.mcp_servers:
         lines += ["", f"[mcp_servers.{s.name}]", f"command = {toml_str(s.command)}"]
         lines += [f"args = {toml_array(list(s.args))}", f"env = {toml_inline(dict(s.env))}"]
+        lines += ["startup_timeout_sec = 120", "tool_timeout_sec = 300"]
     return "\n".join(lines) + "\n"
 
 
@@ -61,6 +67,6 @@ class CodexHarness:
         argv = [str(PACKAGE.bin(cache_dir, "codex")), "exec", "--skip-git-repo-check",
                 "--dangerously-bypass-approvals-and-sandbox", "--json", "-C", ctx.workdir,
                 "--output-last-message", last, with_hint(ctx)]
-        env = {**base_env(ctx), "CODEX_HOME": codex_home, KEY_ENV: ctx.api_key, "RUST_LOG": "error"}
+        env = {**base_env(ctx), "CODEX_HOME": codex_home, KEY_ENV: ctx.api_key, "RUST_LOG": os.environ.get("OPENFORGERL_CODEX_RUST_LOG", "error")}
         files = {f"{codex_home}/config.toml": config_toml(ctx).encode()}
         return HarnessLaunch(argv=argv, env=env, files=files, outputs=[last, f"{codex_home}/sessions"])

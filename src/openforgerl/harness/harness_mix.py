@@ -12,7 +12,9 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from openforgerl.harness.base import HarnessAdapter
 
 T = TypeVar("T")
 
@@ -44,6 +46,13 @@ class HarnessMix:
         names = sorted(n for n, w in self.weights.items() if w > 0)
         bounds = list(accumulate(self.weights[n] for n in names))
         return names[min(bisect_right(bounds, self._unit(rollout_key) * bounds[-1]), len(names) - 1)]
+
+
+def adapter_for(mix: HarnessMix, group_id: str, sample_index: int, **options: Any) -> HarnessAdapter:
+    """The adapter for one rollout of a mixed run; its `name` is what the rollout records."""
+    from openforgerl.harness.registry import get_harness
+
+    return get_harness(mix.assign(f"{group_id}/{sample_index}"), **options)
 
 
 def split_by_harness(items: Iterable[T], harness_of: Callable[[T], str | None]) -> dict[str, list[T]]:

@@ -23,6 +23,8 @@ from openforgerl.records import WireProtocol
 
 PACKAGE = NpmPackage("openclaw", "openclaw@2026.9.6")
 PROVIDER = "openforgerl"
+API_NAME = {"openai-completions": "openclaw", "openai-responses": "openclaw-responses",
+            "anthropic-messages": "openclaw-messages"}  # what rollouts record as their harness
 API_PROTOCOL = {
     "openai-completions": WireProtocol.CHAT,
     "openai-responses": WireProtocol.RESPONSES,
@@ -60,6 +62,7 @@ class OpenClawHarness:
         if api not in API_PROTOCOL:
             raise ValueError(f"openclaw api must be one of {sorted(API_PROTOCOL)}, not {api!r}")
         self.api = api
+        self.name = API_NAME[api]
         self.protocol = API_PROTOCOL[api]
         self.request_timeout_s = request_timeout_s
 

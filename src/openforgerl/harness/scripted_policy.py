@@ -83,14 +83,15 @@ def proof_policy(content: str, path: str = "proof.txt", prefer: str = "shell",
     return policy
 
 
-def task_tool_name(tools: list[dict[str, Any]], tool: str) -> str:
+def task_tool_name(tools: list[dict[str, Any]], tool: str, marker: str = "path") -> str:
     """The name a harness gave the task's (MCP or direct) tool `tool`: a prefixed name
-    (`mcp__claw__write_file`, `claw_write_file`, ...) wins over a bare built-in of the same name."""
+    (`mcp__claw__write_file`, `claw_write_file`, ...), or the bare name when its schema is the task's
+    (has `marker`; Qwen Code's own `write_file` takes `file_path` instead)."""
     names = tool_names(tools)
     prefixed = [n for n in names if n != tool and n.endswith(tool) and "claw" in n]
     if prefixed:
         return prefixed[0]
-    if tool in names:
+    if tool in names and marker in _params(tools, tool):
         return tool
     raise LookupError(f"no task tool {tool!r} among {names}")
 
@@ -103,15 +104,18 @@ def _called(messages: list[dict[str, Any]]) -> list[str]:
 
 def _task_call(tools: list[dict[str, Any]], called: list[str], tool: str, args: dict[str, Any]) -> str:
     """Call the task tool directly; else through OpenClaw's Tool Search bridge (`tool_call` with the MCP id
-    `mcp:<server>:<tool>`); else load it first with Qwen Code's deferred-tool `tool_search`."""
+    `<server>__<tool>`); else load it first with Qwen Code's deferred-tool `tool_search`."""
     try:
         return format_tool_call(task_tool_name(tools, tool), args)
     except LookupError:
         names = tool_names(tools)
         if "tool_call" in names:
-            return format_tool_call("tool_call", {"id": f"mcp:claw:{tool}", "args": args})
+            return format_tool_call("tool_call", {"id": f"claw__{tool}", "args": args})
         if "tool_search" in names and "tool_search" not in called:
             return format_tool_call("tool_search", {"query": f"claw {tool}"})
+        shell = next((n for n in SHELL_TOOLS if n in names), None)
+        if shell is not None and called.count(shell) < 5:  # Codex: MCP tools arrive after startup
+            return format_tool_call(shell, {SHELL_TOOLS[shell]: "sleep 2"})
         raise
 
 
@@ -122,8 +126,11 @@ def task_tool_policy(content: str, path: str = "proof.txt",
         if not turn.tools:
             return "Write proof file"
         called = _called(turn.messages)
-        if any(n.endswith("write_file") and n != "write_file" or n in ("tool_call",) for n in called) or (
-                "write_file" in called and "run_shell_command" not in tool_names(turn.tools)):
+        try:
+            done = {task_tool_name(turn.tools, "write_file"), "tool_call"}
+        except LookupError:
+            done = {"tool_call"}
+        if done & set(called):
             return final_text
         return _task_call(turn.tools, called, "write_file", {"path": path, "content": content})
     return policy

@@ -1,7 +1,8 @@
 """`openforgerl rollout`: run n rollouts per task with one harness, show progress, write results.
 
 Outputs under `--out`: `results.jsonl` (one `RolloutRecord` per attempt, `metadata.in_batch` says
-whether it counts), `calls.db` (the call log, when the gateway is embedded) and `summary.json`.
+whether it counts), `calls.db` (the call log, when the gateway is embedded), `summary.json` and
+`artifacts/<rollout_id>/` (harness stdout/stderr and the adapter's output files).
 Without `--gateway`, a gateway is started in-process on 127.0.0.1 in front of `--engine`
 (`scripted`: the envs oracle policy, a test double for the model's decisions; or engine URLs).
 """
@@ -40,6 +41,7 @@ def command(
     image: str = typer.Option("", "--image", help="image for podman/kubernetes tasks without one"),
     limit: int = typer.Option(0, "--limit", help="only the first N tasks (0: all)"),
     success_rate: float = typer.Option(1.0, "--success-rate", help="scripted engine: share of rollouts that try"),
+    tools_dir: Path | None = typer.Option(None, "--tools-dir", help="harness CLIs (default $OPENFORGERL_TOOLS)"),
 ) -> None:
     """Run rollouts of tasks in sandboxes through the gateway; progress, summary, results on disk."""
     from openforgerl.orchestrator.config import OrchestratorConfig
@@ -47,7 +49,8 @@ def command(
     config = OrchestratorConfig(
         n=n, min_group_size=min_group, max_retries=None if retries < 0 else retries,
         timeout_policy=timeout_policy,  # type: ignore[arg-type]
-        max_running=max_running, max_booting=max_booting, budget_s=budget or None, model=model)
+        max_running=max_running, max_booting=max_booting, budget_s=budget or None, model=model,
+        artifacts_dir=out / "artifacts", **({"harness_cache": tools_dir} if tools_dir else {}))
     opts = {"tasks": tasks, "harness": harness, "harness_command": harness_command, "backend": backend,
             "engine": engine, "gateway": gateway, "out": out, "image": image, "limit": limit,
             "success_rate": success_rate}

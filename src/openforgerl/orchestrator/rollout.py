@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -128,6 +129,7 @@ class RolloutRunner:
         sandbox = await self._boot(run)
         launch = await self._prepare(run, sandbox)
         result = await self._harness(run, sandbox, launch)
+        await self._keep_artifacts(run, sandbox, launch, result)
         taint = await self._taint(run)
         if taint is not None:
             return Outcome(taint, error="infra error recorded in the call log")
@@ -185,6 +187,19 @@ class RolloutRunner:
                                             timeout_s=self.budget(run.req.task))
         run.mark("harness_s", t0)
         return run.result
+
+    async def _keep_artifacts(self, run: _Run, sandbox: Sandbox, launch: HarnessLaunch,
+                              result: ExecResult) -> None:
+        """Save stdout/stderr and the adapter's output files (never fails the rollout)."""
+        if self.config.artifacts_dir is None or run.opened is None:
+            return
+        files = {"harness.stdout": result.stdout, "harness.stderr": result.stderr}
+        for path in launch.outputs:
+            with contextlib.suppress(Exception):
+                files["output." + path.strip("/").replace("/", "__")] = await sandbox.read_file(path)
+        dest = self.config.artifacts_dir / run.opened.rollout_id
+        await asyncio.to_thread(_write_files, dest, files)
+        run.notes["artifacts"] = str(dest)
 
     async def _taint(self, run: _Run) -> RolloutStatus | None:
         """Infra errors the gateway recorded on this rollout's calls (engine 5xx, deadlines)."""
@@ -245,3 +260,9 @@ class RolloutRunner:
         return {"harness_returncode": result.returncode, "harness_timed_out": result.timed_out,
                 "harness_stdout_tail": result.stdout[-n:].decode(errors="replace"),
                 "harness_stderr_tail": result.stderr[-n:].decode(errors="replace")}
+
+
+def _write_files(dest: Path, files: dict[str, bytes]) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (dest / name).write_bytes(data)

@@ -18,6 +18,8 @@ class TaskSelection(_Strict):
     """A task folder (or `builtin:claw`, the shipped Claw suite)."""
     split: str | None = "train"
     difficulty: list[str] | None = None
+    tags: list[str] | None = None
+    """Keep tasks carrying any of these tags (e.g. `sft`: phrased like the tiny model's warm-up data)."""
     limit: int | None = None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-COLUMNS = ("step", "reward", "pass_rate", "kept", "dropped", "trained_tokens", "loss", "step_s", "policy_version")
+COLUMNS = ("step", "reward", "pass_rate", "eval_pass1", "kept", "dropped", "trained_tokens", "loss", "step_s", "policy_version")
 
 
 class MetricsLog:

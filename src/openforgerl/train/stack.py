@@ -48,9 +48,12 @@ class Stack:
 
 def resolve_task_dir(spec: str) -> Path:
     if spec.startswith(BUILTIN_PREFIX):
-        from openforgerl.envs.suites import suite_dir
+        from openforgerl.envs.suites import CLAW_SUITE
 
-        return suite_dir(spec.removeprefix(BUILTIN_PREFIX))
+        name = spec.removeprefix(BUILTIN_PREFIX)
+        if name != "claw":
+            raise ValueError(f"unknown builtin task suite {name!r} (known: claw)")
+        return CLAW_SUITE
     return Path(spec)
 
 
@@ -66,12 +69,14 @@ def select_tasks(sel: TaskSelection, seed: int) -> list[Any]:
             continue
         if sel.difficulty and task.meta.difficulty not in sel.difficulty:
             continue
+        if sel.tags and not set(sel.tags) & set(task.meta.tags):
+            continue
         chosen.append(load_runtime(path))
     random.Random(seed).shuffle(chosen)
     return chosen[: sel.limit] if sel.limit else chosen
 
 
-def make_backend(name: str, root: Path) -> Any:
+async def make_backend(name: str, root: Path) -> Any:
     if name == "local":
         from openforgerl.sandbox.local import LocalBackend
 
@@ -82,7 +87,7 @@ def make_backend(name: str, root: Path) -> Any:
         return PodmanBackend()
     from openforgerl.sandbox.kubernetes import KubernetesBackend
 
-    return KubernetesBackend.from_environment()
+    return await KubernetesBackend.open()
 
 
 @asynccontextmanager
@@ -109,7 +114,7 @@ async def open_stack(config: TrainConfig, out_dir: Path) -> AsyncIterator[Stack]
         engine = OpenAICompatEngine(list(urls), dialect=config.engine.dialect)
         gateway = await start_gateway(engine, store, owns_engine=True, call_deadline_s=120.0)
         stack.push_async_callback(gateway.aclose)
-        backend = make_backend(config.backend, out_dir)
+        backend = await make_backend(config.backend, out_dir)
         stack.push_async_callback(backend.aclose)
         train = select_tasks(config.tasks, config.seed)
         evals = select_tasks(config.eval_tasks, config.seed) if config.eval_tasks else []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import random
 import time
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from rich.live import Live
 
 from openforgerl.orchestrator.batch import BatchResult, run_batch
 from openforgerl.orchestrator.config import OrchestratorConfig
+from openforgerl.orchestrator.results import ResultSink
 from openforgerl.records import RolloutRecord, Sample
 from openforgerl.train.checkpoint import load_checkpoint, save_checkpoint
 from openforgerl.train.config import TrainConfig
@@ -52,10 +54,10 @@ class TrainSummary:
     curve: Path | None
 
 
-def orchestrator_config(cfg: TrainConfig, n: int, out_dir: Path) -> OrchestratorConfig:
+def orchestrator_config(cfg: TrainConfig, n: int) -> OrchestratorConfig:
     return OrchestratorConfig(
         n=n, min_group_size=min(2, n), timeout_policy=cfg.timeout_policy, max_running=cfg.max_running,
-        budget_s=cfg.rollout_budget_s, harness_cache=out_dir / "harness-cache",
+        budget_s=cfg.rollout_budget_s,
     )
 
 
@@ -119,11 +121,15 @@ class Trainer:
     async def evaluate(self, stack: Stack, step: int) -> float | None:
         if not stack.eval_tasks:
             return None
-        ocfg = orchestrator_config(self.cfg, self.cfg.eval_trials, self.out_dir)
-        ocfg = OrchestratorConfig(**{**ocfg.__dict__, "min_group_size": 1})
+        ocfg = orchestrator_config(self.cfg, self.cfg.eval_trials)
+        ocfg = dataclasses.replace(ocfg, min_group_size=1)
         batch = await run_batch(stack.eval_tasks, harness_for(self.cfg, step), gateway_url=stack.gateway.url,
-                                backend=stack.backend, config=ocfg)
+                                backend=stack.backend, config=ocfg, sink=self.sink(stack, "eval"))
         return pass_rate(batch.records)
+
+    def sink(self, stack: Stack, kind: str) -> ResultSink:
+        """Every rollout attempt, with its status, into the call log and `<kind>_rollouts.jsonl`."""
+        return ResultSink(stack.store, self.out_dir / f"{kind}_rollouts.jsonl")
 
     def tasks_for(self, stack: Stack, step: int) -> list[Any]:
         rng = random.Random(self.cfg.seed * 100_003 + step)
@@ -134,7 +140,8 @@ class Trainer:
         t0 = time.monotonic()
         batch = await run_batch(self.tasks_for(stack, step), harness_for(self.cfg, step),
                                 gateway_url=stack.gateway.url, backend=stack.backend,
-                                config=orchestrator_config(self.cfg, self.cfg.group_size, self.out_dir))
+                                config=orchestrator_config(self.cfg, self.cfg.group_size),
+                                sink=self.sink(stack, "train"))
         t_roll = time.monotonic() - t0
         data = await collect(stack, batch)
         adv = group_advantages(data.scores)

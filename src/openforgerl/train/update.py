@@ -54,16 +54,18 @@ def grpo_update(
     rows = trainable_samples(samples, advantages)
     if not rows:
         return UpdateStats(0.0, 0.0, 0.0, 0.0, 0, 0)
+    device = next(model.parameters()).device
     full_mask = collate(rows, pad_id).response_mask
-    weights = per_rollout_token_weights([s.rollout_id for s in rows], full_mask)
+    weights = per_rollout_token_weights([s.rollout_id for s in rows], full_mask).to(device)
     model.train()
     optimizer.zero_grad(set_to_none=True)
     total_loss = clip_sum = kl_sum = 0.0
     for start in range(0, len(rows), settings.micro_batch):
         part = rows[start : start + settings.micro_batch]
-        batch = collate(part, pad_id)
+        batch = collate(part, pad_id).to(device)
         w = weights[start : start + len(part), : batch.response_mask.shape[1]]
-        adv = torch.tensor([advantages[s.rollout_id] for s in part])[:, None].expand_as(batch.response_mask)
+        adv = torch.tensor([advantages[s.rollout_id] for s in part], device=device)[:, None]
+        adv = adv.expand_as(batch.response_mask)
         logp = response_logprobs(model, batch)
         loss, stats = clipped_policy_loss(
             logp, batch.old_logprobs, adv, batch.response_mask, w,
@@ -76,7 +78,7 @@ def grpo_update(
             loss = loss + settings.kl_coef * kl
             kl_sum += float(kl)
         loss.backward()
-        total_loss += float(loss)
+        total_loss += float(loss.detach())
         clip_sum += stats["clip_frac"] * len(part)
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
     optimizer.step()

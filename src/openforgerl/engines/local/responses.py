@@ -46,9 +46,14 @@ def logprob_entry(chat: ChatFormat, tid: int, lp: float, top: tuple[tuple[int, f
     return {"token": tok, "logprob": max(lp, -9999.0), "bytes": list(tok.encode()), "top_logprobs": alts}
 
 
+def tool_call_id() -> str:
+    """vLLM's id format for parsed tool calls."""
+    return f"chatcmpl-tool-{uuid.uuid4().hex[:16]}"
+
+
 def tool_call_json(parsed: ParsedOutput) -> list[dict[str, Any]]:
     return [
-        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        {"id": tool_call_id(), "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
         for c in parsed.tool_calls
     ]
 

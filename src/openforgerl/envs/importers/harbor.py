@@ -13,6 +13,7 @@ and converted QwenClawBench tasks (tests/grade.py). Loaded in place; no service 
 from __future__ import annotations
 
 import functools
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,10 +34,17 @@ WORKSPACE = "/workdir/workspace"
 
 @functools.lru_cache(maxsize=512)
 def _setup_workspace(setup: Path) -> tuple[tuple[str, bytes], ...]:
-    """Run a claw-bench setup.sh into a scratch workspace on the host; the resulting files."""
+    """Run a claw-bench setup.sh on a scratch copy of the task; the workspace files it made.
+
+    Most scripts take the workspace as $1, some always use `<task>/workspace`: on the copy both are
+    the same folder, and the original task folder is never written to.
+    """
     with tempfile.TemporaryDirectory() as tmp:
-        ws = Path(tmp) / "workspace"
-        res = subprocess.run(["bash", str(setup), str(ws)], capture_output=True, timeout=120)
+        task = Path(tmp) / "task"
+        shutil.copytree(setup.parent, task / "environment")
+        ws = task / "workspace"
+        res = subprocess.run(["bash", str(task / "environment" / setup.name), str(ws)], capture_output=True,
+                             timeout=120)
         if res.returncode != 0:
             raise VerifierError(f"{setup} failed: {res.stderr.decode(errors='replace')[-500:]}")
         return tuple(sorted(read_tree(ws, "workspace/").items()))

@@ -5,6 +5,7 @@ Everything here is pure and cheap; it runs once per request or once per streamed
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,6 +74,22 @@ def parse_json_object(text: Any) -> Any:
     except orjson.JSONDecodeError:
         return {"raw": text}
     return value if isinstance(value, dict) else {"raw": text}
+
+
+def engine_json(obj: Any) -> str:
+    """JSON text as vLLM's and SGLang's hermes parsers write tool arguments: `json.dumps(obj,
+    ensure_ascii=False)`. History re-rendered with it reproduces the text the engine handed out,
+    even when a harness re-serialized it (OpenClaw and Qwen Code write compact JSON)."""
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def canonical_arguments(text: str) -> str:
+    """`engine_json` of a JSON-object argument string; any other text is kept as it is."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return engine_json(value) if isinstance(value, dict) else text
 
 
 def expect(cond: bool, message: str, param: str | None = None) -> None:

@@ -11,8 +11,9 @@ from typing import Any
 
 from openforgerl.gateway.protocols._common import (
     boundary,
+    canonical_arguments,
     check_optional,
-    dumps,
+    engine_json,
     expect,
     image_part,
     is_int,
@@ -277,10 +278,10 @@ class _History:
             turn["reasoning"] = text
 
     def _function_call(self, item: dict[str, Any]) -> None:
-        self._call(item, item["arguments"])
+        self._call(item, canonical_arguments(item["arguments"]))
 
     def _custom_tool_call(self, item: dict[str, Any]) -> None:
-        self._call(item, dumps({"input": item["input"]}).decode())
+        self._call(item, engine_json({"input": item["input"]}))
 
     def _call(self, item: dict[str, Any], arguments: str) -> None:
         turn = self._assistant(fresh_if=())

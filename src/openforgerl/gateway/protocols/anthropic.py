@@ -3,13 +3,17 @@
 API for the gateway (plain dicts in, dicts/bytes out):
 
 * `validate_request(body)` raises `ProtocolError(status, message)`; `to_chat_request(body)` validates
-  and returns the chat-completions body for the engine (`translate_request` adds notes on what was
-  dropped). The gateway adds its own engine fields (`return_token_ids`, `logprobs`, ...).
+  and returns the chat-completions body for the engine; `translate_request` adds notes on what was
+  dropped; `fold_system=True` folds mid-conversation system messages into user turns for templates
+  that reject them. The gateway adds its own engine fields (`return_token_ids`, `logprobs`, ...).
+  Assistant history carries the model's reasoning as `reasoning` (vLLM's field name; an SGLang
+  engine adapter must rename it to `reasoning_content`).
 * `from_chat_completion(chat, request)` -> the non-streamed `message` object.
 * `AnthropicStream(request)`: `feed(chunk_dict) -> bytes` per engine `chat.completion.chunk`,
-  `finish() -> bytes` at the end, `error_event(message, kind=...) -> bytes` on a mid-stream
-  failure; `start(input_tokens=...)` sends `message_start` + `ping` early (Claude Code's stream
-  watchdog only runs after `message_start`), `ping()` is a keep-alive.
+  `finish(usage=None) -> bytes` at the end, `error_event(message, status=..., kind=...) -> bytes`
+  on a mid-stream failure (503 -> `overloaded_error`); `start(input_tokens=...)` sends
+  `message_start` + `ping` early (Claude Code's stream watchdog only runs after `message_start`);
+  `ping()` is a keep-alive.
 * `error_body(status, message)`, `count_tokens(body, counter)` (-> `{"input_tokens": n}`).
 
 Translation rules (measured on Claude Code 2.1.197, see reference/notes/harnesses.md):
@@ -36,7 +40,6 @@ Translation rules (measured on Claude Code 2.1.197, see reference/notes/harnesse
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,6 +52,7 @@ from openforgerl.gateway.protocols._common import (
     boundary,
     check_optional,
     dumps,
+    engine_json,
     expect,
     image_part,
     is_int,
@@ -224,8 +228,7 @@ def _assistant(blocks: list[dict[str, Any]], notes: list[str]) -> dict[str, Any]
         elif kind == "thinking":
             thoughts.append(b["thinking"])
         elif kind == "tool_use":
-            # json.dumps spacing: the exact text vLLM's hermes parser handed out for this call
-            args = json.dumps(b["input"], ensure_ascii=False)
+            args = engine_json(b["input"])  # the exact text vLLM's hermes parser handed out
             calls.append({"id": b["id"], "type": "function", "function": {"name": b["name"], "arguments": args}})
         else:
             notes.append(f"dropped assistant block {kind!r}")

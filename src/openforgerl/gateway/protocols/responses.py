@@ -3,19 +3,24 @@
 API for the gateway (all take/return plain dicts and bytes):
 
 * `validate_request(body)` raises `ProtocolError(status, message)`; `to_chat_request(body)` validates
-  and returns the chat-completions body for the engine (`translate_request` also returns notes on
-  what was dropped). The gateway adds its own engine fields (`return_token_ids`, `logprobs`, ...).
+  and returns the chat-completions body for the engine; `translate_request` also returns notes on
+  what was dropped; `fold_system=True` folds mid-conversation system messages into user turns for
+  templates that reject them. The gateway adds its own engine fields (`return_token_ids`, ...).
+  Assistant history carries the model's reasoning as `reasoning` (vLLM's field name; an SGLang
+  engine adapter must rename it to `reasoning_content`).
 * `from_chat_completion(chat, request)` -> the non-streamed `response` object.
 * `ResponsesStream(request)`: `feed(chunk_dict) -> bytes` per engine `chat.completion.chunk`,
-  `finish() -> bytes` at the end of the engine stream, `error_event(message) -> bytes` when the
-  engine fails mid-stream. `start()` (optional) sends `response.created` before the first chunk.
+  `finish(usage=None) -> bytes` at the end of the engine stream, `error_event(message, status=...)`
+  when the engine fails mid-stream. `start()` (optional) sends `response.created` early.
 * `error_body(status, message)` -> `{"error": {...}}` for a non-2xx answer.
 
 Translation rules (measured on Codex 0.171, see reference/notes/harnesses.md):
 * `instructions` + leading `developer`/`system` items -> one system message; later ones stay in
   place (see `_inline.py`). `input` may be a string.
 * reasoning items -> the next assistant message's `reasoning`; `function_call` items join the
-  assistant message before them; `function_call_output` -> a `tool` message.
+  assistant message before them, their JSON `arguments` re-written in the engine's own spacing
+  (`json.dumps`, identity for Codex, which keeps bytes; undoes OpenClaw's compact re-serializing);
+  `function_call_output` -> a `tool` message.
 * Tools: `function` (strict is accepted, not enforced); `namespace` members are flattened to
   function tools named `<namespace>.<name>` and mapped back to a `function_call` carrying
   `"namespace"`; `custom` (freeform) tools become a function with one string argument `input` and

@@ -6,10 +6,5 @@ appended exactly as returned, then one tool message per call. Every call's promp
 previous one, so the gateway's calls merge into a single training chain (merge rate 1.0 by construction).
 It is the harness the tiny local model is trained in, so its system prompt is short and fixed.
 
-Run it as `python -m openforgerl.harness.zero "instruction" --tools-json tools.json --workdir DIR`.
-"""
-
-from openforgerl.harness.zero.loop import AgentResult, ExitCode, run_agent
-from openforgerl.harness.zero.tools import ToolBox, load_toolbox
-
-__all__ = ["AgentResult", "ExitCode", "ToolBox", "load_toolbox", "run_agent"]
+Run it as `python -m openforgerl.harness.zero "instruction" --tools-json tools.json --workdir DIR`
+(the loop lives in `zero.loop`, not imported here: it needs `openai`)."""

@@ -18,12 +18,14 @@ class ZeroHarness:
     protocol = WireProtocol.CHAT
 
     def __init__(self, wall_clock_s: float = 600.0, max_turns: int = 30, call_timeout_s: float = 300.0,
-                 builtins: str = "write_file,read_file,bash", python: str = sys.executable) -> None:
+                 builtins: str = "write_file,read_file,bash", python: str = sys.executable,
+                 max_tokens: int | None = None, temperature: float | None = None) -> None:
         self.wall_clock_s = wall_clock_s
         self.max_turns = max_turns
         self.call_timeout_s = call_timeout_s
         self.builtins = builtins
         self.python = python
+        self.sampling = {"--max-tokens": max_tokens, "--temperature": temperature}
 
     def install(self, cache_dir: Path) -> None:
         """Nothing to install: zero ships with openforgerl."""
@@ -36,6 +38,7 @@ class ZeroHarness:
                 "--tools-json", tools_path, "--workdir", ctx.workdir, "--builtins", self.builtins,
                 "--max-turns", str(self.max_turns), "--wall-clock", str(self.wall_clock_s),
                 "--call-timeout", str(self.call_timeout_s), "--transcript", transcript]
+        argv += [arg for flag, v in self.sampling.items() if v is not None for arg in (flag, str(v))]
         # zero runs the task's tools itself, so it gets the environment the task gives its MCP servers
         # (e.g. the tool service URL) when the context names no service URL.
         mcp_env = {k: v for s in ctx.mcp_servers for k, v in s.env.items()}

@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 DELETE_WAIT_S = 30.0
 
 
+def is_foreign(err: BaseException) -> bool:
+    return isinstance(err, PodCreateRejected) and err.reason == "AlreadyExists"
+
+
 def backoff_s(attempt: int, base: float, cap: float) -> float:
     """Full-jitter exponential backoff."""
     return random.uniform(0, min(cap, base * 2**attempt))
@@ -88,8 +92,11 @@ class KubernetesBackend:
                 await self._wait_running(name, min(self.config.boot_timeout_s, spec.lifetime_s))
             sandbox = KubernetesSandbox(self, name, spec, deadline)
             await sandbox.lay_out(spec)
-        except BaseException:
-            await (sandbox.aclose() if sandbox else self.release(name))
+        except BaseException as e:
+            if is_foreign(e):  # someone else's Pod holds the name: never delete it
+                self.known.discard(name)
+            else:
+                await (sandbox.aclose() if sandbox else self.release(name))
             raise
         return sandbox
 

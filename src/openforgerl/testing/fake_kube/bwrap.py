@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import re
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 
 SKIP_ROOT = {"proc", "dev", "sys", "tmp", "run"}
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PR_SET_PDEATHSIG = 1
 CHILD_PID = re.compile(rb'"child-pid":\s*(\d+)')
 
 
@@ -54,6 +56,7 @@ class Container:
 
     def __init__(self, proc: asyncio.subprocess.Process, pid: int, env: Mapping[str, str]) -> None:
         self.proc, self.pid, self.env = proc, pid, dict(env)
+        self._pidfd = pidfd(pid)  # signals the right process even after its pid number is reused
 
     @classmethod
     async def start(cls, argv: Sequence[str], *, env: Mapping[str, str], binds: Mapping[str, Path],
@@ -64,17 +67,17 @@ class Container:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *bwrap_argv(argv, binds, cwd, write_fd, ready_w), env=full_env,
-                pass_fds=(write_fd, ready_w), stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
+                pass_fds=(write_fd, ready_w), stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
+                preexec_fn=die_with_us)
         finally:
             for fd in (log, write_fd, ready_w):
                 os.close(fd)
-        loop = asyncio.get_running_loop()
+        started = asyncio.ensure_future(wait_started(read_fd, ready_r))
         try:
-            pid = await loop.run_in_executor(None, read_child_pid, read_fd)
-            ready = await loop.run_in_executor(None, os.read, ready_r, 1)  # b"" if it died first
-        finally:
-            os.close(read_fd)
-            os.close(ready_r)
+            pid, ready = await asyncio.shield(started)
+        except BaseException:  # cancelled (the Pod was deleted while starting): leave nothing behind
+            await kill_when_started(proc, started)
+            raise
         if pid is None or not ready:
             await proc.wait()
             raise OSError(f"bwrap exited with {proc.returncode} before starting (see {log_path})")
@@ -90,12 +93,67 @@ class Container:
             start_new_session=True)
 
     def kill(self) -> None:
-        """SIGKILL bwrap; `--die-with-parent` takes the whole PID namespace down with it."""
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(signal.SIGKILL)
+        """SIGKILL the namespace's init (the whole PID namespace dies with it), then bwrap."""
+        if self._pidfd is not None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        kill(self.proc)
 
     async def wait(self) -> int:
-        return await self.proc.wait()
+        code = await self.proc.wait()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        return code
+
+
+def kill(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGKILL)
+
+
+async def kill_when_started(proc: asyncio.subprocess.Process,
+                            started: asyncio.Future[tuple[int | None, bytes]]) -> None:
+    """Kill a bwrap that is still setting up. Killing it mid-setup can orphan its child before
+    that child arms --die-with-parent, so wait (milliseconds) for the child's pid and kill that too."""
+    pid = None
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        pid, _ = await asyncio.wait_for(asyncio.shield(started), 30)
+    fd = pidfd(pid) if pid is not None and proc.returncode is None else None
+    if fd is not None:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        os.close(fd)
+    kill(proc)
+    await proc.wait()
+
+
+def pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+
+
+def die_with_us() -> None:
+    """In the forked child: SIGKILL bwrap if the server process dies (no orphaned Pods)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+async def wait_started(info_fd: int, ready_fd: int) -> tuple[int | None, bytes]:
+    """The sandbox's init pid (from --info-fd) and the shim's ready byte (b"" if it died first).
+
+    The blocking reads run in a thread that owns and closes both fds: if we are cancelled, the
+    caller kills bwrap, the pipes hit EOF and the thread ends by itself."""
+    return await asyncio.get_running_loop().run_in_executor(None, read_start, info_fd, ready_fd)
+
+
+def read_start(info_fd: int, ready_fd: int) -> tuple[int | None, bytes]:
+    try:
+        return read_child_pid(info_fd), os.read(ready_fd, 1)
+    finally:
+        os.close(info_fd)
+        os.close(ready_fd)
 
 
 def read_child_pid(fd: int) -> int | None:

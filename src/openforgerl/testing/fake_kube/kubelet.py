@@ -62,6 +62,7 @@ class Kubelet:
         self.store, self.faults = store, faults
         self.root = root or Path(tempfile.mkdtemp(prefix="fake-kubelet-"))
         self.pods: dict[tuple[str, str], PodRuntime] = {}
+        self.started_pids: list[int] = []  # every bwrap we ran (tests check none outlives us)
         self._counter = 0
         store.on_create.append(self._on_create)
 
@@ -115,6 +116,7 @@ class Kubelet:
             self._terminate(key, rt, 128, "StartError", message=str(e))
             return
         self._counter += 1
+        self.started_pids.append(rt.container.proc.pid)
         running = {"running": {"startedAt": now_iso()}}
         self._set_status(key, phase="Running", podIP=POD_IP.format(n=self._counter % 250 + 2),
                          conditions=conditions(True, True), containerStatuses=container_status(pod, running, True))
@@ -191,6 +193,8 @@ class Kubelet:
             rt.terminated = True
             for task in rt.tasks:
                 task.cancel()
+            # let each task handle its cancellation now (a starting container kills itself)
+            await asyncio.gather(*rt.tasks, return_exceptions=True)
             self._kill(rt)
             if rt.container is not None:
                 await rt.container.wait()

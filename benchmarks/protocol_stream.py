@@ -11,7 +11,7 @@ import time
 import timeit
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "protocols"))
 
 from protokit import CAPTURES, load_body, stream_chunks
 

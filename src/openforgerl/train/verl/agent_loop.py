@@ -1,0 +1,168 @@
+"""veRL agent loop ``openforgerl``: each veRL prompt row runs as one of our rollouts, in a real harness.
+
+How it plugs in (veRL 0.9.1, read from its source in ``.venv-verl``):
+
+- veRL's ``AgentLoopWorker`` builds one loop object per row with ``hydra.utils.instantiate`` from the
+  registry entry (``@register("openforgerl")`` below, or the YAML at
+  ``actor_rollout_ref.rollout.agent.agent_loop_config_path``, whose extra keys reach us as
+  ``LoopSettings``), passing ``server_manager``: a ``verl.workers.rollout.llm_server.LLMServerClient``.
+  That client has **no address attribute**: it holds ``_load_balancer``, the Ray actor
+  ``GlobalRequestLoadBalancer`` whose server ids *are* the replicas' HTTP addresses ``host:port``
+  (``LLMServerManager`` builds it from ``dict(zip(server_addresses, server_handles))``;
+  ``LLMServerManager.get_addresses()`` returns the same list, documented as "the OpenAI chat completion
+  API http addresses"). So ``server_addresses`` asks, in order: ``settings.engine_urls``, a
+  ``server_addresses`` attribute / ``get_addresses()`` (an ``LLMServerManager``), then
+  ``await server_manager._load_balancer.get_all_servers.remote()``. Each vLLM/SGLang replica runs the
+  engine's full OpenAI server there (vLLM's ``build_app``), which is what our gateway's
+  ``OpenAICompatEngine`` talks to (``return_token_ids`` + logprobs; dialect from ``rollout.name``).
+- ``run(sampling_params, **row)`` parses ``extra_info`` (``task_id`` / ``task_dir`` / ``harness``), runs
+  the task through ``orchestrator.run_batch`` (n=1, infra faults retried ``max_retries`` times) against
+  this worker's gateway, reconstructs samples from the call log and returns:
+  * V1 (``trainer.use_v1=true``, veRL's default): ``list[AgentLoopOutput]``, every chain, the main
+    agent's final chain last (V1 copies its reward to the others and uses only it for GRPO statistics);
+    ``[]`` for a dropped rollout (V1 logs "Empty output" and stores nothing: a real drop).
+  * classic: one ``AgentLoopOutput`` (the final chain); a dropped rollout is an all-zero-mask
+    placeholder with ``extra_fields.dropped=True``, kept out of group statistics by the estimator
+    ``openforgerl_grpo`` (``advantage.py``, registered with ``core_algos.register_adv_est``).
+  ``reward_score`` is our verifier's reward, so veRL's reward loop is not asked for one.
+- Per worker process: one gateway, call log and sandbox backend (``runtime.py``), opened lazily.
+
+What was run here (2-core CPU machine, no GPU, no Ray cluster; veRL 0.9.1 ``--no-deps`` in
+``.venv-verl`` from ``scripts/install_verl.sh``): ``tests/train/test_verl_agent_loop.py`` imports this
+module in that venv (also through ``VERL_USE_EXTERNAL_MODULES``), instantiates the loop exactly as
+``AgentLoopWorker._run_agent_loop`` does (``hydra.utils.instantiate`` of our YAML entry with
+``DictConfigWrap``/``ToolListWrap``, a real tokenizer, veRL's real ``LLMServerClient`` whose load
+balancer is veRL's real ``GlobalRequestLoadBalancer`` object called in-process instead of as a Ray
+actor, holding the address of a scripted engine served over HTTP in vLLM's wire shape), runs Claw tasks
+in real bubblewrap sandboxes with the ``zero`` harness, and checks the results are veRL's own
+``AgentLoopOutput`` (V1 list, classic row, ``[]`` on an injected engine fault), that they pass veRL's
+own classic padding/batching (``AgentLoopWorker._agent_loop_postprocess``/``_postprocess``) and that
+the estimator is registered and matches veRL's ``grpo`` when nothing is dropped. Once by hand (not a
+test: it starts a local Ray instance) the address discovery ran against a real Ray actor of
+``GlobalRequestLoadBalancer`` inside veRL's ``LLMServerClient`` and returned its two addresses.
+Not run here: ``python -m verl.trainer.main_ppo`` itself (needs Ray, GPUs and vLLM/SGLang), V1's
+TransferQueue (``transfer_queue`` is not installed), real vLLM servers started by veRL, multi-node
+placement. ``examples/verl/`` holds the launch script for a GPU cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from openforgerl.records import RolloutRecord
+from openforgerl.train.verl.outputs import classic_row, reconstruct, v1_rows
+from openforgerl.train.verl.rows import AGENT_NAME, RowSpec
+from openforgerl.train.verl.runtime import LoopSettings, get_runtime
+from openforgerl.trajectory import OverflowPolicy, ReconstructionOptions
+
+__all__ = ["AGENT_NAME", "VERL_AVAILABLE", "loop_mode", "rollout_rows", "server_addresses"]
+
+
+async def server_addresses(server_manager: Any) -> list[str]:
+    """veRL's inference server HTTP addresses as seen from an agent loop (see module docstring)."""
+    direct = getattr(server_manager, "server_addresses", None)
+    if direct:
+        return [str(a) for a in direct]
+    if callable(getattr(server_manager, "get_addresses", None)):
+        return [str(a) for a in server_manager.get_addresses()]
+    balancer = getattr(server_manager, "_load_balancer", None)
+    if balancer is not None:
+        return [str(a) for a in await balancer.get_all_servers.remote()]
+    return []
+
+
+def _get(config: Any, dotted: str, default: Any = None) -> Any:
+    node = config
+    for part in dotted.split("."):
+        if node is None:
+            return default
+        node = node.get(part) if isinstance(node, Mapping) or hasattr(node, "get") else getattr(node, part, None)
+    return default if node is None else node
+
+
+def loop_mode(settings: LoopSettings, trainer_config: Any) -> str:
+    """``v1`` or ``classic``; ``auto`` follows ``trainer.use_v1`` (veRL 0.9.1 defaults it to true)."""
+    if settings.mode in ("v1", "classic"):
+        return settings.mode
+    return "v1" if bool(_get(trainer_config, "trainer.use_v1", True)) else "classic"
+
+
+def dialect_of(settings: LoopSettings, trainer_config: Any) -> str:
+    name = settings.dialect or str(_get(trainer_config, "actor_rollout_ref.rollout.name", "vllm"))
+    return "sglang" if name == "sglang" else "vllm"
+
+
+def reconstruction_options(settings: LoopSettings, trainer_config: Any) -> ReconstructionOptions:
+    """Chains fitted to veRL's ``rollout.prompt_length`` / ``response_length`` (its batch shapes)."""
+    prompt = _get(trainer_config, "actor_rollout_ref.rollout.prompt_length")
+    response = _get(trainer_config, "actor_rollout_ref.rollout.response_length")
+    return ReconstructionOptions(max_prompt_len=None if prompt is None else int(prompt),
+                                 max_response_len=None if response is None else int(response),
+                                 overflow=OverflowPolicy(settings.overflow))
+
+
+def rollout_rows(record: RolloutRecord, calls: list[Any], *, mode: str, options: ReconstructionOptions,
+                 global_steps: int | None = None, pad_token_id: int = 0) -> list[dict[str, Any]] | dict[str, Any]:
+    """A finished rollout as the loop returns it, in plain dicts: V1 list or one classic row."""
+    result = reconstruct(record, calls, options)
+    if mode == "v1":
+        return v1_rows(result, global_steps=global_steps)
+    return classic_row(result, pad_token_id=pad_token_id, global_steps=global_steps)
+
+
+async def run_row(server_manager: Any, trainer_config: Any, settings: LoopSettings, row: Mapping[str, Any],
+                  *, pad_token_id: int = 0) -> tuple[list[dict[str, Any]] | dict[str, Any], float]:
+    """Everything ``run`` does, veRL-free: (rows, rollout seconds)."""
+    started = time.monotonic()
+
+    async def urls() -> list[str]:
+        return await server_addresses(server_manager)
+
+    runtime = await get_runtime(settings, urls, dialect_of(settings, trainer_config))
+    record, calls = await runtime.run(RowSpec.parse(row, settings.default_harness))
+    steps = row.get("global_steps")
+    rows = rollout_rows(record, calls, mode=loop_mode(settings, trainer_config),
+                        options=reconstruction_options(settings, trainer_config),
+                        global_steps=None if steps is None else int(steps), pad_token_id=pad_token_id)
+    return rows, time.monotonic() - started
+
+
+try:  # veRL is optional: everything above works without it.
+    from verl.experimental.agent_loop.agent_loop import (
+        AgentLoopBase,
+        AgentLoopMetrics,
+        AgentLoopOutput,
+        register,
+    )
+
+    VERL_AVAILABLE = True
+except ImportError:  # pragma: no cover - exercised by the no-veRL test environment
+    VERL_AVAILABLE = False
+
+if VERL_AVAILABLE:
+    from openforgerl.train.verl import advantage as _advantage
+
+    _advantage.register_with_verl()
+
+    def to_agent_loop_output(row: dict[str, Any], seconds: float) -> AgentLoopOutput:
+        return AgentLoopOutput(**row, metrics=AgentLoopMetrics(generate_sequences=seconds))
+
+    @register(AGENT_NAME)
+    class OpenForgeAgentLoop(AgentLoopBase):
+        """Runs the row's task in our orchestrator + gateway against veRL's servers (module docstring)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.settings = LoopSettings.from_kwargs(kwargs)
+
+        async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
+            pad = getattr(self.tokenizer, "pad_token_id", None) or 0
+            rows, seconds = await run_row(self.server_manager, self.config, self.settings, kwargs,
+                                          pad_token_id=int(pad))
+            if isinstance(rows, list):
+                return [to_agent_loop_output(r, seconds) for r in rows]
+            return to_agent_loop_output(rows, seconds)
+
+    __all__ += ["OpenForgeAgentLoop", "to_agent_loop_output"]
