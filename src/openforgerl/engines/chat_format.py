@@ -55,15 +55,36 @@ def content_to_text(content: Any) -> str:
 
 
 def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What vLLM's request model does before templating: text content, `reasoning` key."""
+    """What vLLM does before templating: text content, `reasoning` key, tool-call arguments as objects.
+
+    vLLM parses each history tool call's JSON `arguments` into a mapping, so the template re-renders
+    it with `json.dumps` spacing; a harness that re-serialised the arguments compactly (Qwen Code,
+    opencode, OpenClaw) then still sends a prompt that extends the model's own sampled tokens.
+    """
     out = []
     for m in messages:
         msg = dict(m)
         msg["content"] = content_to_text(m.get("content"))
         if "reasoning_content" in msg and "reasoning" not in msg:
             msg["reasoning"] = msg.pop("reasoning_content")
+        if msg.get("tool_calls"):
+            msg["tool_calls"] = [_parsed_arguments(tc) for tc in msg["tool_calls"]]
         out.append(msg)
     return out
+
+
+def _parsed_arguments(tool_call: dict[str, Any]) -> dict[str, Any]:
+    fn = tool_call.get("function") or {}
+    args = fn.get("arguments")
+    if not isinstance(args, str):
+        return tool_call
+    try:
+        parsed = json.loads(args)
+    except ValueError:
+        return tool_call
+    if not isinstance(parsed, dict):
+        return tool_call
+    return {**tool_call, "function": {**fn, "arguments": parsed}}
 
 
 def parse_output(text: str, *, tools_available: bool = True) -> ParsedOutput:

@@ -169,7 +169,7 @@ class RolloutRunner:
             anthropic_base_url=sandbox.gateway_url + urlsplit(opened.anthropic_base_url).path,
             api_key=opened.api_key, model=self.config.model,
             mcp_servers=tuple(task.mcp_servers()), shell_tools_hint=task.shell_tools_hint(),
-            tools=tuple(task.function_tools()))
+            tools=tuple(task.function_tools()), tool_service_url=_tool_service_url(task))
 
     async def _prepare(self, run: _Run, sandbox: Sandbox) -> HarnessLaunch:
         """The adapter's config files and command line, written into the sandbox."""
@@ -266,3 +266,9 @@ def _write_files(dest: Path, files: dict[str, bytes]) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         (dest / name).write_bytes(data)
+
+
+def _tool_service_url(task: TaskRuntime) -> str:
+    """Optional: where a direct-tool harness posts tool calls (tasks without a service have none)."""
+    url = getattr(task, "tool_service_url", "")
+    return str(url() if callable(url) else url or "")

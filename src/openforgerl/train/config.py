@@ -40,6 +40,8 @@ class TrainConfig(_Strict):
     engine: EngineSettings = Field(default_factory=EngineSettings)
     harness: str | dict[str, float] = "zero"
     """One harness name, or a weighted mix such as {zero: 0.5, codex: 0.5}."""
+    harness_options: dict[str, dict[str, object]] = Field(default_factory=dict)
+    """Constructor options per harness name, e.g. {zero: {builtins: "", max_turns: 3}}."""
     backend: Literal["local", "podman", "kubernetes"] = "local"
     tasks: TaskSelection = Field(default_factory=TaskSelection)
     eval_tasks: TaskSelection | None = Field(default_factory=lambda: TaskSelection(split="test"))

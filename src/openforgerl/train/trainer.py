@@ -68,10 +68,12 @@ def harness_for(cfg: TrainConfig, step: int) -> Any:
 
     name = cfg.harness if isinstance(cfg.harness, str) else HarnessMix.parse(cfg.harness, cfg.seed).assign(
         f"step-{step}")
-    if name == "zero":
-        return get_harness("zero", max_turns=4, wall_clock_s=cfg.rollout_budget_s or 600.0,
-                           max_tokens=cfg.engine.max_tokens, temperature=cfg.engine.temperature)
-    return get_harness(name)
+    options = dict(cfg.harness_options.get(name, {}))
+    if name == "zero":  # the trainer owns sampling: the harness asks for what the engine settings say
+        options.setdefault("max_tokens", cfg.engine.max_tokens)
+        options.setdefault("temperature", cfg.engine.temperature)
+        options.setdefault("wall_clock_s", cfg.rollout_budget_s or 600.0)
+    return get_harness(name, **options)
 
 
 async def collect(stack: Stack, batch: BatchResult) -> StepData:

@@ -112,9 +112,13 @@ def chat_logprobs(body: dict[str, Any]) -> int | None:
 def completion_prompts(prompt: Any, encode: Any) -> list[list[int]]:
     """`prompt` may be a string, a list of strings, a list of ids or a list of id lists."""
     if isinstance(prompt, str):
-        return [encode(prompt)]
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        return [list(prompt)]
-    if isinstance(prompt, list) and prompt:
-        return [encode(p) if isinstance(p, str) else list(p) for p in prompt]
-    raise ApiError("prompt must be a string, a list of token ids, or a list of either")
+        prompts = [encode(prompt)]
+    elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        prompts = [list(prompt)]
+    elif isinstance(prompt, list) and prompt:
+        prompts = [encode(p) if isinstance(p, str) else list(p) for p in prompt]
+    else:
+        raise ApiError("prompt must be a string, a list of token ids, or a list of either")
+    if not all(prompts):
+        raise ApiError("prompt cannot be empty")
+    return prompts

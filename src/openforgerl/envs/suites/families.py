@@ -38,10 +38,13 @@ def not_called(tool: str, name: str) -> dict[str, Any]:
 
 # --- easy: one call, SFT-aligned ------------------------------------------------------------------
 
+# The `sft` family speaks the tiny model's warm-up vocabulary (scripts/build_tiny_model.py: WORDS, NAMES,
+# DOMAINS, EXTS), so the training quickstart starts from a policy that sometimes succeeds; the last row of
+# each family is the held-out test task.
 def easy_write_file() -> list[TaskDraft]:
-    rows = [("hello.txt", "Hello, world!"), ("notes/today.txt", "Finish the quarterly report"),
-            ("shopping.txt", "apples, bread, cheese"), ("status.md", "All systems green"),
-            ("reminder.txt", "Call mom on Sunday")]
+    rows = [("plan.md", "budget review"), ("notes_travel.txt", "hotel flight"), ("demo.log", "launch party"),
+            ("chart.csv", "data summary"), ("garden.md", "coffee music"), ("backup_server.txt", "deploy release fix"),
+            ("agenda.md", "sprint meeting"), ("slides.txt", "demo paper")]
     return [TaskDraft(
         name=f"claw/easy-write-file-{i + 1:02d}",
         instruction=f"Write the text '{text}' to the file {path}.",
@@ -51,8 +54,8 @@ def easy_write_file() -> list[TaskDraft]:
 
 
 def easy_todo_add() -> list[TaskDraft]:
-    rows = ["Renew passport", "Buy birthday gift for Sam", "Book dentist appointment", "Submit expense report",
-            "Back up laptop"]
+    rows = ["book hotel", "review draft", "plan sprint", "fix bug", "update slides", "dinner party",
+            "test release", "paper review"]
     return [TaskDraft(
         name=f"claw/easy-todo-add-{i + 1:02d}", instruction=f"Add a todo '{title}'.",
         services=["todo"], tools=SFT_TOOLS, difficulty="easy", tags=["sft", "todo"],
@@ -62,11 +65,10 @@ def easy_todo_add() -> list[TaskDraft]:
 
 
 def easy_mail_send() -> list[TaskDraft]:
-    rows = [("bob.chen@acme.io", "Lunch", "Want to grab lunch at noon?"),
-            ("priya@northwind.com", "Contract", "The signed contract is on its way."),
-            ("dana.w@acme.io", "Report", "The report is ready for review."),
-            ("luis.ortega@globex.com", "Thanks", "Thanks for the quick turnaround!"),
-            ("mei@tanaka-design.jp", "Logo", "I love the second logo draft.")]
+    rows = [("alice@example.com", "lunch", "lunch meeting"), ("bob@corp.io", "budget", "budget report draft"),
+            ("carol@mail.org", "travel", "hotel flight ticket"), ("dave@team.dev", "release", "deploy release notes"),
+            ("erin@example.com", "demo", "demo slides"), ("frank@corp.io", "invoice", "invoice summary"),
+            ("grace@mail.org", "party", "dinner party"), ("heidi@team.dev", "design", "design review")]
     return [TaskDraft(
         name=f"claw/easy-mail-send-{i + 1:02d}",
         instruction=f"Send an email to {to} with subject '{subject}' and body '{body}'.",

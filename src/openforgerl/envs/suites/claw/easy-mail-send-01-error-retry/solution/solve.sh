@@ -3,4 +3,4 @@
 set -euo pipefail
 claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
 
-claw mail send --to bob.chen@acme.io --subject Lunch --body 'Want to grab lunch at noon?' || { sleep 0.2; claw mail send --to bob.chen@acme.io --subject Lunch --body 'Want to grab lunch at noon?'; }
+claw mail send --to alice@example.com --subject lunch --body 'lunch meeting' || { sleep 0.2; claw mail send --to alice@example.com --subject lunch --body 'lunch meeting'; }

@@ -3,4 +3,4 @@
 set -euo pipefail
 claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
 
-claw mail send --to priya@northwind.com --subject Contract --body 'The signed contract is on its way.'
+claw mail send --to bob@corp.io --subject budget --body 'budget report draft'

@@ -3,4 +3,4 @@
 set -euo pipefail
 claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
 
-claw mail send --to dana.w@acme.io --subject Report --body 'The report is ready for review.'
+claw mail send --to carol@mail.org --subject travel --body 'hotel flight ticket'

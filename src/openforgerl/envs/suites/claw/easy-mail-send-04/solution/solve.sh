@@ -3,4 +3,4 @@
 set -euo pipefail
 claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
 
-claw mail send --to luis.ortega@globex.com --subject Thanks --body 'Thanks for the quick turnaround!'
+claw mail send --to dave@team.dev --subject release --body 'deploy release notes'

@@ -3,4 +3,4 @@
 set -euo pipefail
 claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
 
-claw mail send --to mei@tanaka-design.jp --subject Logo --body 'I love the second logo draft.'
+claw mail send --to erin@example.com --subject demo --body 'demo slides'

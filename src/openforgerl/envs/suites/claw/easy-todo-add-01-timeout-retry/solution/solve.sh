@@ -3,4 +3,4 @@
 set -euo pipefail
 claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
 
-claw todo add --title 'Renew passport' || { sleep 0.2; claw todo add --title 'Renew passport'; }
+claw todo add --title 'book hotel' || { sleep 0.2; claw todo add --title 'book hotel'; }

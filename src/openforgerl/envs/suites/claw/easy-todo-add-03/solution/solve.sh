@@ -3,4 +3,4 @@
 set -euo pipefail
 claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
 
-claw todo add --title 'Book dentist appointment'
+claw todo add --title 'plan sprint'

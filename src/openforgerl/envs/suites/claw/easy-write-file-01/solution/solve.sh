@@ -3,4 +3,4 @@
 set -euo pipefail
 claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
 
-claw files write --path hello.txt --content 'Hello, world!'
+claw files write --path plan.md --content 'budget review'

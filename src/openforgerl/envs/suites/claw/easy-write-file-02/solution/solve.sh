@@ -3,4 +3,4 @@
 set -euo pipefail
 claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
 
-claw files write --path notes/today.txt --content 'Finish the quarterly report'
+claw files write --path notes_travel.txt --content 'hotel flight'

@@ -3,4 +3,4 @@
 set -euo pipefail
 claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
 
-claw files write --path shopping.txt --content 'apples, bread, cheese'
+claw files write --path demo.log --content 'launch party'

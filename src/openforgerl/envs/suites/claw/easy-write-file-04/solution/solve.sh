@@ -3,4 +3,4 @@
 set -euo pipefail
 claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
 
-claw files write --path status.md --content 'All systems green'
+claw files write --path chart.csv --content 'data summary'

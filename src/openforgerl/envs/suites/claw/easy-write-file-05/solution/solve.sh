@@ -3,4 +3,4 @@
 set -euo pipefail
 claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
 
-claw files write --path reminder.txt --content 'Call mom on Sunday'
+claw files write --path garden.md --content 'coffee music'
