@@ -33,7 +33,15 @@ Task templates (user turn): "Write the text 'X' to the file Y.", "Add a todo 'X'
 "Send an email to A with subject 'S' and body 'B'." (several phrasings each). The model answers
 with exactly one tool call, then (after the tool result) a one-line summary.
 
-    nice python scripts/build_tiny_model.py [--out DIR] [--max-steps N]
+The committed weights are made in two stages (both deterministic):
+
+    # stage 1: format + copying on the synthetic families (~1500 steps, about 25 min on 2 idle cores)
+    python scripts/build_tiny_model.py --out /tmp/stage1
+    # stage 2: the same families shaped exactly like the `zero` harness on the Claw `sft` tasks
+    # (zero's system prompt, the Claw tool schemas, the retry hint), starting from stage 1
+    python scripts/build_tiny_model.py --stage zero --init /tmp/stage1 --lr 5e-4 --max-steps 300 \
+        --eval-every 25 --min-eval-step 0 --eval-n 30 --copy-aux-from 0 --threads 2 --target 0.6 \
+        --episodes 2000
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ Inside the sandbox (paths are inside paths):
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -86,7 +85,10 @@ class ClawTaskRuntime:
         return function_tools(tools_for(names=self.tools))
 
     def cli_program(self) -> str:
-        return "openforgerl-claw" if shutil.which("openforgerl-claw") else f"{self.python} -m openforgerl.envs.claw_cli"
+        """The shell CLI by absolute path next to the interpreter: a PATH lookup may find a wrapper
+        (e.g. a pyenv shim) that needs the host's HOME, which the sandbox does not have."""
+        script = Path(self.python).parent / "openforgerl-claw"
+        return str(script) if script.is_file() else f"{self.python} -m openforgerl.envs.claw_cli"
 
     def shell_tools_hint(self) -> str:
         lines = usage_lines(tools_for(names=self.tools), self.cli_program())
