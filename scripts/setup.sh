@@ -18,6 +18,15 @@ python -c "import torch" 2>/dev/null || pip install -q torch==2.13.0
 pip install -q -e '.[engine,train,dev]'
 
 bash scripts/install_harnesses.sh
+
+# claw-bench's 222 offline tasks (Harbor layout), for the importer tests: the wheel, unpacked, no deps.
+CB=.cache/claw-bench
+if [ ! -d "$CB/tasks" ]; then
+  rm -rf "$CB" && mkdir -p "$CB/whl"
+  pip download -q --no-deps claw-bench==0.1.0 -d "$CB/whl"
+  python -m zipfile -e "$CB"/whl/claw_bench-*.whl "$CB/unpacked"
+  mv "$CB/unpacked/claw_bench-0.1.0.data/data/share/claw-bench/tasks" "$CB/tasks"
+fi
 if [ "${OPENFORGERL_SKIP_VLLM:-0}" != 1 ]; then bash scripts/install_vllm.sh; fi
 if [ "${OPENFORGERL_SKIP_VERL:-0}" != 1 ]; then bash scripts/install_verl.sh; fi
 echo "openforgerl setup done"

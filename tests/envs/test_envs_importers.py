@@ -57,6 +57,15 @@ def test_all_claw_bench_tasks_load() -> None:
     assert all(load_task(r).meta.verifier == "pytest" for r in roots)
 
 
+@needs_bwrap
+@pytest.mark.skipif(not os.environ.get("CLAW_BENCH_TASKS"), reason="set CLAW_BENCH_TASKS to the claw-bench tasks dir")
+def test_a_real_claw_bench_task_runs_to_a_verified_result(tmp_path: Path) -> None:
+    """One of the package's own tasks: its setup, its oracle and its pytest verifier, in a real sandbox."""
+    [root] = [r for r in find_tasks(os.environ["CLAW_BENCH_TASKS"]) if r.name.startswith("doc-005")]
+    [result] = asyncio.run(_validate([load_runtime(root)], tmp_path))
+    assert (result.oracle_reward, result.error) == (1.0, "")
+
+
 def test_claw_eval_import_maps_fixtures_and_safety_and_flags_the_judge(tmp_path: Path) -> None:
     assert detect_format(DATA / "claw_eval") == "claw-eval"
     [folder] = import_any(DATA / "claw_eval", tmp_path)
