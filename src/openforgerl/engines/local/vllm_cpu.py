@@ -15,7 +15,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-DEFAULT_VENV = "/work/main/.venv-vllm"
+from openforgerl.paths import install_root
+
+DEFAULT_VENV = str(install_root() / ".venv-vllm")
 
 
 def vllm_python() -> Path | None:
