@@ -174,6 +174,7 @@ class Trainer:
             before = await self.evaluate(stack, first) if first == 0 else None
             if before is not None:
                 self.log.write({"step": first, "eval_pass1": before})
+            done = first
             with Live(step_table(self.log.rows()), console=self.console, refresh_per_second=2) as live:
                 for step in range(first, self.cfg.steps):
                     if self.cfg.time_budget_s and time.monotonic() - started > self.cfg.time_budget_s:
@@ -187,10 +188,10 @@ class Trainer:
                     live.update(step_table(self.log.rows()))
                     if self.cfg.checkpoint_every and done % self.cfg.checkpoint_every == 0:
                         save_checkpoint(self.out_dir / "checkpoint", model, opt, done, version)
-            save_checkpoint(self.out_dir / "checkpoint", model, opt, self.cfg.steps, version)
-            after = await self.evaluate(stack, self.cfg.steps)
+            save_checkpoint(self.out_dir / "checkpoint", model, opt, done, version)
+            after = await self.evaluate(stack, done)
             if after is not None:
-                self.log.write({"step": self.cfg.steps, "eval_pass1": after})
+                self.log.write({"step": done, "eval_pass1": after})
         return self.summary(before, after)
 
     def summary(self, before: float | None, after: float | None) -> TrainSummary:
