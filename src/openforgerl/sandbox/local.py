@@ -44,6 +44,7 @@ from openforgerl.sandbox.base import (
 )
 from openforgerl.sandbox.cgroups import CgroupGroup, open_cgroup
 from openforgerl.sandbox.forwarder import Forwarder, open_forwarder
+from openforgerl.sandbox.hostfiles import HostFilesMixin, write_bytes
 from openforgerl.sandbox.netns import NetNamespace, netns_supported, open_netns
 
 __all__ = ["DEFAULT_ROOT", "LocalBackend", "LocalSandbox", "raise_nofile_limit"]
@@ -140,7 +141,7 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
             os.kill(proc.pid, signal.SIGKILL)
 
 
-class LocalSandbox:
+class LocalSandbox(HostFilesMixin):
     """One rollout's bubblewrap sandbox. Create through `LocalBackend.open_sandbox`."""
 
     def __init__(self, backend: LocalBackend, spec: SandboxSpec, sid: str, home: Path) -> None:
@@ -310,23 +311,7 @@ class LocalSandbox:
         self._procs.discard(proc)
         return False
 
-    async def read_file(self, path: str) -> bytes:
-        host = self._safe_host_path(path)
-        if host is None:  # outside the writable dirs or via a symlink: read with the sandbox's eyes
-            res = await self.exec(["cat", "--", path], timeout_s=60)
-            if res.returncode != 0:
-                raise FileNotFoundError(path)
-            return res.stdout
-        return await asyncio.to_thread(host.read_bytes)
-
-    async def write_file(self, path: str, data: bytes) -> None:
-        self._check_alive()
-        host = self._safe_host_path(path)
-        if host is None:
-            raise SandboxError(f"{path}: read-only in the sandbox (only /workdir and /tmp are writable)")
-        await asyncio.to_thread(_write_bytes, host, data)
-
-    def _safe_host_path(self, path: str) -> Path | None:
+    def _host_file(self, path: str) -> Path | None:
         """Host path under work/ or tmp/ after resolving symlinks; None otherwise."""
         host = self.host_path(path if path.startswith("/") else os.path.join(WORKDIR, path))
         if host is None:
@@ -379,10 +364,6 @@ def _open_log(path: Path) -> BinaryIO:
     path.parent.mkdir(exist_ok=True)
     return path.open("ab")
 
-
-def _write_bytes(host: Path, data: bytes) -> None:
-    host.parent.mkdir(parents=True, exist_ok=True)
-    host.write_bytes(data)
 
 
 async def _remove_cgroup(group: CgroupGroup) -> None:
@@ -486,7 +467,7 @@ def _layout(home: Path, spec: SandboxSpec) -> None:
         d.mkdir(parents=True, exist_ok=True)
     (home / "tmp").chmod(0o1777)
     for rel, data in spec.files.items():
-        _write_bytes(_inside(work, rel), data)
+        write_bytes(_inside(work, rel), data)
     for src, rel in spec.copy_dirs.items():
         shutil.copytree(src, _inside(work, str(rel)), dirs_exist_ok=True, symlinks=True)
 

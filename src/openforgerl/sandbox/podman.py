@@ -35,6 +35,7 @@ from openforgerl.sandbox.base import (
     SandboxSpec,
 )
 from openforgerl.sandbox.forwarder import Forwarder, open_forwarder
+from openforgerl.sandbox.hostfiles import HostFilesMixin
 from openforgerl.sandbox.netns import NetNamespace, netns_supported, open_netns
 
 __all__ = ["CONTAINERS_CONF", "PodmanBackend", "PodmanSandbox", "write_containers_conf"]
@@ -118,7 +119,7 @@ class PodmanBackend:
         await asyncio.gather(*(s.aclose() for s in list(self._open)), return_exceptions=True)
 
 
-class PodmanSandbox:
+class PodmanSandbox(HostFilesMixin):
     """One container. Create through `PodmanBackend.open_sandbox`."""
 
     def __init__(self, backend: PodmanBackend, spec: SandboxSpec, sid: str, home: Path) -> None:
@@ -260,23 +261,7 @@ class PodmanSandbox:
         if rc != 0:
             raise SandboxError(f"podman exec -d failed ({rc}): {err.decode(errors='replace')[-300:]}")
 
-    async def read_file(self, path: str) -> bytes:
-        host = self._host_path(path)
-        if host is None:
-            res = await self.exec(["cat", "--", path], timeout_s=60)
-            if res.returncode != 0:
-                raise FileNotFoundError(path)
-            return res.stdout
-        return await asyncio.to_thread(host.read_bytes)
-
-    async def write_file(self, path: str, data: bytes) -> None:
-        self._check_alive()
-        host = self._host_path(path)
-        if host is None:
-            raise SandboxError(f"{path}: read-only in the sandbox (only /workdir and /tmp are writable)")
-        await asyncio.to_thread(_write_bytes, host, data)
-
-    def _host_path(self, path: str) -> Path | None:
+    def _host_file(self, path: str) -> Path | None:
         """The host path of /workdir/... or /tmp/... (symlinks resolved and confined), else None."""
         p = Path(os.path.normpath(path if path.startswith("/") else os.path.join(WORKDIR, path)))
         for inner, outer in ((Path(WORKDIR), self.home / "work"), (Path("/tmp"), self.host_tmpdir)):
@@ -313,10 +298,6 @@ class PodmanSandbox:
         await asyncio.to_thread(shutil.rmtree, self.home, True)
         self._backend._open.discard(self)
 
-
-def _write_bytes(host: Path, data: bytes) -> None:
-    host.parent.mkdir(parents=True, exist_ok=True)
-    host.write_bytes(data)
 
 
 def _inside(work: Path, rel: str) -> Path:

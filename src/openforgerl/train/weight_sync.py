@@ -1,8 +1,8 @@
 """Pushing updated weights to the inference engine between training steps.
 
 Protocol: pause the gateway (new calls wait, in-flight calls drain), push weights, resume the gateway
-(which bumps and returns the policy version stamped on every later CallRecord). Three pushers:
-in-process for the local engine, HTTP reload-from-disk for vLLM (`/collective_rpc reload_weights`,
+(which bumps and returns the policy version stamped on every later CallRecord). Pushers: in-process
+for the embedded engine (`train/stack.py`), HTTP reload-from-disk for vLLM (`/collective_rpc reload_weights`,
 needs VLLM_SERVER_DEV_MODE=1) and SGLang (`/update_weights_from_disk`).
 """
 
@@ -22,17 +22,6 @@ class WeightSyncError(Exception):
 
 class WeightPusher(Protocol):
     async def push(self, model: torch.nn.Module, version: int) -> None: ...
-
-
-class InProcessPusher:
-    """For the embedded local engine: copy the state dict into the serving model."""
-
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine  # openforgerl.engines.local: exposes load_state_dict(sd, version)
-
-    async def push(self, model: torch.nn.Module, version: int) -> None:
-        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        self.engine.load_state_dict(state, version)
 
 
 class DiskReloadPusher:
