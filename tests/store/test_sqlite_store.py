@@ -77,3 +77,44 @@ def test_appended_call_survives_sigkill(tmp_path):
     store = SQLiteCallStore(db)
     assert [c.completion_token_ids for c in store.read_calls("k")] == [[i] for i in range(50)]
     store.close()
+
+
+async def test_concurrent_appends_group_commit_and_round_trip_exactly(tmp_path):
+    """Appends made in one loop iteration share a transaction; every record reads back identical
+    to what was appended (the hot-path JSON writer must match pydantic's own serialization)."""
+    import asyncio
+
+    store = SQLiteCallStore(tmp_path / "log.db")
+    records = [
+        _call("r", i).model_copy(update={"completion_logprobs": [-0.5, -9999.0, -1.25e-07], "request": {"a": [1, {"b": None}]},
+                                         "error": CallError(kind=CallErrorKind.CLIENT_DISCONNECTED, message="m")})
+        for i in range(300)
+    ]
+    await asyncio.gather(*(store.append_call(r) for r in records))
+    back = await store.list_calls("r")
+    expected = [CallRecord.model_validate_json(r.model_dump_json()) for r in records]
+    assert back == expected
+    await store.aclose()
+
+
+def test_durable_mode_and_appends_from_two_event_loops(tmp_path):
+    """durable=True commits on a writer thread; two loops in two threads share one store."""
+    import asyncio
+    import threading
+
+    store = SQLiteCallStore(tmp_path / "log.db", durable=True)
+
+    def writer(rollout: str) -> None:
+        async def go() -> None:
+            await asyncio.gather(*(store.append_call(_call(rollout, i)) for i in range(50)))
+            store.append_call_nowait(_call(rollout, 50))
+
+        asyncio.run(go())
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [len(store.read_calls(name)) for name in ("a", "b")] == [51, 51]
+    store.close()

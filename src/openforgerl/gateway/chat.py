@@ -23,27 +23,33 @@ def _check(cond: bool, message: str, param: str) -> None:
         raise GatewayError(400, message, param=param)
 
 
+def _check_message(i: int, m: Any) -> None:
+    if not (isinstance(m, dict) and isinstance(m.get("role"), str)):
+        raise GatewayError(400, f"messages[{i}] must be an object with a 'role'", param=f"messages[{i}]")
+    content = m.get("content")
+    if not (content is None or isinstance(content, str | list)):
+        raise GatewayError(400, f"messages[{i}].content must be a string or array", param=f"messages[{i}].content")
+
+
 def validate_chat(body: dict[str, Any]) -> None:
     """Refuse (400) the type errors that would otherwise surface as engine 5xx or crashes."""
     messages = body.get("messages")
     _check(isinstance(messages, list) and len(messages) > 0, "'messages' must be a non-empty array", "messages")
-    for i, m in enumerate(messages):
-        _check(isinstance(m, dict) and isinstance(m.get("role"), str), f"messages[{i}] must be an object with a 'role'",
-               f"messages[{i}]")
-        content = m.get("content")
-        _check(content is None or isinstance(content, str | list), f"messages[{i}].content must be a string or array",
-               f"messages[{i}].content")
+    for i, m in enumerate(messages):  # messages are built only on failure: this runs per message per call
+        _check_message(i, m)
     tools = body.get("tools")
     _check(tools is None or (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)),
            "'tools' must be an array of objects", "tools")
     _check(not isinstance(body.get("stream"), str), "'stream' must be a boolean", "stream")
     for key in ("max_tokens", "max_completion_tokens", "n"):
         v = body.get(key)
-        _check(v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0), f"'{key}' must be a positive integer", key)
+        if not (v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0)):
+            raise GatewayError(400, f"'{key}' must be a positive integer", param=key)
     _check(body.get("n") in (None, 1), "only n=1 is supported", "n")
     for key in ("temperature", "top_p"):
         v = body.get(key)
-        _check(v is None or (isinstance(v, int | float) and not isinstance(v, bool)), f"'{key}' must be a number", key)
+        if not (v is None or (isinstance(v, int | float) and not isinstance(v, bool))):
+            raise GatewayError(400, f"'{key}' must be a number", param=key)
 
 
 class _ChatStream:

@@ -29,6 +29,7 @@ _SIDE_CALL_PROMPTS = ("title generator", "generate a title", "generate a short t
 
 
 _RECORDED = frozenset(RECORDED_HEADERS)
+_SYSTEM_HEAD = 2048
 
 
 def harness_headers(headers: Any) -> dict[str, str]:
@@ -63,7 +64,9 @@ def _system_text(protocol: WireProtocol, request: dict[str, Any]) -> str:
         if isinstance(msgs, list):
             parts += [m.get("content") for m in msgs[:2] if isinstance(m, dict) and m.get("role") in
                       ("system", "developer")]
-    return " ".join(_flatten(p) for p in parts).lower()
+    # Side-call prompts announce themselves in their opening lines; the head of each part is enough
+    # (long agent system prompts are not lower-cased whole on every call).
+    return " ".join(_flatten(p)[:_SYSTEM_HEAD] for p in parts).lower()
 
 
 def _flatten(value: Any) -> str:

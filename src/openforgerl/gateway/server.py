@@ -106,8 +106,8 @@ async def _json_errors(request: web.Request, handler: Any) -> web.StreamResponse
 def build_app(gw: Gateway) -> web.Application:
     app = web.Application(client_max_size=gw.max_body_bytes, middlewares=[_json_errors])
     app[GATEWAY_KEY] = gw
+    add_model_routes(app)  # first: aiohttp matches dynamic routes in order, model calls are the hot path
     add_admin_routes(app)
-    add_model_routes(app)
     return app
 
 

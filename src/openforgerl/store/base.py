@@ -19,7 +19,7 @@ class CallStore(Protocol):
         ...
 
     def append_call_nowait(self, record: CallRecord) -> None:
-        """Queue one finished call for persistence without waiting (flushed by `aclose`)."""
+        """Persist one finished call without awaiting (durable when it returns)."""
         ...
 
     async def put_rollout(self, rollout: RolloutRecord) -> None:
