@@ -22,18 +22,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from openforgerl.envs.errors import TaskFormatError
 from openforgerl.envs.tools import SERVICES, get_tool, tools_for
 
 __all__ = ["FaultSpec", "OpenforgeMeta", "Task", "TaskConfig", "TaskFormatError", "find_tasks", "load_task"]
-
-
-class TaskFormatError(ValueError):
-    """A task folder is malformed. `path` is the offending file, `field` a dotted name (or "")."""
-
-    def __init__(self, path: Path, field: str, reason: str) -> None:
-        self.path, self.field, self.reason = path, field, reason
-        where = f"{path}: {field}: " if field else f"{path}: "
-        super().__init__(where + reason)
 
 
 class FaultSpec(BaseModel):

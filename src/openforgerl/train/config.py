@@ -29,7 +29,10 @@ class EngineSettings(_Strict):
     urls: list[str] = Field(default_factory=list)
     dialect: Literal["vllm", "sglang"] = "vllm"
     weights_dir: str | None = None
-    """Shared directory the remote engines reload weights from (remote only)."""
+    """Directory the engines reload weights from (default `<out_dir>/weights`)."""
+    separate_process: bool = True
+    """`local` only: serve the embedded engine from its own process (its own GIL and core; weights
+    pushed through its vLLM-style reload route) rather than a thread of the training process."""
     max_tokens: int = 96
     temperature: float = 1.0
 

@@ -98,16 +98,25 @@ async def open_stack(config: TrainConfig, out_dir: Path) -> AsyncIterator[Stack]
 
     policy_path = resolve_model_path(config.model)
     async with AsyncExitStack() as stack:
-        if config.engine.kind == "local":
+        weights = Path(config.engine.weights_dir or out_dir / "weights")
+        urls: Sequence[str]
+        pusher: WeightPusher
+        if config.engine.kind == "local" and config.engine.separate_process:
+            from openforgerl.engines.local.process import LocalEngineProcess
+
+            proc = await LocalEngineProcess.start(policy_path, out_dir / "engine.log")
+            stack.callback(proc.close)
+            urls = [proc.url]
+            pusher = DiskReloadPusher(urls, weights, dialect="vllm")
+        elif config.engine.kind == "local":
             from openforgerl.engines.local.background import BackgroundServer
 
             server = BackgroundServer.start(str(policy_path))
             stack.callback(server.close)
-            urls: Sequence[str] = [server.url]
-            pusher: WeightPusher = InProcessPusher(server)
+            urls = [server.url]
+            pusher = InProcessPusher(server)
         else:
             urls = config.engine.urls
-            weights = Path(config.engine.weights_dir or out_dir / "weights")
             pusher = DiskReloadPusher(urls, weights, dialect=config.engine.dialect)
         store = SQLiteCallStore(out_dir / "calls.db")
         stack.push_async_callback(store.aclose)

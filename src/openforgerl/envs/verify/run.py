@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log", type=Path, default=None, help="human-readable log (default: next to --out)")
     ns = ap.parse_args(argv)
     from openforgerl.envs.client import service_url
-    from openforgerl.envs.task import TaskFormatError
+    from openforgerl.envs.errors import TaskFormatError
 
     try:
         outcome = verify_live(_checks_path(ns), ns.state_url or service_url(), ns.workdir)

@@ -8,8 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-import openai
-
+from openforgerl.harness.zero.client import ChatClient
 from openforgerl.harness.zero.loop import Budget, dump_jsonl, run_agent
 from openforgerl.harness.zero.tools import BUILTIN_SCHEMAS, load_toolbox
 
@@ -26,7 +25,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-turns", type=int, default=30)
     p.add_argument("--wall-clock", type=float, default=600.0, help="seconds for the whole run")
     p.add_argument("--call-timeout", type=float, default=300.0, help="seconds per model call")
-    p.add_argument("--max-retries", type=int, default=2, help="SDK retries on 5xx / connection errors")
+    p.add_argument("--max-retries", type=int, default=2, help="retries on 408/409/429/5xx, timeouts and connection errors")
     p.add_argument("--max-tokens", type=int, default=None)
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--transcript", help="append every message to this JSONL file")
@@ -38,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     instruction = args.instruction or os.environ.get("OPENFORGERL_INSTRUCTION", "")
     builtins = [b for b in args.builtins.split(",") if b]
     tools = load_toolbox(args.tools_json, args.workdir, args.service_url, builtins)
-    client = openai.OpenAI(max_retries=args.max_retries)  # OPENAI_BASE_URL / OPENAI_API_KEY from env
+    client = ChatClient(os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+                        os.environ.get("OPENAI_API_KEY", ""), args.max_retries)
     sampling = {k: v for k, v in (("max_tokens", args.max_tokens), ("temperature", args.temperature))
                 if v is not None}
     budget = Budget(time.monotonic() + args.wall_clock, args.max_turns, args.call_timeout)

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-import openai
-
+from openforgerl.harness.zero.client import ChatClient, ModelAPIError, drop_none
 from openforgerl.harness.zero.tools import ToolBox
 
 SYSTEM_PROMPT = (
@@ -44,8 +43,11 @@ def initial_messages(instruction: str) -> list[dict[str, Any]]:
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": instruction}]
 
 
-def _assistant_message(completion: Any) -> dict[str, Any]:
-    return completion.choices[0].message.model_dump(exclude_none=True)
+def _assistant_message(completion: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return drop_none(completion["choices"][0]["message"])
+    except (KeyError, IndexError, TypeError) as exc:
+        raise ModelAPIError(f"answer has no choices[0].message: {str(completion)[:200]}") from exc
 
 
 def _tool_results(message: dict[str, Any], tools: ToolBox) -> list[dict[str, Any]]:
@@ -69,7 +71,7 @@ class Budget:
         return max(0.0, min(self.call_timeout_s, self.deadline - time.monotonic()))
 
 
-def run_agent(client: openai.OpenAI, model: str, instruction: str, tools: ToolBox, budget: Budget,
+def run_agent(client: ChatClient, model: str, instruction: str, tools: ToolBox, budget: Budget,
               on_message: Callable[[dict[str, Any]], None] = lambda m: None,
               **sampling: Any) -> AgentResult:
     """Drive one task to a final answer; never raises for model or tool failures."""
@@ -80,13 +82,13 @@ def run_agent(client: openai.OpenAI, model: str, instruction: str, tools: ToolBo
         timeout = budget.call_timeout()
         if timeout <= 0:
             return AgentResult(ExitCode.BUDGET, turns=turn - 1, messages=messages, error="wall clock")
+        body: dict[str, Any] = {"model": model, "messages": messages, **sampling}
+        if tools.schemas:
+            body["tools"] = tools.schemas
         try:
-            completion = client.chat.completions.create(
-                model=model, messages=messages, tools=tools.schemas or openai.NOT_GIVEN,
-                timeout=timeout, **sampling)
-        except openai.APIError as exc:
+            assistant = _assistant_message(client.create(body, timeout=timeout, deadline=budget.deadline))
+        except ModelAPIError as exc:
             return AgentResult(ExitCode.MODEL_ERROR, turns=turn, messages=messages, error=repr(exc))
-        assistant = _assistant_message(completion)
         results = _tool_results(assistant, tools)
         for m in (assistant, *results):
             messages.append(m)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -78,17 +79,27 @@ def _service_text(status: int, raw: bytes) -> str:
     return _clip(json.dumps(body, indent=2))
 
 
-def service_executor(service_url: str, name: str, timeout_s: float = 60.0) -> Executor:
-    """POST the call's arguments as JSON to `{service_url}/tools/{name}` (the envs services' direct route)."""
+def service_executor(service_url: str, name: str, timeout_s: float = 60.0, ready_wait_s: float = 15.0) -> Executor:
+    """POST the call's arguments as JSON to `{service_url}/tools/{name}` (the envs services' direct route).
+
+    A refused connection is retried for up to `ready_wait_s`: the task's service starts beside the
+    harness, and `zero` can be asking before it listens (the same wait the MCP server and the
+    verifier make through `envs.client`)."""
     def call(args: Mapping[str, Any]) -> str:
         req = urllib.request.Request(f"{service_url.rstrip('/')}/tools/{name}", method="POST",
                                      data=json.dumps(dict(args)).encode(),
                                      headers={"content-type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-                return _service_text(resp.status, resp.read())
-        except urllib.error.HTTPError as exc:
-            return _service_text(exc.code, exc.read())
+        deadline = time.monotonic() + ready_wait_s
+        while True:
+            try:
+                with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+                    return _service_text(resp.status, resp.read())
+            except urllib.error.HTTPError as exc:
+                return _service_text(exc.code, exc.read())
+            except urllib.error.URLError as exc:
+                if not isinstance(exc.reason, ConnectionRefusedError) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
     return call
 
 
