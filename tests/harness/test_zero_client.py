@@ -14,7 +14,7 @@ from openforgerl.harness.zero.client import ChatClient, ModelAPIError, drop_none
 
 def _serve(statuses: list[int], seen: list[dict]) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append({"path": self.path, "auth": self.headers["Authorization"], "body": body})
             status = statuses.pop(0) if statuses else 200

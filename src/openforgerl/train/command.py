@@ -18,10 +18,12 @@ def command(
 ) -> None:
     """Train a policy with GRPO inside a real harness (rollouts, reconstruction, update, weight sync)."""
     from rich.console import Console
+    from transformers.utils import logging as hf_logging
 
     from openforgerl.train.config import TrainConfig
     from openforgerl.train.trainer import Trainer
 
+    hf_logging.disable_progress_bar()  # the step table is the progress display; no per-push bars
     cfg = TrainConfig.from_yaml(config)
     updates: dict[str, object] = {}
     if out_dir is not None:
@@ -34,6 +36,11 @@ def command(
     console = Console()
     out = Path(cfg.out_dir)
     summary = asyncio.run(Trainer(cfg, out, console).run(resume=resume))
-    console.print(f"[bold]done[/]: {summary.steps} steps, reward {summary.first_reward} -> {summary.last_reward}, "
-                  f"held-out pass@1 {summary.eval_before} -> {summary.eval_after}")
+    console.print(f"[bold]done[/]: {summary.steps} steps, train reward (mean of first / last five steps) "
+                  f"{_fmt(summary.first_reward)} -> {_fmt(summary.last_reward)}, "
+                  f"held-out pass@1 {_fmt(summary.eval_before)} -> {_fmt(summary.eval_after)}")
     console.print(f"metrics: {out / 'metrics.jsonl'}  curve: {summary.curve}  tensorboard: {out / 'tensorboard'}")
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"

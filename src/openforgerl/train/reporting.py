@@ -73,7 +73,11 @@ def plot_reward_curve(rows: Sequence[Mapping[str, Any]], path: Path, *, title: s
 
     fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=120)
     steps = [r["step"] for r in rows if "reward" in r]
-    ax.plot(steps, [r["reward"] for r in rows if "reward" in r], marker="o", label="train reward (mean)")
+    rewards = [r["reward"] for r in rows if "reward" in r]
+    ax.plot(steps, rewards, marker="o", markersize=3, alpha=0.5, label="train reward (mean per step)")
+    if len(rewards) >= 5:  # each step draws a different task subset; the trend is in the average
+        avg = [sum(rewards[max(0, i - 4): i + 1]) / len(rewards[max(0, i - 4): i + 1]) for i in range(len(rewards))]
+        ax.plot(steps, avg, color="C0", linewidth=2, label="train reward (5-step average)")
     evals = [r for r in rows if "eval_pass1" in r]
     if evals:
         ax.plot([r["step"] for r in evals], [r["eval_pass1"] for r in evals], marker="s",

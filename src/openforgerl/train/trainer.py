@@ -48,7 +48,9 @@ class TrainSummary:
     out_dir: Path
     steps: int
     first_reward: float | None
+    """Mean training reward of the first five steps (single steps draw different tasks)."""
     last_reward: float | None
+    """... and of the last five."""
     eval_before: float | None
     eval_after: float | None
     curve: Path | None
@@ -199,5 +201,6 @@ class Trainer:
         rewards = [r["reward"] for r in rows if "reward" in r]
         curve = plot_reward_curve(rows, self.out_dir / "reward_curve.png") if rewards else None
         self.log.close()
-        return TrainSummary(self.out_dir, len(rewards), rewards[0] if rewards else None,
-                            rewards[-1] if rewards else None, before, after, curve)
+        head, tail = rewards[:5], rewards[-5:]
+        return TrainSummary(self.out_dir, len(rewards), sum(head) / len(head) if head else None,
+                            sum(tail) / len(tail) if tail else None, before, after, curve)

@@ -39,43 +39,56 @@ def not_called(tool: str, name: str) -> dict[str, Any]:
 # --- easy: one call, SFT-aligned ------------------------------------------------------------------
 
 # The `sft` family speaks the tiny model's warm-up vocabulary (scripts/build_tiny_model.py: WORDS, NAMES,
-# DOMAINS, EXTS), so the training quickstart starts from a policy that sometimes succeeds; the last row of
-# each family is the held-out test task.
+# DOMAINS, EXTS), so the training quickstart starts from a policy that sometimes succeeds. The first seven
+# rows of each are for training, the last EASY_HELD_OUT rows are held out (`test`): with one held-out task
+# per family the quickstart's held-out pass@1 moved in steps of 1/3 and often started at 1.0.
+EASY_HELD_OUT = 4
+
+
+def _hold_out(drafts: list[TaskDraft]) -> list[TaskDraft]:
+    for i, draft in enumerate(drafts):
+        draft.split = "test" if i >= len(drafts) - EASY_HELD_OUT else "train"
+    return drafts
+
+
 def easy_write_file() -> list[TaskDraft]:
     rows = [("plan.md", "budget review"), ("notes_travel.txt", "hotel flight"), ("demo.log", "launch party"),
             ("chart.csv", "data summary"), ("garden.md", "coffee music"), ("backup_server.txt", "deploy release fix"),
-            ("agenda.md", "sprint meeting"), ("slides.txt", "demo paper")]
-    return [TaskDraft(
+            ("agenda.md", "sprint meeting"), ("slides.txt", "demo paper"), ("report_city.txt", "river cloud"),
+            ("music.log", "apple garden"), ("notes.md", "python test")]
+    return _hold_out([TaskDraft(
         name=f"claw/easy-write-file-{i + 1:02d}",
         instruction=f"Write the text '{text}' to the file {path}.",
         services=["files"], tools=SFT_TOOLS, difficulty="easy", tags=["sft", "files"],
         checks=[{"kind": "file", "name": "file_written", "path": path, "equals": text}],
-        actions=[A("write_file", path=path, content=text)]) for i, (path, text) in enumerate(rows)]
+        actions=[A("write_file", path=path, content=text)]) for i, (path, text) in enumerate(rows)])
 
 
 def easy_todo_add() -> list[TaskDraft]:
     rows = ["book hotel", "review draft", "plan sprint", "fix bug", "update slides", "dinner party",
-            "test release", "paper review"]
-    return [TaskDraft(
+            "test release", "paper review", "book flight", "deploy server", "coffee meeting"]
+    return _hold_out([TaskDraft(
         name=f"claw/easy-todo-add-{i + 1:02d}", instruction=f"Add a todo '{title}'.",
         services=["todo"], tools=SFT_TOOLS, difficulty="easy", tags=["sft", "todo"],
         fixtures=base_fixtures("todo"),
         checks=[rec("todo.items", "todo_added", {"title": title, "done": False})],
-        actions=[A("todo_add", title=title)]) for i, title in enumerate(rows)]
+        actions=[A("todo_add", title=title)]) for i, title in enumerate(rows)])
 
 
 def easy_mail_send() -> list[TaskDraft]:
     rows = [("alice@example.com", "lunch", "lunch meeting"), ("bob@corp.io", "budget", "budget report draft"),
             ("carol@mail.org", "travel", "hotel flight ticket"), ("dave@team.dev", "release", "deploy release notes"),
             ("erin@example.com", "demo", "demo slides"), ("frank@corp.io", "invoice", "invoice summary"),
-            ("grace@mail.org", "party", "dinner party"), ("heidi@team.dev", "design", "design review")]
-    return [TaskDraft(
+            ("grace@mail.org", "party", "dinner party"), ("heidi@team.dev", "design", "design review"),
+            ("ivan@corp.io", "agenda", "sprint agenda"), ("judy@example.com", "hotel", "hotel city"),
+            ("oscar@mail.org", "data", "data chart")]
+    return _hold_out([TaskDraft(
         name=f"claw/easy-mail-send-{i + 1:02d}",
         instruction=f"Send an email to {to} with subject '{subject}' and body '{body}'.",
         services=["mail"], tools=SFT_TOOLS, difficulty="easy", tags=["sft", "mail"],
         fixtures=base_fixtures("mail"),
         checks=[rec("mail.sent", "mail_sent", {"to": to, "subject": subject}, {"body": body})],
-        actions=[A("mail_send", to=to, subject=subject, body=body)]) for i, (to, subject, body) in enumerate(rows)]
+        actions=[A("mail_send", to=to, subject=subject, body=body)]) for i, (to, subject, body) in enumerate(rows)])
 
 
 # --- medium: one service, needs a lookup or a specific operation -----------------------------------

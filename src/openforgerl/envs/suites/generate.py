@@ -1,6 +1,7 @@
 """`python -m openforgerl.envs.suites.generate [OUT]`: (re)write the Claw suite from `families.py`.
 
-Split: in every family with two or more tasks, the last one is held out as `test`; the rest `train`.
+Split: in every family with two or more tasks, the last one is held out as `test`, the rest `train`
+(unless the family sets the split itself, as the easy `sft` families do).
 Output is deterministic, so the committed suite equals a fresh generation (a test checks this).
 """
 
@@ -21,8 +22,10 @@ def all_drafts() -> list[TaskDraft]:
     drafts: list[TaskDraft] = []
     for family in FAMILIES:
         members = family()
+        chosen = any(d.split == "test" for d in members)
         for i, draft in enumerate(members):
-            draft.split = "test" if len(members) >= 2 and i == len(members) - 1 else "train"
+            if not chosen:
+                draft.split = "test" if len(members) >= 2 and i == len(members) - 1 else "train"
             drafts.append(draft)
     names = [d.name for d in drafts]
     dupes = {n for n in names if names.count(n) > 1}
