@@ -83,7 +83,7 @@ def test_runtime_surfaces(tmp_path: Path) -> None:
 
 def test_quickstart_subset() -> None:
     sft = claw_runtimes(tag="sft", difficulty="easy")
-    assert len(sft) == 24 and {len(load_actions(rt)) for rt in sft} == {1}
+    assert len(sft) == 33 and {len(load_actions(rt)) for rt in sft} == {1}
     assert {rt.task.meta.split for rt in claw_runtimes(split="test")} == {"test"}
 
 
