@@ -37,9 +37,26 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 # -- the floor: a bare relay ---------------------------------------------------------------------
+def event_loop_name() -> str:
+    """The loop both proxies run on: the gateway uses uvloop when it is installed, and so does the relay,
+    so the floor and the gateway differ only in what they do per call."""
+    try:
+        import uvloop
+    except ImportError:
+        return "asyncio"
+    return f"uvloop {uvloop.__version__}"
+
+
 def serve_relay(port: int, upstream: str) -> None:
     """A minimal aiohttp pass-through: bytes in, bytes out, SSE relayed chunk by chunk."""
     from aiohttp import web
+
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
 
     session: dict[str, aiohttp.ClientSession] = {}
 
@@ -336,7 +353,8 @@ async def main_async(args: argparse.Namespace) -> None:
             targets.append(litellm)
         else:
             print(f"(litellm skipped: no --litellm-python venv given or found: {args.litellm_python})")
-        print(f"# gateway overhead ({'quick' if args.quick else 'full'}), {psutil.cpu_count()} CPUs, logs {log_dir}\n")
+        print(f"# gateway overhead ({'quick' if args.quick else 'full'}), {psutil.cpu_count()} CPUs, "
+              f"event loop of relay and gateway: {event_loop_name()}, logs {log_dir}\n")
         rows = await matrix(targets, direct, args)
         p_direct = Proc("direct", paced_eng, paced_url + "/v1/chat/completions")
         p_relay = await start_relay("relay", paced_url, log_dir)

@@ -311,3 +311,30 @@ async def test_failed_bwrap_setup_is_retried_but_command_failures_are_not(backen
     with pytest.raises(SandboxError):
         await sbx.exec(["true"])
     await sbx.aclose()
+
+
+async def test_host_folders_under_tmp_show_through_the_sandbox_tmp(tmp_path: Path) -> None:
+    """A checkout or venv under /tmp stays visible (read-only) although each sandbox has its own /tmp."""
+    import shutil
+    import tempfile
+
+    from openforgerl.sandbox import bwrap
+
+    host_dir = Path(tempfile.mkdtemp(prefix="ofrl-tmp-checkout-", dir="/tmp"))
+    try:
+        (host_dir / "tool.txt").write_text("visible")
+        backend = LocalBackend(root=tmp_path / "sbx")
+        backend.tmp_ro_binds = [host_dir]
+        sbx = await backend.open_sandbox(SandboxSpec(rollout_id="tmpbind"))
+        seen = await sbx.exec(["cat", str(host_dir / "tool.txt")])
+        wrote = await sbx.exec(["sh", "-c", f"echo x > {host_dir}/new.txt"])
+        own = await sbx.exec(["sh", "-c", "echo mine > /tmp/own.txt && cat /tmp/own.txt"])
+        await backend.aclose()
+        assert seen.returncode == 0 and seen.stdout == b"visible"
+        assert wrote.returncode != 0 and not (host_dir / "new.txt").exists()
+        assert own.stdout == b"mine\n" and not Path("/tmp/own.txt").exists()
+    finally:
+        shutil.rmtree(host_dir)
+    # what the backend binds by itself: only folders under /tmp, never the sandboxes' own root
+    found = bwrap.host_paths_under_tmp(Path("/tmp/openforgerl-sbx"))
+    assert all(p.is_relative_to("/tmp") and not p.is_relative_to("/tmp/openforgerl-sbx") for p in found)

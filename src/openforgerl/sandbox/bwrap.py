@@ -27,7 +27,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["host_root_args", "sandbox_args", "wrap_command"]
+__all__ = ["host_paths_under_tmp", "host_root_args", "sandbox_args", "wrap_command"]
 
 _SKIP = {"proc", "dev", "tmp", "workdir", "lost+found"}
 
@@ -63,14 +63,31 @@ def _is_under(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
 
 
+def host_paths_under_tmp(sandboxes_root: Path) -> list[Path]:
+    """Host folders under /tmp that sandboxed programs need: the Python environment, this package and
+    the installed tools. The sandbox's own /tmp hides the host's, so a checkout or venv under /tmp
+    would vanish inside it; these are bound back read-only."""
+    import sys
+
+    from openforgerl.paths import install_root
+
+    package = Path(__file__).resolve().parents[1]
+    wanted = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package, install_root().resolve()}
+    tmp = Path("/tmp")
+    out = [p for p in wanted if _is_under(p, tmp) and p != tmp and not _is_under(p, sandboxes_root)]
+    return sorted({p for p in out if not any(q != p and _is_under(p, q) for q in out)})
+
+
 def sandbox_args(root_args: Sequence[str], sandboxes_root: Path, workdir: Path, tmpdir: Path,
-                 *, unshare_net: bool) -> list[str]:
+                 *, unshare_net: bool, tmp_ro_binds: Sequence[Path] = ()) -> list[str]:
     """Everything but the command: mounts and namespaces of one sandbox."""
     args = ["bwrap", *root_args]
     if not _is_under(sandboxes_root, Path("/tmp")):
         args += ["--tmpfs", str(sandboxes_root)]
-    args += ["--bind", str(workdir), "/workdir", "--bind", str(tmpdir), "/tmp", "--remount-ro", "/",
-             "--dev-bind", "/dev/null", "/dev/tty"]
+    args += ["--bind", str(workdir), "/workdir", "--bind", str(tmpdir), "/tmp"]
+    for path in tmp_ro_binds:  # after /tmp, so they show through the sandbox's own /tmp
+        args += ["--ro-bind", str(path), str(path)]
+    args += ["--remount-ro", "/", "--dev-bind", "/dev/null", "/dev/tty"]
     args += ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if unshare_net:
         args.append("--unshare-net")

@@ -167,7 +167,8 @@ class LocalSandbox(HostFilesMixin):
         if self.netns is not None:
             prefix = [*prefix, "nsenter", f"--net={self.netns.path}"]
         bargs = bwrap.sandbox_args(self._backend.root_args, self._backend.root, self.home / "work",
-                                   self.host_tmpdir, unshare_net=self.netns is None)
+                                   self.host_tmpdir, unshare_net=self.netns is None,
+                                   tmp_ro_binds=self._backend.tmp_ro_binds)
         if status_fd is not None:
             bargs = [*bargs, "--json-status-fd", str(status_fd)]
         return bwrap.wrap_command(prefix, bargs, argv, cwd)
@@ -387,6 +388,7 @@ class LocalBackend:
             network = "netns" if netns_supported() else "none"
         self.network = network
         self.root_args = bwrap.host_root_args()
+        self.tmp_ro_binds = bwrap.host_paths_under_tmp(self.root)
         self._open: set[LocalSandbox] = set()
         self._deleting: set[asyncio.Future[None]] = set()
 
