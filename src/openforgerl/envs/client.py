@@ -52,10 +52,12 @@ def _with_retry(req: urllib.request.Request, timeout_s: float, wait_s: float) ->
 
 
 def call_tool(name: str, args: dict[str, Any], *, url: str | None = None, timeout_s: float = 30.0,
-              wait_s: float = 10.0) -> tuple[int, Any]:
-    """POST one tool call → (HTTP status, decoded JSON body)."""
+              wait_s: float = 10.0, route: str = "call") -> tuple[int, Any]:
+    """POST one tool call to `/<route>/<name>` → (HTTP status, decoded JSON body).
+
+    `route` is `call` for the MCP server and the shell CLI, `tools` for `zero`'s direct-tool route."""
     data = json.dumps(args).encode()
-    req = urllib.request.Request(f"{url or service_url()}/call/{name}", data=data, method="POST",
+    req = urllib.request.Request(f"{(url or service_url()).rstrip('/')}/{route}/{name}", data=data, method="POST",
                                  headers={"Content-Type": "application/json"})
     return _with_retry(req, timeout_s, wait_s)
 

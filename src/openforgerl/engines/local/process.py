@@ -19,8 +19,8 @@ from openforgerl.engines.local.vllm_cpu import free_port, stop, wait_healthy
 class LocalEngineProcess:
     """A running `openforgerl.engines.local` server; `url` is its root, `close` stops it."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
-        self.proc, self.url, self.log_path = proc, url, log_path
+    def __init__(self, proc: subprocess.Popen[bytes], url: str) -> None:
+        self.proc, self.url = proc, url
 
     @classmethod
     async def start(cls, model: str | Path, log_path: Path, *, threads: int = 1,
@@ -34,7 +34,7 @@ class LocalEngineProcess:
         except BaseException:
             stop(proc)
             raise RuntimeError(f"local engine did not start; see {log_path}") from None
-        return cls(proc, url, log_path)
+        return cls(proc, url)
 
     def close(self) -> None:
         stop(self.proc)

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from openforgerl.envs.client import call_tool
 
 MAX_OUTPUT = 16_000
 
@@ -65,12 +64,8 @@ def builtin_executors(workdir: Path, bash_timeout_s: float = 120.0) -> dict[str,
     return {"write_file": write_file, "read_file": read_file, "bash": bash}
 
 
-def _service_text(status: int, raw: bytes) -> str:
+def _service_text(status: int, body: Any) -> str:
     """The service's JSON answer as the model sees it: the result, or the error with its status."""
-    try:
-        body = json.loads(raw or b"null")
-    except ValueError:
-        return _clip(raw.decode(errors="replace"))
     if status == 200 and isinstance(body, dict) and "result" in body:
         return _clip(json.dumps(body["result"], indent=2))
     if status != 200:
@@ -80,26 +75,13 @@ def _service_text(status: int, raw: bytes) -> str:
 
 
 def service_executor(service_url: str, name: str, timeout_s: float = 60.0, ready_wait_s: float = 15.0) -> Executor:
-    """POST the call's arguments as JSON to `{service_url}/tools/{name}` (the envs services' direct route).
-
-    A refused connection is retried for up to `ready_wait_s`: the task's service starts beside the
-    harness, and `zero` can be asking before it listens (the same wait the MCP server and the
-    verifier make through `envs.client`)."""
+    """POST the call's arguments as JSON to `{service_url}/tools/{name}` (the envs services' direct route),
+    through `envs.client.call_tool`: a refused connection is retried for up to `ready_wait_s`, since the
+    task's service starts beside the harness and `zero` can be asking before it listens."""
     def call(args: Mapping[str, Any]) -> str:
-        req = urllib.request.Request(f"{service_url.rstrip('/')}/tools/{name}", method="POST",
-                                     data=json.dumps(dict(args)).encode(),
-                                     headers={"content-type": "application/json"})
-        deadline = time.monotonic() + ready_wait_s
-        while True:
-            try:
-                with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-                    return _service_text(resp.status, resp.read())
-            except urllib.error.HTTPError as exc:
-                return _service_text(exc.code, exc.read())
-            except urllib.error.URLError as exc:
-                if not isinstance(exc.reason, ConnectionRefusedError) or time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.05)
+        status, body = call_tool(name, dict(args), url=service_url, timeout_s=timeout_s, wait_s=ready_wait_s,
+                                 route="tools")
+        return _service_text(status, body)
     return call
 
 
