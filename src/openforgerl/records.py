@@ -82,6 +82,15 @@ class CallRecord(BaseModel):
         return self.error is None and not self.side_call and bool(self.completion_token_ids)
 
 
+def json_default(value: object) -> object:
+    """orjson's `default` for records dumped from their attributes (`orjson.dumps(record.__dict__,
+    default=json_default)`): nested models as objects; the same JSON as `model_dump(mode="json")`
+    for these plain models (enums by value), at a quarter of the cost."""
+    if isinstance(value, BaseModel):
+        return value.__dict__
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
 class RolloutStatus(StrEnum):
     OK = "ok"
     AGENT_FAILED = "agent_failed"

@@ -69,6 +69,36 @@ async def test_chat_stream_and_non_stream_records_equal_engine_output(engine_url
     assert second.completion_logprobs == streamed_lps
     assert second.completion_logprobs == pytest.approx(engine_lps, abs=1e-4)
     assert all(r.error is None and r.protocol == WireProtocol.CHAT for r in (first, second))
+    streamed_text = "".join(x.delta.content or "" for ch in chunks for x in ch.choices)
+    assert second.response_text == (streamed_text or None) and first.response_text == choice.message.content
+
+
+@pytest.mark.parametrize("tools", [[], [TODO]], ids=["text", "tools"])
+async def test_byte_scan_of_the_engines_stream_agrees_with_parsing_it(engine_url, tools):
+    """The gateway forwards streamed events unread and reads them once at the end, from the bytes
+    (`scan_events`) when they have the usual shape: on this engine's real stream the scan must
+    accept plain text and agree with a full JSON parse (with tool calls it may decline)."""
+    import aiohttp
+
+    from openforgerl.engines.openai_compat import scan_events
+
+    eng = OpenAICompatEngine(engine_url)
+    body = {"messages": ASK, "temperature": 0, "max_tokens": 48, "stream_options": {"include_usage": True},
+            **({"tools": tools} if tools else {})}
+    payload, headers = eng._prepare(body, "tiny", stream=True)
+    async with aiohttp.ClientSession() as s, s.post(eng.upstreams[0].chat_url, data=payload, headers=headers) as r:
+        raw = await r.read()
+    await eng.aclose()
+    assert raw.endswith(b"data: [DONE]\n\n")
+    events = raw[: -len(b"data: [DONE]\n\n")]
+    parsed = eng._parse_read(events, "")[0]
+    scanned = scan_events(events)
+    if scanned is None:
+        assert tools, "the scan declined a plain-text stream of this engine"
+        return
+    assert json.loads(scanned.prompt_ids_json) == parsed.prompt_token_ids
+    assert (scanned.token_ids, scanned.logprobs, scanned.content, scanned.finish_reason) == \
+        (parsed.token_ids, parsed.logprobs, parsed.content, parsed.finish_reason)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["nonstream", "stream"])

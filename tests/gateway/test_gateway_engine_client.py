@@ -6,7 +6,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from openforgerl.engines.base import EngineCall
+from openforgerl.engines.base import EngineCall, EngineError
 from openforgerl.engines.openai_compat import OpenAICompatEngine
 from openforgerl.engines.scripted import ScriptedEngine, start_scripted_server
 
@@ -123,19 +123,113 @@ def aiohttp_free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_scan_reads_plain_token_events_and_refuses_the_rest():
-    from openforgerl.engines.openai_compat import _Extract
+def test_pass_through_reads_go_unread_and_decode_once():
+    """On the pass-through path vLLM's events are forwarded unread and decoded once at the end; a
+    read is cut before its first final event (so earlier events are not held back with it); only an
+    error event is read at once. Keys escaped inside a string value never count."""
 
-    def event(tid: int, lp: float, top: list, finish: str | None = None, content: str = "x") -> bytes:
+    def event(tid: int, lp: float, finish: str | None = None, content: str = "x") -> bytes:
         choice = {"index": 0, "delta": {"content": content}, "finish_reason": finish, "token_ids": [tid],
-                  "logprobs": {"content": [{"token": content, "logprob": lp, "bytes": [1], "top_logprobs": top}]}}
+                  "logprobs": {"content": [{"token": content, "logprob": lp, "bytes": [1], "top_logprobs": []}]}}
         return b"data: " + orjson.dumps({"id": "c", "choices": [choice]}) + b"\n\n"
 
-    tricky = '"logprob":-1.0, "token_ids":[5] "error"'  # escaped inside a JSON string: never a key
-    raw = event(11, -0.5, []) + event(12, -1.25, [], content=tricky) + event(2, -0.125, [], "stop")
-    chunk = _Extract.scan(raw.replace(b'"error"', b'"err"'), "e")
-    assert chunk is not None and chunk.token_ids == [11, 12, 2] and chunk.logprobs == [-0.5, -1.25, -0.125]
-    assert chunk.finish_reason == "stop" and chunk.final
-    top = [{"token": "y", "logprob": -2.0, "bytes": [2]}]
-    assert _Extract.scan(event(11, -0.5, top), "e") is None  # top-k entries: parse it properly instead
-    assert _Extract.scan(b'data: {"choices":[],"usage":{"prompt_tokens":3}}\n\n', "e") is None
+    eng = OpenAICompatEngine("http://127.0.0.1:9/v1")
+    first = b'data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"prompt_token_ids":[1,2,3]}\n\n'
+    tricky = '"error" "choices":[] "finish_reason":"stop"'  # escaped in the JSON: not keys
+    usage = b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3}}\n\n'
+    reads = [first + event(11, -0.5), event(12, -1.25, content=tricky), event(2, -0.125, "stop") + usage]
+    chunks = [c for r in reads for c in eng._read(r, "e", raw_only=True)[0]]
+    assert all(c.decode is not None and not c.token_ids for c in chunks)
+    assert [c.raw for c in chunks] == reads and [c.final for c in chunks] == [False, False, True]
+
+    coalesced, done = eng._read(b"".join(reads) + b"data: [DONE]\n\n", "e", raw_only=True)
+    assert done and [c.final for c in coalesced] == [False, True]  # cut before the finish event
+    assert coalesced[0].raw == reads[0] + reads[1] and coalesced[1].raw == reads[2]
+    decoded = chunks[0].decode(b"".join(c.raw for c in coalesced))
+    assert orjson.loads(decoded.prompt_ids_json) == [1, 2, 3] and decoded.token_ids == [11, 12, 2]
+    assert decoded.logprobs == [-0.5, -1.25, -0.125] and decoded.finish_reason == "stop"
+    assert decoded.content == "x" + tricky + "x"
+
+    with pytest.raises(EngineError):  # an error event is read at once
+        eng._read(b'data: {"error":{"message":"boom"}}\n\n', "e", raw_only=True)
+    (chunk,), _ = eng._read(reads[1], "e", raw_only=False)  # callers that need chunk dicts get them read
+    assert chunk.decode is None and chunk.token_ids == [12] and chunk.body["id"] == "c"
+    with pytest.raises(EngineError):
+        chunks[0].decode(b"data: {not json\n\n")
+
+
+def test_split_prompt_ids_cuts_only_a_compact_int_array():
+    from openforgerl.engines.openai_compat import split_prompt_ids
+
+    body = {"id": "c", "choices": [{"index": 0, "message": {"content": '"prompt_token_ids":[9]'}, "token_ids": [4]}],
+            "usage": {"prompt_tokens": 3}, "prompt_token_ids": [1, 22, 333]}
+    raw = orjson.dumps(body)
+    rest, ids = split_prompt_ids(raw)
+    assert ids == b"[1,22,333]" and orjson.loads(rest) == {k: v for k, v in body.items() if k != "prompt_token_ids"}
+    first = orjson.dumps({"prompt_token_ids": [7], **{k: v for k, v in body.items() if k != "prompt_token_ids"}})
+    rest, ids = split_prompt_ids(first)  # also when it is the first key
+    assert ids == b"[7]" and "prompt_token_ids" not in orjson.loads(rest)
+    assert split_prompt_ids(orjson.dumps({**body, "prompt_token_ids": [1.5]})) is None  # not ints
+    assert split_prompt_ids(orjson.dumps({**body, "prompt_token_ids": ["a"]})) is None
+    assert split_prompt_ids(orjson.dumps({"id": "c"})) is None  # absent
+    assert split_prompt_ids(raw.replace(b'"prompt_token_ids":[1,22,333]', b'"prompt_token_ids":[1, 22]')) is None
+
+
+async def test_deadline_guard_times_out_and_lets_other_cancellations_through():
+    import asyncio
+
+    from openforgerl.gateway.deadlines import DeadlineWatch
+
+    watch = DeadlineWatch(period_s=0.02)
+    loop = asyncio.get_running_loop()
+    with pytest.raises(TimeoutError):
+        with watch.guard(loop.time() + 0.05):
+            await asyncio.sleep(5)
+    with watch.guard(loop.time() + 5):  # finishes in time: nothing happens
+        await asyncio.sleep(0.01)
+    with watch.guard(None):
+        await asyncio.sleep(0)
+
+    async def cancelled_from_outside() -> None:
+        with watch.guard(loop.time() + 5):
+            await asyncio.sleep(5)
+
+    task = asyncio.create_task(cancelled_from_outside())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not watch._guards
+
+
+def test_scan_events_agrees_with_the_json_parser_or_declines():
+    """The byte scan of unread events gives what parsing them gives (ids, logprobs, text, finish,
+    prompt ids), or declines (None) for shapes it does not know, never something else."""
+    from openforgerl.engines.openai_compat import scan_events
+
+    def event(delta: dict, tid: int | None = None, lp: float = -0.5, finish: str | None = None,
+              top: list | None = None) -> bytes:
+        choice: dict = {"index": 0, "delta": delta}
+        if tid is not None:
+            choice["logprobs"] = {"content": [{"token": "t", "logprob": lp, "bytes": [1], "top_logprobs": top or []}]}
+        choice["finish_reason"] = finish
+        if tid is not None:
+            choice["token_ids"] = [tid]
+        return b"data: " + orjson.dumps({"id": "c", "object": "chat.completion.chunk", "choices": [choice]}) + b"\n\n"
+
+    head = (b'data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
+            b'"finish_reason":null}],"prompt_token_ids":[1,2,3]}\n\n')
+    plain = head + event({"reasoning": "hmm"}, 5, -1.5) + event({"content": 'say "hi"\\n\u00e9\U0001F600'}, 6, -2e-05) \
+        + event({}, 7, -9999.0, "stop") + b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3}}\n\n'
+    eng = OpenAICompatEngine("http://127.0.0.1:9/v1")
+    scanned, parsed = scan_events(plain), eng._parse_read(plain, "")[0]
+    assert scanned is not None and orjson.loads(scanned.prompt_ids_json) == parsed.prompt_token_ids == [1, 2, 3]
+    assert (scanned.token_ids, scanned.logprobs, scanned.content, scanned.finish_reason, scanned.final) == \
+        (parsed.token_ids, parsed.logprobs, parsed.content, parsed.finish_reason, parsed.final)
+    assert scanned.content == 'say "hi"\\n\u00e9\U0001F600'
+    tool = event({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}, 8)
+    assert scan_events(plain + tool) is None  # tool calls: parsed instead
+    assert scan_events(event({"content": "x"}, 9, top=[{"token": "y", "logprob": -3.0, "bytes": [2]}])) is None
+    assert scan_events(event({"refusal": None, "content": "x"}, 9)) is None  # a delta shape it does not know
+    assert scan_events(plain.replace(b'"token_ids":[6]', b'"token_ids":[6,6]')) is None  # ids without logprobs
+    assert scan_events(plain[:-30] + b"\n\n") is None  # a torn event

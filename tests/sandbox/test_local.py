@@ -332,7 +332,7 @@ async def test_host_folders_under_tmp_show_through_the_sandbox_tmp(tmp_path: Pat
         await backend.aclose()
         assert seen.returncode == 0 and seen.stdout == b"visible"
         assert wrote.returncode != 0 and not (host_dir / "new.txt").exists()
-        assert own.stdout == b"mine\n" and not Path("/tmp/own.txt").exists()
+        assert own.stdout == b"mine\n" and not Path("/tmp/own.txt").exists()  # noqa: ASYNC240
     finally:
         shutil.rmtree(host_dir)
     # what the backend binds by itself: only folders under /tmp, never the sandboxes' own root

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import orjson
+
 from openforgerl.records import (
     CallError,
     CallErrorKind,
@@ -118,3 +120,72 @@ def test_durable_mode_and_appends_from_two_event_loops(tmp_path):
         t.join()
     assert [len(store.read_calls(name)) for name in ("a", "b")] == [51, 51]
     store.close()
+
+
+def test_journal_replay_stops_at_torn_stale_or_zero_frames(tmp_path):
+    """The journal reads back exactly the live epoch: a frame torn by a kill, frames left from an
+    earlier epoch past the live end, and the zero-filled tail all end it."""
+    from openforgerl.store.journal import CallJournal, read_journal
+
+    journal = CallJournal(tmp_path / "log.db", size=4096)  # small: appends must grow it
+    bodies = [b'{"n":%d,"pad":"%s"}' % (i, b"x" * (1500 * i)) for i in range(4)]
+    for i, body in enumerate(bodies):
+        journal.append("r", i, body)
+    assert journal.path.stat().st_size > 4096
+    assert list(read_journal(journal.path)) == [("r", i, b) for i, b in enumerate(bodies)]
+    assert not journal.start_over_if(3) and journal.start_over_if(4)  # all 4 committed: epoch 2 from 0
+    journal.append("r2", 9, b'{"short":1}')
+    assert list(read_journal(journal.path)) == [("r2", 9, b'{"short":1}')]  # not the stale epoch-1 frames
+    data = bytearray(journal.path.read_bytes())
+    journal.close(remove=False)
+    data[25] ^= 0xFF  # a torn / corrupt live frame (header 18 bytes, id 2, body 11): not trusted
+    journal.path.write_bytes(bytes(data))
+    assert list(read_journal(journal.path)) == []
+
+
+def test_orphaned_journal_of_a_killed_process_is_replayed_and_a_live_one_is_not(tmp_path):
+    """Calls journaled by a process killed before its writer committed them reach SQLite when the
+    database is next opened; the journal of a store still open elsewhere is left alone."""
+    db = tmp_path / "log.db"
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from pathlib import Path
+        from openforgerl.store.journal import CallJournal
+        j = CallJournal(Path({str(db)!r}))
+        for i in range(5):
+            j.append("k", i, b'{{"rollout_id":"k","index":%d,"protocol":"chat_completions"}}' % i)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    assert subprocess.run([sys.executable, "-c", script], timeout=60).returncode == -9
+    live = SQLiteCallStore(db)
+    live.append_call_nowait(_call("live", 0))  # its own journal, flock held
+    assert [c.index for c in live.read_calls("k")] == list(range(5))  # the orphan was replayed
+    journals = list(tmp_path.glob("log.db.journal.*"))
+    assert journals == [live._journal.path]
+    other = SQLiteCallStore(db)  # must not replay or delete the live store's journal
+    assert list(tmp_path.glob("log.db.journal.*")) == journals
+    assert [c.rollout_id for c in other.read_calls("live")] == ["live"]  # committed by live's writer
+    other.close()
+    live.close()
+    assert list(tmp_path.glob("log.db.journal.*")) == []  # everything committed: removed on close
+
+
+async def test_append_call_json_round_trips_the_gateway_record(tmp_path):
+    """The gateway's hot path stores `record_json` (request and prompt ids spliced in as the bytes
+    that came over the wire); it reads back equal to `build_record` of the same call."""
+    from openforgerl.gateway.recording import CallMeta, CallTape, build_record, record_json
+
+    raw_request = b'{"model": "m",  "messages": [{"role": "user", "content": "h\\u00e9"}], "n": 1}'
+    meta = CallMeta("r", 3, WireProtocol.CHAT, orjson.loads(raw_request), None,
+                    {"thread-id": "t1", "x-codex-parent-thread-id": "t0"}, 2, 100.0, False, raw_request)
+    tape = CallTape(prompt_ids_json=b"[5,6,70000]", token_ids=[1, 2], logprobs=[-0.5, -1e-9], text=["hé"],
+                    finish_reason="stop", engine_id="e", first_token_at=101.0)
+    error = CallError(kind=CallErrorKind.CLIENT_DISCONNECTED, message="gone")
+    store = SQLiteCallStore(tmp_path / "log.db")
+    await store.append_call_json("r", 3, record_json(meta, tape, error, finished_at=102.0))
+    (back,) = await store.list_calls("r")
+    assert back == build_record(meta, tape, error, finished_at=102.0)
+    assert back.prompt_token_ids == [5, 6, 70000] and back.agent_id == "t1" and back.parent_agent_id == "t0"
+    await store.aclose()

@@ -9,14 +9,16 @@ gateway never parses a vendor dialect itself. Failures are raised as `EngineErro
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import orjson
 
 from openforgerl.records import CallErrorKind
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class EngineCall:
     """One chat-completions request as the gateway hands it to an engine.
 
@@ -33,24 +35,34 @@ class EngineCall:
     raw_only: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class EngineResult:
     """A finished non-streamed completion.
 
     `body` is the chat.completion dict to show the client; `raw` (optional) is the same body as the
     engine's own bytes, forwarded untouched when the client speaks chat-completions (cheapest path).
+    The prompt ids come either parsed (`prompt_token_ids`) or as the engine's own JSON array bytes
+    (`prompt_ids_json`, `prompt_token_ids` None): a real agent prompt is tens of thousands of ids,
+    and the gateway only stores them, so it splices those bytes into the record instead of parsing
+    and re-serialising them. `prompt_ids()` gives the list either way.
     """
 
     body: dict[str, Any]
-    prompt_token_ids: list[int]
+    prompt_token_ids: list[int] | None
     token_ids: list[int]
     logprobs: list[float]
     finish_reason: str | None
     engine_id: str
     raw: bytes | None = None
+    prompt_ids_json: bytes | None = None
+
+    def prompt_ids(self) -> list[int]:
+        if self.prompt_token_ids is None:
+            self.prompt_token_ids = orjson.loads(self.prompt_ids_json or b"[]")
+        return self.prompt_token_ids
 
 
-@dataclass
+@dataclass(slots=True)
 class EngineChunk:
     """One streamed chat.completion.chunk (or several that arrived together) plus their ids/logprobs.
 
@@ -71,6 +83,11 @@ class EngineChunk:
     bodies: list[dict[str, Any]] | None = None
     content: str | None = None  # the delta text these events added, when the engine already read it
     final: bool = False  # no more content follows (finish_reason seen, or a usage/ids-only chunk)
+    # Set when the events in `raw` were forwarded unread (plain token events on the pass-through
+    # path): ids, logprobs, text and finish reason are then read once per call, by calling it on
+    # the concatenated `raw` of consecutive such chunks; it returns them as one EngineChunk.
+    decode: Callable[[bytes], EngineChunk | None] | None = None
+    prompt_ids_json: bytes | None = None  # the prompt ids as the engine's JSON array (see EngineResult)
 
     def all_bodies(self) -> list[dict[str, Any]]:
         return self.bodies if self.bodies is not None else [self.body]

@@ -16,6 +16,7 @@ stale pooled connection (closed by the engine while idle) is retried once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import re
 import zlib
@@ -26,14 +27,15 @@ from typing import Any
 
 import aiohttp
 import orjson
+import yarl
 
 from openforgerl.engines.base import EngineCall, EngineChunk, EngineError, EngineResult
 from openforgerl.records import CallErrorKind
 
-_TOKEN_IDS = re.compile(rb'"token_ids":\[([0-9][0-9, ]*)\]')
-_LOGPROB = re.compile(rb'"logprob":(-?[0-9][0-9.eE+-]*)')
-_SPECIAL = re.compile(rb'"(?:prompt_token_ids|error|usage|sglext)"|"choices":\[\]')
+_ERROR_KEY = b'"error"'
+_NO_CHOICES = b'"choices":[]'  # a usage-only event: the last before [DONE]
 _STALE = (aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionResetError)
+_FINISHED = b'"finish_reason":"'  # a non-null finish reason (the key cannot occur inside a string)
 _DONE = b"[DONE]"
 _DONE_EVENT = b"data: [DONE]\n\n"
 
@@ -53,6 +55,11 @@ class Upstream:
     @property
     def api(self) -> str:
         return self.root + "/v1"
+
+    @functools.cached_property
+    def chat_url(self) -> yarl.URL:
+        """Parsed once: aiohttp would parse a string URL again on every call."""
+        return yarl.URL(self.api + "/chat/completions")
 
     @classmethod
     def parse(cls, url: str) -> Upstream:
@@ -76,7 +83,10 @@ class _Extract:
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
 
-    def result(self, body: dict[str, Any]) -> tuple[list[int], list[int], list[float], str | None]:
+    def result(self, body: dict[str, Any], prompt_split: bool = False
+               ) -> tuple[list[int] | None, list[int], list[float], str | None]:
+        """Prompt ids, sampled ids, logprobs, finish reason; `prompt_split`: the prompt ids were
+        already cut out of the body (`split_prompt_ids`), so None stands for them here."""
         choices = body.get("choices") or []
         if not choices:
             raise _protocol_error("engine answer has no choices")
@@ -86,7 +96,7 @@ class _Extract:
             lps = _logprobs(choice)
         else:
             prompt, ids, lps = self._sglang(body, choice)
-        if prompt is None or ids is None:
+        if (prompt is None and not prompt_split) or ids is None:
             raise _protocol_error("engine answer lacks token ids (is return_token_ids supported?)")
         return prompt, ids, lps, choice.get("finish_reason")
 
@@ -127,31 +137,6 @@ class _Extract:
         return EngineChunk(bodies[-1], ids, lps, prompt, finish, engine_id, raw,
                            bodies if len(bodies) > 1 else None, "".join(text), final)
 
-    @staticmethod
-    def scan(raw: bytes, engine_id: str) -> EngineChunk | None:
-        """Ids/logprobs/finish of plain vLLM token chunks read straight from the bytes (no JSON
-        parse; the hot path of chat pass-through). None when the read holds anything else
-        (prompt ids, usage-only, errors, top-k logprobs), and the caller parses it properly.
-
-        Sound because a JSON key such as `"logprob":` cannot occur inside a string value (the
-        quotes would be escaped), and the count check catches any shape we did not expect.
-        """
-        if _SPECIAL.search(raw) is not None:
-            return None
-        lists = _TOKEN_IDS.findall(raw)
-        if len(lists) != raw.count(b"\n\n"):  # every event must carry exactly one id list
-            return None
-        try:
-            ids = [int(x) for m in lists for x in m.split(b",")]
-            lps = [float(x) for x in _LOGPROB.findall(raw)]
-        except ValueError:
-            return None
-        if len(ids) != len(lps):
-            return None
-        at = raw.rfind(b'"finish_reason":"')
-        finish = raw[at + 17 : raw.index(b'"', at + 17)].decode() if at >= 0 else None
-        return EngineChunk({}, ids, lps, None, finish, engine_id, raw, None, None, finish is not None)
-
 
 class OpenAICompatEngine:
     """The gateway's client for one or more OpenAI-compatible engine replicas."""
@@ -177,7 +162,10 @@ class OpenAICompatEngine:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=self._keepalive_s, ttl_dns_cache=None)
+            # No cookie jar: an engine's cookies are not the harness's business, and filtering
+            # them on every call is measurable on the hot path.
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout,
+                                                  cookie_jar=aiohttp.DummyCookieJar(),
                                                   json_serialize=lambda o: orjson.dumps(o).decode())
         return self._session
 
@@ -240,7 +228,7 @@ class OpenAICompatEngine:
 
     async def _post(self, upstream: Upstream, payload: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
         """POST the chat body; one retry when a pooled connection turns out to be stale."""
-        url = upstream.api + "/chat/completions"
+        url = upstream.chat_url
         for attempt in (0, 1):
             try:
                 resp = await self._client().post(url, data=payload, headers=headers)
@@ -268,15 +256,20 @@ class OpenAICompatEngine:
             raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{upstream.engine_id}: {exc!r}") from exc
         finally:
             resp.release()
+        split = split_prompt_ids(raw) if self.dialect == Dialect.VLLM else None
         try:
-            body = orjson.loads(raw)
-            prompt, ids, lps, finish = self._extract.result(body)
+            body = orjson.loads(raw if split is None else split[0])
+            if split is not None and "prompt_token_ids" in body:  # a second copy: read the whole body
+                split, body = None, orjson.loads(raw)
+            prompt, ids, lps, finish = self._extract.result(body, prompt_split=split is not None)
         except (orjson.JSONDecodeError, AttributeError, TypeError, KeyError) as exc:
             raise _protocol_error(f"malformed engine answer: {exc!r}") from exc
-        return EngineResult(body, prompt, ids, lps, finish, upstream.engine_id, raw)
+        return EngineResult(body, prompt, ids, lps, finish, upstream.engine_id, raw,
+                            split[1] if split is not None else None)
 
     async def stream(self, call: EngineCall) -> AsyncIterator[EngineChunk]:
-        """One EngineChunk per network read (all the SSE events it completed), until `[DONE]`."""
+        """EngineChunks as network reads complete SSE events (one per read, or two when a read
+        ends in final events), until `[DONE]`."""
         upstream = self.pick(call.route_key)
         payload, headers = self._prepare(call.body, await self._model(upstream), stream=True)
         resp = await self._post(upstream, payload, headers)
@@ -284,14 +277,17 @@ class OpenAICompatEngine:
         buf, finished = b"", False
         try:
             async for data in resp.content.iter_any():
-                buf += data
-                cut = buf.rfind(b"\n\n")
-                if cut < 0:
-                    continue
-                complete, buf = buf[: cut + 2], buf[cut + 2 :]
-                chunk, done = self._read(complete, engine_id, call.raw_only)
-                if chunk is not None:
-                    finished = finished or chunk.finish_reason is not None
+                if not buf and data.endswith(b"\n\n"):  # the usual case: whole events, no copies
+                    complete = data
+                else:
+                    buf += data
+                    cut = buf.rfind(b"\n\n")
+                    if cut < 0:
+                        continue
+                    complete, buf = buf[: cut + 2], buf[cut + 2 :]
+                chunks, done = self._read(complete, engine_id, call.raw_only)
+                for chunk in chunks:
+                    finished = finished or chunk.final
                     yield chunk
                 if done:
                     return
@@ -302,33 +298,39 @@ class OpenAICompatEngine:
         if not finished:
             raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{engine_id}: stream ended before it finished")
 
-    def _read(self, complete: bytes, engine_id: str, raw_only: bool) -> tuple[EngineChunk | None, bool]:
-        """The events of one read: plain token events are scanned, special ones (prompt ids,
-        usage, errors) parsed as JSON, each alone; `raw_only` callers need no chunk dicts."""
-        if not raw_only or self.dialect != Dialect.VLLM:
-            return self._parse_read(complete, engine_id)
-        done = complete.endswith(_DONE_EVENT)
-        body = complete[: -len(_DONE_EVENT)] if done else complete
-        pieces: list[EngineChunk | None] = []
-        pos = 0
-        for m in _SPECIAL.finditer(body):
-            if m.start() < pos:
-                continue
-            before = body.rfind(b"\n\n", 0, m.start())
-            start = before + 2 if before >= 0 else 0
-            end = body.find(b"\n\n", m.end()) + 2
-            if start > pos:
-                pieces.append(self._scan_or_parse(body[pos:start], engine_id))
-            pieces.append(self._parse_read(body[start:end], engine_id)[0])
-            pos = end
-        if pos < len(body):
-            pieces.append(self._scan_or_parse(body[pos:], engine_id))
-        found = [p for p in pieces if p is not None]
-        return (_join(found, body) if found else None), done
+    def _read(self, complete: bytes, engine_id: str, raw_only: bool) -> tuple[list[EngineChunk], bool]:
+        """The chunks of one read. For `raw_only` callers (they forward `raw`), vLLM's events are
+        passed on unread, to be decoded once per call (`EngineChunk.decode`): with a real engine's
+        pacing every token is its own read, and reading each one alone cost more than forwarding
+        it. Only an error event is read at once. Other callers get every read parsed."""
+        if raw_only and self.dialect == Dialect.VLLM:
+            done = complete.endswith(_DONE_EVENT)
+            body = complete[: -len(_DONE_EVENT)] if done else complete
+            if not body:
+                return [], done
+            if _ERROR_KEY not in body:  # the key cannot occur inside a string value
+                return self._unread(body, engine_id), done
+        chunk, done = self._parse_read(complete, engine_id)
+        return ([] if chunk is None else [chunk]), done
 
-    def _scan_or_parse(self, events: bytes, engine_id: str) -> EngineChunk | None:
-        chunk = self._extract.scan(events, engine_id)
-        return chunk if chunk is not None else self._parse_read(events, engine_id)[0]
+    def _unread(self, body: bytes, engine_id: str) -> list[EngineChunk]:
+        """Unread chunks for `body`, cut before its first final event (finish reason or usage-only),
+        so that the events before it go out now instead of being held back with it."""
+        hits = [at for at in (body.find(_FINISHED), body.find(_NO_CHOICES)) if at >= 0]
+        if not hits:
+            return [EngineChunk({}, engine_id=engine_id, raw=body, decode=self._decode_events)]
+        before = body.rfind(b"\n\n", 0, min(hits))
+        cut = before + 2 if before >= 0 else 0  # where that event starts
+        tail = EngineChunk({}, engine_id=engine_id, raw=body[cut:], final=True, decode=self._decode_events)
+        if cut == 0:
+            return [tail]
+        return [EngineChunk({}, engine_id=engine_id, raw=body[:cut], decode=self._decode_events), tail]
+
+    def _decode_events(self, events: bytes) -> EngineChunk | None:
+        """Ids, logprobs, text, finish reason and prompt ids of events forwarded unread: read
+        from the bytes when they have the usual shape, else parsed as JSON."""
+        chunk = scan_events(events)
+        return chunk if chunk is not None else self._parse_read(events, "")[0]
 
     def _parse_read(self, complete: bytes, engine_id: str) -> tuple[EngineChunk | None, bool]:
         """Parse every event of one read with a single `orjson.loads` (a JSON array of payloads)."""
@@ -383,21 +385,87 @@ class OpenAICompatEngine:
             await asyncio.sleep(0)
 
 
-def _join(pieces: list[EngineChunk], raw: bytes) -> EngineChunk:
-    """Consecutive pieces of one read as one chunk (raw-only: no chunk dicts kept)."""
-    if len(pieces) == 1:
-        return pieces[0]
-    ids: list[int] = []
-    lps: list[float] = []
-    prompt, finish = None, None
-    for p in pieces:
-        ids += p.token_ids
-        lps += p.logprobs
-        prompt = p.prompt_token_ids if p.prompt_token_ids is not None else prompt
-        finish = p.finish_reason if p.finish_reason is not None else finish
-    last = pieces[-1]
-    return EngineChunk(last.body, ids, lps, prompt, finish, last.engine_id, raw, None, None,
-                       any(p.final for p in pieces))
+_PROMPT_IDS_KEY = b'"prompt_token_ids":['
+_ID_CHARS = b"0123456789,"
+_TOKEN_IDS = re.compile(rb'"token_ids":\[([0-9][0-9,]*)\]')
+_LOGPROB = re.compile(rb'"logprob":(-?[0-9][0-9.eE+-]*)[,}]')
+# The delta shapes the scan knows: content (maybe after the role; group 1 is its JSON string),
+# reasoning (not part of the response text), empty. Any other (tool calls, ...) goes to the parser.
+_DELTA = re.compile(rb'"delta":\{(?:(?:"role":"assistant",)?"content":("(?:[^"\\]|\\.)*")|\}|"reasoning(?:_content)?":")')
+
+
+def _array_bytes(raw: bytes, key: bytes, start_at: int = 0) -> bytes | None:
+    """The compact array of non-negative ints after `key` (which ends in `[`), as bytes."""
+    at = raw.find(key, start_at)
+    if at < 0:
+        return None
+    start = at + len(key) - 1
+    end = raw.find(b"]", start) + 1
+    ids = raw[start:end]
+    if end == 0 or ids.translate(None, _ID_CHARS) != b"[]" or b",," in ids or ids[1:2] == b"," or ids[-2:-1] == b",":
+        return None
+    return ids
+
+
+def scan_events(raw: bytes) -> EngineChunk | None:
+    """A run of vLLM chat.completion.chunk events read from their bytes, without parsing them:
+    sampled ids and their logprobs (counts must agree), the content text, the finish reason, and
+    the prompt ids kept as the engine's own JSON array. None when the run holds anything the scan
+    is not certain of (top-k logprobs, tool calls, another delta shape, an error), so the caller
+    parses it. Sound because these keys cannot occur inside a string value (quotes are escaped).
+    On a 128-token stream this is about a quarter of the cost of parsing every event."""
+    if b'"error"' in raw or b'"top_logprobs":[{' in raw:
+        return None
+    # Framing: every event is one `data: {...}` line (what is inside is taken on trust, with the
+    # counts below cross-checked; a malformed event sends the run to the parser, which says so).
+    if not (raw.startswith(b"data: {") and raw.endswith(b"}\n\n")
+            and raw.count(b"}\n\ndata: {") == raw.count(b"\n\n") - 1 == raw.count(b"\n") // 2 - 1):
+        return None
+    deltas = _DELTA.findall(raw)
+    if len(deltas) != raw.count(b'"delta":'):
+        return None
+    texts = [t for t in deltas if t]
+    try:
+        ids = [int(x) for m in _TOKEN_IDS.findall(raw) for x in m.split(b",")]
+        lps = [float(x) for x in _LOGPROB.findall(raw)]
+        text = "".join(orjson.loads(b"[" + b",".join(texts) + b"]")) if texts else ""
+    except (ValueError, orjson.JSONDecodeError):
+        return None
+    if len(ids) != len(lps):
+        return None
+    prompt = None
+    if _PROMPT_IDS_KEY in raw:
+        prompt = _array_bytes(raw, _PROMPT_IDS_KEY)
+        if prompt is None:
+            return None
+    at = raw.rfind(_FINISHED)
+    finish = raw[at + len(_FINISHED) : raw.index(b'"', at + len(_FINISHED))].decode() if at >= 0 else None
+    return EngineChunk({}, ids, lps, None, finish, "", raw, None, text, finish is not None,
+                       prompt_ids_json=prompt)
+
+
+def split_prompt_ids(raw: bytes) -> tuple[bytes, bytes] | None:
+    """A vLLM answer's top-level `prompt_token_ids` cut out of its compact JSON: (the body without
+    them, the ids as their JSON array bytes). None when the bytes are not laid out that way, and
+    the caller parses the whole body.
+
+    Why: the gateway stores prompt ids but never reads them, and parsing a 20k-token prompt's ids
+    costs more than everything else the gateway does per call. The key cannot occur inside a string
+    value (its quotes would be escaped), and the array is checked to hold only digits and commas,
+    so the bytes spliced into the record are a valid JSON array of ints.
+    """
+    at = raw.rfind(_PROMPT_IDS_KEY)
+    if at < 0:
+        return None
+    ids = _array_bytes(raw, _PROMPT_IDS_KEY, at)
+    if ids is None:
+        return None
+    end = at + len(_PROMPT_IDS_KEY) - 1 + len(ids)
+    if raw[at - 1 : at] == b",":
+        return raw[: at - 1] + raw[end:], ids
+    if raw[end : end + 1] == b",":
+        return raw[:at] + raw[end + 1 :], ids
+    return None
 
 
 def _data_of(block: bytes) -> bytes | None:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
 from openforgerl.engines.base import Engine, EngineCall, EngineChunk, EngineError, EngineResult
+from openforgerl.gateway.deadlines import DeadlineWatch
 from openforgerl.gateway.errors import GatewayError, error_response
 from openforgerl.gateway.flow import FlowGate
 from openforgerl.gateway.metrics import Metrics
@@ -31,6 +32,7 @@ from openforgerl.gateway.recording import (
     call_error,
     harness_headers,
     is_side_call,
+    record_json,
 )
 from openforgerl.gateway.rollouts import RolloutRegistry, RolloutState
 from openforgerl.records import CallError, CallErrorKind, WireProtocol
@@ -76,6 +78,7 @@ class Gateway:
     metrics: Metrics
     call_deadline_s: float = 600.0
     max_body_bytes: int = 64 * 1024 * 1024
+    deadlines: DeadlineWatch = field(default_factory=DeadlineWatch)
 
 
 def api_key(request: web.Request) -> str | None:
@@ -87,6 +90,11 @@ def api_key(request: web.Request) -> str | None:
 
 async def read_json(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object, or a 4xx (too large, not JSON, not an object)."""
+    return (await read_body(request))[0]
+
+
+async def read_body(request: web.Request) -> tuple[dict[str, Any], bytes]:
+    """The request body as a JSON object and as the bytes it came in, or a 4xx."""
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
@@ -97,20 +105,20 @@ async def read_json(request: web.Request) -> dict[str, Any]:
         raise GatewayError(400, f"request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise GatewayError(400, "request body must be a JSON object")
-    return body
+    return body, raw
 
 
 async def serve_call(gw: Gateway, request: web.Request, adapter: ProtocolAdapter) -> web.StreamResponse:
     """Entry point of every model route."""
     try:
         state = await gw.registry.authorize(request.match_info["rollout_id"], api_key(request))
-        body = await read_json(request)
+        body, raw = await read_body(request)
         engine_body = adapter.engine_body(body)
         version = await gw.gate.enter()
     except GatewayError as err:
         return error_response(adapter.protocol, err)
     try:
-        meta = _meta(state, adapter, body, engine_body, request, version)
+        meta = _meta(state, adapter, body, raw, engine_body, request, version)
         await gw.registry.note_version(state, version)
         call = EngineCall(engine_body, state.rollout_id, asyncio.get_running_loop().time() + gw.call_deadline_s,
                           meta.headers, raw_only=adapter.protocol == WireProtocol.CHAT)
@@ -121,12 +129,12 @@ async def serve_call(gw: Gateway, request: web.Request, adapter: ProtocolAdapter
         gw.gate.leave()
 
 
-def _meta(state: RolloutState, adapter: ProtocolAdapter, body: dict[str, Any], engine_body: dict[str, Any],
-          request: web.Request, version: int) -> CallMeta:
+def _meta(state: RolloutState, adapter: ProtocolAdapter, body: dict[str, Any], raw: bytes,
+          engine_body: dict[str, Any], request: web.Request, version: int) -> CallMeta:
     protocol = adapter.protocol
     translated = None if protocol == WireProtocol.CHAT else engine_body
     return CallMeta(state.rollout_id, state.take_index(), protocol, body, translated,
-                    harness_headers(request.headers), version, time.time(), is_side_call(protocol, body))
+                    harness_headers(request.headers), version, time.time(), is_side_call(protocol, body), raw)
 
 
 def _classify(exc: BaseException) -> tuple[CallError, GatewayError]:
@@ -148,11 +156,11 @@ def _classify(exc: BaseException) -> tuple[CallError, GatewayError]:
 async def _finish_record(gw: Gateway, meta: CallMeta, state: RolloutState, tape: CallTape,
                          error: CallError | None) -> None:
     """Durably record the call; taint the rollout when an infra fault hit it."""
-    record = build_record(meta, tape, error)
-    await gw.store.append_call(record)
+    finished_at = time.time()
+    await gw.store.append_call_json(meta.rollout_id, meta.index, record_json(meta, tape, error, finished_at))
     outcome = "ok" if error is None else error.kind.value
-    gw.metrics.observe(meta.protocol.value, outcome, len(tape.prompt_token_ids), len(tape.token_ids),
-                       record.finished_at - meta.started_at)  # type: ignore[operator]
+    gw.metrics.observe(meta.protocol.value, outcome, tape.prompt_length(), len(tape.token_ids),
+                       finished_at - meta.started_at)
     if error is not None and error.kind.is_infra:
         await gw.registry.taint(state, error.kind)
 
@@ -161,7 +169,7 @@ async def _complete(gw: Gateway, adapter: ProtocolAdapter, meta: CallMeta, state
                     call: EngineCall) -> web.Response:
     tape = CallTape()
     try:
-        async with asyncio.timeout_at(call.deadline):
+        with gw.deadlines.guard(call.deadline):
             result = await gw.engine.complete(call)
         tape.take_result(result)
         payload = adapter.response_body(meta.request, result)
@@ -178,7 +186,7 @@ async def _stream(gw: Gateway, request: web.Request, adapter: ProtocolAdapter, m
     tape = CallTape()
     chunks = gw.engine.stream(call).__aiter__()
     try:
-        async with asyncio.timeout_at(call.deadline):
+        with gw.deadlines.guard(call.deadline):
             first = await chunks.__anext__()
     except Exception as exc:
         await _aclose(chunks)
@@ -196,8 +204,9 @@ async def _relay(gw: Gateway, resp: web.StreamResponse, adapter: ProtocolAdapter
     writer = adapter.stream_writer(meta.request)
     held: list[bytes] = []
     try:
-        async with asyncio.timeout_at(deadline):
+        with gw.deadlines.guard(deadline):
             await _pump(resp, writer, tape, held, first, chunks)
+        tape.settle()  # events forwarded unread are read now; a malformed one is the engine's fault
     except ConnectionResetError as exc:
         await _aclose(chunks)
         await _finish_record(gw, meta, state, tape, call_error(CallErrorKind.CLIENT_DISCONNECTED, str(exc)))
@@ -217,20 +226,20 @@ async def _relay(gw: Gateway, resp: web.StreamResponse, adapter: ProtocolAdapter
 
 async def _pump(resp: web.StreamResponse, writer: StreamWriter, tape: CallTape, held: list[bytes],
                 first: EngineChunk, chunks: AsyncIterator[EngineChunk]) -> None:
-    """Relay chunk by chunk (never buffered), holding back only the final chunks."""
-    await _pass(resp, writer, tape, held, first)
-    async for chunk in chunks:
-        await _pass(resp, writer, tape, held, chunk)
-
-
-async def _pass(resp: web.StreamResponse, writer: StreamWriter, tape: CallTape, held: list[bytes],
-                chunk: EngineChunk) -> None:
-    tape.take_chunk(chunk)
-    out = writer.feed(chunk)
-    if held or chunk.final:
-        held.append(out)  # the final chunks wait until the record is durable
-    elif out:
-        await resp.write(out)
+    """Relay chunk by chunk (never buffered), holding back only the final chunks until the record
+    is durable. One loop, no call per chunk: with a paced engine every token is a chunk."""
+    chunk = first
+    while True:
+        tape.take_chunk(chunk)
+        out = writer.feed(chunk)
+        if held or chunk.final:
+            held.append(out)
+        elif out:
+            await resp.write(out)
+        try:
+            chunk = await chunks.__anext__()
+        except StopAsyncIteration:
+            return
 
 
 async def _end(resp: web.StreamResponse, tail: list[bytes]) -> web.StreamResponse:

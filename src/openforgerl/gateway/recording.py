@@ -9,12 +9,16 @@ never trained.
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from openforgerl.engines.base import EngineChunk, EngineResult
-from openforgerl.records import CallError, CallErrorKind, CallRecord, WireProtocol
+from openforgerl.records import CallError, CallErrorKind, CallRecord, WireProtocol, json_default
 
 # Harness headers worth keeping (lower-case); secrets (authorization, x-api-key) never are.
 RECORDED_HEADERS = (
@@ -29,6 +33,7 @@ _SIDE_CALL_PROMPTS = ("title generator", "generate a title", "generate a short t
 
 
 _RECORDED = frozenset(RECORDED_HEADERS)
+_SAMPLED_TOKEN = re.compile(rb'"token_ids":\[[0-9]')  # an unread event that carries a sampled token
 _SYSTEM_HEAD = 2048
 
 
@@ -87,7 +92,8 @@ def is_side_call(protocol: WireProtocol, request: dict[str, Any]) -> bool:
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         return True
     system = _system_text(protocol, request)
-    return any(p in system for p in _SIDE_CALL_PROMPTS)
+    # Every marker holds "title" or "summarize": two scans of the text rule most calls out.
+    return ("title" in system or "summarize" in system) and any(p in system for p in _SIDE_CALL_PROMPTS)
 
 
 @dataclass
@@ -95,15 +101,22 @@ class CallTape:
     """Accumulates what the engine produced for one call, as it streams past."""
 
     prompt_token_ids: list[int] = field(default_factory=list)
+    prompt_ids_json: bytes | None = None  # the engine's own array bytes, when it gave them (then the list is unset)
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
     finish_reason: str | None = None
     engine_id: str | None = None
     first_token_at: float | None = None
+    # Chunks forwarded unread (`EngineChunk.decode`): their raw events, decoded together by `settle`.
+    _unread: list[bytes] = field(default_factory=list)
+    _decode: Callable[[bytes], EngineChunk | None] | None = None
 
     def take_result(self, result: EngineResult) -> None:
-        self.prompt_token_ids = result.prompt_token_ids
+        if result.prompt_token_ids is None and result.prompt_ids_json is not None:
+            self.prompt_ids_json = result.prompt_ids_json
+        else:
+            self.prompt_token_ids = result.prompt_ids()
         self.token_ids = result.token_ids
         self.logprobs = result.logprobs
         self.finish_reason = result.finish_reason
@@ -114,9 +127,50 @@ class CallTape:
         if isinstance(content, str):
             self.text.append(content)
 
+    def prompt_ids(self) -> list[int]:
+        if self.prompt_ids_json is not None:
+            return orjson.loads(self.prompt_ids_json)
+        return self.prompt_token_ids
+
+    def prompt_length(self) -> int:
+        if self.prompt_ids_json is not None:
+            return self.prompt_ids_json.count(b",") + 1 if len(self.prompt_ids_json) > 2 else 0
+        return len(self.prompt_token_ids)
+
     def take_chunk(self, chunk: EngineChunk) -> None:
+        if chunk.decode is not None and chunk.raw is not None:
+            if self.first_token_at is None and _SAMPLED_TOKEN.search(chunk.raw) is not None:
+                self.first_token_at = time.time()
+            self._unread.append(chunk.raw)
+            self._decode = chunk.decode
+            if chunk.engine_id:
+                self.engine_id = chunk.engine_id
+            return
+        self.settle()  # keep the order: unread events came before this chunk
+        self._take_read(chunk)
+
+    def settle(self, *, strict: bool = True) -> None:
+        """Decode the chunks forwarded unread; `strict=False` keeps what decodes and drops the
+        rest (a record written after a failure must not fail too)."""
+        if not self._unread or self._decode is None:
+            return
+        raw, self._unread = b"".join(self._unread), []
+        try:
+            decoded = self._decode(raw)
+        except Exception:
+            if strict:
+                raise
+            return
+        if decoded is not None:
+            first = self.first_token_at
+            self._take_read(decoded)
+            self.first_token_at = first  # when the first token passed, not when it was decoded
+
+    def _take_read(self, chunk: EngineChunk) -> None:
         if chunk.prompt_token_ids is not None:
-            self.prompt_token_ids = chunk.prompt_token_ids
+            self.prompt_token_ids, self.prompt_ids_json = chunk.prompt_token_ids, None
+        elif chunk.prompt_ids_json is not None:
+            self.prompt_token_ids, self.prompt_ids_json = [], chunk.prompt_ids_json
         if chunk.token_ids:
             if self.first_token_at is None:
                 self.first_token_at = time.time()
@@ -151,20 +205,49 @@ class CallMeta:
     policy_version: int
     started_at: float
     side_call: bool
+    request_json: bytes | None = None  # `request` exactly as the client sent it (a JSON object)
 
 
-def build_record(meta: CallMeta, tape: CallTape, error: CallError | None = None) -> CallRecord:
-    """One CallRecord (constructed without re-validation: every field is already typed)."""
+def _record_fields(meta: CallMeta, tape: CallTape, error: CallError | None, finished_at: float,
+                   spliced: bool) -> dict[str, Any]:
+    """CallRecord's fields; `spliced`: the raw JSON pieces stand in as `orjson.Fragment`s."""
+    tape.settle(strict=False)
     agent, parent = agent_ids(meta.headers)
-    return CallRecord.model_construct(
-        rollout_id=meta.rollout_id, index=meta.index, protocol=meta.protocol, request=meta.request,
-        engine_request=meta.engine_request, response_text="".join(tape.text) if tape.text else None,
-        prompt_token_ids=tape.prompt_token_ids, completion_token_ids=tape.token_ids,
-        completion_logprobs=tape.logprobs, finish_reason=tape.finish_reason,
-        policy_version=meta.policy_version, engine=tape.engine_id, started_at=meta.started_at,
-        first_token_at=tape.first_token_at, finished_at=time.time(), error=error,
-        side_call=meta.side_call, agent_id=agent, parent_agent_id=parent, headers=meta.headers,
-    )
+    if spliced:
+        request: Any = orjson.Fragment(meta.request_json) if meta.request_json is not None else meta.request
+        prompt: Any = (orjson.Fragment(tape.prompt_ids_json) if tape.prompt_ids_json is not None
+                       else tape.prompt_token_ids)
+    else:
+        request, prompt = meta.request, tape.prompt_ids()
+    return {
+        "rollout_id": meta.rollout_id, "index": meta.index, "protocol": meta.protocol, "request": request,
+        "engine_request": meta.engine_request, "response_text": "".join(tape.text) if tape.text else None,
+        "prompt_token_ids": prompt, "completion_token_ids": tape.token_ids,
+        "completion_logprobs": tape.logprobs, "finish_reason": tape.finish_reason,
+        "policy_version": meta.policy_version, "engine": tape.engine_id, "started_at": meta.started_at,
+        "first_token_at": tape.first_token_at, "finished_at": finished_at, "error": error,
+        "side_call": meta.side_call, "agent_id": agent, "parent_agent_id": parent, "headers": meta.headers,
+    }
+
+
+def build_record(meta: CallMeta, tape: CallTape, error: CallError | None = None,
+                 finished_at: float | None = None) -> CallRecord:
+    """One CallRecord (constructed without re-validation: every field is already typed)."""
+    finished = time.time() if finished_at is None else finished_at
+    return CallRecord.model_construct(**_record_fields(meta, tape, error, finished, spliced=False))
+
+
+def record_json(meta: CallMeta, tape: CallTape, error: CallError | None = None,
+                finished_at: float | None = None) -> bytes:
+    """The same record as `build_record`, straight to its stored JSON (the gateway's hot path).
+
+    The client's request body and the engine's prompt-id array are spliced in as the bytes that
+    came over the wire (already checked to be JSON), not parsed and re-serialised: on real agent
+    calls (tens of KB of history, tens of thousands of prompt ids) that is most of the gateway's
+    per-call CPU. `CallRecord.model_validate_json` of the result equals `build_record`.
+    """
+    finished = time.time() if finished_at is None else finished_at
+    return orjson.dumps(_record_fields(meta, tape, error, finished, spliced=True), default=json_default)
 
 
 def call_error(kind: CallErrorKind, message: str, status: int | None = None) -> CallError:

@@ -18,6 +18,11 @@ class CallStore(Protocol):
         """Persist one finished call; returns once it is durable."""
         ...
 
+    async def append_call_json(self, rollout_id: str, index: int, body: bytes) -> None:
+        """`append_call` for a record already serialised (`CallRecord`'s JSON, e.g. from
+        `gateway.recording.record_json`): the gateway's hot path."""
+        ...
+
     def append_call_nowait(self, record: CallRecord) -> None:
         """Persist one finished call without awaiting (durable when it returns)."""
         ...
