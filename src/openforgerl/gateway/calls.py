@@ -3,7 +3,7 @@
 Protocol-independent: a `ProtocolAdapter` turns the client's body into a chat-completions body for
 the engine and the engine's answer back into the client's protocol; everything else (auth, pause
 gate, deadline, error classification, recording, taint) happens here once.
-Ordering guarantee: the call's record is durable (`await store.append_call`) before the response's
+Ordering guarantee: the call's record is durable (`await store.append_call_json`) before the response's
 final bytes go out (the whole body for non-streamed calls; the terminal events for streams), so a
 gateway killed right after a call finished loses nothing; a client that went away mid-stream still
 gets its tokens recorded, with error CLIENT_DISCONNECTED.

@@ -4,12 +4,12 @@ All SQLite writes happen on one writer thread, never on an event loop: a commit 
 record is seven WAL frames plus locks (about 0.1 ms inside a busy gateway), and every ~1,000 pages
 the automatic checkpoint fsyncs, which on this machine stalled the whole loop, every call in
 flight, for up to 0.2 s. The thread releases the GIL inside SQLite, so the loop runs meanwhile.
-* Default: `append_call` makes a call durable by writing it to this store's journal (journal.py:
-  one `pwrite`, survives a kill of the process) and returns; the writer thread commits journaled
-  calls to SQLite in batches gathered over a few milliseconds (synchronous=NORMAL). Reads through this store first wait until
-  every call appended before them is committed, so a reader here never misses one; other processes
-  see a call once it is committed, milliseconds later. A journal left by a process that died is
-  replayed by the next store opened on the database.
+* Default: `append_call` makes a call durable by copying it into this store's journal
+  (journal.py: a shared memory map, survives a kill of the process) and returns; the writer thread
+  commits journaled calls to SQLite in batches gathered over 20 ms (synchronous=NORMAL). Reads
+  through this store first wait until every call appended before them is committed, so a reader
+  here never misses one; other processes see a call once it is committed, tens of milliseconds
+  later. A journal left by a process that died is replayed by the next store opened on the database.
 * `durable=True`: synchronous=FULL and no journal: `append_call` returns once the writer thread's
   fsync'd commit holding the call is done, which also survives an OS crash.
 Rollout records always go through the writer thread and are awaited. Records are stored as their
