@@ -27,7 +27,7 @@ from pathlib import Path
 import orjson
 
 from openforgerl.records import CallRecord, RolloutRecord, json_default
-from openforgerl.store.journal import CallJournal, JournalRow, replay_orphans
+from openforgerl.store.journal import CallJournal, replay_orphans
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -63,7 +63,7 @@ class SQLiteCallStore:
         self._conn = self._connect()  # the one write connection, used under `_write_lock`
         self._conn.executescript(_SCHEMA)
         self._write_lock = threading.Lock()
-        replay_orphans(self.path, self._replay)  # calls journaled by a process that died
+        replay_orphans(self.path, self._commit_calls)  # calls journaled by a process that died
         self._journal: CallJournal | None = None  # made at the first append (readers never make one)
         self._ingested = 0  # journaled calls committed to SQLite (counts up, like `journal.appended`)
         self._committed = threading.Condition()
@@ -103,7 +103,8 @@ class SQLiteCallStore:
             return exc
         return None
 
-    def _replay(self, rows: list[JournalRow]) -> None:
+    def _commit_calls(self, rows: list[tuple[object, ...]]) -> None:
+        """Commit call rows right here, on the calling thread (replay at open; durable nowait)."""
         error = self._commit([(_INSERT_CALL, row, None) for row in rows])
         if error is not None:
             raise error
@@ -201,9 +202,7 @@ class SQLiteCallStore:
         if not self.durable:
             self._append_journaled(*row)  # type: ignore[arg-type]
             return
-        error = self._commit([(_INSERT_CALL, row, None)])
-        if error is not None:
-            raise error
+        self._commit_calls([row])
 
     async def put_rollout(self, rollout: RolloutRecord) -> None:
         body = orjson.dumps(rollout.model_dump(mode="json"))
