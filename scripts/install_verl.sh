@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Throwaway venv with veRL (CPU, no GPU extras) used only by tests/export/test_verl_contract.py to build
-# veRL's own AgentLoopOutput from our export. It reuses the system site-packages (torch, transformers,
-# pydantic) and adds just what `verl.experimental.agent_loop.agent_loop` imports at module level.
+# The veRL venv used by the veRL tests (tests/export/test_verl_contract.py, tests/train/test_verl_*.py):
+# veRL 0.9.1 with its own dependencies at versions it supports (transformers < 5.11), what its agent loop
+# imports at module level (fastapi, uvicorn, cachetools, pillow), and openforgerl itself (editable,
+# --no-deps: its base dependencies are in the same lock). Installed from locks/verl.txt only — no system
+# site-packages, so the venv has exactly what the lock says on any machine.
 set -euo pipefail
-VENV="${1:-$(cd "$(dirname "$0")/.." && pwd)/.venv-verl}"
-python3 -m venv --system-site-packages "$VENV"
-"$VENV/bin/pip" install -q --no-deps "verl==0.9.1"
-"$VENV/bin/pip" install -q hydra-core omegaconf "ray[default]" tensordict pillow codetiming cachetools
-"$VENV/bin/python" -c "from verl.experimental.agent_loop.agent_loop import AgentLoopOutput; print('verl ok')"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+VENV="${1:-$ROOT/.venv-verl}"
+PY="${PYTHON:-python3.11}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+check='from verl.experimental.agent_loop.agent_loop import AgentLoopOutput; import openforgerl.train.verl.agent_loop'
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$check" 2>/dev/null; then
+  echo "veRL already installed in $VENV"; exit 0
+fi
+"$PY" -m venv --clear "$VENV"
+"$VENV/bin/pip" install -q -r "$ROOT/locks/verl.txt"
+"$VENV/bin/pip" install -q --no-deps -e "$ROOT"
+"$VENV/bin/python" -c "$check; print('verl ok')"

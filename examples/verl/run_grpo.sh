@@ -5,14 +5,33 @@
 # src/openforgerl/train/verl/agent_loop.py for what was).
 #
 #   python examples/verl/build_dataset.py --out "$DATA"      # once
-#   MODE=v1 bash examples/verl/run_grpo.sh                   # V1 trainer (veRL's default), drops are real
-#   MODE=classic bash examples/verl/run_grpo.sh              # legacy trainer + mask-aware estimator
+#   bash examples/verl/run_grpo.sh                           # classic trainer + mask-aware estimator
+#   MODE=v1 bash examples/verl/run_grpo.sh                   # V1 trainer: needs veRL's TransferQueue
+#                                                            # (pip install 'verl[verl-core]' or TransferQueue)
+#   HARNESS=codex bash examples/verl/run_grpo.sh             # lengths sized for that harness's prompt
+#
+# MODE defaults to classic because veRL 0.9.1's V1 trainer imports TransferQueue, which plain `pip install
+# verl` does not bring. Qwen3 is served with the same parsers our local engine imitates
+# (--reasoning-parser qwen3 --tool-call-parser hermes); set REASONING_PARSER= for a model without thinking.
+#
+# Prompt/response lengths: rollout.prompt_length bounds a chain's whole prompt — the harness's own system
+# prompt and tool definitions come first. Measured first-call prompts (Qwen3 tokenizer, our Claw tasks):
+# zero ~1.5k tokens, Qwen Code ~8.9k, Codex ~14k, Claude Code ~29k. The default fits Claude Code and Codex;
+# HARNESS=zero shrinks it.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 DATA="${DATA:-$HOME/data/openforgerl-verl}"
 MODEL="${MODEL:-Qwen/Qwen3-0.6B}"
-MODE="${MODE:-v1}"
+MODE="${MODE:-classic}"
 NGPUS="${NGPUS:-1}"
+HARNESS="${HARNESS:-any}"
+REASONING_PARSER="${REASONING_PARSER-qwen3}"
+case "$HARNESS" in
+  zero)      PROMPT_LEN=4096;  RESPONSE_LEN=8192 ;;
+  qwen_code) PROMPT_LEN=16384; RESPONSE_LEN=16384 ;;
+  codex)     PROMPT_LEN=20480; RESPONSE_LEN=16384 ;;
+  *)         PROMPT_LEN=36864; RESPONSE_LEN=16384 ;;   # claude_code, opencode, openclaw, mixes
+esac
 
 if [ "$MODE" = classic ]; then
   USE_V1=false; ADV=openforgerl_grpo   # dropped rollouts are zero-mask placeholders, kept out of group stats
@@ -31,8 +50,10 @@ ARGS=(
   data.val_files="$DATA/val.parquet"
   data.return_raw_chat=true
   data.train_batch_size=16
-  data.max_prompt_length=4096
-  data.max_response_length=8192
+  data.max_prompt_length="$PROMPT_LEN"
+  data.max_response_length="$RESPONSE_LEN"
+  actor_rollout_ref.rollout.prompt_length="$PROMPT_LEN"
+  actor_rollout_ref.rollout.response_length="$RESPONSE_LEN"
   actor_rollout_ref.model.path="$MODEL"
   actor_rollout_ref.actor.optim.lr=1e-6
   actor_rollout_ref.actor.ppo_mini_batch_size=16
@@ -48,6 +69,7 @@ ARGS=(
   actor_rollout_ref.rollout.agent.agent_loop_config_path="$HERE/agent_loop.yaml"
   ++actor_rollout_ref.rollout.engine_kwargs.vllm.enable_auto_tool_choice=true
   ++actor_rollout_ref.rollout.engine_kwargs.vllm.tool_call_parser=hermes
+  ${REASONING_PARSER:+++actor_rollout_ref.rollout.engine_kwargs.vllm.reasoning_parser=$REASONING_PARSER}
   ++ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES="$VERL_USE_EXTERNAL_MODULES"
   trainer.n_gpus_per_node="$NGPUS"
   trainer.nnodes=1

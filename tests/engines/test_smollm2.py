@@ -31,3 +31,38 @@ async def test_smollm2_answers_in_text(smol_engine):
     prompt = chat.prompt_ids([{"role": "user", "content": "What is the capital of France?"}])
     gen = await smol_engine.generate(prompt, SamplingParams(max_tokens=24, temperature=0.0))
     assert "Paris" in chat.decode(gen.token_ids)
+
+
+def test_smollm2_is_served_without_a_reasoning_parser_and_with_tools(smol_engine):
+    chat = smol_engine.chat
+    assert chat.reasoning_parser is None
+    tool = {"type": "function", "function": {"name": "todo_add", "description": "Add a todo.",
+                                             "parameters": {"type": "object", "properties": {}}}}
+    text = chat.render([{"role": "user", "content": "hi"}], [tool])
+    assert "<tools>" in text and '"name": "todo_add"' in text and "<tool_call>" in text
+    plain = chat.render([{"role": "user", "content": "hi"}])
+    assert plain.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+
+
+def test_smollm2_answer_comes_back_as_content_over_http():
+    """The served model (openforgerl engine --model smollm2): text is `content`, never `reasoning`."""
+    if not (cache_dir() / "config.json").exists():
+        pytest.skip("SmolLM2 not converted")
+    from openai import OpenAI
+
+    from openforgerl.engines.local.background import BackgroundServer
+
+    server = BackgroundServer.start("smollm2")
+    try:
+        client = OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+        out = client.chat.completions.create(model="smollm2", max_tokens=16, temperature=0.0,
+                                             messages=[{"role": "user", "content": "What is the capital of France?"}])
+        msg = out.choices[0].message
+        assert msg.content and "Paris" in msg.content
+        assert getattr(msg, "reasoning", None) in (None, "")
+        chunks = client.chat.completions.create(model="smollm2", max_tokens=16, temperature=0.0, stream=True,
+                                                messages=[{"role": "user", "content": "What is the capital of France?"}])
+        streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert streamed == msg.content
+    finally:
+        server.close()

@@ -117,11 +117,25 @@ def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
 
 
-class ChatFormat:
-    """A tokenizer plus its chat template."""
+# A model directory may carry this file to say which vLLM output parsers it is served with (the
+# `--reasoning-parser` / `--tool-call-parser` flags); absent, the reasoning parser is `qwen3` when the
+# tokenizer has a `</think>` token and none otherwise (SmolLM2 has none: with qwen3 every answer became
+# `reasoning` with `content: null`).
+PARSERS_FILE = "openforgerl_parsers.json"
+REASONING_PARSERS = ("qwen3", "none")
 
-    def __init__(self, tokenizer: Tokenizer, template: str) -> None:
+
+def default_reasoning_parser(tokenizer: Tokenizer) -> str | None:
+    return "qwen3" if tokenizer.token_to_id("</think>") is not None else None
+
+
+class ChatFormat:
+    """A tokenizer plus its chat template, and the reasoning parser the model is served with."""
+
+    def __init__(self, tokenizer: Tokenizer, template: str, *, reasoning_parser: str | None | object = ...) -> None:
         self.tokenizer = tokenizer
+        self.reasoning_parser: str | None = (default_reasoning_parser(tokenizer) if reasoning_parser is ...
+                                             else None if reasoning_parser in (None, "none") else str(reasoning_parser))
         env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
         env.filters["tojson"] = lambda v: json.dumps(v, ensure_ascii=False)
         self._template = env.from_string(template)

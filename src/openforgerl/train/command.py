@@ -17,6 +17,9 @@ def command(
     resume: Annotated[bool, typer.Option(help="Continue from out_dir/checkpoint.")] = False,
 ) -> None:
     """Train a policy with GRPO inside a real harness (rollouts, reconstruction, update, weight sync)."""
+    from openforgerl.extras import require_extra
+
+    require_extra("train", "openforgerl train")
     from rich.console import Console
     from transformers.utils import logging as hf_logging
 

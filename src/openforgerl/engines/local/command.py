@@ -21,6 +21,9 @@ def command(
     """
     import logging
 
+    from openforgerl.extras import require_extra
+
+    require_extra("engine", "openforgerl engine")
     from openforgerl.engines.local.engine import LocalEngine
     from openforgerl.engines.local.server import serve
 

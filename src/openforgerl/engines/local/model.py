@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openforgerl.engines.chat_format import TINY_ASSETS, ChatFormat
+from openforgerl.engines.chat_format import PARSERS_FILE, TINY_ASSETS, ChatFormat
 
 PRESETS = {"tiny": TINY_ASSETS}
 
@@ -52,7 +52,10 @@ def load_chat_format(path: Path) -> ChatFormat:
         template = template_file.read_text()
     else:
         template = json.loads((path / "tokenizer_config.json").read_text())["chat_template"]
-    return ChatFormat(Tokenizer.from_file(str(path / "tokenizer.json")), template)
+    parsers_file = path / PARSERS_FILE
+    parsers = json.loads(parsers_file.read_text()) if parsers_file.exists() else {}
+    reasoning = parsers.get("reasoning_parser", ...)
+    return ChatFormat(Tokenizer.from_file(str(path / "tokenizer.json")), template, reasoning_parser=reasoning)
 
 
 def _eos_ids(path: Path, config: Any) -> tuple[int, ...]:

@@ -49,12 +49,13 @@ def extract_tool_calls(content: str) -> tuple[list[ParsedToolCall], str | None]:
     return calls, head if head.strip() else None
 
 
-def parse_vllm(text: str, *, parse_tools: bool, thinking: bool = True) -> ParsedOutput:
-    reasoning, content = split_reasoning(text, thinking)
+def parse_vllm(text: str, *, parse_tools: bool, thinking: bool = True, reasoning: bool = True) -> ParsedOutput:
+    """`reasoning=False`: the model is served without a reasoning parser, so every byte is content."""
+    reasoning_text, content = split_reasoning(text, thinking) if reasoning else (None, text or None)
     calls: list[ParsedToolCall] = []
     if parse_tools and content and TOOL_OPEN in content:
         calls, content = extract_tool_calls(content)
-    return ParsedOutput(content=content, reasoning=reasoning, tool_calls=calls)
+    return ParsedOutput(content=content, reasoning=reasoning_text, tool_calls=calls)
 
 
 def _held_back(text: str, markers: tuple[str, ...]) -> str:
@@ -67,8 +68,11 @@ def _held_back(text: str, markers: tuple[str, ...]) -> str:
     return text
 
 
-def stream_view(text: str, *, parse_tools: bool, thinking: bool = True) -> tuple[str, str]:
+def stream_view(text: str, *, parse_tools: bool, thinking: bool = True, reasoning: bool = True) -> tuple[str, str]:
     """(reasoning, content) that is safe to show while `text` is still growing."""
+    if not reasoning:
+        content = text[: text.index(TOOL_OPEN)] if parse_tools and TOOL_OPEN in text else text
+        return "", _held_back(content, (TOOL_OPEN,) if parse_tools else ())
     if THINK_CLOSE in text or not thinking:
         reasoning, content = split_reasoning(text, thinking)
         reasoning, content = reasoning or "", content or ""

@@ -34,6 +34,7 @@ class ChatOptions:
     include_usage: bool
     n: int
     thinking: bool = True  # chat_template_kwargs.enable_thinking (vLLM's qwen3 parser reads it too)
+    reasoning: bool = True  # the model is served with a reasoning parser (else all text is content)
 
 
 def _stop_list(value: Any) -> tuple[str, ...]:
@@ -84,7 +85,7 @@ def sampling_params(
     )
 
 
-def chat_options(body: dict[str, Any]) -> ChatOptions:
+def chat_options(body: dict[str, Any], *, reasoning_parser: str | None = "qwen3") -> ChatOptions:
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise ApiError("messages must be a non-empty list")
     tools = body.get("tools") or None
@@ -100,6 +101,7 @@ def chat_options(body: dict[str, Any]) -> ChatOptions:
         include_usage=bool(stream_options.get("include_usage", False)),
         n=int(body.get("n") or 1),
         thinking=(body.get("chat_template_kwargs") or {}).get("enable_thinking", True) is not False,
+        reasoning=reasoning_parser is not None,
     )
 
 

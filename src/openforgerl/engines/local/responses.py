@@ -66,7 +66,7 @@ def usage(prompt_len: int, completion_len: int) -> dict[str, Any]:
 def chat_choice(chat: ChatFormat, index: int, gen: Generation, opts: ChatOptions,
                 eos_ids: tuple[int, ...]) -> dict[str, Any]:
     text = visible_text(chat, gen.token_ids, gen.finish_reason, gen.stop_reason, eos_ids)
-    parsed = parse_vllm(text, parse_tools=opts.parse_tools, thinking=opts.thinking)
+    parsed = parse_vllm(text, parse_tools=opts.parse_tools, thinking=opts.thinking, reasoning=opts.reasoning)
     message: dict[str, Any] = {"role": "assistant", "content": parsed.content, "refusal": None,
                                "annotations": None, "audio": None, "function_call": None,
                                "reasoning": parsed.reasoning if opts.include_reasoning else None}
@@ -107,7 +107,7 @@ class ChatStreamState:
     sent_content: str = ""
 
     def delta(self, text: str, opts: ChatOptions) -> dict[str, Any]:
-        reasoning, content = stream_view(text, parse_tools=opts.parse_tools, thinking=opts.thinking)
+        reasoning, content = stream_view(text, parse_tools=opts.parse_tools, thinking=opts.thinking, reasoning=opts.reasoning)
         out: dict[str, Any] = {}
         if opts.include_reasoning and reasoning.startswith(self.sent_reasoning) and reasoning != self.sent_reasoning:
             out["reasoning"] = reasoning[len(self.sent_reasoning):]
@@ -119,7 +119,7 @@ class ChatStreamState:
 
     def final_delta(self, text: str, opts: ChatOptions) -> tuple[dict[str, Any], bool]:
         """The closing delta: leftover content and the parsed tool calls. Returns (delta, tools_called)."""
-        parsed = parse_vllm(text, parse_tools=opts.parse_tools, thinking=opts.thinking)
+        parsed = parse_vllm(text, parse_tools=opts.parse_tools, thinking=opts.thinking, reasoning=opts.reasoning)
         out = self.delta(text, opts) if not parsed.tool_calls else {}
         final = parsed.content or ""
         if final.startswith(self.sent_content) and final != self.sent_content and not parsed.tool_calls:

@@ -76,7 +76,7 @@ def _chat_prompt(engine: LocalEngine, body: dict[str, Any], opts: ChatOptions) -
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     engine, body = _engine(request), await _body(request)
-    opts = chat_options(body)
+    opts = chat_options(body, reasoning_parser=engine.chat.reasoning_parser)
     prompt = _chat_prompt(engine, body, opts)
     params = sampling_params(body, prompt_len=len(prompt), max_model_len=engine.max_model_len,
                              logprobs=chat_logprobs(body), default_max=None)

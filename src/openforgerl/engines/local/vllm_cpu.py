@@ -42,6 +42,14 @@ def vllm_env() -> dict[str, str]:
     return env
 
 
+def reasoning_flags(model: Path) -> list[str]:
+    """The same reasoning parser the local engine applies to this model directory (none for SmolLM2)."""
+    from openforgerl.engines.local.model import load_chat_format
+
+    parser = load_chat_format(Path(model)).reasoning_parser
+    return ["--reasoning-parser", parser] if parser else []
+
+
 def start_vllm(model: Path, port: int, log_path: Path, *, max_model_len: int = 8192) -> subprocess.Popen:
     """Launch the server (non-blocking); pair with `wait_healthy`."""
     py = vllm_python()
@@ -50,7 +58,7 @@ def start_vllm(model: Path, port: int, log_path: Path, *, max_model_len: int = 8
     cmd = [str(py), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
            "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
            "--max-model-len", str(max_model_len), "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-           "--reasoning-parser", "qwen3", "--max-num-seqs", "64"]
+           *reasoning_flags(model), "--max-num-seqs", "64"]
     log = open(log_path, "wb")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=vllm_env(), start_new_session=True)
 
