@@ -17,10 +17,13 @@ PY="${PYTHON:-python3.11}"
 if [ "${OPENFORGERL_FRESH:-0}" = 1 ]; then rm -rf "$VENV" .venv-vllm .venv-verl; fi
 
 need_apt=0
-for bin in bwrap podman runc ip busybox; do command -v "$bin" >/dev/null || need_apt=1; done
+# Sandboxes (bubblewrap, podman), and the GUI environments: Debian's Chromium driven by Playwright (its own
+# browser download cannot work here), a virtual X display with a window manager and xdotool input.
+for bin in bwrap podman runc ip busybox chromium Xvfb xdotool openbox; do command -v "$bin" >/dev/null || need_apt=1; done
 if [ "$need_apt" = 1 ]; then
   apt-get update -qq
-  apt-get install -y -qq bubblewrap podman runc uidmap iproute2 busybox-static >/dev/null
+  apt-get install -y -qq bubblewrap podman runc uidmap iproute2 busybox-static \
+    chromium xvfb xdotool openbox fonts-dejavu-core >/dev/null
 fi
 
 # The two large venvs install in the background while the project venv and the CLIs install (the work is
