@@ -18,6 +18,8 @@ COMMANDS: dict[str, str] = {
     "train": "openforgerl.train.command",
     "tasks": "openforgerl.envs.command",
     "harness": "openforgerl.harness.command",
+    "analyze": "openforgerl.analytics.command",
+    "view": "openforgerl.viewer.command",
 }
 
 

@@ -1,0 +1,1 @@
+"""`openforgerl view`: a local web viewer for run directories (rollouts, calls, tokens, comparisons)."""
