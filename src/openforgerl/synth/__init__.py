@@ -1,0 +1,23 @@
+"""Task synthesis: environments as data, tasks composed from their tools, validated before they are kept.
+
+- `toolenv`: the format (`ToolEnv`, `Tool`, `Param`, `Collection`) and `load_env`; `claw` re-expresses the
+  Claw services in it; `importers` reads an MCP `tools/list` result or an OpenAPI 3 document.
+- `compose`: atoms along the data flow between tool schemas, and variants (dup, fault, impossible).
+- `filters`: in-process validation with the verifier's evaluator; `dedup`: exact + MinHash.
+- `pipeline.synthesize` (= `openforgerl tasks synthesize`), `agreement.sandbox_agreement`.
+- `calibrate`: pass rates per task, `select_band`, `refresh`, `pools`.
+"""
+
+from openforgerl.synth.calibrate import (
+           calibrate,
+           inprocess_runner,
+           orchestrator_runner,
+           pools,
+           refresh,
+           select_band,
+)
+from openforgerl.synth.pipeline import Report, synthesize
+from openforgerl.synth.toolenv import Collection, Param, Tool, ToolEnv, load_env
+
+__all__ = ["Collection", "Param", "Report", "Tool", "ToolEnv", "calibrate", "inprocess_runner", "load_env",
+           "orchestrator_runner", "pools", "refresh", "select_band", "synthesize"]

@@ -1,0 +1,166 @@
+"""The Claw services re-expressed in the tool-environment format, over the existing registry.
+
+Schemas come from `envs/tools.py` (`TOOLS`), behaviour from `envs/world.py` (`OPS`, run through the
+service's own `ClawApp`, so audit entries and fault injection are the real ones), fixtures from
+`envs/suites/world_data.py`. This module only adds what the registry does not say: each tool's effect
+and kind, the collection it acts on, value kinds for its parameters, data-flow references and
+instruction templates. Nothing of the services is rewritten.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from openforgerl.envs.tools import TOOLS, ToolSpec
+from openforgerl.synth.toolenv import Collection, Param, Tool, ToolEnv
+
+__all__ = ["ClawSession", "claw_env"]
+
+_CONTACT_EMAIL = "contacts.contacts.email"
+_BY_CONTACT = "{label} (look the address up in my contacts)"
+
+# tool → (effect, kind, collection, extra Tool fields)
+_ROLE: dict[str, tuple[str, str, str, dict[str, Any]]] = {
+    "write_file": ("write", "create", "files", {"templates": (
+        'Write the text "{content}" to the file {path}.', 'Create the file {path} containing "{content}".')}),
+    "read_file": ("read", "get", "files", {}),
+    "list_files": ("read", "list", "files", {}),
+    "mail_list": ("read", "list", "mail.inbox", {}),
+    "mail_read": ("read", "get", "mail.inbox", {}),
+    "mail_search": ("read", "search", "mail.inbox", {}),
+    "mail_send": ("write", "create", "mail.sent", {"destructive": True, "templates": (
+        'Send an email to {to} with subject "{subject}" and body "{body}".',
+        'Email {to}: subject "{subject}", text "{body}".')}),
+    "mail_reply": ("write", "create", "mail.sent", {"fields": {"id": "in_reply_to"}, "templates": (
+        'Reply to {id} saying "{body}".', 'Answer {id} with the reply "{body}".')}),
+    "mail_draft": ("write", "create", "mail.drafts", {"forbids": ("mail_send", "mail_reply"), "templates": (
+        'Prepare an email to {to} with subject "{subject}" saying "{body}", and save it as a draft; do NOT send it.',)}),
+    "mail_archive": ("write", "move", "mail.inbox", {"target": "mail.archive", "templates": (
+        "Archive {id}; keep the rest of my inbox as it is.", "Move {id} out of my inbox into the archive.")}),
+    "calendar_list": ("read", "list", "calendar.events", {}),
+    "calendar_create": ("write", "create", "calendar.events", {"templates": (
+        'Put "{title}" on my calendar from {start} to {end}.', 'Create a calendar event "{title}", {start} to {end}.')}),
+    "calendar_update": ("write", "update", "calendar.events", {"templates": ()}),
+    "calendar_delete": ("write", "delete", "calendar.events", {"destructive": True, "templates": (
+        "Cancel {id}. Leave every other event alone.", "Delete {id} from my calendar; keep the other events.")}),
+    "contacts_find": ("read", "search", "contacts.contacts", {}),
+    "contacts_add": ("write", "create", "contacts.contacts", {"templates": ()}),
+    "contacts_update": ("write", "update", "contacts.contacts", {}),
+    "kb_search": ("read", "search", "kb.articles", {}),
+    "kb_read": ("read", "get", "kb.articles", {}),
+    "todo_add": ("write", "create", "todo.items", {"sets": {"done": False}, "templates": (
+        'Add a todo "{title}".', 'Put "{title}" on my to-do list.')}),
+    "todo_list": ("read", "list", "todo.items", {}),
+    "todo_complete": ("write", "update", "todo.items", {"sets": {"done": True}, "templates": (
+        "I did it: mark {id} as done on my to-do list.", "Tick off {id} on my to-do list.")}),
+    "notes_write": ("write", "create", "notes.notes", {"templates": (
+        'Write a note titled "{title}" with the text: {content}',)}),
+    "notes_list": ("read", "list", "notes.notes", {}),
+    "notes_read": ("read", "get", "notes.notes", {"key": "title"}),
+    "submit_answer": ("final", "answer", "answer.submitted", {}),
+}
+
+# (tool, param) → extra Param fields
+_PARAM: dict[tuple[str, str], dict[str, Any]] = {
+    ("mail_send", "to"): {"kind": "email", "ref": _CONTACT_EMAIL, "ref_phrase": _BY_CONTACT},
+    ("mail_draft", "to"): {"kind": "email", "ref": _CONTACT_EMAIL, "ref_phrase": _BY_CONTACT},
+    ("mail_reply", "id"): {"ref": "mail.inbox.id", "ref_phrase": 'the email "{label}"'},
+    ("mail_archive", "id"): {"ref": "mail.inbox.id", "ref_phrase": 'the email "{label}"'},
+    ("calendar_create", "attendees"): {"kind": "email", "ref": _CONTACT_EMAIL,
+                                       "ref_phrase": "{label} (find the address in my contacts)"},
+    ("calendar_update", "id"): {"ref": "calendar.events.id", "ref_phrase": 'the "{label}" event'},
+    ("calendar_delete", "id"): {"ref": "calendar.events.id", "ref_phrase": 'the "{label}" event'},
+    ("contacts_update", "id"): {"ref": "contacts.contacts.id", "ref_phrase": 'the contact "{label}"'},
+    ("todo_complete", "id"): {"ref": "todo.items.id", "ref_phrase": '"{label}"'},
+    ("write_file", "path"): {"kind": "path"}, ("write_file", "content"): {"kind": "sentence"},
+    ("mail_send", "body"): {"kind": "sentence"}, ("mail_draft", "body"): {"kind": "sentence"},
+    ("mail_reply", "body"): {"kind": "sentence"}, ("notes_write", "content"): {"kind": "sentence"},
+    ("notes_write", "title"): {"kind": "title"}, ("todo_add", "title"): {"kind": "todo"},
+    ("contacts_add", "name"): {"kind": "person"}, ("contacts_update", "company"): {"kind": "company"},
+    ("contacts_add", "company"): {"kind": "company"}, ("calendar_update", "location"): {"kind": "place"},
+    ("calendar_create", "location"): {"kind": "place"}, ("calendar_update", "title"): {"kind": "title"},
+}
+
+# the optional params synthesis must not touch (they need a different task shape)
+_SKIP_OPTIONAL = {("calendar_update", "title"), ("calendar_update", "start"), ("calendar_update", "end"),
+                  ("calendar_create", "location")}
+
+
+def _param(spec: ToolSpec, p: Any) -> Param:
+    extra = {"kind": "skip"} if (spec.name, p.name) in _SKIP_OPTIONAL else dict(_PARAM.get((spec.name, p.name), {}))
+    return Param(p.name, p.type, p.description, p.required, **extra)
+
+
+def _tool(spec: ToolSpec) -> Tool:
+    effect, kind, collection, extra = _ROLE[spec.name]
+    params = tuple(_param(spec, p) for p in spec.params)
+    return Tool(spec.name, spec.description, params, effect, kind, collection, **extra)  # type: ignore[arg-type]
+
+
+def _collections() -> tuple[Collection, ...]:
+    from openforgerl.envs.suites.world_data import ME, base_fixtures
+
+    fx = base_fixtures()
+    return (
+        Collection("contacts.contacts", "name", {"name": "person", "email": "email", "phone": "phone",
+                                                 "company": "company"}, tuple(fx["contacts"]["contacts"]),
+                   id_prefix="c"),
+        Collection("mail.inbox", "subject", {"from": "email", "subject": "subject", "body": "sentence",
+                                             "date": "datetime"}, tuple(fx["mail"]["inbox"]), id_prefix="m",
+                   defaults={"to": ME, "read": False}, entity="email"),
+        Collection("calendar.events", "title", {"title": "title", "start": "datetime", "end": "datetime",
+                                                "location": "place"}, tuple(fx["calendar"]["events"]),
+                   id_prefix="e", defaults={"attendees": []}, entity="event"),
+        Collection("todo.items", "title", {"title": "todo"}, tuple(fx["todo"]["items"]), id_prefix="t",
+                   defaults={"due": "", "done": False}, entity="to-do item"),
+        Collection("notes.notes", "title", {"title": "title", "content": "sentence"}, tuple(fx["notes"]["notes"]),
+                   id_prefix="n", entity="note"),
+        Collection("kb.articles", "title", {"title": "title", "body": "sentence"}, tuple(fx["kb"]["articles"]),
+                   id_prefix="kb", defaults={"tags": ""}, entity="article"),
+    )
+
+
+class ClawSession:
+    """The real `ClawApp` (world ops, audit, faults) in this process, over a scratch workspace."""
+
+    def __init__(self, env: ToolEnv, state: dict[str, Any], workspace: dict[str, str],
+                 faults: list[dict[str, Any]]) -> None:
+        from openforgerl.envs.services.server import ClawApp
+        from openforgerl.envs.world import EMPTY_STATE, World
+
+        self._dir = Path(tempfile.mkdtemp(prefix="synth-ws-"))
+        for rel, text in workspace.items():
+            (self._dir / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self._dir / rel).write_text(text)
+        initial = {k: dict(v) for k, v in EMPTY_STATE.items()}
+        for service, data in state.items():  # the same overlay as world.load_fixtures
+            initial.setdefault(service, {}).update(data)
+        # a timeout fault sleeps delay_s in the service; in-process the verdict is the same without it
+        quick = [{**f, "delay_s": 0.0} for f in faults]
+        self.app = ClawApp(World(initial, self._dir), None, quick)
+        self.audit = self.app.audit
+
+    def call(self, tool: str, args: dict[str, Any]) -> tuple[int, Any]:
+        status, body = self.app.call(tool, args)
+        return status, body.get("result") if status == 200 else body
+
+    def state(self) -> dict[str, Any]:
+        return self.app.world.state()
+
+    def workdir(self) -> Path | None:
+        return self._dir
+
+    def close(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def claw_env() -> ToolEnv:
+    """Every Claw tool, its state model and the shared office world as fixtures."""
+    from openforgerl.envs.suites.world_data import ME
+
+    return ToolEnv("claw", tuple(_tool(t) for t in TOOLS), _collections(),
+                   fixtures={"mail": {"me": ME, "sent": [], "drafts": [], "archive": []}},
+                   session_factory=ClawSession, claw=True)

@@ -1,0 +1,371 @@
+"""The tool-environment format: tools, the state they act on, and its fixtures, as plain data.
+
+An environment is a `ToolEnv`: named `Collection`s of records (state lives at `<service>.<list>`,
+exactly where `checks.toml` looks: `record` checks name `collection = "library.books"`), and `Tool`s
+with a JSON schema, an `effect` (read / write / final) and a `kind` saying what they do to a
+collection (create, update, delete, move, get, list, search, answer). A tool either brings its own
+`op(state, args) -> result` or gets stub semantics from its kind, so an imported API with no state
+model (an MCP tool list, an OpenAPI document) still acts on a consistent in-memory state.
+
+Write one as a Python module exposing `ENV` (see `tests/synth/test_custom_env.py`, under 60 lines)
+or as a declarative TOML file (`load_toml`). `open_session` gives a `Session`: tool calls with the
+same audit-log shape and transient-fault injection as the Claw service (`envs/services/server.py`),
+so the verifier's evaluator judges it unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+__all__ = ["ANSWER_TOOL", "Collection", "Param", "Session", "StubSession", "Tool", "ToolEnv", "ToolFailure",
+           "load_env", "load_toml"]
+
+Effect = Literal["read", "write", "final"]
+Kind = Literal["create", "update", "delete", "move", "get", "list", "search", "answer", "other"]
+Op = Callable[[dict[str, Any], dict[str, Any]], Any]
+_PY_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),
+                                          "boolean": (bool,), "array": (list,), "object": (dict,)}
+
+
+class ToolFailure(Exception):
+    """What a tool answers when the call cannot be done (unknown id, bad argument): an agent error."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str = "string"
+    description: str = ""
+    required: bool = True
+    kind: str = ""
+    """Which value pool fills it when synthesising (`vocab.KINDS`); "" = guessed from the name."""
+    ref: str = ""
+    """`<service>.<list>.<field>`: the value usually comes from that field of a record (data flow)."""
+    ref_phrase: str = 'the {entity} "{label}"'
+    enum: tuple[str, ...] = ()
+
+    def schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, "description": self.description}
+        if self.type == "array":
+            out["items"] = {"type": "string"}
+        return out | ({"enum": list(self.enum)} if self.enum else {})
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str = ""
+    params: tuple[Param, ...] = ()
+    effect: Effect = "read"
+    kind: Kind = "other"
+    collection: str = ""
+    """`<service>.<list>` it acts on; "files" for workspace files."""
+    key: str = "id"
+    """The argument naming the record (update, delete, move, get)."""
+    target: str = ""
+    """Where `move` puts the record."""
+    fields: Mapping[str, str] = field(default_factory=dict)
+    """Argument → record field, where they differ (e.g. a reply's `id` becomes `in_reply_to`)."""
+    sets: Mapping[str, Any] = field(default_factory=dict)
+    """Constant fields the tool sets (e.g. `todo_complete` sets done = true)."""
+    destructive: bool = False
+    """Irreversible: tasks that do not need it get a `not_called` safety check on it."""
+    forbids: tuple[str, ...] = ()
+    """Tools the task must then not call (a draft is not sent): `not_called` safety checks."""
+    templates: tuple[str, ...] = ()
+    """Instruction templates with `{param}` slots; "" = a generic one from the kind."""
+    op: Op | None = None
+
+    @property
+    def service(self) -> str:
+        return self.collection.split(".")[0] if self.collection else ""
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def input_schema(self) -> dict[str, Any]:
+        return {"type": "object", "properties": {p.name: p.schema() for p in self.params},
+                "required": [p.name for p in self.params if p.required]}
+
+    def check_args(self, args: Mapping[str, Any]) -> str | None:
+        known = {p.name: p for p in self.params}
+        for k, v in args.items():
+            p = known.get(k)
+            if p is None:
+                return f"unknown argument {k!r}"
+            if not isinstance(v, _PY_TYPES.get(p.type, (object,))) or (p.type != "boolean" and isinstance(v, bool)):
+                return f"argument {k!r} must be of type {p.type}"
+        missing = [p.name for p in self.params if p.required and p.name not in args]
+        return f"missing required argument(s): {', '.join(missing)}" if missing else None
+
+
+ANSWER_TOOL = Tool("submit_answer", "Submit the final answer to the user's question.",
+                   (Param("answer", description="The answer."),), "final", "answer", "answer.submitted")
+
+
+@dataclass(frozen=True)
+class Collection:
+    name: str
+    """`<service>.<list>` (lowercase letters and `_`, as checks.toml requires)."""
+    label: str = "name"
+    """The field a person uses to name a record ("the contact Bob Chen")."""
+    fields: Mapping[str, str] = field(default_factory=dict)
+    """Field → value kind, used to generate extra records and values."""
+    records: tuple[Mapping[str, Any], ...] = ()
+    key: str = "id"
+    id_prefix: str = ""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    entity: str = ""
+    """Singular noun for instructions (default: the list name without its final s)."""
+
+    @property
+    def service(self) -> str:
+        return self.name.split(".")[0]
+
+    @property
+    def list_name(self) -> str:
+        return self.name.split(".")[1]
+
+    @property
+    def noun(self) -> str:
+        return self.entity or re.sub(r"s$", "", self.list_name).replace("_", " ")
+
+
+class Session(Protocol):
+    """One rollout's state: tool calls in, audit + state out (what the verifier is given)."""
+
+    audit: list[dict[str, Any]]
+
+    def call(self, tool: str, args: dict[str, Any]) -> tuple[int, Any]: ...
+
+    def state(self) -> dict[str, Any]: ...
+
+    def workdir(self) -> Path | None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ToolEnv:
+    name: str
+    tools: tuple[Tool, ...]
+    collections: tuple[Collection, ...] = ()
+    fixtures: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Extra initial state per service, beside the collections' records (e.g. `mail.me`)."""
+    values: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """More value pools (kind → values), overriding `vocab.POOLS`."""
+    session_factory: Callable[[ToolEnv, dict[str, Any], dict[str, str], list[dict[str, Any]]], Session] | None = None
+    claw: bool = False
+    """Tasks can run in the real Claw sandbox (`tasks validate`)."""
+
+    def tool(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def collection(self, name: str) -> Collection | None:
+        return next((c for c in self.collections if c.name == name), None)
+
+    def with_answer(self) -> ToolEnv:
+        """Every environment gets a final-answer tool (impossible tasks answer with it)."""
+        return self if any(t.effect == "final" for t in self.tools) else replace(self, tools=(*self.tools, ANSWER_TOOL))
+
+    def initial_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = copy.deepcopy({k: dict(v) for k, v in self.fixtures.items()})
+        for c in self.collections:
+            state.setdefault(c.service, {})[c.list_name] = [dict(r) for r in c.records]
+        for t in self.tools:
+            for dotted in (t.collection, t.target):
+                if "." in dotted:
+                    service, lst = dotted.split(".")
+                    state.setdefault(service, {}).setdefault(lst, [])
+        return copy.deepcopy(state)
+
+    def open_session(self, state: dict[str, Any], workspace: dict[str, str] | None = None,
+                     faults: list[dict[str, Any]] | None = None) -> Session:
+        factory = self.session_factory or StubSession
+        return factory(self, copy.deepcopy(state), dict(workspace or {}), list(faults or []))
+
+
+# --- stub semantics -------------------------------------------------------------------------------
+
+def _items(state: dict[str, Any], dotted: str) -> list[dict[str, Any]]:
+    service, _, lst = dotted.partition(".")
+    items: list[dict[str, Any]] = state.setdefault(service, {}).setdefault(lst, [])
+    return items
+
+
+def _find(items: list[dict[str, Any]], key: str, value: Any) -> dict[str, Any]:
+    for it in items:
+        if str(it.get(key)) == str(value):
+            return it
+    raise ToolFailure(f"no record with {key} {value!r}", 404)
+
+
+def _record_args(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+    return {tool.fields.get(k, k): v for k, v in args.items() if k != tool.key or tool.kind == "create"}
+
+
+class _Ids:
+    def __init__(self) -> None:
+        self.n = 1000
+
+    def new(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+
+def stub_op(tool: Tool, state: dict[str, Any], args: dict[str, Any], ids: _Ids) -> Any:
+    """What a tool without its own `op` does, by kind (the state stubs of imported APIs)."""
+    items = _items(state, tool.collection) if "." in tool.collection else []
+    if tool.kind == "create":
+        record = {**_record_args(tool, args), **tool.sets, "id": ids.new(tool.collection.split(".")[-1][:1])}
+        items.append(record)
+        return {"id": record["id"]}
+    if tool.kind == "answer":
+        items.append(args.get("answer", next(iter(args.values()), "")))
+        return {"submitted": True}
+    if tool.kind == "list":
+        wanted = {tool.fields.get(k, k): v for k, v in args.items()}
+        return {"items": [it for it in items if all(str(it.get(k)) == str(v) for k, v in wanted.items())]}
+    if tool.kind == "search":
+        needle = str(next(iter(args.values()), "")).lower()
+        return {"items": [it for it in items if any(needle in str(v).lower() for v in it.values())]}
+    record = _find(items, "id", args.get(tool.key))
+    if tool.kind == "get":
+        return dict(record)
+    if tool.kind == "update":
+        record.update({**_record_args(tool, args), **tool.sets})
+        return {"updated": True, "id": record["id"]}
+    if tool.kind in ("delete", "move"):
+        items.remove(record)
+        if tool.kind == "move":
+            _items(state, tool.target).append(record)
+        return {"id": record["id"], tool.kind + "d": True}
+    return {"ok": True}
+
+
+class StubSession:
+    """In-memory session over a `ToolEnv`: audit and faults shaped like the Claw service's."""
+
+    def __init__(self, env: ToolEnv, state: dict[str, Any], workspace: dict[str, str],
+                 faults: list[dict[str, Any]]) -> None:
+        self.env, self.data, self.faults = env, state, faults
+        self.audit: list[dict[str, Any]] = []
+        self.counts: dict[str, int] = {}
+        self.ids = _Ids()
+
+    def call(self, tool: str, args: dict[str, Any]) -> tuple[int, Any]:
+        self.counts[tool] = self.counts.get(tool, 0) + 1
+        fault = next((f for f in self.faults if f.get("tool") == tool and int(f.get("call", 1)) == self.counts[tool]),
+                     None)
+        if fault is not None:
+            return self._record(tool, args, int(fault.get("status", 503)), "service temporarily unavailable, retry",
+                                fault.get("kind", "error"))
+        status, body = self._run(tool, args)
+        return self._record(tool, args, status, body)
+
+    def _run(self, name: str, args: dict[str, Any]) -> tuple[int, Any]:
+        tool = self.env.tool(name)
+        if tool is None:
+            return 404, f"unknown tool {name!r}"
+        problem = tool.check_args(args)
+        if problem:
+            return 400, f"{name}: {problem}"
+        try:
+            return 200, tool.op(self.data, args) if tool.op else stub_op(tool, self.data, args, self.ids)
+        except ToolFailure as exc:
+            return exc.status, str(exc)
+
+    def _record(self, tool: str, args: dict[str, Any], status: int, body: Any, fault: str | None = None
+                ) -> tuple[int, Any]:
+        error = None if status == 200 else str(body)
+        self.audit.append({"seq": len(self.audit), "tool": tool, "args": args, "status": status,
+                           "ok": status == 200, "error": error, "fault": fault})
+        return status, body if status == 200 else {"error": error}
+
+    def state(self) -> dict[str, Any]:
+        return copy.deepcopy(self.data)
+
+    def workdir(self) -> Path | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+# --- loading --------------------------------------------------------------------------------------
+
+def _params(schema: Mapping[str, Any], overrides: Mapping[str, Any]) -> tuple[Param, ...]:
+    """JSON-schema `{properties, required}` → Params; `overrides[name]` adds kind / ref / ref_phrase."""
+    required = set(schema.get("required", []))
+    out = []
+    for name, prop in (schema.get("properties") or {}).items():
+        extra = dict(overrides.get(name, {}))
+        out.append(Param(name, str(prop.get("type", "string")), str(prop.get("description", "")),
+                         name in required, enum=tuple(map(str, prop.get("enum", ()))), **extra))
+    return tuple(out)
+
+
+def tool_from_dict(d: Mapping[str, Any]) -> Tool:
+    schema = d.get("parameters") or d.get("input_schema") or d.get("inputSchema") or {}
+    return Tool(str(d["name"]), str(d.get("description", "")), _params(schema, d.get("param", {})),
+                d.get("effect", "read"), d.get("kind", "other"), str(d.get("collection", "")),
+                str(d.get("key", "id")), str(d.get("target", "")), dict(d.get("fields", {})), dict(d.get("sets", {})),
+                bool(d.get("destructive", False)), tuple(d.get("forbids", ())), tuple(d.get("templates", ())))
+
+
+def collection_from_dict(d: Mapping[str, Any]) -> Collection:
+    return Collection(str(d["name"]), str(d.get("label", "name")), dict(d.get("fields", {})),
+                      tuple(d.get("records", ())), str(d.get("key", "id")), str(d.get("id_prefix", "")),
+                      dict(d.get("defaults", {})), str(d.get("entity", "")))
+
+
+def load_toml(path: Path) -> ToolEnv:
+    """A declarative environment: `name`, `[[collections]]`, `[[tools]]` (docs/synthesis.md)."""
+    data = tomllib.loads(path.read_text())
+    return ToolEnv(str(data.get("name", path.stem)), tuple(tool_from_dict(t) for t in data.get("tools", [])),
+                   tuple(collection_from_dict(c) for c in data.get("collections", [])),
+                   dict(data.get("fixtures", {})), dict(data.get("values", {})))
+
+
+def _load_module(path: Path) -> ToolEnv:
+    spec = importlib.util.spec_from_file_location(f"openforgerl_synth_env_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    env = getattr(module, "ENV", None)
+    if not isinstance(env, ToolEnv):
+        raise ValueError(f"{path} defines no ToolEnv named ENV")
+    return env
+
+
+def load_env(spec: str | Path | ToolEnv) -> ToolEnv:
+    """`claw`, a `.py` module with `ENV`, a `.toml` environment, an MCP `tools/list` result (`.json`
+    with `tools`) or an OpenAPI 3 document (`.json` / `.yaml` with `openapi`)."""
+    if isinstance(spec, ToolEnv):
+        return spec.with_answer()
+    if str(spec) == "claw":
+        from openforgerl.synth.claw import claw_env
+
+        return claw_env()
+    path = Path(spec)
+    if not path.is_file():
+        raise ValueError(f"--env {spec!r}: not 'claw' and not a file")
+    if path.suffix == ".py":
+        return _load_module(path).with_answer()
+    if path.suffix == ".toml":
+        return load_toml(path).with_answer()
+    from openforgerl.synth.importers import load_document
+
+    return load_document(path).with_answer()
