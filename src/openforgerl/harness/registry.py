@@ -14,6 +14,7 @@ from openforgerl.harness.openclaw import OpenClawHarness
 from openforgerl.harness.opencode import OpencodeHarness
 from openforgerl.harness.qwen_code import QwenCodeHarness
 from openforgerl.harness.zero.adapter import ZeroHarness
+from openforgerl.harness.zero_gui.adapter import ZeroGuiHarness
 
 FACTORIES: dict[str, Callable[..., HarnessAdapter]] = {
     "codex": CodexHarness,
@@ -26,6 +27,7 @@ FACTORIES: dict[str, Callable[..., HarnessAdapter]] = {
     "opencode": OpencodeHarness,
     "mini_swe_agent": MiniSweAgentHarness,
     "zero": ZeroHarness,
+    "zero-gui": ZeroGuiHarness,
     "command": CommandHarness,
 }
 ALIASES = {"claude": "claude_code", "claude-code": "claude_code", "qwen": "qwen_code", "qwen-code": "qwen_code",

@@ -1,0 +1,145 @@
+"""`PlaywrightComputer`: the action API on one headless Chromium page (Playwright's sync API).
+
+Debian's `chromium` binary is launched by path (`/usr/lib/chromium/chromium`: the `/usr/bin/chromium`
+wrapper is a shell script that reads `/etc/chromium.d`), never Playwright's own download. Flags:
+`--no-sandbox` (inside bubblewrap, root is mapped to root and Chromium's own sandbox refuses to
+start), no GPU, no background networking/component updates/sync (there is no network anyway).
+
+Pixel actions go through `page.mouse` / `page.keyboard`, exactly what a pixel agent does; after each
+action one round trip to the page and, if the action started a navigation, its `load` event (bounded
+by `LOAD_TIMEOUT_MS`), so the next screenshot shows the result without a fixed sleep. The screenshot is the viewport (1280x720, DPR 1), PNG.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from typing import Any
+
+from openforgerl.envs.gui.actions import KEYS, ActionError, Screen
+
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "PlaywrightComputer", "chromium_path"]
+
+CHROMIUM = "/usr/lib/chromium/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-features=Translate,MediaRouter",
+                 "--disable-dev-shm-usage", "--password-store=basic", "--font-render-hinting=none"]
+SETTLE_S = 0.01
+LOAD_TIMEOUT_MS = 5000
+LOCATE_TIMEOUT_MS = 10000  # oracle only: auto-waits for the element (a page still loading under load)
+
+
+def chromium_path() -> str:
+    """The Debian Chromium binary (env `OPENFORGERL_CHROMIUM` overrides)."""
+    found = os.environ.get("OPENFORGERL_CHROMIUM") or (CHROMIUM if os.path.exists(CHROMIUM) else None)
+    found = found or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        raise FileNotFoundError("no chromium (apt-get install chromium)")
+    return found
+
+
+class PlaywrightComputer:
+    """One browser, one page. `start_url` is opened before the first screenshot."""
+
+    def __init__(self, start_url: str, screen: Screen = Screen(), *, headless: bool = True,
+                 playwright: Any = None, browser: Any = None, extra_args: list[str] | None = None) -> None:
+        self.screen = screen
+        self._own_pw = playwright is None
+        if playwright is None:
+            from playwright.sync_api import sync_playwright
+
+            playwright = sync_playwright().start()
+        self._pw = playwright
+        self._own_browser = browser is None
+        self.browser = browser or playwright.chromium.launch(
+            executable_path=chromium_path(), headless=headless, args=[*CHROMIUM_ARGS, *(extra_args or [])])
+        viewport = {"width": screen.width, "height": screen.height}
+        self.context = self.browser.new_context(viewport=viewport, device_scale_factor=1)
+        self.page = self.context.new_page()
+        self._navs = self._loads = 0
+        self.page.on("request", self._on_request)
+        self.page.on("load", self._on_load)
+        self.page.goto(start_url, wait_until="load")
+
+    def _on_request(self, request: Any) -> None:
+        if request.is_navigation_request() and request.frame == self.page.main_frame:
+            self._navs += 1
+
+    def _on_load(self, _: Any) -> None:
+        self._loads += 1
+
+    def _mark(self) -> tuple[int, int]:
+        return self._navs, self._loads
+
+    def _settle(self, mark: tuple[int, int]) -> None:
+        """After an input: one round trip to the page (the input's handlers, e.g. a form submit, have
+        run and any navigation request has reached us), then, if a navigation started, its `load`."""
+        with contextlib.suppress(Exception):  # the context may be torn down by the navigation itself
+            self.page.evaluate("0")
+        deadline = LOAD_TIMEOUT_MS / 1000 / SETTLE_S
+        while self._navs != mark[0] and self._loads == mark[1] and deadline > 0:
+            self.page.wait_for_timeout(SETTLE_S * 1000)
+            deadline -= 1
+
+    def click(self, x: int, y: int, button: str = "left", count: int = 1) -> None:
+        mark = self._mark()
+        self.page.mouse.click(x, y, button=button, click_count=count)
+        self._settle(mark)
+
+    def drag(self, x: int, y: int, to_x: int, to_y: int) -> None:
+        m, mark = self.page.mouse, self._mark()
+        m.move(x, y)
+        m.down()
+        m.move(to_x, to_y, steps=8)
+        m.up()
+        self._settle(mark)
+
+    def type(self, text: str) -> None:
+        mark = self._mark()
+        self.page.keyboard.type(text)
+        self._settle(mark)
+
+    def key(self, keys: list[str]) -> None:
+        mark = self._mark()
+        names = [KEYS[k][0] if k in KEYS else k for k in keys]
+        self.page.keyboard.press("+".join(names))
+        self._settle(mark)
+
+    def scroll(self, x: int, y: int, dx: int, dy: int) -> None:
+        self.page.mouse.move(x, y)
+        self.page.mouse.wheel(dx * 100, dy * 100)
+        self.page.wait_for_timeout(150)  # smooth scrolling
+
+    def screenshot(self) -> bytes:
+        data: bytes = self.page.screenshot(type="png")
+        return data
+
+    def locate(self, selector: str) -> dict[str, int]:
+        """Oracle only: the element's box in screen pixels (viewport = screen here)."""
+        return box_of(self.page, selector, (0, 0))
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.context.close()
+        if self._own_browser:
+            with contextlib.suppress(Exception):
+                self.browser.close()
+        if self._own_pw:
+            with contextlib.suppress(Exception):
+                self._pw.stop()
+
+
+def box_of(page: Any, selector: str, offset: tuple[int, int]) -> dict[str, int]:
+    """{x, y, width, height, cx, cy} of the first visible match, scrolled into view, plus `offset`."""
+    loc = page.locator(selector).first
+    try:
+        loc.scroll_into_view_if_needed(timeout=LOCATE_TIMEOUT_MS)
+        box = loc.bounding_box(timeout=LOCATE_TIMEOUT_MS)
+    except Exception as exc:
+        raise ActionError(f"no visible element for {selector!r}: {type(exc).__name__}") from exc
+    if box is None:
+        raise ActionError(f"element {selector!r} has no box (hidden)")
+    x, y = int(box["x"]) + offset[0], int(box["y"]) + offset[1]
+    w, h = int(box["width"]), int(box["height"])
+    return {"x": x, "y": y, "width": w, "height": h, "cx": x + w // 2, "cy": y + h // 2}

@@ -1,0 +1,21 @@
+"""Shared GUI pieces: the action API (`actions`), its HTTP service and client (`computer_service`,
+`client`), the per-rollout service process (`service`), the GUI verifier (`verify`), the task runtime for
+`[environment] kind = "browser" | "desktop"` tasks (`runtime`) and the environment registry (`registry`).
+
+The browser environment (`envs.browser`) and the desktop environment (`envs.desktop`) register
+themselves in `registry`; nothing here switches on a kind's name.
+"""
+
+__all__ = ["ACTIONS", "Computer", "HttpComputer", "Screen"]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("ACTIONS", "Computer", "Screen"):
+        from openforgerl.envs.gui import actions
+
+        return getattr(actions, name)
+    if name == "HttpComputer":
+        from openforgerl.envs.gui.client import HttpComputer
+
+        return HttpComputer
+    raise AttributeError(name)

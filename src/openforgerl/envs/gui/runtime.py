@@ -1,0 +1,127 @@
+"""`GuiTaskRuntime`: a task folder with `[environment] kind = "browser" | "desktop"` as a `TaskRuntime`.
+
+Task folder additions: `environment/gui.json` (`start_url`, `apps` = {app: fixtures}, `desktop.launch`,
+`screen`), `solution/actions.json` (the oracle, see `gui.oracle`), `tests/checks.toml` (Claw spec over
+`<app>.<list>` state and workdir files).
+
+Per rollout, inside the sandbox:
+- `/workdir/.gui/config.json` (the environment config; no expected values in it) and the workspace files;
+- the service (`service_argv`): apps on 127.0.0.1:8080, the screen and its computer service on :8765
+  (`computer_url`, also `tool_service_url`): what the GUI harness calls;
+- a secret `token` per runtime, in the service's argv and the verifier's argv only. The agent's exec
+  has its own PID namespace (cannot read the service's argv or memory), and no file inside holds it,
+  so the agent can neither read `/__state` nor use `/locate` (the oracle's element lookup).
+After the harness: `gui.verify` in a fresh sandbox (`run_verifier`), which reads the state through
+the token and the read-only workdir. Outcomes as `ClawTaskRuntime.verify` (exit 3 -> TamperError).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from openforgerl.envs.gui.computer_service import COMPUTER_PORT
+from openforgerl.envs.gui.registry import SandboxNeeds, get_environment
+from openforgerl.envs.runtime import parse_reward, read_tree
+from openforgerl.envs.task import Task
+from openforgerl.harness.base import McpServer
+from openforgerl.orchestrator.task_protocol import Verdict, VerifierError
+from openforgerl.sandbox.base import TamperError
+from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
+
+__all__ = ["GUI_DIR", "GuiTaskRuntime", "environment_kind"]
+
+GUI_DIR = ".gui"
+APPS_PORT = 8080
+EXIT_TAMPERED = 3
+INSIDE = "/workdir"
+ORACLE_TIMEOUT_S = 180.0
+
+
+def environment_kind(task: Task) -> str | None:
+    """`[environment] kind` of task.toml (None: not a GUI task)."""
+    kind = (task.config.environment.model_extra or {}).get("kind")
+    return str(kind) if kind else None
+
+
+class GuiTaskRuntime:
+    """One GUI task; stateless across rollouts (the token is per runtime, never shown to the agent)."""
+
+    def __init__(self, task: Task, *, python: str | None = None, **_: Any) -> None:
+        self.task = task
+        self.task_id = task.task_id
+        self.instruction = task.instruction
+        self.budget_s = task.budget_s
+        self.python = python or sys.executable
+        self.kind = environment_kind(task) or "browser"
+        self.environment = get_environment(self.kind)
+        self.env_config: dict[str, Any] = json.loads((task.root / "environment" / "gui.json").read_text())
+        self.token = secrets.token_hex(16)
+        self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
+                                         "environment": self.kind, "tags": list(task.meta.tags)}
+        self.service_ready_s = 0.0
+        self.computer_url = f"http://127.0.0.1:{COMPUTER_PORT}"
+        self.screen = tuple(self.env_config.get("screen", (1280, 720)))
+
+    @property
+    def needs(self) -> SandboxNeeds:
+        return self.environment.needs
+
+    @property
+    def ro_binds(self) -> tuple[str, ...]:
+        return self.needs.ro_binds
+
+    @property
+    def tool_service_url(self) -> str:
+        return self.computer_url
+
+    def files(self) -> Mapping[str, bytes]:
+        out = read_tree(self.task.root / "environment" / "workspace")
+        out[f"{GUI_DIR}/config.json"] = json.dumps({**self.env_config, "kind": self.kind}, indent=1).encode()
+        return out
+
+    def service_argv(self, workdir: str = INSIDE) -> Sequence[str]:
+        return [self.python, "-I", "-m", "openforgerl.envs.gui.service", "--config", f"{workdir}/{GUI_DIR}/config.json",
+                "--token", self.token, "--apps-port", str(APPS_PORT), "--computer-port", str(COMPUTER_PORT)]
+
+    def mcp_servers(self) -> Sequence[McpServer]:
+        return []
+
+    def function_tools(self) -> Sequence[Mapping[str, Any]]:
+        return []
+
+    def shell_tools_hint(self) -> str:
+        w, h = self.screen
+        return (f"A {w}x{h} screen is served at {self.computer_url}: GET /screenshot (PNG), "
+                "POST /act {\"action\": ..., pixel x/y} (see GET /info).")
+
+    async def verify(self, sandbox: Any) -> Verdict:
+        inputs = read_tree(self.task.root / "tests", "tests/")
+        state_url = f"http://127.0.0.1:{APPS_PORT}" if self.env_config.get("apps") else ""
+        argv = [self.python, "-I", "-m", "openforgerl.envs.gui.verify", "--checks", f"{VERIFIER_IN}/tests/checks.toml",
+                "--state-url", state_url, "--token", self.token, "--workdir", INSIDE,
+                "--out", f"{VERIFIER_OUT}/reward.json", "--log", f"{VERIFIER_OUT}/verifier.log"]
+        run = await run_verifier(sandbox, argv, inputs=inputs, timeout_s=self.task.config.verifier.timeout_sec or 120.0)
+        res = run.result
+        log = res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace")
+        if res.returncode == EXIT_TAMPERED and not res.timed_out:
+            raise TamperError(log[-2000:])
+        if res.returncode != 0 or res.timed_out or "reward.json" not in run.outputs:
+            raise VerifierError(f"verifier exited {res.returncode} (timed_out={res.timed_out}): {log[-2000:]}")
+        return parse_reward(run.outputs["reward.json"], log)
+
+    async def run_oracle(self, sandbox: Any) -> str:
+        """Replay solution/actions.json through the computer service (validation only)."""
+        actions = self.task.root / "solution" / "actions.json"
+        if not actions.is_file():
+            return "no solution/actions.json"
+        await sandbox.write_file("/tmp/oracle-actions.json", actions.read_bytes())
+        argv = [self.python, "-I", "-m", "openforgerl.envs.gui.oracle", "--actions", "/tmp/oracle-actions.json",
+                "--token", self.token, "--url", self.computer_url]
+        res = await sandbox.exec(argv, timeout_s=ORACLE_TIMEOUT_S)
+        if res.returncode != 0:
+            return f"oracle exited {res.returncode}: {res.stderr.decode(errors='replace')[-800:]}"
+        return ""

@@ -1,0 +1,57 @@
+"""`python -I -m openforgerl.envs.gui.service --config FILE --token T`: one GUI rollout's services.
+
+Started by the orchestrator (`TaskRuntime.service_argv`) inside the sandbox, it serves
+- the web apps of the task (`envs.browser.apps`) on 127.0.0.1:8080, with their state behind the token;
+- the screen of the task's environment kind (`envs.gui.registry`: a headless browser, or an Xvfb
+  desktop) and its computer service (`computer_service`) on 127.0.0.1:8765.
+Exits when killed (sandbox close); `-I` so nothing in /workdir can shadow our modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from openforgerl.envs.gui.computer_service import COMPUTER_PORT, serve_computer
+from openforgerl.envs.gui.registry import get_environment
+
+__all__ = ["FONTS_CONF", "main", "start_apps"]
+
+FONTS_CONF = Path(__file__).with_name("fonts.conf")
+
+
+def start_apps(config: dict[str, Any], token: str, port: int) -> str:
+    """Serve the task's apps in a daemon thread; returns their base URL ("" when the task has none)."""
+    if not config.get("apps"):
+        return ""
+    from openforgerl.envs.browser.apps import build_apps
+
+    _, server = build_apps(config["apps"], token, port)
+    threading.Thread(target=server.serve_forever, daemon=True, name="apps").start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m openforgerl.envs.gui.service")
+    ap.add_argument("--config", type=Path, required=True, help="the task's environment config (JSON)")
+    ap.add_argument("--token", default="", help="secret for the state and locate routes")
+    ap.add_argument("--apps-port", type=int, default=8080)
+    ap.add_argument("--computer-port", type=int, default=COMPUTER_PORT)
+    ns = ap.parse_args(argv)
+    os.environ.setdefault("FONTCONFIG_FILE", str(FONTS_CONF))  # inherited by Chromium, Xvfb's clients
+    config = json.loads(ns.config.read_text())
+    apps_url = start_apps(config, ns.token, ns.apps_port)
+    screen = get_environment(config["kind"]).open_screen(config, apps_url)
+    server = serve_computer(screen.computer, ns.computer_port, token=ns.token, locate=screen.locate)
+    try:
+        server.serve_forever()
+    finally:
+        screen.close()
+
+
+if __name__ == "__main__":
+    main()
