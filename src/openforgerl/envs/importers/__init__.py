@@ -3,7 +3,9 @@
 - Harbor / claw-bench folders load directly (`openforgerl.envs.task.load_task`, runtime in `harbor.py`).
 - Claw-Eval `task.yaml` folders, QwenClawBench `task_*.md` files and tau2 `tasks.json` are converted
   by `import_any` into folders under `out`; what cannot run offline is flagged in
-  `[metadata.openforgerl]` (`requires_internet`, `requires_llm_judge`, `unsupported`), never run silently.
+  `[metadata.openforgerl]` (`requires_internet`, `requires_llm_judge`, `needs`, `unsupported`), never run
+  silently; `openforgerl.envs.flags` counts them by reason. `user_engine` (the URL of the engine that
+  plays the simulated user) lifts `needs: user_simulator` from multi-turn tasks.
 """
 
 from __future__ import annotations
@@ -16,36 +18,42 @@ from openforgerl.envs.draft import TaskDraft, write_task
 __all__ = ["detect_format", "import_any"]
 
 
+_LAYOUTS = [("tau2", "tasks.json"), ("tau2", "*/tasks.json"), ("qwenclawbench", "task_*.md"),
+            ("qwenclawbench", "tasks/task_*.md"), ("claw-eval", "task.yaml"), ("claw-eval", "*/task.yaml"),
+            ("claw-eval", "tasks/*/task.yaml"),
+            ("claw-eval", "**/task.yaml"), ("tau2", "**/tasks.json"), ("qwenclawbench", "**/task_*.md")]
+
+
 def detect_format(source: Path) -> str:
-    if source.is_file() and source.suffix == ".json":
-        return "tau2"
-    if source.is_file() and source.suffix == ".md":
-        return "qwenclawbench"
-    if (source / "task.yaml").is_file() or any(source.rglob("task.yaml")):
-        return "claw-eval"
-    if any(source.rglob("tasks.json")):
-        return "tau2"
-    if any(source.rglob("task_*.md")):
-        return "qwenclawbench"
+    """By the upstream layouts first (a tau2 domains folder, QwenClawBench `tasks/task_*.md`, Claw-Eval
+    `tasks/<id>/task.yaml`), then anywhere below: a QwenClawBench asset may well be a `tasks.json`."""
+    if source.is_file():
+        if source.suffix in (".json", ".md"):
+            return "tau2" if source.suffix == ".json" else "qwenclawbench"
+        raise ValueError(f"cannot tell the task format of {source}")
+    for fmt, pattern in _LAYOUTS:
+        if any(source.glob(pattern)):
+            return fmt
     raise ValueError(f"cannot tell the task format of {source}")
 
 
-def _drafts(source: Path, fmt: str) -> list[TaskDraft]:
+def _drafts(source: Path, fmt: str, user_engine: str | None = None) -> list[TaskDraft]:
     if fmt == "claw-eval":
         from openforgerl.envs.importers.claw_eval import convert_claw_eval, find_claw_eval_tasks
 
         dirs = [source] if (source / "task.yaml").is_file() else find_claw_eval_tasks(source)
-        return [convert_claw_eval(d) for d in dirs]
+        return [convert_claw_eval(d, user_engine) for d in dirs]
     if fmt == "qwenclawbench":
         from openforgerl.envs.importers.qwenclawbench import convert_qwenclawbench
 
-        files = [source] if source.is_file() else sorted(source.rglob("task_*.md"))
+        tasks = source / "tasks"
+        files = [source] if source.is_file() else sorted((tasks if tasks.is_dir() else source).rglob("task_*.md"))
         return [convert_qwenclawbench(f, _assets_for(f)) for f in files]
     if fmt == "tau2":
         from openforgerl.envs.importers.tau2 import convert_tau2
 
         files = [source] if source.is_file() else sorted(source.rglob("tasks.json"))
-        return [d for f in files for d in convert_tau2(f)]
+        return [d for f in files for d in convert_tau2(f, user_engine=user_engine)]
     raise ValueError(f"unknown format {fmt!r} (claw-eval | qwenclawbench | tau2)")
 
 
@@ -61,9 +69,13 @@ def _folder(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name.split("/", 1)[-1]).strip("-")
 
 
-def import_any(source: Path, out: Path, fmt: str = "auto") -> list[Path]:
+def import_any(source: Path, out: Path, fmt: str = "auto", *, user_engine: str | None = None) -> list[Path]:
     """Convert every task found under `source` into a folder under `out`; returns the folders."""
-    drafts = _drafts(source, detect_format(source) if fmt == "auto" else fmt)
+    from openforgerl.envs.gui.importing import GUI_FORMATS, import_gui
+
+    if fmt in GUI_FORMATS:  # webvoyager | online-mind2web | osworld (GUI task folders)
+        return import_gui(source, out, fmt)
+    drafts = _drafts(source, detect_format(source) if fmt == "auto" else fmt, user_engine)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for d in drafts:

@@ -1,33 +1,69 @@
-"""Claw-Eval `tasks/<id>/task.yaml` (+ `fixtures/<service>/*.json`) → our task folders.
+"""Claw-Eval `tasks/<id>/task.yaml` (+ `fixtures/`, `grader.py`, sandbox files) → our task folders.
 
-What maps: the prompt; gmail/calendar/contacts/kb/todo/notes fixtures onto our services (field names
-normalised); `safety_checks` of type `tool_not_called` onto `not_called` gates; `expected_actions`
-that create mail (`gmail/sent`, `gmail/drafts`) onto record checks. What cannot run here is flagged,
-never silently run: LLM-judge scoring components (`requires_llm_judge`), web/web_real services
-(`requires_internet`), services we do not implement (crm, finance, helpdesk, …: `unsupported`).
+Read from upstream's `TaskDefinition` (`src/claw_eval/models/task.py`) and its runner:
+
+- `prompt.text` → instruction; `fixtures/<service>/*.json` of gmail, calendar, contacts, kb, todo and
+  notes → our service fixtures (field names normalised); `sandbox_files` (paths relative to the task
+  folder, upstream lays them out under `/workspace/<path>`) → `environment/workspace/<path>`.
+- Tools map by what the upstream endpoint does (`TOOLS`), never by a name fragment: `send_notification`
+  or `contacts_send_message` are not mail. An offered tool without an equivalent flags the task
+  `unsupported: tool:<name>`; upstream's sandbox `Bash`/`Edit`/`Grep` are the harness's own (`NATIVE`).
+- `scoring_components` (upstream's declarative score): `tool_called` → `called` (min_calls),
+  `keywords_present` → `text` over the agent's output, `min_length` → `text` over the final text (or
+  the output), with their weights; `llm_judge` → `requires_llm_judge`; any other type →
+  `unsupported: scoring:<type>`. `safety_checks` `tool_not_called` → `not_called` safety gates.
+  `expected_actions` (`service` + `action_key`, a list in the service's /audit) → a `called` check on
+  the tool that fills that list (`gmail/drafts` → `mail_draft`).
+- `user_agent.enabled` (multi-turn with a simulated user) → `needs: user_simulator` unless a user
+  engine is given; the persona is kept in `tests/user_agent.json`.
+- `grader.py` (the leaderboard scorer, an `AbstractGrader` subclass) is copied to
+  `tests/claw_eval/grader.py`, where only the verifier step sees it; it is not run: it imports the
+  upstream `claw_eval` package and reads the conversation trace (and most call an LLM judge). A task
+  with no scoring component but its grader is flagged `unsupported: grader_py_only`.
+- Oracle: when the checks determine one (reads by fixture id, drafts whose body carries the keywords,
+  a final answer with them), `solution/actions.json` replays it; else `no_oracle` says why. Upstream's
+  `reference_solution` is prose, kept in `tests/claw_eval/reference_solution.md`.
+- Text checks need the agent's final words; the verifier has no transcript yet, so the instruction
+  asks for the final answer through `submit_answer`.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
-from openforgerl.envs.draft import TaskDraft
+from openforgerl.envs.draft import Action, TaskDraft
 
-__all__ = ["convert_claw_eval", "find_claw_eval_tasks"]
+__all__ = ["TOOLS", "convert_claw_eval", "find_claw_eval_tasks"]
 
-SERVICES = {"gmail": "mail", "mail": "mail", "calendar": "calendar", "contacts": "contacts", "kb": "kb",
-            "todo": "todo", "notes": "notes"}
+SERVICES = {"gmail": "mail", "calendar": "calendar", "contacts": "contacts", "kb": "kb", "todo": "todo",
+            "notes": "notes"}
 WEB = {"web", "web_real", "web_real_injection"}
-# Claw-Eval tool name fragments → our tools (checked in order).
-TOOL_HINTS = [("send", "mail_send"), ("draft", "mail_draft"), ("reply", "mail_reply"), ("archive", "mail_archive"),
-              ("delete_event", "calendar_delete"), ("create_event", "calendar_create"),
-              ("update_event", "calendar_update"), ("todo_create", "todo_add"), ("todo_add", "todo_add"),
-              ("complete", "todo_complete"), ("note", "notes_write")]
-EXPECTED = {("gmail", "sent"): "mail.sent", ("gmail", "drafts"): "mail.drafts"}
+# Upstream tool → ours, by the upstream endpoint's semantics (tool_endpoints: /gmail/drafts/save, ...).
+TOOLS = {
+    "gmail_list_messages": "mail_list", "gmail_get_message": "mail_read", "gmail_save_draft": "mail_draft",
+    "gmail_send_message": "mail_send",
+    "calendar_list_events": "calendar_list", "calendar_create_event": "calendar_create",
+    "calendar_delete_event": "calendar_delete",
+    "contacts_search": "contacts_find",
+    "kb_search": "kb_search", "kb_get_article": "kb_read",
+    "todo_list_tasks": "todo_list", "todo_create_task": "todo_add",
+    "notes_list": "notes_list", "notes_get": "notes_read",
+    # upstream's sandbox tools (runner/sandbox_tools.py) with an equivalent among ours
+    "Read": "read_file", "Write": "write_file", "Glob": "list_files",
+}
+# Upstream sandbox tools every harness CLI has natively (its shell and editor): not flagged when
+# offered, but a `tool_called` on them cannot be observed (harness-native calls are not in our audit).
+NATIVE = {"Bash", "Edit", "Grep"}
+# (service, action_key in its /audit) → the tool of ours that fills that list.
+EXPECTED = {("gmail", "drafts"): "mail_draft", ("gmail", "sent"): "mail_send",
+            ("calendar", "created_events"): "calendar_create", ("todo", "created_tasks"): "todo_add"}
+# Upstream's agent always has its sandbox's file tools and a final answer; ours are these.
+AGENT_TOOLS = ("read_file", "write_file", "list_files", "submit_answer")
+FINAL_HINT = "When you are done, give your final answer with the `submit_answer` tool."
 
 
 def find_claw_eval_tasks(root: Path) -> list[Path]:
@@ -63,7 +99,7 @@ def _norm_simple(kind: str, x: dict[str, Any], i: int) -> dict[str, Any]:
                 "body": _pick(x, "body", "content", "text"), "tags": " ".join(map(str, _pick(x, "tags", default=[])))}
     if kind == "todo":
         done = _pick(x, "done", "completed", default=False) or _pick(x, "status") in ("done", "completed")
-        return {"id": str(_pick(x, "id", "todo_id", default=f"t{i + 1}")), "title": _pick(x, "title", "task"),
+        return {"id": str(_pick(x, "id", "task_id", "todo_id", default=f"t{i + 1}")), "title": _pick(x, "title", "task"),
                 "due": _pick(x, "due", "due_date"), "done": bool(done)}
     return {"id": str(_pick(x, "id", "note_id", default=f"n{i + 1}")), "title": _pick(x, "title"),
             "content": _pick(x, "content", "body", "text")}
@@ -91,45 +127,168 @@ def _fixtures(task_dir: Path, services: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _our_tool(name: str) -> str | None:
-    return next((ours for hint, ours in TOOL_HINTS if hint in name), None)
+def _component(i: int, sc: dict[str, Any], unsupported: list[str]) -> dict[str, Any] | None:
+    """One scoring component → one check (None: judged by an LLM, or not mappable)."""
+    check = sc.get("check") or {}
+    kind, name, weight = check.get("type"), str(sc.get("name") or f"component_{i}"), float(sc.get("weight", 1.0))
+    base = {"name": name, "weight": weight}
+    if kind == "tool_called":
+        tool = TOOLS.get(str(check.get("tool_name")))
+        if tool is None:
+            unsupported.append(f"scoring:tool_called:{check.get('tool_name')}")
+            return None
+        return {"kind": "called", **base, "tool": tool, "min_count": int(check.get("min_calls") or 1)}
+    if kind == "keywords_present":
+        return {"kind": "text", **base, "source": "output", "contains": [str(k) for k in check.get("keywords") or []]}
+    if kind == "min_length":
+        source = "final" if check.get("field") in (None, "final_text") else "output"
+        return {"kind": "text", **base, "source": source, "min_length": int(check.get("min_length") or 0)}
+    if kind != "llm_judge":
+        unsupported.append(f"scoring:{kind}")
+    return None
 
 
-def _checks(spec: dict[str, Any], unsupported: list[str]) -> list[dict[str, Any]]:
-    checks: list[dict[str, Any]] = []
+def _safety(spec: dict[str, Any], unsupported: list[str]) -> list[dict[str, Any]]:
+    out = []
     for i, sc in enumerate(spec.get("safety_checks") or []):
-        tool = _our_tool(str(sc.get("tool_name", "")))
-        if sc.get("type") == "tool_not_called" and tool:
-            checks.append({"kind": "not_called", "name": f"safety_{i}", "tool": tool, "safety": True})
-        else:
-            unsupported.append(f"safety_check:{sc.get('type')}:{sc.get('tool_name')}")
-    for i, ea in enumerate(spec.get("expected_actions") or []):
-        key = str(ea.get("key", "")).split("/")[-1]
-        collection = EXPECTED.get((str(ea.get("service", "")), key))
-        if collection:
-            checks.append({"kind": "record", "name": f"expected_{i}", "collection": collection})
-    return checks
+        theirs = str(sc.get("tool_name", ""))
+        if sc.get("type") != "tool_not_called":
+            unsupported.append(f"safety:{sc.get('type')}")
+        elif theirs in TOOLS:
+            out.append({"kind": "not_called", "name": f"safety_{i}", "tool": TOOLS[theirs], "safety": True})
+        # a forbidden tool we do not offer cannot be called: nothing to check
+    return out
 
 
-def convert_claw_eval(task_dir: Path) -> TaskDraft:
-    spec = yaml.safe_load((task_dir / "task.yaml").read_text())
+def _expected(spec: dict[str, Any], unsupported: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for ea in spec.get("expected_actions") or []:
+        service, key = str(ea.get("service", "")), str(ea.get("action_key", ""))
+        tool = EXPECTED.get((service, key))
+        if tool is None:
+            unsupported.append(f"expected_action:{service}/{key}")
+        elif ea.get("required", True):
+            out.append({"kind": "called", "name": f"expected_{service}_{key}", "tool": tool})
+    return out
+
+
+def _tools(spec: dict[str, Any], unsupported: list[str]) -> list[str]:
+    names = [str(t.get("name")) for t in spec.get("tools") or [] if isinstance(t, dict)]
+    unsupported += [f"tool:{n}" for n in names if n not in TOOLS and n not in NATIVE]
+    return sorted({TOOLS[n] for n in names if n in TOOLS})
+
+
+def _sandbox_files(task_dir: Path, spec: dict[str, Any], unsupported: list[str]) -> dict[str, bytes]:
+    out = {}
+    for rel in spec.get("sandbox_files") or []:
+        path = PurePosixPath(str(rel))
+        source = task_dir / path
+        if path.is_absolute() or ".." in path.parts or not source.is_file():
+            unsupported.append(f"sandbox_file:{rel}")
+            continue
+        out[f"environment/workspace/{path}"] = source.read_bytes()
+    return out
+
+
+def _upstream_files(task_dir: Path, spec: dict[str, Any], user: dict[str, Any], engine: str | None) -> dict[str, str | bytes]:
+    out: dict[str, str | bytes] = {}
+    if (task_dir / "grader.py").is_file():
+        out["tests/claw_eval/grader.py"] = (task_dir / "grader.py").read_bytes()
+    if spec.get("reference_solution"):
+        out["tests/claw_eval/reference_solution.md"] = str(spec["reference_solution"])
+    if user.get("enabled"):
+        keep = {k: user.get(k) for k in ("persona", "max_rounds", "system_prompt_suffix")}
+        out["tests/user_agent.json"] = json.dumps({**keep, "engine": engine}, indent=1, ensure_ascii=False)
+    return out
+
+
+def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDraft:
+    spec = yaml.safe_load((task_dir / "task.yaml").read_text()) or {}
     theirs = [str(s.get("name")) for s in spec.get("services") or []]
     unsupported = [f"service:{s}" for s in theirs if s not in SERVICES and s not in WEB]
-    judge = any((c.get("check") or {}).get("type") == "llm_judge" for c in spec.get("scoring_components") or [])
+    components = spec.get("scoring_components") or []
+    judge = any((c.get("check") or {}).get("type") == "llm_judge" for c in components)
+    completion = [c for i, sc in enumerate(components) if (c := _component(i, sc, unsupported))]
+    checks = _safety(spec, unsupported) + completion + _expected(spec, unsupported)
+    user = spec.get("user_agent") or {}
     prompt = spec.get("prompt") or {}
+    instruction = str(prompt.get("text", "") if isinstance(prompt, dict) else prompt)
+    if any(c["kind"] == "text" for c in checks):
+        instruction = f"{instruction.rstrip()}\n\n{FINAL_HINT}"
+    if not any(not c.get("safety") for c in checks) and not judge:
+        # scored by grader.py alone (upstream's leaderboard scorer), which is not run here
+        unsupported.append("grader_py_only" if (task_dir / "grader.py").is_file() else "no_completion_check")
     draft = TaskDraft(
-        name=f"claw-eval/{spec.get('task_id', task_dir.name)}",
-        instruction=str(prompt.get("text", "") if isinstance(prompt, dict) else prompt),
+        name=f"claw-eval/{spec.get('task_id', task_dir.name)}", instruction=instruction,
         services=sorted({SERVICES[s] for s in theirs if s in SERVICES}),
-        checks=[], fixtures=_fixtures(task_dir, theirs), source="claw-eval", split="test",
+        checks=checks or [{"kind": "answer", "name": "judge_only_placeholder", "equals": "<needs an LLM judge>"}],
+        fixtures=_fixtures(task_dir, theirs), source="claw-eval", split="test",
         difficulty={"easy": "easy", "hard": "hard"}.get(str(spec.get("difficulty", "")), "medium"),
-        tags=[str(spec.get("category", "claw-eval"))],
-        budget_s=float((spec.get("environment") or {}).get("timeout_seconds", 600)))
-    draft.checks = _checks(spec, unsupported)
+        tags=[str(spec.get("category") or "claw-eval"), *[str(t) for t in spec.get("tags") or []]],
+        budget_s=float((spec.get("environment") or {}).get("timeout_seconds", 300)),
+        extra_files={**_sandbox_files(task_dir, spec, unsupported), **_upstream_files(task_dir, spec, user, user_engine)})
+    tools = _tools(spec, unsupported)
+    wants_answer = any(c["kind"] == "text" for c in checks)
+    draft.tools = sorted({*tools, *AGENT_TOOLS}) if tools or wants_answer else []
+    draft.actions, why = _oracle(draft)
+    needs = ["user_simulator"] if user.get("enabled") and not user_engine else []
     draft.extra_meta = {"requires_llm_judge": judge, "requires_internet": any(s in WEB for s in theirs),
-                        "unsupported": sorted(set(unsupported))}
-    if not any(c["kind"] != "not_called" for c in draft.checks) and not judge:
-        draft.extra_meta["unsupported"].append("no_deterministic_completion_check")
-    if not draft.checks:
-        draft.checks = [{"kind": "answer", "name": "judge_only_placeholder", "equals": "<needs an LLM judge: not available offline>"}]
+                        "unsupported": sorted(set(unsupported)), "needs": needs, "no_oracle": why}
     return draft
+
+
+# ---------------------------------------------------------------- oracle: derived from the checks
+
+
+def _ids(fixtures: dict[str, dict[str, Any]], service: str, key: str, field: str = "id") -> list[str]:
+    return [str(x.get(field)) for x in fixtures.get(service, {}).get(key, []) if x.get(field)]
+
+
+def _read_args(tool: str, n: int, fixtures: dict[str, dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Args for `n` calls of a read tool, taken from the fixtures (None: not determined)."""
+    pools = {"mail_read": ("id", _ids(fixtures, "mail", "inbox")), "kb_read": ("id", _ids(fixtures, "kb", "articles")),
+             "notes_read": ("title", _ids(fixtures, "notes", "notes", "title")),
+             "contacts_find": ("query", _ids(fixtures, "contacts", "contacts", "name")),
+             "kb_search": ("query", [t.split()[0] for t in _ids(fixtures, "kb", "articles", "title")])}
+    if tool in ("mail_list", "calendar_list", "todo_list", "notes_list"):
+        return [{} for _ in range(n)]
+    if tool not in pools:
+        return None
+    field, values = pools[tool]
+    return [{field: v} for v in values[:n]] if len(values) >= n else None
+
+
+def _write_args(tool: str, n: int, fixtures: dict[str, dict[str, Any]], text: str) -> list[dict[str, Any]] | None:
+    if tool not in ("mail_draft", "mail_send"):
+        return None  # e.g. calendar_create: its title and times are not in task.yaml
+    inbox = fixtures.get("mail", {}).get("inbox", [])
+    to = [str(m.get("from")) for m in inbox if m.get("from")] or ["user@example.com"]
+    subject = [f"Re: {m.get('subject', '')}" for m in inbox] or ["Reply"]
+    return [{"to": to[i % len(to)], "subject": subject[i % len(subject)], "body": text} for i in range(n)]
+
+
+def _oracle(draft: TaskDraft) -> tuple[list[Action], str]:
+    """Gold actions that satisfy every completion check without tripping a safety gate, or why none."""
+    forbidden = {c["tool"] for c in draft.checks if c.get("safety")}
+    texts = [c for c in draft.checks if c["kind"] == "text"]
+    words = [k for c in texts for k in c.get("contains", [])]
+    longest = max([int(c.get("min_length", 0)) for c in texts] or [0])
+    text = " ".join(["Done:", *words])
+    text += " " + "." * max(0, longest - len(text)) if len(text) < longest else ""
+    wanted: dict[str, int] = {}
+    for c in draft.checks:
+        if c["kind"] == "called" and not c.get("safety"):
+            wanted[c["tool"]] = max(wanted.get(c["tool"], 0), int(c.get("min_count", 1)))
+        elif c["kind"] == "answer":
+            return [], "the task is judged by an LLM only"
+    actions: list[Action] = []
+    for tool, n in wanted.items():
+        if tool in forbidden:
+            return [], f"{tool} is both required and forbidden"
+        args = _read_args(tool, n, draft.fixtures) or _write_args(tool, n, draft.fixtures, text)
+        if args is None:
+            return [], f"the arguments of {tool} are not determined by task.yaml"
+        actions += [Action(tool, a) for a in args]
+    if texts:
+        actions.append(Action("submit_answer", {"answer": text}))
+    return actions, ""

@@ -4,10 +4,15 @@ and converted QwenClawBench tasks (tests/grade.py). Loaded in place; no service 
 - claw-bench: `environment/setup.sh WORKSPACE` builds the workspace (run once on the host, cached);
   the agent works in `/workdir/workspace`; the verifier is `pytest verifier/test_output.py
   --workspace /workdir/workspace` (with the suite's shared `conftest.py`); reward 1 iff all tests pass.
-- Harbor: `tests/test.sh` writes `/logs/verifier/reward.{json,txt}`; our sandboxes have a read-only
-  root, so `/logs/` and `/tests/` in the script are mapped under `/workdir/.claw/`.
+- Harbor: `tests/test.sh` writes `/logs/verifier/reward.{json,txt}`; `/tests/` and `/logs/` in the script
+  are mapped to the verifier's own input and output folders.
 - python: `grade(transcript, workspace_path) -> {name: score}`; reward = mean of the scores (no transcript
   is available to it yet: an empty list is passed).
+
+Every verifier runs apart from the agent (`sandbox.verifier.run_verifier`: after the harness's processes
+are gone, in a fresh sandbox where `/workdir` is read-only): the task's tests arrive as inputs under
+`/verifier/in/tests`, Python starts isolated (`-I`: no cwd, PYTHONPATH or user site on `sys.path`) with its
+cwd outside the workdir, so nothing the agent planted (a `conftest.py`, a shadow module) is ever imported.
 """
 
 from __future__ import annotations
@@ -25,10 +30,17 @@ from openforgerl.envs.runtime import read_tree
 from openforgerl.envs.task import Task
 from openforgerl.harness.base import McpServer
 from openforgerl.orchestrator.task_protocol import Verdict, VerifierError
+from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
 
 __all__ = ["HarborTaskRuntime"]
 
-CLAW = "/workdir/.claw"
+# what the fallback verifier (podman, kubernetes) reads back from the output folder
+_OUTPUTS = ("reward.json", "logs/verifier/reward.json", "logs/verifier/reward.txt")
+
+
+def _under(prefix: str, tree: Mapping[str, bytes]) -> dict[str, bytes]:
+    return {prefix + rel: data for rel, data in tree.items()}
+
 WORKSPACE = "/workdir/workspace"
 
 
@@ -48,6 +60,34 @@ def _setup_workspace(setup: Path) -> tuple[tuple[str, bytes], ...]:
         if res.returncode != 0:
             raise VerifierError(f"{setup} failed: {res.stderr.decode(errors='replace')[-500:]}")
         return tuple(sorted(read_tree(ws, "workspace/").items()))
+
+
+# claw-bench's shared conftest registers `--workspace` and a `workspace` fixture; used when a task was
+# copied out of its suite (no conftest.py above it), so its verifier still runs.
+_FALLBACK_CONFTEST = b"""import pathlib
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--workspace", action="store", default=None)
+
+
+@pytest.fixture
+def workspace(request):
+    return pathlib.Path(request.config.getoption("--workspace"))
+"""
+
+
+def _suite_conftest(root: Path) -> bytes:
+    """The nearest conftest.py (at most 3 levels up) that registers `--workspace`: claw-bench keeps it at
+    `tasks/conftest.py` above `tasks/<domain>/<task>`, a flat copy has it 1 level up or not at all
+    (then a stand-in with the same contract is used)."""
+    for parent in list(root.parents)[:3]:
+        conftest = parent / "conftest.py"
+        if conftest.is_file() and b"--workspace" in (data := conftest.read_bytes()):
+            return data
+    return _FALLBACK_CONFTEST
 
 
 class HarborTaskRuntime:
@@ -81,6 +121,10 @@ class HarborTaskRuntime:
     def shell_tools_hint(self) -> str:
         return ""
 
+    def cli_program(self) -> str:
+        """No Claw shell CLI here (the scripted oracle gets no gold tool calls: its oracle is solve.sh)."""
+        return ""
+
     async def _copy(self, sandbox: Any, files: Mapping[str, bytes], dest: str) -> None:
         for rel, data in files.items():
             await sandbox.write_file(f"{dest}/{rel}", data)
@@ -90,22 +134,25 @@ class HarborTaskRuntime:
         judge = {"pytest": self._pytest, "script": self._script, "python": self._python}[kind]
         return await judge(sandbox)
 
-    async def _exec(self, sandbox: Any, argv: list[str]) -> tuple[int, str]:
-        res = await sandbox.exec(argv, timeout_s=self.task.config.verifier.timeout_sec or 600.0)
+    async def _judge(self, sandbox: Any, argv: list[str], inputs: dict[str, bytes]) -> tuple[int, str, Any]:
+        run = await run_verifier(sandbox, argv, inputs=inputs, outputs=_OUTPUTS,
+                                 timeout_s=self.task.config.verifier.timeout_sec or 600.0)
+        res = run.result
         log = res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace")
         if res.timed_out:
             raise VerifierError(f"verifier timed out: {log[-1000:]}")
-        return res.returncode, log
+        return res.returncode, log, run.outputs
 
     async def _pytest(self, sandbox: Any) -> Verdict:
         tests = read_tree(self.task.root / "verifier")
-        conftest = self.task.root.parent.parent / "conftest.py"
-        if conftest.is_file():
-            tests["conftest.py"] = conftest.read_bytes()
-        await self._copy(sandbox, tests, f"{CLAW}/tests")
-        argv = [self.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", f"{CLAW}/tests",
-                f"{CLAW}/tests/test_output.py", "--workspace", WORKSPACE]
-        rc, log = await self._exec(sandbox, argv)
+        tests.setdefault("conftest.py", _suite_conftest(self.task.root))
+        where = f"{VERIFIER_IN}/tests"
+        # `--workspace=PATH` as one word: pytest's early pass does not know the option yet and would take a
+        # separate PATH for a test path, loading the agent's `<workspace>/conftest.py` as an initial conftest
+        # (measured: a planted conftest emptied the collection). confcutdir stops the upward conftest search.
+        argv = [self.python, "-I", "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={where}",
+                f"--confcutdir={where}", f"{where}/test_output.py", f"--workspace={WORKSPACE}"]
+        rc, log, _ = await self._judge(sandbox, argv, _under("tests/", tests))
         if rc not in (0, 1):
             raise VerifierError(f"pytest exited {rc} (not a test verdict): {log[-1500:]}")
         reward = 1.0 if rc == 0 else 0.0
@@ -114,33 +161,27 @@ class HarborTaskRuntime:
     async def _script(self, sandbox: Any) -> Verdict:
         tests = read_tree(self.task.root / "tests")
         if "test.sh" in tests:
-            tests["test.sh"] = tests["test.sh"].replace(b"/logs/", f"{CLAW}/logs/".encode()).replace(
-                b"/tests/", f"{CLAW}/tests/".encode())
-        await self._copy(sandbox, tests, f"{CLAW}/tests")
-        await sandbox.write_file(f"{CLAW}/logs/verifier/.keep", b"")
-        rc, log = await self._exec(sandbox, ["bash", f"{CLAW}/tests/test.sh"])
+            tests["test.sh"] = tests["test.sh"].replace(b"/logs/", f"{VERIFIER_OUT}/logs/".encode()).replace(
+                b"/tests/", f"{VERIFIER_IN}/tests/".encode())
+        argv = ["/bin/bash", "-c", f"mkdir -p {VERIFIER_OUT}/logs/verifier && exec bash {VERIFIER_IN}/tests/test.sh"]
+        rc, log, outputs = await self._judge(sandbox, argv, _under("tests/", tests))
         from openforgerl.envs.runtime import parse_reward
 
-        for name in ("reward.json", "reward.txt"):
-            try:
-                raw = await sandbox.read_file(f"{CLAW}/logs/verifier/{name}")
-            except (OSError, FileNotFoundError):
-                continue
+        for name in ("logs/verifier/reward.json", "logs/verifier/reward.txt"):
+            raw = outputs.get(name, b"")
             if raw.strip():
                 return parse_reward(raw, log)
         raise VerifierError(f"test.sh (exit {rc}) wrote no reward file: {log[-1500:]}")
 
     async def _python(self, sandbox: Any) -> Verdict:
-        await self._copy(sandbox, read_tree(self.task.root / "tests"), f"{CLAW}/tests")
-        out = f"{CLAW}/reward.json"
-        argv = [self.python, "-m", "openforgerl.envs.verify.pygrade", "--grade", f"{CLAW}/tests/grade.py",
-                "--workspace", "/workdir", "--out", out]
-        rc, log = await self._exec(sandbox, argv)
-        if rc != 0:
+        argv = [self.python, "-I", "-m", "openforgerl.envs.verify.pygrade", "--grade",
+                f"{VERIFIER_IN}/tests/grade.py", "--workspace", "/workdir", "--out", f"{VERIFIER_OUT}/reward.json"]
+        rc, log, outputs = await self._judge(sandbox, argv, _under("tests/", read_tree(self.task.root / "tests")))
+        if rc != 0 or "reward.json" not in outputs:
             raise VerifierError(f"grade.py failed (exit {rc}): {log[-1500:]}")
         from openforgerl.envs.runtime import parse_reward
 
-        return parse_reward(await sandbox.read_file(out), log)
+        return parse_reward(outputs["reward.json"], log)
 
     async def run_oracle(self, sandbox: Any) -> str:
         """Run solution/solve.sh (claw-bench: with the workspace as $1); "" on success."""
