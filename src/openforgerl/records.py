@@ -22,7 +22,13 @@ class WireProtocol(StrEnum):
 
 
 class CallErrorKind(StrEnum):
-    """Typed errors recorded on a call. All but CLIENT_* taint the rollout as infrastructure failure."""
+    """Typed errors recorded on a call. All but CLIENT_* taint the rollout as infrastructure failure.
+
+    `rollout_status` is the one error-kind -> status table (gateway taint and orchestrator
+    classification both read it): engine faults, including the per-call deadline, are
+    `infra_error:engine`; the gateway's own faults `infra_error:gateway`; what the client did
+    (a malformed request, a disconnect) is never infra.
+    """
 
     ENGINE_HTTP = "engine_http"  # engine answered 5xx (or an unexpected status)
     ENGINE_CONNECTION = "engine_connection"  # connect/reset/EOF talking to the engine
@@ -33,8 +39,13 @@ class CallErrorKind(StrEnum):
     CLIENT_BAD_REQUEST = "client_bad_request"  # the harness sent something we refused (4xx)
 
     @property
+    def rollout_status(self) -> RolloutStatus | None:
+        """The status an error of this kind gives its rollout (None: not infra, the agent's doing)."""
+        return _STATUS_BY_KIND[self]
+
+    @property
     def is_infra(self) -> bool:
-        return self not in (CallErrorKind.CLIENT_DISCONNECTED, CallErrorKind.CLIENT_BAD_REQUEST)
+        return self.rollout_status is not None
 
 
 class CallError(BaseModel):
@@ -72,6 +83,12 @@ class CallRecord(BaseModel):
     agent_id: str | None = None
     parent_agent_id: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    # The prompt's images in the order the engine request holds them (after protocol translation),
+    # bytes in the call log's blob store; `request`/`engine_request` then hold `BLOB_REF_PREFIX`
+    # references in place of the inline base64 (see `ImageRef`).
+    images: list[ImageRef] = Field(default_factory=list)
+    # The image processor settings the engine reported using (None: not reported, or no image).
+    processor: dict[str, Any] | None = None
 
     @property
     def is_infra_error(self) -> bool:
@@ -106,8 +123,26 @@ class RolloutStatus(StrEnum):
         return self.value.startswith("infra_error:")
 
 
+_STATUS_BY_KIND: dict[CallErrorKind, RolloutStatus | None] = {
+    CallErrorKind.ENGINE_HTTP: RolloutStatus.INFRA_ENGINE,
+    CallErrorKind.ENGINE_CONNECTION: RolloutStatus.INFRA_ENGINE,
+    CallErrorKind.ENGINE_DEADLINE: RolloutStatus.INFRA_ENGINE,  # a hung engine is the engine's fault
+    CallErrorKind.ENGINE_PROTOCOL: RolloutStatus.INFRA_ENGINE,
+    CallErrorKind.GATEWAY_INTERNAL: RolloutStatus.INFRA_GATEWAY,
+    CallErrorKind.CLIENT_DISCONNECTED: None,
+    CallErrorKind.CLIENT_BAD_REQUEST: None,  # a client's malformed request is never infra
+}
+
+
 class RolloutRecord(BaseModel):
-    """One harness run on one task: what the orchestrator knows at the end of it."""
+    """One harness run on one task. The gateway (or its store) is the only writer: it opens the
+    record, taints it, and writes the orchestrator's `RolloutOutcome` into it under its lock.
+
+    The verdict is typed: `status`, `reward`, and the orchestrator's batch decision `in_batch`
+    (None: never decided, e.g. a rollout opened outside any batch), `drop_reason` and `group_valid`
+    (its GRPO group kept enough rollouts). `trajectory.trainable` reads only these fields.
+    `deadline_at` (epoch seconds) bounds the harness run and every engine call of the rollout.
+    """
 
     rollout_id: str
     task_id: str | None = None
@@ -123,6 +158,10 @@ class RolloutRecord(BaseModel):
     policy_versions: list[int] = Field(default_factory=list)
     infra_tainted: bool = False
     closed: bool = False
+    in_batch: bool | None = None
+    drop_reason: str | None = None
+    group_valid: bool | None = None
+    deadline_at: float | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -148,3 +187,45 @@ class Sample(BaseModel):
     policy_version_max: int = 0
     status: str | None = None
     extra_fields: dict[str, Any] = Field(default_factory=dict)
+
+
+class RolloutOutcome(BaseModel):
+    """The orchestrator's verdict on one rollout, sent once through the admin plane
+    (`POST /rollouts/{id}/outcome`); the gateway writes it into the `RolloutRecord` under the
+    rollout's lock, so the record has one writer."""
+
+    status: RolloutStatus
+    reward: float | None = None
+    reward_components: dict[str, float] = Field(default_factory=dict)
+    verifier_log: str = ""
+    in_batch: bool | None = None
+    drop_reason: str | None = None
+    group_valid: bool | None = None
+    finished_at: float | None = None
+    # merged into the record's metadata (timings, harness output tails, notes), never replacing it
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+# A stored request's reference to an image's bytes in the call log's blob store: wherever the client
+# sent inline base64 (a `data:` URL, or an Anthropic `source.data`) the recorded `request` and
+# `engine_request` hold `openforgerl-blob:sha256:<64 hex>` instead; the engine got the exact bytes.
+BLOB_REF_PREFIX = "openforgerl-blob:sha256:"
+
+
+class ImageRef(BaseModel):
+    """One image of a call's prompt: its bytes are the blob `sha256` (hex of the decoded bytes) in
+    the call log's blob store (`CallStore.get_blob`/`read_blob`). `width`/`height` come from the
+    image header; `grid_thw` (patch grid) and `tokens` (pads in its placeholder run) are the
+    engine's, when it reports them. A URL image (forwarded only when the gateway allows it) has no
+    bytes here: `sha256` is "", sizes 0, and `url` says where the engine fetched it."""
+
+    sha256: str
+    media_type: str
+    width: int
+    height: int
+    grid_thw: list[int] | None = None
+    tokens: int | None = None
+    url: str | None = None
+
+
+CallRecord.model_rebuild()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -95,8 +96,50 @@ def test_cli_writes_reward_json_and_log(claw_service, tmp_path: Path) -> None:
     assert "PASS todo" in (tmp_path / "verifier.log").read_text()
 
 
-def test_cli_exit_2_when_service_is_down(tmp_path: Path) -> None:
+def test_cli_exit_3_when_service_is_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task's service ran next to the agent: no answer after the agent ran is the agent's outcome
+    (exit 3 = tampered, reward 0), not an infra fault the agent could choose."""
+    import openforgerl.envs.verify.run as run
+
+    real = run.get_json
+    monkeypatch.setattr(run, "get_json", lambda *a, **kw: real(*a, **{**kw, "wait_s": 0.5}))
     checks = tmp_path / "checks.toml"
     checks.write_text('[[checks]]\nkind = "answer"\ncontains = "x"\n')
     assert verify_main(["--checks", str(checks), "--state-url", "http://127.0.0.1:9", "--out",
-                        str(tmp_path / "r.json")]) == 2
+                        str(tmp_path / "r.json")]) == 3
+
+
+def test_cli_exit_2_when_the_spec_is_broken(claw_service, tmp_path: Path) -> None:
+    svc = claw_service()
+    checks = tmp_path / "checks.toml"
+    checks.write_text('[[checks]]\nkind = "bogus"\n')
+    assert verify_main(["--checks", str(checks), "--state-url", svc.url, "--out", str(tmp_path / "r.json")]) == 2
+
+
+@pytest.mark.parametrize("plant", ["symlink_out", "symlink_in", "fifo", "dir", "parent_link", "huge"])
+def test_file_check_refuses_what_the_agent_planted(plant: str, tmp_path: Path) -> None:
+    """A file check never follows a link (even inside the workdir), never blocks on a FIFO and never
+    reads more than 8 MiB: each is a violation, reward 0 whatever the other checks say."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "secret").write_text("abracadabra")
+    (work / "real.txt").write_text("abracadabra")
+    target = work / "proof.txt"
+    if plant == "symlink_out":
+        target.symlink_to(tmp_path / "secret")
+    elif plant == "symlink_in":
+        target.symlink_to(work / "real.txt")
+    elif plant == "fifo":
+        os.mkfifo(target)
+    elif plant == "dir":
+        target.mkdir()
+    elif plant == "parent_link":
+        (work / "sub").symlink_to(tmp_path)
+        target = work / "sub" / "secret"
+    else:
+        target.write_bytes(b"abracadabra" + b"x" * (8 * 1024 * 1024))
+    rel = str(target.relative_to(work))
+    out = _judge([{"kind": "file", "path": rel, "contains": "abracadabra"},
+                  {"kind": "answer", "contains": "$60"}], work)
+    assert out.reward == 0.0 and not out.passed and len(out.violations) == 1
+    assert "VIOLATION" in out.log() and out.checks["file_0"] == 0.0

@@ -82,8 +82,10 @@ async def run_rollout(gw: RunningGateway, adapter: HarnessAdapter, tools_dir: Pa
     ok = proof.is_file() and proof.read_text() == content
     record = await gw.gateway.store.get_rollout(opened["rollout_id"])
     assert record is not None
-    record = record.model_copy(update={"status": _status(record, run, ok), "reward": 1.0 if ok else 0.0,
-                                       "harness": adapter.name})
+    status = _status(record, run, ok)
+    # the orchestrator's verdict for a group of one: in the batch unless infra (trajectory.trainable)
+    record = record.model_copy(update={"status": status, "reward": 1.0 if ok else 0.0, "harness": adapter.name,
+                                       "in_batch": not status.is_infra, "group_valid": True})
     first = min((c.started_at for c in calls), default=None)
     return Outcome(run, calls, record, reconstruct_samples(calls, record), workdir,
                    None if first is None else first - started)

@@ -130,13 +130,14 @@ async def test_gateway_service_objects_created_once(kube_backend: KubernetesBack
     cfg = kube_backend.config
     created = await ensure_gateway(kube_backend.api, cfg)
     assert created == ["Deployment/openforgerl-gateway", "Service/openforgerl-gateway",
-                       "NetworkPolicy/openforgerl-sandbox-egress"]
+                       "NetworkPolicy/openforgerl-sandbox-egress", "NetworkPolicy/openforgerl-gateway-ingress"]
     assert await ensure_gateway(kube_backend.api, cfg) == []  # 409s: already there
     svc = fake_kube.store.get("services", cfg.gateway.namespace, cfg.gateway.name)
     assert svc["spec"]["ports"][0]["port"] == cfg.gateway.port
     for kind, ns, name in [("Deployment", cfg.gateway.namespace, cfg.gateway.name),
                            ("Service", cfg.gateway.namespace, cfg.gateway.name),
-                           ("NetworkPolicy", cfg.namespace, "openforgerl-sandbox-egress")]:
+                           ("NetworkPolicy", cfg.namespace, "openforgerl-sandbox-egress"),
+                           ("NetworkPolicy", cfg.gateway.namespace, "openforgerl-gateway-ingress")]:
         assert await kube_backend.api.delete(kind, ns, name)
     assert fake_kube.store.objects == {}
 

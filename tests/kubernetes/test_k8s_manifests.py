@@ -46,7 +46,8 @@ SPECS = {
 def rendered() -> dict[str, dict]:
     out = {name: render_pod(spec, cfg) for name, (spec, cfg) in SPECS.items()}
     for obj in gateway_objects(PROD):
-        out[f"gateway_{obj['kind'].lower()}"] = obj
+        ingress = obj["metadata"]["name"].endswith("-ingress")  # the gateway's own NetworkPolicy
+        out["gateway_ingress" if ingress else f"gateway_{obj['kind'].lower()}"] = obj
     return out
 
 
@@ -134,7 +135,7 @@ def test_gateway_yaml_for_kubectl_round_trips():
     from openforgerl.sandbox.kubernetes.gateway import gateway_yaml
 
     docs = list(yaml.safe_load_all(gateway_yaml(PROD)))
-    assert [d["kind"] for d in docs] == ["Deployment", "Service", "NetworkPolicy"]
+    assert [d["kind"] for d in docs] == ["Deployment", "Service", "NetworkPolicy", "NetworkPolicy"]
     assert docs == gateway_objects(PROD)
     svc = docs[1]
     assert svc["spec"]["selector"] == docs[0]["spec"]["template"]["metadata"]["labels"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from orch_helpers import AGENT
 
 from openforgerl.engines.scripted import Faults, ScriptedEngine, Turn
 from openforgerl.gateway.server import RunningGateway, start_gateway
@@ -28,8 +29,8 @@ class Env:
 
     async def run(self, tasks: list[Any], harness: Any, **config: Any) -> BatchResult:
         cfg = OrchestratorConfig(**{"n": 1, "min_group_size": 1, "max_retries": 0, **config})
-        sink = ResultSink(self.store, self.results)
-        return await run_batch(tasks, harness, gateway_url=self.gateway.url, backend=self.backend,
+        sink = ResultSink(self.results)
+        return await run_batch(tasks, harness, gateway=self.gateway.access, backend=self.backend,
                                config=cfg, sink=sink)
 
 
@@ -46,7 +47,7 @@ async def make_env(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
         store = SQLiteCallStore(tmp_path / "calls.db")
         engine = ScriptedEngine(policy, faults=faults)
         gateway = await start_gateway(engine, store, **gw_kw)
-        backend = LocalBackend(root=tmp_path / "sbx")
+        backend = LocalBackend(root=tmp_path / "sbx", ro_binds=[AGENT.parent])  # the test harness
         closers.extend([store, gateway, backend])
         return Env(gateway, engine, store, backend, tmp_path / "results.jsonl")
 

@@ -23,7 +23,7 @@ def test_rollout_cli_writes_results_summary_and_call_log(tmp_path: Path) -> None
     assert res.exit_code == 0, res.output
     lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert len(lines) == 2 and {x["status"] for x in lines} == {"ok"}
-    assert all(x["reward"] == 1.0 and x["metadata"]["in_batch"] for x in lines)
+    assert all(x["reward"] == 1.0 and x["in_batch"] for x in lines)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["in_batch"] == 2
     assert (out / "calls.db").exists()

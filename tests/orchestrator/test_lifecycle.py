@@ -10,6 +10,7 @@ from orch_helpers import ProofTask, agent_harness, procs_with
 from openforgerl.engines.scripted import Faults, Turn
 from openforgerl.harness.generic import CommandHarness
 from openforgerl.records import RolloutStatus
+from openforgerl.trajectory import untrainable_reason
 
 
 async def test_ok_group_records_calls_reward_and_results(make_env) -> None:
@@ -27,7 +28,7 @@ async def test_ok_group_records_calls_reward_and_results(make_env) -> None:
         assert stored.group_id == group.group_id
     lines = [json.loads(x) for x in env.results.read_text().splitlines()]
     assert sorted(x["sample_index"] for x in lines) == [0, 1]
-    assert all(x["metadata"]["in_batch"] for x in lines)
+    assert all(x["in_batch"] and x["group_valid"] for x in lines)
     assert [d for d in os.listdir(env.backend.root) if d != ".trash"] == []
     await env.backend.aclose()
     assert not (env.backend.root / ".trash").exists()
@@ -38,7 +39,7 @@ async def test_agent_failure_is_scored_not_dropped(make_env) -> None:
     result = await env.run([ProofTask()], agent_harness("fail"))
     (rec,) = result.records
     assert rec.status is RolloutStatus.AGENT_FAILED
-    assert rec.reward == 0.0 and rec.metadata["in_batch"] and rec.metadata["harness_returncode"] == 2
+    assert rec.reward == 0.0 and rec.in_batch and rec.metadata["harness_returncode"] == 2
 
 
 async def test_runaway_harness_killed_at_budget_with_children(make_env, monkeypatch) -> None:
@@ -50,11 +51,11 @@ async def test_runaway_harness_killed_at_budget_with_children(make_env, monkeypa
     result = await env.run([task], harness)
     (rec,) = result.records
     assert rec.status is RolloutStatus.TIMEOUT and rec.metadata["harness_timed_out"]
-    assert not rec.metadata["in_batch"] and rec.metadata["drop_reason"] == "timeout"
+    assert not rec.in_batch and rec.drop_reason == "timeout"
     assert procs_with(marker) == []
     zero = await env.run([task], harness, timeout_policy="zero")
     (rec,) = zero.records
-    assert rec.status is RolloutStatus.TIMEOUT and rec.reward == 0.0 and rec.metadata["in_batch"]
+    assert rec.status is RolloutStatus.TIMEOUT and rec.reward == 0.0 and rec.in_batch
     assert procs_with(marker) == []
 
 
@@ -65,7 +66,7 @@ async def test_engine_5xx_is_infra_and_refilled(make_env) -> None:
     statuses = sorted(str(r.status) for r in group.records)
     assert statuses == ["infra_error:engine", "ok", "ok"]
     infra = next(r for r in group.records if r.status.is_infra)
-    assert not infra.metadata["in_batch"] and infra.metadata["drop_reason"] == "infra"
+    assert not infra.in_batch and infra.drop_reason == "infra"
     assert infra.reward is None and infra.infra_tainted
     assert group.valid and len(group.kept) == 2
     assert {r.metadata["attempt"] for r in group.records if r.sample_index == infra.sample_index} == {0, 1}
@@ -79,11 +80,11 @@ async def test_engine_5xx_without_retries_drops_the_group(make_env) -> None:
     assert {str(r.status) for r in group.records} == {"infra_error:engine"}
 
 
-async def test_gateway_deadline_is_infra(make_env) -> None:
+async def test_engine_deadline_is_infra_engine(make_env) -> None:
     env = await make_env(faults=Faults(hang_before_headers=1), call_deadline_s=1.0)
     (rec,) = (await env.run([ProofTask()], agent_harness("ok"))).records
-    assert rec.status is RolloutStatus.INFRA_GATEWAY, rec.metadata
-    assert not rec.metadata["in_batch"]
+    assert rec.status is RolloutStatus.INFRA_ENGINE, rec.metadata
+    assert not rec.in_batch
 
 
 async def test_sandbox_lost_is_infra(make_env) -> None:
@@ -107,14 +108,15 @@ async def test_verifier_crash_is_infra(make_env) -> None:
     (rec,) = (await env.run([ProofTask(crash_verifier=True)], agent_harness("ok"))).records
     assert rec.status is RolloutStatus.INFRA_VERIFIER and rec.reward is None
     stored = await env.store.get_rollout(rec.rollout_id)
-    assert stored.status is RolloutStatus.INFRA_VERIFIER and stored.infra_tainted
+    assert stored.status is RolloutStatus.INFRA_VERIFIER and stored.in_batch is False
+    assert untrainable_reason(stored) == "infra:infra_error:verifier"
 
 
 async def test_missing_harness_binary_is_harness_start(make_env) -> None:
     env = await make_env()
     (rec,) = (await env.run([ProofTask()], CommandHarness(["/nonexistent/agent-cli"]))).records
     assert rec.status is RolloutStatus.INFRA_HARNESS_START
-    assert not rec.metadata["in_batch"]
+    assert not rec.in_batch
 
 
 class CountingBackend:
@@ -155,7 +157,7 @@ async def test_running_and_boot_caps_are_separate(make_env) -> None:
     env = await make_env()
     backend = CountingBackend(env.backend)
     cfg = OrchestratorConfig(n=5, min_group_size=1, max_retries=0, max_running=3, max_booting=1)
-    result = await run_batch([ProofTask()], agent_harness("ok"), gateway_url=env.gateway.url,
+    result = await run_batch([ProofTask()], agent_harness("ok"), gateway=env.gateway.access,
                              backend=backend, config=cfg)
     assert [str(r.status) for r in result.records] == ["ok"] * 5
     assert backend.max_booting == 1

@@ -51,7 +51,7 @@ def _call(kind: CallErrorKind | None) -> CallRecord:
     (CallErrorKind.ENGINE_HTTP, RolloutStatus.INFRA_ENGINE),
     (CallErrorKind.ENGINE_CONNECTION, RolloutStatus.INFRA_ENGINE),
     (CallErrorKind.ENGINE_PROTOCOL, RolloutStatus.INFRA_ENGINE),
-    (CallErrorKind.ENGINE_DEADLINE, RolloutStatus.INFRA_GATEWAY),
+    (CallErrorKind.ENGINE_DEADLINE, RolloutStatus.INFRA_ENGINE),
     (CallErrorKind.GATEWAY_INTERNAL, RolloutStatus.INFRA_GATEWAY),
 ])
 def test_call_log_taint(kind: CallErrorKind | None, status: RolloutStatus | None) -> None:
@@ -78,18 +78,18 @@ def test_group_policy_drop_and_zero() -> None:
     recs = [_rec(0, RolloutStatus.OK, 1.0), _rec(1, RolloutStatus.AGENT_FAILED, 0.0),
             _rec(2, RolloutStatus.TIMEOUT), _rec(3, RolloutStatus.INFRA_ENGINE)]
     out, valid = apply_group_policy(recs, OrchestratorConfig(n=4, min_group_size=2))
-    assert valid
-    assert [r.metadata["in_batch"] for r in out] == [True, True, False, False]
-    assert [r.metadata.get("drop_reason") for r in out] == [None, None, "timeout", "infra"]
+    assert valid and all(r.group_valid for r in out)
+    assert [r.in_batch for r in out] == [True, True, False, False]
+    assert [r.drop_reason for r in out] == [None, None, "timeout", "infra"]
     out, valid = apply_group_policy(recs, OrchestratorConfig(n=4, min_group_size=3, timeout_policy="zero"))
-    assert valid and out[2].metadata["in_batch"] and out[2].reward == 0.0
-    assert not out[3].metadata["in_batch"]
+    assert valid and out[2].in_batch and out[2].reward == 0.0
+    assert not out[3].in_batch
 
 
 def test_group_below_min_size_dropped_whole() -> None:
     recs = [_rec(0, RolloutStatus.OK, 1.0), _rec(1, RolloutStatus.INFRA_SANDBOX), _rec(2, RolloutStatus.TIMEOUT)]
     out, valid = apply_group_policy(recs, OrchestratorConfig(n=3, min_group_size=2))
-    assert not valid
-    assert not any(r.metadata["in_batch"] for r in out)
-    assert out[0].metadata["drop_reason"].startswith("group_below_min_size")
-    assert out[1].metadata["drop_reason"] == "infra"
+    assert not valid and not any(r.group_valid for r in out)
+    assert not any(r.in_batch for r in out)
+    assert out[0].drop_reason.startswith("group_below_min_size")
+    assert out[1].drop_reason == "infra"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sbx_helpers import EchoServer, needs_bwrap, needs_root, procs_with
 
-from openforgerl.sandbox.base import CommandNotFoundError, Limits, SandboxError, SandboxSpec
+from openforgerl.sandbox.base import CommandNotFoundError, Limits, SandboxError, SandboxSpec, TamperError
 from openforgerl.sandbox.local import LocalBackend
 
 pytestmark = [needs_bwrap]
@@ -59,11 +59,12 @@ async def test_symlink_cannot_leak_host_files_through_read_file(backend: LocalBa
     _write_text(secret, "host secret")
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="s"))
     await sbx.exec(["ln", "-s", str(secret), "/workdir/link"])
-    with pytest.raises(FileNotFoundError):
-        await sbx.read_file("/workdir/link")  # read with the sandbox's eyes: the target is hidden
-    with pytest.raises(SandboxError):
+    with pytest.raises(TamperError):
+        await sbx.read_file("/workdir/link")  # a link in the agent's space is never followed
+    with pytest.raises(TamperError):
         await sbx.write_file("/workdir/link", b"overwrite")
     assert secret.read_text() == "host secret"
+    assert len(sbx.violations) == 2 and "symlink" in sbx.violations[0]
     await sbx.aclose()
 
 
@@ -291,8 +292,8 @@ async def test_failed_bwrap_setup_is_retried_but_command_failures_are_not(backen
     real = sbx._command
     failures = [2]
 
-    def flaky(argv, cwd, status_fd=None):
-        cmd = real(argv, cwd, status_fd)
+    def flaky(argv, cwd, started_fd, status_fd):
+        cmd = real(argv, cwd, started_fd, status_fd)
         if failures[0] > 0:
             failures[0] -= 1
             i = cmd.index("--chdir")
@@ -314,27 +315,56 @@ async def test_failed_bwrap_setup_is_retried_but_command_failures_are_not(backen
 
 
 async def test_host_folders_under_tmp_show_through_the_sandbox_tmp(tmp_path: Path) -> None:
-    """A checkout or venv under /tmp stays visible (read-only) although each sandbox has its own /tmp."""
+    """A checkout or venv under /tmp stays visible (read-only) although each sandbox has its own /tmp,
+    and a program in it is found and runs (issue 13 item 4: it was reported "not found")."""
     import shutil
     import tempfile
-
-    from openforgerl.sandbox import bwrap
 
     host_dir = Path(tempfile.mkdtemp(prefix="ofrl-tmp-checkout-", dir="/tmp"))
     try:
         (host_dir / "tool.txt").write_text("visible")
-        backend = LocalBackend(root=tmp_path / "sbx")
-        backend.tmp_ro_binds = [host_dir]
+        tool = host_dir / "bin" / "hello-cli"
+        tool.parent.mkdir()
+        tool.write_text("#!/bin/sh\necho hello from $0\n")
+        tool.chmod(0o755)
+        backend = LocalBackend(root=tmp_path / "sbx", ro_binds=[host_dir])
         sbx = await backend.open_sandbox(SandboxSpec(rollout_id="tmpbind"))
+        assert sbx.host_path(str(tool)) == tool and sbx.host_path("/tmp/x") == sbx.host_tmpdir / "x"
         seen = await sbx.exec(["cat", str(host_dir / "tool.txt")])
+        ran = await sbx.exec([str(tool)])
+        by_path = await sbx.exec(["hello-cli"], env={"PATH": f"{tool.parent}:/usr/bin:/bin"})
         wrote = await sbx.exec(["sh", "-c", f"echo x > {host_dir}/new.txt"])
         own = await sbx.exec(["sh", "-c", "echo mine > /tmp/own.txt && cat /tmp/own.txt"])
         await backend.aclose()
         assert seen.returncode == 0 and seen.stdout == b"visible"
+        assert ran.stdout == f"hello from {tool}\n".encode() and by_path.returncode == 0
         assert wrote.returncode != 0 and not (host_dir / "new.txt").exists()
         assert own.stdout == b"mine\n" and not Path("/tmp/own.txt").exists()  # noqa: ASYNC240
     finally:
         shutil.rmtree(host_dir)
-    # what the backend binds by itself: only folders under /tmp, never the sandboxes' own root
-    found = bwrap.host_paths_under_tmp(Path("/tmp/openforgerl-sbx"))
-    assert all(p.is_relative_to("/tmp") and not p.is_relative_to("/tmp/openforgerl-sbx") for p in found)
+
+
+async def test_python_venv_under_tmp_runs_the_package(tmp_path: Path) -> None:
+    """A copy of the project's interpreter setup under /tmp (a venv whose python links out, plus this
+    package on its path): found by `_resolve` and able to import openforgerl inside."""
+    import shutil
+    import tempfile
+
+    import openforgerl
+
+    host_dir = Path(tempfile.mkdtemp(prefix="ofrl-tmp-venv-", dir="/tmp"))
+    try:
+        shutil.copytree(Path(openforgerl.__file__).parent, host_dir / "src" / "openforgerl",
+                        ignore=shutil.ignore_patterns("__pycache__", "suites"))
+        (host_dir / "bin").mkdir()
+        (host_dir / "bin" / "python").symlink_to(os.path.realpath(sys.executable))  # noqa: ASYNC240
+        backend = LocalBackend(root=tmp_path / "sbx", ro_binds=[host_dir])
+        sbx = await backend.open_sandbox(SandboxSpec(rollout_id="tmpvenv"))
+        res = await sbx.exec([str(host_dir / "bin" / "python"), "-c",
+                              "import openforgerl.sandbox.safefile as m; print(m.__file__)"],
+                             env={"PYTHONPATH": str(host_dir / "src")})
+        await backend.aclose()
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.decode().startswith(str(host_dir / "src" / "openforgerl"))
+    finally:
+        shutil.rmtree(host_dir)

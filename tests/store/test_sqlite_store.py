@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import subprocess
 import sys
 import textwrap
@@ -189,3 +191,167 @@ async def test_append_call_json_round_trips_the_gateway_record(tmp_path):
     assert back == build_record(meta, tape, error, finished_at=102.0)
     assert back.prompt_token_ids == [5, 6, 70000] and back.agent_id == "t1" and back.parent_agent_id == "t0"
     await store.aclose()
+
+
+# ---------------------------------------------------------------------------- integrity
+
+
+def _orphan_journal(db, rows) -> None:
+    """A journal left by a process that died before its writer committed `rows`."""
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from pathlib import Path
+        from openforgerl.store.journal import CallJournal
+        j = CallJournal(Path({str(db)!r}))
+        for rid, i, body in {rows!r}:
+            j.append(rid, i, body)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    assert subprocess.run([sys.executable, "-c", script], timeout=60).returncode == -9
+
+
+def _conflicts(db) -> list[tuple[str, int, bytes]]:
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return [(r, i, bytes(b)) for r, i, b in conn.execute("SELECT rollout_id, idx, body FROM call_conflicts")]
+
+
+async def test_a_finished_call_is_never_overwritten(tmp_path):
+    """A second write of an index (a bug upstream) is kept aside; the first call stays, and the
+    other calls of the same commit batch are not held back by it."""
+    store = SQLiteCallStore(tmp_path / "log.db")
+    first = _call("r", 0)
+    await store.append_call(first)
+    await store.list_calls("r")  # committed
+    twin = first.model_copy(update={"completion_token_ids": [666]})
+    await store.append_call(twin)
+    await store.append_call(_call("r", 1))
+    calls = await store.list_calls("r")
+    assert [c.completion_token_ids for c in calls] == [[7, 8], [7, 8]]
+    await store.aclose()
+    ((rid, idx, body),) = _conflicts(tmp_path / "log.db")
+    assert (rid, idx) == ("r", 0) and CallRecord.model_validate_json(body).completion_token_ids == [666]
+
+
+async def test_replay_skips_identical_rows_and_never_overwrites_different_ones(tmp_path):
+    """Replay is `INSERT OR IGNORE` + a byte comparison: a row the dead process had already
+    committed is skipped; a journaled row whose index holds other bytes goes to `call_conflicts`."""
+    db = tmp_path / "log.db"
+    store = SQLiteCallStore(db)
+    stored = _call("k", 0)
+    await store.append_call(stored)
+    await store.aclose()
+    from openforgerl.store.sqlite import _call_row
+
+    same = _call_row(stored)[2]  # the bytes the store wrote
+    other = b'{"rollout_id":"k","index":0,"protocol":"chat_completions","completion_token_ids":[5]}'
+    fresh = b'{"rollout_id":"k","index":1,"protocol":"chat_completions"}'
+    _orphan_journal(db, [("k", 0, same), ("k", 0, other), ("k", 1, fresh)])
+    reopened = SQLiteCallStore(db)
+    calls = reopened.read_calls("k")
+    assert [c.index for c in calls] == [0, 1] and calls[0].completion_token_ids == [7, 8]
+    reopened.close()
+    assert _conflicts(db) == [("k", 0, other)]
+    again = SQLiteCallStore(db)  # nothing left to replay: idempotent
+    assert [c.index for c in again.read_calls("k")] == [0, 1]
+    again.close()
+    assert _conflicts(db) == [("k", 0, other)]
+
+
+async def test_index_leases_start_past_stored_calls_and_other_processes_leases(tmp_path):
+    """The next index comes from the store's maximum (a gap left by a lost call is never reused)
+    and from every block leased before, by any store on the same file (another process)."""
+    db = tmp_path / "log.db"
+    a, b = SQLiteCallStore(db), SQLiteCallStore(db)
+    await a.append_call(_call("r", 0))
+    await a.append_call(_call("r", 5))  # a gap at 1..4
+    await a.list_calls("r")
+    assert await a.lease_indices("r", 4) == (6, 10)
+    assert await b.lease_indices("r", 4) == (10, 14)  # the other store sees a's lease
+    assert await b.lease_indices("fresh", 2) == (0, 2)
+    results = await asyncio.gather(*(s.lease_indices("race", 3) for s in (a, b) for _ in range(5)))
+    starts = sorted(start for start, _ in results)
+    assert starts == list(range(0, 30, 3))  # disjoint blocks, none handed out twice
+    await a.aclose()
+    await b.aclose()
+
+
+# -- blobs -------------------------------------------------------------------------------------------
+async def test_blobs_are_stored_once_and_read_back(tmp_path):
+    import hashlib
+
+    store = SQLiteCallStore(tmp_path / "log.db")
+    data = b"\x89PNG" + bytes(range(256)) * 10
+    sha = hashlib.sha256(data).hexdigest()
+    assert await store.get_blob(sha) is None and store.read_blob(sha) is None
+    await asyncio.gather(*(store.put_blob(sha, data, "image/png") for _ in range(5)))
+    store._known_blobs.clear()  # a put of a blob already committed (another replica's) is a no-op too
+    await store.put_blob(sha, data, "image/png")
+    assert await store.get_blob(sha) == data and store.read_blob(sha) == data
+    rows = store._reader().execute("SELECT sha256, media_type, size FROM blobs").fetchall()
+    assert rows == [(sha, "image/png", len(data))]
+    await store.aclose()
+    reopened = SQLiteCallStore(tmp_path / "log.db")
+    assert reopened.read_blob(sha) == data
+    reopened.close()
+
+
+def test_a_blob_put_before_its_record_survives_sigkill_with_it(tmp_path):
+    """The gateway awaits put_blob before the call's record: a kill -9 right after the record was
+    journaled leaves both, and never a record naming a missing blob."""
+    db = tmp_path / "log.db"
+    script = textwrap.dedent(
+        f"""
+        import asyncio, hashlib, os, signal
+        from openforgerl.records import CallRecord, ImageRef, WireProtocol
+        from openforgerl.store import SQLiteCallStore
+        async def main():
+            store = SQLiteCallStore({str(db)!r})
+            for i in range(20):
+                data = bytes([i]) * 1000
+                sha = hashlib.sha256(data).hexdigest()
+                await store.put_blob(sha, data, "image/png")
+                await store.append_call(CallRecord(rollout_id="k", index=i, protocol=WireProtocol.CHAT,
+                    images=[ImageRef(sha256=sha, media_type="image/png", width=1, height=1)]))
+            os.kill(os.getpid(), signal.SIGKILL)
+        asyncio.run(main())
+        """
+    )
+    assert subprocess.run([sys.executable, "-c", script], timeout=60).returncode == -9
+    store = SQLiteCallStore(db)
+    calls = store.read_calls("k")
+    assert len(calls) == 20
+    for i, call in enumerate(calls):
+        assert store.read_blob(call.images[0].sha256) == bytes([i]) * 1000
+    store.close()
+
+
+def test_journal_replay_restores_blobs_with_the_records_naming_them(tmp_path):
+    """A process that died before its writer committed: its journal holds the blob frame, then the
+    record; the next store replays both in one transaction."""
+    import hashlib
+
+    from openforgerl.records import ImageRef
+    from openforgerl.store.journal import CallJournal
+    from openforgerl.store.sqlite import _BLOB_FRAME, _call_row
+
+    db = tmp_path / "log.db"
+    SQLiteCallStore(db).close()  # the schema exists, as a live store would have made it
+    data = b"\x89PNG fake bytes" * 50
+    sha = hashlib.sha256(data).hexdigest()
+    rec = CallRecord(rollout_id="k", index=0, protocol=WireProtocol.CHAT,
+                     images=[ImageRef(sha256=sha, media_type="image/png", width=2, height=3)])
+    journal = CallJournal(db)
+    journal.append(f"{_BLOB_FRAME}{sha}\x00image/png", 0, data)
+    journal.append(*_call_row(rec))  # type: ignore[arg-type]
+    journal._map.close()
+    os.close(journal._fd)  # the owner "dies": its lock goes, the file stays
+    store = SQLiteCallStore(db)
+    assert store.read_blob(sha) == data
+    (call,) = store.read_calls("k")
+    assert call.images[0].sha256 == sha
+    assert store._reader().execute("SELECT media_type, size FROM blobs").fetchall() == [("image/png", len(data))]
+    store.close()

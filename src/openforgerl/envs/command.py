@@ -11,7 +11,7 @@ import typer
 __all__ = ["command"]
 
 command = typer.Typer(no_args_is_help=True, add_completion=False,
-                      help="Task folders: list, validate (oracle → 1, no-op → 0), import, generate.")
+                      help="Task folders: list, validate (oracle → 1, no-op → 0), import, generate, synthesize.")
 
 
 @command.command("list")
@@ -29,30 +29,48 @@ def list_tasks(path: Path = typer.Argument(..., help="a task folder or a folder 
 def validate(path: Path = typer.Argument(..., help="a task folder or a folder of them"),
              concurrency: int = typer.Option(8, help="sandboxes at once"),
              json_out: Path | None = typer.Option(None, "--json", help="write results here")) -> None:
-    """Run every task's oracle and a no-op in real sandboxes; fail unless oracle = 1 and no-op = 0."""
+    """Run every task's oracle and a no-op in real sandboxes; fail unless oracle = 1 and no-op = 0.
+
+    Flagged tasks (and runnable ones without an oracle) are not run; their reasons are counted, and
+    the command fails when nothing could be validated."""
+    from openforgerl.envs.flags import summarize_flags
     from openforgerl.envs.validate import load_runtimes, validate_tasks
 
-    runtimes = [rt for rt in load_runtimes(path) if not rt.task.flags]
-    results = asyncio.run(validate_tasks(runtimes, concurrency=concurrency))
+    every = load_runtimes(path)
+    summary = summarize_flags(rt.task.flags for rt in every)
+    runnable = [rt for rt in every if not rt.task.flags]
+    runtimes = [rt for rt in runnable if not rt.task.meta.no_oracle]
+    results = asyncio.run(validate_tasks(runtimes, concurrency=concurrency)) if runtimes else []
     for r in results:
         status = "ok  " if r.ok else "FAIL"
         typer.echo(f"{status} {r.task_id}  noop={r.noop_reward} oracle={r.oracle_reward} {r.seconds:.1f}s {r.error}")
     bad = [r for r in results if not r.ok]
-    typer.echo(f"{len(results) - len(bad)}/{len(results)} tasks valid")
+    typer.echo(f"{len(results) - len(bad)}/{len(results)} tasks valid" if results else "no task could be validated")
+    if summary.runnable < summary.total:
+        typer.echo(summary.line())
+    for rt in runnable:
+        if rt.task.meta.no_oracle:
+            typer.echo(f"skipped {rt.task_id}: no oracle ({rt.task.meta.no_oracle})")
     if json_out:
         json_out.write_text(json.dumps([r.__dict__ for r in results], indent=1))
-    raise typer.Exit(1 if bad else 0)
+    raise typer.Exit(1 if bad or not results else 0)
 
 
 @command.command("import")
 def import_tasks(source: Path = typer.Argument(..., help="folder or file in a foreign format"),
                  out: Path = typer.Argument(..., help="where to write our task folders"),
-                 format: str = typer.Option("auto", help="claw-eval | qwenclawbench | tau2 | auto")) -> None:
+                 format: str = typer.Option(
+                     "auto", help="claw-eval | qwenclawbench | tau2 | webvoyager | online-mind2web | osworld | auto"),
+                 user_engine: str | None = typer.Option(
+                     None, help="URL of the engine that plays the simulated user of multi-turn tasks")) -> None:
     """Convert Claw-Eval / QwenClawBench / tau2 tasks into task folders (flags what cannot run offline)."""
+    from openforgerl.envs.flags import summarize_flags
     from openforgerl.envs.importers import import_any
+    from openforgerl.envs.task import load_task
 
-    written = import_any(source, out, format)
+    written = import_any(source, out, format, user_engine=user_engine)
     typer.echo(f"wrote {len(written)} task folders to {out}")
+    typer.echo(summarize_flags(load_task(w).flags for w in written).line("imported"))
 
 
 @command.command("generate")
@@ -62,3 +80,17 @@ def generate(out: Path | None = typer.Argument(None, help="default: the shipped 
 
     paths = gen(out) if out else gen()
     typer.echo(f"wrote {len(paths)} tasks")
+
+
+@command.command("synthesize")
+def synthesize(env: str = typer.Option("claw", help="claw, or a file: .py (ENV), .toml, MCP tools/list .json, OpenAPI"),
+               n: int = typer.Option(100, help="how many validated tasks to keep"),
+               out: Path = typer.Option(..., help="where to write the task folders (+ synth_report.json)"),
+               seed: int = typer.Option(0),
+               paraphrase_engine: str | None = typer.Option(None, help="OpenAI-compatible URL that rewords instructions"),
+               paraphrase_model: str = typer.Option("", help="model name sent to the paraphrase engine"),
+               sandbox: int = typer.Option(0, help="also run this many kept tasks through the sandboxed validate")) -> None:
+    """Compose tasks from an environment's tools, validate each in-process, dedup, write and report."""
+    from openforgerl.synth.command import run_synthesize
+
+    raise typer.Exit(run_synthesize(env, n, out, seed, paraphrase_engine, paraphrase_model, sandbox, typer.echo))

@@ -5,8 +5,15 @@ Inside the sandbox (paths are inside paths):
 - `/workdir/.claw/fixtures/*.json` + `/workdir/.claw/config.json` (exposed tools, faults), read by the
   service process `python -m openforgerl.envs.services` on 127.0.0.1:`port` (its own netns per sandbox);
 - the harness reaches the tools via the stdio MCP server, the shell CLI or function tools;
-- after the harness: `tests/` is copied to `/workdir/.claw/tests/` and the verifier runs inside
-  (`python -m openforgerl.envs.verify`), writing `/workdir/.claw/reward.json`.
+- after the harness (its whole process tree gone): the verifier runs in a fresh sandbox
+  (`sandbox.verifier.run_verifier`) with `/workdir` read-only, `tests/` at `/verifier/in/tests/`
+  (never in the agent's workdir: the task's tests are never visible to the harness), its output in
+  `/verifier/out/`, as `python -I -m openforgerl.envs.verify` (isolated: no cwd, PYTHONPATH or user
+  site on `sys.path`, so a planted `/workdir/openforgerl/...` cannot shadow it).
+
+Outcomes: reward.json -> Verdict; exit 3 (what the agent left broke the rules) -> `TamperError`
+(reward 0, `agent_failed`); any other failure, timeout or kill of the verifier -> `VerifierError`
+(infra: it ran trusted code on bounded, non-blocking input).
 """
 
 from __future__ import annotations
@@ -23,10 +30,13 @@ from openforgerl.envs.task import Task, load_task
 from openforgerl.envs.tools import function_tools, tools_for
 from openforgerl.harness.base import McpServer
 from openforgerl.orchestrator.task_protocol import Verdict, VerifierError
+from openforgerl.sandbox.base import TamperError
+from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
 
 __all__ = ["ClawTaskRuntime", "load_runtime", "read_tree"]
 
 CLAW_DIR = ".claw"
+EXIT_TAMPERED = 3  # = envs.verify.run.EXIT_TAMPERED (not imported: keeps this module light)
 INSIDE = "/workdir"
 
 
@@ -74,7 +84,8 @@ class ClawTaskRuntime:
 
     def service_argv(self, workdir: str = INSIDE) -> Sequence[str]:
         claw = f"{workdir}/{CLAW_DIR}"
-        return [self.python, "-m", "openforgerl.envs.services", "--fixtures", f"{claw}/fixtures",
+        # -I: the service runs with cwd /workdir; a lazy import must never come from the agent's files
+        return [self.python, "-I", "-m", "openforgerl.envs.services", "--fixtures", f"{claw}/fixtures",
                 "--workspace", workdir, "--config", f"{claw}/config.json", "--port", str(self.port)]
 
     def mcp_servers(self) -> Sequence[McpServer]:
@@ -98,19 +109,20 @@ class ClawTaskRuntime:
         return "\n".join([head, *lines])
 
     async def verify(self, sandbox: Any) -> Verdict:
-        tests = f"{INSIDE}/{CLAW_DIR}/tests"
-        for rel, data in read_tree(self.task.root / "tests").items():
-            await sandbox.write_file(f"{tests}/{rel}", data)
-        out = f"{INSIDE}/{CLAW_DIR}/reward.json"
-        await sandbox.write_file(out, b"")
-        argv = [self.python, "-m", "openforgerl.envs.verify", "--checks", f"{tests}/checks.toml",
-                "--state-url", self.url, "--workdir", INSIDE, "--out", out]
-        res = await sandbox.exec(argv, timeout_s=self.task.config.verifier.timeout_sec or 120.0)
+        """Judge in a fresh sandbox that sees the workdir read-only (see the module docstring)."""
+        inputs = read_tree(self.task.root / "tests", "tests/")
+        argv = [self.python, "-I", "-m", "openforgerl.envs.verify", "--checks", f"{VERIFIER_IN}/tests/checks.toml",
+                "--state-url", self.url, "--workdir", INSIDE, "--out", f"{VERIFIER_OUT}/reward.json",
+                "--log", f"{VERIFIER_OUT}/verifier.log"]
+        run = await run_verifier(sandbox, argv, inputs=inputs,
+                                 timeout_s=self.task.config.verifier.timeout_sec or 120.0)
+        res = run.result
         log = res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace")
-        if res.returncode != 0 or res.timed_out:
+        if res.returncode == EXIT_TAMPERED and not res.timed_out:
+            raise TamperError(log[-2000:])
+        if res.returncode != 0 or res.timed_out or "reward.json" not in run.outputs:
             raise VerifierError(f"verifier exited {res.returncode} (timed_out={res.timed_out}): {log[-2000:]}")
-        return parse_reward(await sandbox.read_file(out), log)
-
+        return parse_reward(run.outputs["reward.json"], log)
 
     async def run_oracle(self, sandbox: Any) -> str:
         """Run solution/solve.sh inside the sandbox (validation only); "" on success, else why not."""
@@ -140,8 +152,13 @@ def parse_reward(raw: bytes, log: str) -> Verdict:
 
 
 def load_runtime(root: Path | str, **kwargs: Any) -> Any:
-    """The right runtime for a task folder (Claw checks, claw-bench pytest or Harbor script)."""
+    """The right runtime for a task folder (GUI `[environment] kind`, Claw checks, claw-bench pytest
+    or Harbor script)."""
     task = load_task(root)
+    if (task.config.environment.model_extra or {}).get("kind"):  # GUI kinds: envs.gui.registry
+        from openforgerl.envs.gui.runtime import GuiTaskRuntime
+
+        return GuiTaskRuntime(task, **kwargs)
     if task.meta.verifier == "checks":
         return ClawTaskRuntime(task, **kwargs)
     from openforgerl.envs.importers.harbor import HarborTaskRuntime

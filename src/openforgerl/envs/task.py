@@ -66,6 +66,10 @@ class OpenforgeMeta(BaseModel):
     requires_llm_judge: bool = False
     unsupported: list[str] = Field(default_factory=list)
     """Why this imported task cannot run here (e.g. a service we do not implement); flagged, not run."""
+    needs: list[str] = Field(default_factory=list)
+    """What this task needs that is not given (e.g. `user_simulator`, `transcript`); flagged, not run."""
+    no_oracle: str = ""
+    """Why the task ships no oracle ("" = it has one); `tasks validate` skips it, `eval` still runs it."""
     source: str = ""
 
     @field_validator("services")
@@ -137,6 +141,7 @@ class Task:
         """Reasons this task cannot run offline and deterministically (empty = runnable)."""
         out = ["requires_internet"] if self.meta.requires_internet else []
         out += ["requires_llm_judge"] if self.meta.requires_llm_judge else []
+        out += [f"needs:{n}" for n in self.meta.needs]
         return out + [f"unsupported:{u}" for u in self.meta.unsupported]
 
 

@@ -14,6 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from openforgerl.sandbox.base import TamperError
+from openforgerl.sandbox.safefile import read_under, write_under
+
 __all__ = ["EMPTY_STATE", "OPS", "ToolError", "World", "load_fixtures"]
 
 EMPTY_STATE: dict[str, dict[str, Any]] = {
@@ -88,18 +91,30 @@ def _contains(haystack: object, needle: str) -> bool:
 
 # --- files ----------------------------------------------------------------------------------------
 
-def write_file(w: World, a: dict[str, Any]) -> dict[str, Any]:
+def _rel(w: World, a: dict[str, Any]) -> str:
     target = w.path(a["path"])
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(a["content"])
-    return {"path": a["path"], "bytes": len(a["content"].encode())}
+    if target == w.workspace:
+        raise ToolError(f"{a['path']!r} is the workspace folder, not a file")
+    return str(target.relative_to(w.workspace))
+
+
+def write_file(w: World, a: dict[str, Any]) -> dict[str, Any]:
+    data = a["content"].encode()
+    try:  # no link followed, a FIFO never blocks the service (its lock would stall every tool)
+        write_under(w.workspace, _rel(w, a), data)
+    except TamperError as exc:
+        raise ToolError(str(exc)) from None
+    return {"path": a["path"], "bytes": len(data)}
 
 
 def read_file(w: World, a: dict[str, Any]) -> dict[str, Any]:
-    target = w.path(a["path"])
-    if not target.is_file():
-        raise ToolError(f"no such file: {a['path']}", 404)
-    return {"path": a["path"], "content": target.read_text(errors="replace")}
+    try:
+        data = read_under(w.workspace, _rel(w, a))
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolError(f"no such file: {a['path']}", 404) from None
+    except TamperError as exc:
+        raise ToolError(str(exc)) from None
+    return {"path": a["path"], "content": data.decode(errors="replace")}
 
 
 def list_files(w: World, a: dict[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,18 @@
-"""`openforgerl gateway`: serve the recording gateway in front of one or more engine replicas."""
+"""`openforgerl gateway`: serve the recording gateway in front of one or more engine replicas.
+
+Two listeners: `--host/--port` for model calls (the only one sandboxes may reach) and
+`--admin-host/--admin-port` for the admin API (loopback by default). The admin token comes from
+`--admin-token-file` (first line), else `$OPENFORGERL_ADMIN_TOKEN`; when neither holds one it is
+generated, and written to `--admin-token-file` (mode 0600) when that names a file not there yet,
+so a separately started orchestrator can read it. The token is never printed.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import os
+import secrets
 import signal
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,6 +34,14 @@ def command(
     max_tokens_cap: Annotated[int | None, typer.Option(help="clamp clients' max_tokens to this")] = None,
     secret: Annotated[str | None, typer.Option(envvar="OPENFORGERL_GATEWAY_SECRET",
                                                help="key-derivation secret shared by gateway replicas")] = None,
+    admin_host: Annotated[str, typer.Option(help="address the admin API binds (never a sandbox's)")] = "127.0.0.1",
+    admin_port: Annotated[int, typer.Option(help="port of the admin API listener")] = 8081,
+    admin_token_file: Annotated[Path | None, typer.Option(
+        help="admin bearer token file (read; written when absent and no $OPENFORGERL_ADMIN_TOKEN)")] = None,
+    allow_image_urls: Annotated[bool, typer.Option(
+        help="forward http(s) image URLs for the engine to fetch (recorded by URL only)")] = False,
+    max_image_bytes: Annotated[int, typer.Option(help="largest decoded prompt image, bytes")] = 20 * 1024 * 1024,
+    max_image_pixels: Annotated[int, typer.Option(help="largest prompt image, width x height")] = 40_000_000,
 ) -> None:
     """Serve `/r/<rollout>/v1` (OpenAI) and `/r/<rollout>` (Anthropic) plus the admin API."""
     if dialect not in ("vllm", "sglang"):
@@ -37,8 +53,30 @@ def command(
     except ImportError:  # platforms without a uvloop wheel
         pass
     upstream = dict(urls=engine, dialect=dialect, model=model, max_tokens_cap=max_tokens_cap)
+    from openforgerl.gateway.images import ImagePolicy
+
+    admin = dict(admin_host=admin_host, admin_port=admin_port, admin_token=admin_token(admin_token_file),
+                 images=ImagePolicy(allow_image_urls, max_image_bytes, max_image_pixels))
     asyncio.run(_serve(upstream, host, port, store, call_deadline_s, pause_wait_s, max_in_flight,
-                       policy_version, secret))
+                       policy_version, secret, admin))
+
+
+def admin_token(token_file: Path | None) -> str:
+    """The admin token: from the file, else the environment, else a new one (saved to the file)."""
+    from openforgerl.gateway.access import read_admin_token
+
+    if token_file is not None and token_file.exists():
+        found = read_admin_token(token_file)
+        if not found:
+            raise typer.BadParameter(f"--admin-token-file {token_file} is empty")
+        return found
+    token = read_admin_token() or secrets.token_urlsafe(32)
+    if token_file is not None:
+        token_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(token + "\n")
+    return token
 
 
 def _tune_gc() -> None:
@@ -56,7 +94,8 @@ def _tune_gc() -> None:
 
 
 async def _serve(upstream_kw: dict[str, Any], host: str, port: int, store_path: Path, call_deadline_s: float,
-                 pause_wait_s: float, max_in_flight: int, policy_version: int, secret: str | None) -> None:
+                 pause_wait_s: float, max_in_flight: int, policy_version: int, secret: str | None,
+                 admin: dict[str, Any]) -> None:
     from openforgerl.engines.openai_compat import OpenAICompatEngine
     from openforgerl.gateway.server import start_gateway
     from openforgerl.store.sqlite import SQLiteCallStore
@@ -65,9 +104,10 @@ async def _serve(upstream_kw: dict[str, Any], host: str, port: int, store_path: 
     upstream = OpenAICompatEngine(**upstream_kw)
     gw = await start_gateway(upstream, store, host=host, port=port, call_deadline_s=call_deadline_s,
                              pause_wait_s=pause_wait_s, max_in_flight=max_in_flight, secret=secret,
-                             policy_version=policy_version, owns_engine=True)
+                             policy_version=policy_version, owns_engine=True, **admin)
     _tune_gc()
-    print(f"openforgerl gateway listening on {gw.url} (pid {os.getpid()}), store {store_path}", flush=True)
+    print(f"openforgerl gateway: model calls on {gw.model_url}, admin API on {gw.admin_url} "
+          f"(pid {os.getpid()}), store {store_path}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,9 +1,19 @@
 """Rollout bookkeeping for the gateway: open, authorize, close, reward, taint.
 
 Rollout state lives in the call store (`put_rollout`); this module keeps only a small cache of what
-the hot path needs (closed flag, next call index, policy versions seen). Per-rollout keys are
-HMAC(secret, rollout_id), so any gateway replica holding the same secret can check a key without
-shared state, and no key is ever written to the log.
+the hot path needs (closed flag, leased call indices, deadline, policy versions seen, the calls
+in flight). Per-rollout keys are HMAC(secret, rollout_id), so any gateway replica holding the same
+secret can check a key without shared state, and no key is ever written to the log. A key
+authorises model calls of its own rollout only (checked in constant time); admin routes take the
+admin token instead (admin.py).
+
+Call indices are leased from the store in blocks (`CallStore.lease_indices`), never counted: after
+a restart, or with several gateway processes on one store, the next index is past every index
+stored or handed out, so a finished call can never be overwritten.
+
+The record has one writer, this registry: reward, outcome, close and taint are read-modify-writes
+under the rollout's lock. Ending a rollout (close, outcome) cuts its calls still in flight: their
+deadline guards fire, the engine request is closed, so the engine stops generating.
 """
 
 from __future__ import annotations
@@ -17,9 +27,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from openforgerl.gateway.deadlines import DeadlineGuard
 from openforgerl.gateway.errors import GatewayError
-from openforgerl.records import CallErrorKind, RolloutRecord, RolloutStatus
+from openforgerl.records import CallErrorKind, RolloutOutcome, RolloutRecord, RolloutStatus
 from openforgerl.store.base import CallStore
+
+_LEASE_BLOCK = 32  # indices leased per store transaction (a rollout rarely needs a second block)
 
 
 @dataclass
@@ -30,45 +43,65 @@ class RolloutState:
     api_key: str
     closed: bool = False
     tainted: bool = False
+    deadline_at: float | None = None  # epoch seconds; engine calls end before it (minus a margin)
     next_index: int = 0
+    lease_stop: int = 0  # next_index < lease_stop: an index of this process's lease
     versions: set[int] = field(default_factory=set)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lease_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    inflight: set[DeadlineGuard] = field(default_factory=set)
 
-    def take_index(self) -> int:
-        index = self.next_index
-        self.next_index += 1
-        return index
+    def cut_inflight(self) -> None:
+        """End every engine call of this rollout still running (their guards raise TimeoutError)."""
+        for guard in list(self.inflight):
+            guard.expire()
+
+
+def _set_fields(record: RolloutRecord, changes: dict[str, Any]) -> RolloutRecord:
+    """`record` with `changes`; a name that is not (yet) a RolloutRecord field goes to metadata."""
+    fields = RolloutRecord.model_fields
+    typed = {k: v for k, v in changes.items() if k in fields}
+    extra = {k: v for k, v in changes.items() if k not in fields}
+    if extra:
+        typed["metadata"] = {**typed.get("metadata", record.metadata), **extra}
+    return record.model_copy(update=typed)
+
+
+def _stored(record: RolloutRecord, name: str) -> Any:
+    """A field of `record`, or its metadata fallback (see `_set_fields`)."""
+    return getattr(record, name) if name in RolloutRecord.model_fields else record.metadata.get(name)
 
 
 def taint_status(kind: CallErrorKind) -> RolloutStatus:
-    """Which infra bucket an infra call error puts its rollout in."""
-    if kind == CallErrorKind.GATEWAY_INTERNAL:
-        return RolloutStatus.INFRA_GATEWAY
-    return RolloutStatus.INFRA_ENGINE
+    """Which infra bucket an infra call error puts its rollout in (the one table: records.py)."""
+    return kind.rollout_status or RolloutStatus.INFRA_GATEWAY
 
 
 class RolloutRegistry:
     """Opens rollouts and answers "may this key call this rollout, and with which index"."""
 
-    def __init__(self, store: CallStore, secret: str | None = None) -> None:
+    def __init__(self, store: CallStore, secret: str | None = None, *, deadline_margin_s: float = 2.0) -> None:
         self.store = store
+        self.deadline_margin_s = deadline_margin_s
         self._secret = (secret or secrets.token_hex(32)).encode()
         self._cache: dict[str, RolloutState] = {}
 
     def key_for(self, rollout_id: str) -> str:
         return "ofr-" + hmac.new(self._secret, rollout_id.encode(), hashlib.sha256).hexdigest()[:40]
 
-    async def open(self, spec: dict[str, Any]) -> tuple[RolloutRecord, str]:
+    async def open(self, spec: dict[str, Any], *, deadline_at: float | None = None) -> tuple[RolloutRecord, str]:
         rollout_id = str(spec.get("rollout_id") or uuid.uuid4().hex)
         record = RolloutRecord(
             rollout_id=rollout_id, task_id=spec.get("task_id"), harness=spec.get("harness"),
             group_id=spec.get("group_id"), sample_index=int(spec.get("sample_index") or 0),
             metadata=dict(spec.get("metadata") or {}), started_at=time.time(),
         )
+        if deadline_at is not None:
+            record = _set_fields(record, {"deadline_at": deadline_at})
         if await self.store.get_rollout(rollout_id) is not None:
             raise GatewayError(409, f"rollout {rollout_id!r} already exists")
         await self.store.put_rollout(record)
-        self._cache[rollout_id] = RolloutState(rollout_id, self.key_for(rollout_id))
+        self._cache[rollout_id] = RolloutState(rollout_id, self.key_for(rollout_id), deadline_at=deadline_at)
         return record, self._cache[rollout_id].api_key
 
     async def state(self, rollout_id: str) -> RolloutState:
@@ -79,11 +112,21 @@ class RolloutRegistry:
         record = await self.store.get_rollout(rollout_id)
         if record is None:
             raise GatewayError(404, f"unknown rollout {rollout_id!r}", code="rollout_not_found")
-        calls = await self.store.list_calls(rollout_id)
         state = RolloutState(rollout_id, self.key_for(rollout_id), closed=record.closed,
-                             tainted=record.infra_tainted, next_index=len(calls),
+                             tainted=record.infra_tainted, deadline_at=_stored(record, "deadline_at"),
                              versions=set(record.policy_versions))
         return self._cache.setdefault(rollout_id, state)
+
+    async def take_index(self, state: RolloutState) -> int:
+        """The next call index: from this process's lease, leasing a new block when it runs out."""
+        if state.next_index >= state.lease_stop:
+            async with state.lease_lock:
+                if state.next_index >= state.lease_stop:
+                    state.next_index, state.lease_stop = await self.store.lease_indices(
+                        state.rollout_id, _LEASE_BLOCK)
+        index = state.next_index
+        state.next_index += 1
+        return index
 
     async def authorize(self, rollout_id: str, key: str | None) -> RolloutState:
         """The rollout a model call may use, or a 4xx (unknown, wrong key, closed)."""
@@ -92,6 +135,8 @@ class RolloutRegistry:
             raise GatewayError(401, "invalid API key for this rollout", code="invalid_api_key")
         if state.closed:
             raise GatewayError(403, f"rollout {rollout_id!r} is closed", code="rollout_closed")
+        if state.deadline_at is not None and time.time() >= state.deadline_at - self.deadline_margin_s:
+            raise GatewayError(403, f"rollout {rollout_id!r} is past its deadline", code="rollout_deadline")
         return state
 
     async def update(self, rollout_id: str, **changes: Any) -> RolloutRecord:
@@ -101,14 +146,38 @@ class RolloutRegistry:
             record = await self.store.get_rollout(rollout_id)
             if record is None:
                 raise GatewayError(404, f"unknown rollout {rollout_id!r}")
-            record = record.model_copy(update=changes)
+            record = _set_fields(record, changes)
             await self.store.put_rollout(record)
         return record
 
     async def close(self, rollout_id: str) -> RolloutRecord:
         state = await self.state(rollout_id)
         state.closed = True
+        state.cut_inflight()
         return await self.update(rollout_id, closed=True, finished_at=time.time())
+
+    async def finish(self, rollout_id: str, outcome: RolloutOutcome) -> RolloutRecord:
+        """Write the orchestrator's verdict and close the rollout. An infra taint recorded by the
+        gateway wins over a non-infra status: a rollout hit by an infra fault is never scored."""
+        state = await self.state(rollout_id)
+        state.closed = True
+        state.cut_inflight()
+        changes = outcome.model_dump()
+        changes["finished_at"] = outcome.finished_at or time.time()
+        async with state.lock:
+            record = await self.store.get_rollout(rollout_id)
+            if record is None:
+                raise GatewayError(404, f"unknown rollout {rollout_id!r}")
+            changes["metadata"] = {**record.metadata, **changes.get("metadata", {})}
+            if outcome.status.is_infra:  # one flag every reader of the record can trust
+                changes["infra_tainted"] = True
+            if record.infra_tainted and not outcome.status.is_infra:
+                changes["status"] = record.status or RolloutStatus.INFRA_ENGINE
+                changes["in_batch"] = False
+                changes["drop_reason"] = changes.get("drop_reason") or "infra fault in the call log"
+            record = _set_fields(record, {**changes, "closed": True})
+            await self.store.put_rollout(record)
+        return record
 
     async def taint(self, state: RolloutState, kind: CallErrorKind) -> None:
         """Mark the rollout infra-tainted (once): it must be dropped from training, not scored 0."""

@@ -1,7 +1,7 @@
 """`openforgerl rollout`: run n rollouts per task with one harness, show progress, write results.
 
-Outputs under `--out`: `results.jsonl` (one `RolloutRecord` per attempt, `metadata.in_batch` says
-whether it counts), `calls.db` (the call log, when the gateway is embedded), `summary.json` and
+Outputs under `--out`: `results.jsonl` (one `RolloutRecord` per attempt as the gateway stored it;
+`in_batch` says whether it counts), `calls.db` (the call log, when the gateway is embedded), `summary.json` and
 `artifacts/<rollout_id>/` (harness stdout/stderr and the adapter's output files).
 Without `--gateway`, a gateway is started in-process on 127.0.0.1 in front of `--engine`
 (`scripted`: the envs oracle policy, a test double for the model's decisions; or engine URLs).
@@ -29,7 +29,7 @@ def command(
     n: int = typer.Option(8, "--n", help="rollouts per task (one GRPO group)"),
     backend: str = typer.Option("local", "--backend", help="local | podman | kubernetes"),
     engine: list[str] = typer.Option(["scripted"], "--engine", help="engine URL(s), or `scripted`"),
-    gateway: str = typer.Option("", "--gateway", help="use a running gateway at this URL"),
+    gateway: str = typer.Option("", "--gateway", help="a running gateway's admin URL (token: $OPENFORGERL_ADMIN_TOKEN)"),
     out: Path = typer.Option(Path("runs/rollout"), "--out", help="results folder"),
     model: str = typer.Option("policy", "--model", help="model name given to the harness"),
     max_running: int = typer.Option(32, "--max-running", help="rollouts in flight"),
@@ -71,10 +71,10 @@ async def _main(config: Any, opts: dict[str, Any]) -> Counter[str]:
     runtimes = _load_tasks(opts["tasks"], opts["limit"], opts["image"])
     harness = _harness(opts["harness"], opts["harness_command"])
     view = ProgressView(len(runtimes) * config.n)
-    async with _gateway(opts, runtimes, out) as (gateway_url, store), _backend(opts["backend"], out) as sbx:
-        sink = ResultSink(store, out / "results.jsonl")
+    async with _gateway(opts, runtimes, out) as gateway, _backend(opts["backend"], out) as sbx:
+        sink = ResultSink(out / "results.jsonl")
         with view:
-            result = await run_batch(runtimes, harness, gateway_url=gateway_url, backend=sbx,
+            result = await run_batch(runtimes, harness, gateway=gateway, backend=sbx,
                                      config=config, sink=sink, on_done=view.done)
     view.print_summary(result)
     write_summary(out / "summary.json", result)
@@ -108,12 +108,14 @@ def _harness(name: str, argv: str) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def _gateway(opts: dict[str, Any], runtimes: list[Any], out: Path) -> AsyncIterator[tuple[str, Any]]:
-    """(gateway URL, store to write rollouts into): an existing gateway, or one started here."""
+async def _gateway(opts: dict[str, Any], runtimes: list[Any], out: Path) -> AsyncIterator[Any]:
+    """Admin access to the gateway: an existing one (its admin URL; the token from
+    $OPENFORGERL_ADMIN_TOKEN), or one started here (recording into `calls.db`)."""
+    from openforgerl.gateway.access import GatewayAccess
     from openforgerl.store.sqlite import SQLiteCallStore
 
     if opts["gateway"]:
-        yield opts["gateway"], None
+        yield GatewayAccess.from_env(opts["gateway"])
         return
     from openforgerl.gateway.server import start_gateway
 
@@ -121,7 +123,7 @@ async def _gateway(opts: dict[str, Any], runtimes: list[Any], out: Path) -> Asyn
     engine = _engine(opts["engine"], runtimes, opts["success_rate"])
     gw = await start_gateway(engine, store, owns_engine=True)
     try:
-        yield gw.url, store
+        yield gw.access
     finally:
         await gw.aclose()
         await store.aclose()

@@ -8,7 +8,35 @@ from typing import Literal
 
 from openforgerl.sandbox.base import Limits
 
-__all__ = ["OrchestratorConfig"]
+__all__ = ["DEFAULT_CALL_DEADLINE_S", "OrchestratorConfig", "call_deadline_s", "check_call_deadline",
+           "deadline_margin_s"]
+
+DEFAULT_CALL_DEADLINE_S = 600.0
+"""The gateway's per-call engine limit when nothing else bounds it."""
+
+
+def deadline_margin_s(budget_s: float) -> float:
+    """Time left between an engine call's deadline and its rollout's: 10 % of the budget, 2-10 s."""
+    return min(10.0, max(2.0, 0.1 * budget_s))
+
+
+def call_deadline_s(budget_s: float | None, configured_s: float | None = None) -> float:
+    """The per-call engine limit nested inside a rollout budget: min(configured, budget - margin).
+
+    Derived, never restated: a config names the rollout budget, the call limit follows from it
+    (DESIGN.md principle 5: engine call < rollout budget < sandbox lifetime).
+    """
+    limit = DEFAULT_CALL_DEADLINE_S if configured_s is None else configured_s
+    if budget_s is None:
+        return limit
+    return max(0.1, min(limit, budget_s - deadline_margin_s(budget_s)))
+
+
+def check_call_deadline(call_deadline: float | None, budget_s: float | None) -> None:
+    """Refuse a per-call deadline that does not fit inside the rollout budget (one clear line)."""
+    if call_deadline is not None and budget_s is not None and call_deadline >= budget_s:
+        raise ValueError(f"call_deadline_s ({call_deadline:g} s) must be shorter than the rollout budget "
+                         f"({budget_s:g} s): an engine call cannot outlive its rollout")
 
 
 def _default_tools() -> Path:
@@ -36,8 +64,8 @@ class OrchestratorConfig:
     model: str = "policy"
     """Model name handed to the harness config (the gateway serves whatever it is called)."""
     harness_cache: Path = field(default_factory=_default_tools)
-    """Where harness CLIs are installed (the harness package's `tools_dir()`). The local backend shows
-    the host root read-only inside, so it must not be under /tmp (each sandbox has its own /tmp)."""
+    """Where harness CLIs are installed (the harness package's `tools_dir()`). The sandbox root is an
+    allow-list of binds (`sandbox/bwrap.py`); a folder other than the default is bound in read-only."""
     limits: Limits = field(default_factory=Limits)
     """Default sandbox limits when the task has none."""
     verify_timeout_s: float = 600.0
@@ -47,6 +75,10 @@ class OrchestratorConfig:
     artifacts_dir: Path | None = None
     """If set: full harness stdout/stderr and the adapter's `outputs` files are saved under
     `<artifacts_dir>/<rollout_id>/` (best effort; a missing output file is not an error)."""
+
+    def __post_init__(self) -> None:
+        if self.budget_s is not None and self.budget_s <= 0:
+            raise ValueError(f"budget_s must be positive (got {self.budget_s:g})")
 
     @property
     def retries(self) -> int:

@@ -7,8 +7,9 @@ Policy (DESIGN.md principle 4):
   (`"zero"`); timeouts are not retried (retrying them would bias the group toward easy runs);
 - a group with fewer than `min_group_size` kept rollouts is dropped whole.
 
-Every attempt is returned (and written to the results), marked with `metadata["in_batch"]` and, when
-dropped, `metadata["drop_reason"]` — trainers use only `in_batch` records.
+Every attempt is returned (and reported to the gateway, the record's only writer), with the typed
+verdict `in_batch`, `drop_reason` (when dropped) and `group_valid`. What becomes training data is then
+decided by `trajectory.trainable` from exactly these fields.
 """
 
 from __future__ import annotations
@@ -38,14 +39,12 @@ class GroupResult:
 
     @property
     def kept(self) -> list[RolloutRecord]:
-        return [r for r in self.records if r.metadata.get("in_batch")]
+        return [r for r in self.records if r.in_batch]
 
 
-def _mark(record: RolloutRecord, in_batch: bool, reason: str = "", **changes: object) -> RolloutRecord:
-    meta = {**record.metadata, "in_batch": in_batch}
-    if reason:
-        meta["drop_reason"] = reason
-    return record.model_copy(update={"metadata": meta, **changes})
+def _mark(record: RolloutRecord, in_batch: bool, reason: str | None = None, **changes: object
+          ) -> RolloutRecord:
+    return record.model_copy(update={"in_batch": in_batch, "drop_reason": reason, **changes})
 
 
 def _judge_one(record: RolloutRecord, config: OrchestratorConfig) -> RolloutRecord:
@@ -62,11 +61,11 @@ def apply_group_policy(records: Sequence[RolloutRecord], config: OrchestratorCon
                        ) -> tuple[list[RolloutRecord], bool]:
     """Mark each record in/out of the batch; (records, group_valid). Pure."""
     judged = [_judge_one(r, config) for r in records]
-    kept = sum(1 for r in judged if r.metadata["in_batch"])
+    kept = sum(1 for r in judged if r.in_batch)
     if kept >= config.min_group_size:
-        return judged, True
+        return [r.model_copy(update={"group_valid": True}) for r in judged], True
     reason = f"group_below_min_size({kept}<{config.min_group_size})"
-    return [_mark(r, False, r.metadata.get("drop_reason") or reason) for r in judged], False
+    return [_mark(r, False, r.drop_reason or reason, group_valid=False) for r in judged], False
 
 
 async def run_group(run: RunFn, task: TaskRuntime, harness: HarnessAdapter,

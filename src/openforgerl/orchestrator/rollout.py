@@ -1,10 +1,18 @@
-"""One rollout, start to finish: gateway rollout -> sandbox -> harness -> verifier -> reward -> close.
+"""One rollout, start to finish: sandbox -> gateway rollout -> harness -> verifier -> close -> outcome.
 
 Each step runs inside `boundary(<Fault>)` (errors.py), so an infrastructure failure anywhere ends
 the rollout as data (`infra_error:<where>`), never as a crash of the batch and never as a reward.
-The harness runs under the task's wall-clock budget: past it the sandbox kills the whole process
-tree and the rollout is a `timeout`. Nested deadlines: the gateway's per-call engine deadline <
-the rollout budget < the sandbox lifetime (budget x 2 + margin), which the backend enforces itself.
+
+Nested deadlines (DESIGN.md principle 5). The rollout id is chosen here, the sandbox boots first
+(a slow or queued boot never eats the agent's time), then the gateway rollout is opened carrying its
+deadline `deadline_at = now + budget`. The harness runs until that deadline: past it the sandbox
+kills the whole process tree and the rollout is a `timeout`. The gateway bounds every engine call of
+the rollout by min(its per-call limit, deadline - margin), so a hung engine ends the call (recorded
+`engine_deadline` -> `infra_error:engine`) before the harness's time is up. The sandbox lifetime
+(budget x 2 + margin), which the backend enforces itself, is longer than both.
+
+The rollout record has one writer, the gateway: the orchestrator reports its verdict once, through
+`report` (`POST /rollouts/{id}/outcome`), when the rollout's GRPO group has settled (batch.py).
 Cleanup (sandbox `aclose`, gateway `close`) always runs, also on cancellation.
 """
 
@@ -34,7 +42,7 @@ from openforgerl.orchestrator.errors import (
 )
 from openforgerl.orchestrator.gateway_client import GatewayClient, OpenedRollout
 from openforgerl.orchestrator.task_protocol import TaskRuntime
-from openforgerl.records import RolloutRecord, RolloutStatus
+from openforgerl.records import RolloutOutcome, RolloutRecord, RolloutStatus
 from openforgerl.sandbox.base import (
     CommandNotFoundError,
     ExecResult,
@@ -42,6 +50,7 @@ from openforgerl.sandbox.base import (
     SandboxBackend,
     SandboxError,
     SandboxSpec,
+    TamperError,
 )
 
 __all__ = ["Outcome", "RolloutRequest", "RolloutRunner"]
@@ -74,6 +83,8 @@ class _Run:
 
     req: RolloutRequest
     started_at: float = field(default_factory=time.time)
+    rollout_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    deadline_at: float | None = None  # epoch seconds: the harness and every engine call end by it
     opened: OpenedRollout | None = None
     sandbox: Sandbox | None = None
     result: ExecResult | None = None
@@ -119,14 +130,27 @@ class RolloutRunner:
     def budget(self, task: TaskRuntime) -> float:
         return float(self.config.budget_s or task.budget_s)
 
+    async def report(self, record: RolloutRecord) -> RolloutRecord:
+        """Send the verdict to the gateway (the record's only writer); the record as stored.
+
+        When the gateway cannot take it, the verdict is not stored, so the stored record is never
+        trained; the returned record is then marked out of the batch too, so every consumer agrees.
+        """
+        if record.metadata.get("unopened"):  # the gateway never heard of it: nothing to report
+            return record
+        outcome = RolloutOutcome.model_validate(
+            {k: getattr(record, k) for k in RolloutOutcome.model_fields if hasattr(record, k)})
+        try:
+            stored = await self.gateway.report_outcome(record.rollout_id, outcome)
+        except Exception as e:  # the gateway is gone or refused: nothing of this rollout is trained
+            log.warning("outcome of %s not recorded: %s", record.rollout_id, e)
+            return record.model_copy(update={"in_batch": False, "drop_reason": "outcome_not_recorded"})
+        return stored.model_copy(update={"metadata": {**stored.metadata, **record.metadata}})
+
     # ---- steps ------------------------------------------------------------------------------
     async def _lifecycle(self, run: _Run) -> Outcome:
-        req = run.req
-        with boundary(GatewayFault):
-            run.opened = await self.gateway.open_rollout(
-                task_id=req.task.task_id, harness=req.harness.name, group_id=req.group_id,
-                sample_index=req.sample_index, metadata={"attempt": req.attempt})
         sandbox = await self._boot(run)
+        await self._open(run)
         launch = await self._prepare(run, sandbox)
         result = await self._harness(run, sandbox, launch)
         await self._keep_artifacts(run, sandbox, launch, result)
@@ -138,14 +162,36 @@ class RolloutRunner:
             return Outcome(status)
         return await self._judge(run, sandbox, status)
 
+    async def _open(self, run: _Run) -> None:
+        """Open the gateway rollout with its deadline (the budget starts now, after the boot)."""
+        req, budget = run.req, self.budget(run.req.task)
+        run.deadline_at = time.time() + budget
+        with boundary(GatewayFault):
+            run.opened = await self.gateway.open_rollout(
+                rollout_id=run.rollout_id, task_id=req.task.task_id, harness=req.harness.name,
+                group_id=req.group_id, sample_index=req.sample_index, metadata={"attempt": req.attempt},
+                deadline_at=run.deadline_at, budget_s=budget)
+            if run.opened.rollout_id != run.rollout_id:
+                raise GatewayFault(f"gateway opened {run.opened.rollout_id!r}, not {run.rollout_id!r}")
+
     def _spec(self, run: _Run) -> SandboxSpec:
-        task, opened = run.req.task, run.opened
-        assert opened is not None
+        task = run.req.task
+        budget = self.budget(task)
+        lifetime = budget * 2 + LIFETIME_MARGIN_S
+        assert lifetime > budget, "the sandbox must outlive the rollout budget"
         return SandboxSpec(
-            rollout_id=opened.rollout_id, gateway_host=self.gateway_addr[0],
+            rollout_id=run.rollout_id, gateway_host=self.gateway_addr[0],
             gateway_port=self.gateway_addr[1], image=getattr(task, "image", None),
             files=dict(task.files()), limits=getattr(task, "limits", None) or self.config.limits,
-            lifetime_s=self.budget(task) * 2 + LIFETIME_MARGIN_S)
+            lifetime_s=lifetime, ro_binds=self._tool_binds())
+
+    def _tool_binds(self) -> tuple[Path, ...]:
+        """The harness CLIs' folder, shown read-only inside when it is not the default one the sandbox
+        binds anyway (the sandbox root is an allow-list, not the host root)."""
+        from openforgerl.harness.install import tools_dir
+
+        cache = Path(self.config.harness_cache)
+        return () if cache.resolve() == tools_dir().resolve() else (cache,)
 
     async def _boot(self, run: _Run) -> Sandbox:
         """Open the sandbox and start the task's service, under the boot cap."""
@@ -184,9 +230,18 @@ class RolloutRunner:
         t0 = time.monotonic()
         with boundary(SandboxFault, {CommandNotFoundError: HarnessStartFault}):
             run.result = await sandbox.exec(list(launch.argv), env=dict(launch.env),
-                                            timeout_s=self.budget(run.req.task))
+                                            timeout_s=self._time_left(run))
+            _refuse_outside_kill(run.result)
         run.mark("harness_s", t0)
+        if run.result.limits_hit:  # why the agent failed: "memory" (OOM kill), "pids", "disk"
+            run.notes["limits_hit"] = list(run.result.limits_hit)
         return run.result
+
+    def _time_left(self, run: _Run) -> float:
+        """Seconds until the rollout's deadline (the harness's whole budget when none was set)."""
+        if run.deadline_at is None:
+            return self.budget(run.req.task)
+        return max(0.0, run.deadline_at - time.time())
 
     async def _keep_artifacts(self, run: _Run, sandbox: Sandbox, launch: HarnessLaunch,
                               result: ExecResult) -> None:
@@ -211,18 +266,43 @@ class RolloutRunner:
         run.notes["calls"] = len(calls)
         return call_log_taint(calls, info)
 
+    async def _capture(self, run: _Run, sandbox: Sandbox) -> None:
+        """The service audit log and the agent's files, for `analyze` / `view` (best effort, never fails
+        the rollout; only the reward's verifier decides anything)."""
+        if self.config.artifacts_dir is None or run.opened is None:
+            return
+        from openforgerl.analytics.capture import capture_rollout
+
+        why = await capture_rollout(sandbox, run.req.task, self.config.artifacts_dir / run.opened.rollout_id)
+        if why:
+            run.notes["capture_error"] = why
+
     async def _judge(self, run: _Run, sandbox: Sandbox, status: RolloutStatus) -> Outcome:
-        """Verify (a crash is infra), then report the reward to the gateway."""
+        """Verify; the reward reaches the gateway with the rollout's verdict (`report`), in one call.
+
+        A verifier crash is infra; what the agent left behind can only make it fail: a `TamperError`
+        from the verifier, or a file the sandbox refused to read or write for it (a link out of the
+        workdir, a FIFO, a device, an oversized file — `sandbox.violations`), ends as reward 0 and
+        `agent_failed`, the reason in the verifier log.
+        """
         t0 = time.monotonic()
+        await self._capture(run, sandbox)
+        seen = len(getattr(sandbox, "violations", ()))
         with boundary(VerifierFault, {SandboxError: SandboxFault}):
-            verdict = await asyncio.wait_for(run.req.task.verify(sandbox), self.config.verify_timeout_s)
+            try:
+                verdict = await asyncio.wait_for(run.req.task.verify(sandbox), self.config.verify_timeout_s)
+            except TamperError as exc:
+                verdict = (0.0, {}, "")
+                run.notes.setdefault("tampered", []).append(str(exc)[-500:])
             reward, components, vlog = verdict
             reward, components = float(reward), {k: float(v) for k, v in dict(components).items()}
         run.mark("verify_s", t0)
-        assert run.opened is not None
-        with boundary(GatewayFault):
-            await self.gateway.set_reward(run.opened.rollout_id, reward, components)
-        return Outcome(status, reward, components, str(vlog))
+        tampered = [*run.notes.get("tampered", []), *list(getattr(sandbox, "violations", ()))[seen:]]
+        if tampered:
+            run.notes["tampered"] = tampered
+            status, reward, components = RolloutStatus.AGENT_FAILED, 0.0, {"reward": 0.0, "tampered": 1.0}
+            vlog = "\n".join(f"VIOLATION {t}" for t in tampered) + "\n" + str(vlog)
+        return Outcome(status, reward, components, str(vlog))  # reported with the verdict (`report`)
 
     async def _teardown(self, run: _Run) -> None:
         """Close the sandbox and the gateway rollout; failures here are logged, not raised."""
@@ -246,13 +326,15 @@ class RolloutRunner:
             meta["error"] = outcome.error
         if run.result is not None:
             meta.update(self._output_tails(run.result))
-        rid = run.opened.rollout_id if run.opened else f"unopened-{uuid.uuid4().hex[:12]}"
+        if run.opened is None:
+            meta["unopened"] = True
         return RolloutRecord(
-            rollout_id=rid, task_id=req.task.task_id, harness=req.harness.name,
+            rollout_id=run.rollout_id, task_id=req.task.task_id, harness=req.harness.name,
             group_id=req.group_id, sample_index=req.sample_index, status=outcome.status,
             reward=outcome.reward, reward_components=outcome.components,
             verifier_log=outcome.verifier_log, started_at=run.started_at, finished_at=time.time(),
             policy_versions=sorted(run.versions), infra_tainted=outcome.status.is_infra, closed=True,
+            deadline_at=run.deadline_at,
             metadata={**dict(getattr(req.task, "metadata", {}) or {}), **meta})
 
     def _output_tails(self, result: ExecResult) -> dict[str, Any]:
@@ -260,6 +342,14 @@ class RolloutRunner:
         return {"harness_returncode": result.returncode, "harness_timed_out": result.timed_out,
                 "harness_stdout_tail": result.stdout[-n:].decode(errors="replace"),
                 "harness_stderr_tail": result.stderr[-n:].decode(errors="replace")}
+
+
+def _refuse_outside_kill(result: ExecResult) -> None:
+    """A harness whose launcher died of a signal we did not send was cut from outside the sandbox
+    (nothing inside can signal it: other PID namespace). Infra, never re-run: a second run in the same
+    sandbox would mix two runs in one call log. An OOM kill is the agent's own doing (`limits_hit`)."""
+    if result.killed_by_signal is not None and "memory" not in result.limits_hit:
+        raise SandboxError(f"harness killed by signal {result.killed_by_signal} from outside the sandbox")
 
 
 def _write_files(dest: Path, files: dict[str, bytes]) -> None:

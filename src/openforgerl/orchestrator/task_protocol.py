@@ -25,8 +25,8 @@ Everything in ``sandbox`` is accessed with paths *inside* the sandbox (``/workdi
 
 Optional attributes (read with ``getattr`` and a default, so a minimal task need not define them):
 
-- ``image: str | None`` — container image for podman/kubernetes backends (local ignores it and uses
-  the host root read-only).
+- ``image: str | None`` — container image for podman/kubernetes backends (local ignores it: its root
+  is an allow-list of read-only binds, ``openforgerl.sandbox.bwrap.SYSTEM_RO_BINDS``).
 - ``limits: openforgerl.sandbox.base.Limits | None`` — CPU/memory/pids for the sandbox.
 - ``service_ready_s: float`` — how long to wait after starting the service (default 0.0;
   a task that needs a port open should instead make its service start fast, or poll in its harness).

@@ -12,6 +12,8 @@ from openforgerl.sandbox.base import (
     SandboxBackend,
     SandboxError,
     SandboxSpec,
+    TamperError,
+    VerifierRun,
 )
 
 __all__ = [
@@ -23,4 +25,6 @@ __all__ = [
     "SandboxBackend",
     "SandboxError",
     "SandboxSpec",
+    "TamperError",
+    "VerifierRun",
 ]

@@ -9,15 +9,21 @@ Paths given to `exec` are paths *inside* the sandbox; `/workdir` is the per-roll
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 WORKDIR = "/workdir"
 
 
 class SandboxError(Exception):
     """The sandbox itself failed (could not start, was lost, exec channel broke): an infra fault."""
+
+
+class TamperError(Exception):
+    """What the agent left behind broke the verifier's rules (a symlink, FIFO, device or oversized file
+    where a file was expected, a dead task service): the agent's outcome — reward 0, `agent_failed`,
+    the reason in the verifier log — never infra. Raised by `read_file` and by verifier runs."""
 
 
 class CommandNotFoundError(Exception):
@@ -32,9 +38,27 @@ class CommandNotFoundError(Exception):
 
 @dataclass(frozen=True)
 class Limits:
+    """Per-sandbox resource limits. `None`: the backend's default; `0`: no limit at all.
+
+    The local backend's defaults are on (`local.DEFAULT_LIMITS`, issue 14 item 8); podman and
+    kubernetes keep their own defaults. A breach is the agent's failure: an OOM kill and the pids cap
+    end the harness (`ExecResult.limits_hit`), a full disk makes the write fail inside (ENOSPC) — the
+    rollout is scored, never dropped as infra.
+    """
+
     cpus: float | None = None
     memory_mb: int | None = None
     pids: int | None = None
+    disk_mb: int | None = None
+    """Size of the tmpfs holding /workdir and /tmp together (local backend, root only)."""
+
+    def resolved(self, defaults: Limits) -> Limits:
+        """Each `None` taken from `defaults`, then each `0` turned into `None` (= unlimited)."""
+        values: dict[str, Any] = {}
+        for f in fields(self):
+            mine = getattr(self, f.name)
+            values[f.name] = (getattr(defaults, f.name) if mine is None else mine) or None
+        return Limits(**values)
 
 
 @dataclass(frozen=True)
@@ -49,6 +73,7 @@ class SandboxSpec:
     copy_dirs: Mapping[str, Path] = field(default_factory=dict)  # host dir -> relative target in /workdir
     env: Mapping[str, str] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
+    ro_binds: Sequence[Path] = ()  # extra host paths shown read-only inside (e.g. a harness's own tools)
     lifetime_s: float = 3600.0  # outer deadline; the backend kills everything past it
 
 
@@ -59,6 +84,19 @@ class ExecResult:
     stderr: bytes
     timed_out: bool = False
     duration_s: float = 0.0
+    killed_by_signal: int | None = None
+    """The sandbox's launcher died of this signal, sent from outside the sandbox and not by us (the
+    timeout kill is `timed_out`): the command was cut, and must never be re-run."""
+    limits_hit: tuple[str, ...] = ()
+    """Limits breached during this command: "memory" (OOM kill), "pids", "disk" (quota full)."""
+
+
+@dataclass(frozen=True)
+class VerifierRun:
+    """A verifier command run apart from the agent (`LocalSandbox.run_verifier`)."""
+
+    result: ExecResult
+    outputs: Mapping[str, bytes]  # files the verifier wrote to its private output folder
 
 
 class Sandbox(Protocol):
@@ -83,9 +121,14 @@ class Sandbox(Protocol):
         """Start a long-running background process (a task's services); killed at `aclose`."""
         ...
 
-    async def read_file(self, path: str) -> bytes: ...
+    async def read_file(self, path: str) -> bytes:
+        """A file's bytes. Under /workdir or /tmp (the agent's space) no link is followed, a FIFO
+        never blocks, only a regular file up to 8 MiB is read; otherwise `TamperError`."""
+        ...
 
-    async def write_file(self, path: str, data: bytes) -> None: ...
+    async def write_file(self, path: str, data: bytes) -> None:
+        """Write under /workdir or /tmp (links and non-regular files refused: `TamperError`)."""
+        ...
 
     async def aclose(self) -> None:
         """Kill every process and remove everything the sandbox created. Idempotent."""

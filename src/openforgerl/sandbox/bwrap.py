@@ -1,14 +1,18 @@
-"""The bubblewrap command line of a local sandbox (pure functions, no I/O but one `scandir("/")`).
+"""The bubblewrap command line of a local sandbox (pure functions, no I/O but `lstat`s of host paths).
 
-Layout inside:
-- the host `/` bound read-only. `/workdir` must exist on the host as a mount point (it cannot be
-  created under a read-only bind): as root we create it once (empty); otherwise every top-level
-  entry of `/` is bound separately onto bwrap's tmpfs root (symlinks recreated), which is then
-  remounted read-only;
+Layout inside — an allow-list of binds on an empty tmpfs root, never the host root (issue 14: with
+`--ro-bind / /` the task's `solution/solve.sh`, `/etc/shadow`, `/root` and host unix sockets were all
+reachable from a rollout):
+- `SYSTEM_RO_BINDS`: what programs need to run at all (`/usr`, the `/bin`/`/lib*` links, and the
+  handful of `/etc` files libc, Python, Node and TLS read). No `/root`, `/home`, `/run`, `/var`,
+  `/etc/shadow`, `/etc/resolv.conf` (no DNS: the only peer is the gateway on 127.0.0.1);
+- `runtime_ro_binds()`: the project's Python (the venv and its base interpreter — possibly under
+  `/root/.pyenv`, then only that version's folder is shown), this package (its task suites masked:
+  they hold `solution/` and `tests/`), and the harness tools dir; plus `extra` per backend or per
+  sandbox (`SandboxSpec.ro_binds`, `$OPENFORGERL_SANDBOX_RO_BINDS`, colon-separated). They are bound
+  *after* `/tmp`, so a checkout or venv under the host's /tmp shows through the sandbox's own /tmp;
 - `/workdir` -> the rollout's host dir (rw), `/tmp` -> the rollout's own host tmp dir (rw; shared by
-  every exec/spawn of this sandbox so services and harness see the same /tmp; a fresh tmpfs per
-  exec would not be), fresh `/dev` and `/proc`;
-- the sandboxes' root dir on the host is covered by an empty tmpfs, so no rollout sees another's;
+  every exec/spawn of this sandbox so services and harness see the same /tmp), fresh `/dev`, `/proc`;
 - own user (root mapped to root, no host capabilities), PID, IPC, UTS and cgroup namespaces;
   the network namespace is joined from outside (`nsenter --net=`) or unshared (`--unshare-net`);
 - `--die-with-parent` + PID namespace: killing the outer bwrap kills every process of the exec,
@@ -19,79 +23,137 @@ Layout inside:
   injection into the orchestrator's terminal, is closed instead by masking `/dev/tty` with
   `/dev/null` (stdio are pipes, `/dev/pts` is private and other PIDs are invisible, so no other
   handle to the terminal exists inside).
+
+The verifier's sandbox (`verifier_args`) uses the same system binds, the rollout's workdir
+read-only, a fresh empty `/tmp`, and its own input (ro) and output (rw) folders under `/verifier`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["host_paths_under_tmp", "host_root_args", "sandbox_args", "wrap_command"]
+__all__ = ["MASKED_IN_PACKAGE", "SYSTEM_RO_BINDS", "VERIFIER_IN", "VERIFIER_OUT", "Mounts", "runtime_ro_binds",
+           "sandbox_args", "system_args", "verifier_args", "wrap_command"]
 
-_SKIP = {"proc", "dev", "tmp", "workdir", "lost+found"}
+SYSTEM_RO_BINDS: tuple[str, ...] = (
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",  # links to usr/ on merged-/usr hosts
+    "/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+    "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf",
+    "/etc/protocols", "/etc/services", "/etc/localtime", "/etc/os-release", "/etc/mime.types",
+    "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/pki",
+    "/etc/profile", "/etc/bash.bashrc", "/etc/inputrc", "/etc/terminfo",
+)
+"""Host paths shown read-only in every sandbox (missing ones are skipped; symlinks are recreated)."""
 
+MASKED_IN_PACKAGE: tuple[str, ...] = ("envs/suites/claw", "envs/suites/gui")
+"""Folders of this package covered by an empty tmpfs inside: task folders with solutions and tests."""
 
-def host_root_args() -> list[str]:
-    """The read-only host root (computed once per backend).
-
-    Fast path: when `/workdir` exists on the host (we create it, empty, when root), one
-    `--ro-bind / /` is enough — 20 separate binds cost ~10 ms per start on this box.
-    """
-    if _ensure_workdir_mountpoint():
-        return ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    args: list[str] = []
-    for entry in sorted(os.scandir("/"), key=lambda e: e.name):
-        if entry.name in _SKIP:
-            continue
-        if entry.is_symlink():
-            args += ["--symlink", os.readlink(entry.path), entry.path]
-        elif entry.is_dir() or entry.is_file():
-            args += ["--ro-bind", entry.path, entry.path]
-    return [*args, "--dev", "/dev", "--proc", "/proc"]
-
-
-def _ensure_workdir_mountpoint() -> bool:
-    try:
-        os.makedirs("/workdir", mode=0o755, exist_ok=True)
-    except OSError:
-        return False
-    return os.path.isdir("/workdir")
+RO_BINDS_ENV = "OPENFORGERL_SANDBOX_RO_BINDS"
+VERIFIER_IN = "/verifier/in"
+VERIFIER_OUT = "/verifier/out"
 
 
 def _is_under(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
 
 
-def host_paths_under_tmp(sandboxes_root: Path) -> list[Path]:
-    """Host folders under /tmp that sandboxed programs need: the Python environment, this package and
-    the installed tools. The sandbox's own /tmp hides the host's, so a checkout or venv under /tmp
-    would vanish inside it; these are bound back read-only."""
-    import sys
-
-    from openforgerl.paths import install_root
-
-    package = Path(__file__).resolve().parents[1]
-    wanted = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package, install_root().resolve()}
-    tmp = Path("/tmp")
-    out = [p for p in wanted if _is_under(p, tmp) and p != tmp and not _is_under(p, sandboxes_root)]
-    return sorted({p for p in out if not any(q != p and _is_under(p, q) for q in out)})
+def _dedupe(paths: Iterable[Path]) -> list[Path]:
+    """Existing paths, sorted, without those already inside another one."""
+    found = sorted({p for p in paths if os.path.lexists(p)})
+    return [p for p in found if not any(q != p and _is_under(p, q) for q in found)]
 
 
-def sandbox_args(root_args: Sequence[str], sandboxes_root: Path, workdir: Path, tmpdir: Path,
-                 *, unshare_net: bool, tmp_ro_binds: Sequence[Path] = ()) -> list[str]:
-    """Everything but the command: mounts and namespaces of one sandbox."""
-    args = ["bwrap", *root_args]
-    if not _is_under(sandboxes_root, Path("/tmp")):
-        args += ["--tmpfs", str(sandboxes_root)]
-    args += ["--bind", str(workdir), "/workdir", "--bind", str(tmpdir), "/tmp"]
-    for path in tmp_ro_binds:  # after /tmp, so they show through the sandbox's own /tmp
+def runtime_ro_binds(extra: Iterable[Path | str] = ()) -> list[Path]:
+    """The project's own host folders a harness needs inside: Python, this package, the tools dir."""
+    from openforgerl.harness.install import tools_dir
+
+    wanted = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent, _package(), tools_dir()]
+    wanted += [Path(p) for p in os.environ.get(RO_BINDS_ENV, "").split(":") if p]
+    return _dedupe(Path(os.path.realpath(p)) for p in [*wanted, *extra])
+
+
+def _package() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+class Mounts:
+    """Inside path -> host path of one sandbox, for `host_path` (longest prefix wins; None = hidden)."""
+
+    def __init__(self, table: Iterable[tuple[str, Path | None]]) -> None:
+        self.table = sorted(table, key=lambda kv: len(kv[0]), reverse=True)
+
+    def host(self, inside: str) -> Path | None:
+        p = Path(os.path.normpath(inside))
+        for inner, outer in self.table:
+            ip = Path(inner)
+            if _is_under(p, ip):
+                return None if outer is None else outer / p.relative_to(ip)
+        return None
+
+
+def system_args() -> list[str]:
+    """The system part of every sandbox: `SYSTEM_RO_BINDS`, fresh /dev and /proc (computed once)."""
+    args: list[str] = []
+    for path in SYSTEM_RO_BINDS:
+        if os.path.islink(path) and os.path.dirname(path) == "/":  # /bin -> usr/bin
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    return [*args, "--dev", "/dev", "--proc", "/proc"]
+
+
+def system_mounts() -> list[tuple[str, Path | None]]:
+    return [(p, Path(p)) for p in SYSTEM_RO_BINDS if os.path.lexists(p)]
+
+
+def _ro_bind_args(ro_binds: Sequence[Path], hide: Sequence[Path] = ()) -> list[str]:
+    args: list[str] = []
+    for path in ro_binds:
         args += ["--ro-bind", str(path), str(path)]
-    args += ["--remount-ro", "/", "--dev-bind", "/dev/null", "/dev/tty"]
-    args += ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    for path in hide:  # e.g. the sandboxes' root, if it happens to lie inside a bound folder
+        if any(_is_under(path, p) for p in ro_binds):
+            args += ["--tmpfs", str(path)]
+    package = _package()
+    if any(_is_under(package, p) for p in ro_binds):
+        for rel in MASKED_IN_PACKAGE:
+            if (package / rel).is_dir():
+                args += ["--tmpfs", str(package / rel)]
+    return args
+
+
+def masked_mounts() -> list[tuple[str, Path | None]]:
+    return [(str(_package() / rel), None) for rel in MASKED_IN_PACKAGE]
+
+
+def _namespaces(unshare_net: bool) -> list[str]:
+    args = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if unshare_net:
         args.append("--unshare-net")
     return [*args, "--hostname", "sandbox", "--die-with-parent"]
+
+
+def sandbox_args(root_args: Sequence[str], workdir: Path, tmpdir: Path, *, unshare_net: bool,
+                 ro_binds: Sequence[Path] = (), hide: Sequence[Path] = ()) -> list[str]:
+    """Everything but the command: mounts and namespaces of one sandbox."""
+    args = ["bwrap", *root_args, "--bind", str(workdir), "/workdir", "--bind", str(tmpdir), "/tmp"]
+    args += _ro_bind_args(ro_binds, hide)  # after /tmp, so they show through the sandbox's own /tmp
+    args += ["--remount-ro", "/", "--dev-bind", "/dev/null", "/dev/tty"]
+    return [*args, *_namespaces(unshare_net)]
+
+
+def verifier_args(root_args: Sequence[str], workdir: Path, inputs: Path, outputs: Path, *,
+                  unshare_net: bool, ro_binds: Sequence[Path] = (), hide: Sequence[Path] = (),
+                  tmp_mb: int = 64) -> list[str]:
+    """A fresh sandbox for the verifier: the rollout's workdir read-only, nothing else of the agent's."""
+    args = ["bwrap", *root_args, "--ro-bind", str(workdir), "/workdir",
+            "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
+            "--ro-bind", str(inputs), VERIFIER_IN, "--bind", str(outputs), VERIFIER_OUT]
+    args += _ro_bind_args(ro_binds, hide)
+    args += ["--remount-ro", "/", "--dev-bind", "/dev/null", "/dev/tty"]
+    return [*args, *_namespaces(unshare_net)]
 
 
 def wrap_command(prefix: Sequence[str], bwrap_args: Sequence[str], argv: Sequence[str],

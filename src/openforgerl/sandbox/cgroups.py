@@ -87,6 +87,19 @@ class CgroupGroup:
                 found |= {int(p) for p in (d / "cgroup.procs").read_text().split()}
         return found
 
+    def breaches(self) -> dict[str, int]:
+        """Counters of limit hits so far: {"memory": OOM kills, "pids": forks refused at pids.max}.
+
+        Compared before/after a command (`LocalSandbox.exec`) to tell an OOM kill or a fork bomb
+        from an ordinary failure, so the rollout records *why* the agent failed.
+        """
+        found = {"memory": 0, "pids": 0}
+        for d in self.dirs:
+            found["memory"] += _counter(d / "memory.oom_control", "oom_kill")  # v1
+            found["memory"] += _counter(d / "memory.events", "oom_kill")  # v2
+            found["pids"] += _counter(d / "pids.events", "max")
+        return found
+
     def kill_all(self) -> None:
         for pid in self.pids():
             with contextlib.suppress(ProcessLookupError):
@@ -103,6 +116,18 @@ class CgroupGroup:
             except OSError:
                 ok = False
         return ok
+
+
+def _counter(path: Path, key: str) -> int:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        name, _, value = line.partition(" ")
+        if name == key and value.strip().isdigit():
+            return int(value)
+    return 0
 
 
 def _make_v1(name: str, limits: Limits) -> CgroupGroup:

@@ -8,14 +8,27 @@ outer bwrap and the kernel tears down the whole PID namespace, so no child survi
 double fork and ignored SIGTERM included). What persists across execs is exactly what a rollout
 needs: files (/workdir, /tmp) and the network namespace (services on 127.0.0.1).
 
+Exec semantics: a command runs at most once. A tiny `sh` inside writes one byte to a pipe right
+before it execs the command; only a bwrap that exited by itself *without* that byte (its setup
+failed, nothing of the command ran) is retried. A launcher killed by a signal we did not send is
+reported (`ExecResult.killed_by_signal`), never re-run: before this, a harness SIGKILLed from outside
+was taken for a setup failure and run again in the same sandbox, mixing two runs in one call log.
+
 Networking (root): a namespace per sandbox with only `lo`, created in-process (`netns.py`); a
 listener bound inside it at 127.0.0.1:<gateway port> is served by the host event loop and forwarded
 to the gateway (`forwarder.py`). So `gateway_url` is `http://127.0.0.1:<port>` inside, and nothing
 else is reachable. Not root: `--unshare-net` and no gateway (`gateway_url == ""`).
 
-Limits: cgroup v1/v2 (`cgroups.py`) when `spec.limits` asks for any and the machine allows.
-Cleanup (`aclose`): kill every process, remove cgroups, forwarder and namespace; the host dir is
-renamed into `<root>/.trash` and deleted in the background (`LocalBackend.aclose` waits for it).
+Limits (on by default, `DEFAULT_LIMITS`): cgroup v1/v2 (`cgroups.py`) for CPU, memory and pids; a
+size-limited tmpfs holding /workdir and /tmp (`quota.py`). Breaches are reported per command in
+`ExecResult.limits_hit`.
+
+The verifier (`run_verifier`) runs after every exec of the sandbox has ended and its PID namespace
+is gone, in a fresh bwrap that sees the workdir read-only, an empty /tmp and its own folders.
+
+Cleanup (`aclose`): kill every process, remove cgroups, forwarder and namespace, unmount the quota;
+the host dir is renamed into `<root>/.trash` and deleted in the background (`LocalBackend.aclose`
+waits for it).
 """
 
 from __future__ import annotations
@@ -30,22 +43,25 @@ import shutil
 import signal
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from openforgerl.sandbox import bwrap
+from openforgerl.sandbox import bwrap, quota
 from openforgerl.sandbox.base import (
     WORKDIR,
     CommandNotFoundError,
     ExecResult,
+    Limits,
     SandboxError,
     SandboxSpec,
+    VerifierRun,
 )
 from openforgerl.sandbox.cgroups import CgroupGroup, open_cgroup
 from openforgerl.sandbox.forwarder import Forwarder, open_forwarder
 from openforgerl.sandbox.hostfiles import HostFilesMixin, write_bytes
 from openforgerl.sandbox.netns import NetNamespace, netns_supported, open_netns
+from openforgerl.sandbox.safefile import MAX_READ_BYTES, read_under
 
 __all__ = ["DEFAULT_ROOT", "LocalBackend", "LocalSandbox", "raise_nofile_limit"]
 
@@ -56,6 +72,13 @@ MAX_OUTPUT = 32 * 1024 * 1024
 _KILL_GRACE_S = 10.0
 SETUP_ATTEMPTS = 4
 SETUP_TIMEOUT_S = 120.0
+
+DEFAULT_LIMITS = Limits(cpus=2.0, memory_mb=4096, pids=1024, disk_mb=1024)
+"""On unless a spec or the backend says otherwise (`0` turns one off). Sized for one harness CLI plus
+the task's service: a Node CLI peaks at a few hundred MiB and ~30 threads (each thread counts against
+`pids`); Claw workdirs hold kilobytes. The tmpfs pages of /workdir and /tmp count against memory too."""
+
+BuildCommand = Callable[[int, int], list[str]]  # (started fd, status fd) -> full command line
 
 
 def raise_nofile_limit() -> int:
@@ -81,16 +104,55 @@ async def _read_capped(stream: asyncio.StreamReader | None) -> bytes:
 
 
 def _started_wrapper(fd: int) -> list[str]:
-    """Inside the sandbox: write one byte to the start pipe, then exec the real command."""
-    return ["/bin/sh", "-c", 'printf 1 > "/proc/self/fd/$0"; exec "$@"', str(fd)]
+    """Inside the sandbox: write one byte to the start pipe, then exec the real command.
+
+    Via /proc/self/fd: dash takes only one-digit fds in `>&N`. The command inherits the pipe's write
+    end; harmless — the byte is written before it runs, so it cannot make a run look unstarted."""
+    return ["/bin/sh", "-c", 'printf 1 > "/proc/self/fd/$0" && exec "$@"', str(fd)]
+
+
+def _drain(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    data = b""
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    return data
+
+
+def _child_pid(status: bytes) -> int | None:
+    """The sandbox init's host PID from bwrap's `--json-status-fd` (its first document)."""
+    for line in status.splitlines():
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            pid = json.loads(line).get("child-pid")
+            if isinstance(pid, int):
+                return pid
+    return None
+
+
+def _gone(pid: int) -> bool:
+    """The process left (or is a zombie): its PID namespace's other processes are already dead."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+
+
+async def _wait_gone(pid: int | None) -> None:
+    """Wait until the sandbox init `pid` is gone: it dies last (the kernel kills and reaps the rest
+    of its PID namespace first), so afterwards no process of the command is left anywhere."""
+    if pid is None:
+        return
+    deadline = time.monotonic() + _KILL_GRACE_S
+    while not _gone(pid):
+        if time.monotonic() > deadline:
+            raise SandboxError(f"sandbox init {pid} still alive {_KILL_GRACE_S}s after its launcher")
+        await asyncio.sleep(0.005)
 
 
 async def _started(fd: int, proc: asyncio.subprocess.Process) -> bool:
-    """For `spawn`: True once the command is about to run; False if bwrap died in setup (pipe EOF).
-
-    A background process has no exit code to look at (see `_command_ran`), so a tiny `sh` wrapper
-    inside writes one byte to the pipe right before it execs the command.
-    """
+    """For `spawn`: True once the command is about to run; False if bwrap died in setup (pipe EOF)."""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[bool] = loop.create_future()
 
@@ -113,27 +175,6 @@ async def _started(fd: int, proc: asyncio.subprocess.Process) -> bool:
         loop.remove_reader(fd)
 
 
-def _command_ran(fd: int) -> bool:
-    """Did bwrap get as far as running the command? (read its `--json-status-fd` after exit)
-
-    bwrap writes `{"exit-code": N}` only when the sandboxed command ran and exited; when its own
-    setup fails it writes none (measured, bwrap 0.8). The setup can fail transiently: bwrap re-mounts
-    every submount of the read-only root, and when another process unmounts something meanwhile
-    (a netns pin, a podman overlay) it dies with "Can't bind mount /oldroot/ ... Invalid argument" —
-    26 times in 400 concurrent rollouts here before this check. Retrying is then safe.
-    """
-    os.set_blocking(fd, False)
-    data = b""
-    with contextlib.suppress(BlockingIOError):
-        while chunk := os.read(fd, 65536):
-            data += chunk
-    for line in data.splitlines():
-        with contextlib.suppress(ValueError):
-            if "exit-code" in json.loads(line):
-                return True
-    return False
-
-
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
     """SIGKILL the launcher (= the outer bwrap, via exec); die-with-parent takes the PID namespace down."""
     if proc.returncode is None:
@@ -147,31 +188,45 @@ class LocalSandbox(HostFilesMixin):
     def __init__(self, backend: LocalBackend, spec: SandboxSpec, sid: str, home: Path) -> None:
         self.id = sid
         self.spec = spec
-        self.home = home  # <root>/<id>: work/, tmp/, logs/
-        self.host_workdir: Path | None = home / "work"
-        self.host_tmpdir = home / "tmp"
+        self.home = home  # <root>/<id>: fs/ (quota: work/, tmp/), logs/, verifier-N/
+        self.fs = home / "fs"
+        self.host_workdir: Path | None = self.fs / "work"
+        self.host_tmpdir = self.fs / "tmp"
         self.gateway_url = ""
+        self.violations: list[str] = []
+        self.ro_binds = bwrap.runtime_ro_binds([*backend.ro_binds, *spec.ro_binds]) if spec.ro_binds \
+            else backend.ro_binds
+        self.mounts = bwrap.Mounts([*backend.system_mounts, *((str(b), b) for b in self.ro_binds),
+                                    *bwrap.masked_mounts(), (WORKDIR, self.fs / "work"),
+                                    ("/tmp", self.host_tmpdir), *_hidden_root(backend.root)])
         self._backend = backend
         self.netns: NetNamespace | None = None
         self.cgroup: CgroupGroup | None = None
+        self.quota = False
+        self.limits = spec.limits  # resolved against the backend's defaults at open
         self._forwarder: Forwarder | None = None
         self._procs: set[asyncio.subprocess.Process] = set()
+        self._execs: set[asyncio.subprocess.Process] = set()
         self._lost: str | None = None
         self._closed = False
         self._timer: asyncio.TimerHandle | None = None
         self._nspawn = 0
+        self._nverify = 0
 
     # ---- launch -----------------------------------------------------------------------------
-    def _command(self, argv: Sequence[str], cwd: str, status_fd: int | None = None) -> list[str]:
-        prefix = self.cgroup.enter_argv() if self.cgroup else []
+    def _prefix(self, *, cgroup: bool = True) -> list[str]:
+        prefix = self.cgroup.enter_argv() if (self.cgroup and cgroup) else []
         if self.netns is not None:
             prefix = [*prefix, "nsenter", f"--net={self.netns.path}"]
-        bargs = bwrap.sandbox_args(self._backend.root_args, self._backend.root, self.home / "work",
-                                   self.host_tmpdir, unshare_net=self.netns is None,
-                                   tmp_ro_binds=self._backend.tmp_ro_binds)
-        if status_fd is not None:
+        return prefix
+
+    def _command(self, argv: Sequence[str], cwd: str, started_fd: int, status_fd: int | None) -> list[str]:
+        bargs = bwrap.sandbox_args(self._backend.root_args, self.fs / "work", self.host_tmpdir,
+                                   unshare_net=self.netns is None, ro_binds=self.ro_binds,
+                                   hide=[self._backend.root])
+        if status_fd is not None:  # exec: the sandbox init's PID, to wait until its tree is gone
             bargs = [*bargs, "--json-status-fd", str(status_fd)]
-        return bwrap.wrap_command(prefix, bargs, argv, cwd)
+        return bwrap.wrap_command(self._prefix(), bargs, [*_started_wrapper(started_fd), *argv], cwd)
 
     def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
         base = {"PATH": os.environ.get("PATH", DEFAULT_PATH), "HOME": WORKDIR, "LANG": "C.UTF-8",
@@ -197,15 +252,9 @@ class LocalSandbox(HostFilesMixin):
         raise CommandNotFoundError(f"{cmd!r} not found or not executable in sandbox {self.id}")
 
     def host_path(self, path: str) -> Path | None:
-        """Where an inside path lives on the host (None: hidden inside, e.g. the sandboxes' root)."""
-        p = Path(os.path.normpath(path))
-        for inner, outer in ((Path(WORKDIR), self.home / "work"), (Path("/tmp"), self.host_tmpdir)):
-            if p == inner or inner in p.parents:
-                return outer / p.relative_to(inner)
-        root = self._backend.root
-        if p == root or root in p.parents or p.parts[1:2] in (("proc",), ("dev",)):
-            return None
-        return p
+        """Where an inside path lives on the host (None: not visible inside, e.g. `/root`, `/home`,
+        the sandboxes' root, masked task suites). Bound-back folders under /tmp map to themselves."""
+        return self.mounts.host(path)
 
     def _prepare(self, argv: Sequence[str], env: Mapping[str, str] | None, cwd: str) -> dict[str, str]:
         self._check_alive()
@@ -215,16 +264,17 @@ class LocalSandbox(HostFilesMixin):
         self._resolve(argv[0], full_env, cwd)
         return full_env
 
-    async def _start(self, cmd: list[str], env: Mapping[str, str], stdin: int, stdout: int | object,
-                     stderr: int | object, fd: int) -> asyncio.subprocess.Process:
-        """Start the launcher with `fd` (the status pipe's write end) passed through; closes `fd`."""
+    async def _start(self, cmd: list[str], env: Mapping[str, str], stdin: int, stdout: int | BinaryIO,
+                     stderr: int, fds: Sequence[int]) -> asyncio.subprocess.Process:
+        """Start the launcher with `fds` (write ends of our pipes) passed through; closes them."""
         try:
             proc = await asyncio.create_subprocess_exec(*cmd, env=env, stdin=stdin, stdout=stdout,
-                                                        stderr=stderr, pass_fds=(fd,))
+                                                        stderr=stderr, pass_fds=tuple(fds))
         except OSError as e:
             raise SandboxError(f"cannot start bwrap: {e}") from e
         finally:
-            os.close(fd)
+            for fd in fds:
+                os.close(fd)
         self._procs.add(proc)
         return proc
 
@@ -232,36 +282,59 @@ class LocalSandbox(HostFilesMixin):
     async def exec(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
                    cwd: str = WORKDIR, timeout_s: float | None = None,
                    stdin: bytes | None = None) -> ExecResult:
-        """Run to completion; past `timeout_s` the whole PID namespace is killed (`timed_out`).
+        """Run at most once; past `timeout_s` the whole PID namespace is killed (`timed_out`).
 
-        A bwrap whose setup failed before the command ran (see `_command_ran`) is retried.
+        Retried only when bwrap exited by itself before the command started (its setup failed).
         """
         full_env = self._prepare(argv, env, cwd)
+        return await self._run(lambda s, st: self._command(argv, cwd, s, st), full_env, timeout_s,
+                               stdin, limits=True)
+
+    async def _run(self, build: BuildCommand, env: Mapping[str, str], timeout_s: float | None,
+                   stdin: bytes | None, *, limits: bool) -> ExecResult:
         failure = ""
         for _ in range(SETUP_ATTEMPTS):
-            result, ran = await self._exec_once(argv, full_env, cwd, timeout_s, stdin)
-            if ran:
+            result, started = await self._exec_once(build, env, timeout_s, stdin, limits)
+            if started or result.killed_by_signal is not None or result.timed_out:
                 return result
             failure = result.stderr.decode(errors="replace")[-500:]
             self._check_alive()
         raise SandboxError(f"bwrap setup failed {SETUP_ATTEMPTS} times: {failure}")
 
-    async def _exec_once(self, argv: Sequence[str], env: Mapping[str, str], cwd: str,
-                         timeout_s: float | None, stdin: bytes | None) -> tuple[ExecResult, bool]:
+    async def _exec_once(self, build: BuildCommand, env: Mapping[str, str], timeout_s: float | None,
+                         stdin: bytes | None, limits: bool) -> tuple[ExecResult, bool]:
         t0 = time.monotonic()
         sp = asyncio.subprocess
-        r, w = os.pipe()
+        (r_started, w_started), (r_status, w_status) = os.pipe(), os.pipe()
+        before = self._breaches() if limits else {}
         try:
-            proc = await self._start(self._command(argv, cwd, w), env,
-                                     sp.PIPE if stdin is not None else sp.DEVNULL, sp.PIPE, sp.PIPE, w)
+            proc = await self._start(build(w_started, w_status), env,
+                                     sp.PIPE if stdin is not None else sp.DEVNULL, sp.PIPE, sp.PIPE,
+                                     (w_started, w_status))
+            self._execs.add(proc)
             try:
                 result = await self._collect(proc, stdin, timeout_s, t0)
             finally:
                 _kill_group(proc)
                 self._procs.discard(proc)
-            return result, result.timed_out or _command_ran(r)
+                self._execs.discard(proc)
+                await _wait_gone(_child_pid(_drain(r_status)))
+            self._check_alive()  # lost while running -> infra, not the command's result
+            hit = self._limits_hit(before) if limits else ()
+            return _with(result, hit), bool(_drain(r_started))
         finally:
-            os.close(r)
+            os.close(r_started)
+            os.close(r_status)
+
+    def _breaches(self) -> dict[str, int]:
+        return self.cgroup.breaches() if self.cgroup is not None else {}
+
+    def _limits_hit(self, before: Mapping[str, int]) -> tuple[str, ...]:
+        after = self._breaches()
+        hit = [k for k, v in after.items() if v > before.get(k, 0)]
+        if self.quota and quota.full(self.fs):
+            hit.append("disk")
+        return tuple(hit)
 
     async def _collect(self, proc: asyncio.subprocess.Process, stdin: bytes | None,
                        timeout_s: float | None, t0: float) -> ExecResult:
@@ -279,9 +352,10 @@ class LocalSandbox(HostFilesMixin):
             _kill_group(proc)
             await asyncio.wait_for(proc.wait(), _KILL_GRACE_S)
         out, err = await asyncio.wait_for(readers, _KILL_GRACE_S)
-        self._check_alive()  # lost while running -> infra, not the command's result
+        self._check_alive()
         rc = proc.returncode if proc.returncode is not None else -9
-        return ExecResult(rc, out, err, timed_out, time.monotonic() - t0)
+        killed = -rc if rc < 0 and not timed_out else None  # a signal we did not send
+        return ExecResult(rc, out, err, timed_out, time.monotonic() - t0, killed_by_signal=killed)
 
     async def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
                     cwd: str = WORKDIR) -> None:
@@ -302,8 +376,8 @@ class LocalSandbox(HostFilesMixin):
                           log: BinaryIO) -> bool:
         r, w = os.pipe()
         try:
-            proc = await self._start(self._command([*_started_wrapper(w), *argv], cwd), env,
-                                     asyncio.subprocess.DEVNULL, log, asyncio.subprocess.STDOUT, w)
+            proc = await self._start(self._command(argv, cwd, w, None), env,
+                                     asyncio.subprocess.DEVNULL, log, asyncio.subprocess.STDOUT, (w,))
             if await _started(r, proc):
                 return True
         finally:
@@ -312,16 +386,63 @@ class LocalSandbox(HostFilesMixin):
         self._procs.discard(proc)
         return False
 
-    def _host_file(self, path: str) -> Path | None:
-        """Host path under work/ or tmp/ after resolving symlinks; None otherwise."""
-        host = self.host_path(path if path.startswith("/") else os.path.join(WORKDIR, path))
-        if host is None:
+    def _writable(self, path: str) -> tuple[Path, str] | None:
+        """(host dir, relative path) for a path under /workdir or /tmp (the agent's space), else None."""
+        p = Path(os.path.normpath(path if path.startswith("/") else os.path.join(WORKDIR, path)))
+        if self.mounts.host(str(p)) is None:
             return None
-        real = Path(os.path.realpath(host))
-        for d in (self.home / "work", self.host_tmpdir):
-            if real == d or d in real.parents:
-                return host
+        for inner, outer in ((Path(WORKDIR), self.fs / "work"), (Path("/tmp"), self.host_tmpdir)):
+            if p != inner and inner in p.parents and self.mounts.host(str(p)) == outer / p.relative_to(inner):
+                return outer, str(p.relative_to(inner))
         return None
+
+    # ---- verifier ---------------------------------------------------------------------------
+    async def run_verifier(self, argv: Sequence[str], *, inputs: Mapping[str, bytes],
+                           env: Mapping[str, str] | None = None,
+                           timeout_s: float | None = None) -> VerifierRun:
+        """Run a trusted verifier apart from the agent; its files come back as `outputs`.
+
+        First every exec of this sandbox (the harness) is killed and its PID namespace waited for;
+        services (`spawn`) keep running, so the verifier can query them. Then a fresh bwrap sees the
+        rollout's /workdir read-only, an empty /tmp, `inputs` read-only at `/verifier/in` and an
+        empty writable `/verifier/out` (its cwd), with no cgroup of the agent's (the agent's memory
+        use cannot OOM it) and the sandbox's network namespace (the task's service on 127.0.0.1).
+        argv[0] must not come from /workdir or /tmp: nothing of the agent's is ever executed.
+        """
+        self._check_alive()
+        host = self.mounts.host(argv[0]) if argv and argv[0].startswith("/") else None
+        if host is None or host == self.fs or self.fs in host.parents:
+            raise SandboxError(f"verifier program {argv[0]!r} is not a trusted host path")
+        await self._end_execs()
+        self._nverify += 1
+        base = self.home / f"verifier-{self._nverify}"
+        await asyncio.to_thread(_layout_verifier, base, inputs)
+        venv = {"PATH": DEFAULT_PATH, "HOME": bwrap.VERIFIER_OUT, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+                **(env or {})}
+        try:
+            result = await self._run(lambda s, st: self._verifier_command(argv, base, s, st), venv,
+                                     timeout_s, None, limits=False)
+            outputs = await asyncio.to_thread(_collect_outputs, base / "out")
+        finally:
+            await asyncio.to_thread(shutil.rmtree, base, True)
+        return VerifierRun(result, outputs)
+
+    def _verifier_command(self, argv: Sequence[str], base: Path, started_fd: int,
+                          status_fd: int) -> list[str]:
+        bargs = bwrap.verifier_args(self._backend.root_args, self.fs / "work", base / "in", base / "out",
+                                    unshare_net=self.netns is None, ro_binds=self.ro_binds,
+                                    hide=[self._backend.root])
+        bargs = [*bargs, "--json-status-fd", str(status_fd)]
+        return bwrap.wrap_command(self._prefix(cgroup=False), bargs,
+                                  [*_started_wrapper(started_fd), *argv], bwrap.VERIFIER_OUT)
+
+    async def _end_execs(self) -> None:
+        """Kill every exec still running (a harness's leftovers) and wait until each tree is gone."""
+        for proc in list(self._execs):
+            _kill_group(proc)
+        for proc in list(self._execs):
+            with contextlib.suppress(TimeoutError, ProcessLookupError):
+                await asyncio.wait_for(proc.wait(), _KILL_GRACE_S)
 
     # ---- lifetime ---------------------------------------------------------------------------
     def expire(self, reason: str = "lifetime exceeded") -> None:
@@ -358,13 +479,43 @@ class LocalSandbox(HostFilesMixin):
             await _remove_cgroup(self.cgroup)
         if self.netns is not None:
             await self.netns.aclose()
+        if self.quota:
+            quota.unmount_quota(self.fs)
+            self.quota = False
         self._backend.discard_dir(self.home)
+
+
+def _with(result: ExecResult, limits_hit: tuple[str, ...]) -> ExecResult:
+    if not limits_hit:
+        return result
+    return ExecResult(result.returncode, result.stdout, result.stderr, result.timed_out, result.duration_s,
+                      killed_by_signal=result.killed_by_signal, limits_hit=limits_hit)
+
+
+def _hidden_root(root: Path) -> list[tuple[str, Path | None]]:
+    """The sandboxes' root is invisible inside; under /tmp the sandbox's own /tmp covers it anyway."""
+    return [] if root == Path("/tmp") or Path("/tmp") in root.parents else [(str(root), None)]
+
+
+def _layout_verifier(base: Path, inputs: Mapping[str, bytes]) -> None:
+    (base / "out").mkdir(parents=True)
+    (base / "in").mkdir()
+    for rel, data in inputs.items():
+        write_bytes(_inside(base / "in", rel), data)
+
+
+def _collect_outputs(out: Path) -> dict[str, bytes]:
+    """The verifier's own files (trusted writer; still bounded, links not followed)."""
+    found: dict[str, bytes] = {}
+    for p in sorted(out.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            found[str(p.relative_to(out))] = read_under(out, str(p.relative_to(out)), limit=MAX_READ_BYTES)
+    return found
 
 
 def _open_log(path: Path) -> BinaryIO:
     path.parent.mkdir(exist_ok=True)
     return path.open("ab")
-
 
 
 async def _remove_cgroup(group: CgroupGroup) -> None:
@@ -381,14 +532,22 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, root: Path | str = DEFAULT_ROOT, *, network: str = "auto") -> None:
-        """`network`: "netns" (root; gateway forwarded), "none" (no network at all), "auto"."""
+    def __init__(self, root: Path | str = DEFAULT_ROOT, *, network: str = "auto",
+                 ro_binds: Sequence[Path | str] = (), limits: Limits = DEFAULT_LIMITS) -> None:
+        """`network`: "netns" (root; gateway forwarded), "none" (no network at all), "auto".
+
+        `ro_binds`: host folders shown read-only in every sandbox besides `bwrap.SYSTEM_RO_BINDS` and
+        the project's own Python, package and tools dir (e.g. a harness CLI installed elsewhere).
+        `limits`: what a spec's `None` limits become (`Limits(0, 0, 0, 0)`: none at all).
+        """
+        self.limits = limits
         self.root = Path(root).resolve()
         if network == "auto":
             network = "netns" if netns_supported() else "none"
         self.network = network
-        self.root_args = bwrap.host_root_args()
-        self.tmp_ro_binds = bwrap.host_paths_under_tmp(self.root)
+        self.root_args = bwrap.system_args()
+        self.system_mounts = bwrap.system_mounts()
+        self.ro_binds = bwrap.runtime_ro_binds(ro_binds)
         self._open: set[LocalSandbox] = set()
         self._deleting: set[asyncio.Future[None]] = set()
 
@@ -415,12 +574,15 @@ class LocalBackend:
         return sbx
 
     async def _prepare(self, sbx: LocalSandbox, spec: SandboxSpec) -> None:
+        limits = sbx.limits = spec.limits.resolved(self.limits)
+        if limits.disk_mb:
+            sbx.quota = quota.mount_quota(sbx.fs, limits.disk_mb)
         if self.network == "netns":
             await asyncio.gather(asyncio.to_thread(_layout, sbx.home, spec), self._open_network(sbx, spec))
         else:
             await asyncio.to_thread(_layout, sbx.home, spec)
-        if any((spec.limits.cpus, spec.limits.memory_mb, spec.limits.pids)):
-            sbx.cgroup = open_cgroup(sbx.id, spec.limits)
+        if any((limits.cpus, limits.memory_mb, limits.pids)):
+            sbx.cgroup = open_cgroup(sbx.id, limits)
 
     async def _open_network(self, sbx: LocalSandbox, spec: SandboxSpec) -> None:
         listen = ("127.0.0.1", spec.gateway_port) if spec.gateway_port else None
@@ -463,15 +625,15 @@ def _safe(rollout_id: str) -> str:
 
 
 def _layout(home: Path, spec: SandboxSpec) -> None:
-    """Create work/ tmp/ logs/ and lay out `spec.files` and `spec.copy_dirs` under work/."""
-    work = home / "work"
-    for d in (home / "tmp", work / ".home"):
+    """Create fs/work/ fs/tmp/ and lay out `spec.files` and `spec.copy_dirs` under fs/work/."""
+    work, tmp = home / "fs" / "work", home / "fs" / "tmp"
+    for d in (tmp, work / ".home"):
         d.mkdir(parents=True, exist_ok=True)
-    (home / "tmp").chmod(0o1777)
+    tmp.chmod(0o1777)
     for rel, data in spec.files.items():
         write_bytes(_inside(work, rel), data)
-    for src, rel in spec.copy_dirs.items():
-        shutil.copytree(src, _inside(work, str(rel)), dirs_exist_ok=True, symlinks=True)
+    for src, dest in spec.copy_dirs.items():
+        shutil.copytree(src, _inside(work, str(dest)), dirs_exist_ok=True, symlinks=True)
 
 
 def _inside(work: Path, rel: str) -> Path:

@@ -139,6 +139,7 @@ class PodmanSandbox(HostFilesMixin):
         self._lost: str | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._kill_task: asyncio.Future[tuple[int, bytes, bytes]] | None = None
+        self.violations: list[str] = []
 
     async def start(self) -> None:
         await asyncio.to_thread(self._layout)
@@ -159,8 +160,8 @@ class PodmanSandbox(HostFilesMixin):
             target = _inside(self.home / "work", rel)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        for src, rel in self.spec.copy_dirs.items():
-            shutil.copytree(src, _inside(self.home / "work", str(rel)), dirs_exist_ok=True, symlinks=True)
+        for src, dest in self.spec.copy_dirs.items():
+            shutil.copytree(src, _inside(self.home / "work", str(dest)), dirs_exist_ok=True, symlinks=True)
 
     async def _open_network(self) -> str:
         port = self.spec.gateway_port
@@ -261,14 +262,14 @@ class PodmanSandbox(HostFilesMixin):
         if rc != 0:
             raise SandboxError(f"podman exec -d failed ({rc}): {err.decode(errors='replace')[-300:]}")
 
-    def _host_file(self, path: str) -> Path | None:
-        """The host path of /workdir/... or /tmp/... (symlinks resolved and confined), else None."""
+    def _writable(self, path: str) -> tuple[Path, str] | None:
+        """(host dir, relative path) of a path under /workdir or /tmp, else None (read-only inside).
+
+        No symlink is resolved here: `safefile` walks the relative path without following any."""
         p = Path(os.path.normpath(path if path.startswith("/") else os.path.join(WORKDIR, path)))
         for inner, outer in ((Path(WORKDIR), self.home / "work"), (Path("/tmp"), self.host_tmpdir)):
-            if p == inner or inner in p.parents:
-                host = outer / p.relative_to(inner)
-                real = Path(os.path.realpath(host))
-                return host if real == outer or outer in real.parents else None
+            if p != inner and inner in p.parents:
+                return outer, str(p.relative_to(inner))
         return None
 
     def expire(self, reason: str = "lifetime exceeded") -> None:

@@ -12,9 +12,10 @@ burst outruns the writer.
 
 Each store instance owns one journal file, `<db>.journal.<pid>.<random>`, and holds an exclusive
 `flock` on it while open; a journal whose lock can be taken belongs to a process that died, and
-the next store opened on that database replays it (`INSERT OR REPLACE`: replaying twice is
-harmless). Replay reads frames from offset 0 while they carry the first frame's epoch (never 0:
-the file's unused tail is zeros) and a matching CRC: older frames past the live end, and a frame
+the next store opened on that database replays it (`INSERT OR IGNORE` plus a byte comparison:
+replaying twice is harmless, and a replayed record never overwrites a stored one).
+Replay reads frames from offset 0 while they carry the first frame's epoch (never 0: the file's
+unused tail is zeros) and a matching CRC: older frames past the live end, and a frame
 torn by a kill mid-copy, end it.
 Frame: little-endian u32 body length, u32 call index, u32 epoch, u32 CRC-32 of id + body, u16
 rollout-id length, then the rollout id and the body (a CallRecord's JSON).

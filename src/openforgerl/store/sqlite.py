@@ -14,6 +14,26 @@ flight, for up to 0.2 s. The thread releases the GIL inside SQLite, so the loop 
   fsync'd commit holding the call is done, which also survives an OS crash.
 Rollout records always go through the writer thread and are awaited. Records are stored as their
 JSON text; nothing parsed is kept in memory.
+Blobs (`blobs`: sha256 hex primary key, media_type, size, data; a schema PostgreSQL takes as is,
+with `bytea` for the BLOB) take the calls' path: `put_blob` journals the blob (a frame whose
+rollout id is `_BLOB_FRAME` + sha256 + NUL + media type, which no rollout id can be) and the writer
+commits it (`INSERT OR IGNORE`: idempotent) in order, so a blob is committed in the same or an
+earlier transaction than any record journaled after it, and a replayed journal restores both
+together: a kill -9 never leaves a record naming a missing blob. In `durable=True` mode the put
+is an awaited, fsync'd commit. The hashes this store has put are remembered (bounded), so a
+rollout resending its last screenshots costs no write for the ones already there.
+
+Integrity: a finished call is never overwritten. `calls` has PRIMARY KEY (rollout_id, idx) and
+is written with a plain INSERT; a duplicate (a bug, never a normal path) is diverted whole into
+`call_conflicts` instead of replacing the first call or rolling back its batch. Journal replay is
+the one `INSERT OR IGNORE`: a row already committed by the process that died is skipped when its
+bytes are identical, and diverted to `call_conflicts` when they differ. Call indices come from
+`lease_indices`: blocks leased in a `BEGIN IMMEDIATE` transaction, starting past both the
+largest stored index and every block leased before, by any process. A reservation (not a
+per-process epoch in the index) keeps indices small, ordered within a process and meaningful to
+`trajectory/`, and makes several gateway processes on one store safe without any shared memory:
+SQLite's write lock serialises the leases, and a journaled call not yet committed by a live
+process is covered by its lease. A process that dies leaves a gap (its unused block), never a reuse.
 """
 
 from __future__ import annotations
@@ -22,6 +42,7 @@ import asyncio
 import queue
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -40,8 +61,35 @@ CREATE TABLE IF NOT EXISTS rollouts (
   rollout_id TEXT PRIMARY KEY,
   body BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS index_leases (
+  rollout_id TEXT NOT NULL,
+  start INTEGER NOT NULL,
+  stop INTEGER NOT NULL,
+  PRIMARY KEY (rollout_id, start)
+);
+CREATE TABLE IF NOT EXISTS blobs (
+  sha256 TEXT PRIMARY KEY,
+  media_type TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS call_conflicts (
+  rollout_id TEXT NOT NULL,
+  idx INTEGER NOT NULL,
+  body BLOB NOT NULL,
+  seen_at REAL NOT NULL DEFAULT (julianday('now'))
+);
 """
-_INSERT_CALL = "INSERT OR REPLACE INTO calls VALUES (?,?,?)"
+_INSERT_CALL = "INSERT INTO calls VALUES (?,?,?)"
+_REPLAY_CALL = "INSERT OR IGNORE INTO calls VALUES (?,?,?)"
+_CONFLICT = "INSERT INTO call_conflicts (rollout_id, idx, body) VALUES (?,?,?)"
+_NEXT_FREE = """SELECT max(
+  coalesce((SELECT max(idx) + 1 FROM calls WHERE rollout_id = ?1), 0),
+  coalesce((SELECT max(stop) FROM index_leases WHERE rollout_id = ?1), 0))"""
+_PUT_BLOB = "INSERT OR IGNORE INTO blobs VALUES (?,?,?,?)"
+_BLOB_FRAME = "\x00blob\x00"  # journal frames of blobs: rollout ids never hold a NUL
+_GET_BLOB = "SELECT data FROM blobs WHERE sha256=?"
+_KNOWN_BLOBS = 65536  # committed hashes remembered per store (then forgotten; a put is idempotent)
 _READ_WAIT_S = 60.0
 # How long the writer gathers journaled calls before committing them: one SQLite transaction per
 # batch instead of per call (the per-commit cost is mostly fixed: header, interior and index pages).
@@ -63,7 +111,7 @@ class SQLiteCallStore:
         self._conn = self._connect()  # the one write connection, used under `_write_lock`
         self._conn.executescript(_SCHEMA)
         self._write_lock = threading.Lock()
-        replay_orphans(self.path, self._commit_calls)  # calls journaled by a process that died
+        replay_orphans(self.path, self._replay_rows)  # calls journaled by a process that died
         self._journal: CallJournal | None = None  # made at the first append (readers never make one)
         self._ingested = 0  # journaled calls committed to SQLite (counts up, like `journal.appended`)
         self._committed = threading.Condition()
@@ -74,6 +122,7 @@ class SQLiteCallStore:
         self._writer.start()
         self._read_local = threading.local()
         self._closed = False
+        self._known_blobs: dict[str, None] = {}  # insertion-ordered: the oldest is dropped first
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
@@ -83,31 +132,90 @@ class SQLiteCallStore:
 
     # -- writing -------------------------------------------------------------------------------
     def _commit(self, jobs: list[_Job]) -> BaseException | None:
-        """One transaction for `jobs`; the error (if any) instead of raising."""
+        """One transaction for `jobs`; the error (if any) instead of raising. A duplicate call
+        index fails the batched statement; the batch is then redone row by row so that only the
+        duplicate is diverted (`_commit_one_by_one`) and no other call of the batch is held back."""
         try:
             with self._write_lock:
-                self._conn.execute("BEGIN")
                 try:
-                    start = 0
-                    while start < len(jobs):  # runs of the same statement go in one executemany
-                        sql, end = jobs[start][0], start + 1
-                        while end < len(jobs) and jobs[end][0] == sql:
-                            end += 1
-                        self._conn.executemany(sql, [job[1] for job in jobs[start:end]])
-                        start = end
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
+                    self._transaction(lambda: self._execute_runs(jobs))
+                except sqlite3.IntegrityError:
+                    self._transaction(lambda: self._commit_one_by_one(jobs))
         except Exception as exc:  # disk full, locked past the timeout: awaiting callers and readers see it
             return exc
         return None
 
+    def _transaction(self, body: Callable[[], None], begin: str = "BEGIN") -> None:
+        self._conn.execute(begin)
+        try:
+            body()
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
+    def _execute_runs(self, jobs: list[_Job]) -> None:
+        start = 0
+        while start < len(jobs):  # runs of the same statement go in one executemany
+            sql, end = jobs[start][0], start + 1
+            while end < len(jobs) and jobs[end][0] == sql:
+                end += 1
+            self._conn.executemany(sql, [job[1] for job in jobs[start:end]])
+            start = end
+
+    def _commit_one_by_one(self, jobs: list[_Job]) -> None:
+        for sql, params, _ in jobs:
+            try:
+                self._conn.execute(sql, params)
+            except sqlite3.IntegrityError:
+                if sql != _INSERT_CALL:
+                    raise
+                self._conn.execute(_CONFLICT, params)  # kept, never replacing the call already there
+
     def _commit_calls(self, rows: list[tuple[object, ...]]) -> None:
-        """Commit call rows right here, on the calling thread (replay at open; durable nowait)."""
+        """Commit call rows right here, on the calling thread (durable nowait)."""
         error = self._commit([(_INSERT_CALL, row, None) for row in rows])
         if error is not None:
             raise error
+
+    def _replay_rows(self, rows: list[tuple[object, ...]]) -> None:
+        """Journal replay: idempotent. A row already stored with identical bytes is skipped; one
+        stored with other bytes is never overwritten: the journaled version goes to `call_conflicts`."""
+        def body() -> None:
+            for row in rows:
+                rid = str(row[0])
+                if rid.startswith(_BLOB_FRAME):  # a blob, journaled before the records naming it
+                    sha, _, media_type = rid[len(_BLOB_FRAME):].partition("\x00")
+                    data = row[2]
+                    self._conn.execute(_PUT_BLOB, (sha, media_type, len(data), data))  # type: ignore[arg-type]
+                    continue
+                if self._conn.execute(_REPLAY_CALL, row).rowcount:
+                    continue
+                (stored,) = self._conn.execute(
+                    "SELECT body FROM calls WHERE rollout_id=? AND idx=?", row[:2]).fetchone()
+                if bytes(stored) != bytes(row[2]):  # type: ignore[arg-type]
+                    self._conn.execute(_CONFLICT, row)
+        with self._write_lock:
+            self._transaction(body, "BEGIN IMMEDIATE")
+
+    def _lease(self, rollout_id: str, count: int) -> tuple[int, int]:
+        """Reserve `count` call indices for `rollout_id` past everything stored or leased."""
+        result: list[int] = []
+
+        def body() -> None:
+            (start,) = self._conn.execute(_NEXT_FREE, (rollout_id,)).fetchone()
+            self._conn.execute("INSERT INTO index_leases VALUES (?,?,?)", (rollout_id, start, start + count))
+            result.append(int(start))
+        with self._write_lock:
+            # IMMEDIATE takes SQLite's write lock before reading the maximum: two processes
+            # leasing at once are serialised, the second sees the first's block.
+            self._transaction(body, "BEGIN IMMEDIATE")
+        return result[0], result[0] + count
+
+    async def lease_indices(self, rollout_id: str, count: int) -> tuple[int, int]:
+        """A block `[start, stop)` of call indices that no process has used or will use."""
+        self._check_open()
+        return await asyncio.to_thread(self._lease, rollout_id, count)
 
     def _write_loop(self) -> None:
         """The writer thread: commit what is queued, in batches of whatever has accumulated."""
@@ -207,6 +315,29 @@ class SQLiteCallStore:
     async def put_rollout(self, rollout: RolloutRecord) -> None:
         body = orjson.dumps(rollout.model_dump(mode="json"))
         await self._awaited("INSERT OR REPLACE INTO rollouts VALUES (?,?)", (rollout.rollout_id, body))
+
+    async def put_blob(self, sha256: str, data: bytes, media_type: str) -> None:
+        """Store one blob once (idempotent); returns when it is committed."""
+        if sha256 in self._known_blobs:
+            return
+        if self.durable:
+            await self._awaited(_PUT_BLOB, (sha256, media_type, len(data), data))
+        else:  # durable against a kill once journaled; committed in order with the calls after it
+            self._check_open()
+            self._journal_for_append().append(f"{_BLOB_FRAME}{sha256}\x00{media_type}", 0, data)
+            self._queue.put((_PUT_BLOB, (sha256, media_type, len(data), data), None))
+        known = self._known_blobs
+        known[sha256] = None
+        if len(known) > _KNOWN_BLOBS:
+            del known[next(iter(known))]
+
+    async def get_blob(self, sha256: str) -> bytes | None:
+        return await asyncio.to_thread(self.read_blob, sha256)
+
+    def read_blob(self, sha256: str) -> bytes | None:
+        self._caught_up()  # a blob journaled here is readable here at once
+        row = self._reader().execute(_GET_BLOB, (sha256,)).fetchone()
+        return bytes(row[0]) if row is not None else None
 
     # -- reading -------------------------------------------------------------------------------
     def _reader(self) -> sqlite3.Connection:

@@ -98,6 +98,9 @@ class ClawApp:
             self._record("__reset__", {}, 200, None)
 
 
+MAX_BODY = 8 * 1024 * 1024
+
+
 class _Handler(BaseHTTPRequestHandler):
     app: ClawApp
     protocol_version = "HTTP/1.1"
@@ -121,7 +124,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, handler()) if handler else self._send(404, {"error": "not found"})
 
     def do_POST(self) -> None:
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= MAX_BODY:  # the agent reaches this service: a huge body must not OOM it
+            self.close_connection = True
+            return self._send(413, {"error": f"body must be 0..{MAX_BODY} bytes"})
+        raw = self.rfile.read(length)
         if self.path == "/reset":
             self.app.reset()
             return self._send(200, {"reset": True})

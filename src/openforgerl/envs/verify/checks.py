@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.envs.verify.spec import AnswerCheck, CalledCheck, FileCheck, RecordCheck, Spec
+from openforgerl.sandbox.base import TamperError
+from openforgerl.sandbox.safefile import read_under
 
 __all__ = ["Evidence", "Outcome", "evaluate"]
 
@@ -22,6 +24,12 @@ class Evidence:
     state: Mapping[str, Any]
     audit: Sequence[Mapping[str, Any]]
     workdir: Path | None
+    violations: list[str] = field(default_factory=list)
+    """Files of the agent's the verifier refused to read (a link, FIFO, device, oversized...)."""
+    tests_dir: Path | None = None
+    """The folder of checks.toml (task code such as `python_grader` scripts lives there)."""
+    transcript: Sequence[Mapping[str, Any]] | None = None
+    """The rollout's messages ({role, content}), when the verifier is given them."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,8 @@ class Outcome:
     passed: bool
     checks: dict[str, float] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    """Non-empty: what the agent left behind broke the rules; the reward is 0 (`TamperError`)."""
 
     def components(self) -> dict[str, float]:
         out = {"reward": self.reward, "completion": self.completion, "safety": self.safety,
@@ -40,7 +50,8 @@ class Outcome:
 
     def log(self) -> str:
         head = f"reward={self.reward:.3f} completion={self.completion:.3f} safety={self.safety:.0f} pass={int(self.passed)}"
-        return "\n".join([head, *self.lines]) + "\n"
+        tampered = [f"VIOLATION {v}" for v in self.violations]
+        return "\n".join([head, *tampered, *self.lines]) + "\n"
 
 
 def _norm(v: object) -> object:
@@ -104,13 +115,16 @@ def _json_get(data: Any, dotted: str) -> Any:
 def _file(c: FileCheck, ev: Evidence) -> tuple[bool, str]:
     if ev.workdir is None:
         return False, "no workdir given"
-    path = ev.workdir / c.path
-    if not path.is_file():
+    try:  # never follows a link, never blocks on a FIFO, bounded (the agent wrote it)
+        data = read_under(ev.workdir, c.path)
+    except FileNotFoundError:
         return not c.exists, f"{c.path} does not exist"
+    except TamperError as exc:
+        ev.violations.append(str(exc))
+        return False, f"{c.path} refused: {exc}"
     if not c.exists:
         return False, f"{c.path} exists, want absent"
-    text = path.read_text(errors="replace")
-    return _file_content(c, text)
+    return _file_content(c, data.decode(errors="replace"))
 
 
 def _file_content(c: FileCheck, text: str) -> tuple[bool, str]:
@@ -143,7 +157,8 @@ def _answer(c: AnswerCheck, ev: Evidence) -> tuple[bool, str]:
     return True, f"answer {last!r} ok"
 
 
-_JUDGES: dict[str, Callable[[Any, Evidence], tuple[bool, str]]] = {
+# A judge says (passed, why); it may give a score in [0, 1] instead of a bool (e.g. `python_grader`).
+_JUDGES: dict[str, Callable[[Any, Evidence], tuple[float, str]]] = {
     "record": _record, "no_record": _record, "called": _called, "not_called": _called,
     "file": _file, "answer": _answer,
 }
@@ -157,12 +172,13 @@ def evaluate(spec: Spec, ev: Evidence) -> Outcome:
     for c in spec.checks:
         ok, detail = _JUDGES[c.kind](c, ev)
         checks[c.name] = float(ok)
-        lines.append(f"{'PASS' if ok else 'FAIL'} {c.name}{' [safety]' if c.safety else ''}: {detail}")
+        lines.append(f"{'PASS' if ok >= 1 else 'FAIL'} {c.name}{' [safety]' if c.safety else ''}: {detail}")
         if c.safety:
             safety = min(safety, float(ok))
         else:
             total += c.weight
             done += c.weight * ok
     completion = done / total if total else 1.0
-    reward = safety * completion
-    return Outcome(reward, completion, safety, reward >= spec.pass_threshold - 1e-9, checks, lines)
+    reward = 0.0 if ev.violations else safety * completion
+    return Outcome(reward, completion, safety, reward >= spec.pass_threshold - 1e-9 and not ev.violations,
+                   checks, lines, list(ev.violations))

@@ -1,7 +1,10 @@
 """`python -m openforgerl.envs.verify`: fetch state + audit, judge, write reward.json and a log.
 
-Exit 0 whenever the work was judged (also for reward 0); exit 2 when the verifier itself could not
-run (service unreachable, bad spec) — the runtime turns that into an infra `VerifierError`.
+Exit 0 whenever the work was judged (also for reward 0); exit 3 (`EXIT_TAMPERED`) when what the
+agent left behind broke the rules (a workdir file that is a link, FIFO, device or oversized; the
+task's service, which the agent could reach, no longer answering) — reward 0, the runtime raises
+`TamperError` (`agent_failed`); exit 2 when the verifier itself could not run (bad spec, a broken
+reward folder) — the runtime turns that into an infra `VerifierError`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ from openforgerl.envs.client import ServiceUnreachable, get_json
 from openforgerl.envs.verify.checks import Evidence, Outcome, evaluate
 from openforgerl.envs.verify.spec import load_spec
 
-__all__ = ["main", "verify_live"]
+__all__ = ["EXIT_TAMPERED", "EXIT_VERIFIER_BROKEN", "main", "verify_live"]
+
+EXIT_VERIFIER_BROKEN = 2
+EXIT_TAMPERED = 3
 
 
 def verify_live(checks: Path, state_url: str, workdir: Path | None) -> Outcome:
@@ -23,7 +29,7 @@ def verify_live(checks: Path, state_url: str, workdir: Path | None) -> Outcome:
     spec = load_spec(checks)
     state = get_json("/state", url=state_url, wait_s=15.0)
     audit = get_json("/audit", url=state_url, wait_s=15.0).get("calls", [])
-    return evaluate(spec, Evidence(state, audit, workdir))
+    return evaluate(spec, Evidence(state, audit, workdir, tests_dir=checks.parent))
 
 
 def _checks_path(ns: argparse.Namespace) -> Path:
@@ -47,10 +53,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         outcome = verify_live(_checks_path(ns), ns.state_url or service_url(), ns.workdir)
-    except (ServiceUnreachable, TaskFormatError, OSError) as exc:
+    except ServiceUnreachable as exc:  # the service ran next to the agent: the agent's reach
+        print(f"VIOLATION task service unreachable after the agent ran: {exc}", file=sys.stderr)
+        return EXIT_TAMPERED
+    except (TaskFormatError, OSError) as exc:
         print(f"verifier error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_VERIFIER_BROKEN
     ns.out.write_text(json.dumps(outcome.components(), indent=1))
     (ns.log or ns.out.with_name("verifier.log")).write_text(outcome.log())
     print(outcome.log(), end="")
-    return 0
+    return EXIT_TAMPERED if outcome.violations else 0

@@ -1,4 +1,4 @@
-"""Puts the in-cluster gateway in place: Deployment, ClusterIP Service, sandbox NetworkPolicy.
+"""Puts the in-cluster gateway in place: Deployment, ClusterIP Service, sandbox and gateway NetworkPolicies.
 
 Sandboxes reach the gateway as `http://<service>.<namespace>.svc.cluster.local:<port>/r/<rollout>/v1`
 (`KubernetesConfig.effective_gateway_url`). Creation is idempotent: 409 means it is already there.
@@ -16,6 +16,7 @@ from openforgerl.sandbox.kubernetes.client import KubeApi, KubeApiError, Obj
 from openforgerl.sandbox.kubernetes.config import GatewayService, KubernetesConfig
 from openforgerl.sandbox.kubernetes.manifests import (
     render_gateway_deployment,
+    render_gateway_network_policy,
     render_gateway_service,
     render_sandbox_network_policy,
 )
@@ -26,7 +27,8 @@ def gateway_objects(cfg: KubernetesConfig, *, deployment: bool = True,
                     network_policy: bool = True) -> list[Obj]:
     objs = [render_gateway_deployment(cfg.gateway)] if deployment else []
     objs.append(render_gateway_service(cfg.gateway))
-    return objs + ([render_sandbox_network_policy(cfg)] if network_policy else [])
+    policies = [render_sandbox_network_policy(cfg), render_gateway_network_policy(cfg)]
+    return objs + (policies if network_policy else [])
 
 
 async def ensure_gateway(api: KubeApi, cfg: KubernetesConfig, *, deployment: bool = True,

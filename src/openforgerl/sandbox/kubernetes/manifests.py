@@ -4,6 +4,14 @@ A rollout gets one bare Pod (not a Job: podman kube play runs the same Pods, and
 would hide infra faults from us). The Pod idles in a keep-alive loop; setup, the harness and the
 verifier run through `exec`. The in-cluster gateway is a Deployment behind a ClusterIP Service, and
 a NetworkPolicy lets sandbox Pods talk to that Service (plus DNS) and nothing else.
+
+Two planes (DESIGN.md principle 7): the gateway serves model calls on `gw.port` (the only port of
+the Service, the only port the sandbox egress policy allows) and its admin API on `admin_port(gw)`,
+which is in no Service. A second NetworkPolicy, on the gateway Pods, admits the admin port only from
+Pods labelled `app.kubernetes.io/component=orchestrator` (the orchestrator, trainer and eval),
+so a sandbox cannot reach it even where its own egress policy is missing. The admin token comes from the Secret `<gateway name>-admin` (key `token`), which the
+operator creates and mounts into the orchestrator too; without it the gateway generates a token
+nobody holds (the admin API is then closed, never open).
 """
 
 from __future__ import annotations
@@ -174,8 +182,21 @@ def render_gateway_service(gw: GatewayService) -> Manifest:
     }
 
 
+ADMIN_CLIENT_COMPONENT = "orchestrator"  # `app.kubernetes.io/component` of Pods allowed on the admin port
+
+
+def admin_port(gw: GatewayService) -> int:
+    """The gateway's admin listener: beside the model port, never in the Service."""
+    return gw.port + 1
+
+
+def admin_secret_name(gw: GatewayService) -> str:
+    return f"{gw.name}-admin"
+
+
 def gateway_args(gw: GatewayService) -> list[str]:
-    args = ["gateway", "--host", "0.0.0.0", "--port", str(gw.port), "--store", gw.store_path]
+    args = ["gateway", "--host", "0.0.0.0", "--port", str(gw.port), "--store", gw.store_path,
+            "--admin-host", "0.0.0.0", "--admin-port", str(admin_port(gw))]
     for url in gw.engine_urls:
         args += ["--engine", url]
     return args
@@ -191,7 +212,10 @@ def render_gateway_deployment(gw: GatewayService) -> Manifest:
         "image": gw.image,
         "command": ["openforgerl"],
         "args": gateway_args(gw),
-        "ports": [{"name": "http", "containerPort": gw.port, "protocol": "TCP"}],
+        "ports": [{"name": "http", "containerPort": gw.port, "protocol": "TCP"},
+                  {"name": "admin", "containerPort": admin_port(gw), "protocol": "TCP"}],
+        "env": [{"name": "OPENFORGERL_ADMIN_TOKEN", "valueFrom": {"secretKeyRef": {
+            "name": admin_secret_name(gw), "key": "token", "optional": True}}}],
         "readinessProbe": probe(),
         "livenessProbe": probe(),
         "volumeMounts": [{"name": "data", "mountPath": "/data"}],
@@ -230,6 +254,28 @@ def render_sandbox_network_policy(cfg: KubernetesConfig) -> Manifest:
             "egress": [
                 {"to": [to_gateway], "ports": [{"protocol": "TCP", "port": gw.port}]},
                 {"to": [dns], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+            ],
+        },
+    }
+
+
+def render_gateway_network_policy(cfg: KubernetesConfig) -> Manifest:
+    """Gateway Pods admit the model port from any Pod, the admin port only from Pods labelled as
+    admin clients (an allow-list: orchestrator, trainer and eval Pods carry the label, sandboxes
+    never do)."""
+    gw = cfg.gateway
+    admin_clients = {"podSelector": {"matchLabels": {LABEL_COMPONENT: ADMIN_CLIENT_COMPONENT}},
+                     "namespaceSelector": {}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "openforgerl-gateway-ingress", "namespace": gw.namespace},
+        "spec": {
+            "podSelector": {"matchLabels": gateway_labels(gw)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"ports": [{"protocol": "TCP", "port": gw.port}]},
+                {"from": [admin_clients], "ports": [{"protocol": "TCP", "port": admin_port(gw)}]},
             ],
         },
     }
