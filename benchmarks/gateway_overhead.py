@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -148,12 +149,14 @@ async def start_relay(name: str, engine: str, log_dir: Path) -> Proc:
 
 
 async def start_gateway(name: str, engine: str, store: Path, log_dir: Path) -> Proc:
-    port = free_port()
+    port, admin_port, token = free_port(), free_port(), secrets.token_urlsafe(16)
     p = spawn(name, [sys.executable, "-m", "openforgerl.gateway", "--engine", engine + "/v1", "--port", str(port),
-                     "--store", str(store)], log_dir=log_dir)
-    base = f"http://127.0.0.1:{port}"
-    await wait_ready(base + "/healthz", p)
-    async with aiohttp.ClientSession() as s, s.post(base + "/rollouts", json={"task_id": "bench"}) as r:
+                     "--admin-port", str(admin_port), "--store", str(store)],
+              env={"OPENFORGERL_ADMIN_TOKEN": token}, log_dir=log_dir)
+    admin = f"http://127.0.0.1:{admin_port}"
+    await wait_ready(admin + "/healthz", p)
+    auth = {"Authorization": f"Bearer {token}"}
+    async with aiohttp.ClientSession(headers=auth) as s, s.post(admin + "/rollouts", json={"task_id": "bench"}) as r:
         ro = await r.json()
     return Proc(name, p, ro["openai_base_url"] + "/chat/completions", {"Authorization": f"Bearer {ro['api_key']}"})
 

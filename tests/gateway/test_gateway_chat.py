@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -10,7 +11,7 @@ from openai import AsyncOpenAI
 
 from openforgerl.engines.chat_format import EOS_TOKEN, format_tool_call
 from openforgerl.engines.scripted import Turn, scripted_logprob
-from openforgerl.records import WireProtocol
+from openforgerl.records import BLOB_REF_PREFIX, WireProtocol
 
 
 def agent_policy(turn: Turn) -> str:
@@ -136,5 +137,9 @@ async def test_images_and_content_parts_pass_through(make_gateway, fmt):
     r = await client(ro).chat.completions.create(model="m", messages=[{"role": "user", "content": content}])
     assert r.choices[0].message.content == "a red pixel"
     (rec,) = await setup.records(ro["rollout_id"])
-    assert rec.request["messages"][0]["content"] == content  # recorded as the harness sent it
+    # recorded as the harness sent it, the image's base64 replaced by its blob reference
+    ref = rec.request["messages"][0]["content"][1]["image_url"]["url"]
+    assert rec.request["messages"][0]["content"][0] == content[0] and ref.startswith(BLOB_REF_PREFIX)
+    assert setup.store.read_blob(ref[len(BLOB_REF_PREFIX):]) == base64.b64decode(pixel.split(",")[1])
+    assert [(i.width, i.height, i.media_type) for i in rec.images] == [(1, 1, "image/png")]
     assert rec.prompt_token_ids == fmt.prompt_ids([{"role": "user", "content": "what is this? <image>"}])

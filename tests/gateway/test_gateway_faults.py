@@ -110,7 +110,10 @@ async def test_client_disconnect_mid_stream_is_recorded(make_gateway, via_http):
     async with aiohttp.ClientSession() as http:
         resp = await http.post(ro["openai_base_url"] + "/chat/completions", json=body,
                                headers={"Authorization": f"Bearer {ro['api_key']}"})
-        await resp.content.readline()
+        seen = 0
+        while seen < 3:  # a few events carrying tokens (the first may be the role alone)
+            line = await resp.content.readline()
+            seen += line.startswith(b"data: ") and b'"token_ids":[' in line
         resp.close()  # the harness goes away mid-stream
     for _ in range(200):
         records = await setup.records(ro["rollout_id"])

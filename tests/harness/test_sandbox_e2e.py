@@ -85,7 +85,7 @@ async def test_cli_in_sandbox_via_orchestrator(name: str, tmp_path: Path) -> Non
     backend = LocalBackend(root=tmp_path / "sbx")
     config = OrchestratorConfig(n=1, min_group_size=1, max_retries=0, model=MODEL_NAME, harness_cache=tools)
     try:
-        batch = await run_batch([task], get_harness(name), gateway_url=gateway.url, backend=backend,
+        batch = await run_batch([task], get_harness(name), gateway=gateway.access, backend=backend,
                                 config=config)
         [record] = batch.records
         calls = await store.list_calls(record.rollout_id)

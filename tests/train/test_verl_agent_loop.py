@@ -37,7 +37,7 @@ pytestmark = [
 
 
 def overrides(mode: str) -> list[str]:
-    env = {**os.environ, "DRY_RUN": "1", "MODE": mode}
+    env = {**os.environ, "DRY_RUN": "1", "MODE": mode, "HARNESS": "zero"}  # the driver runs the zero harness
     out = subprocess.run(["bash", str(RUN_SCRIPT)], env=env, capture_output=True, text=True, check=True)
     return out.stdout.splitlines()
 
@@ -106,7 +106,7 @@ def test_engine_fault_drops_the_rollout(report: dict[str, Any]) -> None:
     placeholder = report["classic_fault"]
     assert placeholder["is_verl_output"] and set(placeholder["response_mask"]) == {0}
     assert placeholder["extra_fields"]["dropped"] is True
-    assert placeholder["extra_fields"]["drop_reason"].startswith("orchestrator:")
+    assert placeholder["extra_fields"]["drop_reason"].startswith("infra:"), placeholder["extra_fields"]
 
 
 def test_classic_batch_and_mask_aware_estimator(report: dict[str, Any]) -> None:

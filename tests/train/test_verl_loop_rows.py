@@ -40,7 +40,7 @@ def _rollout(rollout_id: str = "r0", **update: object):
     sim.compact(main)
     sim.answer(main, sim.call(main, version=1))
     rec = RolloutRecord(rollout_id=rollout_id, task_id="t", harness="sim", group_id="g", status=RolloutStatus.OK,
-                        reward=1.0, metadata={"in_batch": True})
+                        reward=1.0, in_batch=True, group_valid=True)
     return sim.calls, rec.model_copy(update=update)
 
 
@@ -92,9 +92,12 @@ def test_classic_row_is_the_final_chain() -> None:
 
 
 @pytest.mark.parametrize("update", [
-    {"status": RolloutStatus.INFRA_ENGINE, "metadata": {"in_batch": False, "drop_reason": "infra"}},
+    {"status": RolloutStatus.INFRA_ENGINE, "in_batch": False, "drop_reason": "infra"},
     {"infra_tainted": True},
-    {"status": RolloutStatus.TIMEOUT, "metadata": {"in_batch": False, "drop_reason": "timeout"}},
+    {"status": RolloutStatus.TIMEOUT, "in_batch": False, "drop_reason": "timeout"},
+    {"status": RolloutStatus.TIMEOUT, "reward": None},
+    {"in_batch": None},
+    {"in_batch": False, "group_valid": False, "drop_reason": "group_below_min_size(1<2)"},
 ])
 def test_dropped_rollouts_are_empty_in_v1_and_flagged_placeholders_in_classic(update: dict) -> None:
     calls, rec = _rollout(**update)
@@ -105,8 +108,8 @@ def test_dropped_rollouts_are_empty_in_v1_and_flagged_placeholders_in_classic(up
 
 
 def test_pick_record_prefers_the_kept_attempt() -> None:
-    failed = RolloutRecord(rollout_id="a", metadata={"in_batch": False})
-    kept = RolloutRecord(rollout_id="b", metadata={"in_batch": True})
+    failed = RolloutRecord(rollout_id="a", in_batch=False)
+    kept = RolloutRecord(rollout_id="b", in_batch=True)
     assert pick_record([failed, kept]).rollout_id == "b"
     assert pick_record([failed]).rollout_id == "a"
 

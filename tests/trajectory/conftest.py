@@ -25,11 +25,11 @@ class Traffic:
         return await self.gateway.open_rollout(**spec)
 
     async def finish(self, rollout_id: str, reward: float) -> tuple[list[CallRecord], RolloutRecord]:
-        """Attach the reward and close through the admin API, then read the log back."""
-        async with aiohttp.ClientSession() as http:
-            for route, body in (("reward", {"reward": reward}), ("close", {})):
-                async with http.post(f"{self.gateway.url}/rollouts/{rollout_id}/{route}", json=body) as r:
-                    assert r.status == 200, await r.text()
+        """Report the verdict (kept, in a valid group) through the admin API, then read the log back."""
+        outcome = {"status": "ok", "reward": reward, "in_batch": True, "group_valid": True}
+        async with aiohttp.ClientSession(headers=self.gateway.admin_headers()) as http:
+            async with http.post(f"{self.gateway.admin_url}/rollouts/{rollout_id}/outcome", json=outcome) as r:
+                assert r.status == 200, await r.text()
         rollout = await self.store.get_rollout(rollout_id)
         assert rollout is not None
         return await self.store.list_calls(rollout_id), rollout

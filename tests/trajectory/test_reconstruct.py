@@ -13,7 +13,8 @@ from openforgerl.trajectory import aggregate_by_harness, reconstruct_samples
 
 def _rollout(**kw: object) -> RolloutRecord:
     base: dict[str, object] = dict(
-        rollout_id="r0", harness="h", task_id="t", group_id="g", status=RolloutStatus.OK, reward=0.5
+        rollout_id="r0", harness="h", task_id="t", group_id="g", status=RolloutStatus.OK, reward=0.5,
+        in_batch=True, group_valid=True,
     )
     return RolloutRecord(**{**base, **kw})
 
@@ -118,11 +119,16 @@ def test_parallel_calls_with_the_same_prompt_are_both_trained_once(sim: Simulato
 @pytest.mark.parametrize(
     ("kw", "reason"),
     [
-        ({"infra_tainted": True}, "infra_tainted"),
-        ({"status": RolloutStatus.INFRA_SANDBOX}, "infra_status:infra_error:sandbox"),
+        ({"infra_tainted": True}, "infra:tainted"),
+        ({"status": RolloutStatus.INFRA_SANDBOX}, "infra:infra_error:sandbox"),
+        ({"in_batch": False, "drop_reason": "timeout"}, "not_in_batch:timeout"),
+        ({"in_batch": None}, "not_in_batch:undecided"),
+        ({"group_valid": False}, "group_invalid:undecided"),
+        ({"status": RolloutStatus.TIMEOUT, "reward": None}, "no_reward"),
+        ({"status": None}, "unfinished"),
     ],
 )
-def test_infra_rollouts_produce_no_samples(sim: Simulator, kw: dict, reason: str) -> None:
+def test_untrainable_rollouts_produce_no_samples(sim: Simulator, kw: dict, reason: str) -> None:
     _turns(sim, sim.new_agent(None), 2)
     res = reconstruct_samples(sim.calls, _rollout(**kw))
     assert res.samples == () and res.dropped_reason == reason == res.metrics.dropped_reason
@@ -134,7 +140,7 @@ def test_an_infra_error_call_drops_the_rollout(sim: Simulator) -> None:
     bad = sim.call(main)
     bad.error = CallError(kind=CallErrorKind.ENGINE_HTTP, message="502", status=502)
     res = reconstruct_samples(sim.calls, _rollout())
-    assert res.samples == () and res.dropped_reason == "infra_call_error:engine_http (call 2)"
+    assert res.samples == () and res.dropped_reason == "infra:call_error:engine_http (call 2)"
 
 
 def test_agent_failure_and_timeout_are_trained_with_their_status(sim: Simulator) -> None:
@@ -163,5 +169,5 @@ def test_metrics_aggregate_per_harness(sim: Simulator) -> None:
     h = agg["h"].as_dict()
     assert (h["rollouts"], h["dropped_rollouts"], h["chains"], h["merged_calls"]) == (2, 1, 2, 5)
     assert h["merge_rate"] == pytest.approx(5 / 6) and h["break_causes"] == {"compaction": 1}
-    assert h["drop_reasons"] == {"infra_tainted": 1} and agg["codex"].rollouts == 1
+    assert h["drop_reasons"] == {"infra:tainted": 1} and agg["codex"].rollouts == 1
     assert h["tokens_trained"] == sum(len(c.completion_token_ids) for c in sim.calls)

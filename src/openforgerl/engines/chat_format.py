@@ -54,8 +54,26 @@ def content_to_text(content: Any) -> str:
     return "".join(parts)
 
 
-def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def content_to_parts(content: Any) -> Any:
+    """A vision model's content: strings stay strings; part lists become `text` and `image` parts (what vLLM
+    hands a template with `--chat-template-content-format openai`)."""
+    if content is None or isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, str):
+            parts.append({"type": "text", "text": part})
+        elif part.get("type") in ("text", "input_text", "output_text"):
+            parts.append({"type": "text", "text": part.get("text", "")})
+        elif part.get("type") in ("image_url", "input_image", "image"):
+            parts.append({"type": "image"})
+    return parts
+
+
+def normalize_messages(messages: list[dict[str, Any]], *, keep_images: bool = False) -> list[dict[str, Any]]:
     """What vLLM does before templating: text content, `reasoning` key, tool-call arguments as objects.
+
+    `keep_images` (vision models): content part lists keep their order as text/image parts.
 
     vLLM parses each history tool call's JSON `arguments` into a mapping, so the template re-renders
     it with `json.dumps` spacing; a harness that re-serialised the arguments compactly (Qwen Code,
@@ -64,7 +82,7 @@ def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for m in messages:
         msg = dict(m)
-        msg["content"] = content_to_text(m.get("content"))
+        msg["content"] = content_to_parts(m.get("content")) if keep_images else content_to_text(m.get("content"))
         if "reasoning_content" in msg and "reasoning" not in msg:
             msg["reasoning"] = msg.pop("reasoning_content")
         if msg.get("tool_calls"):
@@ -132,8 +150,10 @@ def default_reasoning_parser(tokenizer: Tokenizer) -> str | None:
 class ChatFormat:
     """A tokenizer plus its chat template, and the reasoning parser the model is served with."""
 
-    def __init__(self, tokenizer: Tokenizer, template: str, *, reasoning_parser: str | None | object = ...) -> None:
+    def __init__(self, tokenizer: Tokenizer, template: str, *, reasoning_parser: str | object | None = ...,
+                 multimodal: bool = False) -> None:
         self.tokenizer = tokenizer
+        self.multimodal = multimodal  # keep image parts for the template (a vision-language model)
         self.reasoning_parser: str | None = (default_reasoning_parser(tokenizer) if reasoning_parser is ...
                                              else None if reasoning_parser in (None, "none") else str(reasoning_parser))
         env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
@@ -161,7 +181,7 @@ class ChatFormat:
         **template_kwargs: Any,
     ) -> str:
         return self._template.render(
-            messages=normalize_messages(messages),
+            messages=normalize_messages(messages, keep_images=self.multimodal),
             tools=tools or None,
             add_generation_prompt=add_generation_prompt,
             **template_kwargs,

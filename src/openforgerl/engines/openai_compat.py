@@ -206,9 +206,13 @@ class OpenAICompatEngine:
         if not stream:
             out.pop("stream_options", None)
         if self.max_tokens_cap is not None:
-            for key in ("max_tokens", "max_completion_tokens"):
-                if isinstance(out.get(key), int) and out[key] > self.max_tokens_cap:
-                    out[key] = self.max_tokens_cap
+            # Clamp what the client asked for, and cap what it did not ask for: zero and Codex send no
+            # max_tokens, and vLLM then allows the whole remaining context.
+            keys = [k for k in ("max_tokens", "max_completion_tokens") if isinstance(out.get(k), int)]
+            for key in keys:
+                out[key] = min(out[key], self.max_tokens_cap)
+            if not keys:
+                out["max_tokens"] = self.max_tokens_cap
         headers = dict(self._headers)
         headers["Content-Type"] = "application/json"
         if self.dialect == Dialect.VLLM:

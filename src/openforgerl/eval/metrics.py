@@ -6,7 +6,16 @@ Pure functions, no I/O. For one task with n valid trials of which c succeeded:
 - pass^k = C(c, k) / C(n, k)         (tau-bench, Yao et al. 2024: all k draws succeed)
 
 The suite value is the mean over tasks; tasks with n < k are left out of that k and counted.
-Infrastructure-failed trials are not trials: they are dropped before counting and reported apart.
+
+Each attempt is one of four kinds (`Trial.kind`), each reported in its own column:
+- `scored`: the verifier scored it (`ok` / `agent_failed`);
+- `timeout`: the agent did not finish within its budget (and no infra fault explains it). It is a
+  trial that did not succeed — counted in n, never in c — but it has no reward: it is left out of
+  the mean reward, not folded in as 0;
+- `infra`: an infrastructure fault (engine, gateway, sandbox, verifier; a hung engine is
+  `infra_error:engine`): not a trial, excluded from every metric;
+- `config`: the harness could not start (`infra_error:harness_start`, e.g. its CLI is missing): a
+  setup problem, not a trial either, counted apart from the other infra faults.
 """
 
 from __future__ import annotations
@@ -17,8 +26,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from math import comb
 
-__all__ = ["Estimate", "GroupMetrics", "TaskCounts", "Trial", "count_tasks", "group_metrics",
-           "pass_at_k", "pass_hat_k"]
+__all__ = ["CONFIG", "INFRA", "SCORED", "TIMEOUT", "Estimate", "GroupMetrics", "TaskCounts", "Trial",
+           "count_tasks", "group_metrics", "pass_at_k", "pass_hat_k"]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -38,6 +47,10 @@ def _check(n: int, c: int, k: int) -> None:
         raise ValueError(f"need 1 <= k <= n and 0 <= c <= n (got n={n}, c={c}, k={k})")
 
 
+SCORED, TIMEOUT, INFRA, CONFIG = "scored", "timeout", "infra", "config"
+_HARNESS_START = "infra_error:harness_start"
+
+
 @dataclass(frozen=True)
 class Trial:
     """One attempt of one task by one harness."""
@@ -49,14 +62,34 @@ class Trial:
     services: tuple[str, ...] = ()
     status: str = "ok"
 
+    @property
+    def kind(self) -> str:
+        """scored / timeout / infra / config (module docstring)."""
+        if self.status == _HARNESS_START:
+            return CONFIG
+        if self.infra or self.status.startswith("infra_error:"):
+            return INFRA
+        return TIMEOUT if self.status == "timeout" else SCORED
+
 
 @dataclass(frozen=True)
 class TaskCounts:
     task_id: str
-    n: int  # valid trials
+    n: int  # valid trials: scored + timed out
     c: int  # successful trials
-    infra: int  # infra-dropped trials
-    mean_reward: float
+    infra: int  # infra-dropped attempts (not trials)
+    mean_reward: float  # over scored trials (a timeout has no reward)
+    timeouts: int = 0  # trials that ran out of time (in n, never in c)
+    config: int = 0  # attempts whose harness could not start (not trials)
+
+
+def _task_counts(task_id: str, ts: Sequence[Trial], threshold: float) -> TaskCounts:
+    kinds = [t.kind for t in ts]
+    rewards = [t.reward or 0.0 for t, k in zip(ts, kinds, strict=True) if k == SCORED]
+    c = sum(1 for r in rewards if r >= threshold - 1e-6)
+    timeouts = kinds.count(TIMEOUT)
+    return TaskCounts(task_id, len(rewards) + timeouts, c, kinds.count(INFRA), _mean(rewards),
+                      timeouts, kinds.count(CONFIG))
 
 
 def count_tasks(trials: Iterable[Trial], threshold: float = 1.0) -> list[TaskCounts]:
@@ -64,14 +97,7 @@ def count_tasks(trials: Iterable[Trial], threshold: float = 1.0) -> list[TaskCou
     by_task: dict[str, list[Trial]] = defaultdict(list)
     for t in trials:
         by_task[t.task_id].append(t)
-    out = []
-    for task_id, ts in sorted(by_task.items()):
-        valid = [t for t in ts if not t.infra]
-        rewards = [t.reward or 0.0 for t in valid]
-        c = sum(1 for r in rewards if r >= threshold - 1e-6)
-        mean = sum(rewards) / len(rewards) if rewards else 0.0
-        out.append(TaskCounts(task_id, len(valid), c, len(ts) - len(valid), mean))
-    return out
+    return [_task_counts(task_id, ts, threshold) for task_id, ts in sorted(by_task.items())]
 
 
 @dataclass(frozen=True)
@@ -91,6 +117,8 @@ class GroupMetrics:
     infra_dropped: int
     mean_reward: float
     pass_at: dict[int, Estimate] = field(default_factory=dict)
+    timeouts: int = 0
+    config_errors: int = 0
     pass_hat: dict[int, Estimate] = field(default_factory=dict)
 
 
@@ -124,7 +152,8 @@ def group_metrics(trials: Sequence[Trial], ks: Sequence[int], *, threshold: floa
     valid = [tc for tc in counts if tc.n > 0]
     return GroupMetrics(
         tasks=len(valid), trials=sum(tc.n for tc in counts), infra_dropped=sum(tc.infra for tc in counts),
-        mean_reward=_mean([tc.mean_reward for tc in valid]),
+        mean_reward=_mean([tc.mean_reward for tc in valid if tc.n > tc.timeouts]),  # scored tasks only
         pass_at={k: _estimate(valid, k, pass_at_k, resamples, seed) for k in ks},
         pass_hat={k: _estimate(valid, k, pass_hat_k, resamples, seed) for k in ks},
+        timeouts=sum(tc.timeouts for tc in counts), config_errors=sum(tc.config for tc in counts),
     )

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from openforgerl.eval.metrics import Estimate, Trial, count_tasks, group_metrics
+from openforgerl.eval.metrics import CONFIG, INFRA, Estimate, Trial, count_tasks, group_metrics
 
 __all__ = ["build_report", "to_markdown", "write_report"]
 
@@ -36,7 +36,7 @@ def build_report(trials: Sequence[Trial], k: int, *, threshold: float = 1.0, res
             s: asdict(group_metrics([t for t in mine if s in t.services], ks, threshold=threshold,
                                     resamples=resamples, seed=seed)) for s in services}
         out["tasks"][harness] = [asdict(tc) for tc in count_tasks(mine, threshold)]
-    out["infra_dropped"] = [asdict(t) for t in trials if t.infra]
+    out["infra_dropped"] = [{**asdict(t), "kind": t.kind} for t in trials if t.kind in (INFRA, CONFIG)]
     return out
 
 
@@ -45,15 +45,16 @@ def _cell(e: dict[str, Any]) -> str:
 
 
 def _row(name: str, m: dict[str, Any], k: int) -> str:
-    cells = [name, str(m["tasks"]), str(m["trials"]), str(m["infra_dropped"]), f"{m['mean_reward']:.3f}",
+    cells = [name, str(m["tasks"]), str(m["trials"]), str(m.get("timeouts", 0)), str(m["infra_dropped"]),
+             str(m.get("config_errors", 0)), f"{m['mean_reward']:.3f}",
              _cell(m["pass_at"][1]), _cell(m["pass_at"][k]), _cell(m["pass_hat"][k])]
     return "| " + " | ".join(cells) + " |"
 
 
 def to_markdown(report: dict[str, Any]) -> str:
     k = report["config"]["k"]
-    head = (f"| group | tasks | trials | infra dropped | mean reward | pass@1 | pass@{k} | pass^{k} |\n"
-            "|---|---|---|---|---|---|---|---|")
+    head = (f"| group | tasks | trials | timeouts | infra dropped | config errors | mean reward | pass@1 | "
+            f"pass@{k} | pass^{k} |\n|---|---|---|---|---|---|---|---|---|---|")
     lines = [f"# Eval report (k={k}, success = reward >= {report['config']['threshold']}, 95% bootstrap CI)",
              "", "## Per harness", "", head]
     lines += [_row(h, m, k) for h, m in report["harnesses"].items()]
@@ -61,7 +62,9 @@ def to_markdown(report: dict[str, Any]) -> str:
     for h, per in report["services"].items():
         lines += [_row(f"{h} / {s}", m, k) for s, m in per.items()]
     dropped = report["infra_dropped"]
-    lines += ["", f"Infrastructure-failed trials (excluded from every metric): {len(dropped)}"]
+    lines += ["", "Timeouts count as failed trials (in n, never successes) and have no reward (left out of "
+              "the mean reward).", "",
+              f"Infrastructure-failed and harness-start (config) attempts, excluded from every metric: {len(dropped)}"]
     lines += [f"- {d['harness']} {d['task_id']}: {d['status']}" for d in dropped[:50]]
     return "\n".join(lines) + "\n"
 

@@ -1,8 +1,8 @@
 """Run an eval through the orchestrator and turn its rollout records into `Trial`s.
 
-Every task gets `trials` rollouts per harness (one GRPO-style group, min size 1, timeouts scored 0);
-infrastructure failures are retried by the orchestrator and, when they persist, kept as infra trials
-so the report can show them without counting them.
+Every task gets `trials` rollouts per harness (one GRPO-style group, min size 1); infrastructure
+failures are retried by the orchestrator and, when they persist, kept as infra attempts so the report
+can show them without counting them. Timeouts are reported as their own column (metrics.py).
 """
 
 from __future__ import annotations
@@ -11,26 +11,29 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from openforgerl.eval.metrics import Trial
-from openforgerl.records import RolloutRecord
+from openforgerl.records import RolloutRecord, RolloutStatus
+from openforgerl.trajectory import infra_reason
 
 __all__ = ["records_to_trials", "run_eval"]
 
 
 def records_to_trials(records: Iterable[RolloutRecord], services: Mapping[str, Sequence[str]] | None = None
                       ) -> list[Trial]:
-    """One Trial per attempt; infra-failed attempts are flagged (`infra=True`), not scored."""
+    """One Trial per attempt. Infra (`trajectory.infra_reason`, the rule training uses) is flagged and
+    not scored; a timeout keeps its status and has no reward (it is its own column, not a 0)."""
     services = services or {}
     out = []
     for r in records:
-        infra = r.status is None or r.status.is_infra
+        infra = r.status is None or infra_reason(r) is not None
+        scored = not infra and r.status is not RolloutStatus.TIMEOUT
+        reward = (r.reward if r.reward is not None else 0.0) if scored else None
         task = r.task_id or "?"
-        reward = None if infra else (r.reward if r.reward is not None else 0.0)
         out.append(Trial(task, r.harness or "?", reward, infra, tuple(services.get(task, ())),
                          str(r.status) if r.status else "unknown"))
     return out
 
 
-async def run_eval(runtimes: Sequence[Any], harnesses: Sequence[str], *, gateway_url: str, backend: Any,
+async def run_eval(runtimes: Sequence[Any], harnesses: Sequence[str], *, gateway: Any, backend: Any,
                    trials: int, sink: Any = None, **config: Any) -> list[Trial]:
     """`trials` rollouts of every task with every harness, through `run_batch`."""
     from openforgerl.harness.registry import get_harness
@@ -41,7 +44,7 @@ async def run_eval(runtimes: Sequence[Any], harnesses: Sequence[str], *, gateway
     services = {rt.task_id: list(getattr(rt, "metadata", {}).get("services", [])) for rt in runtimes}
     out: list[Trial] = []
     for name in harnesses:
-        batch = await run_batch(runtimes, get_harness(name), gateway_url=gateway_url, backend=backend,
+        batch = await run_batch(runtimes, get_harness(name), gateway=gateway, backend=backend,
                                 config=cfg, sink=sink)
         out += [_named(t, name) for t in records_to_trials(batch.records, services)]
     return out

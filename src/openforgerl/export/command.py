@@ -24,9 +24,17 @@ def command(
         OverflowPolicy, typer.Option(help="truncate | drop | split")
     ] = OverflowPolicy.TRUNCATE,
     classic: Annotated[bool, typer.Option(help="one row per rollout (veRL classic path)")] = False,
+    image_token_id: Annotated[
+        int | None,
+        typer.Option(help="<|image_pad|> id for the pad-count check where a call recorded no processor"),
+    ] = None,
+    inline_images: Annotated[
+        bool, typer.Option(help="image bytes (base64) in the rows instead of call-log blob references")
+    ] = False,
     metrics_out: Annotated[Path | None, typer.Option(help="metrics JSON (default: OUT.metrics.json)")] = None,
 ) -> None:
     """Reconstruct chains from a call log and write veRL AgentLoopOutput rows (+ metrics JSON)."""
+    from openforgerl.export.images import ImageMode
     from openforgerl.export.pipeline import export_rows, reconstruct_log, write_rows
     from openforgerl.store.sqlite import SQLiteCallStore
     from openforgerl.trajectory import ReconstructionOptions, aggregate_by_harness
@@ -34,14 +42,17 @@ def command(
     if not store.exists():
         raise typer.BadParameter(f"no call log at {store}", param_hint="--store")
     options = ReconstructionOptions(
-        max_prompt_len=max_prompt_len, max_response_len=max_response_len, overflow=overflow
+        max_prompt_len=max_prompt_len, max_response_len=max_response_len, overflow=overflow,
+        image_token_id=image_token_id,
     )
     log = SQLiteCallStore(store)
     try:
         results = list(reconstruct_log(log, options))
+        rows = export_rows(results, format, classic=classic, image_token_id=image_token_id,
+                           images=ImageMode.INLINE if inline_images else ImageMode.REF,
+                           read_blob=log.read_blob, blob_store=str(store.resolve()))
     finally:
         log.close()
-    rows = export_rows(results, format, classic=classic)
     write_rows(rows, format, out)
     per_harness = {k: v.as_dict() for k, v in aggregate_by_harness(r.metrics for r in results).items()}
     report = {

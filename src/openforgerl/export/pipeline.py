@@ -1,4 +1,14 @@
-"""Call log -> reconstruction results -> export rows (the I/O lives here, not in trajectory/)."""
+"""Call log -> reconstruction results -> export rows (the I/O lives here, not in trajectory/).
+
+Which rollouts become rows is decided by `trajectory.trainable` (inside `reconstruct_samples`), the
+rule the built-in trainer and the veRL loop share: only rollouts the orchestrator judged in the batch,
+in a valid group, with a reward and no infra fault. Every row carries its rollout's status
+(`status` in `parquet`, `extra_fields.termination_status` in `verl`/`jsonl`).
+
+Images (`export/images.py`): rows hold references to the call log's blobs by default (`ImageMode.REF`),
+the bytes inline with `ImageMode.INLINE` (`--inline-images`), or PIL images (`ImageMode.PIL`, veRL's
+in-memory `AgentLoopOutput` form). Every sample's pad count is checked before a row is made.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from openforgerl.export.images import BlobReader, ImageMode, check_sample_images, export_multi_modal_data
 from openforgerl.export.verl import classic_output, v1_outputs
 from openforgerl.export.writers import write_jsonl, write_parquet
 from openforgerl.records import CallRecord, RolloutRecord, Sample
@@ -32,7 +43,7 @@ class CallLogReader(Protocol):
 
 
 def reconstruct_log(reader: CallLogReader, options: ReconstructionOptions) -> Iterator[ReconstructionResult]:
-    """Every rollout in the log; rollouts with calls but no record get a bare (unfinished) record."""
+    """Every rollout in the log; rollouts with calls but no record get a bare record (never trained)."""
     rollouts = {r.rollout_id: r for r in reader.read_rollouts()}
     for rid in reader.read_rollout_ids_with_calls():
         rollouts.setdefault(rid, RolloutRecord(rollout_id=rid))
@@ -41,12 +52,32 @@ def reconstruct_log(reader: CallLogReader, options: ReconstructionOptions) -> It
 
 
 def export_rows(
-    results: Sequence[ReconstructionResult], fmt: ExportFormat, *, classic: bool
+    results: Sequence[ReconstructionResult],
+    fmt: ExportFormat,
+    *,
+    classic: bool,
+    images: ImageMode = ImageMode.REF,
+    read_blob: BlobReader | None = None,
+    blob_store: str | None = None,
+    image_token_id: int | None = None,
 ) -> list[dict[str, Any]]:
+    """Rows of ``fmt``; image references resolved per ``images`` (``read_blob`` for inline/PIL).
+    ``image_token_id``: the pad id to check counts with where a sample has no processor identity."""
+    for r in results:
+        for sample in r.samples:
+            check_sample_images(sample, image_token_id)
+    rows = _rows(results, fmt, classic=classic)
+    for row in rows:
+        if row.get("multi_modal_data"):
+            row["multi_modal_data"] = export_multi_modal_data(row["multi_modal_data"], images, read_blob, blob_store)
+    return rows
+
+
+def _rows(results: Sequence[ReconstructionResult], fmt: ExportFormat, *, classic: bool) -> list[dict[str, Any]]:
     if fmt is ExportFormat.PARQUET:
         return [s.model_dump() for r in results for s in r.samples]
-    if classic:
-        return [classic_output(r) for r in results]
+    if classic:  # offline there is no input row to stand in for: a dropped rollout gives no row
+        return [classic_output(r) for r in results if r.samples]
     return [row for r in results for row in v1_outputs(r)]
 
 

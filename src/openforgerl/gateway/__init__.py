@@ -4,11 +4,21 @@
     gw = await start_gateway(engine, store)          # engine: openforgerl.engines.base.Engine
     ro = await gw.open_rollout(task_id="t1")         # {rollout_id, api_key, openai_base_url, anthropic_base_url}
     ...                                              # point a harness at ro["openai_base_url"]
+    run_batch(..., gateway=gw.access)                # admin URL + admin token + model URL, for the orchestrator
     await gw.pause(); version = gw.resume()          # weight sync
     await gw.aclose()
 
-Modules: `server` (app, routes, start_gateway), `calls` (one call: admit, forward, tee, record),
-`chat` / `adapters` (per-protocol adapters; translators live in `protocols/`), `rollouts`
-(keys, close, reward, taint), `flow` (pause/resume, overload), `recording` (CallRecord assembly,
-harness headers, side calls), `errors` (protocol-shaped refusals), `metrics`, `admin`, `command`.
+Two planes (DESIGN.md principle 7): `gw.model_url` serves model routes only and is what a sandbox
+reaches; `gw.admin_url` serves the admin API on its own listener and needs `Authorization: Bearer
+<gw.admin_token>`. The token is generated at start unless given (`start_gateway(admin_token=...)`,
+`openforgerl gateway --admin-token-file F` or `$OPENFORGERL_ADMIN_TOKEN`). A user's own orchestrator
+gets it from wherever the gateway got it: the same token file or variable (the CLI writes a generated
+token to `--admin-token-file` when that file does not exist yet), or `RunningGateway.access` in-process;
+see docs/threat_model_gateway.md. It must never be passed to a harness.
+
+Modules: `server` (the two apps, start_gateway), `access` (GatewayAccess: what an admin client holds),
+`calls` (one call: admit, forward, tee, record), `chat` / `adapters` (per-protocol adapters; translators
+live in `protocols/`), `rollouts` (keys, index leases, deadlines, close, outcome, taint), `flow`
+(pause/resume, overload), `recording` (CallRecord assembly, harness headers, side calls), `errors`
+(protocol-shaped refusals), `deadlines`, `metrics`, `admin`, `command`.
 """

@@ -7,23 +7,44 @@ Ordering guarantee: the call's record is durable (`await store.append_call_json`
 final bytes go out (the whole body for non-streamed calls; the terminal events for streams), so a
 gateway killed right after a call finished loses nothing; a client that went away mid-stream still
 gets its tokens recorded, with error CLIENT_DISCONNECTED.
+Each engine step runs under a deadline guard registered with its rollout: the guard fires at
+min(per-call limit, rollout deadline - margin), or when the rollout is closed, and the engine
+request is then closed (its generator or HTTP request ends), so the engine stops generating.
+A client that disconnects cancels its handler (aiohttp `handler_cancellation`), with the same effect.
+Input checks (size, read timeout, JSON, nesting depth, images) happen before a call is admitted: a
+client's malformed request is a 4xx and never recorded as a gateway fault. A call with images
+(images.py) stores each new image in the blob store, awaited, before it goes on: its record, written
+later, never names a blob that a crash could lose.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+import zlib
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from openforgerl.engines.base import Engine, EngineCall, EngineChunk, EngineError, EngineResult
 from openforgerl.gateway.deadlines import DeadlineWatch
 from openforgerl.gateway.errors import GatewayError, error_response
 from openforgerl.gateway.flow import FlowGate
+from openforgerl.gateway.images import (
+    ImagePolicy,
+    PromptImages,
+    SeenImages,
+    find_images,
+    may_have_images,
+    store_blobs,
+    stored_copy,
+)
 from openforgerl.gateway.metrics import Metrics
 from openforgerl.gateway.recording import (
     CallMeta,
@@ -79,6 +100,29 @@ class Gateway:
     call_deadline_s: float = 600.0
     max_body_bytes: int = 64 * 1024 * 1024
     deadlines: DeadlineWatch = field(default_factory=DeadlineWatch)
+    admin_token: str = ""
+    model_url: str = ""  # root of the model listener, as rollouts are told (set once it is bound)
+    body_timeout_s: float = 60.0  # a client must deliver its whole body within this
+    deadline_margin_s: float = 2.0  # engine calls end this long before their rollout's deadline
+    images: ImagePolicy = field(default_factory=ImagePolicy)  # what a prompt image may be (images.py)
+    seen_images: SeenImages = field(default_factory=SeenImages)  # payloads already decoded and stored
+
+    def call_deadline(self, state: RolloutState) -> float:
+        """This call's engine deadline in loop time: min(per-call limit, rollout deadline - margin)."""
+        loop_now = asyncio.get_running_loop().time()
+        limit = loop_now + self.call_deadline_s
+        if state.deadline_at is None:
+            return limit
+        return min(limit, loop_now + (state.deadline_at - self.deadline_margin_s - time.time()))
+
+
+GATEWAY_KEY = web.AppKey("gateway", Gateway)
+
+# Deepest JSON body accepted. The record writer (orjson) stops at 254 nested containers and the
+# record reader (pydantic's JSON parser) at about 200, and a body sits one level inside its record
+# (a translated body a few more): 128 leaves room for both, and real harness bodies nest < 20.
+MAX_BODY_DEPTH = 128
+_DEPTH_PROBE = 254 - MAX_BODY_DEPTH  # lists wrapped around a body: orjson then fails iff it is too deep
 
 
 def api_key(request: web.Request) -> str | None:
@@ -93,18 +137,75 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     return (await read_body(request))[0]
 
 
-async def read_body(request: web.Request) -> tuple[dict[str, Any], bytes]:
-    """The request body as a JSON object and as the bytes it came in, or a 4xx."""
+async def read_raw(request: web.Request) -> bytes:
+    """The request body's bytes, decoded, or a 4xx: too large, too slow, or a bad encoding.
+
+    aiohttp's own decompression is off (`auto_decompress=False`): it answers an encoding it cannot
+    decode with a plain-text 400 before any handler runs. Decoding here gives every refusal the
+    protocol's shape and bounds the decoded size too (a gzip bomb is a 413, not a full memory)."""
+    gw = request.app[GATEWAY_KEY]
     try:
-        raw = await request.read()
+        async with asyncio.timeout(gw.body_timeout_s):
+            raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise GatewayError(413, "request body too large") from None
+    except TimeoutError:
+        raise GatewayError(408, f"request body not received within {gw.body_timeout_s:g}s",
+                           headers={"Connection": "close"}) from None
+    except (RequestPayloadError, HttpProcessingError, web.HTTPBadRequest, ValueError) as exc:
+        raise GatewayError(400, f"request body could not be read: {_reason(exc)}",
+                           headers={"Connection": "close"}) from None
+    return decode_body(raw, request.headers.get("Content-Encoding", ""), gw.max_body_bytes)
+
+
+def decode_body(raw: bytes, encoding: str, limit: int) -> bytes:
+    """`raw` decoded per its Content-Encoding (identity, gzip, deflate), at most `limit` bytes."""
+    enc = encoding.strip().lower()
+    if enc in ("", "identity"):
+        return raw
+    if enc not in ("gzip", "x-gzip", "deflate"):
+        raise GatewayError(415, f"unsupported Content-Encoding {encoding[:40]!r}")
+    # gzip: wbits 16+15; deflate: zlib-wrapped (15) as the RFC says, raw (-15) as some clients send
+    for wbits in ((31,) if enc != "deflate" else (15, -15)):
+        try:
+            inflater = zlib.decompressobj(wbits)
+            out = inflater.decompress(raw, limit + 1)
+        except zlib.error:
+            continue
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise GatewayError(413, "request body too large once decoded")
+        if inflater.eof:
+            return out
+    raise GatewayError(400, f"request body is not valid {enc} data")
+
+
+def _reason(exc: BaseException) -> str:
+    return str(getattr(exc, "reason", None) or exc or type(exc).__name__)[:200]
+
+
+def check_depth(body: Any, raw: bytes) -> None:
+    """400 when `body` nests deeper than `MAX_BODY_DEPTH` (see there why that is the limit)."""
+    if len(raw) <= 2 * MAX_BODY_DEPTH:
+        return  # too short to be that deep
+    probe: Any = body
+    for _ in range(_DEPTH_PROBE):
+        probe = [probe]
+    try:
+        orjson.dumps(probe)  # C speed (about 20 us for an 85 KB agent body), exact
+    except orjson.JSONEncodeError:
+        raise GatewayError(400, f"request body nests deeper than {MAX_BODY_DEPTH} levels") from None
+
+
+async def read_body(request: web.Request) -> tuple[dict[str, Any], bytes]:
+    """The request body as a JSON object and as the bytes it came in, or a 4xx."""
+    raw = await read_raw(request)
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise GatewayError(400, f"request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise GatewayError(400, "request body must be a JSON object")
+    check_depth(body, raw)
     return body, raw
 
 
@@ -114,14 +215,20 @@ async def serve_call(gw: Gateway, request: web.Request, adapter: ProtocolAdapter
         state = await gw.registry.authorize(request.match_info["rollout_id"], api_key(request))
         body, raw = await read_body(request)
         engine_body = adapter.engine_body(body)
+        translated = adapter.protocol != WireProtocol.CHAT
+        media = find_images(engine_body, gw.images, gw.seen_images) if may_have_images(raw, translated) else None
+        if media is not None:
+            await store_blobs(gw.store, media, gw.seen_images)  # durable before the call's record can be
         version = await gw.gate.enter()
     except GatewayError as err:
         return error_response(adapter.protocol, err)
     try:
-        meta = _meta(state, adapter, body, raw, engine_body, request, version)
+        index = await gw.registry.take_index(state)
+        meta = _meta(state, index, adapter, body, raw, engine_body, request, version, media)
         await gw.registry.note_version(state, version)
-        call = EngineCall(engine_body, state.rollout_id, asyncio.get_running_loop().time() + gw.call_deadline_s,
-                          meta.headers, raw_only=adapter.protocol == WireProtocol.CHAT)
+        deadline = gw.call_deadline(state)
+        call = EngineCall(engine_body, state.rollout_id, deadline, meta.headers,
+                          raw_only=adapter.protocol == WireProtocol.CHAT)
         if body.get("stream"):
             return await _stream(gw, request, adapter, meta, state, call)
         return await _complete(gw, adapter, meta, state, call)
@@ -129,17 +236,38 @@ async def serve_call(gw: Gateway, request: web.Request, adapter: ProtocolAdapter
         gw.gate.leave()
 
 
-def _meta(state: RolloutState, adapter: ProtocolAdapter, body: dict[str, Any], raw: bytes,
-          engine_body: dict[str, Any], request: web.Request, version: int) -> CallMeta:
+def _meta(state: RolloutState, index: int, adapter: ProtocolAdapter, body: dict[str, Any], raw: bytes,
+          engine_body: dict[str, Any], request: web.Request, version: int,
+          media: PromptImages | None = None) -> CallMeta:
     protocol = adapter.protocol
     translated = None if protocol == WireProtocol.CHAT else engine_body
-    return CallMeta(state.rollout_id, state.take_index(), protocol, body, translated,
+    meta = CallMeta(state.rollout_id, index, protocol, body, translated,
                     harness_headers(request.headers), version, time.time(), is_side_call(protocol, body), raw)
+    if media is not None:  # the record keeps references, never the inline base64
+        meta.images, meta.request_json = media.refs, None
+        meta.stored_request = stored_copy(body, media.replace)
+        meta.engine_request = stored_copy(translated, media.replace)
+    return meta
 
 
-def _classify(exc: BaseException) -> tuple[CallError, GatewayError]:
+@contextmanager
+def _watched(gw: Gateway, state: RolloutState, deadline: float | None) -> Iterator[None]:
+    """One engine step under its deadline, cut early when the rollout ends (`cut_inflight`)."""
+    with gw.deadlines.guard(deadline) as guard:
+        state.inflight.add(guard)
+        try:
+            yield
+        finally:
+            state.inflight.discard(guard)
+
+
+def _classify(exc: BaseException, state: RolloutState | None = None) -> tuple[CallError, GatewayError]:
     """The recorded error and the client-facing refusal for an engine-side failure."""
-    if isinstance(exc, TimeoutError):
+    if isinstance(exc, TimeoutError) and state is not None and state.closed:
+        # The rollout ended (close/outcome) while this call ran: the orchestrator's doing, not a fault.
+        return call_error(CallErrorKind.CLIENT_DISCONNECTED, "rollout closed while the call was in flight"), \
+            GatewayError(403, "rollout closed", code="rollout_closed")
+    if isinstance(exc, TimeoutError):  # the per-call limit or the rollout's deadline (infra_error:engine)
         return call_error(CallErrorKind.ENGINE_DEADLINE, "gateway call deadline exceeded"), GatewayError(
             504, "upstream engine deadline exceeded")
     if isinstance(exc, EngineError):
@@ -156,6 +284,8 @@ def _classify(exc: BaseException) -> tuple[CallError, GatewayError]:
 async def _finish_record(gw: Gateway, meta: CallMeta, state: RolloutState, tape: CallTape,
                          error: CallError | None) -> None:
     """Durably record the call; taint the rollout when an infra fault hit it."""
+    if meta.images and tape.processor is None:
+        tape.processor = await _engine_processor(gw, meta.rollout_id)
     finished_at = time.time()
     await gw.store.append_call_json(meta.rollout_id, meta.index, record_json(meta, tape, error, finished_at))
     outcome = "ok" if error is None else error.kind.value
@@ -165,16 +295,34 @@ async def _finish_record(gw: Gateway, meta: CallMeta, state: RolloutState, tape:
         await gw.registry.taint(state, error.kind)
 
 
+async def _engine_processor(gw: Gateway, route_key: str) -> dict[str, Any] | None:
+    """The image processor settings the engine serving `route_key` uses, when the engine says:
+    its optional `async image_processor(route_key) -> dict | None` (an engine that knows them once
+    per replica, e.g. from its `/v1/models` card). Best effort: never fails a call."""
+    ask = getattr(gw.engine, "image_processor", None)
+    if ask is None:
+        return None
+    try:
+        found = await ask(route_key)
+    except Exception:
+        return None
+    return found if isinstance(found, dict) else None
+
+
 async def _complete(gw: Gateway, adapter: ProtocolAdapter, meta: CallMeta, state: RolloutState,
                     call: EngineCall) -> web.Response:
-    tape = CallTape()
+    tape = CallTape(want_media=bool(meta.images))
     try:
-        with gw.deadlines.guard(call.deadline):
+        with _watched(gw, state, call.deadline):
             result = await gw.engine.complete(call)
         tape.take_result(result)
         payload = adapter.response_body(meta.request, result)
+    except asyncio.CancelledError:  # the client went away: the engine request was closed with it
+        gw.store.append_call_nowait(build_record(meta, tape, call_error(
+            CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")))
+        raise
     except Exception as exc:
-        recorded, refusal = _classify(exc)
+        recorded, refusal = _classify(exc, state)
         await _finish_record(gw, meta, state, tape, recorded)
         return error_response(adapter.protocol, refusal)
     await _finish_record(gw, meta, state, tape, None)
@@ -183,14 +331,19 @@ async def _complete(gw: Gateway, adapter: ProtocolAdapter, meta: CallMeta, state
 
 async def _stream(gw: Gateway, request: web.Request, adapter: ProtocolAdapter, meta: CallMeta,
                   state: RolloutState, call: EngineCall) -> web.StreamResponse:
-    tape = CallTape()
+    tape = CallTape(want_media=bool(meta.images))
     chunks = gw.engine.stream(call).__aiter__()
     try:
-        with gw.deadlines.guard(call.deadline):
+        with _watched(gw, state, call.deadline):
             first = await chunks.__anext__()
+    except asyncio.CancelledError:
+        await _aclose(chunks)  # the engine's HTTP request ends now, not at GC
+        gw.store.append_call_nowait(build_record(meta, tape, call_error(
+            CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")))
+        raise
     except Exception as exc:
         await _aclose(chunks)
-        recorded, refusal = _classify(exc)
+        recorded, refusal = _classify(exc, state)
         await _finish_record(gw, meta, state, tape, recorded)
         return error_response(adapter.protocol, refusal)
     resp = web.StreamResponse(headers=SSE_HEADERS)
@@ -204,7 +357,7 @@ async def _relay(gw: Gateway, resp: web.StreamResponse, adapter: ProtocolAdapter
     writer = adapter.stream_writer(meta.request)
     held: list[bytes] = []
     try:
-        with gw.deadlines.guard(deadline):
+        with _watched(gw, state, deadline):
             await _pump(resp, writer, tape, held, first, chunks)
         tape.settle()  # events forwarded unread are read now; a malformed one is the engine's fault
     except ConnectionResetError as exc:
@@ -212,12 +365,13 @@ async def _relay(gw: Gateway, resp: web.StreamResponse, adapter: ProtocolAdapter
         await _finish_record(gw, meta, state, tape, call_error(CallErrorKind.CLIENT_DISCONNECTED, str(exc)))
         return resp
     except asyncio.CancelledError:
+        await _aclose(chunks)  # the engine's HTTP request ends now, not at GC
         gw.store.append_call_nowait(build_record(meta, tape, call_error(
             CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")))
         raise
     except Exception as exc:
         await _aclose(chunks)
-        recorded, refusal = _classify(exc)
+        recorded, refusal = _classify(exc, state)
         await _finish_record(gw, meta, state, tape, recorded)
         return await _end(resp, [*held, writer.error(refusal)])
     await _finish_record(gw, meta, state, tape, None)
@@ -258,3 +412,4 @@ async def _aclose(chunks: AsyncIterator[EngineChunk]) -> None:
             await aclose()
         except Exception:
             pass
+

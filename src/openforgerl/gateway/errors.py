@@ -18,7 +18,8 @@ from openforgerl.records import WireProtocol
 
 # OpenAI error `type` per status (Anthropic's shape comes from protocols/anthropic.py).
 _OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                 404: "not_found_error", 409: "conflict_error", 413: "invalid_request_error",
+                 404: "not_found_error", 405: "invalid_request_error", 408: "invalid_request_error",
+                 409: "conflict_error", 413: "invalid_request_error", 415: "invalid_request_error",
                  422: "invalid_request_error", 502: "server_error", 503: "server_error",
                  504: "server_error"}
 
@@ -54,8 +55,12 @@ def error_response(protocol: WireProtocol | None, err: GatewayError) -> web.Resp
     headers = dict(err.headers)
     if err.status == 503:
         headers.setdefault("Retry-After", "1")
-    return web.Response(status=err.status, body=orjson.dumps(error_body(protocol, err)),
+    close = headers.pop("Connection", "").lower() == "close"
+    resp = web.Response(status=err.status, body=orjson.dumps(error_body(protocol, err)),
                         content_type="application/json", headers=headers)
+    if close:  # the request's framing or body is broken: the connection cannot carry another
+        resp.force_close()
+    return resp
 
 
 def sse_error_event(err: GatewayError) -> bytes:

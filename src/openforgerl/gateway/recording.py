@@ -18,7 +18,8 @@ from typing import Any
 import orjson
 
 from openforgerl.engines.base import EngineChunk, EngineResult
-from openforgerl.records import CallError, CallErrorKind, CallRecord, WireProtocol, json_default
+from openforgerl.gateway.images import with_engine_grids
+from openforgerl.records import CallError, CallErrorKind, CallRecord, ImageRef, WireProtocol, json_default
 
 # Harness headers worth keeping (lower-case); secrets (authorization, x-api-key) never are.
 RECORDED_HEADERS = (
@@ -35,6 +36,8 @@ _SIDE_CALL_PROMPTS = ("title generator", "generate a title", "generate a short t
 _RECORDED = frozenset(RECORDED_HEADERS)
 _SAMPLED_TOKEN = re.compile(rb'"token_ids":\[[0-9]')  # an unread event that carries a sampled token
 _SYSTEM_HEAD = 2048
+_MEDIA_KEY = b'"openforgerl_images":'  # the engine's per-image grids (local engine; vLLM has none)
+_MEDIA_SCANS = 4  # chunks looked at for it (it rides the first, with the prompt ids)
 
 
 def harness_headers(headers: Any) -> dict[str, str]:
@@ -108,6 +111,11 @@ class CallTape:
     finish_reason: str | None = None
     engine_id: str | None = None
     first_token_at: float | None = None
+    # Calls with images: the engine's per-image report and processor settings, when it gives them.
+    want_media: bool = False
+    engine_images: list[Any] | None = None
+    processor: dict[str, Any] | None = None
+    _media_scans: int = 0
     # Chunks forwarded unread (`EngineChunk.decode`): their raw events, decoded together by `settle`.
     _unread: list[bytes] = field(default_factory=list)
     _decode: Callable[[bytes], EngineChunk | None] | None = None
@@ -122,6 +130,8 @@ class CallTape:
         self.finish_reason = result.finish_reason
         self.engine_id = result.engine_id
         self.first_token_at = time.time()
+        if self.want_media:
+            self._take_media(result.body)
         choices = result.body.get("choices") or [{}]
         content = (choices[0].get("message") or {}).get("content")
         if isinstance(content, str):
@@ -137,7 +147,30 @@ class CallTape:
             return self.prompt_ids_json.count(b",") + 1 if len(self.prompt_ids_json) > 2 else 0
         return len(self.prompt_token_ids)
 
+    def _take_media(self, body: Any) -> bool:
+        if not isinstance(body, dict) or "openforgerl_images" not in body:
+            return False
+        self.engine_images = body["openforgerl_images"]
+        proc = body.get("openforgerl_processor")
+        self.processor = proc if isinstance(proc, dict) else None
+        return True
+
+    def _scan_media(self, chunk: EngineChunk) -> None:
+        """The engine's image report from the first chunks (parsed, or their raw events)."""
+        self._media_scans += 1
+        if any(self._take_media(b) for b in chunk.all_bodies()) or chunk.raw is None or _MEDIA_KEY not in chunk.raw:
+            return
+        for event in chunk.raw.split(b"\n\n"):
+            if _MEDIA_KEY in event and event.startswith(b"data: "):
+                try:
+                    self._take_media(orjson.loads(event[6:]))
+                except orjson.JSONDecodeError:
+                    pass
+                return
+
     def take_chunk(self, chunk: EngineChunk) -> None:
+        if self.want_media and self.engine_images is None and self._media_scans < _MEDIA_SCANS:
+            self._scan_media(chunk)
         if chunk.decode is not None and chunk.raw is not None:
             if self.first_token_at is None and _SAMPLED_TOKEN.search(chunk.raw) is not None:
                 self.first_token_at = time.time()
@@ -206,6 +239,10 @@ class CallMeta:
     started_at: float
     side_call: bool
     request_json: bytes | None = None  # `request` exactly as the client sent it (a JSON object)
+    # A call with images: its refs in prompt order, and the request to store (base64 -> references;
+    # `request_json` is then None and `request` stays the client's, for building the answer).
+    images: list[ImageRef] = field(default_factory=list)
+    stored_request: dict[str, Any] | None = None
 
 
 def _record_fields(meta: CallMeta, tape: CallTape, error: CallError | None, finished_at: float,
@@ -213,12 +250,15 @@ def _record_fields(meta: CallMeta, tape: CallTape, error: CallError | None, fini
     """CallRecord's fields; `spliced`: the raw JSON pieces stand in as `orjson.Fragment`s."""
     tape.settle(strict=False)
     agent, parent = agent_ids(meta.headers)
+    request: Any = meta.request if meta.stored_request is None else meta.stored_request
     if spliced:
-        request: Any = orjson.Fragment(meta.request_json) if meta.request_json is not None else meta.request
+        if meta.request_json is not None:
+            request = orjson.Fragment(meta.request_json)
         prompt: Any = (orjson.Fragment(tape.prompt_ids_json) if tape.prompt_ids_json is not None
                        else tape.prompt_token_ids)
     else:
-        request, prompt = meta.request, tape.prompt_ids()
+        prompt = tape.prompt_ids()
+    images = meta.images if tape.engine_images is None else with_engine_grids(meta.images, tape.engine_images)
     return {
         "rollout_id": meta.rollout_id, "index": meta.index, "protocol": meta.protocol, "request": request,
         "engine_request": meta.engine_request, "response_text": "".join(tape.text) if tape.text else None,
@@ -227,6 +267,7 @@ def _record_fields(meta: CallMeta, tape: CallTape, error: CallError | None, fini
         "policy_version": meta.policy_version, "engine": tape.engine_id, "started_at": meta.started_at,
         "first_token_at": tape.first_token_at, "finished_at": finished_at, "error": error,
         "side_call": meta.side_call, "agent_id": agent, "parent_agent_id": parent, "headers": meta.headers,
+        "images": images, "processor": tape.processor,
     }
 
 

@@ -23,11 +23,14 @@ def command(
     from rich.console import Console
     from transformers.utils import logging as hf_logging
 
-    from openforgerl.train.config import TrainConfig
+    from openforgerl.train.config import ConfigError, TrainConfig
     from openforgerl.train.trainer import Trainer
 
     hf_logging.disable_progress_bar()  # the step table is the progress display; no per-push bars
-    cfg = TrainConfig.from_yaml(config)
+    try:
+        cfg = TrainConfig.from_yaml(config)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="CONFIG") from None
     updates: dict[str, object] = {}
     if out_dir is not None:
         updates["out_dir"] = str(out_dir)

@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from openforgerl.orchestrator.config import call_deadline_s, check_call_deadline
 
 
 class _Strict(BaseModel):
@@ -64,13 +66,47 @@ class TrainConfig(_Strict):
     timeout_policy: Literal["drop", "zero"] = "drop"
     max_running: int = 32
     rollout_budget_s: float | None = 60.0
+    call_deadline_s: float | None = None
+    """Per-call engine limit; None (the default) derives it from `rollout_budget_s` (budget - margin).
+    A value not shorter than the rollout budget is refused."""
     time_budget_s: float | None = None
     """Stop starting new steps after this many seconds (None: run all steps)."""
     checkpoint_every: int = 5
+    step0_logprob_tol: float | None = 1e-2
+    """At the first step (trainer and engine hold the same weights) the trainer's recomputed logprobs
+    must match the engine's on the same tokens within this (max abs diff over trained tokens); the
+    result is logged (`step0_logprob_*`) and a failure is printed. None: not checked."""
     out_dir: str = "runs/quickstart"
     seed: int = 0
 
+    @model_validator(mode="after")
+    def _nested_deadlines(self) -> TrainConfig:
+        check_call_deadline(self.call_deadline_s, self.rollout_budget_s)
+        return self
+
+    @property
+    def gateway_call_deadline_s(self) -> float:
+        """The gateway's per-call limit: nested inside the rollout budget."""
+        return call_deadline_s(self.rollout_budget_s, self.call_deadline_s)
+
     @classmethod
     def from_yaml(cls, path: str | Path) -> TrainConfig:
+        """The config in `path`; a bad one raises `ConfigError` with one line naming every problem."""
         data = yaml.safe_load(Path(path).read_text()) or {}
-        return cls.model_validate(data)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(f"{path}: {_one_line(exc)}") from None
+
+
+class ConfigError(ValueError):
+    """A training config that cannot run (the message is one line, for the CLI)."""
+
+
+def _one_line(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(p) for p in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(parts)

@@ -3,12 +3,17 @@
 A `Sample` is prompt_ids + response_ids; the model scores every response position from the
 concatenation. Logprobs are raw log-softmax of the logits (what the local engine and vLLM's default
 `raw_logprobs` report), so the importance ratio against the recorded rollout logprobs is 1 at step 0.
+
+A vision-language model is scored one sample at a time (`vision_response_logprobs`): each sample has
+its own images, grids and M-RoPE positions, computed by the engine's own `vlm_logprobs`, and the rows
+are padded back to the batch's [B, R] shape.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -60,3 +65,24 @@ def response_logprobs(model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor
     width = batch.response_mask.shape[1]
     idx = (batch.response_start[:, None] - 1 + torch.arange(width, device=token_logp.device)[None, :]).clamp(max=token_logp.shape[1] - 1)
     return token_logp.gather(1, idx)
+
+
+VisionInputs = Callable[[Sample], Any]
+"""A sample -> its `ProcessedImages` (pixel_values, image_grid_thw) or None (`train/vision.py`)."""
+
+
+def vision_response_logprobs(
+    model: torch.nn.Module, samples: Sequence[Sample], vision: VisionInputs, width: int
+) -> torch.Tensor:
+    """[B, width] logprobs of each sample's response under a vision-language `model`, with its pixels."""
+    from openforgerl.engines.local.vlm import vlm_logprobs
+
+    device = next(model.parameters()).device
+    rows = []
+    for s in samples:
+        images = vision(s)
+        pixels = images.pixel_values.to(device) if images is not None else None
+        grid = images.image_grid_thw.to(device) if images is not None else None
+        lp = vlm_logprobs(model, s.prompt_ids, s.response_ids, pixels, grid)
+        rows.append(torch.nn.functional.pad(lp, (0, width - lp.shape[0])))
+    return torch.stack(rows)

@@ -121,7 +121,8 @@ async def open_stack(config: TrainConfig, out_dir: Path) -> AsyncIterator[Stack]
         store = SQLiteCallStore(out_dir / "calls.db")
         stack.push_async_callback(store.aclose)
         engine = OpenAICompatEngine(list(urls), dialect=config.engine.dialect)
-        gateway = await start_gateway(engine, store, owns_engine=True, call_deadline_s=120.0)
+        gateway = await start_gateway(engine, store, owns_engine=True,
+                                      call_deadline_s=config.gateway_call_deadline_s)
         stack.push_async_callback(gateway.aclose)
         backend = await make_backend(config.backend, out_dir)
         stack.push_async_callback(backend.aclose)

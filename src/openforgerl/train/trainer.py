@@ -4,6 +4,11 @@ Each step runs one GRPO group per task through the orchestrator (real harness, r
 gateway recording every call), reconstructs samples from the call log, computes group-relative
 advantages over the valid rollouts only, takes one optimiser step, and pushes the weights to the engine
 while the gateway is paused. Metrics go to JSONL + TensorBoard; a reward curve PNG is written at the end.
+
+A vision-language policy (a model directory with a `vision_config`, e.g. `tiny-vl`) is loaded with its
+vision tower; each sample's images come from the call log's blob store through `train/vision.py`, so
+the forward pass gets the pixels and grids the engine saw, and the weight push carries both towers.
+At the first step the trainer checks its logprobs against the engine's (`step0_logprob_tol`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from rich.console import Console
@@ -25,15 +30,18 @@ from rich.live import Live
 from openforgerl.orchestrator.batch import BatchResult, run_batch
 from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.results import ResultSink
-from openforgerl.records import RolloutRecord, Sample
+from openforgerl.records import CallRecord, RolloutRecord, Sample
 from openforgerl.train.checkpoint import load_checkpoint, save_checkpoint
 from openforgerl.train.config import TrainConfig
 from openforgerl.train.grpo import RolloutScore, group_advantages
 from openforgerl.train.reporting import MetricsLog, plot_reward_curve, step_table
 from openforgerl.train.stack import Stack, open_stack
-from openforgerl.train.update import UpdateSettings, grpo_update
+from openforgerl.train.update import UpdateSettings, grpo_update, logprob_check
+from openforgerl.train.vision import SampleVision
 from openforgerl.train.weight_sync import sync_weights
-from openforgerl.trajectory.reconstruct import reconstruct_samples
+from openforgerl.trajectory.options import ReconstructionOptions
+from openforgerl.trajectory.reconstruct import DEFAULT_OPTIONS, reconstruct_samples
+from openforgerl.trajectory.trainable import trainable
 
 
 @dataclass
@@ -56,10 +64,12 @@ class TrainSummary:
     curve: Path | None
 
 
-def orchestrator_config(cfg: TrainConfig, n: int) -> OrchestratorConfig:
+def orchestrator_config(cfg: TrainConfig, n: int, artifacts_dir: Path | None = None) -> OrchestratorConfig:
+    """`artifacts_dir`: each rollout's harness output and service audit log (`<dir>/<rollout_id>/`),
+    what `openforgerl analyze` and `view` read from a run directory."""
     return OrchestratorConfig(
         n=n, min_group_size=min(2, n), timeout_policy=cfg.timeout_policy, max_running=cfg.max_running,
-        budget_s=cfg.rollout_budget_s,
+        budget_s=cfg.rollout_budget_s, artifacts_dir=artifacts_dir,
     )
 
 
@@ -78,26 +88,35 @@ def harness_for(cfg: TrainConfig, step: int) -> Any:
     return get_harness(name, **options)
 
 
-async def collect(stack: Stack, batch: BatchResult) -> StepData:
-    """Samples and scores of the rollouts the orchestrator kept; everything else is dropped."""
+class CallSource(Protocol):
+    async def list_calls(self, rollout_id: str) -> list[CallRecord]: ...
+
+
+async def collect(store: CallSource, batch: BatchResult,
+                  options: ReconstructionOptions = DEFAULT_OPTIONS) -> StepData:
+    """Samples and scores of the rollouts `trajectory.trainable` accepts; everything else is dropped.
+
+    The same rule export and the veRL loop apply, on the records the gateway stored (`run_batch`
+    returns them), so the three select exactly the same rollouts. `options.image_token_id` (the
+    policy's `<|image_pad|>`) checks pad counts where a call recorded no processor identity.
+    """
     data = StepData()
     for group in batch.groups:
         for record in group.records:
-            kept = bool(record.metadata.get("in_batch")) and group.valid
-            if not kept:
+            if not trainable(record):
                 data.dropped += 1
                 continue
-            result = reconstruct_samples(await stack.store.list_calls(record.rollout_id), record)
-            if not result.samples:
+            result = reconstruct_samples(await store.list_calls(record.rollout_id), record, options=options)
+            if not result.samples or record.reward is None:
                 data.dropped += 1
                 continue
             data.samples.extend(result.samples)
-            data.scores.append(RolloutScore(record.rollout_id, group.group_id, float(record.reward or 0.0)))
+            data.scores.append(RolloutScore(record.rollout_id, group.group_id, record.reward))
     return data
 
 
 def pass_rate(records: Sequence[RolloutRecord]) -> float | None:
-    kept = [r for r in records if r.metadata.get("in_batch")]
+    kept = [r for r in records if r.in_batch]
     return sum((r.reward or 0.0) >= 1.0 for r in kept) / len(kept) if kept else None
 
 
@@ -114,6 +133,23 @@ class GatewayAdmin:
         return int(self.gateway.resume())
 
 
+def load_policy(path: Path) -> Any:
+    """The trainable policy: a causal LM, or the full image-text model (vision tower included)."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    from openforgerl.engines.local.model import is_multimodal_dir
+
+    auto = AutoModelForImageTextToText if is_multimodal_dir(path) else AutoModelForCausalLM
+    return auto.from_pretrained(path, dtype=torch.float32).eval()
+
+
+def policy_vision(path: Path, store: Any) -> SampleVision | None:
+    """Pixels for a vision-language policy's samples, read from the call log's blobs (None: text)."""
+    from openforgerl.engines.local.model import is_multimodal_dir
+
+    return SampleVision.for_model_dir(path, store.read_blob) if is_multimodal_dir(path) else None
+
+
 class Trainer:
     def __init__(self, cfg: TrainConfig, out_dir: Path, console: Console | None = None) -> None:
         self.cfg = cfg
@@ -121,19 +157,21 @@ class Trainer:
         self.console = console or Console()
         self.log = MetricsLog(out_dir)
         self.settings = UpdateSettings(cfg.clip_low, cfg.clip_high, cfg.kl_coef, cfg.micro_batch, cfg.max_grad_norm)
+        self.vision: SampleVision | None = None
+        self.check_logprobs = cfg.step0_logprob_tol is not None
 
     async def evaluate(self, stack: Stack, step: int) -> float | None:
         if not stack.eval_tasks:
             return None
-        ocfg = orchestrator_config(self.cfg, self.cfg.eval_trials)
+        ocfg = orchestrator_config(self.cfg, self.cfg.eval_trials, self.out_dir / "rollouts")
         ocfg = dataclasses.replace(ocfg, min_group_size=1)
-        batch = await run_batch(stack.eval_tasks, harness_for(self.cfg, step), gateway_url=stack.gateway.url,
+        batch = await run_batch(stack.eval_tasks, harness_for(self.cfg, step), gateway=stack.gateway.access,
                                 backend=stack.backend, config=ocfg, sink=self.sink(stack, "eval"))
         return pass_rate(batch.records)
 
     def sink(self, stack: Stack, kind: str) -> ResultSink:
         """Every rollout attempt, with its status, into the call log and `<kind>_rollouts.jsonl`."""
-        return ResultSink(stack.store, self.out_dir / f"{kind}_rollouts.jsonl")
+        return ResultSink(self.out_dir / f"{kind}_rollouts.jsonl")
 
     def tasks_for(self, stack: Stack, step: int) -> list[Any]:
         rng = random.Random(self.cfg.seed * 100_003 + step)
@@ -143,30 +181,43 @@ class Trainer:
     async def step(self, stack: Stack, model: Any, opt: Any, ref: Any, step: int, version: int) -> dict[str, Any]:
         t0 = time.monotonic()
         batch = await run_batch(self.tasks_for(stack, step), harness_for(self.cfg, step),
-                                gateway_url=stack.gateway.url, backend=stack.backend,
-                                config=orchestrator_config(self.cfg, self.cfg.group_size),
+                                gateway=stack.gateway.access, backend=stack.backend,
+                                config=orchestrator_config(self.cfg, self.cfg.group_size, self.out_dir / "rollouts"),
                                 sink=self.sink(stack, "train"))
         t_roll = time.monotonic() - t0
-        data = await collect(stack, batch)
+        options = ReconstructionOptions(image_token_id=self.vision.image_token_id) if self.vision else DEFAULT_OPTIONS
+        data = await collect(stack.store, batch, options)
         adv = group_advantages(data.scores)
-        stats = await asyncio.to_thread(grpo_update, model, opt, data.samples, adv, self.settings, ref_model=ref)
+        stats = await asyncio.to_thread(grpo_update, model, opt, data.samples, adv, self.settings, ref_model=ref,
+                                        vision=self.vision)
         new_version = await sync_weights(GatewayAdmin(stack.gateway), stack.pusher, model, version + 1)
         rewards = [s.reward for s in data.scores]
-        return {
+        return {**self.step0_check(stats),
             "step": step, "reward": sum(rewards) / len(rewards) if rewards else 0.0,
             "pass_rate": pass_rate(batch.records) or 0.0, "kept": len(data.scores), "dropped": data.dropped,
             "samples": stats.samples, "trained_tokens": stats.trained_tokens, "loss": stats.loss,
             "grad_norm": stats.grad_norm, "clip_frac": stats.clip_frac, "kl": stats.kl,
+            "logprob_diff_max": stats.logprob_diff_max,
             "rollout_s": t_roll, "step_s": time.monotonic() - t0, "policy_version": new_version,
         }
 
-    async def run(self, *, resume: bool = False) -> TrainSummary:
-        from transformers import AutoModelForCausalLM
+    def step0_check(self, stats: Any) -> dict[str, Any]:
+        """The first step with trained tokens: trainer vs engine logprobs on the same weights."""
+        if not self.check_logprobs or not stats.trained_tokens or self.cfg.step0_logprob_tol is None:
+            return {}
+        self.check_logprobs = False
+        check = logprob_check(stats, self.cfg.step0_logprob_tol)
+        if not check.passed:
+            self.console.print(f"[red]step-0 logprob check failed: max |trainer - engine| = {check.max_diff:.3g} "
+                               f"> {check.tolerance:g} (engine and trainer disagree on the same weights)[/red]")
+        return check.as_row()
 
+    async def run(self, *, resume: bool = False) -> TrainSummary:
         torch.manual_seed(self.cfg.seed)
         started = time.monotonic()
         async with open_stack(self.cfg, self.out_dir) as stack:
-            model = AutoModelForCausalLM.from_pretrained(stack.policy_path, dtype=torch.float32).eval()
+            model = load_policy(stack.policy_path)
+            self.vision = policy_vision(stack.policy_path, stack.store)
             opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
             ref = copy.deepcopy(model).eval() if self.cfg.kl_coef > 0 else None
             first, version = 0, 0

@@ -3,6 +3,12 @@
 The batch's per-token weights are computed over the whole step (every rollout's trained tokens sum to
 1 / num_rollouts), then the step is split into micro-batches whose gradients accumulate, so the
 result does not depend on the micro-batch size.
+
+A vision-language policy (`vision` given: a sample -> its processed images) is scored sample by sample
+with its pixels and grids (`policy.vision_response_logprobs`), so the vision tower gets gradients too.
+Every update also measures how far the trainer's logprobs (before the step) are from the ones the
+engine recorded on the same tokens (`logprob_diff_max` / `_mean` over trained tokens): at step 0 they
+are the same weights, so the difference must be numerical noise (`logprob_check`).
 """
 
 from __future__ import annotations
@@ -14,7 +20,13 @@ import torch
 
 from openforgerl.records import Sample
 from openforgerl.train.grpo import clipped_policy_loss, k3_kl, per_rollout_token_weights
-from openforgerl.train.policy import collate, response_logprobs
+from openforgerl.train.policy import (
+    TokenBatch,
+    VisionInputs,
+    collate,
+    response_logprobs,
+    vision_response_logprobs,
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +46,30 @@ class UpdateStats:
     kl: float
     trained_tokens: int
     samples: int
+    logprob_diff_max: float = 0.0
+    """max |trainer - engine| logprob over trained tokens, before the step (0 at step 0 up to noise)."""
+    logprob_diff_mean: float = 0.0
+
+
+@dataclass(frozen=True)
+class LogprobCheck:
+    """Step-0 check: the trainer's recomputed logprobs match the engine's on the same tokens."""
+
+    max_diff: float
+    mean_diff: float
+    tolerance: float
+
+    @property
+    def passed(self) -> bool:
+        return self.max_diff <= self.tolerance
+
+    def as_row(self) -> dict[str, float | bool]:
+        return {"step0_logprob_max_diff": self.max_diff, "step0_logprob_mean_diff": self.mean_diff,
+                "step0_logprob_check": self.passed}
+
+
+def logprob_check(stats: UpdateStats, tolerance: float) -> LogprobCheck:
+    return LogprobCheck(stats.logprob_diff_max, stats.logprob_diff_mean, tolerance)
 
 
 def trainable_samples(samples: Sequence[Sample], advantages: Mapping[str, float]) -> list[Sample]:
@@ -50,6 +86,7 @@ def grpo_update(
     *,
     ref_model: torch.nn.Module | None = None,
     pad_id: int = 0,
+    vision: VisionInputs | None = None,
 ) -> UpdateStats:
     rows = trainable_samples(samples, advantages)
     if not rows:
@@ -59,21 +96,25 @@ def grpo_update(
     weights = per_rollout_token_weights([s.rollout_id for s in rows], full_mask).to(device)
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    total_loss = clip_sum = kl_sum = 0.0
+    total_loss = clip_sum = kl_sum = diff_max = diff_sum = 0.0
     for start in range(0, len(rows), settings.micro_batch):
         part = rows[start : start + settings.micro_batch]
         batch = collate(part, pad_id).to(device)
         w = weights[start : start + len(part), : batch.response_mask.shape[1]]
         adv = torch.tensor([advantages[s.rollout_id] for s in part], device=device)[:, None]
         adv = adv.expand_as(batch.response_mask)
-        logp = response_logprobs(model, batch)
+        logp = _logprobs(model, part, batch, vision)
+        with torch.no_grad():
+            diff = (logp.detach() - batch.old_logprobs).abs() * batch.response_mask
+            diff_max = max(diff_max, float(diff.max()))
+            diff_sum += float(diff.sum())
         loss, stats = clipped_policy_loss(
             logp, batch.old_logprobs, adv, batch.response_mask, w,
             clip_low=settings.clip_low, clip_high=settings.clip_high,
         )
         if ref_model is not None and settings.kl_coef > 0:
             with torch.no_grad():
-                ref_logp = response_logprobs(ref_model, batch)
+                ref_logp = _logprobs(ref_model, part, batch, vision)
             kl = (k3_kl(logp, ref_logp) * batch.response_mask * w).sum()
             loss = loss + settings.kl_coef * kl
             kl_sum += float(kl)
@@ -90,4 +131,14 @@ def grpo_update(
         kl=kl_sum,
         trained_tokens=int(full_mask.sum()),
         samples=len(rows),
+        logprob_diff_max=diff_max,
+        logprob_diff_mean=diff_sum / max(float(full_mask.sum()), 1.0),
     )
+
+
+def _logprobs(
+    model: torch.nn.Module, part: Sequence[Sample], batch: TokenBatch, vision: VisionInputs | None
+) -> torch.Tensor:
+    if vision is None:
+        return response_logprobs(model, batch)
+    return vision_response_logprobs(model, part, vision, batch.response_mask.shape[1])

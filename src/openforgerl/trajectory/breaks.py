@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from openforgerl.trajectory.images import image_pruned, shares_image
 from openforgerl.trajectory.tokens import common_prefix_len
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ class BreakCause(StrEnum):
     NEW_CONTEXT = "new_context"  # shares (almost) nothing with the agent's chains
     REWIND = "rewind"  # prompt is a strict prefix of the chain: retry, parallel call, or undo
     LENGTH = "length"  # would overflow max_response_len (overflow policy ``split``)
+    IMAGE_PRUNED = "image_pruned"  # an image of the chain was dropped (or replaced) from the prompt
 
 
 class ExcludeCause(StrEnum):
@@ -68,9 +70,17 @@ def classify_break(
     *,
     compaction_ratio: float,
     related_prefix_tokens: int,
+    image_keys: Sequence[str] = (),
 ) -> tuple[BreakCause, bool]:
-    """Cause, and whether the divergence (at ``cpl``) hit a token ``chain``'s model sampled."""
+    """Cause, and whether the divergence (at ``cpl``) hit a token ``chain``'s model sampled.
+
+    ``image_pruned`` wins over the token causes when an image of the chain is missing from the call
+    (``image_keys``: the call's image hashes) and the call still belongs to the chain's context (a long
+    common prefix, or a shared image), unless the prompt is a plain rewind (a prefix of the chain).
+    """
     at_sampled = chain.is_sampled_at(cpl)
+    if _pruned(chain, image_keys, cpl, len(prompt), related_prefix_tokens):
+        return BreakCause.IMAGE_PRUNED, at_sampled
     if cpl < related_prefix_tokens:
         return BreakCause.NEW_CONTEXT, at_sampled
     if cpl == len(prompt):
@@ -78,3 +88,9 @@ def classify_break(
     if len(prompt) < compaction_ratio * len(chain.tokens):
         return BreakCause.COMPACTION, at_sampled
     return BreakCause.PREFIX_MISMATCH, at_sampled
+
+
+def _pruned(chain: Chain, keys: Sequence[str], cpl: int, prompt_len: int, related: int) -> bool:
+    if cpl == prompt_len or not image_pruned(chain.image_keys, keys):
+        return False
+    return cpl >= related or shares_image(chain.image_keys, keys)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from openforgerl.records import CallRecord
 from openforgerl.trajectory.breaks import BreakCause, BreakEvent, ExcludeCause, classify_break, closest_chain
 from openforgerl.trajectory.chains import Chain, find_extended
+from openforgerl.trajectory.images import call_images, image_keys
 from openforgerl.trajectory.options import OverflowPolicy, ReconstructionOptions
 
 _CLASSIFY_AGAINST = 4
@@ -76,13 +77,14 @@ class _Builder:
     def add(self, call: CallRecord) -> None:
         agent = call.agent_id
         recent = self.by_agent.setdefault(agent, [])
-        chain = find_extended(recent, call.prompt_token_ids)
+        keys = image_keys(call_images(call))
+        chain = find_extended(recent, call.prompt_token_ids, keys)
         if chain is not None and not self._overflows(chain, call):
             chain.append(call)
             self.merged += 1
             _touch(recent, chain)
             return
-        event = self._break_event(call, recent, overflow=chain)
+        event = self._break_event(call, keys, recent, overflow=chain)
         if event is not None:
             self.breaks.append(event)
         new = Chain.start(len(self.chains), agent, call, event)
@@ -96,7 +98,7 @@ class _Builder:
         return chain.merged_response_len(call) > limit
 
     def _break_event(
-        self, call: CallRecord, recent: list[Chain], overflow: Chain | None
+        self, call: CallRecord, keys: tuple[str, ...], recent: list[Chain], overflow: Chain | None
     ) -> BreakEvent | None:
         prompt = call.prompt_token_ids
         if not recent:
@@ -113,6 +115,7 @@ class _Builder:
             cpl,
             compaction_ratio=self.options.compaction_ratio,
             related_prefix_tokens=self.options.related_prefix_tokens,
+            image_keys=keys,
         )
         return BreakEvent(call.index, call.agent_id, cause, len(prompt), len(ref.tokens), cpl, at_sampled)
 

@@ -31,7 +31,7 @@ def fit_chain(chain: Chain, options: ReconstructionOptions) -> FittedChain:
     response = chain.tokens[chain.prompt_len :]
     prompt_over = _excess(len(prompt), options.max_prompt_len)
     response_over = _excess(len(response), options.max_response_len)
-    if (prompt_over or response_over) and options.overflow is OverflowPolicy.DROP:
+    if (prompt_over or response_over) and (options.overflow is OverflowPolicy.DROP or chain.images):
         return FittedChain([], [], [], [], sampled_tokens_dropped=sum(chain.mask), dropped=True)
     if not (prompt_over or response_over):
         return FittedChain(prompt, response, chain.mask, chain.logprobs)

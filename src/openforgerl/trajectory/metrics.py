@@ -12,6 +12,8 @@ Definitions (the README quotes them):
   ``tokens_in_samples``: prompt + response tokens handed to the trainer (its compute);
   ``tokens_trained``: tokens with mask 1 in the samples; ``tokens_sampled``: completion tokens of
   trainable calls (== tokens_trained unless truncated/dropped, which is counted).
+- ``images_in_samples``: image references carried by the samples (an image shared by two chains
+  counts twice); breaks by an image pruned from the history are ``break_causes["image_pruned"]``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class RolloutMetrics:
     prompt_tokens_truncated: int = 0
     chains_truncated: int = 0
     chains_dropped: int = 0
+    images_in_samples: int = 0
     break_causes: Mapping[str, int] = field(default_factory=dict)
     excluded: Mapping[str, int] = field(default_factory=dict)
     dropped_reason: str | None = None
@@ -133,5 +136,5 @@ def _sum(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
 
 
 def _reason_key(reason: str) -> str:
-    """``infra_call_error:engine_http (call 3)`` -> ``infra_call_error:engine_http``."""
+    """``infra:call_error:engine_http (call 3)`` -> ``infra:call_error:engine_http``."""
     return reason.split(" ", 1)[0]

@@ -15,6 +15,9 @@ class OverflowPolicy(StrEnum):
     - ``split``: never grow a chain past ``max_response_len``; the call that would overflow starts a
       new chain (break cause ``length``), so no sampled token is lost unless one call alone is too
       long (then ``truncate`` applies).
+
+    A chain with images is never truncated (a cut pad run no longer matches its image, and veRL
+    refuses multimodal prompts over ``prompt_length``): where ``truncate`` would cut it, it is dropped.
     """
 
     TRUNCATE = "truncate"
@@ -33,5 +36,6 @@ class ReconstructionOptions:
     """A break is a compaction when the new prompt is shorter than this fraction of the chain."""
     related_prefix_tokens: int = 16
     """A break whose prompt shares fewer leading tokens with every chain of its agent is a new context."""
-    drop_unfinished: bool = False
-    """Drop rollouts that have no status yet (still running or never closed)."""
+    image_token_id: int | None = None
+    """``<|image_pad|>`` id for the pad-count check when a call records no processor identity
+    (``CallRecord.processor["image_token_id"]`` wins); None with no processor: not checked."""

@@ -7,8 +7,17 @@ Rule for rewards and groups (documented contract, see README "Trajectory reconst
   advantage; only the final chain should enter group statistics (``is_final_chain``).
 - **Per-rollout loss weight** ``weight = 1 / number of samples`` of the rollout, so a rollout that
   split into many chains gets no extra weight in the loss.
-- Infra-tainted rollouts (taint flag, infra status, or any infra-error call) produce **no samples**
-  and a ``dropped_reason``; they must be dropped from their group, not trained as reward 0.
+- Only a rollout that passes ``trainable.untrainable_reason`` (the one rule export, the trainer and
+  the veRL loop share: not infra, in the batch, a valid group, a reward) produces samples; any other
+  gives **no samples** and that reason as ``dropped_reason``. An infra-tainted rollout is dropped from
+  its group, never trained as reward 0.
+
+Images (``images.py``): a sample carries its chain's images in pad-run order as
+``multi_modal_data = {"images": [ImageRef dict, ...]}`` (``sha256``, ``media_type``, ``width``,
+``height``, ``grid_thw``, ``tokens``: references, never pixels; export turns them into what its
+consumer wants) and the engine's processor identity in ``extra_fields["image_processor"]``. A text
+sample has ``multi_modal_data == {}``. A sample whose ``<|image_pad|>`` count disagrees with its images'
+token counts drops the whole rollout with reason ``image_tokens_mismatch (...)``.
 """
 
 from __future__ import annotations
@@ -21,8 +30,10 @@ from openforgerl.records import CallRecord, RolloutRecord, Sample
 from openforgerl.trajectory.building import ChainBuild, build_chains
 from openforgerl.trajectory.chains import Chain
 from openforgerl.trajectory.fitting import FittedChain, fit_chain
+from openforgerl.trajectory.images import image_token_id, pad_mismatch
 from openforgerl.trajectory.metrics import RolloutMetrics
 from openforgerl.trajectory.options import ReconstructionOptions
+from openforgerl.trajectory.trainable import untrainable_reason
 
 DEFAULT_OPTIONS = ReconstructionOptions()
 
@@ -48,31 +59,13 @@ def reconstruct_samples(
 ) -> ReconstructionResult:
     """Turn one rollout's calls (any order) into chains and samples, with metrics."""
     ordered = sorted(calls, key=lambda c: c.index)
-    reason = drop_reason(ordered, rollout, options)
+    reason = untrainable_reason(rollout, ordered)
     if reason is not None:
         return _dropped(ordered, rollout, reason)
     build = build_chains(ordered, options)
     if not build.chains:
         return _dropped(ordered, rollout, "no_trainable_calls", build)
     return _emit(ordered, rollout, build, options)
-
-
-def drop_reason(
-    calls: Sequence[CallRecord], rollout: RolloutRecord, options: ReconstructionOptions
-) -> str | None:
-    """Why this rollout must not be trained at all (None: train it)."""
-    if rollout.infra_tainted:
-        return "infra_tainted"
-    status = rollout.status
-    if status is not None and status.is_infra:
-        return f"infra_status:{status.value}"
-    for call in calls:
-        if call.is_infra_error:
-            assert call.error is not None
-            return f"infra_call_error:{call.error.kind.value} (call {call.index})"
-    if status is None and options.drop_unfinished:
-        return "unfinished"
-    return None
 
 
 def _dropped(
@@ -97,9 +90,22 @@ def _emit(
     ordered = [(c, f) for c, f in kept if c is not final] + [(c, f) for c, f in kept if c is final]
     weight = 1.0 / len(ordered) if ordered else 0.0
     samples = tuple(_sample(c, f, rollout, c is final, weight) for c, f in ordered)
+    mismatch = _image_mismatch(ordered, options)
+    if mismatch is not None:
+        return _dropped(calls, rollout, mismatch, build)
     metrics = _metrics(calls, rollout, build, fitted, samples)
     reason = None if samples else "all_chains_dropped"
     return ReconstructionResult(rollout.rollout_id, samples, metrics, reason)
+
+
+def _image_mismatch(chains: list[tuple[Chain, FittedChain]], options: ReconstructionOptions) -> str | None:
+    """The first chain whose pad count disagrees with its images, as a drop reason."""
+    for chain, fit in chains:
+        token = image_token_id(chain.processor, options.image_token_id)
+        problem = pad_mismatch(fit.prompt_ids + fit.response_ids, chain.images, token, chain.processor)
+        if problem is not None:
+            return f"image_tokens_mismatch (chain {chain.index}: {problem})"
+    return None
 
 
 def _final_chain(chains: list[Chain], main: str | None) -> Chain | None:
@@ -114,7 +120,7 @@ def _sample(chain: Chain, fit: FittedChain, rollout: RolloutRecord, is_final: bo
         response_ids=fit.response_ids,
         response_mask=fit.response_mask,
         response_logprobs=fit.response_logprobs,
-        multi_modal_data={},
+        multi_modal_data={"images": [dict(i) for i in chain.images]} if chain.images else {},
         reward_score=rollout.reward,
         num_turns=len(chain.call_indices),
         rollout_id=rollout.rollout_id,
@@ -134,6 +140,7 @@ def _sample(chain: Chain, fit: FittedChain, rollout: RolloutRecord, is_final: bo
             "prompt_tokens_truncated": fit.prompt_tokens_truncated,
             "sampled_tokens_truncated": fit.sampled_tokens_truncated,
             "reward_components": dict(rollout.reward_components),
+            **({"image_processor": dict(chain.processor)} if chain.processor else {}),
         },
     )
 
@@ -163,6 +170,7 @@ def _metrics(
         prompt_tokens_truncated=sum(f.prompt_tokens_truncated for f in fits),
         chains_truncated=sum(f.truncated for f in fits),
         chains_dropped=sum(f.dropped for f in fits),
+        images_in_samples=sum(len(s.multi_modal_data.get("images", ())) for s in samples),
         break_causes=dict(Counter(b.label for b in build.breaks)),
         excluded=build.excluded,
     )

@@ -25,8 +25,11 @@ class BackgroundServer:
             raise self._error
 
     @classmethod
-    def start(cls, model: str, **kw: Any) -> BackgroundServer:
-        return cls(LocalEngine.from_pretrained(model), **kw)
+    def start(cls, model: str, served_model_name: str | None = None, **kw: Any) -> BackgroundServer:
+        engine = LocalEngine.from_pretrained(model)
+        if served_model_name:
+            engine.loaded.name = served_model_name
+        return cls(engine, **kw)
 
     def _run(self) -> None:
         from openforgerl.engines.local.server import serve

@@ -13,11 +13,14 @@ def command(
     dtype: str = "float32",
     threads: int | None = None,
     max_batch: int = 256,
+    max_model_len: int | None = None,
 ) -> None:
-    """Serve MODEL (a model directory, `tiny` for the bundled tool-calling model, or `smollm2`).
+    """Serve MODEL (a model directory, `tiny` for the bundled tool-calling model, `tiny-vl` for the
+    bundled vision-language model, or `smollm2`).
 
     Speaks the subset of vLLM's OpenAI API the gateway uses (chat/completions with return_token_ids
-    and logprobs, streaming, hermes tool calls, /tokenize, dev-mode weight reload).
+    and logprobs, streaming, hermes tool calls, image_url parts for a vision model, /tokenize,
+    dev-mode weight reload).
     """
     import logging
 
@@ -31,6 +34,8 @@ def command(
     engine = LocalEngine.from_pretrained(model, dtype=dtype, threads=threads, max_batch=max_batch)
     if served_model_name:
         engine.loaded.name = served_model_name
+    if max_model_len:  # vLLM's --max-model-len: past the trained context the text degrades, the ids stay exact
+        engine.loaded.max_model_len = max_model_len
 
     async def main() -> None:
         runner = await serve(engine, host, port)

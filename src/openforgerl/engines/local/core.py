@@ -2,7 +2,9 @@
 
 Continuous batching: a request joins the running batch right after its own prefill; each loop turn
 runs one [B, 1] forward for all running sequences against a shared left-padded KV cache (`BatchKV`)
-and hands each sampled token to its request through a callback. Weight swaps, pause and abort run
+and hands each sampled token to its request through a callback. A vision-language model prefills
+each request alone with its own images (so images of any size share a batch) and decodes with
+M-RoPE positions: the text position plus the sequence's rope delta from its prefill. Weight swaps, pause and abort run
 on this same thread between steps, so a swap never lands in the middle of a forward.
 """
 
@@ -22,6 +24,7 @@ from transformers import DynamicCache
 
 from openforgerl.engines.local.batch import BatchKV
 from openforgerl.engines.local.sampling import SamplingParams, TokenSample, make_generator, sample_rows
+from openforgerl.engines.local.vlm import ProcessedImages, is_vision_model, rope_positions
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,8 @@ class Sequence:
     output_ids: list[int] = field(default_factory=list)
     cancelled: bool = False
     generator: torch.Generator | None = None
+    images: ProcessedImages | None = None  # the prompt's images (vision-language models)
+    rope_delta: int = 0  # M-RoPE: decode position = text position + rope_delta (set at prefill)
 
     def __post_init__(self) -> None:
         self.generator = make_generator(self.params.seed)
@@ -69,6 +74,7 @@ class EngineCore:
         self.eos_token_ids = eos_token_ids
         self.max_batch = max_batch
         self._cache_kw = _cache_kwarg(model)
+        self._mrope = is_vision_model(getattr(model, "config", None))
         self._cv = threading.Condition()
         self._waiting: deque[Sequence] = deque()
         self._calls: deque[tuple[Callable[[], Any], Future]] = deque()
@@ -183,14 +189,30 @@ class EngineCore:
 
     def _prefill(self, seq: Sequence) -> None:
         ids = torch.tensor([seq.prompt_ids], dtype=torch.long)
-        out = self.model(input_ids=ids, use_cache=True)
+        out = self.model(input_ids=ids, use_cache=True, **self._prefill_inputs(seq))
         cache = _out_cache(out)
         self._kv.add([layer.keys for layer in cache.layers], [layer.values for layer in cache.layers])
         self._running.append(seq)
         self._deliver([seq], out.logits[:, -1, :])
 
+    def _prefill_inputs(self, seq: Sequence) -> dict[str, Any]:
+        if not self._mrope:
+            return {}
+        grid = seq.images.image_grid_thw if seq.images is not None else None
+        positions, seq.rope_delta = rope_positions(self.model, seq.prompt_ids, grid, self.model.config.image_token_id)
+        if seq.images is None:
+            return {"position_ids": positions}
+        return {"position_ids": positions, "pixel_values": seq.images.pixel_values, "image_grid_thw": grid}
+
+    def _mrope_positions(self, pos: torch.Tensor) -> torch.Tensor:
+        """[B, 1] text positions → [4, B, 1]: the text row, then T/H/W rows shifted by each rope delta."""
+        delta = torch.tensor([[s.rope_delta] for s in self._running], dtype=pos.dtype)
+        return torch.stack([pos, pos + delta, pos + delta, pos + delta])
+
     def _decode(self) -> None:
         attn, pos = self._kv.decode_inputs()
+        if self._mrope:
+            pos = self._mrope_positions(pos)
         ids = torch.tensor([[s.output_ids[-1]] for s in self._running], dtype=torch.long)
         cache = DynamicCache(ddp_cache_data=list(zip(self._kv.keys, self._kv.values, strict=True)))
         kw = {self._cache_kw: cache}

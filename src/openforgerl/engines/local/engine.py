@@ -17,6 +17,7 @@ from typing import Any
 from openforgerl.engines.local.core import EngineCore, Sequence, StepEvent
 from openforgerl.engines.local.model import LoadedModel, load_model
 from openforgerl.engines.local.sampling import SamplingParams
+from openforgerl.engines.local.vlm import ProcessedImages
 
 
 @dataclass(frozen=True)
@@ -76,12 +77,16 @@ class LocalEngine:
     def max_model_len(self) -> int:
         return self.loaded.max_model_len
 
-    async def stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[StepEvent]:
-        """Yield one event per sampled token; the last one carries the finish reason."""
+    async def stream(self, prompt_ids: list[int], params: SamplingParams,
+                     images: ProcessedImages | None = None) -> AsyncIterator[StepEvent]:
+        """Yield one event per sampled token; the last one carries the finish reason.
+
+        `images`: the prompt's processed images (a vision-language model; pads already expanded)."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[StepEvent] = asyncio.Queue()
         stops = StopStrings(self.chat.decode, params.stop) if params.stop else None
-        seq = Sequence(list(prompt_ids), params, lambda ev: loop.call_soon_threadsafe(queue.put_nowait, ev), stops)
+        seq = Sequence(list(prompt_ids), params, lambda ev: loop.call_soon_threadsafe(queue.put_nowait, ev), stops,
+                       images=images)
         self.core.submit(seq)
         try:
             while True:
@@ -92,10 +97,11 @@ class LocalEngine:
         finally:
             self.core.cancel(seq)
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
+    async def generate(self, prompt_ids: list[int], params: SamplingParams,
+                       images: ProcessedImages | None = None) -> Generation:
         ids, lps, tops = [], [], []
         last = StepEvent(None, "abort")
-        async for ev in self.stream(prompt_ids, params):
+        async for ev in self.stream(prompt_ids, params, images):
             if ev.sample is not None:
                 ids.append(ev.sample.token_id)
                 lps.append(ev.sample.logprob)

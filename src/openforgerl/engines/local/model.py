@@ -14,7 +14,8 @@ from typing import Any
 
 from openforgerl.engines.chat_format import PARSERS_FILE, TINY_ASSETS, ChatFormat
 
-PRESETS = {"tiny": TINY_ASSETS}
+TINY_VL_ASSETS = TINY_ASSETS.parent / "tiny-vl"
+PRESETS = {"tiny": TINY_ASSETS, "tiny-vl": TINY_VL_ASSETS}
 
 
 @dataclass
@@ -27,10 +28,11 @@ class LoadedModel:
     path: Path
     max_model_len: int
     eos_token_ids: tuple[int, ...]
+    vision: Any = None  # vlm.VisionProcessor for a vision-language model, else None
 
 
 def resolve_model_path(model: str) -> Path:
-    """`tiny` → the committed tiny model; `smollm2` → converted SmolLM2 dir; else a directory."""
+    """`tiny` / `tiny-vl` → the committed tiny models; `smollm2` → converted SmolLM2 dir; else a directory."""
     if model in PRESETS:
         return PRESETS[model]
     if model == "smollm2":
@@ -55,7 +57,14 @@ def load_chat_format(path: Path) -> ChatFormat:
     parsers_file = path / PARSERS_FILE
     parsers = json.loads(parsers_file.read_text()) if parsers_file.exists() else {}
     reasoning = parsers.get("reasoning_parser", ...)
-    return ChatFormat(Tokenizer.from_file(str(path / "tokenizer.json")), template, reasoning_parser=reasoning)
+    return ChatFormat(Tokenizer.from_file(str(path / "tokenizer.json")), template, reasoning_parser=reasoning,
+                      multimodal=is_multimodal_dir(path))
+
+
+def is_multimodal_dir(path: Path) -> bool:
+    """A vision-language model directory (its config has a `vision_config`)."""
+    config = path / "config.json"
+    return config.exists() and "vision_config" in json.loads(config.read_text())
 
 
 def _eos_ids(path: Path, config: Any) -> tuple[int, ...]:
@@ -83,18 +92,28 @@ def set_threads(module: Any, threads: int | None) -> None:
 def load_model(model: str, *, dtype: str = "float32", threads: int | None = None) -> LoadedModel:
     """Load weights into a CPU torch module in eval mode (see `set_threads` for `threads`)."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
     path = resolve_model_path(model)
     config = AutoConfig.from_pretrained(path)
-    module = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), attn_implementation="sdpa")
+    vision = is_multimodal_dir(path)
+    auto = AutoModelForImageTextToText if vision else AutoModelForCausalLM
+    module = auto.from_pretrained(path, dtype=getattr(torch, dtype), attn_implementation="sdpa")
     module.eval()
     set_threads(module, threads)
+    text_config = config.get_text_config()
     return LoadedModel(
         model=module,
         chat=load_chat_format(path),
         name=str(model),
         path=path,
-        max_model_len=int(getattr(config, "max_position_embeddings", 4096)),
-        eos_token_ids=_eos_ids(path, config),
+        max_model_len=int(getattr(text_config, "max_position_embeddings", 4096)),
+        eos_token_ids=_eos_ids(path, text_config),
+        vision=_vision_processor(path, config) if vision else None,
     )
+
+
+def _vision_processor(path: Path, config: Any) -> Any:
+    from openforgerl.engines.local.vlm import VisionProcessor
+
+    return VisionProcessor(path, config)

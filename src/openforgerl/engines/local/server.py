@@ -3,7 +3,14 @@
 Routes: /v1/chat/completions, /v1/completions, /tokenize, /detokenize, /v1/models, /health, /version,
 and the RL/dev routes of a vLLM started with VLLM_SERVER_DEV_MODE=1: /collective_rpc
 (reload_weights), /pause, /resume, /is_paused, /update_weight_version, /weight_info,
-/reset_prefix_cache.
+/reset_prefix_cache (and /reset_mm_cache, /reset_encoder_cache: no caches here, so no-ops).
+
+A vision-language model (`--model tiny-vl`) takes `image_url` parts (data: URLs) in user, system and
+tool messages; `prompt_token_ids` carry the expanded `<|image_pad|>` runs as vLLM's do, and — an
+extension vLLM does not have — a chat response (the first chunk when streaming) with images has
+`openforgerl_images: [{"grid_thw": [t, h, w], "tokens": n}, ...]`, one entry per image in prompt
+order (`tokens` = pads in that image's run); `/v1/models` cards carry `openforgerl_processor` (the
+image processor settings and vision token ids, enough to recompute pixels and grids for training).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from openforgerl.engines.local.responses import (
     visible_text,
 )
 from openforgerl.engines.local.sampling import SamplingParams
+from openforgerl.engines.local.vlm import ImageError, ProcessedImages, message_images
 
 log = logging.getLogger(__name__)
 ENGINE_KEY: web.AppKey[LocalEngine] = web.AppKey("engine", LocalEngine)
@@ -63,6 +71,8 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return await handler(request)
     except ApiError as exc:
         return _json(exc.body(), exc.status)
+    except ImageError as exc:
+        return _json(ApiError(str(exc)).body(), 400)
     except (KeyError, ValueError, TypeError) as exc:
         return _json(ApiError(f"{type(exc).__name__}: {exc}").body(), 400)
 
@@ -74,18 +84,31 @@ def _chat_prompt(engine: LocalEngine, body: dict[str, Any], opts: ChatOptions) -
     return engine.chat.prompt_ids(body["messages"], opts.tools, add_generation_prompt=add_gen, **kwargs)
 
 
+async def _with_images(engine: LocalEngine, messages: list[dict[str, Any]],
+                       prompt: list[int]) -> tuple[list[int], ProcessedImages | None]:
+    """A vision model's prompt with each image's pad run expanded, and the processed images."""
+    vision = engine.loaded.vision
+    if vision is None:
+        return prompt, None
+    images = await asyncio.to_thread(vision.process_urls, message_images(messages))
+    return vision.expand(prompt, images), images
+
+
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     engine, body = _engine(request), await _body(request)
     opts = chat_options(body, reasoning_parser=engine.chat.reasoning_parser)
-    prompt = _chat_prompt(engine, body, opts)
+    prompt, images = await _with_images(engine, body["messages"], _chat_prompt(engine, body, opts))
     params = sampling_params(body, prompt_len=len(prompt), max_model_len=engine.max_model_len,
                              logprobs=chat_logprobs(body), default_max=None)
+    model = body.get("model") or engine.model_name
     if opts.stream:
-        return await _stream_chat(request, engine, prompt, params, opts, body.get("model") or engine.model_name)
-    gens = await asyncio.gather(*(engine.generate(prompt, params) for _ in range(opts.n)))
+        return await _stream_chat(request, engine, prompt, params, opts, model, images)
+    gens = await asyncio.gather(*(engine.generate(prompt, params, images) for _ in range(opts.n)))
     _raise_if_failed(gens)
-    eos = engine.loaded.eos_token_ids
-    return _json(chat_completion(engine.chat, body.get("model") or engine.model_name, prompt, gens, opts, eos))
+    data = chat_completion(engine.chat, model, prompt, gens, opts, engine.loaded.eos_token_ids)
+    if images is not None:
+        data["openforgerl_images"] = images.summary()
+    return _json(data)
 
 
 def _raise_if_failed(gens: list[Generation]) -> None:
@@ -105,7 +128,7 @@ async def _open_sse(request: web.Request) -> web.StreamResponse:
 
 
 async def _stream_chat(request: web.Request, engine: LocalEngine, prompt: list[int], params: SamplingParams,
-                       opts: ChatOptions, model: str) -> web.StreamResponse:
+                       opts: ChatOptions, model: str, images: ProcessedImages | None = None) -> web.StreamResponse:
     if opts.n != 1:
         raise ApiError("streaming supports n=1 only")
     resp = await _open_sse(request)
@@ -115,9 +138,11 @@ async def _stream_chat(request: web.Request, engine: LocalEngine, prompt: list[i
                                    "logprobs": None, "finish_reason": None}]}
     if opts.return_token_ids:
         first["prompt_token_ids"] = prompt
+    if images is not None:
+        first["openforgerl_images"] = images.summary()
     await _sse(resp, first)
     state, n_out = ChatStreamState(0), 0
-    async for ev in engine.stream(prompt, params):
+    async for ev in engine.stream(prompt, params, images):
         if ev.finish_reason and ev.finish_reason.startswith("error:"):
             await _sse(resp, ApiError(ev.finish_reason[6:], 500, "InternalServerError").body())
             break
@@ -202,6 +227,7 @@ async def tokenize(request: web.Request) -> web.Response:
         kwargs = dict(body.get("chat_template_kwargs") or {})
         ids = engine.chat.prompt_ids(body["messages"], body.get("tools") or None,
                                      add_generation_prompt=body.get("add_generation_prompt", True), **kwargs)
+        ids, _ = await _with_images(engine, body["messages"], ids)
     elif "prompt" in body:
         ids = engine.chat.encode(body["prompt"])
     else:
@@ -219,6 +245,8 @@ async def models(request: web.Request) -> web.Response:
     engine = _engine(request)
     card = {"id": engine.model_name, "object": "model", "created": int(time.time()), "owned_by": "openforgerl",
             "root": str(engine.loaded.path), "parent": None, "max_model_len": engine.max_model_len}
+    if engine.loaded.vision is not None:
+        card["openforgerl_processor"] = engine.loaded.vision.identity()
     return _json({"object": "list", "data": [card]})
 
 
@@ -293,6 +321,7 @@ def create_app(engine: LocalEngine) -> web.Application:
     r.add_get("/metrics", metrics)
     r.add_post("/collective_rpc", collective_rpc)
     for path, fn in (("/pause", pause), ("/resume", resume), ("/reset_prefix_cache", reset_prefix_cache),
+                     ("/reset_mm_cache", reset_prefix_cache), ("/reset_encoder_cache", reset_prefix_cache),
                      ("/update_weight_version", update_weight_version)):
         r.add_post(path, fn)
     r.add_get("/is_paused", is_paused)

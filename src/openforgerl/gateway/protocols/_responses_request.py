@@ -311,7 +311,10 @@ def _content(content: Any, notes: list[str]) -> str | list[dict[str, Any]]:
             parts.append({"type": "text", "text": p.get("text", "")})
         elif kind == "refusal":
             parts.append({"type": "text", "text": str(p.get("refusal", ""))})
-        elif kind == "input_image" and isinstance(p.get("image_url"), str):
+        elif kind == "input_image":
+            # never dropped: the model would see a prompt without the image the harness sent
+            expect(isinstance(p.get("image_url"), str),
+                   "input_image needs an image_url (a base64 data URL); file_id is not supported", "input")
             parts.append(image_part(p["image_url"]))
         else:
             notes.append(f"dropped content part {kind!r}")

@@ -47,12 +47,13 @@ placement. ``examples/verl/`` holds the launch script for a GPU cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from openforgerl.records import RolloutRecord
-from openforgerl.train.verl.outputs import classic_row, reconstruct, v1_rows
+from openforgerl.train.verl.outputs import classic_row, reconstruct, v1_rows, with_pil_images
 from openforgerl.train.verl.rows import AGENT_NAME, RowSpec
 from openforgerl.train.verl.runtime import LoopSettings, get_runtime
 from openforgerl.trajectory import OverflowPolicy, ReconstructionOptions
@@ -113,8 +114,10 @@ def rollout_rows(record: RolloutRecord, calls: list[Any], *, mode: str, options:
 
 
 async def run_row(server_manager: Any, trainer_config: Any, settings: LoopSettings, row: Mapping[str, Any],
-                  *, pad_token_id: int = 0) -> tuple[list[dict[str, Any]] | dict[str, Any], float]:
-    """Everything ``run`` does, veRL-free: (rows, rollout seconds)."""
+                  *, pad_token_id: int = 0, image_token_id: int | None = None
+                  ) -> tuple[list[dict[str, Any]] | dict[str, Any], float]:
+    """Everything ``run`` does, veRL-free: (rows, rollout seconds). ``image_token_id`` (veRL's
+    processor's ``<|image_pad|>``) checks pad counts where a call recorded no processor identity."""
     started = time.monotonic()
 
     async def urls() -> list[str]:
@@ -124,9 +127,10 @@ async def run_row(server_manager: Any, trainer_config: Any, settings: LoopSettin
     record, calls = await runtime.run(RowSpec.parse(row, settings.default_harness))
     steps = row.get("global_steps")
     rows = rollout_rows(record, calls, mode=loop_mode(settings, trainer_config),
-                        options=reconstruction_options(settings, trainer_config),
+                        options=dataclasses.replace(reconstruction_options(settings, trainer_config),
+                                                    image_token_id=image_token_id),
                         global_steps=None if steps is None else int(steps), pad_token_id=pad_token_id)
-    return rows, time.monotonic() - started
+    return with_pil_images(rows, runtime.store.read_blob), time.monotonic() - started
 
 
 try:  # veRL is optional: everything above works without it.
@@ -136,6 +140,7 @@ try:  # veRL is optional: everything above works without it.
         AgentLoopOutput,
         register,
     )
+    from verl.utils.tokenizer import get_processor_token_id
 
     VERL_AVAILABLE = True
 except ImportError:  # pragma: no cover - exercised by the no-veRL test environment
@@ -160,7 +165,8 @@ if VERL_AVAILABLE:
         async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
             pad = getattr(self.tokenizer, "pad_token_id", None) or 0
             rows, seconds = await run_row(self.server_manager, self.config, self.settings, kwargs,
-                                          pad_token_id=int(pad))
+                                          pad_token_id=int(pad),
+                                          image_token_id=get_processor_token_id(self.processor, "image"))
             if isinstance(rows, list):
                 return [to_agent_loop_output(r, seconds) for r in rows]
             return to_agent_loop_output(rows, seconds)

@@ -1,13 +1,15 @@
 """One finished rollout -> what our veRL agent loop returns (pure; rows are plain dicts).
 
 Built on ``openforgerl.export`` (``v1_outputs`` / ``classic_output``), which gives rows with exactly
-``AgentLoopOutput``'s fields. Added here, for rows that leave a training run:
-
-- a rollout the orchestrator kept out of the batch (infra fault after retries, or a timeout under
-  ``timeout_policy="drop"``) is dropped even when reconstruction alone would train it;
-- on the V1 path veRL passes ``global_steps`` (the step whose weights served the rollout); it becomes
-  ``min_global_steps``/``max_global_steps``, the tags V1's staleness filter reads. Our gateway's own
-  policy version knows nothing of veRL's weight updates, so it stays in ``policy_version_*`` only.
+``AgentLoopOutput``'s fields. What becomes a row is decided by the one rule export and the built-in
+trainer use too, ``trajectory.trainable`` (via ``reconstruct_samples``): a rollout the orchestrator
+kept out of the batch (infra fault after retries, a timeout under ``timeout_policy="drop"``, a group
+below its minimum size), or that it never judged, gives no samples. Added here, for rows that leave
+a training run: on the V1 path veRL passes ``global_steps`` (the step whose weights served the
+rollout); it becomes ``min_global_steps``/``max_global_steps``, the tags V1's staleness filter reads.
+Our gateway's own policy version knows nothing of veRL's weight updates, so it stays in
+``policy_version_*`` only. Images: the rows veRL gets hold PIL images in ``multi_modal_data["images"]``
+(what its Qwen-VL processing consumes), loaded from the worker's call-log blobs (``with_pil_images``).
 """
 
 from __future__ import annotations
@@ -15,36 +17,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from openforgerl.export.images import BlobReader, ImageMode, check_sample_images, export_multi_modal_data
 from openforgerl.export.verl import classic_output, v1_outputs
 from openforgerl.records import CallRecord, RolloutRecord
-from openforgerl.trajectory import (
-    ReconstructionOptions,
-    ReconstructionResult,
-    RolloutMetrics,
-    reconstruct_samples,
-)
-
-
-def drop_reason(record: RolloutRecord) -> str | None:
-    """Why the orchestrator kept this rollout out of the batch (None: it is in)."""
-    if record.metadata.get("in_batch", True):
-        return None
-    reason = str(record.metadata.get("drop_reason") or "not_in_batch")
-    if record.status is not None:
-        reason = f"{reason}:{record.status.value}"
-    error = str(record.metadata.get("error") or "")
-    return f"{reason} ({error[:200]})" if error else reason
+from openforgerl.trajectory import ReconstructionOptions, ReconstructionResult, reconstruct_samples
 
 
 def reconstruct(record: RolloutRecord, calls: Sequence[CallRecord],
                 options: ReconstructionOptions) -> ReconstructionResult:
-    """Samples of one rollout; none (with the reason) when the orchestrator dropped it."""
-    reason = drop_reason(record)
-    if reason is None:
-        return reconstruct_samples(calls, record, options=options)
-    metrics = RolloutMetrics(rollout_id=record.rollout_id, harness=record.harness, calls=len(calls),
-                             dropped_reason=f"orchestrator:{reason}")
-    return ReconstructionResult(record.rollout_id, (), metrics, f"orchestrator:{reason}")
+    """Samples of one rollout; none (with the reason) when `trainable` says no; pad counts checked."""
+    result = reconstruct_samples(calls, record, options=options)
+    for sample in result.samples:
+        check_sample_images(sample, options.image_token_id)
+    return result
+
+
+def with_pil_images(rows: list[dict[str, Any]] | dict[str, Any],
+                    read_blob: BlobReader) -> list[dict[str, Any]] | dict[str, Any]:
+    """Rows whose image references became PIL images (veRL's ``AgentLoopOutput.multi_modal_data``)."""
+    for row in rows if isinstance(rows, list) else [rows]:
+        if row.get("multi_modal_data"):
+            row["multi_modal_data"] = export_multi_modal_data(row["multi_modal_data"], ImageMode.PIL, read_blob)
+    return rows
 
 
 def _with_steps(row: dict[str, Any], global_steps: int | None) -> dict[str, Any]:

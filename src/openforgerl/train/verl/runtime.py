@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforgerl.orchestrator.config import OrchestratorConfig
+from openforgerl.orchestrator.config import OrchestratorConfig, call_deadline_s, check_call_deadline
 from openforgerl.records import CallRecord, RolloutRecord
 from openforgerl.train.verl.rows import RowSpec, resolve_task_dir, task_index
 
@@ -49,7 +49,9 @@ class LoopSettings:
     """Fresh attempts of an infra-failed rollout before the row is returned as dropped."""
     timeout_policy: str = "drop"
     budget_s: float | None = None
-    call_deadline_s: float = 600.0
+    call_deadline_s: float | None = None
+    """The gateway's per-call engine limit; None derives it from `budget_s` (budget - margin). Each
+    rollout's calls are further bounded by its own deadline, which the gateway gets when it opens."""
     harness_cache: str = ""
     """Where harness CLIs are installed (default: the orchestrator's; not under /tmp for local sandboxes)."""
     overflow: str = "truncate"
@@ -63,6 +65,13 @@ class LoopSettings:
             if key in known:
                 known[key] = tuple(str(x) for x in known[key])
         return cls(**known)
+
+    def __post_init__(self) -> None:
+        check_call_deadline(self.call_deadline_s, self.budget_s)
+
+    @property
+    def gateway_call_deadline_s(self) -> float:
+        return call_deadline_s(self.budget_s, self.call_deadline_s)
 
     def roots(self) -> list[Path]:
         if self.task_roots:
@@ -90,7 +99,7 @@ def _plain(value: Any) -> Any:
 
 def pick_record(records: Sequence[RolloutRecord]) -> RolloutRecord:
     """The attempt that represents the row: the one kept in the batch, else the last attempt."""
-    kept = [r for r in records if r.metadata.get("in_batch")]
+    kept = [r for r in records if r.in_batch]
     return kept[-1] if kept else records[-1]
 
 
@@ -120,7 +129,7 @@ class WorkerRuntime:
         self.store = SQLiteCallStore(self.dir / "calls.db")
         engine = OpenAICompatEngine(self.urls, dialect=self.dialect)
         self.gateway = await start_gateway(engine, self.store, owns_engine=True,
-                                           call_deadline_s=self.settings.call_deadline_s)
+                                           call_deadline_s=self.settings.gateway_call_deadline_s)
         self.backend = await make_backend(self.settings.backend, self.dir / "sandboxes")
         return self
 
@@ -151,7 +160,7 @@ class WorkerRuntime:
         harness = get_harness(spec.harness, **self.settings.harness_options.get(spec.harness, {}))
         config = self.settings.orchestrator()
         async with self.slots:
-            batch = await run_batch([task], harness, gateway_url=self.gateway.url, backend=self.backend,
+            batch = await run_batch([task], harness, gateway=self.gateway.access, backend=self.backend,
                                     config=config)
         record = pick_record(batch.records)
         return record, list(await self.store.list_calls(record.rollout_id))

@@ -1,0 +1,409 @@
+"""Build the tiny vision-language model committed in src/openforgerl/assets/tiny-vl/.
+
+A Qwen3-VL-architecture model (`Qwen3VLForConditionalGeneration`): the language half has exactly the
+dimensions of the tiny text model (hidden 256, ffn 768, 2 layers, 4 heads / 2 kv, head_dim 64, tied
+embeddings, M-RoPE sections [8, 12, 12] interleaved, rope_theta 10000) and starts from its committed
+weights (assets/tiny: it already emits hermes `<tool_call>` JSON; with text-only positions M-RoPE
+with theta 10000 *is* its RoPE), plus a small vision tower (depth 2, hidden 64, ffn 128, 2 heads,
+patch 16, spatial merge 2, temporal patch 2, out 256, deepstack at layer 0). Vocabulary: the project
+tokenizer (4102 ids) + `<|vision_start|>` 4102, `<|vision_end|>` 4103, `<|image_pad|>` 4104,
+`<|video_pad|>` 4105. Template: the project's ChatML + hermes tools, no thinking (parsers: hermes, no
+reasoning parser); image parts in user, system and tool messages render as
+`<|vision_start|><|image_pad|><|vision_end|>`.
+
+Image size policy (fixed server-side in preprocessor_config.json): max_pixels 320*192 = 61,440, so a
+640x360 or 1280x720 screenshot becomes 320x160 = a 10x20 patch grid = 50 image tokens. Why so small:
+the warm-up must fit ~10 minutes on a shared 2-core box and every rollout step re-sends its
+screenshots; 50 tokens per screen keeps a 5-screenshot history under 400 prompt tokens. Larger
+screens cost nothing more (they are downscaled); the policy is identical in rollout, training, eval.
+
+Warm-up: supervised training on synthetic screenshots (`render_screen`: PIL, 640x360, a light page,
+a header bar, grey text lines, 1-4 buttons with white labels; 1 button on 2 screens in 5, so the model
+first learns to find *a* button). Buttons sit in the cells of a 4x4 layout grid below the header,
+their centres jittered by up to 12x6 px, sizes 70-120 x 26-42 px: free placement did not learn
+in 230 steps (0/20 clicks at steps 100 and 200, the loss at the chance level of the coordinate
+digits), the grid did (0.10 at step 200). Each label has its own button colour (OK green, Cancel red,
+Submit blue, Next orange, Back purple, Search teal), as real UIs colour primary/secondary buttons: at
+50 tokens per screen the tower cannot read glyphs, so the colour is what makes "the button labelled
+X" findable for a 3 M-parameter model. An RL environment that wants the warm-up to transfer should
+draw its screens from `render_screen` (or the same layout/colour rules).
+
+Prompt = SYSTEM + user [image, "Click the button labelled 'X'." (3 phrasings)]; target =
+`<tool_call>\n{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [x, y]}}\n</tool_call><|im_end|>`
+with the button centre in 0-1000 normalised coordinates (Qwen3-VL's convention); loss on the target
+tokens only. Two stages (both deterministic), because the hermes tools preamble is ~270 tokens and
+tripled the step time:
+
+    # stage 1: no tools block; AdamW lr 2e-3 (vision tower 3x), batch 8, 1500 steps (~18 min here, half
+    # of it on a loaded box; 600 steps gave 0.00 held-out, 1500 gave 0.23 without tools, 0.01 with)
+    python scripts/build_tiny_vl.py --out /tmp/tiny-vl-stage1
+    # stage 2: half the prompts carry tools=[COMPUTER_USE], as a harness sends them (300 steps, ~6 min)
+    python scripts/build_tiny_vl.py --init /tmp/tiny-vl-stage1 --tools-share 0.5 --max-steps 300
+
+Accuracy = share of greedy clicks on held-out screens (seed HELD_OUT_SEED) inside the target button.
+Deterministic by construction (fixed seeds, 1 thread, no dropout; screens drawn on the fly from a
+seeded RNG); byte-identical rebuilds were not checked.
+
+    python scripts/build_tiny_vl.py --eval-only     # accuracy of the committed weights
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import random
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT_ASSETS = ROOT / "src/openforgerl/assets/tiny"
+ASSETS = ROOT / "src/openforgerl/assets/tiny-vl"
+SEED = 4321
+HELD_OUT_SEED = 98765
+VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+SCREEN = (640, 360)
+PATCH, MERGE, TEMPORAL = 16, 2, 2
+MIN_PIXELS, MAX_PIXELS = 32 * 32 * 4, 320 * 192
+MEAN = STD = [0.5, 0.5, 0.5]
+SYSTEM = "You are a GUI agent. Look at the screenshot and act with the computer_use tool."
+COMPUTER_USE = {"type": "function", "function": {
+    "name": "computer_use",
+    "description": "Use the mouse. Coordinates are x, y in 0-1000 of the screen width and height.",
+    "parameters": {"type": "object", "properties": {
+        "action": {"type": "string", "enum": ["left_click"]},
+        "coordinate": {"type": "array", "description": "[x, y] in 0-1000."}},
+        "required": ["action", "coordinate"]}}}
+LABELS = {"OK": (46, 160, 67), "Cancel": (200, 50, 50), "Submit": (40, 90, 200), "Next": (230, 140, 20),
+          "Back": (130, 60, 170), "Search": (20, 150, 150)}
+LAYOUT_COUNTS = [1, 1, 2, 3, 4]  # buttons per screen (2 in 5 screens have one)
+SLOTS = (4, 4)  # button layout grid (columns, rows) below the header; centres jittered by up to 12x6 px
+ASKS = ["Click the button labelled '{}'.", "Click '{}'.", "Press the {} button."]
+
+TEMPLATE_TEXT = r"""{%- macro render(content) %}
+{%- if content is string %}{{- content }}
+{%- elif content %}
+{%- for part in content %}
+{%- if part.type == 'image' or part.type == 'image_url' or part.type == 'input_image' %}{{- '<|vision_start|><|image_pad|><|vision_end|>' }}
+{%- elif part.type == 'text' %}{{- part.text }}
+{%- endif %}
+{%- endfor %}
+{%- endif %}
+{%- endmacro %}
+{%- if tools %}
+{{- '<|im_start|>system\n' }}
+{%- if messages[0].role == 'system' %}{{- render(messages[0].content) + '\n\n' }}{%- endif %}
+{{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+{%- for tool in tools %}{{- "\n" }}{{- tool | tojson }}{%- endfor %}
+{{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- elif messages[0].role == 'system' %}
+{{- '<|im_start|>system\n' + render(messages[0].content) + '<|im_end|>\n' }}
+{%- endif %}
+{%- for m in messages %}
+{%- if m.role == 'system' and loop.first %}
+{%- elif m.role == 'system' or m.role == 'user' %}
+{{- '<|im_start|>' + m.role + '\n' + render(m.content) + '<|im_end|>\n' }}
+{%- elif m.role == 'assistant' %}
+{{- '<|im_start|>assistant\n' }}
+{{- render(m.content).lstrip('\n') }}
+{%- if m.tool_calls %}
+{%- for tc in m.tool_calls %}
+{%- if (loop.first and m.content) or not loop.first %}{{- '\n' }}{%- endif %}
+{{- '<tool_call>\n{"name": "' + tc.function.name + '", "arguments": ' }}
+{%- if tc.function.arguments is string %}{{- tc.function.arguments }}{%- else %}{{- tc.function.arguments | tojson }}{%- endif %}
+{{- '}\n</tool_call>' }}
+{%- endfor %}
+{%- endif %}
+{{- '<|im_end|>\n' }}
+{%- elif m.role == 'tool' %}
+{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}
+{{- '\n<tool_response>\n' + render(m.content) + '\n</tool_response>' }}
+{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\n' }}{%- endif %}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '<|im_start|>assistant\n' }}
+{%- endif %}
+"""
+
+
+def chat_template() -> str:
+    return TEMPLATE_TEXT
+
+
+# -- synthetic screens ------------------------------------------------------------------------------
+def _font(size: int) -> Any:
+    from PIL import ImageFont
+
+    return ImageFont.load_default(size=size)
+
+
+def render_screen(rng: random.Random) -> tuple[Any, str, tuple[int, int, int, int]]:
+    """A 640x360 page with 2-4 labelled buttons; returns (image, target label, target box in pixels)."""
+    from PIL import Image, ImageDraw
+
+    w, h = SCREEN
+    bg = tuple(rng.randint(225, 250) for _ in range(3))
+    img = Image.new("RGB", SCREEN, bg)
+    d = ImageDraw.Draw(img)
+    d.rectangle([0, 0, w, 28], fill=tuple(rng.randint(60, 110) for _ in range(3)))
+    d.text((10, 6), rng.choice(["Settings", "Checkout", "Inbox", "Search", "Form"]), fill=(255, 255, 255), font=_font(14))
+    for _ in range(rng.randint(1, 3)):  # grey text lines as clutter
+        y = rng.randint(40, h - 20)
+        d.rectangle([rng.randint(10, 200), y, rng.randint(220, 600), y + 4], fill=(190, 190, 190))
+    labels = rng.sample(list(LABELS), rng.choice(LAYOUT_COUNTS))
+    slots = rng.sample([(c, r) for c in range(SLOTS[0]) for r in range(SLOTS[1])], len(labels))
+    boxes: list[tuple[int, int, int, int]] = []
+    for label, (col, row) in zip(labels, slots, strict=True):
+        cx = (col + 0.5) * w / SLOTS[0] + rng.randint(-12, 12)
+        cy = 28 + (row + 0.5) * (h - 28) / SLOTS[1] + rng.randint(-6, 6)
+        bw, bh = rng.randint(70, 120), rng.randint(26, 42)
+        box = (round(cx - bw / 2), round(cy - bh / 2), round(cx + bw / 2), round(cy + bh / 2))
+        boxes.append(box)
+        d.rounded_rectangle(box, radius=6, fill=LABELS[label])
+        d.text(((box[0] + box[2]) / 2, (box[1] + box[3]) / 2), label, fill=(255, 255, 255), font=_font(14), anchor="mm")
+    k = rng.randrange(len(labels))
+    return img, labels[k], boxes[k]
+
+
+def normalised_centre(box: tuple[int, int, int, int]) -> tuple[int, int]:
+    w, h = SCREEN
+    return round((box[0] + box[2]) / 2 / w * 1000), round((box[1] + box[3]) / 2 / h * 1000)
+
+
+def data_url(img: Any) -> str:
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def messages(label: str, url: str, rng: random.Random) -> list[dict[str, Any]]:
+    ask = rng.choice(ASKS).format(label)
+    return [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": ask}]}]
+
+
+def completion(x: int, y: int) -> str:
+    call = json.dumps({"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [x, y]}})
+    return f"<tool_call>\n{call}\n</tool_call><|im_end|>"
+
+
+# -- model directory -----------------------------------------------------------------------------------
+def write_tokenizer(out: Path) -> Any:
+    from tokenizers import AddedToken, Tokenizer
+
+    tok = Tokenizer.from_file(str(TEXT_ASSETS / "tokenizer.json"))
+    base = tok.get_vocab_size()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in VISION_TOKENS])
+    assert [tok.token_to_id(t) for t in VISION_TOKENS] == list(range(base, base + 4))
+    tok.save(str(out / "tokenizer.json"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 8192,
+        "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None, "unk_token": None,
+        "add_bos_token": False, "add_eos_token": False, "clean_up_tokenization_spaces": False,
+        "processor_class": "Qwen3VLProcessor", "chat_template": chat_template(),
+    }
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return tok
+
+
+def processor_settings() -> dict[str, Any]:
+    return {"patch_size": PATCH, "temporal_patch_size": TEMPORAL, "merge_size": MERGE,
+            "size": {"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS},
+            "image_mean": MEAN, "image_std": STD, "do_resize": True, "resample": 3, "do_rescale": True,
+            "rescale_factor": 1 / 255, "do_normalize": True, "do_convert_rgb": True}
+
+
+def write_processor_files(out: Path) -> None:
+    """Image-only processing (no torchvision needed to read it), plus the files vLLM's Qwen3VLProcessor loads."""
+    image = {"image_processor_type": "Qwen2VLImageProcessorPil", "processor_class": "Qwen3VLProcessor",
+             **processor_settings()}
+    video = {"video_processor_type": "Qwen3VLVideoProcessor", "processor_class": "Qwen3VLProcessor",
+             **processor_settings(), "fps": 2, "min_frames": 4, "max_frames": 768}
+    (out / "preprocessor_config.json").write_text(json.dumps(image, indent=2) + "\n")
+    (out / "video_preprocessor_config.json").write_text(json.dumps(video, indent=2) + "\n")
+    (out / "processor_config.json").write_text(json.dumps({"processor_class": "Qwen3VLProcessor"}, indent=2) + "\n")
+    (out / "openforgerl_parsers.json").write_text(
+        json.dumps({"reasoning_parser": None, "tool_call_parser": "hermes"}, indent=2) + "\n")
+
+
+def make_config(vocab: int) -> Any:
+    from transformers import Qwen3VLConfig
+
+    text = dict(vocab_size=vocab, hidden_size=256, intermediate_size=768, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=64, max_position_embeddings=8192, rms_norm_eps=1e-6,
+                tie_word_embeddings=True, pad_token_id=0, eos_token_id=2, bos_token_id=None,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [8, 12, 12],
+                                 "mrope_interleaved": True})
+    vision = dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=2, patch_size=PATCH,
+                  spatial_merge_size=MERGE, temporal_patch_size=TEMPORAL, out_hidden_size=256,
+                  deepstack_visual_indexes=[0], in_channels=3)
+    return Qwen3VLConfig(text_config=text, vision_config=vision, image_token_id=vocab - 2, video_token_id=vocab - 1,
+                         vision_start_token_id=vocab - 4, vision_end_token_id=vocab - 3, tie_word_embeddings=True)
+
+
+def warm_start(model: Any) -> None:
+    """Copy the tiny text model into the language half; the 4 new embedding rows stay as initialised."""
+    import torch
+    from safetensors.torch import load_file
+
+    text = load_file(str(TEXT_ASSETS / "model.safetensors"))
+    lm = model.model.language_model.state_dict()
+    with torch.no_grad():
+        for name, t in text.items():
+            key = name.removeprefix("model.")
+            if key == "embed_tokens.weight":
+                lm[key][: t.shape[0]].copy_(t)
+            else:
+                lm[key].copy_(t)
+
+
+# -- data, training, eval ---------------------------------------------------------------------------
+def example(chat: Any, vision: Any, rng: random.Random,
+            tools: bool = False) -> tuple[list[int], list[int], Any, Any, tuple[int, ...]]:
+    img, label, box = render_screen(rng)
+    images = vision.process([img])
+    prompt = vision.expand(chat.prompt_ids(messages(label, "data:,", rng), [COMPUTER_USE] if tools else None), images)
+    target = chat.encode(completion(*normalised_centre(box)))
+    return prompt + target, [0] * len(prompt) + [1] * len(target), images.pixel_values, images.image_grid_thw, box
+
+
+def batch_loss(model: Any, batch: list[Any], image_token: int) -> Any:
+    import torch
+
+    length = max(len(b[0]) for b in batch)
+    ids = torch.zeros((len(batch), length), dtype=torch.long)
+    mask = torch.zeros((len(batch), length), dtype=torch.bool)
+    attn = torch.zeros((len(batch), length), dtype=torch.long)
+    for i, (seq, loss_mask, *_rest) in enumerate(batch):
+        ids[i, : len(seq)], mask[i, : len(seq)], attn[i, : len(seq)] = torch.tensor(seq), torch.tensor(loss_mask) > 0, 1
+    out = model.model(input_ids=ids, attention_mask=attn, pixel_values=torch.cat([b[2] for b in batch]),
+                      image_grid_thw=torch.cat([b[3] for b in batch]), mm_token_type_ids=(ids == image_token).int())
+    targets = mask[:, 1:]
+    logits = model.lm_head(out.last_hidden_state[:, :-1][targets])
+    return torch.nn.functional.cross_entropy(logits.float(), ids[:, 1:][targets])
+
+
+CLICK_RE = re.compile(r'"coordinate": \[(\d+), (\d+)\]')
+
+
+def evaluate(model: Any, chat: Any, vision: Any, n: int, seed: int, tools: bool = False) -> float:
+    """Share of greedy clicks inside the target button on `n` fresh screens."""
+    import torch
+
+    rng = random.Random(seed)
+    model.eval()
+    hits = 0
+    with torch.no_grad():
+        for _ in range(n):
+            ids, mask, pix, grid, box = example(chat, vision, rng, tools)
+            prompt = ids[: mask.index(1)]
+            inp = torch.tensor([prompt])
+            out = model.generate(input_ids=inp, attention_mask=torch.ones_like(inp), pixel_values=pix,
+                                 image_grid_thw=grid, mm_token_type_ids=(inp == vision.image_token_id).int(),
+                                 max_new_tokens=48, do_sample=False, eos_token_id=2, pad_token_id=0)
+            text = chat.decode(out[0, len(prompt):].tolist())
+            m = CLICK_RE.search(text)
+            if m and text.startswith("<tool_call>"):
+                x, y = int(m.group(1)) / 1000 * SCREEN[0], int(m.group(2)) / 1000 * SCREEN[1]
+                hits += box[0] <= x <= box[2] and box[1] <= y <= box[3]
+    model.train()
+    return hits / n
+
+
+def load_parts(out: Path) -> tuple[Any, Any]:
+    from transformers import AutoConfig
+
+    from openforgerl.engines.local.model import load_chat_format
+    from openforgerl.engines.local.vlm import VisionProcessor
+
+    return load_chat_format(out), VisionProcessor(out, AutoConfig.from_pretrained(out))
+
+
+def train(args: argparse.Namespace, out: Path) -> Any:
+    import torch
+    from transformers import Qwen3VLForConditionalGeneration
+
+    torch.manual_seed(SEED)
+    torch.set_num_threads(args.threads)
+    chat, vision = load_parts(out)
+    if args.init is not None:  # stage 2 starts from the stage-1 weights
+        model = Qwen3VLForConditionalGeneration.from_pretrained(args.init, dtype=torch.float32)
+    else:
+        model = Qwen3VLForConditionalGeneration(make_config(chat.tokenizer.get_vocab_size()))
+        warm_start(model)
+    rng = random.Random(SEED + 1 + (args.init is not None))
+    visual = list(model.model.visual.parameters())
+    ids = {id(p) for p in visual}
+    groups = [{"params": visual, "lr": args.lr * args.vision_lr_scale},
+              {"params": [p for p in model.parameters() if id(p) not in ids], "lr": args.lr}]
+    opt = torch.optim.AdamW(groups, weight_decay=0.0, betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20))
+    model.train()
+    t0 = time.time()
+    for step in range(1, args.max_steps + 1):
+        batch = [example(chat, vision, rng, args.tools_share > 0 and rng.random() < args.tools_share)
+                 for _ in range(args.batch)]
+        loss = batch_loss(model, batch, vision.image_token_id)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        if step % 10 == 0:
+            print(f"step {step} loss {loss.item():.4f} {time.time() - t0:.0f}s", flush=True)
+        if args.eval_every and step % args.eval_every == 0:
+            print(f"step {step} held-out click accuracy {evaluate(model, chat, vision, 20, SEED + 2):.2f}", flush=True)
+    return model, chat, vision
+
+
+def save(model: Any, out: Path) -> None:
+    from transformers import GenerationConfig
+
+    model.generation_config = GenerationConfig(eos_token_id=[2, 0], pad_token_id=0, bos_token_id=None)
+    model.save_pretrained(out, safe_serialization=True)
+
+
+def prepare_dir(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "chat_template.jinja").write_text(TEMPLATE_TEXT)
+    make_config(write_tokenizer(out).get_vocab_size()).save_pretrained(out)
+    write_processor_files(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ASSETS)
+    ap.add_argument("--max-steps", type=int, default=1500)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--vision-lr-scale", type=float, default=3.0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--eval-n", type=int, default=100)
+    ap.add_argument("--eval-only", action="store_true")
+    ap.add_argument("--init", type=Path, default=None, help="start from this model dir (stage 2)")
+    ap.add_argument("--tools-share", type=float, default=0.0,
+                    help="share of examples whose prompt carries tools=[COMPUTER_USE] (stage 2: 0.5)")
+    args = ap.parse_args()
+    if args.eval_only:
+        import torch
+        from transformers import Qwen3VLForConditionalGeneration
+
+        torch.set_num_threads(args.threads)
+        chat, vision = load_parts(args.out)
+        model = Qwen3VLForConditionalGeneration.from_pretrained(args.out, dtype=torch.float32)
+    else:
+        prepare_dir(args.out)
+        model, chat, vision = train(args, args.out)
+        save(model, args.out)
+    for tools in (False, True):
+        acc = evaluate(model, chat, vision, args.eval_n, HELD_OUT_SEED, tools)
+        print(f"held-out click accuracy on {args.eval_n} screens (seed {HELD_OUT_SEED}, tools={tools}): {acc:.3f}")
+
+
+if __name__ == "__main__":
+    main()
