@@ -113,6 +113,26 @@ def test_eval_with_the_scripted_oracle(tmp_path: Path) -> None:
 
 
 @requires_bwrap
+def test_analyze_and_view_a_run(tmp_path: Path) -> None:
+    """`openforgerl analyze RUN` and `openforgerl view RUN --export DIR` on an eval run directory."""
+    ran = run("eval", "--tasks", str(TASK), "--harness", "zero", "--trials", "2", "--scripted-oracle", "1.0",
+              "--out", str(tmp_path / "e"))
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    analyzed = run("analyze", str(tmp_path / "e"), "--out", str(tmp_path / "a"))
+    assert analyzed.returncode == 0, analyzed.stderr[-3000:]
+    assert json.loads((tmp_path / "a" / "analytics.json").read_text())
+    viewed = run("view", str(tmp_path / "e"), "--export", str(tmp_path / "v"))
+    assert viewed.returncode == 0, viewed.stderr[-3000:]
+    assert any((tmp_path / "v").rglob("*.html"))
+
+
+def test_tasks_synthesize(tmp_path: Path) -> None:
+    out = run("tasks", "synthesize", "--env", "claw", "--n", "20", "--out", str(tmp_path / "s"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert len([p for p in (tmp_path / "s").rglob("task.toml")]) == 20
+
+
+@requires_bwrap
 def test_tasks_list_and_validate() -> None:
     listed = run("tasks", "list", str(SUITE))
     assert listed.returncode == 0 and "easy-todo-add-01" in listed.stdout
@@ -166,7 +186,7 @@ def test_verl_example_scripts(tmp_path: Path) -> None:
     assert int(overrides(HARNESS="codex")["actor_rollout_ref.rollout.prompt_length"]) >= 14_000 + 4_096
 
 
-COVERED = {"gateway", "engine", "rollout", "eval", "export", "train", "tasks", "harness"}
+COVERED = {"gateway", "engine", "rollout", "eval", "export", "train", "tasks", "harness", "analyze", "view"}
 
 
 def test_every_documented_subcommand_has_a_case_here() -> None:
@@ -174,3 +194,34 @@ def test_every_documented_subcommand_has_a_case_here() -> None:
     documented = set(re.findall(r"^\| `openforgerl (\w+)", readme, flags=re.MULTILINE))
     assert documented, "the README's command table moved"
     assert documented <= COVERED, f"documented but not run here: {sorted(documented - COVERED)}"
+
+
+@requires_bwrap
+def test_a_prompt_longer_than_the_context_is_a_config_error(tmp_path: Path) -> None:
+    """`engine --max-model-len 256` behind `gateway`, `rollout --gateway`: zero's first prompt (~600 ids)
+    does not fit, so the rollout ends `config_error:context` (not trained, not retried) and the CLI warns."""
+    port, gw_port, admin_port = _free_port(), _free_port(), _free_port()
+    token = tmp_path / "admin.token"
+    engine = subprocess.Popen([CLI, "engine", "--model", "tiny", "--port", str(port), "--max-model-len", "256"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    gateway = subprocess.Popen([CLI, "gateway", "--engine", f"http://127.0.0.1:{port}", "--port", str(gw_port),
+                                "--admin-port", str(admin_port), "--store", str(tmp_path / "calls.db"),
+                                "--admin-token-file", str(token)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        _wait_ready(f"http://127.0.0.1:{port}/v1/models", engine, timeout=300)
+        _wait_ready(f"http://127.0.0.1:{gw_port}/healthz", gateway, timeout=60)
+        out = run("rollout", "--tasks", str(TASK), "--harness", "zero", "--n", "2", "--gateway",
+                  f"http://127.0.0.1:{admin_port}", "--model", "tiny", "--out", str(tmp_path / "r"),
+                  env={"OPENFORGERL_ADMIN_TOKEN": token.read_text().strip()})
+    finally:
+        for proc in (gateway, engine):
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
+    assert out.returncode == 1, (out.stdout[-3000:], out.stderr[-3000:])  # 1: nothing went into the batch
+    records = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 2  # not retried
+    assert {r["status"] for r in records} == {"config_error:context"}
+    assert not any(r["in_batch"] for r in records)
+    shown = out.stdout + out.stderr
+    assert "config_error:context" in shown and "longer than the engine's" in shown.split("warning")[-1]

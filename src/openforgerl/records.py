@@ -37,6 +37,9 @@ class CallErrorKind(StrEnum):
     GATEWAY_INTERNAL = "gateway_internal"  # a bug or overload inside the gateway
     CLIENT_DISCONNECTED = "client_disconnected"  # the harness went away mid-stream
     CLIENT_BAD_REQUEST = "client_bad_request"  # the harness sent something we refused (4xx)
+    # the engine refused the prompt (+ max_tokens) as longer than its context: a configuration error
+    # (harness prompt vs model), neither the model's failure nor a retryable infra fault
+    CONTEXT_OVERFLOW = "context_overflow"
 
     @property
     def rollout_status(self) -> RolloutStatus | None:
@@ -45,7 +48,8 @@ class CallErrorKind(StrEnum):
 
     @property
     def is_infra(self) -> bool:
-        return self.rollout_status is not None
+        status = self.rollout_status
+        return status is not None and status.is_infra
 
 
 class CallError(BaseModel):
@@ -117,10 +121,16 @@ class RolloutStatus(StrEnum):
     INFRA_GATEWAY = "infra_error:gateway"
     INFRA_VERIFIER = "infra_error:verifier"
     INFRA_HARNESS_START = "infra_error:harness_start"
+    CONFIG_CONTEXT = "config_error:context"  # a prompt longer than the engine's context: fix the setup
 
     @property
     def is_infra(self) -> bool:
         return self.value.startswith("infra_error:")
+
+    @property
+    def is_config(self) -> bool:
+        """A setup error (never trained, never retried: another attempt would fail the same way)."""
+        return self.value.startswith("config_error:")
 
 
 _STATUS_BY_KIND: dict[CallErrorKind, RolloutStatus | None] = {
@@ -131,6 +141,7 @@ _STATUS_BY_KIND: dict[CallErrorKind, RolloutStatus | None] = {
     CallErrorKind.GATEWAY_INTERNAL: RolloutStatus.INFRA_GATEWAY,
     CallErrorKind.CLIENT_DISCONNECTED: None,
     CallErrorKind.CLIENT_BAD_REQUEST: None,  # a client's malformed request is never infra
+    CallErrorKind.CONTEXT_OVERFLOW: RolloutStatus.CONFIG_CONTEXT,
 }
 
 

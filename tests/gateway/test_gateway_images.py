@@ -285,11 +285,13 @@ def test_header_parsing_without_decoding():
 
 
 def test_the_chat_gate_sees_image_parts_and_no_text():
-    assert may_have_images(b'{"type":"image_url","image_url":{"url":"data:"}}', False)
-    assert may_have_images(b'{"type": "image_url", "image_url": "x"}', False)
-    assert may_have_images(b'{}', True)  # translated protocols: their chat output is walked instead
-    assert not may_have_images(b'{"messages":[{"role":"user","content":"an \\"image\\" of a docker image"}]}', False)
-    assert not may_have_images(b'{"content":"build the image","x":"images/","y":"\\"image_url\\""}', False)
+    many = {"messages": [{"role": "user", "content": "x"}] * 50}  # short messages: the gate scans
+    assert may_have_images(many, b'{"type":"image_url","image_url":{"url":"data:"}}', False)
+    assert may_have_images(many, b'{"type": "image_url", "image_url": "x"}', False)
+    assert may_have_images({}, b"{}", True)  # translated protocols: their chat output is walked instead
+    assert not may_have_images(many, b'{"messages":[{"role":"user","content":"an \\"image\\" of an image"}]}', False)
+    assert not may_have_images(many, b'{"content":"build the image","x":"images/","y":"\\"image_url\\""}', False)
+    assert may_have_images({"messages": [{"role": "user", "content": "x"}]}, b"x" * 1000, False)  # long: walk
 
 
 def mangled_images(rng: Any) -> list[Any]:

@@ -93,6 +93,10 @@ class EngineChunk:
         return self.bodies if self.bodies is not None else [self.body]
 
 
+# The phrase vLLM's serving layer (and the local engine, which copies it) puts in that 400's message.
+CONTEXT_OVERFLOW_TEXT = "maximum context length"
+
+
 class EngineError(Exception):
     """An engine call failed; `kind` says which boundary (HTTP status, connection, deadline, protocol)."""
 
@@ -110,6 +114,11 @@ class EngineError(Exception):
         return self.kind == CallErrorKind.ENGINE_HTTP and self.status is not None and (
             400 <= self.status < 500 and self.status not in (408, 429)
         )
+
+    @property
+    def is_context_overflow(self) -> bool:
+        """vLLM's (and our engine's) 400 for a prompt + max_tokens past the model's context."""
+        return self.is_client_error and CONTEXT_OVERFLOW_TEXT in self.message
 
 
 class Engine(Protocol):

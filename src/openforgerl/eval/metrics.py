@@ -14,8 +14,9 @@ Each attempt is one of four kinds (`Trial.kind`), each reported in its own colum
   the mean reward, not folded in as 0;
 - `infra`: an infrastructure fault (engine, gateway, sandbox, verifier; a hung engine is
   `infra_error:engine`): not a trial, excluded from every metric;
-- `config`: the harness could not start (`infra_error:harness_start`, e.g. its CLI is missing): a
-  setup problem, not a trial either, counted apart from the other infra faults.
+- `config`: the harness could not start (`infra_error:harness_start`, e.g. its CLI is missing) or its
+  prompt does not fit the model's context (`config_error:context`): a setup problem, not a trial
+  either, counted apart from the other infra faults.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class Trial:
     @property
     def kind(self) -> str:
         """scored / timeout / infra / config (module docstring)."""
-        if self.status == _HARNESS_START:
+        if self.status == _HARNESS_START or self.status.startswith("config_error:"):
             return CONFIG
         if self.infra or self.status.startswith("infra_error:"):
             return INFRA

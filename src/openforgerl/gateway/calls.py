@@ -216,7 +216,8 @@ async def serve_call(gw: Gateway, request: web.Request, adapter: ProtocolAdapter
         body, raw = await read_body(request)
         engine_body = adapter.engine_body(body)
         translated = adapter.protocol != WireProtocol.CHAT
-        media = find_images(engine_body, gw.images, gw.seen_images) if may_have_images(raw, translated) else None
+        gate = may_have_images(engine_body, raw, translated)
+        media = find_images(engine_body, gw.images, gw.seen_images) if gate else None
         if media is not None:
             await store_blobs(gw.store, media, gw.seen_images)  # durable before the call's record can be
         version = await gw.gate.enter()
@@ -271,9 +272,9 @@ def _classify(exc: BaseException, state: RolloutState | None = None) -> tuple[Ca
         return call_error(CallErrorKind.ENGINE_DEADLINE, "gateway call deadline exceeded"), GatewayError(
             504, "upstream engine deadline exceeded")
     if isinstance(exc, EngineError):
-        if exc.is_client_error:
-            return call_error(CallErrorKind.CLIENT_BAD_REQUEST, exc.message, exc.status), GatewayError(
-                400, exc.message)
+        if exc.is_client_error:  # the engine's 400 reaches the client; a context overflow is a config error
+            kind = CallErrorKind.CONTEXT_OVERFLOW if exc.is_context_overflow else CallErrorKind.CLIENT_BAD_REQUEST
+            return call_error(kind, exc.message, exc.status), GatewayError(400, exc.message)
         return call_error(exc.kind, exc.message, exc.status), GatewayError(502, f"engine error: {exc.message}")
     if isinstance(exc, StopAsyncIteration):
         return call_error(CallErrorKind.ENGINE_PROTOCOL, "engine stream ended before any chunk"), GatewayError(

@@ -50,6 +50,8 @@ def _mark(record: RolloutRecord, in_batch: bool, reason: str | None = None, **ch
 def _judge_one(record: RolloutRecord, config: OrchestratorConfig) -> RolloutRecord:
     if record.status is None or record.status.is_infra:
         return _mark(record, False, "infra")
+    if record.status.is_config:  # a setup error: never trained (and never retried, see run_group)
+        return _mark(record, False, record.status.value)
     if record.status is RolloutStatus.TIMEOUT:
         if config.timeout_policy == "zero":
             return _mark(record, True, reward=0.0)

@@ -156,7 +156,8 @@ class RolloutRunner:
         await self._keep_artifacts(run, sandbox, launch, result)
         taint = await self._taint(run)
         if taint is not None:
-            return Outcome(taint, error="infra error recorded in the call log")
+            why = "a prompt longer than the engine's context" if taint.is_config else "an infra error"
+            return Outcome(taint, error=f"{why} recorded in the call log")
         status = harness_status(result)
         if status is RolloutStatus.TIMEOUT:
             return Outcome(status)

@@ -60,6 +60,11 @@ class ProgressView:
                           "valid" if g.valid else "dropped", statuses)
         self.console.print(table)
         self.console.print(dict(result.counts()))
+        overflow = sum(r.status is RolloutStatus.CONFIG_CONTEXT for g in result.groups for r in g.records)
+        if overflow:
+            self.console.print(f"[yellow]warning[/]: {overflow} rollout(s) sent a prompt longer than the engine's "
+                               "context (config_error:context, never trained): serve the model with a longer "
+                               "context (--max-model-len) or cap max_tokens, or use a harness with a shorter prompt")
 
 
 def summary(result: BatchResult) -> dict[str, object]:

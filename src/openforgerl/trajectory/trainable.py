@@ -37,7 +37,7 @@ def infra_reason(record: RolloutRecord, calls: Sequence[CallRecord] = ()) -> str
     if record.infra_tainted:
         return "infra:tainted"
     for call in calls:
-        if call.error is not None and call.error.kind.rollout_status is not None:
+        if call.error is not None and call.error.kind.is_infra:
             return f"infra:call_error:{call.error.kind.value} (call {call.index})"
     return None
 

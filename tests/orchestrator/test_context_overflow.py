@@ -1,0 +1,36 @@
+"""A prompt longer than the engine's context is a configuration error: `config_error:context`, never
+trained, never retried, counted as `config` by eval — not the model's failure, not infra."""
+
+from __future__ import annotations
+
+from openforgerl.engines.base import EngineError
+from openforgerl.eval.metrics import CONFIG, Trial
+from openforgerl.orchestrator.classify import call_log_taint
+from openforgerl.orchestrator.config import OrchestratorConfig
+from openforgerl.orchestrator.groups import apply_group_policy
+from openforgerl.records import CallError, CallErrorKind, CallRecord, RolloutRecord, RolloutStatus, WireProtocol
+from openforgerl.trajectory.trainable import untrainable_reason
+
+VLLM_400 = ("This model's maximum context length is 8192 tokens. However, your request has 20503 input "
+            "tokens. Please reduce the length of the input messages.")
+
+
+def test_the_engines_context_400_is_a_context_overflow_not_a_bad_request() -> None:
+    overflow = EngineError(CallErrorKind.ENGINE_HTTP, VLLM_400, status=400)
+    other = EngineError(CallErrorKind.ENGINE_HTTP, "messages must be a non-empty list", status=400)
+    assert overflow.is_context_overflow and not other.is_context_overflow
+    assert not EngineError(CallErrorKind.ENGINE_HTTP, VLLM_400, status=503).is_context_overflow
+
+
+def test_the_status_table_and_its_readers() -> None:
+    kind = CallErrorKind.CONTEXT_OVERFLOW
+    assert kind.rollout_status is RolloutStatus.CONFIG_CONTEXT and not kind.is_infra
+    assert RolloutStatus.CONFIG_CONTEXT.is_config and not RolloutStatus.CONFIG_CONTEXT.is_infra
+    call = CallRecord(rollout_id="r", index=0, protocol=WireProtocol.ANTHROPIC,
+                      error=CallError(kind=kind, message=VLLM_400, status=400))
+    assert call_log_taint([call]) is RolloutStatus.CONFIG_CONTEXT
+    record = RolloutRecord(rollout_id="r", status=RolloutStatus.CONFIG_CONTEXT, reward=0.0)
+    [judged], valid = apply_group_policy([record], OrchestratorConfig(n=1, min_group_size=1))
+    assert judged.in_batch is False and judged.drop_reason == "config_error:context" and not valid
+    assert untrainable_reason(judged) is not None
+    assert Trial("t", "claude_code", None, False, (), "config_error:context").kind == CONFIG
