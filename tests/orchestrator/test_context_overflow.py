@@ -8,7 +8,14 @@ from openforgerl.eval.metrics import CONFIG, Trial
 from openforgerl.orchestrator.classify import call_log_taint
 from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.groups import apply_group_policy
-from openforgerl.records import CallError, CallErrorKind, CallRecord, RolloutRecord, RolloutStatus, WireProtocol
+from openforgerl.records import (
+    CallError,
+    CallErrorKind,
+    CallRecord,
+    RolloutRecord,
+    RolloutStatus,
+    WireProtocol,
+)
 from openforgerl.trajectory.trainable import untrainable_reason
 
 VLLM_400 = ("This model's maximum context length is 8192 tokens. However, your request has 20503 input "
