@@ -35,5 +35,45 @@ def _register() -> None:
 
 _register()
 
+
+def main() -> None:
+    """The console script: user mistakes become one `error:` line and exit 2 (see `errors.py`);
+    `OPENFORGERL_DEBUG=1` keeps the traceback."""
+    import errno
+    import os
+    import sys
+
+    try:
+        app()
+    except Exception as exc:
+        line = user_mistake(exc, errno)
+        if line is None or os.environ.get("OPENFORGERL_DEBUG") == "1":
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        sys.exit(2)
+
+
+def user_mistake(exc: BaseException, errno: object) -> str | None:
+    """The one line for a mistake the user can fix, or None for a bug (which keeps its traceback)."""
+    from openforgerl.errors import UserError
+
+    if isinstance(exc, UserError):
+        return str(exc)
+    if isinstance(exc, FileNotFoundError) and exc.filename:
+        return f"no such file or folder: {exc.filename}"
+    if isinstance(exc, OSError) and exc.errno == getattr(errno, "EADDRINUSE", 98):
+        return f"{exc.strerror or exc}: another server already listens there; pick another --port"
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - pyyaml is a base dependency
+        return None
+    if isinstance(exc, yaml.YAMLError):
+        where = getattr(exc, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return f"not valid YAML{at}: {problem}"
+    return None
+
+
 if __name__ == "__main__":
-    app()
+    main()

@@ -71,7 +71,7 @@ class FakeVLM:
             for p in parts:
                 if p.get("type") == "text":
                     ids += [10 + ord(c) % 1000 for c in p["text"]]
-                elif p.get("type") == "image_url":
+                elif p.get("type") in ("image_url", "input_image"):
                     url = p["image_url"]["url"] if isinstance(p["image_url"], dict) else p["image_url"]
                     if url.startswith("data:"):
                         data = base64.b64decode(url.split(",", 1)[1])

@@ -289,8 +289,9 @@ def test_the_chat_gate_sees_image_parts_and_no_text():
     assert may_have_images(many, b'{"type":"image_url","image_url":{"url":"data:"}}', False)
     assert may_have_images(many, b'{"type": "image_url", "image_url": "x"}', False)
     assert may_have_images({}, b"{}", True)  # translated protocols: their chat output is walked instead
-    assert not may_have_images(many, b'{"messages":[{"role":"user","content":"an \\"image\\" of an image"}]}', False)
-    assert not may_have_images(many, b'{"content":"build the image","x":"images/","y":"\\"image_url\\""}', False)
+    assert may_have_images(many, b'{"type": "image_embeds"}', False)
+    assert not may_have_images(many, b'{"messages":[{"role":"user","content":"an image of a docker image"}]}', False)
+    assert not may_have_images(many, b'{"content":"build the image","x":"my_images/","y":"input_image"}', False)
     assert may_have_images({"messages": [{"role": "user", "content": "x"}]}, b"x" * 1000, False)  # long: walk
 
 
@@ -301,7 +302,7 @@ def mangled_images(rng: Any) -> list[Any]:
              b"\xff\xd8" + bytes(rng.getrandbits(8) for _ in range(60)), b"RIFF\0\0\0\0WEBPVP8X" + b"\xff" * 20,
              b"GIF89a\xff\xff\xff\xff", png_header(0, 5), png_header(2**32 - 1, 2**32 - 1), b"", b"BM" + b"\0" * 30]
     urls: list[Any] = [data_url(b) for b in blobs]
-    urls += ["data:image/png;base64,@@@@", "data:image/png;base64," + "A" * 5, "data:;base64,AAAA", "data:image/png",
+    urls += [{"type": ["image_url"]}, "data:image/png;base64,@@@@", "data:image/png;base64," + "A" * 5, "data:;base64,AAAA", "data:image/png",
              "data:image/png;base64,\u00e9\u00e9", "", "ftp://x", 7, None, {"url": 3}, ["x"]]
     return urls
 
@@ -319,6 +320,8 @@ async def test_mangled_images_are_never_5xx(rig):
                 {"type": "image_url", "image_url": {"url": url}}]}]}),
             (base + "/chat/completions", {"model": "m", "messages": [{"role": "tool", "tool_call_id": "x", "content": [
                 {"type": "image_url", "image_url": url}]}]}),
+            (base + "/chat/completions", {"model": "m", "messages": [{"role": "user", "content": [
+                {"type": url, "image_url": {"url": "data:image/png;base64,AAAA"}}, {"type": "image_url"}]}]}),
             (base + "/responses", {"model": "m", "input": [{"type": "function_call_output", "call_id": "c", "output": [
                 {"type": "input_image", "image_url": url}]}]}),
             (ro["anthropic_base_url"] + "/v1/messages", {"model": "m", "max_tokens": 4, "messages": [
@@ -374,3 +377,17 @@ async def test_blobs_are_served_on_the_admin_plane_only(rig):
             assert resp.status == 401
         async with s.get(f"{r.gw.model_url}/blobs/{SHAS[2]}", headers={"Authorization": f"Bearer {ro['api_key']}"}) as resp:
             assert resp.status == 404
+
+
+async def test_chat_input_image_alias_is_recorded_and_raw_pixels_refused(rig):
+    r = await rig()
+    ro = await r.rollout()
+    c = oai(ro)
+    await c.chat.completions.create(model="m", messages=[{"role": "user", "content": [
+        {"type": "input_image", "image_url": data_url(SHOTS[3])}]}])
+    (rec,) = await r.records(ro)
+    assert [i.sha256 for i in rec.images] == [SHAS[3]]
+    assert rec.request["messages"][0]["content"][0]["image_url"] == BLOB_REF_PREFIX + SHAS[3]
+    status, err = await post(ro["openai_base_url"] + "/chat/completions", ro["api_key"], {"model": "m", "messages": [
+        {"role": "user", "content": [{"type": "image_embeds", "image_embeds": "AAAA"}]}]})
+    assert status == 400 and "image_embeds" in err["error"]["message"]

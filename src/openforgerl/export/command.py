@@ -41,6 +41,11 @@ def command(
 
     if not store.exists():
         raise typer.BadParameter(f"no call log at {store}", param_hint="--store")
+    want = ".jsonl" if format is ExportFormat.JSONL else ".parquet"
+    if out.suffix != want:  # a JSONL file named .parquet (or the reverse) breaks whatever reads it next
+        raise typer.BadParameter(f"--format {format.value} writes {want}, but the path ends in "
+                                 f"{out.suffix or 'no suffix'}: name it {out.with_suffix(want).name}",
+                                 param_hint="--out")
     options = ReconstructionOptions(
         max_prompt_len=max_prompt_len, max_response_len=max_response_len, overflow=overflow,
         image_token_id=image_token_id,

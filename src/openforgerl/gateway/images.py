@@ -99,15 +99,16 @@ def may_have_images(chat: dict[str, Any], raw: bytes, translated: bool) -> bool:
     Responses and Anthropic: always True; their translator has just walked every block in Python,
     so walking its chat output is cheap next to it (under 2 %, measured), and exact. Chat
     Completions (passed through, never walked otherwise): whichever is cheaper of walking the
-    messages (about 0.1 us per message) and one C-speed scan of the raw body for `"image_url"`,
-    the only image part's key and type (about 0.4 ns per byte): quotes inside JSON strings are
-    escaped, so text passes the scan only where a string is exactly `image_url`, which costs a
-    walk, nothing more (a key spelled with `\\u` escapes would slip past the scan)."""
+    messages (about 0.1 us per message) and one C-speed scan of the raw body for `"image`, which
+    every image part's key or type starts with (`image_url`, `input_image`'s `image_url` key,
+    `image_embeds`, `image_pil`), about 0.4 ns per byte. Text passes the scan only where a string
+    starts with "image" (or an escaped quote precedes it), which costs a walk, nothing more; a key
+    spelled with `\\u` escapes would slip past the scan."""
     if translated:
         return True
     messages = chat.get("messages")
     count = len(messages) if isinstance(messages, list) else 0
-    return count * _WALK_BYTES_PER_MESSAGE < len(raw) or b'"image_url"' in raw
+    return count * _WALK_BYTES_PER_MESSAGE < len(raw) or b'"image' in raw
 
 
 def find_images(chat: dict[str, Any], policy: ImagePolicy, seen: SeenImages | None = None) -> PromptImages | None:
@@ -120,9 +121,21 @@ def find_images(chat: dict[str, Any], policy: ImagePolicy, seen: SeenImages | No
         if not isinstance(content, list):
             continue
         for part in content:
-            if isinstance(part, dict) and part.get("type") == "image_url":
+            kind = part.get("type") if isinstance(part, dict) else None
+            if not isinstance(kind, str):  # a malformed part is the engine's to refuse
+                continue
+            if kind in _IMAGE_PARTS:
                 _take(found, _part_url(part, len(found.refs)), policy, seen)
+            elif kind in _REFUSED_PARTS:  # vLLM takes them, and the record could not hold them
+                raise GatewayError(400, f"content part {kind!r} is not accepted: send images as image_url "
+                                        "parts with base64 data URLs", param="messages")
     return found if found.refs else None
+
+
+# Chat image parts vLLM reads: `image_url` (OpenAI) and `input_image` (its Responses-style alias,
+# `image_url` a string); pixels or embeddings sent as such are refused.
+_IMAGE_PARTS = frozenset(("image_url", "input_image"))
+_REFUSED_PARTS = frozenset(("image_pil", "image_embeds"))
 
 
 def _part_url(part: dict[str, Any], k: int) -> str:

@@ -37,7 +37,12 @@ def command(
 ) -> None:
     """Install (pinned, cached, idempotent) or list the harness CLIs."""
     words = list(args or ["install"])
-    action = words.pop(0) if words and words[0] in ACTIONS else "install"
+    if words[0] not in ACTIONS:  # `harness frobnicate` is a typo of an action, not "install frobnicate"
+        from openforgerl.errors import UserError
+
+        raise UserError(f"unknown action {words[0]!r}: use `openforgerl harness install [NAMES...]` or "
+                        "`openforgerl harness list`")
+    action = words.pop(0)
     if action == "list":
         list_harnesses()
         return

@@ -43,5 +43,7 @@ def get_harness(name: str, **options: Any) -> HarnessAdapter:
     """The adapter for `name` (aliases accepted); `options` go to its constructor (e.g. openclaw `api`)."""
     key = ALIASES.get(name, name)
     if key not in FACTORIES:
-        raise KeyError(f"unknown harness {name!r}; known: {', '.join(harness_names())}")
+        from openforgerl.errors import UnknownNameError
+
+        raise UnknownNameError(f"unknown harness {name!r}; known: {', '.join(harness_names())}")
     return FACTORIES[key](**options)

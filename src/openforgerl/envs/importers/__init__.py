@@ -24,17 +24,26 @@ _LAYOUTS = [("tau2", "tasks.json"), ("tau2", "*/tasks.json"), ("qwenclawbench", 
             ("claw-eval", "**/task.yaml"), ("tau2", "**/tasks.json"), ("qwenclawbench", "**/task_*.md")]
 
 
+def _unknown_format(source: Path) -> Exception:
+    from openforgerl.errors import UserError
+
+    if not source.exists():
+        return UserError(f"no such file or folder: {source}")
+    return UserError(f"cannot tell the task format of {source}: expected a tau2 `tasks.json`, QwenClawBench "
+                     "`tasks/task_*.md` or Claw-Eval `tasks/<id>/task.yaml` (or pass --format)")
+
+
 def detect_format(source: Path) -> str:
     """By the upstream layouts first (a tau2 domains folder, QwenClawBench `tasks/task_*.md`, Claw-Eval
     `tasks/<id>/task.yaml`), then anywhere below: a QwenClawBench asset may well be a `tasks.json`."""
     if source.is_file():
         if source.suffix in (".json", ".md"):
             return "tau2" if source.suffix == ".json" else "qwenclawbench"
-        raise ValueError(f"cannot tell the task format of {source}")
+        raise _unknown_format(source)
     for fmt, pattern in _LAYOUTS:
         if any(source.glob(pattern)):
             return fmt
-    raise ValueError(f"cannot tell the task format of {source}")
+    raise _unknown_format(source)
 
 
 def _drafts(source: Path, fmt: str, user_engine: str | None = None) -> list[TaskDraft]:

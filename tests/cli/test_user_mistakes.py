@@ -1,0 +1,64 @@
+"""Every user mistake gets one line naming what to fix, never a traceback (the real console script)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = str(Path(sys.executable).with_name("openforgerl"))
+TASK = ROOT / "src" / "openforgerl" / "envs" / "suites" / "claw" / "easy-todo-add-01"
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "OPENFORGERL_DEBUG"}
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120, cwd=str(cwd), env=env)
+
+
+def _files(tmp: Path) -> None:
+    (tmp / "bad.yaml").write_text("model: tiny\nsteps: [1,\n")
+    (tmp / "typo.yaml").write_text("model: tiny\nstepz: 3\n")
+    (tmp / "empty").mkdir()
+    (tmp / "calls.db").write_bytes(b"")
+
+
+CASES = [
+    ("unknown harness", ["rollout", "--tasks", str(TASK), "--harness", "frobnicate", "--n", "1"], "unknown harness 'frobnicate'"),
+    ("harness typo is not an install", ["harness", "frobnicate"], "unknown action 'frobnicate'"),
+    ("unknown backend", ["rollout", "--tasks", str(TASK), "--backend", "frobnicate", "--n", "1"], "unknown backend"),
+    ("missing config file", ["train", "nope.yaml"], "no such file or folder: nope.yaml"),
+    ("bad YAML", ["train", "bad.yaml"], "not valid YAML (line 3"),
+    ("mistyped config key", ["train", "typo.yaml"], "stepz"),
+    ("folder with no tasks", ["tasks", "validate", "empty"], "no task could be validated"),
+    ("import of a folder in no known format", ["tasks", "import", "empty", "out"], "cannot tell the task format"),
+    ("import of a missing folder", ["tasks", "import", "nothere", "out"], "no such file or folder"),
+    ("export suffix vs format", ["export", "--store", "calls.db", "--format", "jsonl", "--out", "rows.parquet"],
+     "name it rows.jsonl"),
+]
+
+
+@pytest.mark.parametrize(("what", "args", "hint"), CASES, ids=[c[0] for c in CASES])
+def test_user_mistake_is_one_clear_line(tmp_path: Path, what: str, args: list[str], hint: str) -> None:
+    _files(tmp_path)
+    out = _run(*args, cwd=tmp_path)
+    text = out.stdout + out.stderr
+    assert out.returncode in (1, 2), (what, out.returncode, text[-2000:])
+    assert "Traceback" not in text, text[-3000:]
+    assert hint in " ".join(text.split()), text[-2000:]  # rich may wrap a long line
+
+
+def test_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = _run("gateway", "--engine", "http://127.0.0.1:9", "--port", str(port), "--admin-port", "0",
+                   "--store", str(tmp_path / "c.db"), cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    lines = [line for line in out.stderr.splitlines() if line.strip() and "error:" in line]
+    assert len(lines) == 1 and "another server already listens there" in lines[0], out.stderr[-2000:]
