@@ -76,6 +76,8 @@ def check(rec: CallRecord, shots: list[bytes]) -> None:
     assert [i.sha256 for i in rec.images] == [hashlib.sha256(s).hexdigest() for s in shots]
     assert all(i.tokens and i.grid_thw for i in rec.images)
     assert rec.prompt_token_ids.count(PAD) == sum(i.tokens or 0 for i in rec.images)
+    # the processor the engine used, from its /v1/models card (read once per replica)
+    assert rec.processor is not None and rec.processor.get("image_token_id") == PAD
     assert ";base64," not in rec.model_dump_json()
 
 

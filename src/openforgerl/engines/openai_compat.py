@@ -156,6 +156,7 @@ class OpenAICompatEngine:
         self._keepalive_s = keepalive_s
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s, sock_read=read_idle_s)
         self._rr = itertools.count()
+        self._processors: dict[str, dict[str, Any] | None] = {}
         self._session: aiohttp.ClientSession | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -184,6 +185,18 @@ class OpenAICompatEngine:
                 raise _protocol_error("engine serves no model")
             self.model = names[0]
         return self.model
+
+    async def image_processor(self, route_key: str) -> dict[str, Any] | None:
+        """The image processor settings of the replica serving `route_key`, from its `/v1/models` card
+        (`openforgerl_processor`: our local engine reports them there; vLLM does not, so None). Read once
+        per replica; the gateway records them on calls that carry images."""
+        upstream = self.pick(route_key)
+        key = upstream.api
+        if key not in self._processors:
+            card = (await self._get_json(upstream.api + "/models")).get("data") or [{}]
+            found = card[0].get("openforgerl_processor") if isinstance(card[0], dict) else None
+            self._processors[key] = found if isinstance(found, dict) else None
+        return self._processors[key]
 
     async def _list_models(self, upstream: Upstream) -> list[str]:
         body = await self._get_json(upstream.api + "/models")
