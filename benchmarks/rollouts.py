@@ -30,11 +30,10 @@ from typing import Any
 
 from openforgerl.engines.scripted import ScriptedEngine
 from openforgerl.gateway.server import start_gateway
-from openforgerl.harness.base import McpServer
 from openforgerl.harness.generic import CommandHarness
 from openforgerl.orchestrator.batch import run_batch
 from openforgerl.orchestrator.config import OrchestratorConfig
-from openforgerl.orchestrator.task_protocol import Verdict
+from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.sandbox.base import Sandbox, SandboxSpec
 from openforgerl.sandbox.local import LocalBackend, raise_nofile_limit
 from openforgerl.store.sqlite import SQLiteCallStore
@@ -85,7 +84,7 @@ async def bench_starts(n: int, root: Path) -> dict[str, Any]:
             "ratio_exec_vs_raw": round(statistics.median(exec_only) / statistics.median(raw), 2)}
 
 
-class ReplyTask:
+class ReplyTask(TaskDefaults):
     """Trivial task: the harness must leave the model's reply in /workdir/reply.json."""
 
     task_id = "trivial"
@@ -94,18 +93,6 @@ class ReplyTask:
 
     def files(self) -> Mapping[str, bytes]:
         return {"README": b"trivial\n"}
-
-    def service_argv(self) -> Sequence[str] | None:
-        return None
-
-    def mcp_servers(self) -> Sequence[McpServer]:
-        return ()
-
-    def function_tools(self) -> Sequence[Mapping[str, Any]]:
-        return ()
-
-    def shell_tools_hint(self) -> str:
-        return ""
 
     async def verify(self, sandbox: Sandbox) -> Verdict:
         try:

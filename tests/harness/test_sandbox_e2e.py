@@ -6,10 +6,9 @@ The sandbox has no route off the machine, so this also checks that no CLI needs 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from harness_e2e import (
@@ -23,12 +22,11 @@ from harness_e2e import (
 
 from openforgerl.engines.scripted import MODEL_NAME, ScriptedEngine
 from openforgerl.gateway.server import start_gateway
-from openforgerl.harness.base import McpServer
 from openforgerl.harness.registry import get_harness
 from openforgerl.harness.scripted_policy import proof_policy
 from openforgerl.orchestrator.batch import run_batch
 from openforgerl.orchestrator.config import OrchestratorConfig
-from openforgerl.orchestrator.task_protocol import Verdict
+from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import Sandbox
 from openforgerl.sandbox.local import LocalBackend
@@ -41,7 +39,7 @@ NAMES = ["zero", "codex", "claude_code", "qwen_code", "opencode", "mini_swe_agen
 
 
 @dataclass
-class ProofFileTask:
+class ProofFileTask(TaskDefaults):
     """proof.txt must hold exactly `content` (a fresh value per test, so no stale file can pass)."""
 
     content: str
@@ -54,18 +52,6 @@ class ProofFileTask:
 
     def files(self) -> Mapping[str, bytes]:
         return {"README.md": b"Write proof.txt as asked.\n"}
-
-    def service_argv(self) -> Sequence[str] | None:
-        return None
-
-    def mcp_servers(self) -> Sequence[McpServer]:
-        return ()
-
-    def function_tools(self) -> Sequence[Mapping[str, Any]]:
-        return ()
-
-    def shell_tools_hint(self) -> str:
-        return ""
 
     async def verify(self, sandbox: Sandbox) -> Verdict:
         try:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from openforgerl.harness.base import McpServer
 from openforgerl.harness.generic import CommandHarness
-from openforgerl.orchestrator.task_protocol import Verdict, VerifierError
+from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, VerifierError
 from openforgerl.sandbox.base import Sandbox
 
 AGENT = Path(__file__).parent / "agents" / "proof_agent.py"
@@ -21,7 +19,7 @@ def agent_harness(mode: str = "ok") -> CommandHarness:
 
 
 @dataclass
-class ProofTask:
+class ProofTask(TaskDefaults):
     """"proof.txt must contain `expected`"; `crash_verifier` makes the verifier itself break."""
 
     task_id: str = "proof"
@@ -33,18 +31,6 @@ class ProofTask:
 
     def files(self) -> Mapping[str, bytes]:
         return self.seed_files
-
-    def service_argv(self) -> Sequence[str] | None:
-        return None
-
-    def mcp_servers(self) -> Sequence[McpServer]:
-        return ()
-
-    def function_tools(self) -> Sequence[Mapping[str, Any]]:
-        return ()
-
-    def shell_tools_hint(self) -> str:
-        return ""
 
     async def verify(self, sandbox: Sandbox) -> Verdict:
         if self.crash_verifier:

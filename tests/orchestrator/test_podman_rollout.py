@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from openforgerl.engines.scripted import ScriptedEngine
 from openforgerl.gateway.server import start_gateway
-from openforgerl.harness.base import McpServer
 from openforgerl.harness.generic import CommandHarness
 from openforgerl.orchestrator.batch import run_batch
 from openforgerl.orchestrator.config import OrchestratorConfig
-from openforgerl.orchestrator.task_protocol import Verdict
+from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import Sandbox
 from openforgerl.sandbox.images import BUSYBOX, ensure_busybox_image
@@ -35,7 +33,7 @@ WGET = ('wget -q -O /workdir/reply.json --header "Authorization: Bearer $OPENAI_
         '"$OPENAI_BASE_URL/chat/completions"')
 
 
-class ReplyTask:
+class ReplyTask(TaskDefaults):
     task_id = "podman-reply"
     instruction = "say ok"
     budget_s = 120.0
@@ -45,18 +43,6 @@ class ReplyTask:
 
     def files(self) -> Mapping[str, bytes]:
         return {}
-
-    def service_argv(self) -> Sequence[str] | None:
-        return None
-
-    def mcp_servers(self) -> Sequence[McpServer]:
-        return ()
-
-    def function_tools(self) -> Sequence[Mapping[str, Any]]:
-        return ()
-
-    def shell_tools_hint(self) -> str:
-        return ""
 
     async def verify(self, sandbox: Sandbox) -> Verdict:
         body = json.loads(await sandbox.read_file("/workdir/reply.json"))

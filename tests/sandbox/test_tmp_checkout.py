@@ -10,23 +10,21 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sbx_helpers import needs_bwrap, needs_root
 
 from openforgerl.engines.scripted import MODEL_NAME, ScriptedEngine
 from openforgerl.gateway.server import start_gateway
-from openforgerl.harness.base import McpServer
 from openforgerl.harness.install import is_installed, tools_dir
 from openforgerl.harness.registry import get_harness
 from openforgerl.harness.scripted_policy import proof_policy
 from openforgerl.orchestrator.batch import run_batch
 from openforgerl.orchestrator.config import OrchestratorConfig
-from openforgerl.orchestrator.task_protocol import Verdict
+from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import Sandbox
 from openforgerl.sandbox.local import LocalBackend
@@ -36,7 +34,7 @@ pytestmark = [needs_bwrap, needs_root]
 
 
 @dataclass
-class ProofFile:
+class ProofFile(TaskDefaults):
     content: str
     task_id: str = "tmp-checkout"
     budget_s: float = 240.0
@@ -47,18 +45,6 @@ class ProofFile:
 
     def files(self) -> Mapping[str, bytes]:
         return {"README.md": b"Write proof.txt as asked.\n"}
-
-    def service_argv(self) -> Sequence[str] | None:
-        return None
-
-    def mcp_servers(self) -> Sequence[McpServer]:
-        return ()
-
-    def function_tools(self) -> Sequence[Mapping[str, Any]]:
-        return ()
-
-    def shell_tools_hint(self) -> str:
-        return ""
 
     async def verify(self, sandbox: Sandbox) -> Verdict:
         try:

@@ -22,7 +22,7 @@ import signal
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,9 @@ from typing import Any
 from aiohttp import web
 
 from openforgerl.engines.scripted import ScriptedEngine, Turn, scripted_app
-from openforgerl.harness.base import HarnessContext, HarnessLaunch, McpServer
+from openforgerl.harness.base import HarnessContext, HarnessLaunch
 from openforgerl.harness.generic import CommandHarness
-from openforgerl.orchestrator.task_protocol import Verdict, VerifierError
+from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, VerifierError
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import Sandbox
 
@@ -121,7 +121,7 @@ class FaultHarness(CommandHarness):
 
 
 @dataclass
-class FaultTask:
+class FaultTask(TaskDefaults):
     """"Write the magic word into proof.txt"; the verifier crashes where the plan says."""
 
     task_id: str
@@ -135,18 +135,6 @@ class FaultTask:
 
     def files(self) -> Mapping[str, bytes]:
         return {"README.md": b"write proof.txt\n"}
-
-    def service_argv(self) -> Sequence[str] | None:
-        return None
-
-    def mcp_servers(self) -> Sequence[McpServer]:
-        return ()
-
-    def function_tools(self) -> Sequence[Mapping[str, Any]]:
-        return ()
-
-    def shell_tools_hint(self) -> str:
-        return ""
 
     async def verify(self, sandbox: Sandbox) -> Verdict:
         if self.plan.modes.get(sandbox.spec.rollout_id) == "verifier-crash":  # type: ignore[attr-defined]

@@ -19,7 +19,7 @@ import json
 import shutil
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from openforgerl.harness.base import McpServer
 from openforgerl.harness.generic import CommandHarness
-from openforgerl.orchestrator.task_protocol import Verdict
+from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import Sandbox
 
@@ -40,7 +39,7 @@ needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewr
 
 
 @dataclass
-class ProofTask:
+class ProofTask(TaskDefaults):
     """Reward 1 iff /workdir/proof.txt holds the magic word; the attack script is a seed file."""
 
     instruction: str
@@ -49,18 +48,6 @@ class ProofTask:
 
     def files(self) -> Mapping[str, bytes]:
         return {"attack.py": ATTACK}
-
-    def service_argv(self) -> Sequence[str] | None:
-        return None
-
-    def mcp_servers(self) -> Sequence[McpServer]:
-        return ()
-
-    def function_tools(self) -> Sequence[Mapping[str, Any]]:
-        return ()
-
-    def shell_tools_hint(self) -> str:
-        return ""
 
     async def verify(self, sandbox: Sandbox) -> Verdict:
         try:

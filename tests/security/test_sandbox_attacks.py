@@ -16,16 +16,15 @@ import shutil
 import signal
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from openforgerl.harness.base import McpServer
 from openforgerl.harness.generic import CommandHarness
-from openforgerl.orchestrator.task_protocol import Verdict
+from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import Limits, Sandbox
 
@@ -41,7 +40,7 @@ CALL_MODEL = (f"{sys.executable} -c \"import json, os, urllib.request as u; "
 
 
 @dataclass
-class ProofFileTask:
+class ProofFileTask(TaskDefaults):
     """Reward 1 iff /workdir/proof.txt holds the magic word; read in-process via `read_file`."""
 
     task_id: str = "proof-file"
@@ -50,18 +49,6 @@ class ProofFileTask:
 
     def files(self) -> Mapping[str, bytes]:
         return {"README.md": b"write proof.txt\n"}
-
-    def service_argv(self) -> Sequence[str] | None:
-        return None
-
-    def mcp_servers(self) -> Sequence[McpServer]:
-        return ()
-
-    def function_tools(self) -> Sequence[Mapping[str, Any]]:
-        return ()
-
-    def shell_tools_hint(self) -> str:
-        return ""
 
     async def verify(self, sandbox: Sandbox) -> Verdict:
         try:

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from openforgerl.harness.base import McpServer
 from openforgerl.sandbox.base import Sandbox
 
-__all__ = ["TaskRuntime", "Verdict", "VerifierError"]
+__all__ = ["TaskDefaults", "TaskRuntime", "Verdict", "VerifierError"]
 
 
 class VerifierError(Exception):
@@ -97,3 +97,24 @@ class TaskRuntime(Protocol):
     async def verify(self, sandbox: Sandbox) -> Verdict | tuple[float, Mapping[str, float], str]:
         """Judge the final state of ``sandbox``; raise ``VerifierError`` if the verifier broke."""
         ...
+
+
+class TaskDefaults:
+    """The members of a `TaskRuntime` most tasks leave empty, with those empty answers: subclass it and
+    write only `task_id`, `instruction`, `budget_s`, `verify` and what the task really has (a task with
+    no files, service or tools needs nothing else)."""
+
+    def files(self) -> Mapping[str, bytes]:
+        return {}
+
+    def service_argv(self) -> Sequence[str] | None:
+        return None
+
+    def mcp_servers(self) -> Sequence[McpServer]:
+        return ()
+
+    def function_tools(self) -> Sequence[Mapping[str, Any]]:
+        return ()
+
+    def shell_tools_hint(self) -> str:
+        return ""
