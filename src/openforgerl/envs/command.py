@@ -94,3 +94,19 @@ def synthesize(env: str = typer.Option("claw", help="claw, or a file: .py (ENV),
     from openforgerl.synth.command import run_synthesize
 
     raise typer.Exit(run_synthesize(env, n, out, seed, paraphrase_engine, paraphrase_model, sandbox, typer.echo))
+
+
+@command.command("calibrate")
+def calibrate(path: Path = typer.Argument(..., help="a task folder or a folder of them"),
+              gateway: str = typer.Option(..., help="admin URL of a running gateway (token: $OPENFORGERL_ADMIN_TOKEN)"),
+              harness: str = typer.Option("zero", help="harness the policy runs in"),
+              k: int = typer.Option(4, help="rollouts per task"),
+              model: str = typer.Option("policy", help="model name given to the harness")) -> None:
+    """Run the policy behind GATEWAY k times per task; write each pass rate into its task.toml."""
+    from openforgerl.synth.calibrate import run_calibration
+
+    results = run_calibration(path, gateway, harness=harness, k=k, model=model)
+    rates = [c.pass_rate for c in results if c.pass_rate is not None]
+    inside = sum(1 for r in rates if 0.0 < r < 1.0)
+    typer.echo(f"calibrated {len(results)} tasks with {harness} (k={k}): {inside} with 0 < pass rate < 1, "
+               f"{sum(r == 0.0 for r in rates)} never solved, {sum(r == 1.0 for r in rates)} always solved")

@@ -158,3 +158,36 @@ def orchestrator_runner(harness: str, *, gateway: Any, backend: Any, **config: A
         return out
 
     return run
+
+
+def run_calibration(root: Path, gateway_url: str, *, harness: str = "zero", k: int = 4, model: str = "policy",
+                    threshold: float = 1.0) -> list[Calibration]:
+    """`openforgerl tasks calibrate`: k rollouts per task under `root` through the orchestrator against a
+    running gateway (its admin URL; the token from `$OPENFORGERL_ADMIN_TOKEN`), in real sandboxes; each
+    task's pass rate is written into its task.toml (infra failures are not counted)."""
+    from openforgerl.envs.runtime import load_runtime
+    from openforgerl.envs.task import find_tasks
+    from openforgerl.gateway.access import GatewayAccess
+
+    paths = list(find_tasks(root))
+    runtimes = [load_runtime(p) for p in paths]
+    by_runtime_id = {rt.task_id: _task_id(p) for rt, p in zip(runtimes, paths, strict=True)}
+
+    async def rollouts() -> dict[str, list[float | None]]:
+        from openforgerl.eval.runner import run_eval
+        from openforgerl.sandbox.local import LocalBackend
+
+        backend = LocalBackend()
+        try:
+            trials = await run_eval(runtimes, [harness], gateway=GatewayAccess.from_env(gateway_url),
+                                    backend=backend, trials=k, model=model)
+        finally:
+            await backend.aclose()
+        out: dict[str, list[float | None]] = {}
+        for t in trials:
+            reward = None if t.infra else (t.reward if t.reward is not None else 0.0)
+            out.setdefault(by_runtime_id.get(t.task_id, t.task_id), []).append(reward)
+        return out
+
+    measured = asyncio.run(rollouts())
+    return calibrate(paths, lambda _tasks, _k: measured, k, policy=f"{harness}@{gateway_url}", threshold=threshold)

@@ -23,6 +23,9 @@ class TaskSelection(_Strict):
     tags: list[str] | None = None
     """Keep tasks carrying any of these tags (e.g. `sft`: phrased like the tiny model's warm-up data)."""
     limit: int | None = None
+    pass_rate: tuple[float, float] | None = None
+    """Keep only tasks whose calibrated pass rate (`openforgerl tasks calibrate`) lies strictly between
+    these two numbers, e.g. [0, 1]: the tasks where GRPO groups have signal. Uncalibrated tasks are dropped."""
 
 
 class EngineSettings(_Strict):
@@ -48,7 +51,8 @@ class TrainConfig(_Strict):
     harness_options: dict[str, dict[str, object]] = Field(default_factory=dict)
     """Constructor options per harness name, e.g. {zero: {builtins: "", max_turns: 3}}."""
     backend: Literal["local", "podman", "kubernetes"] = "local"
-    tasks: TaskSelection = Field(default_factory=TaskSelection)
+    tasks: TaskSelection | list[TaskSelection] = Field(default_factory=TaskSelection)
+    """One selection, or several whose tasks are pooled (e.g. the Claw suite plus synthesised tasks)."""
     eval_tasks: TaskSelection | None = Field(default_factory=lambda: TaskSelection(split="test"))
     steps: int = 20
     tasks_per_step: int = 4

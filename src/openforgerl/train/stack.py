@@ -57,8 +57,13 @@ def resolve_task_dir(spec: str) -> Path:
     return Path(spec)
 
 
-def select_tasks(sel: TaskSelection, seed: int) -> list[Any]:
-    """Task runtimes matching split / difficulty, in a seeded order."""
+def select_tasks(sel: TaskSelection | list[TaskSelection], seed: int) -> list[Any]:
+    """Task runtimes matching split / difficulty / tags / pass-rate band, in a seeded order (several
+    selections are pooled, each cut to its own `limit` first)."""
+    if isinstance(sel, list):
+        pooled = [rt for one in sel for rt in select_tasks(one, seed)]
+        random.Random(seed).shuffle(pooled)
+        return pooled
     from openforgerl.envs.runtime import load_runtime
     from openforgerl.envs.task import find_tasks, load_task
 
@@ -71,9 +76,18 @@ def select_tasks(sel: TaskSelection, seed: int) -> list[Any]:
             continue
         if sel.tags and not set(sel.tags) & set(task.meta.tags):
             continue
+        if sel.pass_rate is not None and not _in_band(path, sel.pass_rate):
+            continue
         chosen.append(load_runtime(path))
     random.Random(seed).shuffle(chosen)
     return chosen[: sel.limit] if sel.limit else chosen
+
+
+def _in_band(path: Path, band: tuple[float, float]) -> bool:
+    from openforgerl.synth.calibrate import pass_rate
+
+    rate = pass_rate(path)
+    return rate is not None and band[0] < rate < band[1]
 
 
 async def make_backend(name: str, root: Path) -> Any:
@@ -129,5 +143,6 @@ async def open_stack(config: TrainConfig, out_dir: Path) -> AsyncIterator[Stack]
         train = select_tasks(config.tasks, config.seed)
         evals = select_tasks(config.eval_tasks, config.seed) if config.eval_tasks else []
         if not train:
-            raise ValueError(f"no training tasks match {config.tasks.model_dump()}")
+            sels = config.tasks if isinstance(config.tasks, list) else [config.tasks]
+            raise ValueError(f"no training tasks match {[sel.model_dump() for sel in sels]}")
         yield Stack(config, urls[0], pusher, store, gateway, backend, train, evals, policy_path)
