@@ -27,14 +27,14 @@ class _TranslatedStream:
 
     def feed(self, chunk: EngineChunk) -> bytes:
         if chunk.bodies is None:
-            return self._t.feed(chunk.body)
+            return bytes(self._t.feed(chunk.body))
         return b"".join(self._t.feed(body) for body in chunk.bodies)
 
     def finish(self) -> bytes:
-        return self._t.finish()
+        return bytes(self._t.finish())
 
     def error(self, err: GatewayError) -> bytes:
-        return self._t.error_event(err.message)
+        return bytes(self._t.error_event(err.message))
 
 
 class TranslatingAdapter:
@@ -47,7 +47,7 @@ class TranslatingAdapter:
 
     def engine_body(self, request: dict[str, Any]) -> dict[str, Any]:
         try:
-            chat = self._m.to_chat_request(request)
+            chat: dict[str, Any] = self._m.to_chat_request(request)
         except ProtocolError as exc:
             raise GatewayError(exc.status, exc.message, param=exc.param) from None
         if request.get("stream"):

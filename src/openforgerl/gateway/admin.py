@@ -212,7 +212,8 @@ async def metrics(request: web.Request) -> web.Response:
 def _guarded(handler: Any) -> Any:
     async def wrapped(request: web.Request) -> web.StreamResponse:
         try:
-            return await handler(request)
+            response: web.StreamResponse = await handler(request)
+            return response
         except GatewayError as err:
             return error_response(None, err)
     return wrapped
@@ -235,7 +236,8 @@ def admin_auth(token: str) -> Any:
             err = GatewayError(401, "admin token required", code="invalid_admin_token",
                                headers={"WWW-Authenticate": "Bearer"})
             return error_response(None, err)
-        return await handler(request)
+        response: web.StreamResponse = await handler(request)
+        return response
     return check
 
 

@@ -35,7 +35,7 @@ def validate_chat(body: dict[str, Any]) -> None:
     """Refuse (400) the type errors that would otherwise surface as engine 5xx or crashes."""
     messages = body.get("messages")
     _check(isinstance(messages, list) and len(messages) > 0, "'messages' must be a non-empty array", "messages")
-    for i, m in enumerate(messages):  # messages are built only on failure: this runs per message per call
+    for i, m in enumerate(messages or ()):  # messages are built only on failure: this runs per message per call
         _check_message(i, m)
     tools = body.get("tools")
     _check(tools is None or (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)),

@@ -47,7 +47,7 @@ def command(
     if dialect not in ("vllm", "sglang"):
         raise typer.BadParameter("--dialect must be vllm or sglang")
     try:  # a dependency on Linux (vLLM and SGLang serve on it too): ~15 % less CPU per call
-        import uvloop  # type: ignore[import-not-found]
+        import uvloop
 
         uvloop.install()
     except ImportError:  # platforms without a uvloop wheel

@@ -139,7 +139,8 @@ class CallTape:
 
     def prompt_ids(self) -> list[int]:
         if self.prompt_ids_json is not None:
-            return orjson.loads(self.prompt_ids_json)
+            ids: list[int] = orjson.loads(self.prompt_ids_json)
+            return ids
         return self.prompt_token_ids
 
     def prompt_length(self) -> int:

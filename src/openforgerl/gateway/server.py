@@ -132,7 +132,8 @@ def _json_errors(admin: bool) -> Any:
         if not _encoding_ok(request):
             return error_response(protocol, GatewayError(415, "unsupported Content-Encoding"))
         try:
-            return await handler(request)
+            response: web.StreamResponse = await handler(request)
+            return response
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import shlex
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -50,7 +51,9 @@ def command(
         n=n, min_group_size=min_group, max_retries=None if retries < 0 else retries,
         timeout_policy=timeout_policy,  # type: ignore[arg-type]
         max_running=max_running, max_booting=max_booting, budget_s=budget or None, model=model,
-        artifacts_dir=out / "artifacts", **({"harness_cache": tools_dir} if tools_dir else {}))
+        artifacts_dir=out / "artifacts")
+    if tools_dir:
+        config = dataclasses.replace(config, harness_cache=tools_dir)
     opts = {"tasks": tasks, "harness": harness, "harness_command": harness_command, "backend": backend,
             "engine": engine, "gateway": gateway, "out": out, "image": image, "limit": limit,
             "success_rate": success_rate}

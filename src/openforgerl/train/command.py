@@ -26,7 +26,7 @@ def command(
     from openforgerl.train.config import ConfigError, TrainConfig
     from openforgerl.train.trainer import Trainer
 
-    hf_logging.disable_progress_bar()  # the step table is the progress display; no per-push bars
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # the step table is the progress display; no per-push bars
     try:
         cfg = TrainConfig.from_yaml(config)
     except ConfigError as exc:

@@ -140,7 +140,7 @@ def load_policy(path: Path) -> Any:
     from openforgerl.engines.local.model import is_multimodal_dir
 
     auto = AutoModelForImageTextToText if is_multimodal_dir(path) else AutoModelForCausalLM
-    return auto.from_pretrained(path, dtype=torch.float32).eval()
+    return auto.from_pretrained(path, dtype=torch.float32).eval()  # type: ignore[no-untyped-call]
 
 
 def policy_vision(path: Path, store: Any) -> SampleVision | None:

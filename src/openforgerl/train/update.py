@@ -118,7 +118,7 @@ def grpo_update(
             kl = (k3_kl(logp, ref_logp) * batch.response_mask * w).sum()
             loss = loss + settings.kl_coef * kl
             kl_sum += float(kl)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         total_loss += float(loss.detach())
         clip_sum += stats["clip_frac"] * len(part)
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)

@@ -401,7 +401,7 @@ class AnthropicStream:
         self._started = True
         if input_tokens is not None:
             self._input_tokens = input_tokens
-        message = {"id": self.message_id, "type": "message", "role": "assistant",
+        message: dict[str, Any] = {"id": self.message_id, "type": "message", "role": "assistant",
                    "model": self._request.get("model") or "", "content": [], "stop_reason": None,
                    "stop_sequence": None, "usage": {"input_tokens": self._input_tokens, "output_tokens": 0,
                                                     "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}
@@ -469,7 +469,7 @@ class AnthropicStream:
         fn = tc.get("function") or {}
         out = b""
         if index not in self._calls:
-            block = {"type": "tool_use", "id": tool_use_id(tc.get("id") or new_id("call_")),
+            block: dict[str, Any] = {"type": "tool_use", "id": tool_use_id(tc.get("id") or new_id("call_")),
                      "name": fn.get("name") or "", "input": {}}
             out = self._begin("tool_use", block)
             self._calls[index] = self._block

@@ -151,7 +151,7 @@ def from_chat_completion(chat: dict[str, Any], request: dict[str, Any]) -> dict[
     for tc in choice.tool_calls:
         call_id, name, args = tool_call_parts(tc)
         output.append(_call_item(new_id("fc_"), call_id, names.lookup(name), args))
-    created = chat.get("created") if is_int(chat.get("created")) else int(time.time())
+    created = int(chat["created"]) if is_int(chat.get("created")) else int(time.time())
     return _response(request, new_id("resp_"), created, _status(choice.finish_reason), output,
                      _usage(Usage.from_chat(chat.get("usage"))))
 
@@ -320,7 +320,7 @@ class ResponsesStream:
         if kind == "reasoning":
             added = _reasoning_item(item.id, "", False, "in_progress")
             added["content"] = []
-            part = {"type": "reasoning_text", "text": ""}
+            part: dict[str, Any] = {"type": "reasoning_text", "text": ""}
         else:
             added = _message_item(item.id, "", "in_progress")
             added["content"] = []

@@ -155,7 +155,7 @@ if VERL_AVAILABLE:
         return AgentLoopOutput(**row, metrics=AgentLoopMetrics(generate_sequences=seconds))
 
     @register(AGENT_NAME)
-    class OpenForgeAgentLoop(AgentLoopBase):
+    class OpenForgeAgentLoop(AgentLoopBase):  # type: ignore[misc]  # veRL is untyped here
         """Runs the row's task in our orchestrator + gateway against veRL's servers (module docstring)."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:

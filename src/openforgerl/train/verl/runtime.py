@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
 import os
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
@@ -82,10 +83,10 @@ class LoopSettings:
 
     def orchestrator(self) -> OrchestratorConfig:
         """One rollout per row (veRL makes the group: rollout.n rows/sessions share a uid)."""
-        extra = {"harness_cache": Path(self.harness_cache)} if self.harness_cache else {}
-        return OrchestratorConfig(n=1, min_group_size=1, max_retries=self.max_retries,
-                                  timeout_policy=self.timeout_policy,  # type: ignore[arg-type]
-                                  max_running=self.max_running, budget_s=self.budget_s, **extra)
+        config = OrchestratorConfig(n=1, min_group_size=1, max_retries=self.max_retries,
+                                    timeout_policy=self.timeout_policy,  # type: ignore[arg-type]
+                                    max_running=self.max_running, budget_s=self.budget_s)
+        return dataclasses.replace(config, harness_cache=Path(self.harness_cache)) if self.harness_cache else config
 
 
 def _plain(value: Any) -> Any:
