@@ -204,3 +204,32 @@ async def test_eight_fifos_do_not_starve_anything(backend: LocalBackend) -> None
     await sbx.write_file("/workdir/ok.txt", b"fine")  # the pool still works
     assert await sbx.read_file("/workdir/ok.txt") == b"fine"
     await sbx.aclose()
+
+
+async def test_an_orphaned_namespace_init_is_killed_not_waited_for() -> None:
+    """A launcher killed before its child armed the parent-death signal leaves the child (PID 1 of its
+    own PID namespace) running; `_wait_gone` kills it instead of timing out."""
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    from openforgerl.sandbox.local import _gone, _wait_gone
+
+    if shutil.which("unshare") is None:
+        pytest.skip("util-linux unshare missing")
+    launcher = subprocess.Popen(["unshare", "--pid", "--fork", "sleep", "30"], start_new_session=True)
+    deadline = time.monotonic() + 10
+    child = None
+    while child is None and time.monotonic() < deadline:
+        kids = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children")
+        found = kids.read_text().split() if kids.exists() else []
+        child = int(found[0]) if found else None
+        time.sleep(0.01)
+    assert child is not None
+    launcher.send_signal(signal.SIGKILL)
+    launcher.wait()
+    assert not _gone(child)  # orphaned, still sleeping
+    t0 = time.monotonic()
+    await _wait_gone(child)
+    assert _gone(child) and time.monotonic() - t0 < 5

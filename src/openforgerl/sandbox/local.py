@@ -139,13 +139,35 @@ def _gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X")
 
 
+def _is_namespace_init(pid: int) -> bool:
+    """`pid` is PID 1 of a child PID namespace (its NSpid line ends in 1): still our sandbox init, not a
+    recycled PID."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                ids = line.split()[1:]
+                return len(ids) > 1 and ids[-1] == "1"
+    except OSError:
+        pass
+    return False
+
+
 async def _wait_gone(pid: int | None) -> None:
     """Wait until the sandbox init `pid` is gone: it dies last (the kernel kills and reaps the rest
-    of its PID namespace first), so afterwards no process of the command is left anywhere."""
+    of its PID namespace first), so afterwards no process of the command is left anywhere.
+
+    Normally the launcher's death kills it (`--die-with-parent`); a launcher killed while the child was
+    still being set up can leave it orphaned before its parent-death signal is armed (seen once under
+    heavy load: a 0.5 s timeout, the init still running `sleep 30` 10 s later), so the init itself is
+    killed too when it outlives a short grace: killing a PID namespace's init kills the namespace."""
     if pid is None:
         return
     deadline = time.monotonic() + _KILL_GRACE_S
+    grace = time.monotonic() + 0.5
     while not _gone(pid):
+        if time.monotonic() > grace and _is_namespace_init(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         if time.monotonic() > deadline:
             raise SandboxError(f"sandbox init {pid} still alive {_KILL_GRACE_S}s after its launcher")
         await asyncio.sleep(0.005)
