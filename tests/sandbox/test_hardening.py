@@ -206,9 +206,10 @@ async def test_eight_fifos_do_not_starve_anything(backend: LocalBackend) -> None
     await sbx.aclose()
 
 
-async def test_an_orphaned_namespace_init_is_killed_not_waited_for() -> None:
+def test_an_orphaned_namespace_init_is_killed_not_waited_for() -> None:
     """A launcher killed before its child armed the parent-death signal leaves the child (PID 1 of its
     own PID namespace) running; `_wait_gone` kills it instead of timing out."""
+    import asyncio
     import shutil
     import signal
     import subprocess
@@ -231,5 +232,5 @@ async def test_an_orphaned_namespace_init_is_killed_not_waited_for() -> None:
     launcher.wait()
     assert not _gone(child)  # orphaned, still sleeping
     t0 = time.monotonic()
-    await _wait_gone(child)
+    asyncio.run(_wait_gone(child))
     assert _gone(child) and time.monotonic() - t0 < 5
