@@ -36,15 +36,16 @@ def _call(kind: CallErrorKind | None, index: int = 0) -> CallRecord:
     (CallErrorKind.GATEWAY_INTERNAL, RolloutStatus.INFRA_GATEWAY),
     (CallErrorKind.CLIENT_DISCONNECTED, None),
     (CallErrorKind.CLIENT_BAD_REQUEST, None),
+    (CallErrorKind.CONTEXT_OVERFLOW, RolloutStatus.CONFIG_CONTEXT),
 ])
 def test_one_error_kind_to_status_table(kind: CallErrorKind, status: RolloutStatus | None) -> None:
     assert kind.rollout_status is status
-    assert kind.is_infra is (status is not None)
+    assert kind.is_infra is (status is not None and status.is_infra)
 
 
-def test_the_table_covers_every_kind_with_an_infra_status_or_none() -> None:
+def test_the_table_covers_every_kind_with_an_infra_or_config_status_or_none() -> None:
     for kind in CallErrorKind:
-        assert kind.rollout_status is None or kind.rollout_status.is_infra
+        assert kind.rollout_status is None or kind.rollout_status.is_infra or kind.rollout_status.is_config
 
 
 def test_a_kept_rollout_in_a_valid_group_with_a_reward_is_trained() -> None:
@@ -90,7 +91,7 @@ def test_trainable_is_exactly_the_conjunction(status: RolloutStatus | None, rewa
                         group_valid=group_valid, infra_tainted=tainted)
     calls = [_call(k, i) for i, k in enumerate(kinds)]
     infra = (tainted or (status is not None and status.is_infra)
-             or any(k is not None and k.rollout_status is not None for k in kinds))
+             or any(k is not None and k.is_infra for k in kinds))
     expected = (not infra and status in TRAINABLE_STATUSES and in_batch is True and group_valid is True
                 and reward is not None)
     assert trainable(rec, calls) is expected
