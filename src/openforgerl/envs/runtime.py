@@ -116,13 +116,7 @@ class ClawTaskRuntime:
                 "--log", f"{VERIFIER_OUT}/verifier.log"]
         run = await run_verifier(sandbox, argv, inputs=inputs,
                                  timeout_s=self.task.config.verifier.timeout_sec or 120.0)
-        res = run.result
-        log = res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace")
-        if res.returncode == EXIT_TAMPERED and not res.timed_out:
-            raise TamperError(log[-2000:])
-        if res.returncode != 0 or res.timed_out or "reward.json" not in run.outputs:
-            raise VerifierError(f"verifier exited {res.returncode} (timed_out={res.timed_out}): {log[-2000:]}")
-        return parse_reward(run.outputs["reward.json"], log)
+        return verdict_of(run)
 
     async def run_oracle(self, sandbox: Any) -> str:
         """Run solution/solve.sh inside the sandbox (validation only); "" on success, else why not."""
@@ -135,6 +129,18 @@ class ClawTaskRuntime:
         if res.returncode != 0:
             return f"oracle exited {res.returncode}: {res.stderr.decode(errors='replace')[-500:]}"
         return ""
+
+
+def verdict_of(run: Any) -> Verdict:
+    """The verdict of a finished verifier run (`sandbox.verifier.run_verifier`): exit 3 is the agent's
+    tampering (reward 0, never infra); any other failure, or no `reward.json`, is a broken verifier."""
+    res = run.result
+    log = res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace")
+    if res.returncode == EXIT_TAMPERED and not res.timed_out:
+        raise TamperError(log[-2000:])
+    if res.returncode != 0 or res.timed_out or "reward.json" not in run.outputs:
+        raise VerifierError(f"verifier exited {res.returncode} (timed_out={res.timed_out}): {log[-2000:]}")
+    return parse_reward(run.outputs["reward.json"], log)
 
 
 def parse_reward(raw: bytes, log: str) -> Verdict:

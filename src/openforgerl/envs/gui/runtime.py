@@ -25,11 +25,10 @@ from typing import Any
 
 from openforgerl.envs.gui.computer_service import COMPUTER_PORT
 from openforgerl.envs.gui.registry import SandboxNeeds, get_environment
-from openforgerl.envs.runtime import parse_reward, read_tree
+from openforgerl.envs.runtime import read_tree, verdict_of
 from openforgerl.envs.task import Task
 from openforgerl.harness.base import McpServer
-from openforgerl.orchestrator.task_protocol import Verdict, VerifierError
-from openforgerl.sandbox.base import TamperError
+from openforgerl.orchestrator.task_protocol import Verdict
 from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
 
 __all__ = ["GUI_DIR", "GuiTaskRuntime", "environment_kind"]
@@ -105,13 +104,7 @@ class GuiTaskRuntime:
                 "--state-url", state_url, "--token", self.token, "--workdir", INSIDE,
                 "--out", f"{VERIFIER_OUT}/reward.json", "--log", f"{VERIFIER_OUT}/verifier.log"]
         run = await run_verifier(sandbox, argv, inputs=inputs, timeout_s=self.task.config.verifier.timeout_sec or 120.0)
-        res = run.result
-        log = res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace")
-        if res.returncode == EXIT_TAMPERED and not res.timed_out:
-            raise TamperError(log[-2000:])
-        if res.returncode != 0 or res.timed_out or "reward.json" not in run.outputs:
-            raise VerifierError(f"verifier exited {res.returncode} (timed_out={res.timed_out}): {log[-2000:]}")
-        return parse_reward(run.outputs["reward.json"], log)
+        return verdict_of(run)
 
     async def run_oracle(self, sandbox: Any) -> str:
         """Replay solution/actions.json through the computer service (validation only)."""
