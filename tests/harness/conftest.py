@@ -18,11 +18,11 @@ async def make_gateway(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[
     """Factory: `await make_gateway(policy, faults=..., call_deadline_s=...)` -> (gateway, engine)."""
     opened: list[tuple[RunningGateway, SQLiteCallStore]] = []
 
-    async def make(policy: Callable[..., str], faults: Faults | None = None,
-                   call_deadline_s: float = 60.0) -> tuple[RunningGateway, ScriptedEngine]:
+    async def make(policy: Callable[..., str], faults: Faults | None = None, call_deadline_s: float = 60.0,
+                   verbatim_history: bool = True) -> tuple[RunningGateway, ScriptedEngine]:
         engine = ScriptedEngine(policy, faults=faults)
         store = SQLiteCallStore(tmp_path / f"calls{len(opened)}.db")
-        gw = await start_gateway(engine, store, call_deadline_s=call_deadline_s)
+        gw = await start_gateway(engine, store, call_deadline_s=call_deadline_s, verbatim_history=verbatim_history)
         opened.append((gw, store))
         return gw, engine
 

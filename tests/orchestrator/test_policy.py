@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from openforgerl.orchestrator.classify import call_log_taint, harness_status
@@ -93,3 +95,10 @@ def test_group_below_min_size_dropped_whole() -> None:
     assert not any(r.in_batch for r in out)
     assert out[0].drop_reason.startswith("group_below_min_size")
     assert out[1].drop_reason == "infra"
+
+
+def test_relative_tools_dir_is_resolved_against_the_callers_directory(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The sandbox runs elsewhere: `--tools-dir .tools` must name the caller's folder, not the sandbox's.
+    monkeypatch.chdir(tmp_path)
+    config = OrchestratorConfig(harness_cache=Path(".tools"))
+    assert config.harness_cache == tmp_path / ".tools"

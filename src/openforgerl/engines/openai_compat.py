@@ -157,6 +157,7 @@ class OpenAICompatEngine:
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s, sock_read=read_idle_s)
         self._rr = itertools.count()
         self._processors: dict[str, dict[str, Any] | None] = {}
+        self._no_detokenize: set[str] = set()  # replicas without `/detokenize` (verbatim history off there)
         self._session: aiohttp.ClientSession | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -395,6 +396,25 @@ class OpenAICompatEngine:
             raise EngineError(CallErrorKind.ENGINE_HTTP, _message(data, resp.status), status=resp.status)
         out = orjson.loads(data)
         return int(out.get("count") or len(out.get("tokens") or []))
+
+    async def detokenize(self, ids: list[int], route_key: str) -> str | None:
+        """The text of sampled ids via the replica's `/detokenize` (vLLM and our local engine; specials
+        kept, as the model wrote them); None when the replica does not serve it (asked once)."""
+        upstream = self.pick(route_key)
+        if upstream.root in self._no_detokenize:
+            return None
+        req = {"model": await self._model(upstream), "tokens": ids}
+        try:
+            async with self._client().post(upstream.root + "/detokenize", json=req, headers=self._headers) as resp:
+                data = await resp.read()
+        except aiohttp.ClientError:
+            return None
+        if resp.status in (404, 405, 501):
+            self._no_detokenize.add(upstream.root)
+        if resp.status != 200:
+            return None
+        text = orjson.loads(data).get("prompt")
+        return text if isinstance(text, str) else None
 
     async def aclose(self) -> None:
         if self._session is not None:

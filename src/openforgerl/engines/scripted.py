@@ -207,6 +207,10 @@ class ScriptedEngine:
                             body.get("chat_template_kwargs") or {}])
         return len(self.tokens.prompt_ids(key))
 
+    async def detokenize(self, ids: list[int], route_key: str) -> str | None:
+        """As vLLM's `/detokenize`: the sampled text, special tokens kept."""
+        return self.tokens.fmt.decode(ids)
+
     async def aclose(self) -> None:
         return None
 

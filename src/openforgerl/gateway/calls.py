@@ -56,6 +56,7 @@ from openforgerl.gateway.recording import (
     record_json,
 )
 from openforgerl.gateway.rollouts import RolloutRegistry, RolloutState
+from openforgerl.gateway.verbatim import sampled_text_ids
 from openforgerl.records import CallError, CallErrorKind, WireProtocol
 from openforgerl.store.base import CallStore
 
@@ -106,6 +107,7 @@ class Gateway:
     deadline_margin_s: float = 2.0  # engine calls end this long before their rollout's deadline
     images: ImagePolicy = field(default_factory=ImagePolicy)  # what a prompt image may be (images.py)
     seen_images: SeenImages = field(default_factory=SeenImages)  # payloads already decoded and stored
+    verbatim_history: bool = True  # echoed assistant turns reach the engine as sampled (verbatim.py)
 
     def call_deadline(self, state: RolloutState) -> float:
         """This call's engine deadline in loop time: min(per-call limit, rollout deadline - margin)."""
@@ -215,6 +217,8 @@ async def serve_call(gw: Gateway, request: web.Request, adapter: ProtocolAdapter
         state = await gw.registry.authorize(request.match_info["rollout_id"], api_key(request))
         body, raw = await read_body(request)
         engine_body = adapter.engine_body(body)
+        rewritten = await _verbatim(gw, state, engine_body)
+        engine_body = engine_body if rewritten is None else rewritten
         translated = adapter.protocol != WireProtocol.CHAT
         gate = may_have_images(engine_body, raw, translated)
         media = find_images(engine_body, gw.images, gw.seen_images) if gate else None
@@ -225,7 +229,8 @@ async def serve_call(gw: Gateway, request: web.Request, adapter: ProtocolAdapter
         return error_response(adapter.protocol, err)
     try:
         index = await gw.registry.take_index(state)
-        meta = _meta(state, index, adapter, body, raw, engine_body, request, version, media)
+        meta = _meta(state, index, adapter, body, raw, engine_body, request, version, media,
+                     rewritten=rewritten is not None)
         await gw.registry.note_version(state, version)
         deadline = gw.call_deadline(state)
         call = EngineCall(engine_body, state.rollout_id, deadline, meta.headers,
@@ -239,9 +244,9 @@ async def serve_call(gw: Gateway, request: web.Request, adapter: ProtocolAdapter
 
 def _meta(state: RolloutState, index: int, adapter: ProtocolAdapter, body: dict[str, Any], raw: bytes,
           engine_body: dict[str, Any], request: web.Request, version: int,
-          media: PromptImages | None = None) -> CallMeta:
+          media: PromptImages | None = None, *, rewritten: bool = False) -> CallMeta:
     protocol = adapter.protocol
-    translated = None if protocol == WireProtocol.CHAT else engine_body
+    translated = None if protocol == WireProtocol.CHAT and not rewritten else engine_body
     meta = CallMeta(state.rollout_id, index, protocol, body, translated,
                     harness_headers(request.headers), version, time.time(), is_side_call(protocol, body), raw)
     if media is not None:  # the record keeps references, never the inline base64
@@ -294,6 +299,20 @@ async def _finish_record(gw: Gateway, meta: CallMeta, state: RolloutState, tape:
                        finished_at - meta.started_at)
     if error is not None and error.kind.is_infra:
         await gw.registry.taint(state, error.kind)
+    if error is None:
+        _note_sampled(gw, state, meta, tape)
+
+
+async def _verbatim(gw: Gateway, state: RolloutState, engine_body: dict[str, Any]) -> dict[str, Any] | None:
+    """The engine body with this rollout's echoed assistant turns as the model wrote them (verbatim.py)."""
+    if not gw.verbatim_history:
+        return None
+    return await state.echo.rewrite(engine_body, getattr(gw.engine, "detokenize", None), state.rollout_id)
+
+
+def _note_sampled(gw: Gateway, state: RolloutState, meta: CallMeta, tape: CallTape) -> None:
+    if gw.verbatim_history and tape.token_ids and not meta.side_call:
+        state.echo.note(sampled_text_ids(tape.token_ids, tape.finish_reason, meta.request))
 
 
 async def _engine_processor(gw: Gateway, route_key: str) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from openforgerl.gateway.deadlines import DeadlineGuard
 from openforgerl.gateway.errors import GatewayError
+from openforgerl.gateway.verbatim import EchoMemory
 from openforgerl.records import CallErrorKind, RolloutOutcome, RolloutRecord, RolloutStatus
 from openforgerl.store.base import CallStore
 
@@ -50,6 +51,7 @@ class RolloutState:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     lease_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     inflight: set[DeadlineGuard] = field(default_factory=set)
+    echo: EchoMemory = field(default_factory=EchoMemory)  # raw text of its completions (verbatim.py)
 
     def cut_inflight(self) -> None:
         """End every engine call of this rollout still running (their guards raise TimeoutError)."""

@@ -79,6 +79,9 @@ class OrchestratorConfig:
     def __post_init__(self) -> None:
         if self.budget_s is not None and self.budget_s <= 0:
             raise ValueError(f"budget_s must be positive (got {self.budget_s:g})")
+        # The sandbox's working directory is not the caller's: a relative `--tools-dir .tools` named a
+        # CLI the sandbox could not find (`infra_error:harness_start` for every rollout). Seen by hand.
+        object.__setattr__(self, "harness_cache", Path(self.harness_cache).resolve())
 
     @property
     def retries(self) -> int:

@@ -1,0 +1,173 @@
+"""Verbatim history: an assistant turn a harness sends back is shown to the engine as the model wrote it.
+
+Why (measured, `tests/harness/test_verbatim_history.py`): with outputs shaped like a real model's — a
+reasoning block, tool-call JSON without the template's spacing (`<tool_call>{"name":…}</tool_call>`),
+trailing spaces — every harness, our own `zero` included, broke its chain on the next call
+(`prefix_mismatch:sampled`): the harness echoes the *parsed* message (content, reasoning, tool calls) and
+the chat template renders it in its own canonical spelling, which is not the token sequence the model
+sampled. Scripted outputs in the template's spelling never showed it. veRL's agent loop avoids it by never
+re-rendering (it appends the sampled ids); a gateway in front of an unmodified harness can only get there
+by putting the model's own text back: for each finished call it learns the raw text of the sampled ids
+(the engine's `/detokenize`, once, when a later request echoes a turn), and when a later request of the same rollout carries an assistant
+message that means the same thing — same content and reasoning up to whitespace, same tool calls by name
+and parsed arguments — that message is replaced by `{"role": "assistant", "content": <raw text>}`,
+which the chat template renders as is. A message that differs in meaning (edited by the harness, reasoning
+dropped by it) is left alone, so the engine never sees something the harness did not say. The record keeps
+the request as the harness sent it and the rewritten one as `engine_request`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_SPACE = re.compile(r"\s+")
+_KEEP = 512  # remembered completions per rollout: a long agent run, not an unbounded map
+
+Signature = tuple[str, tuple[tuple[str, str], ...]]
+Detokenize = Callable[[list[int], str], Awaitable[str | None]]
+
+
+def _squash(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+def _canonical_args(arguments: Any) -> str | None:
+    """Tool-call arguments as canonical JSON (a string is parsed first); None when not JSON."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return None
+    return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+
+
+def _text_of(content: Any) -> str | None:
+    """A message's text (a string, or text parts joined); None when it holds anything else (images)."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+        return "".join(str(p.get("text") or "") for p in content)
+    return None
+
+
+def message_signature(message: dict[str, Any]) -> Signature | None:
+    """What an assistant message means: its reasoning and content as one text, whitespace-insensitive,
+    and its tool calls. One text, because where the split falls is the engine's parser setting (qwen3's
+    parser makes a reply with no `</think>` all reasoning; a model served without one, all content):
+    a message keeps its meaning either way, and a harness that dropped the reasoning does not match."""
+    text = _text_of(message.get("content"))
+    if text is None:
+        return None
+    reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
+    calls: list[tuple[str, str]] = []
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {} if isinstance(call, dict) else {}
+        args = _canonical_args(fn.get("arguments"))
+        if args is None or not isinstance(fn.get("name"), str):
+            return None
+        calls.append((fn["name"], args))
+    return _squash(f"{reasoning} {text}"), tuple(calls)
+
+
+def raw_signature(raw: str) -> Signature:
+    """The same meaning read from the model's raw text, as vLLM's hermes parser reads it: the JSON
+    `<tool_call>` blocks are calls; when any block is not a call, none is, and the whole reply is text."""
+    calls: list[tuple[str, str]] = []
+    for block in _TOOL_CALL.findall(raw):
+        call = _call_of(block)
+        if call is None:
+            return _squash(_without_think_tags(raw)), ()
+        calls.append(call)
+    return _squash(_without_think_tags(_TOOL_CALL.sub(" ", raw))), tuple(calls)
+
+
+def _call_of(block: str) -> tuple[str, str] | None:
+    try:
+        parsed = json.loads(block)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("name"), str):
+        return None
+    args = _canonical_args(parsed.get("arguments", {}))
+    return None if args is None else (parsed["name"], args)
+
+
+def _without_think_tags(text: str) -> str:
+    return text.replace(THINK_OPEN, " ").replace(THINK_CLOSE, " ")
+
+
+@dataclass
+class EchoMemory:
+    """Per rollout: the raw text of its finished completions, by meaning (most recent wins).
+
+    Sampled ids are noted when a call ends and read (detokenized) only when a later request carries an
+    assistant turn: a caller that never echoes one (single-turn traffic, the gateway benchmark) costs a
+    list append per call, and an agent loop one `/detokenize` per completion."""
+
+    texts: OrderedDict[Signature, str] = field(default_factory=OrderedDict)
+    unread: list[list[int]] = field(default_factory=list)
+
+    def remember(self, raw: str) -> None:
+        sig = raw_signature(raw)
+        self.texts[sig] = raw
+        self.texts.move_to_end(sig)
+        while len(self.texts) > _KEEP:
+            self.texts.popitem(last=False)
+
+    def note(self, ids: list[int]) -> None:
+        self.unread.append(ids)
+        del self.unread[:-_KEEP]
+
+    async def read(self, detokenize: Detokenize, route_key: str) -> None:
+        batch, self.unread = self.unread, []  # taken before awaiting: a concurrent call reads the rest
+        texts = await asyncio.gather(*(detokenize(ids, route_key) for ids in batch), return_exceptions=True)
+        for raw in texts:  # best effort: an id list the engine cannot read stays as the harness sent it
+            if isinstance(raw, str) and raw:
+                self.remember(raw)
+
+    async def rewrite(self, body: dict[str, Any], detokenize: Detokenize | None,
+                      route_key: str) -> dict[str, Any] | None:
+        """`body` with each recognised assistant message replaced by the model's raw text; None when
+        nothing was recognised (the body goes to the engine as it came)."""
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not any(_is_assistant(m) for m in messages):
+            return None
+        if self.unread and detokenize is not None:
+            await self.read(detokenize, route_key)
+        if not self.texts:
+            return None
+        out: list[Any] | None = None
+        for i, message in enumerate(messages):
+            raw = self._raw_for(message)
+            if raw is None:
+                continue
+            if out is None:
+                out = list(messages)
+            out[i] = {"role": "assistant", "content": raw}
+        return None if out is None else {**body, "messages": out}
+
+    def _raw_for(self, message: Any) -> str | None:
+        if not _is_assistant(message):
+            return None
+        sig = message_signature(message)
+        return None if sig is None else self.texts.get(sig)
+
+
+def _is_assistant(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("role") == "assistant"
+
+
+def sampled_text_ids(ids: list[int], finish_reason: str | None, request: dict[str, Any]) -> list[int]:
+    """The ids of the text a template puts inside the assistant turn: a `stop` finish without stop
+    strings ended on the end-of-turn token, which the template writes itself."""
+    if finish_reason in ("stop", "tool_calls") and not request.get("stop") and ids:
+        return ids[:-1]
+    return ids
