@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openforgerl.harness.base import HarnessAdapter
+from openforgerl.harness.browser_use import BrowserUseHarness
 from openforgerl.harness.claude_code import ClaudeCodeHarness
 from openforgerl.harness.codex import CodexHarness
 from openforgerl.harness.generic import CommandHarness
@@ -13,6 +14,7 @@ from openforgerl.harness.mini_swe_agent import MiniSweAgentHarness
 from openforgerl.harness.openclaw import OpenClawHarness
 from openforgerl.harness.opencode import OpencodeHarness
 from openforgerl.harness.qwen_code import QwenCodeHarness
+from openforgerl.harness.ui_tars import UiTarsHarness
 from openforgerl.harness.zero.adapter import ZeroHarness
 from openforgerl.harness.zero_gui.adapter import ZeroGuiHarness
 
@@ -28,11 +30,13 @@ FACTORIES: dict[str, Callable[..., HarnessAdapter]] = {
     "mini_swe_agent": MiniSweAgentHarness,
     "zero": ZeroHarness,
     "zero-gui": ZeroGuiHarness,
+    "ui-tars": UiTarsHarness,
+    "browser-use": BrowserUseHarness,
     "command": CommandHarness,
 }
 ALIASES = {"claude": "claude_code", "claude-code": "claude_code", "qwen": "qwen_code", "qwen-code": "qwen_code",
            "mini": "mini_swe_agent", "mini-swe-agent": "mini_swe_agent"}
-INSTALLABLE = ("codex", "claude_code", "qwen_code", "openclaw", "opencode", "mini_swe_agent")
+INSTALLABLE = ("codex", "claude_code", "qwen_code", "openclaw", "opencode", "mini_swe_agent", "ui-tars", "browser-use")
 
 
 def harness_names() -> list[str]:
