@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from orch_helpers import ProofTask, agent_harness, procs_with
+from orch_helpers import agent_harness, procs_with, proof_task
 
 from openforgerl.engines.scripted import Faults, Turn
 from openforgerl.harness.generic import CommandHarness
@@ -15,7 +15,7 @@ from openforgerl.trajectory import untrainable_reason
 
 async def test_ok_group_records_calls_reward_and_results(make_env) -> None:
     env = await make_env()
-    result = await env.run([ProofTask()], agent_harness("ok"), n=2, min_group_size=2)
+    result = await env.run([proof_task()], agent_harness("ok"), n=2, min_group_size=2)
     (group,) = result.groups
     assert group.valid and len(group.kept) == 2
     for rec in group.records:
@@ -36,7 +36,7 @@ async def test_ok_group_records_calls_reward_and_results(make_env) -> None:
 
 async def test_agent_failure_is_scored_not_dropped(make_env) -> None:
     env = await make_env(policy=lambda t: "no idea")
-    result = await env.run([ProofTask()], agent_harness("fail"))
+    result = await env.run([proof_task()], agent_harness("fail"))
     (rec,) = result.records
     assert rec.status is RolloutStatus.AGENT_FAILED
     assert rec.reward == 0.0 and rec.in_batch and rec.metadata["harness_returncode"] == 2
@@ -47,7 +47,7 @@ async def test_runaway_harness_killed_at_budget_with_children(make_env, monkeypa
     env = await make_env()
     harness = agent_harness("runaway")
     harness.argv = ["env", f"RUNAWAY_MARKER={marker}", *harness.argv]
-    task = ProofTask(budget_s=3.0)
+    task = proof_task(budget_s=3.0)
     result = await env.run([task], harness)
     (rec,) = result.records
     assert rec.status is RolloutStatus.TIMEOUT and rec.metadata["harness_timed_out"]
@@ -61,7 +61,7 @@ async def test_runaway_harness_killed_at_budget_with_children(make_env, monkeypa
 
 async def test_engine_5xx_is_infra_and_refilled(make_env) -> None:
     env = await make_env(faults=Faults(http_errors=1, http_status=500))
-    result = await env.run([ProofTask()], agent_harness("ok"), n=2, min_group_size=2, max_retries=2)
+    result = await env.run([proof_task()], agent_harness("ok"), n=2, min_group_size=2, max_retries=2)
     (group,) = result.groups
     statuses = sorted(str(r.status) for r in group.records)
     assert statuses == ["infra_error:engine", "ok", "ok"]
@@ -74,7 +74,7 @@ async def test_engine_5xx_is_infra_and_refilled(make_env) -> None:
 
 async def test_engine_5xx_without_retries_drops_the_group(make_env) -> None:
     env = await make_env(faults=Faults(http_errors=10, http_status=503))
-    result = await env.run([ProofTask()], agent_harness("ok"), n=2, min_group_size=2, max_retries=0)
+    result = await env.run([proof_task()], agent_harness("ok"), n=2, min_group_size=2, max_retries=0)
     (group,) = result.groups
     assert not group.valid and group.kept == []
     assert {str(r.status) for r in group.records} == {"infra_error:engine"}
@@ -82,7 +82,7 @@ async def test_engine_5xx_without_retries_drops_the_group(make_env) -> None:
 
 async def test_engine_deadline_is_infra_engine(make_env) -> None:
     env = await make_env(faults=Faults(hang_before_headers=1), call_deadline_s=1.0)
-    (rec,) = (await env.run([ProofTask()], agent_harness("ok"))).records
+    (rec,) = (await env.run([proof_task()], agent_harness("ok"))).records
     assert rec.status is RolloutStatus.INFRA_ENGINE, rec.metadata
     assert not rec.in_batch
 
@@ -98,14 +98,14 @@ async def test_sandbox_lost_is_infra(make_env) -> None:
 
     env = await make_env(policy=policy)
     holder["backend"] = env.backend
-    (rec,) = (await env.run([ProofTask()], agent_harness("ok"))).records
+    (rec,) = (await env.run([proof_task()], agent_harness("ok"))).records
     assert rec.status is RolloutStatus.INFRA_SANDBOX, rec.metadata
     assert "lost" in rec.metadata["error"]
 
 
 async def test_verifier_crash_is_infra(make_env) -> None:
     env = await make_env()
-    (rec,) = (await env.run([ProofTask(crash_verifier=True)], agent_harness("ok"))).records
+    (rec,) = (await env.run([proof_task(crash_verifier=True)], agent_harness("ok"))).records
     assert rec.status is RolloutStatus.INFRA_VERIFIER and rec.reward is None
     stored = await env.store.get_rollout(rec.rollout_id)
     assert stored.status is RolloutStatus.INFRA_VERIFIER and stored.in_batch is False
@@ -114,7 +114,7 @@ async def test_verifier_crash_is_infra(make_env) -> None:
 
 async def test_missing_harness_binary_is_harness_start(make_env) -> None:
     env = await make_env()
-    (rec,) = (await env.run([ProofTask()], CommandHarness(["/nonexistent/agent-cli"]))).records
+    (rec,) = (await env.run([proof_task()], CommandHarness(["/nonexistent/agent-cli"]))).records
     assert rec.status is RolloutStatus.INFRA_HARNESS_START
     assert not rec.in_batch
 
@@ -157,7 +157,7 @@ async def test_running_and_boot_caps_are_separate(make_env) -> None:
     env = await make_env()
     backend = CountingBackend(env.backend)
     cfg = OrchestratorConfig(n=5, min_group_size=1, max_retries=0, max_running=3, max_booting=1)
-    result = await run_batch([ProofTask()], agent_harness("ok"), gateway=env.gateway.access,
+    result = await run_batch([proof_task()], agent_harness("ok"), gateway=env.gateway.access,
                              backend=backend, config=cfg)
     assert [str(r.status) for r in result.records] == ["ok"] * 5
     assert backend.max_booting == 1

@@ -10,8 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,34 +23,12 @@ from openforgerl.harness.registry import get_harness
 from openforgerl.harness.scripted_policy import proof_policy
 from openforgerl.orchestrator.batch import run_batch
 from openforgerl.orchestrator.config import OrchestratorConfig
-from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.records import RolloutStatus
-from openforgerl.sandbox.base import Sandbox
 from openforgerl.sandbox.local import LocalBackend
 from openforgerl.store.sqlite import SQLiteCallStore
+from openforgerl.testing.tasks import ProofFileTask
 
 pytestmark = [needs_bwrap, needs_root]
-
-
-@dataclass
-class ProofFile(TaskDefaults):
-    content: str
-    task_id: str = "tmp-checkout"
-    budget_s: float = 240.0
-
-    @property
-    def instruction(self) -> str:
-        return f"Create the file proof.txt in the current directory containing exactly: {self.content}"
-
-    def files(self) -> Mapping[str, bytes]:
-        return {"README.md": b"Write proof.txt as asked.\n"}
-
-    async def verify(self, sandbox: Sandbox) -> Verdict:
-        try:
-            text = (await sandbox.read_file("/workdir/proof.txt")).decode()
-        except FileNotFoundError:
-            return Verdict(0.0, {}, "proof.txt missing")
-        return Verdict(float(text == self.content), {}, f"proof.txt = {text!r}")
 
 
 @pytest.fixture
@@ -74,9 +51,9 @@ def tools_under_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 @pytest.mark.timeout(600)
 async def test_npm_cli_from_a_checkout_under_tmp(tools_under_tmp: Path, tmp_path: Path) -> None:
-    task = ProofFile(f"tmp-checkout-{os.getpid()}")
+    task = ProofFileTask(f"tmp-checkout-{os.getpid()}", exact=True, task_id="tmp-checkout", budget_s=240.0)
     store = SQLiteCallStore(tmp_path / "calls.db")
-    gateway = await start_gateway(ScriptedEngine(proof_policy(task.content)), store, call_deadline_s=60.0)
+    gateway = await start_gateway(ScriptedEngine(proof_policy(task.expected)), store, call_deadline_s=60.0)
     backend = LocalBackend(root=tmp_path / "sbx")
     assert any(p == tools_under_tmp for p in backend.ro_binds), backend.ro_binds
     config = OrchestratorConfig(n=1, min_group_size=1, max_retries=0, model=MODEL_NAME,

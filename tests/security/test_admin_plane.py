@@ -16,46 +16,24 @@ model port only, and the gateway's ingress policy admits the admin port from orc
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 
 from openforgerl.harness.generic import CommandHarness
-from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.records import RolloutStatus
-from openforgerl.sandbox.base import Sandbox
+from openforgerl.testing.markers import needs_bwrap
+from openforgerl.testing.tasks import ProofFileTask
 
 ATTACK = (Path(__file__).parent / "agents" / "admin_attacker.py").read_bytes()
-# Local, not `from conftest import`: that name resolves to another directory's conftest when several
-# test directories are collected together.
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
 
-@dataclass
-class ProofTask(TaskDefaults):
+def proof_task(instruction: str, task_id: str = "admin-attack") -> ProofFileTask:
     """Reward 1 iff /workdir/proof.txt holds the magic word; the attack script is a seed file."""
-
-    instruction: str
-    task_id: str = "admin-attack"
-    budget_s: float = 120.0
-
-    def files(self) -> Mapping[str, bytes]:
-        return {"attack.py": ATTACK}
-
-    async def verify(self, sandbox: Sandbox) -> Verdict:
-        try:
-            text = (await sandbox.read_file("/workdir/proof.txt")).decode(errors="replace")
-        except FileNotFoundError:
-            return Verdict(0.0, {"match": 0.0}, "proof.txt missing")
-        hit = float("abracadabra" in text)
-        return Verdict(hit, {"match": hit}, f"proof.txt = {text[:100]!r}")
+    return ProofFileTask(instruction=instruction, task_id=task_id, seed_files={"attack.py": ATTACK})
 
 
 def _host_addresses() -> list[str]:
@@ -87,7 +65,7 @@ async def test_admin_plane_is_unreachable_from_inside_the_sandbox(attack_env) ->
     victim = await gw.open_rollout(task_id="victim")
     await _victim_call(gw, victim)
     intel = {"admin_port": gw.admin_port, "victim": victim["rollout_id"], "host_addresses": _host_addresses()}
-    task = ProofTask(instruction=json.dumps(intel))
+    task = proof_task(instruction=json.dumps(intel))
     harness = CommandHarness([sys.executable, "/workdir/attack.py"])
     (rec,) = (await attack_env.run([task], harness)).records
     out = rec.metadata["harness_stdout_tail"].strip().splitlines()
@@ -110,7 +88,7 @@ async def test_admin_plane_is_unreachable_from_inside_the_sandbox(attack_env) ->
     stored = await store.get_rollout(rec.rollout_id)
     assert stored is not None and stored.reward == 0.0
 
-    honest = ProofTask(instruction="write the magic word", task_id="honest")
+    honest = proof_task(instruction="write the magic word", task_id="honest")
     harness = CommandHarness(["sh", "-c", "echo abracadabra > /workdir/proof.txt"])
     (ok,) = (await attack_env.run([honest], harness)).records
     assert ok.status is RolloutStatus.OK and ok.reward == 1.0, ok.verifier_log

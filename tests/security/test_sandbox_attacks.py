@@ -12,24 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import socket
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from openforgerl.harness.generic import CommandHarness
-from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.records import RolloutStatus
-from openforgerl.sandbox.base import Limits, Sandbox
+from openforgerl.sandbox.base import Limits
+from openforgerl.testing.markers import needs_bwrap
+from openforgerl.testing.tasks import ProofFileTask
 
 SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
-pytestmark = [pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")]
+pytestmark = [needs_bwrap]
 
 HONEST = "echo 'budget review' > /workdir/plan.md"
 CALL_MODEL = (f"{sys.executable} -c \"import json, os, urllib.request as u; "
@@ -39,24 +37,9 @@ CALL_MODEL = (f"{sys.executable} -c \"import json, os, urllib.request as u; "
               "print(u.urlopen(r, timeout=60).status)\"")
 
 
-@dataclass
-class ProofFileTask(TaskDefaults):
-    """Reward 1 iff /workdir/proof.txt holds the magic word; read in-process via `read_file`."""
-
-    task_id: str = "proof-file"
-    instruction: str = "write the magic word to proof.txt"
-    budget_s: float = 60.0
-
-    def files(self) -> Mapping[str, bytes]:
-        return {"README.md": b"write proof.txt\n"}
-
-    async def verify(self, sandbox: Sandbox) -> Verdict:
-        try:
-            text = (await sandbox.read_file("/workdir/proof.txt")).decode(errors="replace")
-        except FileNotFoundError:
-            return Verdict(0.0, {"match": 0.0}, "proof.txt missing")
-        hit = float("abracadabra" in text)
-        return Verdict(hit, {"match": hit}, f"proof.txt = {text[:200]!r}")
+def proof_task() -> ProofFileTask:
+    """Reward 1 iff /workdir/proof.txt holds the magic word (read through the sandbox, `read_file`)."""
+    return ProofFileTask(instruction="write the magic word to proof.txt", budget_s=60.0)
 
 
 def attacker(script: str) -> CommandHarness:
@@ -138,7 +121,7 @@ async def test_symlinked_checked_file_scores_zero_not_infra(attack_env, claw_tas
 
 
 async def test_symlink_to_shadow_never_reaches_the_verifier_log(attack_env) -> None:
-    rec = await _one(attack_env, ProofFileTask(), "ln -s /etc/shadow /workdir/proof.txt")
+    rec = await _one(attack_env, proof_task(), "ln -s /etc/shadow /workdir/proof.txt")
     _agent_outcome(rec)
     assert rec.status is RolloutStatus.AGENT_FAILED and "symlink" in rec.verifier_log
     assert "root:" not in rec.verifier_log
@@ -147,7 +130,7 @@ async def test_symlink_to_shadow_never_reaches_the_verifier_log(attack_env) -> N
 async def test_eight_fifos_score_zero_and_later_rollouts_still_finish(attack_env, claw_task) -> None:
     """Before: each FIFO proof.txt blocked a worker thread forever and ended `infra_error:verifier`;
     after six of them no rollout finished and the process could not exit."""
-    fifo = await attack_env.run([ProofFileTask(), claw_task("easy-write-file-01")],
+    fifo = await attack_env.run([proof_task(), claw_task("easy-write-file-01")],
                                 attacker("mkfifo /workdir/proof.txt /workdir/plan.md"), n=8, min_group_size=1)
     assert len(fifo.records) == 16
     for rec in fifo.records:
@@ -162,14 +145,14 @@ async def test_late_writer_cannot_change_the_work_after_the_harness(attack_env) 
     is killed with the harness's PID namespace before the verifier reads anything."""
     script = ("echo wrong > /workdir/proof.txt; "
               "setsid sh -c 'trap \"\" TERM; sleep 1; echo abracadabra > /workdir/proof.txt' & exit 0")
-    rec = await _one(attack_env, ProofFileTask(), script)
+    rec = await _one(attack_env, proof_task(), script)
     await asyncio.sleep(1.5)
     _agent_outcome(rec)
     assert rec.verifier_log == "proof.txt = 'wrong\\n'"
 
 
 async def test_oversized_proof_is_refused(attack_env) -> None:
-    rec = await _one(attack_env, ProofFileTask(),
+    rec = await _one(attack_env, proof_task(),
                      "(echo abracadabra; head -c 9000000 /dev/zero) > /workdir/proof.txt")
     _agent_outcome(rec)
     assert rec.status is RolloutStatus.AGENT_FAILED and "limit" in rec.verifier_log
@@ -178,7 +161,7 @@ async def test_oversized_proof_is_refused(attack_env) -> None:
 async def test_shadow_and_root_are_unreadable(attack_env) -> None:
     script = ("cat /etc/shadow /root/.bashrc /root/.ssh/id_rsa > /workdir/proof.txt 2>/workdir/err.txt; "
               "cat /workdir/err.txt >&2; ls -A /root >&2; exit 0")
-    rec = await _one(attack_env, ProofFileTask(), script)
+    rec = await _one(attack_env, proof_task(), script)
     _agent_outcome(rec)
     err = rec.metadata["harness_stderr_tail"]
     assert err.count("No such file or directory") == 3 and "root:" not in rec.verifier_log
@@ -193,7 +176,7 @@ async def test_host_unix_socket_outside_tmp_is_unreachable(attack_env) -> None:
     probe = (f"{sys.executable} -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{path}'); "
              "print('CONNECTED')\"")
     try:
-        rec = await _one(attack_env, ProofFileTask(), f"{probe}; ls /var/tmp /run 2>&1 >&2; exit 0")
+        rec = await _one(attack_env, proof_task(), f"{probe}; ls /var/tmp /run 2>&1 >&2; exit 0")
         with pytest.raises(BlockingIOError):
             srv.accept()  # nobody ever connected
     finally:
@@ -208,7 +191,7 @@ async def test_writing_300_mb_is_stopped_by_the_quota(attack_env) -> None:
     if os.geteuid() != 0:
         pytest.skip("the disk quota needs root")
     script = "dd if=/dev/zero of=/workdir/big bs=1M count=300 || exit 3; echo abracadabra > /workdir/proof.txt"
-    rec = await _one(attack_env, ProofFileTask(), script, limits=Limits(disk_mb=64))
+    rec = await _one(attack_env, proof_task(), script, limits=Limits(disk_mb=64))
     _agent_outcome(rec)
     assert rec.status is RolloutStatus.AGENT_FAILED and rec.metadata["harness_returncode"] == 3
     assert "No space left on device" in rec.metadata["harness_stderr_tail"]
@@ -218,7 +201,7 @@ async def test_writing_300_mb_is_stopped_by_the_quota(attack_env) -> None:
 async def test_fork_bomb_is_stopped_by_the_pids_limit(attack_env) -> None:
     if os.geteuid() != 0:
         pytest.skip("cgroups need root")
-    rec = await _one(attack_env, ProofFileTask(), "bomb() { bomb | bomb & }; bomb; sleep 3; exit 0",
+    rec = await _one(attack_env, proof_task(), "bomb() { bomb | bomb & }; bomb; sleep 3; exit 0",
                      limits=Limits(pids=64))
     assert rec.status is not RolloutStatus.TIMEOUT and not rec.status.is_infra
     assert rec.reward == 0.0 and "pids" in rec.metadata["limits_hit"]
@@ -227,7 +210,7 @@ async def test_fork_bomb_is_stopped_by_the_pids_limit(attack_env) -> None:
 async def test_memory_hog_is_the_agents_failure(attack_env) -> None:
     if os.geteuid() != 0:
         pytest.skip("cgroups need root")
-    rec = await _one(attack_env, ProofFileTask(), "awk 'BEGIN{s=\"x\"; while(1) s=s s}'",
+    rec = await _one(attack_env, proof_task(), "awk 'BEGIN{s=\"x\"; while(1) s=s s}'",
                      limits=Limits(memory_mb=64))
     _agent_outcome(rec)
     assert rec.status is RolloutStatus.AGENT_FAILED and "memory" in rec.metadata["limits_hit"]
@@ -237,7 +220,7 @@ async def test_harness_sigkilled_from_outside_is_infra_and_never_rerun(attack_en
     """Before: `exec` took the missing exit code for a bwrap setup failure and ran the harness again in
     the same sandbox (28 of 28 injected kills ended `ok`, trained on a log mixing two runs)."""
     script = f"{CALL_MODEL}; echo ran >> /workdir/runs.txt; sleep 60"
-    running = asyncio.ensure_future(_one(attack_env, ProofFileTask(), script))
+    running = asyncio.ensure_future(_one(attack_env, proof_task(), script))
     proc = await _harness_launcher(attack_env)
     os.kill(proc.pid, signal.SIGKILL)
     rec = await asyncio.wait_for(running, 60)
