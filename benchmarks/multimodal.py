@@ -181,7 +181,10 @@ async def cpu_matrix(relay: Proc, gateway: Proc, bases: list[bytes], args: argpa
         cpu = {"relay": 0.0, "gateway": 0.0}
         calls = {"relay": 0, "gateway": 0}
         errs = 0
-        rollouts = {"relay": Rollout(bases, 1), "gateway": Rollout(bases, 2)}
+        # Screenshots unique to each row and proxy: the gateway keeps what it stored (its seen-image
+        # cache, the store's known hashes), so a row reusing an earlier row's screenshots would bring
+        # it no new image at all and measure less than a GUI rollout costs.
+        rollouts = {"relay": Rollout(bases, 10 + images), "gateway": Rollout(bases, 20 + images)}
         for rnd in range(args.rounds):
             order = [relay, gateway] if rnd % 2 == 0 else [gateway, relay]
             for t in order:
@@ -208,7 +211,7 @@ async def storage(gateway_url: str, log_dir: Path, bases: list[bytes], args: arg
     db = log_dir / "storage.db"
     gw = await start_gateway("gateway_storage", gateway_url, db, log_dir)
     try:
-        ro = Rollout(bases, 3)
+        ro = Rollout(bases, 3)  # not a seed of `cpu_matrix` (and a fresh gateway and store anyway)
         bodies = [ro.body(i, 5) for i in range(args.storage_calls)]
         inline = sum(len(b) for b in bodies)
         _, _, errors = await run(gw, bodies, 1)

@@ -69,8 +69,8 @@ class Rig:
 async def rig(tmp_path: Any) -> AsyncIterator[Callable[..., Any]]:
     closers: list[Any] = []
 
-    async def make(**policy: Any) -> Rig:
-        fake = FakeVLM()
+    async def make(fake: FakeVLM | None = None, **policy: Any) -> Rig:
+        fake = fake or FakeVLM()
         runner = web.AppRunner(fake.app(), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -391,3 +391,51 @@ async def test_chat_input_image_alias_is_recorded_and_raw_pixels_refused(rig):
     status, err = await post(ro["openai_base_url"] + "/chat/completions", ro["api_key"], {"model": "m", "messages": [
         {"role": "user", "content": [{"type": "image_embeds", "image_embeds": "AAAA"}]}]})
     assert status == 400 and "image_embeds" in err["error"]["message"]
+
+
+class PixelCheckingVLM(FakeVLM):
+    """Decodes every pixel, as vLLM and the local engine do, and refuses (400, vLLM's error shape)
+    an image that does not decode; the plain fake reads headers only."""
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        import base64
+        import io
+
+        import orjson
+        from PIL import Image
+
+        body = orjson.loads(await request.read())
+        for m in body["messages"]:
+            for p in m["content"] if isinstance(m.get("content"), list) else ():
+                if p.get("type") == "image_url":
+                    try:
+                        Image.open(io.BytesIO(base64.b64decode(p["image_url"]["url"].split(",", 1)[1]))).load()
+                    except OSError as exc:
+                        return web.json_response({"error": {"message": f"cannot decode image: {exc}",
+                                                            "type": "BadRequestError", "code": 400}}, status=400)
+        return await super().chat(request)  # aiohttp keeps the body read above for this second read
+
+
+async def test_an_image_whose_header_parses_but_pixels_do_not_is_the_engines_400(rig):
+    """The gateway reads headers only (images.py says why): a truncated PNG gets past it, the engine
+    refuses it, and the client gets that 400 in its protocol's shape, recorded as its own mistake."""
+    broken = SHOTS[4][: len(SHOTS[4]) // 2]
+    assert image_header(broken)[1:] == image_header(SHOTS[4])[1:]  # the header is intact
+    r = await rig(fake=PixelCheckingVLM())
+    ro = await r.rollout()
+    base, key = ro["openai_base_url"], ro["api_key"]
+    url = data_url(broken)
+    chat = {"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}]}
+    resp = {"model": "m", "input": [{"role": "user", "content": [{"type": "input_image", "image_url": url}]}]}
+    for path, body in (("/chat/completions", chat), ("/responses", resp)):
+        got, err = await post(base + path, key, body)
+        assert got == 400 and err["error"]["type"] == "invalid_request_error", (path, err)
+        assert "cannot decode image" in err["error"]["message"]
+    msgs = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "image", "source": {
+        "type": "base64", "media_type": "image/png", "data": b64(broken)}}]}]}
+    got, err = await post(ro["anthropic_base_url"] + "/v1/messages", key, msgs)
+    assert got == 400 and err["type"] == "error" and err["error"]["type"] == "invalid_request_error", err
+    recs = await r.records(ro)
+    assert len(recs) == 3 and all(rec.error is not None and rec.error.kind == "client_bad_request" for rec in recs)
+    assert all(rec.images[0].sha256 == hashlib.sha256(broken).hexdigest() for rec in recs)
+    await oai(ro).chat.completions.create(model="m", messages=[{"role": "user", "content": [chat_part(SHOTS[4])]}])
