@@ -315,7 +315,11 @@ def test_text_check_reads_the_final_answer_and_the_agent_written_text(tmp_path: 
     out = evaluate(spec, Evidence({"answer": {"submitted": ["long enough text"]}}, [draft], None))
     assert out.checks == {"kw": 1.0, "long": 1.0}
     said = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "a final reply"}]}]
-    assert evaluate(spec, Evidence(state, [], None, transcript=said)).checks["long"] == 1.0
+    # the instruction asks for submit_answer: a submitted answer is the final text; else the last assistant message
+    assert evaluate(spec, Evidence(state, [], None, transcript=said)).checks["long"] == 0.0
+    assert evaluate(spec, Evidence({}, [], None, transcript=said)).checks["long"] == 1.0
+    asked = {"user": {"asked": ["What is the rate?", "With 4.9% prepaying saves 12,000 of interest."]}}
+    assert evaluate(spec, Evidence(asked, [], None, transcript=said)).checks["long"] == 1.0  # multi-turn: ask_user
 
 
 def test_python_grader_runs_a_script_inside_the_tests_folder_only(tmp_path: Path) -> None:

@@ -83,17 +83,26 @@ def generate(out: Path | None = typer.Argument(None, help="default: the shipped 
 
 
 @command.command("synthesize")
-def synthesize(env: str = typer.Option("claw", help="claw, or a file: .py (ENV), .toml, MCP tools/list .json, OpenAPI"),
+def synthesize(env: str = typer.Option("claw", help="claw, claw-family (the sft family's phrasing), or a file: .py (ENV), .toml, MCP tools/list .json, OpenAPI"),
                n: int = typer.Option(100, help="how many validated tasks to keep"),
                out: Path = typer.Option(..., help="where to write the task folders (+ synth_report.json)"),
                seed: int = typer.Option(0),
                paraphrase_engine: str | None = typer.Option(None, help="OpenAI-compatible URL that rewords instructions"),
                paraphrase_model: str = typer.Option("", help="model name sent to the paraphrase engine"),
-               sandbox: int = typer.Option(0, help="also run this many kept tasks through the sandboxed validate")) -> None:
+               sandbox: int = typer.Option(0, help="also run this many kept tasks through the sandboxed validate"),
+               calibrate: bool = typer.Option(False, help="then run the current policy k times per kept task and "
+                                                          "record each pass rate in its task.toml"),
+               k: int | None = typer.Option(None, help="--calibrate: rollouts per task (default 4)"),
+               gateway: str | None = typer.Option(None, help="--calibrate: admin URL of a running gateway (token: "
+                                                             "$OPENFORGERL_ADMIN_TOKEN); default: open the embedded stack"),
+               model: str | None = typer.Option(None, help="--calibrate without --gateway: tiny (default) or a model dir"),
+               config: Path | None = typer.Option(None, help="--calibrate: a training config whose model, engine and "
+                                                            "harness settings the policy runs with")) -> None:
     """Compose tasks from an environment's tools, validate each in-process, dedup, write and report."""
-    from openforgerl.synth.command import run_synthesize
+    from openforgerl.synth.command import CalibrateOptions, run_synthesize
 
-    raise typer.Exit(run_synthesize(env, n, out, seed, paraphrase_engine, paraphrase_model, sandbox, typer.echo))
+    raise typer.Exit(run_synthesize(env, n, out, seed, paraphrase_engine, paraphrase_model, sandbox, typer.echo,
+                                    CalibrateOptions(calibrate, k, gateway, model, config)))
 
 
 @command.command("calibrate")

@@ -12,9 +12,16 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["FlagSummary", "reason_of", "summarize_flags"]
+__all__ = ["FlagSummary", "reason_of", "summarize_flags", "unmet"]
 
 _PLAIN = {"requires_internet": "needs internet", "requires_llm_judge": "needs judge"}
+# flag -> what lifts it when given (`HostSide.provided()`: eval's call log, --judge-engine, --user-engine)
+_LIFTED_BY = {"requires_llm_judge": "judge", "needs:transcript": "transcript", "needs:user_simulator": "user_simulator"}
+
+
+def unmet(flags: Sequence[str], provided: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The flags that still keep a task from running when `provided` is given."""
+    return [f for f in flags if _LIFTED_BY.get(f) not in provided]
 
 
 def reason_of(flag: str) -> str:

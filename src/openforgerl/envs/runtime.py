@@ -60,6 +60,7 @@ class ClawTaskRuntime:
         self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
                                          "services": list(task.meta.services), "tags": list(task.meta.tags)}
         self.service_ready_s = 0.0
+        self.host: Any = None  # envs.host_side.HostSide, attached by `eval` (call log, judge, user relay)
 
     @property
     def url(self) -> str:
@@ -114,9 +115,35 @@ class ClawTaskRuntime:
         argv = [self.python, "-I", "-m", "openforgerl.envs.verify", "--checks", f"{VERIFIER_IN}/tests/checks.toml",
                 "--state-url", self.url, "--workdir", INSIDE, "--out", f"{VERIFIER_OUT}/reward.json",
                 "--log", f"{VERIFIER_OUT}/verifier.log"]
+        if self.host is not None:
+            argv += await self._host_inputs(sandbox, inputs)
         run = await run_verifier(sandbox, argv, inputs=inputs,
                                  timeout_s=self.task.config.verifier.timeout_sec or 120.0)
         return verdict_of(run)
+
+    async def _host_inputs(self, sandbox: Any, inputs: dict[str, bytes]) -> list[str]:
+        """The transcript (from the call log) and the `llm_judge` scores (from the judge), both made on the
+        host after the harness is gone, as verifier inputs; a judge failure is infra (`VerifierError`)."""
+        from openforgerl.envs.host_side import transcript_json
+        from openforgerl.envs.judge import JudgeError
+        from openforgerl.envs.verify.spec import load_spec
+
+        messages = await self.host.messages(sandbox)
+        extra: list[str] = []
+        if messages is not None:
+            inputs["host/transcript.json"] = transcript_json(messages)
+            extra += ["--transcript", f"{VERIFIER_IN}/host/transcript.json"]
+        checks = load_spec(self.task.root / "tests" / "checks.toml").checks
+        rubrics = {c.name: str(getattr(c, "rubric", "")) for c in checks if c.kind == "llm_judge"}
+        if rubrics:
+            try:
+                scores = await self.host.claw_eval_scores(self.task.instruction, rubrics, messages or [],
+                                                          self.host.user_record(sandbox))
+            except JudgeError as exc:
+                raise VerifierError(f"llm judge: {exc}") from exc
+            inputs["host/judge.json"] = json.dumps(scores).encode()
+            extra += ["--judge-scores", f"{VERIFIER_IN}/host/judge.json"]
+        return extra
 
     async def run_oracle(self, sandbox: Any) -> str:
         """Run solution/solve.sh inside the sandbox (validation only); "" on success, else why not."""

@@ -14,8 +14,9 @@ from typing import Any
 
 __all__ = ["SERVICES", "TOOLS", "Param", "ToolSpec", "function_tools", "get_tool", "tools_for"]
 
-SERVICES = ("mail", "calendar", "contacts", "kb", "todo", "notes", "files", "answer")
-"""Service names; `files` is the agent's workspace, `answer` collects a final answer."""
+SERVICES = ("mail", "calendar", "contacts", "kb", "todo", "notes", "files", "answer", "user")
+"""Service names; `files` is the agent's workspace, `answer` collects a final answer, `user` reaches the
+simulated user (`ask_user`, only in tasks run with `--user-engine`: envs/user_sim.py)."""
 
 _JSON_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list}
 
@@ -138,6 +139,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     # final answer
     ToolSpec("submit_answer", "answer", "submit", "Submit the final answer to the user's question.",
              (_p("answer", "The answer."),)),
+    # the (simulated) user of a multi-turn task
+    ToolSpec("ask_user", "user", "ask", "Send a message to the user (a question, or your answer) and get their reply.",
+             (_p("message", "What you say to the user."),)),
 )
 
 _BY_NAME = {t.name: t for t in TOOLS}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -325,11 +326,49 @@ def submit_answer(w: World, a: dict[str, Any]) -> dict[str, Any]:
     return {"submitted": True}
 
 
+USER_DIR = ".claw/user"  # = envs.user_sim.USER_DIR
+USER_WAIT_S = 25.0  # below the MCP (30 s) and zero (60 s) tool-call timeouts
+MAX_USER_MESSAGE = 8000
+
+
+def ask_user(w: World, a: dict[str, Any]) -> dict[str, Any]:
+    """Leave the message as `<workspace>/.claw/user/q-N.json` and wait for `a-N.json`, which the host-side
+    relay (envs/user_sim.py) writes after asking the simulated user: the sandbox never reaches that engine.
+
+    A slow user engine: past `USER_WAIT_S` the call fails (504) and the question stays pending; the next
+    call waits for that pending reply instead of sending a new message, and says so."""
+    folder = w.workspace / USER_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    user = w.data.setdefault("user", {"asked": [], "delivered": 0})
+    log = user["asked"]
+    pending = len(log) > user["delivered"]
+    if not pending:
+        log.append(str(a["message"])[:MAX_USER_MESSAGE])
+        (folder / f"a-{len(log)}.json").unlink(missing_ok=True)  # only an answer written after the question counts
+        (folder / f"q-{len(log)}.json").write_text(json.dumps({"message": log[-1]}))
+    answer = folder / f"a-{len(log)}.json"
+    deadline = time.monotonic() + USER_WAIT_S
+    while time.monotonic() < deadline:
+        if answer.is_file():
+            try:
+                reply = str(json.loads(answer.read_text()).get("reply", ""))
+            except (ValueError, AttributeError):
+                time.sleep(0.1)
+                continue
+            user["delivered"] = len(log)
+            if pending:
+                reply = ("(This is the user's reply to your previous message; yours was not sent, send it "
+                         f"again if needed.) {reply}")
+            return {"reply": reply}
+        time.sleep(0.1)
+    raise ToolError("the user has not answered (yet); call ask_user again to wait for the reply", 504)
+
+
 OPS: dict[str, Callable[[World, dict[str, Any]], dict[str, Any]]] = {
     fn.__name__: fn for fn in (
         write_file, read_file, list_files, mail_list, mail_read, mail_search, mail_send, mail_reply,
         mail_draft, mail_archive, calendar_list, calendar_create, calendar_update, calendar_delete,
         contacts_find, contacts_add, contacts_update, kb_search, kb_read, todo_add, todo_list,
-        todo_complete, notes_write, notes_list, notes_read, submit_answer,
+        todo_complete, notes_write, notes_list, notes_read, submit_answer, ask_user,
     )
 }

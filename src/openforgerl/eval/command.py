@@ -1,8 +1,15 @@
 """`openforgerl eval --tasks DIR --harness NAME --trials k`: pass@1, pass@k, pass^k per harness/service.
 
-Runs through the orchestrator (real sandboxes, real harness CLIs) against a gateway: either a running
-one (`--gateway URL`), or, with `--scripted-oracle RATE`, an in-process gateway over the scripted
-engine replaying each task's gold actions (a demo/CI mode: it tests the plumbing, not a model).
+Runs through the orchestrator (real sandboxes, real harness CLIs) against a gateway: a running one
+(`--gateway URL`); with `--scripted-oracle RATE`, an in-process gateway over the scripted engine
+replaying each task's gold actions (a demo/CI mode: it tests the plumbing, not a model); else the
+embedded default stack, the local engine serving `--engine` (default `tiny`) behind an in-process
+gateway (eval/stack.py, train.stack's wiring).
+
+Host side (envs/host_side.py): every runtime's verifier gets the rollout's transcript, built from the
+call log; `--judge-engine URL` scores LLM-judged parts, `--user-engine URL` plays the simulated user of
+multi-turn tasks (envs/user_sim.py). Both are off by default; tasks that need them stay flagged, and the
+counts by reason are printed. The report follows each benchmark's protocol (eval/protocols.py).
 Writes report.json, report.md and report.png under `--out`, and what `openforgerl analyze` / `view` read:
 the rollout records (`rollouts.jsonl`), each rollout's artifacts and service audit log (`rollouts/<id>/`)
 and, with the in-process gateway, its call log (`calls.db`).
@@ -24,34 +31,49 @@ def command(
     harness: list[str] = typer.Option(["zero"], help="harness name (repeatable)"),
     trials: int = typer.Option(3, help="k: rollouts per task and harness"),
     gateway: str | None = typer.Option(None, help="admin URL of a running gateway (token: $OPENFORGERL_ADMIN_TOKEN)"),
+    engine: str = typer.Option("tiny", help="without --gateway / --scripted-oracle: the local engine's model "
+                               "(tiny, smollm2 or a model folder), served behind an in-process gateway"),
     out: Path = typer.Option(Path("eval-out"), help="report folder"),
     split: str | None = typer.Option(None, help="only tasks of this split (train/test)"),
-    threshold: float = typer.Option(1.0, help="success = reward >= threshold (Claw-Eval uses 0.75)"),
+    threshold: float | None = typer.Option(None, help="success = reward >= threshold (default: each "
+                                           "benchmark's own: Claw-Eval 0.75, QwenClawBench and tau2 1.0)"),
     model: str = typer.Option("policy", help="model name given to the harness"),
     budget_s: float | None = typer.Option(None, help="override every task's budget"),
     scripted_oracle: float | None = typer.Option(None, help="demo: in-process scripted oracle, success rate"),
+    judge_engine: str | None = typer.Option(None, help="OpenAI-compatible base URL of the LLM judge (Claw-Eval "
+                                            "llm_judge components, QwenClawBench hybrid/llm_judge); off by default"),
+    judge_model: str = typer.Option("judge", help="model name sent to the judge engine"),
+    user_engine: str | None = typer.Option(None, help="OpenAI-compatible base URL of the simulated user "
+                                           "(multi-turn tasks, through the ask_user tool); off by default"),
+    user_model: str = typer.Option("user", help="model name sent to the user engine"),
     seed: int = typer.Option(0, help="bootstrap / scripted-policy seed"),
 ) -> None:
     """Evaluate harnesses on a task suite and write the report."""
     from openforgerl.eval.report import build_report, to_markdown, write_report
 
-    runtimes = _load(tasks, split)
+    provided = {"transcript"} | ({"judge"} if judge_engine else set()) | ({"user_simulator"} if user_engine else set())
+    runtimes, summary = _load(tasks, split, provided)
+    if summary.runnable < summary.total:
+        typer.echo(summary.line())
     if not runtimes:
-        from openforgerl.envs.flags import summarize_flags
-        from openforgerl.envs.validate import load_runtimes
+        from openforgerl.errors import UserError
 
-        why = summarize_flags(rt.task.flags for rt in load_runtimes(tasks)).line()
-        raise typer.BadParameter(f"no runnable tasks under {tasks} ({why})")
-    if gateway is None and scripted_oracle is None:
-        raise typer.BadParameter("give --gateway URL or --scripted-oracle RATE")
+        raise UserError(f"no runnable tasks under {tasks} ({summary.line()})")
     opts: dict[str, Any] = {"model": model, "budget_s": budget_s}
     _fresh_run_dir(out)
     opts["artifacts_dir"] = out / "rollouts"
-    trial_list = asyncio.run(_run(runtimes, harness, trials, gateway, scripted_oracle, seed, opts, out))
-    report = build_report(trial_list, trials, threshold=threshold, seed=seed)
+    engines = {"judge": (judge_engine, judge_model), "user": (user_engine, user_model), "policy": (engine, "")}
+    trial_list = asyncio.run(_run(runtimes, harness, trials, gateway, scripted_oracle, seed, opts, out, engines))
+    report = build_report(trial_list, trials, threshold=threshold, seed=seed, benchmarks=_benchmarks(runtimes))
     paths = write_report(report, out)
     typer.echo(to_markdown(report))
     typer.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
+
+
+def _benchmarks(runtimes: list[Any]) -> dict[str, str]:
+    """task id -> the benchmark it was imported from (`[metadata] source`), which picks the protocol."""
+    return {rt.task_id: str(getattr(getattr(getattr(rt, "task", None), "meta", None), "source", "") or "")
+            for rt in runtimes}
 
 
 def _fresh_run_dir(out: Path) -> None:
@@ -65,36 +87,81 @@ def _fresh_run_dir(out: Path) -> None:
     shutil.rmtree(out / "rollouts", ignore_errors=True)
 
 
-def _load(tasks: Path, split: str | None) -> list[Any]:
+def _load(tasks: Path, split: str | None, provided: set[str]) -> tuple[list[Any], Any]:
+    """The runnable runtimes (flags not lifted by what is `provided`) and the counts by reason."""
+    from openforgerl.envs.flags import summarize_flags, unmet
     from openforgerl.envs.validate import load_runtimes
 
-    return [rt for rt in load_runtimes(tasks) if not rt.task.flags and (split is None or rt.task.meta.split == split)]
+    every = [rt for rt in load_runtimes(tasks) if split is None or rt.task.meta.split == split]
+    left = [unmet(rt.task.flags, provided) for rt in every]
+    return [rt for rt, f in zip(every, left, strict=True) if not f], summarize_flags(left)
 
 
 async def _run(runtimes: list[Any], harnesses: list[str], trials: int, gateway: str | None,
-               scripted: float | None, seed: int, opts: dict[str, Any], out: Path) -> list[Any]:
+               scripted: float | None, seed: int, opts: dict[str, Any], out: Path,
+               engines: dict[str, tuple[str | None, str]]) -> list[Any]:
+    from contextlib import AsyncExitStack
+
     from openforgerl.eval.runner import run_eval
     from openforgerl.orchestrator.results import ResultSink
-    from openforgerl.sandbox.local import LocalBackend
 
-    backend = LocalBackend()
-    closers: list[Any] = [backend]
-    try:
-        if gateway is None:
-            access = (await _scripted_gateway(runtimes, scripted or 1.0, seed, closers, out)).access
-        else:  # an admin URL; the token from $OPENFORGERL_ADMIN_TOKEN
+    async with AsyncExitStack() as stack:
+        if gateway is not None:  # an admin URL; the token from $OPENFORGERL_ADMIN_TOKEN
             from openforgerl.gateway.access import GatewayAccess
+            from openforgerl.sandbox.local import LocalBackend
 
-            access = GatewayAccess.from_env(gateway)
+            access, backend = GatewayAccess.from_env(gateway), LocalBackend()
+            stack.push_async_callback(backend.aclose)
+        elif scripted is not None:
+            from openforgerl.sandbox.local import LocalBackend
+
+            backend = LocalBackend()
+            stack.push_async_callback(backend.aclose)
+            access = (await _scripted_gateway(runtimes, scripted, seed, stack, out)).access
+        else:  # the embedded default stack: local engine + gateway (train.stack.open_stack)
+            from openforgerl.eval.stack import open_embedded
+
+            embedded = await stack.enter_async_context(
+                open_embedded(engines["policy"][0] or "tiny", Path(runtimes[0].task.root), out,
+                              budget_s=opts.get("budget_s")))
+            access, backend = embedded.access, embedded.backend
+        backend = await _host_side(runtimes, access, backend, engines, stack)
         sink = ResultSink(out / "rollouts.jsonl")
         return await run_eval(runtimes, harnesses, gateway=access, backend=backend, trials=trials, sink=sink,
                               **opts)
-    finally:
-        for c in reversed(closers):
-            await c.aclose()
+    raise AssertionError("unreachable")
 
 
-async def _scripted_gateway(runtimes: list[Any], rate: float, seed: int, closers: list[Any], out: Path) -> Any:
+async def _host_side(runtimes: list[Any], access: Any, backend: Any, engines: dict[str, tuple[str | None, str]],
+                     stack: Any) -> Any:
+    """The call log, judge and user relay every runtime's `verify` may use on the host (envs/host_side.py);
+    with a user engine, the backend that starts the relay next to each sandbox."""
+    from openforgerl.envs.host_side import HostSide, attach
+    from openforgerl.envs.judge import JudgeClient
+    from openforgerl.orchestrator.gateway_client import GatewayClient
+
+    client = GatewayClient(access)
+    stack.push_async_callback(client.aclose)
+    judge_url, judge_model = engines["judge"]
+    user_url, user_model = engines["user"]
+    host = HostSide(calls=client.list_calls,
+                    judge=JudgeClient(judge_url, judge_model) if judge_url else None)
+    if user_url:
+        from openforgerl.envs.user_sim import UserRelay, UserSimBackend
+
+        async def task_of(rollout_id: str) -> str | None:
+            info = await client.get_rollout(rollout_id)
+            return str(info.get("task_id")) if isinstance(info, dict) and info.get("task_id") else None
+
+        relay = UserRelay(JudgeClient(user_url, user_model, max_tokens=128, temperature=0.7, timeout_s=300.0),
+                          {rt.task_id: rt for rt in runtimes}, task_of)
+        host.users = relay
+        backend = UserSimBackend(backend, relay)
+    attach(runtimes, host)
+    return backend
+
+
+async def _scripted_gateway(runtimes: list[Any], rate: float, seed: int, stack: Any, out: Path) -> Any:
     from openforgerl.engines.scripted import ScriptedEngine
     from openforgerl.envs.oracle_policy import oracle_policy
     from openforgerl.gateway.server import start_gateway
@@ -102,5 +169,6 @@ async def _scripted_gateway(runtimes: list[Any], rate: float, seed: int, closers
 
     store = SQLiteCallStore(out / "calls.db")
     gw = await start_gateway(ScriptedEngine(oracle_policy(runtimes, success_rate=rate, seed=seed)), store)
-    closers.extend([store, gw])
+    stack.push_async_callback(store.aclose)
+    stack.push_async_callback(gw.aclose)
     return gw

@@ -82,6 +82,7 @@ class TaskCounts:
     mean_reward: float  # over scored trials (a timeout has no reward)
     timeouts: int = 0  # trials that ran out of time (in n, never in c)
     config: int = 0  # attempts whose harness could not start (not trials)
+    mean_score: float = 0.0  # over all valid trials, a timeout scoring 0 (the benchmarks' task score)
 
 
 def _task_counts(task_id: str, ts: Sequence[Trial], threshold: float) -> TaskCounts:
@@ -90,7 +91,7 @@ def _task_counts(task_id: str, ts: Sequence[Trial], threshold: float) -> TaskCou
     c = sum(1 for r in rewards if r >= threshold - 1e-6)
     timeouts = kinds.count(TIMEOUT)
     return TaskCounts(task_id, len(rewards) + timeouts, c, kinds.count(INFRA), _mean(rewards),
-                      timeouts, kinds.count(CONFIG))
+                      timeouts, kinds.count(CONFIG), _mean([*rewards, *[0.0] * timeouts]))
 
 
 def count_tasks(trials: Iterable[Trial], threshold: float = 1.0) -> list[TaskCounts]:
@@ -121,6 +122,8 @@ class GroupMetrics:
     timeouts: int = 0
     config_errors: int = 0
     pass_hat: dict[int, Estimate] = field(default_factory=dict)
+    score: float = 0.0  # mean over tasks of the mean task score, timeouts as 0 (eval/protocols.py)
+    strict_accuracy: float = 0.0  # share of tasks whose mean score is 1 (QwenClawBench)
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -157,4 +160,6 @@ def group_metrics(trials: Sequence[Trial], ks: Sequence[int], *, threshold: floa
         pass_at={k: _estimate(valid, k, pass_at_k, resamples, seed) for k in ks},
         pass_hat={k: _estimate(valid, k, pass_hat_k, resamples, seed) for k in ks},
         timeouts=sum(tc.timeouts for tc in counts), config_errors=sum(tc.config for tc in counts),
+        score=_mean([tc.mean_score for tc in valid]),
+        strict_accuracy=_mean([float(tc.mean_score >= 1.0 - 1e-9) for tc in valid]),
     )

@@ -7,12 +7,13 @@ only there).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from openforgerl.eval.metrics import CONFIG, INFRA, Estimate, Trial, count_tasks, group_metrics
+from openforgerl.eval.protocols import PROTOCOLS, protocol_of
 
 __all__ = ["build_report", "to_markdown", "write_report"]
 
@@ -21,10 +22,16 @@ def _ks(k: int) -> list[int]:
     return sorted({1, k})
 
 
-def build_report(trials: Sequence[Trial], k: int, *, threshold: float = 1.0, resamples: int = 1000,
-                 seed: int = 0) -> dict[str, Any]:
-    """{config, harnesses: {h: metrics}, services: {h: {s: metrics}}, tasks: {h: [counts]}}."""
+def build_report(trials: Sequence[Trial], k: int, *, threshold: float | None = None, resamples: int = 1000,
+                 seed: int = 0, benchmarks: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """{config, harnesses: {h: metrics}, services: {h: {s: metrics}}, tasks: {h: [counts]},
+    benchmarks: {benchmark: {h: metrics under its authors' protocol}}}.
+
+    `benchmarks` maps task id → its `source`; tasks of an imported benchmark are also reported under
+    that benchmark's protocol (eval/protocols.py), with its own success threshold. `threshold` (default
+    1.0) is the success threshold of the overall tables only."""
     ks = _ks(k)
+    threshold = 1.0 if threshold is None else threshold
     out: dict[str, Any] = {"config": {"k": k, "threshold": threshold, "bootstrap_resamples": resamples,
                                       "seed": seed, "ci": 0.95},
                            "harnesses": {}, "services": {}, "tasks": {}}
@@ -37,6 +44,24 @@ def build_report(trials: Sequence[Trial], k: int, *, threshold: float = 1.0, res
                                     resamples=resamples, seed=seed)) for s in services}
         out["tasks"][harness] = [asdict(tc) for tc in count_tasks(mine, threshold)]
     out["infra_dropped"] = [{**asdict(t), "kind": t.kind} for t in trials if t.kind in (INFRA, CONFIG)]
+    out["benchmarks"] = _benchmarks(trials, ks, benchmarks or {}, resamples, seed)
+    return out
+
+
+def _benchmarks(trials: Sequence[Trial], ks: list[int], sources: Mapping[str, str], resamples: int,
+                seed: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    by_bench: dict[str, list[Trial]] = {}
+    for t in trials:
+        bench = protocol_of(sources.get(t.task_id, ""))
+        if bench is not None:
+            by_bench.setdefault(bench, []).append(t)
+    for bench, mine in sorted(by_bench.items()):
+        proto = PROTOCOLS[bench]
+        out[bench] = {"protocol": asdict(proto), "harnesses": {
+            h: asdict(group_metrics([t for t in mine if t.harness == h], ks, threshold=proto.threshold,
+                                    resamples=resamples, seed=seed))
+            for h in sorted({t.harness for t in mine})}}
     return out
 
 
@@ -61,12 +86,33 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines += ["", "## Per harness and service", "", head]
     for h, per in report["services"].items():
         lines += [_row(f"{h} / {s}", m, k) for s, m in per.items()]
+    lines += _benchmark_lines(report, k)
     dropped = report["infra_dropped"]
     lines += ["", "Timeouts count as failed trials (in n, never successes) and have no reward (left out of "
               "the mean reward).", "",
               f"Infrastructure-failed and harness-start (config) attempts, excluded from every metric: {len(dropped)}"]
     lines += [f"- {d['harness']} {d['task_id']}: {d['status']}" for d in dropped[:50]]
     return "\n".join(lines) + "\n"
+
+
+def _benchmark_lines(report: dict[str, Any], k: int) -> list[str]:
+    benches = report.get("benchmarks") or {}
+    if not benches:
+        return []
+    lines = ["", "## Per benchmark (each benchmark's authors' protocol: eval/protocols.py)", "",
+             f"| benchmark | harness | success | tasks | trials | score | pass@1 | pass@{k} | pass^{k} | "
+             "strict acc. | timeouts | infra dropped | config errors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for bench in benches.values():
+        proto = bench["protocol"]
+        for h, m in bench["harnesses"].items():
+            strict = f"{m['strict_accuracy']:.3f}" if proto["strict_accuracy"] else "–"
+            lines.append("| " + " | ".join([
+                proto["name"], h, f">= {proto['threshold']}", str(m["tasks"]), str(m["trials"]),
+                f"{m['score']:.3f} ({proto['score']})", _cell(m["pass_at"][1]), _cell(m["pass_at"][k]),
+                _cell(m["pass_hat"][k]), strict, str(m["timeouts"]), str(m["infra_dropped"]),
+                str(m["config_errors"])]) + " |")
+    return lines
 
 
 def _normalise(report: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 Outputs under `--out`: `results.jsonl` (one `RolloutRecord` per attempt as the gateway stored it;
 `in_batch` says whether it counts), `calls.db` (the call log, when the gateway is embedded), `summary.json` and
 `artifacts/<rollout_id>/` (harness stdout/stderr and the adapter's output files).
-Without `--gateway`, a gateway is started in-process on 127.0.0.1 in front of `--engine`
-(`scripted`: the envs oracle policy, a test double for the model's decisions; or engine URLs).
+Without `--gateway`, a gateway is started in-process on 127.0.0.1 in front of `--engine`:
+`scripted` (the default: the envs oracle policy, a test double for the model's decisions), engine URLs,
+or a model (`tiny`, `smollm2` or a model folder), which opens the embedded default stack, the local
+engine behind an in-process gateway, with `train.stack.open_stack`'s wiring (eval/stack.py).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ def command(
     harness_command: str = typer.Option("", "--command", help="argv for `--harness command`"),
     n: int = typer.Option(8, "--n", help="rollouts per task (one GRPO group)"),
     backend: str = typer.Option("local", "--backend", help="local | podman | kubernetes"),
-    engine: list[str] = typer.Option(["scripted"], "--engine", help="engine URL(s), or `scripted`"),
+    engine: list[str] = typer.Option(["scripted"], "--engine",
+                                     help="`scripted`, engine URL(s), or a model (tiny, smollm2, a model folder)"),
     gateway: str = typer.Option("", "--gateway", help="a running gateway's admin URL (token: $OPENFORGERL_ADMIN_TOKEN)"),
     out: Path = typer.Option(Path("runs/rollout"), "--out", help="results folder"),
     model: str = typer.Option("policy", "--model", help="model name given to the harness"),
@@ -74,7 +77,7 @@ async def _main(config: Any, opts: dict[str, Any]) -> Counter[str]:
     runtimes = _load_tasks(opts["tasks"], opts["limit"], opts["image"])
     harness = _harness(opts["harness"], opts["harness_command"])
     view = ProgressView(len(runtimes) * config.n)
-    async with _gateway(opts, runtimes, out) as gateway, _backend(opts["backend"], out) as sbx:
+    async with _stack(opts, runtimes, out) as (gateway, sbx):
         sink = ResultSink(out / "results.jsonl")
         with view:
             result = await run_batch(runtimes, harness, gateway=gateway, backend=sbx,
@@ -85,13 +88,19 @@ async def _main(config: Any, opts: dict[str, Any]) -> Counter[str]:
 
 
 def _load_tasks(path: Path, limit: int, image: str) -> list[Any]:
+    from openforgerl.envs.flags import summarize_flags, unmet
     from openforgerl.envs.validate import load_runtimes
 
-    runtimes = load_runtimes(path)
+    every = load_runtimes(path)
+    left = [unmet(list(getattr(getattr(rt, "task", None), "flags", []))) for rt in every]
+    runtimes = [rt for rt, flags in zip(every, left, strict=True) if not flags]  # a flagged task never runs
+    summary = summarize_flags(left)
+    if every and summary.runnable < summary.total:
+        typer.echo(summary.line())
     if limit:
         runtimes = runtimes[:limit]
     if not runtimes:
-        raise typer.BadParameter(f"no tasks under {path}")
+        raise typer.BadParameter(f"no runnable tasks under {path}" + (f" ({summary.line()})" if every else ""))
     if image:
         for rt in runtimes:
             if getattr(rt, "image", None) is None:
@@ -108,6 +117,26 @@ def _harness(name: str, argv: str) -> Any:
             raise typer.BadParameter("--harness command needs --command 'ARGV'")
         return CommandHarness(shlex.split(argv))
     return get_harness(name)
+
+
+def _is_model(engines: list[str]) -> bool:
+    """One `--engine` that is neither `scripted` nor a URL: a model for the embedded local engine."""
+    return len(engines) == 1 and engines[0] != "scripted" and "://" not in engines[0]
+
+
+@contextlib.asynccontextmanager
+async def _stack(opts: dict[str, Any], runtimes: list[Any], out: Path) -> AsyncIterator[tuple[Any, Any]]:
+    """(gateway access, sandbox backend): the embedded default stack for a model `--engine`, else the
+    gateway (running, or in-process before the scripted engine / engine URLs) and the named backend."""
+    if not opts["gateway"] and _is_model(opts["engine"]):
+        from openforgerl.eval.stack import open_embedded
+
+        async with open_embedded(opts["engine"][0], Path(opts["tasks"]), out,
+                                 backend=opts["backend"]) as embedded:
+            yield embedded.access, embedded.backend
+        return
+    async with _gateway(opts, runtimes, out) as gateway, _backend(opts["backend"], out) as sbx:
+        yield gateway, sbx
 
 
 @contextlib.asynccontextmanager

@@ -10,7 +10,7 @@ Read from upstream's `TaskDefinition` (`src/claw_eval/models/task.py`) and its r
   `unsupported: tool:<name>`; upstream's sandbox `Bash`/`Edit`/`Grep` are the harness's own (`NATIVE`).
 - `scoring_components` (upstream's declarative score): `tool_called` → `called` (min_calls),
   `keywords_present` → `text` over the agent's output, `min_length` → `text` over the final text (or
-  the output), with their weights; `llm_judge` → `requires_llm_judge`; any other type →
+  the output), with their weights; `llm_judge` → `llm_judge` (below); any other type →
   `unsupported: scoring:<type>`. `safety_checks` `tool_not_called` → `not_called` safety gates.
   `expected_actions` (`service` + `action_key`, a list in the service's /audit) → a `called` check on
   the tool that fills that list (`gmail/drafts` → `mail_draft`).
@@ -20,6 +20,12 @@ Read from upstream's `TaskDefinition` (`src/claw_eval/models/task.py`) and its r
   `tests/claw_eval/grader.py`, where only the verifier step sees it; it is not run: it imports the
   upstream `claw_eval` package and reads the conversation trace (and most call an LLM judge). A task
   with no scoring component but its grader is flagged `unsupported: grader_py_only`.
+- `llm_judge` components → `llm_judge` checks (rubric = the component's `rubric` / `description` plus the
+  task's `judge_rubric`), scored on the host by `--judge-engine` with upstream's judge prompt and
+  weighted like the other components; the task keeps `requires_llm_judge` (lifted by the flag).
+- `user_agent.enabled` tasks get the `ask_user` tool and a line saying the user is reachable through it
+  (plus upstream's `system_prompt_suffix`); the persona stays in `tests/user_agent.json` (host only),
+  answered by `--user-engine` through the host-side relay (envs/user_sim.py).
 - Oracle: when the checks determine one (reads by fixture id, drafts whose body carries the keywords,
   a final answer with them), `solution/actions.json` replays it; else `no_oracle` says why. Upstream's
   `reference_solution` is prose, kept in `tests/claw_eval/reference_solution.md`.
@@ -64,6 +70,8 @@ EXPECTED = {("gmail", "drafts"): "mail_draft", ("gmail", "sent"): "mail_send",
 # Upstream's agent always has its sandbox's file tools and a final answer; ours are these.
 AGENT_TOOLS = ("read_file", "write_file", "list_files", "submit_answer")
 FINAL_HINT = "When you are done, give your final answer with the `submit_answer` tool."
+USER_HINT = ("The user is available while you work: talk to them (ask a question, or give your answer) with "
+             "the `ask_user` tool; their reply is its result.")
 
 
 def find_claw_eval_tasks(root: Path) -> list[Path]:
@@ -127,8 +135,8 @@ def _fixtures(task_dir: Path, services: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _component(i: int, sc: dict[str, Any], unsupported: list[str]) -> dict[str, Any] | None:
-    """One scoring component → one check (None: judged by an LLM, or not mappable)."""
+def _component(i: int, sc: dict[str, Any], unsupported: list[str], judge_rubric: str = "") -> dict[str, Any] | None:
+    """One scoring component → one check (None: not mappable)."""
     check = sc.get("check") or {}
     kind, name, weight = check.get("type"), str(sc.get("name") or f"component_{i}"), float(sc.get("weight", 1.0))
     base = {"name": name, "weight": weight}
@@ -143,8 +151,12 @@ def _component(i: int, sc: dict[str, Any], unsupported: list[str]) -> dict[str, 
     if kind == "min_length":
         source = "final" if check.get("field") in (None, "final_text") else "output"
         return {"kind": "text", **base, "source": source, "min_length": int(check.get("min_length") or 0)}
-    if kind != "llm_judge":
-        unsupported.append(f"scoring:{kind}")
+    if kind == "llm_judge":  # judged on the host by --judge-engine (envs/host_side.py), same weight
+        rubric = str(check.get("rubric") or check.get("description") or judge_rubric or name)
+        if judge_rubric and rubric != judge_rubric:
+            rubric = f"{rubric}\n\n{judge_rubric}"
+        return {"kind": "llm_judge", **base, "rubric": rubric}
+    unsupported.append(f"scoring:{kind}")
     return None
 
 
@@ -208,11 +220,15 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
     unsupported = [f"service:{s}" for s in theirs if s not in SERVICES and s not in WEB]
     components = spec.get("scoring_components") or []
     judge = any((c.get("check") or {}).get("type") == "llm_judge" for c in components)
-    completion = [c for i, sc in enumerate(components) if (c := _component(i, sc, unsupported))]
+    rubric = str(spec.get("judge_rubric") or "")
+    completion = [c for i, sc in enumerate(components) if (c := _component(i, sc, unsupported, rubric))]
     checks = _safety(spec, unsupported) + completion + _expected(spec, unsupported)
     user = spec.get("user_agent") or {}
     prompt = spec.get("prompt") or {}
     instruction = str(prompt.get("text", "") if isinstance(prompt, dict) else prompt)
+    if user.get("enabled"):  # upstream appends the suffix to the agent's system prompt
+        suffix = str(user.get("system_prompt_suffix") or "").strip()
+        instruction = "\n\n".join(x for x in (instruction.rstrip(), suffix, USER_HINT) if x)
     if any(c["kind"] == "text" for c in checks):
         instruction = f"{instruction.rstrip()}\n\n{FINAL_HINT}"
     if not any(not c.get("safety") for c in checks) and not judge:
@@ -229,7 +245,8 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
         extra_files={**_sandbox_files(task_dir, spec, unsupported), **_upstream_files(task_dir, spec, user, user_engine)})
     tools = _tools(spec, unsupported)
     wants_answer = any(c["kind"] == "text" for c in checks)
-    draft.tools = sorted({*tools, *AGENT_TOOLS}) if tools or wants_answer else []
+    asks = ["ask_user"] if user.get("enabled") else []
+    draft.tools = sorted({*tools, *AGENT_TOOLS, *asks}) if tools or wants_answer or asks else []
     draft.actions, why = _oracle(draft)
     needs = ["user_simulator"] if user.get("enabled") and not user_engine else []
     draft.extra_meta = {"requires_llm_judge": judge, "requires_internet": any(s in WEB for s in theirs),
@@ -281,6 +298,8 @@ def _oracle(draft: TaskDraft) -> tuple[list[Action], str]:
             wanted[c["tool"]] = max(wanted.get(c["tool"], 0), int(c.get("min_count", 1)))
         elif c["kind"] == "answer":
             return [], "the task is judged by an LLM only"
+        elif c["kind"] == "llm_judge":
+            return [], "an llm_judge component scores part of the task (no reference answer to replay)"
     actions: list[Action] = []
     for tool, n in wanted.items():
         if tool in forbidden:

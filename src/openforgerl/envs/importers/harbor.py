@@ -6,8 +6,11 @@ and converted QwenClawBench tasks (tests/grade.py). Loaded in place; no service 
   --workspace /workdir/workspace` (with the suite's shared `conftest.py`); reward 1 iff all tests pass.
 - Harbor: `tests/test.sh` writes `/logs/verifier/reward.{json,txt}`; `/tests/` and `/logs/` in the script
   are mapped to the verifier's own input and output folders.
-- python: `grade(transcript, workspace_path) -> {name: score}`; reward = mean of the scores (no transcript
-  is available to it yet: an empty list is passed).
+- python: `grade(transcript, workspace_path) -> {name: score}`; reward = mean of the scores (upstream's
+  automated score). Under `eval` the transcript is built on the host from the call log (OpenClaw events,
+  envs/transcript.py; without a call log an empty list is passed), and a `tests/judge.json` task
+  (QwenClawBench `hybrid` / `llm_judge`) is then judged on the host by `--judge-engine` and combined as
+  upstream's `_combine_grades` does (envs/host_side.py).
 
 Every verifier runs apart from the agent (`sandbox.verifier.run_verifier`: after the harness's processes
 are gone, in a fresh sandbox where `/workdir` is read-only): the task's tests arrive as inputs under
@@ -18,6 +21,7 @@ cwd outside the workdir, so nothing the agent planted (a `conftest.py`, a shadow
 from __future__ import annotations
 
 import functools
+import json
 import shutil
 import subprocess
 import sys
@@ -102,6 +106,7 @@ class HarborTaskRuntime:
         self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
                                          "tags": list(task.meta.tags), "source": task.meta.source}
         self.service_ready_s = 0.0
+        self.host: Any = None  # envs.host_side.HostSide, attached by `eval`
 
     def files(self) -> Mapping[str, bytes]:
         setup = self.task.root / "environment" / "setup.sh"
@@ -174,14 +179,45 @@ class HarborTaskRuntime:
         raise VerifierError(f"test.sh (exit {rc}) wrote no reward file: {log[-1500:]}")
 
     async def _python(self, sandbox: Any) -> Verdict:
+        from openforgerl.envs.host_side import transcript_json
+
         argv = [self.python, "-I", "-m", "openforgerl.envs.verify.pygrade", "--grade",
                 f"{VERIFIER_IN}/tests/grade.py", "--workspace", "/workdir", "--out", f"{VERIFIER_OUT}/reward.json"]
-        rc, log, outputs = await self._judge(sandbox, argv, _under("tests/", read_tree(self.task.root / "tests")))
+        inputs = _under("tests/", read_tree(self.task.root / "tests"))
+        messages = await self.host.messages(sandbox) if self.host is not None else None
+        if messages is not None:  # built on the host from the call log, never by the agent
+            inputs["host/transcript.json"] = transcript_json(messages, events=True)
+            argv += ["--transcript", f"{VERIFIER_IN}/host/transcript.json"]
+        rc, log, outputs = await self._judge(sandbox, argv, inputs)
         if rc != 0 or "reward.json" not in outputs:
             raise VerifierError(f"grade.py failed (exit {rc}): {log[-1500:]}")
         from openforgerl.envs.runtime import parse_reward
 
-        return parse_reward(outputs["reward.json"], log)
+        verdict = parse_reward(outputs["reward.json"], log)
+        spec_file = self.task.root / "tests" / "judge.json"
+        return await self._hybrid(verdict, json.loads(spec_file.read_text()), messages) if spec_file.is_file() \
+            else verdict
+
+    async def _hybrid(self, auto: Verdict, spec: dict[str, Any], messages: list[dict[str, Any]] | None) -> Verdict:
+        """QwenClawBench `llm_judge` / `hybrid`: the host-side judge, combined as upstream does."""
+        from openforgerl.envs.host_side import combine_hybrid
+        from openforgerl.envs.judge import JudgeError
+        from openforgerl.envs.transcript import openclaw_events
+
+        if self.host is None:
+            raise VerifierError("the task is judged by an LLM: run it through `eval --judge-engine URL`")
+        try:
+            llm = await self.host.qwenclawbench_score(spec, openclaw_events(messages or []))
+        except JudgeError as exc:
+            raise VerifierError(f"llm judge: {exc}") from exc
+        if spec.get("grading_type") == "llm_judge":
+            score, simple = llm, llm
+        else:
+            score, simple = combine_hybrid(auto.reward, llm, spec.get("weights"))
+        parts = {**dict(auto.components), "automated": auto.reward, "llm_judge": llm, "score_simple": simple,
+                 "reward": score}
+        return Verdict(score, parts, f"{auto.log}automated={auto.reward:.3f} llm_judge={llm:.3f} "
+                                     f"score={score:.3f} (simple {simple:.3f})\n")
 
     async def run_oracle(self, sandbox: Any) -> str:
         """Run solution/solve.sh (claw-bench: with the workspace as $1); "" on success."""

@@ -11,12 +11,17 @@ own line, as upstream's `lib_grading` extracts it). The grade function becomes `
 the workspace. Flags: `llm_judge`/`hybrid` grading (`requires_llm_judge`: the hybrid score gates the
 judge's share on the automated one, so the automated part alone is not the task's score), external
 dependencies, and graders that read the transcript (`needs: transcript`): upstream passes the OpenClaw
-session events, and our verifier is not given the rollout's messages yet.
+session events; `eval` builds them on the host from the call log (envs/transcript.py), which lifts the flag.
+A judged task also gets `tests/judge.json` (grading type, `grading_weights`, prompt, `## Expected
+Behavior`, the `## LLM Judge Rubric` or the `## Grading Criteria` bullets): with `--judge-engine` the
+host judges it with upstream's judge prompt and combines the parts as `_combine_grades` does (below
+0.75 automated, the judge's share is zeroed).
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -79,6 +84,17 @@ def reads_transcript(code: str) -> bool:
     return False
 
 
+def _judge_spec(front: dict[str, Any], sections: dict[str, str], grading: str) -> dict[str, Any]:
+    """What upstream's `_grade_llm_judge` reads: prompt, `## Expected Behavior`, the rubric
+    (`## LLM Judge Rubric`, else the `## Grading Criteria` bullets) and `grading_weights`."""
+    criteria = [m.group(1) for ln in sections.get("Grading Criteria", "").splitlines()
+                if (m := re.match(r"^-\s+\[[ x]\]\s+(.+)$", ln.strip()))]  # upstream's checklist items
+    rubric = sections.get("LLM Judge Rubric") or "\n".join(f"- {c}" for c in criteria)
+    return {"benchmark": "qwenclawbench", "grading_type": grading, "weights": front.get("grading_weights"),
+            "prompt": sections.get("Prompt", ""), "expected_behavior": sections.get("Expected Behavior", ""),
+            "rubric": rubric}
+
+
 def convert_qwenclawbench(md: Path, assets: Path | None = None) -> TaskDraft:
     front, sections = parse_markdown_task(md.read_text())
     unsupported: list[str] = []
@@ -96,6 +112,10 @@ def convert_qwenclawbench(md: Path, assets: Path | None = None) -> TaskDraft:
         budget_s=float(front.get("timeout_seconds", 1800)),
         extra_files={"tests/grade.py": code.group(1) + "\n" if code else "def grade(transcript, workspace_path):\n    return {}\n",
                      **{f"environment/workspace/{k}": v for k, v in files.items()}})
+    grading = str(front.get("grading_type", "automated"))
+    if grading != "automated":
+        draft.extra_files["tests/judge.json"] = json.dumps(_judge_spec(front, sections, grading), indent=1,
+                                                           ensure_ascii=False)
     draft.extra_meta = {"verifier": "python", "requires_internet": dependency == "web",
                         "requires_llm_judge": front.get("grading_type", "automated") != "automated",
                         "unsupported": unsupported, "needs": ["transcript"] if code and reads_transcript(code.group(1)) else [],

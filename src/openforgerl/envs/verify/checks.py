@@ -30,6 +30,8 @@ class Evidence:
     """The folder of checks.toml (task code such as `python_grader` scripts lives there)."""
     transcript: Sequence[Mapping[str, Any]] | None = None
     """The rollout's messages ({role, content}), when the verifier is given them."""
+    judge: Mapping[str, float] | None = None
+    """Scores of the `llm_judge` checks by name, judged on the host before this verifier ran."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,11 @@ info = ["refund"]
 kind = "tau2_db"                # tau2: final DB == DB after replaying the gold actions
 domain = "airline"
 actions = "tau2_gold_actions.json"
+
+[[checks]]
+kind = "llm_judge"              # Claw-Eval llm_judge component: judged on the host (envs/host_side.py)
+rubric = "..."                  #   by --judge-engine; the verifier gets the score (`Evidence.judge`)
+weight = 0.7
 ```
 `python_grader` scripts define `grade(evidence: dict) -> float | dict[str, float]` (scores in [0, 1];
 a dict counts as its mean, and the check is worth that fraction of its weight); `evidence` has `state`, `audit`, `workdir` (str or None) and `transcript`
@@ -42,8 +47,16 @@ from typing import Any
 from openforgerl.envs.verify import checks as _checks
 from openforgerl.envs.verify import spec as _spec
 
-__all__ = ["CommunicateCheck", "GraderUnavailable", "PythonGraderCheck", "Tau2DbCheck", "TextCheck",
-           "agent_output", "final_text"]
+__all__ = [
+    "CommunicateCheck",
+    "GraderUnavailable",
+    "LlmJudgeCheck",
+    "PythonGraderCheck",
+    "Tau2DbCheck",
+    "TextCheck",
+    "agent_output",
+    "final_text",
+]
 
 # Tools whose arguments are the agent's own writing (what Claw-Eval's keyword checks look for).
 WRITE_COMMANDS = {"send", "reply", "draft", "create", "update", "add", "write", "submit"}
@@ -68,6 +81,11 @@ class PythonGraderCheck(_spec._Check):
 @dataclass
 class CommunicateCheck(_spec._Check):
     info: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LlmJudgeCheck(_spec._Check):
+    rubric: str = ""
 
 
 @dataclass
@@ -101,18 +119,20 @@ _NEW_KINDS: dict[str, tuple[type[_spec._Check], dict[str, Any], tuple[str, ...]]
     "python_grader": (PythonGraderCheck, {"script": _inside}, ("script",)),
     "communicate": (CommunicateCheck, {"info": _strings}, ("info",)),
     "tau2_db": (Tau2DbCheck, {"domain": _spec._str, "actions": _inside}, ("domain", "actions")),
+    "llm_judge": (LlmJudgeCheck, {"rubric": _spec._str}, ("rubric",)),
 }
 
 
 def final_text(ev: _checks.Evidence) -> str:
-    """The agent's last words: its last assistant message when a transcript is given, else its
-    last submitted answer ("" when neither)."""
-    said = [_content(m) for m in ev.transcript or [] if m.get("role") == "assistant"]
-    said = [s for s in said if s.strip()]
-    if said:
-        return said[-1]
-    submitted = _checks._collection(ev.state, "answer.submitted")
-    return str(submitted[-1]) if submitted else ""
+    """The agent's last words to the user: its last submitted answer (the instruction asks for one), else
+    its last `ask_user` message (multi-turn tasks), else its last assistant message in the transcript
+    ("" when none of them)."""
+    for said in (_checks._collection(ev.state, "answer.submitted"), _checks._collection(ev.state, "user.asked")):
+        if said:
+            return str(said[-1])
+    texts = [_content(m) for m in ev.transcript or [] if m.get("role") == "assistant"]
+    texts = [s for s in texts if s.strip()]
+    return texts[-1] if texts else ""
 
 
 def _content(message: Mapping[str, Any]) -> str:
@@ -198,13 +218,23 @@ def _tau2_db(c: Tau2DbCheck, ev: _checks.Evidence) -> tuple[bool, str]:
     raise GraderUnavailable(f"tau2_db needs the tau2 {c.domain!r} domain environment (not available here)")
 
 
+def _llm_judge(c: LlmJudgeCheck, ev: _checks.Evidence) -> tuple[float, str]:
+    """The host-side judge's score for this component; none given is infra (never a trained 0)."""
+    if ev.judge is None or c.name not in ev.judge:
+        raise GraderUnavailable(f"llm_judge {c.name!r} has no judge score (no --judge-engine?)")
+    score = float(ev.judge[c.name])
+    if not math.isfinite(score) or not 0.0 <= score <= 1.0:
+        raise GraderUnavailable(f"judge score {score} of {c.name!r} is not in [0, 1]")
+    return score, f"judge scored {score:.3f}"
+
+
 def register() -> None:
     """Add the kinds to the spec parser and the judge table (idempotent)."""
     for kind, entry in _NEW_KINDS.items():
         _spec._KINDS[kind] = entry
         _spec._KIND_OF[kind] = kind
     _checks._JUDGES.update({"text": _text, "python_grader": _python_grader, "communicate": _communicate,
-                            "tau2_db": _tau2_db})
+                            "tau2_db": _tau2_db, "llm_judge": _llm_judge})
 
 
 register()

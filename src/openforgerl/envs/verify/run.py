@@ -24,12 +24,19 @@ EXIT_VERIFIER_BROKEN = 2
 EXIT_TAMPERED = 3
 
 
-def verify_live(checks: Path, state_url: str, workdir: Path | None) -> Outcome:
-    """Judge the live service at `state_url` (raises ServiceUnreachable / TaskFormatError)."""
+def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: Path | None = None,
+                judge_scores: Path | None = None) -> Outcome:
+    """Judge the live service at `state_url` (raises ServiceUnreachable / TaskFormatError).
+
+    `transcript` (the rollout's messages) and `judge_scores` ({check name: score} of the `llm_judge`
+    checks) are written by the host from the call log and the judge (envs/host_side.py), never by the agent.
+    """
     spec = load_spec(checks)
     state = get_json("/state", url=state_url, wait_s=15.0)
     audit = get_json("/audit", url=state_url, wait_s=15.0).get("calls", [])
-    return evaluate(spec, Evidence(state, audit, workdir, tests_dir=checks.parent))
+    said = json.loads(transcript.read_text()) if transcript else None
+    judged = json.loads(judge_scores.read_text()) if judge_scores else None
+    return evaluate(spec, Evidence(state, audit, workdir, tests_dir=checks.parent, transcript=said, judge=judged))
 
 
 def _checks_path(ns: argparse.Namespace) -> Path:
@@ -47,12 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=Path("reward.json"))
     ap.add_argument("--log", type=Path, default=None, help="human-readable log (default: next to --out)")
+    ap.add_argument("--transcript", type=Path, default=None, help="the rollout's messages (JSON), from the host")
+    ap.add_argument("--judge-scores", type=Path, default=None, help="llm_judge scores (JSON), from the host")
     ns = ap.parse_args(argv)
     from openforgerl.envs.client import service_url
     from openforgerl.envs.errors import TaskFormatError
 
     try:
-        outcome = verify_live(_checks_path(ns), ns.state_url or service_url(), ns.workdir)
+        outcome = verify_live(_checks_path(ns), ns.state_url or service_url(), ns.workdir, ns.transcript,
+                              ns.judge_scores)
     except ServiceUnreachable as exc:  # the service ran next to the agent: the agent's reach
         print(f"VIOLATION task service unreachable after the agent ran: {exc}", file=sys.stderr)
         return EXIT_TAMPERED
