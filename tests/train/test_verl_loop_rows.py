@@ -166,10 +166,11 @@ async def test_server_addresses_from_client_or_manager() -> None:
 
 async def test_backend_factory(tmp_path: Path) -> None:
     from openforgerl.sandbox.local import LocalBackend
-    from openforgerl.train.verl.runtime import make_backend
+    from openforgerl.sandbox.registry import BACKENDS, UnknownBackend, make_backend
 
     backend = await make_backend("local", tmp_path / "sbx")
-    assert isinstance(backend, LocalBackend)
+    assert isinstance(backend, LocalBackend) and backend.root == (tmp_path / "sbx").resolve()
     await backend.aclose()
-    with pytest.raises(ValueError, match="unknown sandbox backend"):
+    assert set(BACKENDS) == {"local", "podman", "kubernetes"}
+    with pytest.raises(UnknownBackend, match="unknown backend 'nope'"):
         await make_backend("nope", tmp_path)

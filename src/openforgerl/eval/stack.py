@@ -33,9 +33,12 @@ async def open_embedded(model: str, tasks: Path, out: Path, *, budget_s: float |
 
     from openforgerl.engines.local.model import resolve_model_path
     from openforgerl.errors import UserError
+    from openforgerl.sandbox.registry import BACKENDS
     from openforgerl.train.config import TaskSelection, TrainConfig
     from openforgerl.train.stack import open_stack
 
+    if backend not in BACKENDS:  # before the config: its message would name the wrong flag
+        raise UserError(f"unknown backend {backend!r} ({' | '.join(BACKENDS)})")
     try:
         resolve_model_path(model)
     except FileNotFoundError as exc:

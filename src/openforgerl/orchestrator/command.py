@@ -3,10 +3,10 @@
 Outputs under `--out`: `results.jsonl` (one `RolloutRecord` per attempt as the gateway stored it;
 `in_batch` says whether it counts), `calls.db` (the call log, when the gateway is embedded), `summary.json` and
 `artifacts/<rollout_id>/` (harness stdout/stderr and the adapter's output files).
-Without `--gateway`, a gateway is started in-process on 127.0.0.1 in front of `--engine`:
-`scripted` (the default: the envs oracle policy, a test double for the model's decisions), engine URLs,
-or a model (`tiny`, `smollm2` or a model folder), which opens the embedded default stack, the local
-engine behind an in-process gateway, with `train.stack.open_stack`'s wiring (eval/stack.py).
+Without `--gateway`, a gateway is started in-process on 127.0.0.1 in front of `--engine`: a model
+(`tiny`, the default, `smollm2` or a model folder), which opens the embedded default stack (the local
+engine behind an in-process gateway, with `train.stack.open_stack`'s wiring, eval/stack.py), as `train`
+does; engine URLs; or `scripted` (the envs oracle policy, a test double for the model's decisions).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def command(
     harness_command: str = typer.Option("", "--command", help="argv for `--harness command`"),
     n: int = typer.Option(8, "--n", help="rollouts per task (one GRPO group)"),
     backend: str = typer.Option("local", "--backend", help="local | podman | kubernetes"),
-    engine: list[str] = typer.Option(["scripted"], "--engine",
+    engine: list[str] = typer.Option(["tiny"], "--engine",
                                      help="`scripted`, engine URL(s), or a model (tiny, smollm2, a model folder)"),
     gateway: str = typer.Option("", "--gateway", help="a running gateway's admin URL (token: $OPENFORGERL_ADMIN_TOKEN)"),
     out: Path = typer.Option(Path("runs/rollout"), "--out", help="results folder"),
@@ -174,20 +174,12 @@ def _engine(urls: list[str], runtimes: list[Any], success_rate: float) -> Any:
 
 @contextlib.asynccontextmanager
 async def _backend(name: str, out: Path) -> AsyncIterator[Any]:
-    if name == "local":
-        from openforgerl.sandbox.local import LocalBackend
+    from openforgerl.sandbox.registry import UnknownBackend, make_backend
 
-        backend: Any = LocalBackend()
-    elif name == "podman":
-        from openforgerl.sandbox.podman import PodmanBackend
-
-        backend = PodmanBackend()
-    elif name == "kubernetes":
-        from openforgerl.sandbox.kubernetes import KubernetesBackend
-
-        backend = await KubernetesBackend.open()
-    else:
-        raise typer.BadParameter(f"unknown backend {name!r} (local | podman | kubernetes)")
+    try:
+        backend = await make_backend(name, out / "sandboxes")
+    except UnknownBackend as exc:
+        raise typer.BadParameter(str(exc)) from None
     try:
         yield backend
     finally:

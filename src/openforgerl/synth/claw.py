@@ -161,6 +161,40 @@ def claw_env() -> ToolEnv:
     """Every Claw tool, its state model and the shared office world as fixtures."""
     from openforgerl.envs.suites.world_data import ME
 
-    return ToolEnv("claw", tuple(_tool(t) for t in TOOLS), _collections(),
+    # a registry tool the adapter gives no role (e.g. `ask_user`, a message to a simulated user) is not
+    # composed into tasks until it gets one: synthesis needs its effect and state to write checks
+    return ToolEnv("claw", tuple(_tool(t) for t in TOOLS if t.name in _ROLE), _collections(),
                    fixtures={"mail": {"me": ME, "sent": [], "drafts": [], "archive": []}},
                    session_factory=ClawSession, claw=True)
+
+
+# The warm-up model's own instruction templates (scripts/build_tiny_model.py `_write_file`, `_todo_add`,
+# `_mail_send`; the Claw `sft` family speaks the same way): single-quoted values, the same verbs.
+_FAMILY_TEMPLATES: dict[str, tuple[str, ...]] = {
+    "write_file": ("Write the text '{content}' to the file {path}.", "Create the file {path} containing '{content}'.",
+                   "Please save '{content}' into {path}."),
+    "todo_add": ("Add a todo '{title}'.", "Put '{title}' on my todo list.", "Add the task '{title}' to my todos."),
+    "mail_send": ("Send an email to {to} with subject '{subject}' and body '{body}'.",
+                  "Email {to}: subject '{subject}', body '{body}'."),
+}
+
+
+def claw_family_env() -> ToolEnv:
+    """`--env claw-family`: the Claw write tools the `sft` family uses, phrased as that family is (and as
+    the tiny model's warm-up data is), with values from the warm-up vocabulary and the same three tools
+    offered. Ordinary-English Claw tasks (`claw`) are out of the tiny model's reach (0 of 120 solved);
+    these sit at its frontier: single calls it often gets right, 2–3-call compositions it rarely does."""
+    from dataclasses import replace
+
+    from openforgerl.envs.suites.families import SFT_TOOLS
+    from openforgerl.synth.vocab import warmup_pools
+
+    base = claw_env()
+    tools = []
+    for name in SFT_TOOLS:
+        tool = base.tool(name)
+        assert tool is not None
+        # a literal address, not a contacts lookup: the warm-up model never looked anything up
+        params = tuple(replace(p, ref="") for p in tool.params)
+        tools.append(replace(tool, params=params, templates=_FAMILY_TEMPLATES[name]))
+    return replace(base, name="claw-family", tools=tuple(tools), values=warmup_pools(), offered=tuple(SFT_TOOLS))

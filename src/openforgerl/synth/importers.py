@@ -200,7 +200,7 @@ def load_document(path: Path) -> ToolEnv:
     """A `.json` / `.yaml` file: an OpenAPI document (`openapi` key) or an MCP `tools/list` result."""
     text = path.read_text()
     if path.suffix in (".yaml", ".yml"):
-        import yaml  # type: ignore[import-untyped]  # optional: JSON documents need nothing
+        import yaml  # optional: JSON documents need nothing
 
         data = yaml.safe_load(text)
     else:

@@ -51,6 +51,8 @@ class Report:
     by_atoms: dict[str, int] = field(default_factory=dict)
     families: int = 0
     sandbox: dict[str, Any] = field(default_factory=dict)
+    calibration: dict[str, Any] = field(default_factory=dict)
+    """`--calibrate`: k, where the policy ran, how many tasks landed in 0 < p < 1, never / always solved."""
 
     def table(self) -> str:
         rows = [("generated", self.generated)] + [(f"rejected: {k}", v) for k, v in self.rejected.items()]
@@ -76,6 +78,7 @@ def _difficulty(c: Candidate) -> str:
 def write_candidate(env: ToolEnv, c: Candidate, out: Path) -> Path:
     """Lay `c` out as a task folder under `out`."""
     draft = TaskDraft(name=c.name, instruction=c.instruction, services=c.services if env.claw else [],
+                      tools=list(env.offered) if env.claw else [],
                       checks=c.checks, actions=c.actions if env.claw else [], fixtures=c.fixtures,
                       workspace=c.workspace, faults=c.faults if env.claw else [], difficulty=_difficulty(c),
                       split=_split(c.name), tags=["synth", c.variant, *c.services], source=f"openforgerl/synth:{env.name}",
@@ -104,10 +107,21 @@ def _slots(c: Candidate) -> list[str]:
     return [*c.slots, *[s for s in extra if s not in c.slots]]
 
 
+def _shipped_claw() -> tuple[set[str], set[str]]:
+    """Instructions and gold calls of the shipped Claw suite (both splits): a synthesised Claw task equal to
+    one of them is dropped (`shipped`), so a synthesised pool never holds a copy of a held-out task."""
+    from openforgerl.envs.suites.families import FAMILIES
+
+    drafts = [d for family in FAMILIES for d in family()]
+    return ({d.instruction.split("\n")[0] for d in drafts},
+            {json.dumps([(a.tool, a.args) for a in d.actions], sort_keys=True) for d in drafts})
+
+
 def _draw(env: ToolEnv, n: int, rng: random.Random, report: Report, paraphraser: Paraphraser | None, limit: int,
           keep_rejected: int) -> tuple[list[Candidate], list[tuple[Candidate, Verdict]]]:
     """Sample, judge, paraphrase and dedup until `n` are kept or `limit` were generated."""
     dedup = Deduper()
+    shipped_text, shipped_gold = _shipped_claw() if env.claw else (set(), set())
     kept: list[Candidate] = []
     rejected: list[tuple[Candidate, Verdict]] = []
     while len(kept) < n and report.generated < limit and report.unbuildable < 50 * max(n, 10):
@@ -116,6 +130,10 @@ def _draw(env: ToolEnv, n: int, rng: random.Random, report: Report, paraphraser:
             report.unbuildable += 1
             continue
         report.generated += 1
+        if cand.instruction.split("\n")[0] in shipped_text or json.dumps(
+                [(a.tool, a.args) for a in cand.actions], sort_keys=True) in shipped_gold:
+            report.rejected["shipped"] += 1
+            continue
         cand.slots = _slots(cand)
         verdict = judge(env, cand)
         if not verdict.ok:
@@ -156,7 +174,7 @@ def synthesize(env: str | Path | ToolEnv, n: int, out: Path, *, seed: int = 0, p
     `keep_rejected` candidates rejected by the oracle or no-op filters (for the sandbox agreement)."""
     t0 = time.monotonic()
     tool_env = load_env(env)
-    report = Report(tool_env.name, n, seed, rejected={f: 0 for f in (*FILTERS, "exact_dup", "near_dup")})
+    report = Report(tool_env.name, n, seed, rejected={f: 0 for f in (*FILTERS, "shipped", "exact_dup", "near_dup")})
     limit = max_candidates if max_candidates is not None else 6 * n
     kept, rejected = _draw(tool_env, n, random.Random(seed), report, paraphraser, limit, keep_rejected)
     paths = _write_all(tool_env, kept, out, report)

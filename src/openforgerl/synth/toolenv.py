@@ -168,6 +168,8 @@ class ToolEnv:
     session_factory: Callable[[ToolEnv, dict[str, Any], dict[str, str], list[dict[str, Any]]], Session] | None = None
     claw: bool = False
     """Tasks can run in the real Claw sandbox (`tasks validate`)."""
+    offered: tuple[str, ...] = ()
+    """The tools a task offers the agent (task.toml `tools`); empty: those of the task's services."""
 
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -351,7 +353,7 @@ def _load_module(path: Path) -> ToolEnv:
 
 
 def load_env(spec: str | Path | ToolEnv) -> ToolEnv:
-    """`claw`, a `.py` module with `ENV`, a `.toml` environment, an MCP `tools/list` result (`.json`
+    """`claw`, `claw-family` (Claw phrased like the `sft` family), a `.py` module with `ENV`, a `.toml` environment, an MCP `tools/list` result (`.json`
     with `tools`) or an OpenAPI 3 document (`.json` / `.yaml` with `openapi`)."""
     if isinstance(spec, ToolEnv):
         return spec.with_answer()
@@ -359,9 +361,13 @@ def load_env(spec: str | Path | ToolEnv) -> ToolEnv:
         from openforgerl.synth.claw import claw_env
 
         return claw_env()
+    if str(spec) == "claw-family":
+        from openforgerl.synth.claw import claw_family_env
+
+        return claw_family_env()
     path = Path(spec)
     if not path.is_file():
-        raise ValueError(f"--env {spec!r}: not 'claw' and not a file")
+        raise ValueError(f"--env {spec!r}: not 'claw', 'claw-family' or a file")
     if path.suffix == ".py":
         return _load_module(path).with_answer()
     if path.suffix == ".toml":

@@ -94,3 +94,31 @@ def value(kind: str, rng: random.Random, extra: Mapping[str, Sequence[str]] | No
     if kind == "datetime":
         return f"{rng.choice(POOLS['date'])}T{rng.choice(POOLS['time'])}"
     return rng.choice(POOLS.get(kind, _WORDS))
+
+
+# --- the tiny model's warm-up vocabulary ------------------------------------------------------------
+# The same words, names, domains and extensions as `scripts/build_tiny_model.py` (WORDS, NAMES, DOMAINS,
+# EXTS; `tests/synth/test_family_style.py` checks they stay equal): the 2.6 M warm-up model only copies
+# values made of these tokens, so the family-style Claw environment (`claw.claw_family_env`) draws from them.
+WARMUP_WORDS = (
+    "alpha beta gamma delta report budget meeting lunch review draft notes plan launch sprint design "
+    "invoice summary update agenda travel hotel flight ticket garden coffee music python server backup "
+    "deploy release bug fix test party dinner book paper slides demo chart data city river cloud apple"
+).split()
+WARMUP_NAMES = "alice bob carol dave erin frank grace heidi ivan judy mallory oscar peggy trent victor wendy".split()
+WARMUP_DOMAINS = ["example.com", "corp.io", "mail.org", "team.dev"]
+WARMUP_EXTS = ["txt", "md", "log", "csv"]
+
+
+def warmup_pools(seed: int = 0) -> dict[str, list[str]]:
+    """Value pools in the warm-up vocabulary: phrases of 1–3 words (as the warm-up data has them), file
+    names `word[_word].ext`, addresses `name@domain`."""
+    rng = random.Random(seed)
+    one = list(WARMUP_WORDS)
+    two = [f"{a} {b}" for a in WARMUP_WORDS for b in WARMUP_WORDS if a != b]
+    three = [" ".join(rng.sample(WARMUP_WORDS, 3)) for _ in range(len(two))]
+    phrases = one * (len(two) // len(one)) + two + three  # 1, 2 and 3 words equally often, as randint(1, 3)
+    paths = [f"{a}{suffix}.{ext}" for a in WARMUP_WORDS for suffix in ["", *(f"_{b}" for b in WARMUP_WORDS[::3])]
+             for ext in WARMUP_EXTS]
+    return {"sentence": phrases, "todo": phrases, "subject": one * (len(two) // len(one)) + two, "title": phrases, "path": paths,
+            "email": [f"{n}@{d}" for n in WARMUP_NAMES for d in WARMUP_DOMAINS]}

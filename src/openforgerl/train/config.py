@@ -22,10 +22,26 @@ class TaskSelection(_Strict):
     difficulty: list[str] | None = None
     tags: list[str] | None = None
     """Keep tasks carrying any of these tags (e.g. `sft`: phrased like the tiny model's warm-up data)."""
+    names: list[str] | None = None
+    """Keep tasks whose folder name matches any of these glob patterns (e.g. `board-move-*`)."""
     limit: int | None = None
     pass_rate: tuple[float, float] | None = None
     """Keep only tasks whose calibrated pass rate (`openforgerl tasks calibrate`) lies strictly between
     these two numbers, e.g. [0, 1]: the tasks where GRPO groups have signal. Uncalibrated tasks are dropped."""
+    refresh_every: int | None = Field(default=None, ge=1)
+    """With `pass_rate`: every N training steps, run the current policy `refresh_k` times on every task of
+    this selection (band ignored), rewrite their pass rates in task.toml and redraw the band, so the pool
+    follows the policy as it improves (logged as `refresh_*` in metrics.jsonl)."""
+    refresh_k: int = Field(default=4, ge=1)
+
+    @model_validator(mode="after")
+    def _refresh_needs_band(self) -> TaskSelection:
+        if self.refresh_every is not None and self.pass_rate is None:
+            raise ValueError("refresh_every re-draws a pass-rate band: give the selection a pass_rate too")
+        if self.refresh_every is not None and self.dir.startswith("builtin:"):
+            raise ValueError(f"refresh_every rewrites pass rates in task.toml: copy {self.dir} to a folder of "
+                             "your own and point dir at it")
+        return self
 
 
 class EngineSettings(_Strict):

@@ -6,6 +6,7 @@ step never leaves an engine thread, a gateway port or a sandbox behind.
 
 from __future__ import annotations
 
+import fnmatch
 import random
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -15,6 +16,7 @@ from typing import Any
 
 import torch
 
+from openforgerl.sandbox.registry import make_backend
 from openforgerl.store import SQLiteCallStore
 from openforgerl.train.config import TaskSelection, TrainConfig
 from openforgerl.train.weight_sync import DiskReloadPusher, WeightPusher
@@ -49,11 +51,13 @@ class Stack:
 def resolve_task_dir(spec: str) -> Path:
     if spec.startswith(BUILTIN_PREFIX):
         from openforgerl.envs.suites import CLAW_SUITE
+        from openforgerl.envs.suites.gui_families import GUI_SUITE
 
         name = spec.removeprefix(BUILTIN_PREFIX)
-        if name != "claw":
-            raise ValueError(f"unknown builtin task suite {name!r} (known: claw)")
-        return CLAW_SUITE
+        suites = {"claw": CLAW_SUITE, "gui": GUI_SUITE}
+        if name not in suites:
+            raise ValueError(f"unknown builtin task suite {name!r} (known: claw, gui)")
+        return suites[name]
     return Path(spec)
 
 
@@ -72,6 +76,8 @@ def select_tasks(sel: TaskSelection | list[TaskSelection], seed: int) -> list[An
         task = load_task(path)
         if sel.split and task.meta.split != sel.split:
             continue
+        if sel.names and not any(fnmatch.fnmatch(path.name, pat) for pat in sel.names):
+            continue
         if sel.difficulty and task.meta.difficulty not in sel.difficulty:
             continue
         if sel.tags and not set(sel.tags) & set(task.meta.tags):
@@ -88,20 +94,6 @@ def _in_band(path: Path, band: tuple[float, float]) -> bool:
 
     rate = pass_rate(path)
     return rate is not None and band[0] < rate < band[1]
-
-
-async def make_backend(name: str, root: Path) -> Any:
-    if name == "local":
-        from openforgerl.sandbox.local import LocalBackend
-
-        return LocalBackend(root / "sandboxes")
-    if name == "podman":
-        from openforgerl.sandbox.podman import PodmanBackend
-
-        return PodmanBackend()
-    from openforgerl.sandbox.kubernetes import KubernetesBackend
-
-    return await KubernetesBackend.open()
 
 
 @asynccontextmanager
@@ -138,7 +130,7 @@ async def open_stack(config: TrainConfig, out_dir: Path) -> AsyncIterator[Stack]
         gateway = await start_gateway(engine, store, owns_engine=True,
                                       call_deadline_s=config.gateway_call_deadline_s)
         stack.push_async_callback(gateway.aclose)
-        backend = await make_backend(config.backend, out_dir)
+        backend = await make_backend(config.backend, out_dir / "sandboxes")
         stack.push_async_callback(backend.aclose)
         train = select_tasks(config.tasks, config.seed)
         evals = select_tasks(config.eval_tasks, config.seed) if config.eval_tasks else []

@@ -32,10 +32,10 @@ from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.results import ResultSink
 from openforgerl.records import CallRecord, RolloutRecord, Sample
 from openforgerl.train.checkpoint import load_checkpoint, save_checkpoint
-from openforgerl.train.config import TrainConfig
+from openforgerl.train.config import TaskSelection, TrainConfig
 from openforgerl.train.grpo import RolloutScore, group_advantages
 from openforgerl.train.reporting import MetricsLog, plot_reward_curve, step_table
-from openforgerl.train.stack import Stack, open_stack
+from openforgerl.train.stack import Stack, open_stack, select_tasks
 from openforgerl.train.update import UpdateSettings, grpo_update, logprob_check
 from openforgerl.train.vision import SampleVision
 from openforgerl.train.weight_sync import sync_weights
@@ -81,7 +81,7 @@ def harness_for(cfg: TrainConfig, step: int) -> Any:
     name = cfg.harness if isinstance(cfg.harness, str) else HarnessMix.parse(cfg.harness, cfg.seed).assign(
         f"step-{step}")
     options = dict(cfg.harness_options.get(name, {}))
-    if name == "zero":  # the trainer owns sampling: the harness asks for what the engine settings say
+    if name in ("zero", "zero-gui"):  # the trainer owns sampling: the harness asks for what the engine settings say
         options.setdefault("max_tokens", cfg.engine.max_tokens)
         options.setdefault("temperature", cfg.engine.temperature)
         options.setdefault("wall_clock_s", cfg.rollout_budget_s or 600.0)
@@ -201,6 +201,38 @@ class Trainer:
             "rollout_s": t_roll, "step_s": time.monotonic() - t0, "policy_version": new_version,
         }
 
+    def refresh_due(self, done: int) -> list[TaskSelection]:
+        """The band selections whose `refresh_every` falls on this step (none after the last step)."""
+        sels = self.cfg.tasks if isinstance(self.cfg.tasks, list) else [self.cfg.tasks]
+        return [s for s in sels if s.refresh_every and done % s.refresh_every == 0 and done < self.cfg.steps]
+
+    async def refresh_bands(self, stack: Stack, sels: list[TaskSelection], step: int, version: int
+                            ) -> dict[str, Any]:
+        """Re-calibrate each selection's whole pool with the weights the engine serves now (pushed at the
+        end of the step), rewrite the pass rates and redraw the training pool from the new bands."""
+        from openforgerl.synth.calibrate import calibrate, measure, recorded
+
+        t0 = time.monotonic()
+        pool, band, rates = 0, 0, []
+        for sel in sels:
+            runtimes = select_tasks(sel.model_copy(update={"pass_rate": None, "limit": None}), self.cfg.seed)
+            measured = await measure(runtimes, sel.refresh_k, harness_for(self.cfg, step),
+                                     gateway=stack.gateway.access, backend=stack.backend,
+                                     config=orchestrator_config(self.cfg, sel.refresh_k), sink=self.sink(stack, "refresh"))
+            done = calibrate([rt.task.root for rt in runtimes], recorded(measured), sel.refresh_k,
+                             policy=f"train@v{version}")
+            pool += len(runtimes)
+            rates += [c.pass_rate for c in done if c.pass_rate is not None]
+            band += len(select_tasks(sel, self.cfg.seed))
+        redrawn = select_tasks(self.cfg.tasks, self.cfg.seed)
+        if redrawn:  # an empty band everywhere keeps the previous pool rather than stopping the run
+            stack.train_tasks = redrawn
+        else:
+            self.console.print(f"[yellow]step {step}: the refreshed bands are empty; keeping the previous pool[/]")
+        return {"refresh_pool": pool, "refresh_band": band, "refresh_train_tasks": len(stack.train_tasks),
+                "refresh_pass_mean": sum(rates) / len(rates) if rates else None, "refresh_policy_version": version,
+                "refresh_s": time.monotonic() - t0}
+
     def step0_check(self, stats: Any) -> dict[str, Any]:
         """The first step with trained tokens: trainer vs engine logprobs on the same weights."""
         if not self.check_logprobs or not stats.trained_tokens or self.cfg.step0_logprob_tol is None:
@@ -237,6 +269,8 @@ class Trainer:
                     done = step + 1
                     if self.cfg.eval_every and done % self.cfg.eval_every == 0 and done < self.cfg.steps:
                         row["eval_pass1"] = await self.evaluate(stack, done)
+                    if due := self.refresh_due(done):
+                        row |= await self.refresh_bands(stack, due, done, version)
                     self.log.write(row)
                     live.update(step_table(self.log.rows()))
                     if self.cfg.checkpoint_every and done % self.cfg.checkpoint_every == 0:

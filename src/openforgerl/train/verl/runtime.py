@@ -22,6 +22,7 @@ from typing import Any
 
 from openforgerl.orchestrator.config import OrchestratorConfig, call_deadline_s, check_call_deadline
 from openforgerl.records import CallRecord, RolloutRecord
+from openforgerl.sandbox.registry import make_backend
 from openforgerl.train.verl.rows import RowSpec, resolve_task_dir, task_index
 
 UrlSource = Callable[[], Awaitable[Sequence[str]]]
@@ -165,23 +166,6 @@ class WorkerRuntime:
                                     config=config)
         record = pick_record(batch.records)
         return record, list(await self.store.list_calls(record.rollout_id))
-
-
-async def make_backend(name: str, root: Path) -> Any:
-    """The sandbox backend by name: ``local`` (bubblewrap), ``podman`` or ``kubernetes``."""
-    if name == "local":
-        from openforgerl.sandbox.local import LocalBackend
-
-        return LocalBackend(root)
-    if name == "podman":
-        from openforgerl.sandbox.podman import PodmanBackend
-
-        return PodmanBackend()
-    if name == "kubernetes":
-        from openforgerl.sandbox.kubernetes import KubernetesBackend
-
-        return await KubernetesBackend.open()  # kubeconfig / in-cluster discovery
-    raise ValueError(f"unknown sandbox backend {name!r} (local, podman, kubernetes)")
 
 
 _RUNTIME: WorkerRuntime | None = None
