@@ -185,15 +185,9 @@ def parse_reward(raw: bytes, log: str) -> Verdict:
 
 
 def load_runtime(root: Path | str, **kwargs: Any) -> Any:
-    """The right runtime for a task folder (GUI `[environment] kind`, Claw checks, claw-bench pytest
-    or Harbor script)."""
+    """The runtime of a task folder, from its family (envs/families.py: registered families, then GUI
+    `[environment] kind`, Claw checks, claw-bench pytest or Harbor script)."""
+    from openforgerl.envs.families import family_of
+
     task = load_task(root)
-    if (task.config.environment.model_extra or {}).get("kind"):  # GUI kinds: envs.gui.registry
-        from openforgerl.envs.gui.runtime import GuiTaskRuntime
-
-        return GuiTaskRuntime(task, **kwargs)
-    if task.meta.verifier == "checks":
-        return ClawTaskRuntime(task, **kwargs)
-    from openforgerl.envs.importers.harbor import HarborTaskRuntime
-
-    return HarborTaskRuntime(task, python=kwargs.get("python"))
+    return family_of(task).runtime(task, **kwargs)
