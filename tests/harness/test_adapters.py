@@ -112,3 +112,15 @@ def test_unknown_harness_names_the_known_ones() -> None:
     with pytest.raises(KeyError, match="codex"):
         get_harness("nope")
     assert set(INSTALLABLE) <= set(harness_names())
+
+
+def test_opencode_gets_the_instruction_as_unquoted_words() -> None:
+    """`opencode run` quotes any message argument containing a space; words after `--` join back exactly."""
+    from openforgerl.harness.opencode import message_args
+
+    text = 'Say "hi"  twice\n\n- then --stop -x @a.b\ttab end'
+    args = message_args(text)
+    assert args[0] == "--" and not any(" " in a for a in args[1:])
+    assert " ".join(args[1:]) == text
+    launch = get_harness("opencode").launch(ctx(), TOOLS)
+    assert list(launch.argv[-2:]) == ["do", "it"] and launch.argv[-3] == "--"

@@ -6,6 +6,10 @@ Quirks (measured):
 - The first call is a **title-generation side call** on the same model (system "You are a title generator",
   no tools). The gateway marks it `side_call`; it is never trained.
 - Headers `x-session-id` / `x-session-affinity` (`ses_…`).
+- `opencode run` joins its message arguments with spaces and wraps any argument containing a space in
+  double quotes (escaping inner `"`): one argv element `do it` reached the model as `"do it"`. The
+  instruction goes in as its space-separated words after `--` instead, which the join restores byte for
+  byte (newlines, tabs, repeated spaces, leading `-` included).
 - At startup it may fetch npm packages into `~/.npm` / `~/.cache/opencode`; the default-plugin, LSP and
   models.dev fetches are switched off here so an offline sandbox does not wait on them.
 """
@@ -48,6 +52,12 @@ def config(ctx: HarnessContext) -> dict[str, object]:
             "mcp": _mcp(list(ctx.mcp_servers))}
 
 
+def message_args(text: str) -> list[str]:
+    """`--` then the words of `text` split on single spaces: `opencode run` joins its message arguments
+    with " " and quotes only those that contain a space, so none is quoted and the join gives `text` back."""
+    return ["--", *text.split(" ")]
+
+
 class OpencodeHarness:
     name = "opencode"
     version = "1.18.33"
@@ -59,7 +69,7 @@ class OpencodeHarness:
     def launch(self, ctx: HarnessContext, cache_dir: Path) -> HarnessLaunch:
         cfg = f"{ctx.home}/opencode.json"
         argv = [str(PACKAGE.bin(cache_dir, "opencode")), "run", "--model", f"{PROVIDER}/{ctx.model}",
-                with_hint(ctx)]
+                *message_args(with_hint(ctx))]
         env = {**base_env(ctx), **OPENCODE_ENV, "OPENCODE_CONFIG": cfg}
         return HarnessLaunch(argv=argv, env=env, files={cfg: json_bytes(config(ctx))},
                              outputs=[f"{ctx.home}/.local/share/opencode/storage"])

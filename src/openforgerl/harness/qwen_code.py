@@ -6,6 +6,14 @@ Quirks (measured):
 - Tool results are content-part arrays; tool-call arguments are re-serialised compactly in history.
 - 2-6 s to the first call. 5xx/429/drops retried, 400 fatal. A stall *after* headers hangs (> 150 s):
   `model.generationConfig.timeout` bounds each request, the orchestrator's wall clock bounds the run.
+- Every headless prompt (argv, stdin or stream-json alike) goes through Qwen Code's `@<path>` file-reference
+  parser (inherited from the Gemini CLI): an `@` not preceded by `\\` starts a path, and an unresolved path is
+  joined back with a space, so `heidi@team.dev` reaches the model as `heidi @team.dev` (a path that exists
+  in the workdir is inlined as file content instead). No escape keeps the text intact (`\\@` stops the
+  parse but the backslash stays), so the instruction is passed verbatim and the rewrite is the CLI's
+  (pinned by tests/harness/test_real_model.py).
+- A prompt over the model's context is answered 400 (`config_error:context`); Qwen Code then sends a
+  chat-compression call ("…generate the <state_snapshot>", no tools), then ends (measured with SmolLM2).
 - Settings live in `$HOME/.qwen/settings.json` (usage statistics, telemetry and auto-update off there).
 """
 

@@ -1,0 +1,187 @@
+"""Real-model fidelity: each real CLI driven by a real model (SmolLM2-135M by default) on Claw tasks.
+
+For every harness: rollout statuses, calls, chains, merge rate and every break cause, plus the first
+prompt's token count. The gateway clamps (or adds) `max_tokens` with `--max-tokens-cap` so a small model's
+rambling stays short. Run against a served engine:
+
+    openforgerl engine --model smollm2 --port 18230 &            # 8192 context
+    python benchmarks/real_model.py --engine http://127.0.0.1:18230 --harness codex --harness zero \
+        --task easy-write-file-01 --task easy-todo-add-01 --n 2 --out runs/real_model
+
+Writes `OUT/<harness>/{calls.db,results.jsonl,report.json}` and prints one JSON line per harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+SUITE = Path(__file__).resolve().parents[1] / "src" / "openforgerl" / "envs" / "suites" / "claw"
+
+
+def copy_tasks(names: list[str], dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        if not (dest / name).exists():
+            shutil.copytree(SUITE / name, dest / name)
+    return dest
+
+
+async def measure(harness: str, tasks: Path, engine_url: str, out: Path, *, n: int = 1, cap: int | None = 64,
+                  budget_s: float = 300.0, model: str = "smollm2", tools: Path | None = None) -> dict[str, Any]:
+    """Run `n` rollouts per task with one harness through an in-process gateway; the report dict."""
+    from openforgerl.engines.openai_compat import OpenAICompatEngine
+    from openforgerl.envs.validate import load_runtimes
+    from openforgerl.export.pipeline import reconstruct_log
+    from openforgerl.gateway.server import start_gateway
+    from openforgerl.harness.registry import get_harness
+    from openforgerl.orchestrator.batch import run_batch
+    from openforgerl.orchestrator.config import OrchestratorConfig
+    from openforgerl.orchestrator.results import ResultSink
+    from openforgerl.sandbox.local import LocalBackend
+    from openforgerl.store.sqlite import SQLiteCallStore
+    from openforgerl.trajectory import ReconstructionOptions, aggregate_by_harness
+
+    await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
+    runtimes = load_runtimes(tasks)
+    config = OrchestratorConfig(n=n, min_group_size=1, max_retries=0, budget_s=budget_s, model=model,
+                                artifacts_dir=out / "artifacts")
+    if tools is not None:
+        from dataclasses import replace
+
+        config = replace(config, harness_cache=tools)
+    store = SQLiteCallStore(out / "calls.db")
+    gw = await start_gateway(OpenAICompatEngine([engine_url], max_tokens_cap=cap), store, owns_engine=True)
+    backend = LocalBackend()
+    try:
+        result = await run_batch(runtimes, get_harness(harness), gateway=gw.access, backend=backend,
+                                 config=config, sink=ResultSink(out / "results.jsonl"))
+    finally:
+        await backend.aclose()
+        await gw.aclose()
+        await store.aclose()
+    log = SQLiteCallStore(out / "calls.db")
+    try:
+        recon = list(reconstruct_log(log, ReconstructionOptions()))
+    finally:
+        log.close()
+    return report(harness, out, result, recon, aggregate_by_harness(r.metrics for r in recon))
+
+
+def _first_prompt_tokens(calls_db: Path) -> list[int | str]:
+    """Per rollout: the prompt length of its first non-side call (the engine's error text when it failed)."""
+    import sqlite3
+
+    con = sqlite3.connect(calls_db)
+    try:
+        rows = [json.loads(r[0]) for r in con.execute("SELECT body FROM calls")]
+    except sqlite3.Error:
+        return []
+    finally:
+        con.close()
+    firsts: dict[str, tuple[float, int | str]] = {}
+    for rec in rows:
+        if rec.get("side_call"):
+            continue
+        ids = rec.get("prompt_token_ids") or []
+        err = rec.get("error") or {}
+        value: int | str = len(ids) if ids else str(err.get("message", ""))[:160]
+        key, t = rec.get("rollout_id", ""), rec.get("started_at") or 0.0
+        if key not in firsts or t < firsts[key][0]:
+            firsts[key] = (t, value)
+    return [v[1] for v in firsts.values()]
+
+
+def report(harness: str, out: Path, result: Any, recon: list[Any], per_harness: dict[str, Any]) -> dict[str, Any]:
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+    statuses = Counter(str(r.get("status")) for r in records)
+    rollouts = [r.metrics.as_dict() for r in recon]
+    agg = {k: v.as_dict() for k, v in per_harness.items()}
+    rep = {"harness": harness, "statuses": dict(statuses), "per_harness": agg, "rollouts": rollouts,
+           "first_prompt_tokens": _first_prompt_tokens(out / "calls.db")}
+    (out / "report.json").write_text(json.dumps(rep, indent=2, default=str))
+    return rep
+
+
+def explain_breaks(calls_db: Path, tokenizer_dir: Path | None = None, window: int = 40) -> list[dict[str, Any]]:
+    """For every call that does not continue an earlier call of its rollout (prompt + sampled tokens),
+    the longest shared prefix and the text on both sides of the divergence, decoded with the model's
+    tokenizer."""
+    import sqlite3
+
+    from tokenizers import Tokenizer
+
+    from openforgerl.engines.local.smollm2 import cache_dir
+    from openforgerl.trajectory.tokens import common_prefix_len
+
+    tok = Tokenizer.from_file(str((tokenizer_dir or cache_dir()) / "tokenizer.json"))
+    con = sqlite3.connect(calls_db)
+    try:
+        rows = [json.loads(r[0]) for r in con.execute("SELECT body FROM calls ORDER BY rollout_id, idx")]
+    finally:
+        con.close()
+    by_rollout: dict[str, list[dict[str, Any]]] = {}
+    for rec in rows:
+        if rec.get("prompt_token_ids") and not rec.get("side_call"):
+            by_rollout.setdefault(rec["rollout_id"], []).append(rec)
+    found: list[dict[str, Any]] = []
+    for rid, recs in by_rollout.items():
+        seen: list[list[int]] = []
+        for rec in sorted(recs, key=lambda r: r["index"]):
+            prompt = rec["prompt_token_ids"]
+            best, best_cpl = None, -1
+            for chain in seen:
+                cpl = common_prefix_len(prompt, chain)
+                if cpl > best_cpl:
+                    best, best_cpl = chain, cpl
+            if best is not None and best_cpl < len(best):
+                found.append({
+                    "rollout": rid[:8], "call": rec["index"], "prompt_len": len(prompt), "chain_len": len(best),
+                    "common_prefix": best_cpl, "agent": rec.get("agent_id"),
+                    "chain_side": tok.decode(best[max(0, best_cpl - window):best_cpl + window],
+                                             skip_special_tokens=False),
+                    "prompt_side": tok.decode(prompt[max(0, best_cpl - window):best_cpl + window],
+                                              skip_special_tokens=False),
+                    "chain_next": tok.decode(best[best_cpl:best_cpl + window], skip_special_tokens=False),
+                    "prompt_next": tok.decode(prompt[best_cpl:best_cpl + window], skip_special_tokens=False),
+                })
+            seen.append(prompt + (rec.get("completion_token_ids") or []))
+    return found
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--engine", default="", help="engine base URL (openforgerl engine --model smollm2)")
+    ap.add_argument("--harness", action="append", default=[])
+    ap.add_argument("--task", action="append", default=None, help="builtin Claw task name (repeat)")
+    ap.add_argument("--n", type=int, default=1)
+    ap.add_argument("--cap", type=int, default=64, help="max_tokens cap (added when the client sends none)")
+    ap.add_argument("--budget", type=float, default=300.0)
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--tools-dir", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=Path("runs/real_model"))
+    ap.add_argument("--explain", type=Path, default=None, help="only decode the breaks of this calls.db")
+    args = ap.parse_args()
+    if args.explain:
+        for item in explain_breaks(args.explain):
+            print(json.dumps(item, ensure_ascii=False))
+        return
+    tasks = copy_tasks(args.task or ["easy-write-file-01"], Path(tempfile.mkdtemp(prefix="real-model-tasks-")))
+    for harness in args.harness:
+        rep = asyncio.run(measure(harness, tasks, args.engine, args.out / harness, n=args.n, cap=args.cap,
+                                  budget_s=args.budget, model=args.model, tools=args.tools_dir))
+        agg = rep["per_harness"].get(harness, {})
+        print(json.dumps({"harness": harness, "statuses": rep["statuses"],
+                          "first_prompt_tokens": rep["first_prompt_tokens"],
+                          **{k: agg.get(k) for k in ("calls", "trainable_calls", "chains", "merge_rate",
+                                                     "break_causes")}}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
