@@ -41,3 +41,21 @@ def test_the_status_table_and_its_readers() -> None:
     assert judged.in_batch is False and judged.drop_reason == "config_error:context" and not valid
     assert untrainable_reason(judged) is not None
     assert Trial("t", "claude_code", None, False, (), "config_error:context").kind == CONFIG
+
+
+def _call(index: int, kind: CallErrorKind | None = None, side: bool = False) -> CallRecord:
+    error = CallError(kind=kind, message=VLLM_400 if kind else "", status=400) if kind else None
+    return CallRecord(rollout_id="r", index=index, protocol=WireProtocol.CHAT, error=error, side_call=side)
+
+
+def test_an_overflow_after_the_model_answered_is_the_agents_doing_not_a_config_error() -> None:
+    """The agent holds the key: an oversized request it sends itself (or a history it grew) must not turn
+    its rollout into an excluded one instead of a 0."""
+    overflow = CallErrorKind.CONTEXT_OVERFLOW
+    assert call_log_taint([_call(0), _call(1, overflow)]) is None
+    assert call_log_taint([_call(1, overflow), _call(0)]) is None  # by index, not arrival order
+    # a side call (title) answering first is not the model acting on the task
+    assert call_log_taint([_call(0, side=True), _call(1, overflow)]) is RolloutStatus.CONFIG_CONTEXT
+    # an engine fault after the answer still counts as infra
+    assert call_log_taint([_call(0), _call(1, overflow), _call(2, CallErrorKind.ENGINE_DEADLINE)]) \
+        is RolloutStatus.INFRA_ENGINE

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from openforgerl.records import CallRecord, RolloutStatus
+from openforgerl.records import CallErrorKind, CallRecord, RolloutStatus
 from openforgerl.sandbox.base import ExecResult
 
 __all__ = ["call_log_taint", "harness_status"]
@@ -29,10 +29,21 @@ __all__ = ["call_log_taint", "harness_status"]
 
 def call_log_taint(calls: Sequence[CallRecord], rollout: Mapping[str, Any] | None = None
                    ) -> RolloutStatus | None:
-    """The infra status the call log implies, or None when every call was clean."""
-    for call in calls:
-        if call.error is not None and call.error.kind.rollout_status is not None:
-            return call.error.kind.rollout_status
+    """The infra (or config) status the call log implies, or None when every call was clean.
+
+    A context overflow is a configuration error only before the model has answered anything in this
+    rollout (the harness's own prompt cannot fit the model). After that the prompt grew by what the
+    agent did, and the agent can also send an oversized request itself with the key it holds: counting
+    that as `config_error:context` would let a policy turn a failing rollout into an excluded one instead
+    of a 0. It is then the agent's doing, and the rollout is judged as usual."""
+    answered = False
+    for call in sorted(calls, key=lambda c: c.index):
+        kind = call.error.kind if call.error is not None else None
+        if kind is CallErrorKind.CONTEXT_OVERFLOW and answered:
+            continue
+        if kind is not None and kind.rollout_status is not None:
+            return kind.rollout_status
+        answered = answered or (call.error is None and not call.side_call)
     if rollout and rollout.get("infra_tainted"):
         status = rollout.get("status")
         if isinstance(status, str) and status.startswith("infra_error:"):
