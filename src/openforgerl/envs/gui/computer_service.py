@@ -8,6 +8,17 @@
 | `POST /act` body `{"action": "click", "x": 10, "y": 20}` | runs it (see `actions.py`) -> `{"ok": true, "executed": {...}}`; a bad action -> 400 `{"error": ...}` (the agent's error) |
 | `POST /act` with `"screenshot": true` | the same, answered with the next screenshot (`image/png`) |
 | `POST /locate` body `{"selector": css}` + header `X-Openforgerl-Token` | oracle only: the element's box in screen pixels; 404 without the token |
+| `GET /__health` + header `X-Openforgerl-Token` | verifier only: takes a screenshot now -> 200 `{"ok": true, "faults": n, "last_fault": ..., "ready_s": s}`, or 503 `{"ok": false, ...}`; 404 without the token |
+
+**Faults** (the environment's own failures, never the agent's): a screenshot that fails twice, or an
+action that raises something other than `ActionError` *and* leaves the screen unable to take a
+screenshot (the browser or X server died), is answered 503 and counted. An action that raises while
+the screen still works is answered 400 (the agent's action failed, e.g. a key the page refused), so
+no input the agent chooses can turn its rollout into infra. The verifier reads the count through
+`/__health` (`gui.verify`): a rollout with a fault, or whose screen no longer answers, is infra. So is
+one whose screen took longer than `gui.verify.READY_LIMIT_S` to come up (`ready_s`, measured from the
+service's process start): the harness gave up waiting before the policy saw anything, and nothing the
+policy does can delay a screen it has not seen yet.
 
 Single-threaded on purpose: actions on one screen are serial, and Playwright's sync API must stay on
 the thread that started it.
@@ -30,10 +41,24 @@ TOKEN_HEADER = "X-Openforgerl-Token"
 MAX_BODY = 64 * 1024
 
 
+class _Faults:
+    """The service's own failures so far (read by the verifier through `/__health`)."""
+
+    def __init__(self) -> None:
+        self.count, self.last = 0, ""
+
+    def add(self, what: str, exc: BaseException) -> str:
+        self.count += 1
+        self.last = f"{what}: {type(exc).__name__}: {str(exc)[:300]}"
+        return self.last
+
+
 class _Handler(BaseHTTPRequestHandler):
     computer: Computer
     token: str
     locate: Callable[[str], dict[str, int]] | None
+    faults: _Faults
+    ready_s: float
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -50,9 +75,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
         if path == "/screenshot":
-            return self._send(200, self.computer.screenshot(), "image/png")
+            return self._screenshot()
         if path == "/healthz":
             return self._send(200, {"ok": True})
+        if path == "/__health" and self._authorized():
+            return self._health()
         if path == "/info":
             s = self.computer.screen
             return self._send(200, {"width": s.width, "height": s.height, "coordinates": "pixels",
@@ -82,10 +109,42 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _act(self, body: Any) -> None:
         want_png = isinstance(body, dict) and bool(body.pop("screenshot", False))
-        executed = apply(self.computer, body)
+        try:
+            executed = apply(self.computer, body)
+        except ActionError:
+            raise
+        except Exception as exc:  # the screen raised: its death is a fault, a refused input the agent's error
+            if self._grab() is None:
+                return self._fault("action", exc)
+            raise ActionError(f"the action failed: {type(exc).__name__}: {str(exc)[:200]}") from exc
         if want_png:
-            return self._send(200, self.computer.screenshot(), "image/png")
+            return self._screenshot()
         self._send(200, {"ok": True, "executed": executed})
+
+    def _grab(self) -> bytes | None:
+        """A screenshot, or None when the screen cannot take one (it died or hangs past its timeout)."""
+        try:
+            return self.computer.screenshot()
+        except Exception:
+            return None
+
+    def _screenshot(self) -> None:
+        try:
+            png = self.computer.screenshot()
+        except Exception:  # once more: a slow frame under load is not a dead screen
+            try:
+                png = self.computer.screenshot()
+            except Exception as exc:
+                return self._fault("screenshot", exc)
+        self._send(200, png, "image/png")
+
+    def _fault(self, what: str, exc: BaseException) -> None:
+        self._send(503, {"error": self.faults.add(what, exc)})
+
+    def _health(self) -> None:
+        ok = self._grab() is not None
+        body = {"ok": ok, "faults": self.faults.count, "last_fault": self.faults.last, "ready_s": self.ready_s}
+        self._send(200 if ok else 503, body)
 
     def _authorized(self) -> bool:
         got = self.headers.get(TOKEN_HEADER, "")
@@ -99,8 +158,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def serve_computer(computer: Computer, port: int = COMPUTER_PORT, *, token: str = "",
-                   locate: Callable[[str], dict[str, int]] | None = None, host: str = "127.0.0.1") -> HTTPServer:
-    """Bind the service (port 0 = any); the caller runs `serve_forever` on the computer's thread."""
-    handler = type("ComputerHandler", (_Handler,), {"computer": computer, "token": token,
+                   locate: Callable[[str], dict[str, int]] | None = None, host: str = "127.0.0.1",
+                   ready_s: float = 0.0) -> HTTPServer:
+    """Bind the service (port 0 = any); the caller runs `serve_forever` on the computer's thread.
+    `ready_s`: how long the screen took to come up (reported to the verifier)."""
+    handler = type("ComputerHandler", (_Handler,), {"computer": computer, "token": token, "faults": _Faults(),
+                                                    "ready_s": round(ready_s, 3),
                                                     "locate": staticmethod(locate) if locate else None})
     return HTTPServer((host, port), handler)

@@ -13,6 +13,14 @@ Per rollout, inside the sandbox:
   so the agent can neither read `/__state` nor use `/locate` (the oracle's element lookup).
 After the harness: `gui.verify` in a fresh sandbox (`run_verifier`), which reads the state through
 the token and the read-only workdir. Outcomes as `ClawTaskRuntime.verify` (exit 3 -> TamperError).
+
+The environment's own failure (`gui.verify` exit 4: the service is gone, its screen cannot take a
+screenshot, or it answered a fault during the rollout) is infra — `GuiServiceDown`, a `SandboxError`:
+`infra_error:sandbox`, dropped and retried, never a reward — unless the sandbox counted a breach of a
+limit the agent shares with the service (an OOM kill, the pids cap, a full disk; `limits_breached`):
+then the agent broke it, reward 0 (`TamperError`). The agent cannot signal the service (its exec has
+its own PID namespace, and its processes are gone before the verifier runs), so these are the only
+ways it could take the service down on purpose.
 """
 
 from __future__ import annotations
@@ -29,15 +37,34 @@ from openforgerl.envs.runtime import read_tree, verdict_of
 from openforgerl.envs.task import Task
 from openforgerl.harness.base import McpServer
 from openforgerl.orchestrator.task_protocol import Verdict
+from openforgerl.sandbox.base import SandboxError, TamperError
 from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
 
-__all__ = ["GUI_DIR", "GuiTaskRuntime", "environment_kind"]
+__all__ = ["GUI_DIR", "GuiServiceDown", "GuiTaskRuntime", "environment_kind", "limits_breached"]
 
 GUI_DIR = ".gui"
 APPS_PORT = 8080
 EXIT_TAMPERED = 3
+EXIT_SERVICE_DOWN = 4  # = gui.verify.EXIT_SERVICE_DOWN
 INSIDE = "/workdir"
 ORACLE_TIMEOUT_S = 180.0
+
+
+class GuiServiceDown(SandboxError):
+    """The GUI environment's own service failed during the rollout (infra: `infra_error:sandbox`)."""
+
+
+def limits_breached(sandbox: Any) -> list[str]:
+    """The sandbox limits breached so far ("memory": an OOM kill, "pids", "disk"), as far as the backend
+    tells (the local one: its cgroup counters and its quota; others: nothing known)."""
+    cgroup = getattr(sandbox, "cgroup", None)
+    hit = [k for k, v in (cgroup.breaches() if cgroup is not None else {}).items() if v > 0]
+    if getattr(sandbox, "quota", None):
+        from openforgerl.sandbox import quota
+
+        if quota.full(sandbox.fs):
+            hit.append("disk")
+    return hit
 
 
 def environment_kind(task: Task) -> str | None:
@@ -102,8 +129,15 @@ class GuiTaskRuntime:
         state_url = f"http://127.0.0.1:{APPS_PORT}" if self.env_config.get("apps") else ""
         argv = [self.python, "-I", "-m", "openforgerl.envs.gui.verify", "--checks", f"{VERIFIER_IN}/tests/checks.toml",
                 "--state-url", state_url, "--token", self.token, "--workdir", INSIDE,
+                "--computer-url", self.computer_url,
                 "--out", f"{VERIFIER_OUT}/reward.json", "--log", f"{VERIFIER_OUT}/verifier.log"]
         run = await run_verifier(sandbox, argv, inputs=inputs, timeout_s=self.task.config.verifier.timeout_sec or 120.0)
+        if run.result.returncode == EXIT_SERVICE_DOWN and not run.result.timed_out:
+            why = run.result.stderr.decode(errors="replace")[-1000:].strip()
+            if breached := limits_breached(sandbox):
+                raise TamperError(f"the GUI service broke after the agent breached the sandbox's "
+                                  f"{'/'.join(breached)} limit: {why}")
+            raise GuiServiceDown(f"GUI environment failed: {why}")
         return verdict_of(run)
 
     async def run_oracle(self, sandbox: Any) -> str:

@@ -35,6 +35,17 @@ def start_apps(config: dict[str, Any], token: str, port: int) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}"
 
 
+def seconds_since_start() -> float:
+    """How long ago this process started (its start time in /proc against the system's uptime): the
+    screen's start-up time, interpreter and imports included."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m openforgerl.envs.gui.service")
     ap.add_argument("--config", type=Path, required=True, help="the task's environment config (JSON)")
@@ -46,7 +57,8 @@ def main(argv: list[str] | None = None) -> None:
     config = json.loads(ns.config.read_text())
     apps_url = start_apps(config, ns.token, ns.apps_port)
     screen = get_environment(config["kind"]).open_screen(config, apps_url)
-    server = serve_computer(screen.computer, ns.computer_port, token=ns.token, locate=screen.locate)
+    server = serve_computer(screen.computer, ns.computer_port, token=ns.token, locate=screen.locate,
+                            ready_s=seconds_since_start())
     try:
         server.serve_forever()
     finally:

@@ -26,6 +26,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--keep-screenshots", type=int, default=3, help="the last N screenshots are always sent")
     p.add_argument("--prune-chunk", type=int, default=3, help="older screenshots are dropped K at a time")
     p.add_argument("--on-malformed", choices=("feedback", "stop"), default="feedback")
+    p.add_argument("--prompt", choices=("full", "compact"), default="full",
+                   help="'compact': the short prompt and tool tiny-vl was warmed up on")
     p.add_argument("--max-turns", type=int, default=30)
     p.add_argument("--wall-clock", type=float, default=600.0, help="seconds for the whole run")
     p.add_argument("--call-timeout", type=float, default=300.0, help="seconds per model call")
@@ -65,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                 if v is not None}
     budget = Budget(time.monotonic() + args.wall_clock, args.max_turns, args.call_timeout)
     options = Options(Pruning(args.keep_screenshots, args.prune_chunk), args.on_malformed,
-                      args.ready_timeout, args.kind)
+                      args.ready_timeout, args.kind, args.prompt)
     result = run_agent(client, HttpComputer(args.computer_url), args.model, instruction, budget, options,
                        on_message=transcript_sink(args.transcript), **sampling)
     print(result.answer if not result.error else f"[zero-gui] stopped: {result.error}", flush=True)

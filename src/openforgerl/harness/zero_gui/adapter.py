@@ -25,7 +25,7 @@ class ZeroGuiHarness:
     def __init__(self, wall_clock_s: float = 600.0, max_turns: int = 30, call_timeout_s: float = 300.0,
                  keep_screenshots: int = 3, prune_chunk: int = 3, on_malformed: str = "feedback",
                  kind: str = "desktop", python: str = sys.executable, max_tokens: int | None = None,
-                 temperature: float | None = None) -> None:
+                 temperature: float | None = None, prompt: str = "full") -> None:
         self.wall_clock_s = wall_clock_s
         self.max_turns = max_turns
         self.call_timeout_s = call_timeout_s
@@ -34,6 +34,9 @@ class ZeroGuiHarness:
         self.on_malformed = on_malformed
         self.kind = kind
         self.python = python
+        if prompt not in ("full", "compact"):
+            raise ValueError(f"zero-gui prompt must be 'full' or 'compact' (got {prompt!r})")
+        self.prompt = prompt
         self.sampling = {"--max-tokens": max_tokens, "--temperature": temperature}
 
     def install(self, cache_dir: Path) -> None:
@@ -44,7 +47,7 @@ class ZeroGuiHarness:
         argv = [self.python, "-m", "openforgerl.harness.zero_gui", ctx.instruction, "--model", ctx.model,
                 "--computer-url", ctx.tool_service_url or DEFAULT_COMPUTER_URL, "--kind", self.kind,
                 "--keep-screenshots", str(self.keep_screenshots), "--prune-chunk", str(self.prune_chunk),
-                "--on-malformed", self.on_malformed, "--max-turns", str(self.max_turns),
+                "--on-malformed", self.on_malformed, "--prompt", self.prompt, "--max-turns", str(self.max_turns),
                 "--wall-clock", str(self.wall_clock_s), "--call-timeout", str(self.call_timeout_s),
                 "--transcript", transcript]
         argv += [arg for flag, v in self.sampling.items() if v is not None for arg in (flag, str(v))]

@@ -40,9 +40,11 @@ def image_part(png: bytes) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}}
 
 
-def task_message(instruction: str, png: bytes) -> dict[str, Any]:
-    """The first user message: the instruction and the first screenshot."""
-    return {"role": "user", "content": [{"type": "text", "text": instruction}, image_part(png)]}
+def task_message(instruction: str, png: bytes, image_first: bool = False) -> dict[str, Any]:
+    """The first user message: the instruction and the first screenshot (in that order, or the image
+    first, as `tiny-vl`'s warm-up prompts have it)."""
+    parts = [{"type": "text", "text": instruction}, image_part(png)]
+    return {"role": "user", "content": parts[::-1] if image_first else parts}
 
 
 def observation(call_id: str, text: str, png: bytes | None = None) -> dict[str, Any]:

@@ -21,7 +21,15 @@ from openforgerl.envs.gui.client import ComputerUnavailable
 from openforgerl.harness.zero.client import ModelAPIError, drop_none
 from openforgerl.harness.zero.loop import Budget
 from openforgerl.harness.zero_gui.history import Pruning, observation, prune, task_message
-from openforgerl.harness.zero_gui.tool import Act, MalformedAction, Terminal, computer_use_schema, parse_call
+from openforgerl.harness.zero_gui.tool import (
+    COMPACT_SYSTEM_PROMPT,
+    Act,
+    MalformedAction,
+    Terminal,
+    compact_schema,
+    computer_use_schema,
+    parse_call,
+)
 
 __all__ = ["SYSTEM_PROMPT", "AgentResult", "ComputerLike", "ExitCode", "ModelClient", "Options", "run_agent"]
 
@@ -30,6 +38,7 @@ SYSTEM_PROMPT = ("You are a GUI agent. You see the screen as screenshots and ope
                  "action `terminate` (or `answer` if the task asks a question).")
 ACT_TIMEOUT_S = 30.0
 OnMalformed = Literal["feedback", "stop"]
+Prompt = Literal["full", "compact"]
 
 
 class ExitCode(IntEnum):
@@ -68,6 +77,9 @@ class Options:
     """How long to wait for the screen (the browser starts beside the harness)."""
     kind: str = "desktop"
     """Stated in the tool description ("an interface to a desktop GUI")."""
+    prompt: Prompt = "full"
+    """`full`: Qwen3-VL's `computer_use` tool with every action and the screen size; `compact`: the short
+    system prompt and one-action tool `tiny-vl` was warmed up on (`tool.compact_schema`), image first."""
 
 
 @dataclass
@@ -111,8 +123,9 @@ class _Episode:
     def start(self, instruction: str) -> None:
         self.screen = self._computer(lambda: self.computer.wait_ready(self._left(self.options.ready_timeout_s)))
         png = self._computer(self.computer.screenshot)
-        self.append({"role": "system", "content": SYSTEM_PROMPT})
-        self.append(task_message(instruction, png))
+        compact = self.options.prompt == "compact"
+        self.append({"role": "system", "content": COMPACT_SYSTEM_PROMPT if compact else SYSTEM_PROMPT})
+        self.append(task_message(instruction, png, image_first=compact))
 
     def turn(self) -> None:
         self.turns += 1
@@ -133,7 +146,8 @@ class _Episode:
         if timeout <= 0:
             raise _Stop(ExitCode.BUDGET, "wall clock")
         self.messages = prune(self.messages, self.options.pruning)
-        tool = computer_use_schema(self.screen.width, self.screen.height, self.options.kind)
+        tool = (compact_schema() if self.options.prompt == "compact"
+                else computer_use_schema(self.screen.width, self.screen.height, self.options.kind))
         body = {"model": self.model, "messages": self.messages, "tools": [tool], **self.sampling}
         try:
             return _assistant_message(self.client.create(body, timeout=timeout, deadline=self.budget.deadline))

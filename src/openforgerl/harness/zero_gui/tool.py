@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ACTIONS", "NAME", "Act", "MalformedAction", "Terminal", "computer_use_schema", "parse_call",
-           "to_pixels"]
+__all__ = ["ACTIONS", "COMPACT_SYSTEM_PROMPT", "NAME", "Act", "MalformedAction", "Terminal", "compact_schema",
+           "computer_use_schema", "parse_call", "to_pixels"]
 
 NAME = "computer_use"
 ACTIONS = ("left_click", "double_click", "right_click", "left_click_drag", "type", "key", "scroll", "wait",
@@ -87,6 +87,22 @@ def computer_use_schema(width: int, height: int, kind: str = "desktop") -> dict[
     params = {"type": "object", "properties": props, "required": ["action"]}
     desc = _DESCRIPTION.format(kind=kind, width=width, height=height)
     return {"type": "function", "function": {"name": NAME, "description": desc, "parameters": params}}
+
+
+COMPACT_SYSTEM_PROMPT = "You are a GUI agent. Look at the screenshot and act with the computer_use tool."
+
+
+def compact_schema() -> dict[str, Any]:
+    """The short `computer_use` tool of `tiny-vl`'s warm-up (`scripts/build_tiny_vl.py` COMPUTER_USE,
+    with its system prompt `COMPACT_SYSTEM_PROMPT`): ~70 prompt tokens instead of ~900, so a tiny model
+    sees the prompt it was warmed up on. Same tool name and arguments: `parse_call` reads both."""
+    return {"type": "function", "function": {
+        "name": NAME,
+        "description": "Use the mouse. Coordinates are x, y in 0-1000 of the screen width and height.",
+        "parameters": {"type": "object", "properties": {
+            "action": {"type": "string", "enum": ["left_click"]},
+            "coordinate": {"type": "array", "description": "[x, y] in 0-1000."}},
+            "required": ["action", "coordinate"]}}}
 
 
 def to_pixels(coord: Any, width: int, height: int) -> Point:

@@ -1,0 +1,68 @@
+"""`examples/gui_quickstart.yaml` selects what it says (`builtin:gui`, `names` globs, the test split for eval)
+and the trainer hands `zero-gui` the engine's sampling settings and the compact prompt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from openforgerl.train.config import TrainConfig
+from openforgerl.train.stack import select_tasks
+from openforgerl.train.trainer import harness_for
+
+CONFIG = Path(__file__).resolve().parents[2] / "examples" / "gui_quickstart.yaml"
+
+
+def test_gui_quickstart_selects_the_one_and_two_click_browser_tasks() -> None:
+    cfg = TrainConfig.from_yaml(CONFIG)
+    train = sorted(rt.task_id for rt in select_tasks(cfg.tasks, cfg.seed))
+    assert train == ["gui/board-move-01", "gui/board-move-02", "gui/board-move-03",
+                     "gui/calendar-delete-01", "gui/calendar-delete-02"]
+    assert cfg.eval_tasks is not None
+    held_out = sorted(rt.task_id for rt in select_tasks(cfg.eval_tasks, cfg.seed))
+    assert held_out == ["gui/board-move-04", "gui/calendar-delete-03"]
+    assert all(rt.kind == "browser" for rt in select_tasks(cfg.tasks, cfg.seed))
+
+
+def test_zero_gui_gets_the_trainers_sampling_and_the_compact_prompt() -> None:
+    cfg = TrainConfig.from_yaml(CONFIG)
+    launch = harness_for(cfg, 0)
+    assert launch.name == "zero-gui" and launch.prompt == "compact" and launch.kind == "browser"
+    assert launch.sampling == {"--max-tokens": cfg.engine.max_tokens, "--temperature": cfg.engine.temperature}
+    assert launch.wall_clock_s == cfg.rollout_budget_s and launch.max_turns == 2
+
+
+def test_compact_prompt_is_the_warm_up_prompt_image_first() -> None:
+    import time
+    from typing import Any
+
+    from openforgerl.envs.gui.actions import Screen
+    from openforgerl.harness.zero.loop import Budget
+    from openforgerl.harness.zero_gui.loop import ExitCode, Options, run_agent
+    from openforgerl.harness.zero_gui.tool import COMPACT_SYSTEM_PROMPT, compact_schema
+
+    class Computer:
+        timeout_s = 5.0
+
+        def wait_ready(self, timeout_s: float = 60.0) -> Screen:
+            return Screen()
+
+        def screenshot(self) -> bytes:
+            return b"\x89PNG fake"
+
+        def act(self, action: dict[str, Any], screenshot: bool = False) -> Any:
+            return b"\x89PNG next" if screenshot else {"ok": True}
+
+    bodies: list[dict[str, Any]] = []
+
+    class Client:
+        def create(self, body: dict[str, Any], *, timeout: float, deadline: float | None = None) -> dict[str, Any]:
+            bodies.append(body)
+            return {"choices": [{"message": {"role": "assistant", "content": "done"}}]}
+
+    result = run_agent(Client(), Computer(), "m", "Delete the event.", Budget(time.monotonic() + 30, 2, 10.0),
+                       Options(kind="browser", prompt="compact"))
+    assert result.exit_code == ExitCode.ANSWERED
+    [body] = bodies
+    assert body["tools"] == [compact_schema()]
+    assert body["messages"][0] == {"role": "system", "content": COMPACT_SYSTEM_PROMPT}
+    assert [p["type"] for p in body["messages"][1]["content"]] == ["image_url", "text"]

@@ -1,0 +1,305 @@
+"""A failure of the GUI environment's own service is infra (dropped and retried, never a reward); an agent
+cannot cause it on purpose to dodge a 0.
+
+- The computer service counts its own faults: a screenshot that fails twice, or an action that raises and
+  leaves the screen unable to take a screenshot, is a 503 and a fault; an action that raises while the
+  screen still works is the agent's 400 (no input can make a fault). `GET /__health` (token only) says so,
+  and how long the screen took to start (slower than `READY_LIMIT_S`: the environment failed to start).
+- `GuiTaskRuntime.verify` turns "service down" (`gui.verify` exit 4) into `GuiServiceDown` (infra), unless
+  the sandbox counted a limit breach the agent shares with the service (memory / pids / disk): reward 0.
+- End to end (`-m gui`, real sandboxes, the real orchestrator, `zero-gui` through the gateway): the service
+  killed from outside mid-rollout (the whole service, or only its Chromium) ends the attempt as
+  `infra_error:sandbox`, out of the batch, and the retry is scored normally (reward 1). An agent that kills
+  everything it can from inside its sandbox (`kill -9 -1`, pkill chromium) does not reach the service:
+  its rollout is its own failure, reward 0, never infra.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gui_helpers import GUI_SUITE, FakeComputer, needs_gui
+
+from openforgerl.envs.gui import runtime as gui_runtime
+from openforgerl.envs.gui.computer_service import TOKEN_HEADER, serve_computer
+from openforgerl.envs.gui.verify import EXIT_SERVICE_DOWN, service_problem
+from openforgerl.sandbox.base import ExecResult, TamperError, VerifierRun
+
+TOKEN = "s3cret"
+TASK = GUI_SUITE / "board-move-02"  # one click: card 'Book venue' -> Doing
+BOOK_VENUE_FWD = [51, 374]  # its "->" button (65, 269) on 1280x720, in 0-1000 units
+
+
+# -- the computer service's fault accounting (in process, a fake screen) -------------------------------------
+class FlakyComputer(FakeComputer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dead = False
+        self.shots_failing = 0  # the next N screenshots raise
+        self.action_raises = False
+
+    def screenshot(self) -> bytes:
+        if self.dead or self.shots_failing > 0:
+            self.shots_failing -= 1
+            raise RuntimeError("Target page, context or browser has been closed")
+        return super().screenshot()
+
+    def click(self, x: int, y: int, button: str = "left", count: int = 1) -> None:
+        if self.dead or self.action_raises:
+            raise RuntimeError("the page refused that")
+
+
+@pytest.fixture
+def service() -> Iterator[tuple[FlakyComputer, str]]:
+    computer = FlakyComputer()
+    server = serve_computer(computer, 0, token=TOKEN)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield computer, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _call(url: str, path: str, body: dict[str, Any] | None = None, token: str = "") -> tuple[int, Any]:
+    req = urllib.request.Request(url + path, data=None if body is None else json.dumps(body).encode(),
+                                 method="GET" if body is None else "POST", headers={TOKEN_HEADER: token} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            raw, status = resp.read(), resp.status
+    except urllib.error.HTTPError as exc:
+        raw, status = exc.read(), exc.code
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw
+
+
+def test_an_action_the_screen_refuses_is_the_agents_error_not_a_fault(service) -> None:
+    computer, url = service
+    computer.action_raises = True
+    status, body = _call(url, "/act", {"action": "click", "x": 5, "y": 5})
+    assert status == 400 and "the action failed" in body["error"]
+    assert _call(url, "/__health", token=TOKEN) == (200, {"ok": True, "faults": 0, "last_fault": "", "ready_s": 0.0})
+    assert service_problem(url, TOKEN) == ""
+
+
+def test_one_failed_screenshot_is_retried_and_is_not_a_fault(service) -> None:
+    computer, url = service
+    computer.shots_failing = 1
+    status, png = _call(url, "/screenshot")
+    assert status == 200 and png.startswith(b"\x89PNG")
+    assert _call(url, "/__health", token=TOKEN)[1]["faults"] == 0
+
+
+def test_a_dead_screen_is_a_503_fault_and_health_says_so(service) -> None:
+    computer, url = service
+    computer.dead = True
+    assert _call(url, "/screenshot")[0] == 503
+    status, body = _call(url, "/act", {"action": "click", "x": 5, "y": 5, "screenshot": True})
+    assert status == 503 and "action" in body["error"]
+    assert _call(url, "/__health")[0] == 404  # without the token: the agent learns nothing
+    status, health = _call(url, "/__health", token=TOKEN)
+    assert status == 503 and health["ok"] is False and health["faults"] == 2
+    assert "screen is gone" in service_problem(url, TOKEN)
+
+
+def test_a_fault_that_recovered_still_makes_the_rollout_infra(service) -> None:
+    computer, url = service
+    computer.shots_failing = 2  # both tries of one screenshot: the harness got a 503
+    assert _call(url, "/screenshot")[0] == 503
+    assert _call(url, "/screenshot")[0] == 200
+    assert "faulted 1 time(s)" in service_problem(url, TOKEN)
+
+
+def test_a_screen_that_came_up_too_late_is_the_environments_failure() -> None:
+    from openforgerl.envs.gui.service import seconds_since_start
+    from openforgerl.envs.gui.verify import READY_LIMIT_S
+
+    assert 0.0 < seconds_since_start() < 3600  # this test process's own age, from /proc
+    for ready_s, problem in ((READY_LIMIT_S - 1, ""), (READY_LIMIT_S + 15, "to start")):
+        server = serve_computer(FlakyComputer(), 0, token=TOKEN, ready_s=ready_s)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            got = service_problem(f"http://127.0.0.1:{server.server_address[1]}", TOKEN)
+        finally:
+            server.shutdown()
+            server.server_close()
+        assert (problem in got) if problem else got == "", got
+
+
+def test_an_unreachable_service_is_reported_after_the_wait() -> None:
+    assert "unreachable" in service_problem("http://127.0.0.1:9", TOKEN, wait_s=0.3)
+
+
+# -- GuiTaskRuntime.verify: infra, unless the agent breached a shared limit ----------------------------------
+class _Cgroup:
+    def __init__(self, breaches: dict[str, int]) -> None:
+        self._b = breaches
+
+    def breaches(self) -> dict[str, int]:
+        return self._b
+
+
+class _FakeSandbox:
+    def __init__(self, breaches: dict[str, int]) -> None:
+        self.cgroup, self.quota = _Cgroup(breaches), False
+
+
+@pytest.mark.parametrize(("breaches", "raised"), [
+    ({"memory": 0, "pids": 0}, gui_runtime.GuiServiceDown),
+    ({"memory": 1, "pids": 0}, TamperError),  # an OOM kill in the cgroup the agent shares with Chromium
+    ({"memory": 0, "pids": 3}, TamperError),  # a fork bomb starved the browser
+])
+async def test_service_down_is_infra_unless_the_agent_breached_a_limit(monkeypatch, breaches, raised) -> None:
+    from openforgerl.envs.runtime import load_runtime
+    from openforgerl.sandbox.base import SandboxError
+
+    async def down(*_: Any, **__: Any) -> VerifierRun:
+        return VerifierRun(ExecResult(EXIT_SERVICE_DOWN, b"", b"SERVICE DOWN computer service unreachable", False, 0.1), {})
+
+    monkeypatch.setattr(gui_runtime, "run_verifier", down)
+    rt = load_runtime(TASK)
+    with pytest.raises(raised) as info:
+        await rt.verify(_FakeSandbox(breaches))
+    assert "unreachable" in str(info.value)
+    assert issubclass(gui_runtime.GuiServiceDown, SandboxError)  # -> infra_error:sandbox at the boundary
+    assert not issubclass(gui_runtime.GuiServiceDown, TamperError)
+
+
+# -- end to end: real sandboxes, the real orchestrator, zero-gui through the gateway -------------------------
+def _service_pids(token: str) -> list[int]:
+    """Host pids of the GUI service holding `token` (only the service's argv carries it)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                argv = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"openforgerl.envs.gui.service" in argv and token.encode() in argv:
+                found.append(int(d.name))
+    return found
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def _kill(what: str, token: str) -> int:
+    """SIGKILL the service (`service`) or only the browser under it (`browser`); how many were killed."""
+    killed = 0
+    for pid in _service_pids(token):
+        targets = [pid] if what == "service" else [
+            p for p in _descendants(pid) if b"chrom" in Path(f"/proc/{p}/cmdline").read_bytes()[:200]]
+        for p in targets:
+            try:
+                os.kill(p, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    return killed
+
+
+async def _run(rt: Any, harness: Any, engine: Any, tmp_path: Path, retries: int) -> list[Any]:
+    from openforgerl.engines.scripted import MODEL_NAME
+    from openforgerl.gateway.server import start_gateway
+    from openforgerl.orchestrator.batch import run_batch
+    from openforgerl.orchestrator.config import OrchestratorConfig
+    from openforgerl.sandbox.local import LocalBackend
+    from openforgerl.store.sqlite import SQLiteCallStore
+
+    backend = LocalBackend(root=tmp_path / "sbx")
+    store = SQLiteCallStore(tmp_path / "calls.db")
+    config = OrchestratorConfig(n=1, min_group_size=1, max_retries=retries, model=MODEL_NAME,
+                                harness_cache=tmp_path, budget_s=150.0)
+    gateway = await start_gateway(engine, store, call_deadline_s=60.0)
+    try:
+        batch = await run_batch([rt], harness, gateway=gateway.access, backend=backend, config=config)
+    finally:
+        await gateway.aclose()
+        await backend.aclose()
+        await store.aclose()
+    return list(batch.records)
+
+
+@needs_gui
+@pytest.mark.gui
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("what", ["service", "browser"])
+async def test_service_killed_mid_rollout_is_infra_and_the_retry_is_scored(what: str, tmp_path: Path) -> None:
+    from openforgerl.engines.chat_format import format_tool_call
+    from openforgerl.engines.scripted import ScriptedEngine, Turn
+    from openforgerl.envs.runtime import load_runtime
+    from openforgerl.harness.registry import get_harness
+    from openforgerl.records import RolloutStatus
+
+    rt = load_runtime(TASK)
+    state = {"killed": 0}
+
+    def policy(turn: Turn) -> str:
+        if not state["killed"]:  # first attempt, first call: the environment dies under the agent
+            state["killed"] = _kill(what, rt.token)
+        if any(m.get("role") == "tool" for m in turn.messages):
+            return format_tool_call("computer_use", {"action": "terminate", "status": "success"})
+        return format_tool_call("computer_use", {"action": "left_click", "coordinate": BOOK_VENUE_FWD})
+
+    harness = get_harness("zero-gui", kind="browser", wall_clock_s=120)
+    records = await _run(rt, harness, ScriptedEngine(policy), tmp_path, retries=1)
+    assert state["killed"] >= 1
+    first, retry = records
+    assert first.status == RolloutStatus.INFRA_SANDBOX, (first.status, first.metadata.get("error"))
+    assert first.reward is None and first.in_batch is False and first.infra_tainted
+    assert "GUI environment failed" in first.metadata["error"]
+    assert first.metadata["harness_returncode"] == 5  # zero-gui: the computer service did not answer
+    assert retry.status == RolloutStatus.OK and retry.reward == 1.0 and retry.in_batch, retry.verifier_log
+
+
+KILLER = r"""
+"$PY" -c 'import time, urllib.request as u
+for _ in range(600):
+    try: u.urlopen("http://127.0.0.1:8765/healthz", timeout=5); break
+    except OSError: time.sleep(0.2)'
+kill -9 -1 2>/dev/null
+pkill -9 -f 'chromiu[m]' 2>/dev/null; pkill -9 -f 'envs[.]gui[.]service' 2>/dev/null  # (never matches itself)
+for p in /proc/[0-9]*; do [ "${p#/proc/}" = "$$" ] || kill -9 "${p#/proc/}" 2>/dev/null; done
+"$PY" -c 'import urllib.request as u; print(len(u.urlopen("http://127.0.0.1:8765/screenshot", timeout=30).read()))'
+exit 1
+"""
+
+
+@needs_gui
+@pytest.mark.gui
+@pytest.mark.timeout(600)
+async def test_an_agent_killing_what_it_can_fails_itself_never_infra(tmp_path: Path) -> None:
+    from openforgerl.engines.scripted import ScriptedEngine
+    from openforgerl.envs.runtime import load_runtime
+    from openforgerl.harness.registry import get_harness
+    from openforgerl.records import RolloutStatus
+
+    rt = load_runtime(TASK)
+    harness = get_harness("command", argv=["env", f"PY={sys.executable}", "sh", "-c", KILLER])
+    [record] = await _run(rt, harness, ScriptedEngine(lambda turn: "unused"), tmp_path, retries=1)
+    assert record.status == RolloutStatus.AGENT_FAILED and record.reward == 0.0, (record.status, record.metadata)
+    assert not record.infra_tainted and record.in_batch
+    out = record.metadata["harness_stdout_tail"].split()
+    assert out and int(out[-1]) > 1000, {k: v for k, v in record.metadata.items() if "harness" in k}  # the screen outlived it
+    assert _service_pids(rt.token) == []  # and the sandbox took it down at close
