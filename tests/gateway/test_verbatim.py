@@ -112,6 +112,24 @@ def test_ids_are_read_only_when_a_turn_is_echoed() -> None:
     assert echoed == {"messages": [{"role": "assistant", "content": "hello there"}]}
 
 
+def test_a_hung_detokenize_gives_up_and_leaves_the_turn_alone(monkeypatch: Any) -> None:
+    """The read runs before the engine call's deadline is armed: a hung engine must not hang it."""
+    import openforgerl.gateway.verbatim as verbatim
+
+    monkeypatch.setattr(verbatim, "READ_TIMEOUT_S", 0.05)
+
+    async def hung(ids: list[int], route_key: str) -> str | None:
+        await asyncio.Event().wait()
+        return None
+
+    async def run() -> Any:
+        mem = EchoMemory()
+        mem.note([1, 2])
+        return await mem.rewrite({"messages": [{"role": "assistant", "content": "hi"}]}, hung, "r")
+
+    assert asyncio.run(run()) is None
+
+
 def test_the_end_of_turn_token_is_not_part_of_the_text() -> None:
     assert sampled_text_ids([5, 6, 2], "stop", {}) == [5, 6]
     assert sampled_text_ids([5, 6, 2], "tool_calls", {}) == [5, 6]

@@ -30,6 +30,7 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _SPACE = re.compile(r"\s+")
 _KEEP = 512  # remembered completions per rollout: a long agent run, not an unbounded map
+READ_TIMEOUT_S = 5.0  # a loopback /detokenize takes ~1 ms; past this the turn goes as the harness sent it
 
 Signature = tuple[str, tuple[tuple[str, str], ...]]
 Detokenize = Callable[[list[int], str], Awaitable[str | None]]
@@ -131,7 +132,13 @@ class EchoMemory:
 
     async def read(self, detokenize: Detokenize, route_key: str) -> None:
         batch, self.unread = self.unread, []  # taken before awaiting: a concurrent call reads the rest
-        texts = await asyncio.gather(*(detokenize(ids, route_key) for ids in batch), return_exceptions=True)
+        reads = asyncio.gather(*(detokenize(ids, route_key) for ids in batch), return_exceptions=True)
+        try:
+            # Bounded: this runs before the call's own engine deadline is armed, and a hung engine must
+            # end the rollout as infra_error:engine through that deadline, not hang here unrecorded.
+            texts = await asyncio.wait_for(reads, READ_TIMEOUT_S)
+        except TimeoutError:
+            return
         for raw in texts:  # best effort: an id list the engine cannot read stays as the harness sent it
             if isinstance(raw, str) and raw:
                 self.remember(raw)
