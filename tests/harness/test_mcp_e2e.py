@@ -50,3 +50,6 @@ async def test_task_tools_reach_the_harness(name: str, claw: str, make_gateway, 
     record_figures(f"{name}+mcp", adapter, out)
     assert out.file_text() == content, out.describe()
     assert out.rollout.reward == 1.0
+    # The policy stops once it sees its write in the history. A policy that cannot see it (verbatim history
+    # sends that turn back as raw text) kept calling until the budget: 1,251 calls in 240 s for codex.
+    assert not out.run.timed_out and len(out.calls) <= 8, (len(out.calls), out.describe()[:500])

@@ -157,7 +157,7 @@ class ScriptedEngine:
         prompt_ids = self.tokens.prompt_ids(orjson.dumps([messages, tools, kwargs]))
         index = self.calls.get(call.route_key, 0)
         self.calls[call.route_key] = index + 1
-        text = self.policy(Turn(messages, tools, index, call.route_key, body))
+        text = self.policy(Turn(_as_parsed(messages), tools, index, call.route_key, body))
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
         ids, finish = self.tokens.sample(text, max_tokens)
         pieces, raw = _pieces(self.tokens, ids)
@@ -226,6 +226,22 @@ def _chunk_finish(body: dict[str, Any]) -> str | None:
 
 
 # -- vLLM wire shapes --------------------------------------------------------------------------
+def _as_parsed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """History as a policy reads it: an assistant turn the gateway sent back as the model's raw text
+    (gateway/verbatim.py) is parsed into content and tool calls again, as a model reading its own
+    `<tool_call>` tokens would; without this, policies that look for their earlier calls repeat them."""
+    out = []
+    for m in messages:
+        text = m.get("content")
+        if m.get("role") == "assistant" and not m.get("tool_calls") and isinstance(text, str) and (
+                "<tool_call>" in text or "</think>" in text):
+            parsed = parse_output(text)
+            m = {"role": "assistant", "content": parsed.content, "reasoning_content": parsed.reasoning,
+                 "tool_calls": _tool_call_dicts(parsed) or None}
+        out.append(m)
+    return out
+
+
 def _tool_call_dicts(parsed: ParsedOutput) -> list[dict[str, Any]]:
     return [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in parsed.tool_calls]
