@@ -51,3 +51,4 @@ async def make_gateway(store: SQLiteCallStore, fmt: ChatFormat) -> AsyncIterator
     yield make
     for c in reversed(closers):
         await c.aclose()
+

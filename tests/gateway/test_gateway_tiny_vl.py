@@ -16,12 +16,12 @@ from typing import Any
 import aiohttp
 import pytest
 from anthropic import AsyncAnthropic
+from gwkit import gateway_over, serve_local_engine
 from imgkit import b64, data_url, screenshot
 from openai import AsyncOpenAI
 
 from openforgerl.engines.local.model import TINY_VL_ASSETS
-from openforgerl.engines.openai_compat import OpenAICompatEngine
-from openforgerl.gateway.server import RunningGateway, start_gateway
+from openforgerl.gateway.server import RunningGateway
 from openforgerl.records import BLOB_REF_PREFIX, CallRecord
 from openforgerl.store.sqlite import SQLiteCallStore
 
@@ -33,25 +33,13 @@ SHOTS = [screenshot(160 + 32 * i, 96, seed=i) for i in range(3)]
 
 @pytest.fixture(scope="module")
 def engine_url(tmp_path_factory: Any) -> Any:
-    import asyncio
-
-    from openforgerl.engines.local.process import LocalEngineProcess
-
-    log = tmp_path_factory.mktemp("tinyvl") / "engine.log"
-    proc = asyncio.run(LocalEngineProcess.start("tiny-vl", log, threads=1))
-    yield proc.url
-    proc.close()
+    yield from serve_local_engine(tmp_path_factory, "tiny-vl")
 
 
 @pytest.fixture
 async def gateway(engine_url: str, tmp_path: Any) -> AsyncIterator[tuple[RunningGateway, SQLiteCallStore]]:
-    store = SQLiteCallStore(tmp_path / "calls.db")
-    engine = OpenAICompatEngine(engine_url + "/v1")
-    gw = await start_gateway(engine, store)
-    yield gw, store
-    await gw.aclose()
-    await engine.aclose()
-    await store.aclose()
+    async with gateway_over(engine_url, tmp_path) as opened:
+        yield opened
 
 
 async def engine_tokens(engine_url: str, rec: CallRecord, blobs: SQLiteCallStore) -> list[int]:

@@ -15,10 +15,10 @@ from typing import Any
 import aiohttp
 import pytest
 from anthropic import AsyncAnthropic
+from gwkit import gateway_over, serve_local_engine
 from openai import AsyncOpenAI
 
-from openforgerl.engines.openai_compat import OpenAICompatEngine
-from openforgerl.gateway.server import RunningGateway, start_gateway
+from openforgerl.gateway.server import RunningGateway
 from openforgerl.records import RolloutRecord, RolloutStatus
 from openforgerl.store.sqlite import SQLiteCallStore
 from openforgerl.trajectory.reconstruct import reconstruct_samples
@@ -30,24 +30,13 @@ TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run a
 
 @pytest.fixture(scope="module")
 def engine_url(tmp_path_factory: Any) -> Any:
-    import asyncio
-
-    from openforgerl.engines.local.process import LocalEngineProcess
-
-    proc = asyncio.run(LocalEngineProcess.start("tiny", tmp_path_factory.mktemp("tiny") / "engine.log", threads=1))
-    yield proc.url
-    proc.close()
+    yield from serve_local_engine(tmp_path_factory, "tiny")
 
 
 @pytest.fixture
 async def gateway(engine_url: str, tmp_path: Any) -> AsyncIterator[tuple[RunningGateway, SQLiteCallStore]]:
-    store = SQLiteCallStore(tmp_path / "calls.db")
-    engine = OpenAICompatEngine(engine_url + "/v1")
-    gw = await start_gateway(engine, store)
-    yield gw, store
-    await gw.aclose()
-    await engine.aclose()
-    await store.aclose()
+    async with gateway_over(engine_url, tmp_path) as opened:
+        yield opened
 
 
 async def detokenized(engine_url: str, ids: list[int]) -> str:
