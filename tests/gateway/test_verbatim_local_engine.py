@@ -86,3 +86,20 @@ async def test_anthropic_echo_with_thinking_reaches_the_engine_as_sampled(gatewa
     assert two.engine_request is not None
     metrics = merged([one, two], ro["rollout_id"])
     assert metrics.merged_calls == 1 and not metrics.break_causes, (blocks, metrics)
+
+
+async def test_a_rollout_cannot_get_another_rollouts_text_put_back(gateway, engine_url):
+    """Attack: rollout B echoes rollout A's reply (it could learn it from a shared file or guess it). Only A's
+    own memory holds A's raw text, so B's turn goes to the engine as B sent it."""
+    gw, store = gateway
+    a, b = await gw.open_rollout(harness="test"), await gw.open_rollout(harness="test")
+    client_a = AsyncOpenAI(base_url=a["openai_base_url"], api_key=a["api_key"], max_retries=0)
+    client_b = AsyncOpenAI(base_url=b["openai_base_url"], api_key=b["api_key"], max_retries=0)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "List the files."}]
+    first = await client_a.chat.completions.create(model="tiny", messages=messages, tools=TOOLS, max_tokens=48,
+                                                   seed=1)
+    await client_b.chat.completions.create(model="tiny", messages=messages, tools=TOOLS, max_tokens=4, seed=1)
+    messages += [first.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "Go on."}]
+    await client_b.chat.completions.create(model="tiny", messages=messages, tools=TOOLS, max_tokens=4, seed=1)
+    (_, echoed) = await store.list_calls(b["rollout_id"])
+    assert echoed.engine_request is None  # nothing rewritten: the request went as B sent it

@@ -148,7 +148,9 @@ class EchoMemory:
         """`body` with each recognised assistant message replaced by the model's raw text; None when
         nothing was recognised (the body goes to the engine as it came)."""
         messages = body.get("messages")
-        if not isinstance(messages, list) or not any(_is_assistant(m) for m in messages):
+        if not (self.texts or self.unread) or not isinstance(messages, list):
+            return None  # nothing sampled yet in this rollout: no scan of the request on the hot path
+        if not any(_is_assistant(m) for m in messages):
             return None
         if self.unread and detokenize is not None:
             await self.read(detokenize, route_key)
