@@ -14,6 +14,7 @@ match direct; the box's CPU use is printed beside it (2 cores host engine, clien
 
     python benchmarks/gateway_overhead.py --quick
     python benchmarks/gateway_overhead.py --litellm-python .venv-litellm/bin/python --out results.json
+    python benchmarks/gateway_overhead.py --quick --no-paced --gateway-rev 48b4e7a   # old vs new gateway
 """
 
 from __future__ import annotations
@@ -148,11 +149,12 @@ async def start_relay(name: str, engine: str, log_dir: Path) -> Proc:
     return Proc(name, p, base + "/v1/chat/completions")
 
 
-async def start_gateway(name: str, engine: str, store: Path, log_dir: Path) -> Proc:
+async def start_gateway(name: str, engine: str, store: Path, log_dir: Path, src: Path | None = None) -> Proc:
+    """The gateway of this checkout, or of the source tree `src` (an older revision, `--gateway-rev`)."""
     port, admin_port, token = free_port(), free_port(), secrets.token_urlsafe(16)
+    env = {"OPENFORGERL_ADMIN_TOKEN": token, **({"PYTHONPATH": str(src)} if src is not None else {})}
     p = spawn(name, [sys.executable, "-m", "openforgerl.gateway", "--engine", engine + "/v1", "--port", str(port),
-                     "--admin-port", str(admin_port), "--store", str(store)],
-              env={"OPENFORGERL_ADMIN_TOKEN": token}, log_dir=log_dir)
+                     "--admin-port", str(admin_port), "--store", str(store)], env=env, log_dir=log_dir)
     admin = f"http://127.0.0.1:{admin_port}"
     await wait_ready(admin + "/healthz", p)
     auth = {"Authorization": f"Bearer {token}"}
@@ -174,6 +176,28 @@ async def start_litellm(python: str, engine: str, log_dir: Path) -> Proc:
     base = f"http://127.0.0.1:{port}"
     await wait_ready(base + "/health/liveliness", p, limit_s=240)
     return Proc("litellm", p, base + "/v1/chat/completions", {"Authorization": f"Bearer {key}"})
+
+
+def revision_src(rev: str, into: Path) -> Path:
+    """`src/` of git revision `rev` of this repository, extracted under `into` (PYTHONPATH wins over the
+    venv's editable install, so `python -m openforgerl.gateway` runs that revision's gateway)."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "src"
+
+
+def print_old_vs_new(rows: list[dict[str, Any]], old: str) -> None:
+    """This checkout's gateway CPU per 1k calls against `old`'s, row by row (same run, same rounds)."""
+    print(f"\ngateway CPU per 1k calls, this checkout vs {old} (target: within 5 %)")
+    print("| mode | C | new CPU s/1k | old CPU s/1k | new/old |")
+    print("|---|---|---|---|---|")
+    by = {(r["target"], r["mode"], r["c"]): r for r in rows}
+    for (target, mode, c), r in by.items():
+        other = by.get((old, mode, c))
+        if target == "gateway" and other is not None:
+            ratio = r["cpu_s_per_1k"] / other["cpu_s_per_1k"]
+            print(f"| {mode} | {c} | {_f(r['cpu_s_per_1k'])} | {_f(other['cpu_s_per_1k'])} | {ratio:.3f} |")
 
 
 # -- load ----------------------------------------------------------------------------------------
@@ -341,6 +365,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="CI-size run (fewer calls, 2 rounds)")
     p.add_argument("--litellm-python", default=None, help="python of a venv with litellm[proxy]")
     p.add_argument("--out", default=None, help="write rows as JSON here")
+    p.add_argument("--gateway-rev", default=None,
+                   help="also run the gateway of this git revision (old vs new, same run: the regression check)")
+    p.add_argument("--no-paced", action="store_true", help="skip the paced-engine throughput rows")
     p.add_argument("--serve-relay", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--upstream", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -366,6 +393,12 @@ async def main_async(args: argparse.Namespace) -> None:
         gateway = await start_gateway("gateway", eng_url, log_dir / "calls.db", log_dir)
         procs += [relay.popen, gateway.popen]
         targets = [relay, gateway]
+        if args.gateway_rev:
+            old_name = f"gateway@{args.gateway_rev}"
+            src = revision_src(args.gateway_rev, log_dir / "old")
+            old_gw = await start_gateway(old_name, eng_url, log_dir / "calls_old.db", log_dir, src=src)
+            procs.append(old_gw.popen)
+            targets.append(old_gw)
         if args.litellm_ok:
             litellm = await start_litellm(args.litellm_python, eng_url, log_dir)
             procs.append(litellm.popen)
@@ -375,6 +408,11 @@ async def main_async(args: argparse.Namespace) -> None:
         print(f"# gateway overhead ({'quick' if args.quick else 'full'}), {psutil.cpu_count()} CPUs, "
               f"event loop of relay and gateway: {event_loop_name()}, logs {log_dir}\n")
         rows = await matrix(targets, direct, args)
+        if args.gateway_rev:
+            print_old_vs_new(rows, f"gateway@{args.gateway_rev}")
+        if args.no_paced:
+            args.rows = rows
+            return
         p_direct = Proc("direct", paced_eng, paced_url + "/v1/chat/completions")
         p_relay = await start_relay("relay", paced_url, log_dir)
         p_gw = await start_gateway("gateway", paced_url, log_dir / "calls_paced.db", log_dir)

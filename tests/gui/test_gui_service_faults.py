@@ -204,12 +204,18 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # it exited meanwhile (a Chromium helper does, often): an exception here would end
+        return b""   # the policy's engine call as `gateway_internal`, and the rollout as infra_error:gateway
+
+
 def _kill(what: str, token: str) -> int:
     """SIGKILL the service (`service`) or only the browser under it (`browser`); how many were killed."""
     killed = 0
     for pid in _service_pids(token):
-        targets = [pid] if what == "service" else [
-            p for p in _descendants(pid) if b"chrom" in Path(f"/proc/{p}/cmdline").read_bytes()[:200]]
+        targets = [pid] if what == "service" else [p for p in _descendants(pid) if b"chrom" in _cmdline(p)[:200]]
         for p in targets:
             try:
                 os.kill(p, signal.SIGKILL)
@@ -270,7 +276,9 @@ async def test_service_killed_mid_rollout_is_infra_and_the_retry_is_scored(what:
     assert first.reward is None and first.in_batch is False and first.infra_tainted
     assert "GUI environment failed" in first.metadata["error"]
     assert first.metadata["harness_returncode"] == 5  # zero-gui: the computer service did not answer
-    assert retry.status == RolloutStatus.OK and retry.reward == 1.0 and retry.in_batch, retry.verifier_log
+    assert retry.status == RolloutStatus.OK and retry.reward == 1.0 and retry.in_batch, (
+        retry.status, retry.metadata.get("harness_returncode"), retry.metadata.get("harness_stdout_tail"),
+        retry.metadata.get("timings"), retry.verifier_log)
 
 
 KILLER = r"""

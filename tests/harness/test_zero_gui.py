@@ -260,6 +260,22 @@ def test_turn_cap_text_reply_and_answer() -> None:
     assert late.exit_code == ExitCode.BUDGET and late.error == "wall clock"
 
 
+class FailingComputer(FakeComputer):
+    """An action that fails as a timed-out request does (its timeout was the clock's remainder)."""
+
+    def act(self, action: dict[str, Any], screenshot: bool = False) -> Any:
+        from openforgerl.envs.gui.client import ComputerUnavailable
+
+        raise ComputerUnavailable("POST /act: timed out")
+
+
+def test_a_computer_call_cut_short_by_the_wall_clock_is_the_budget_not_a_service_failure() -> None:
+    cut = run_agent(FakeClient([click(1, 1)]), FailingComputer(), "m", "x", budget(seconds=0.4))
+    assert cut.exit_code == ExitCode.BUDGET and "cut short" in cut.error
+    down = run_agent(FakeClient([click(1, 1)]), FailingComputer(), "m", "x", budget(seconds=20.0))
+    assert down.exit_code == ExitCode.COMPUTER_ERROR and down.error.startswith("computer service")
+
+
 # -- the real process, the real gateway, a fake computer service on the host ---------------------------------
 class ServiceScreen:
     """A `Computer` for the real `serve_computer`: does nothing, a distinct 64x36 PNG per screenshot."""

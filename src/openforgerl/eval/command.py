@@ -4,7 +4,7 @@ Runs through the orchestrator (real sandboxes, real harness CLIs) against a gate
 (`--gateway URL`); with `--scripted-oracle RATE`, an in-process gateway over the scripted engine
 replaying each task's gold actions (a demo/CI mode: it tests the plumbing, not a model); else the
 embedded default stack, the local engine serving `--engine` (default `tiny`) behind an in-process
-gateway (eval/stack.py, train.stack's wiring).
+gateway. All three are opened by the composition root, `openforgerl.stack.open_services`.
 
 Host side (envs/host_side.py): every runtime's verifier gets the rollout's transcript, built from the
 call log; `--judge-engine URL` scores LLM-judged parts, `--user-engine URL` plays the simulated user of
@@ -106,25 +106,15 @@ async def _run(runtimes: list[Any], harnesses: list[str], trials: int, gateway: 
     from openforgerl.orchestrator.results import ResultSink
 
     async with AsyncExitStack() as stack:
-        if gateway is not None:  # an admin URL; the token from $OPENFORGERL_ADMIN_TOKEN
-            from openforgerl.gateway.access import GatewayAccess
-            from openforgerl.sandbox.local import LocalBackend
+        from openforgerl.stack import engine_from_flag, open_services
 
-            access, backend = GatewayAccess.from_env(gateway), LocalBackend()
-            stack.push_async_callback(backend.aclose)
-        elif scripted is not None:
-            from openforgerl.sandbox.local import LocalBackend
-
-            backend = LocalBackend()
-            stack.push_async_callback(backend.aclose)
-            access = (await _scripted_gateway(runtimes, scripted, seed, stack, out)).access
-        else:  # the embedded default stack: local engine + gateway (train.stack.open_stack)
-            from openforgerl.eval.stack import open_embedded
-
-            embedded = await stack.enter_async_context(
-                open_embedded(engines["policy"][0] or "tiny", Path(runtimes[0].task.root), out,
-                              budget_s=opts.get("budget_s")))
-            access, backend = embedded.access, embedded.backend
+        # a running gateway; the scripted oracle (a demo/CI mode); else the embedded default stack
+        policy = (None if gateway is not None else
+                  engine_from_flag(["scripted"], runtimes, success_rate=scripted, seed=seed) if scripted is not None
+                  else engine_from_flag([engines["policy"][0] or "tiny"]))
+        services = await stack.enter_async_context(
+            open_services(out, policy, gateway_url=gateway, budget_s=opts.get("budget_s")))
+        access, backend = services.access, services.backend
         backend = await _host_side(runtimes, access, backend, engines, stack)
         sink = ResultSink(out / "rollouts.jsonl")
         return await run_eval(runtimes, harnesses, gateway=access, backend=backend, trials=trials, sink=sink,
@@ -159,16 +149,3 @@ async def _host_side(runtimes: list[Any], access: Any, backend: Any, engines: di
         backend = UserSimBackend(backend, relay)
     attach(runtimes, host)
     return backend
-
-
-async def _scripted_gateway(runtimes: list[Any], rate: float, seed: int, stack: Any, out: Path) -> Any:
-    from openforgerl.engines.scripted import ScriptedEngine
-    from openforgerl.envs.oracle_policy import oracle_policy
-    from openforgerl.gateway.server import start_gateway
-    from openforgerl.store.sqlite import SQLiteCallStore
-
-    store = SQLiteCallStore(out / "calls.db")
-    gw = await start_gateway(ScriptedEngine(oracle_policy(runtimes, success_rate=rate, seed=seed)), store)
-    stack.push_async_callback(store.aclose)
-    stack.push_async_callback(gw.aclose)
-    return gw

@@ -4,9 +4,9 @@ Outputs under `--out`: `results.jsonl` (one `RolloutRecord` per attempt as the g
 `in_batch` says whether it counts), `calls.db` (the call log, when the gateway is embedded), `summary.json` and
 `artifacts/<rollout_id>/` (harness stdout/stderr and the adapter's output files).
 Without `--gateway`, a gateway is started in-process on 127.0.0.1 in front of `--engine`: a model
-(`tiny`, the default, `smollm2` or a model folder), which opens the embedded default stack (the local
-engine behind an in-process gateway, with `train.stack.open_stack`'s wiring, eval/stack.py), as `train`
+(`tiny`, the default, `smollm2` or a model folder) served by the embedded local engine, as `train`
 does; engine URLs; or `scripted` (the envs oracle policy, a test double for the model's decisions).
+All of it is opened by the composition root, `openforgerl.stack.open_services`.
 """
 
 from __future__ import annotations
@@ -119,69 +119,18 @@ def _harness(name: str, argv: str) -> Any:
     return get_harness(name)
 
 
-def _is_model(engines: list[str]) -> bool:
-    """One `--engine` that is neither `scripted` nor a URL: a model for the embedded local engine."""
-    return len(engines) == 1 and engines[0] != "scripted" and "://" not in engines[0]
-
-
 @contextlib.asynccontextmanager
 async def _stack(opts: dict[str, Any], runtimes: list[Any], out: Path) -> AsyncIterator[tuple[Any, Any]]:
-    """(gateway access, sandbox backend): the embedded default stack for a model `--engine`, else the
-    gateway (running, or in-process before the scripted engine / engine URLs) and the named backend."""
-    if not opts["gateway"] and _is_model(opts["engine"]):
-        from openforgerl.eval.stack import open_embedded
+    """(gateway access, sandbox backend) from the composition root (`openforgerl.stack`): a running
+    gateway (`--gateway`), else an in-process one before the `--engine` (model, URLs or `scripted`)."""
+    from openforgerl.sandbox.registry import UnknownBackend
+    from openforgerl.stack import engine_from_flag, open_services
 
-        async with open_embedded(opts["engine"][0], Path(opts["tasks"]), out,
-                                 backend=opts["backend"]) as embedded:
-            yield embedded.access, embedded.backend
-        return
-    async with _gateway(opts, runtimes, out) as gateway, _backend(opts["backend"], out) as sbx:
-        yield gateway, sbx
-
-
-@contextlib.asynccontextmanager
-async def _gateway(opts: dict[str, Any], runtimes: list[Any], out: Path) -> AsyncIterator[Any]:
-    """Admin access to the gateway: an existing one (its admin URL; the token from
-    $OPENFORGERL_ADMIN_TOKEN), or one started here (recording into `calls.db`)."""
-    from openforgerl.gateway.access import GatewayAccess
-    from openforgerl.store.sqlite import SQLiteCallStore
-
-    if opts["gateway"]:
-        yield GatewayAccess.from_env(opts["gateway"])
-        return
-    from openforgerl.gateway.server import start_gateway
-
-    store = SQLiteCallStore(out / "calls.db")
-    engine = _engine(opts["engine"], runtimes, opts["success_rate"])
-    gw = await start_gateway(engine, store, owns_engine=True)
+    engine = None if opts["gateway"] else engine_from_flag(opts["engine"], runtimes,
+                                                           success_rate=opts["success_rate"])
     try:
-        yield gw.access
-    finally:
-        await gw.aclose()
-        await store.aclose()
-
-
-def _engine(urls: list[str], runtimes: list[Any], success_rate: float) -> Any:
-    if urls == ["scripted"]:
-        from openforgerl.engines.scripted import ScriptedEngine
-        from openforgerl.envs.oracle_policy import oracle_policy
-
-        return ScriptedEngine(oracle_policy(runtimes, success_rate=success_rate))
-    from openforgerl.engines.openai_compat import OpenAICompatEngine
-
-    return OpenAICompatEngine(urls)
-
-
-@contextlib.asynccontextmanager
-async def _backend(name: str, out: Path) -> AsyncIterator[Any]:
-    from openforgerl.sandbox.registry import UnknownBackend, make_backend
-
-    try:
-        backend = await make_backend(name, out / "sandboxes")
+        services = open_services(out, engine, gateway_url=opts["gateway"] or None, backend=opts["backend"])
+        async with services as opened:
+            yield opened.access, opened.backend
     except UnknownBackend as exc:
         raise typer.BadParameter(str(exc)) from None
-    try:
-        yield backend
-    finally:
-        await backend.aclose()
-

@@ -1,38 +1,25 @@
-"""The services a training run stands on: engine, call log, gateway, sandbox backend, tasks, harness.
-
-Opened together by `open_stack` and closed in reverse order in `finally`, so a crash in a training
-step never leaves an engine thread, a gateway port or a sandbox behind.
+"""What a training run stands on: the services of the composition root (`openforgerl.stack`: engine,
+call log, gateway, sandbox backend, closed in reverse order in `finally`) plus the run's tasks.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import random
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from openforgerl.sandbox.registry import make_backend
+from openforgerl.stack import InProcessPusher, open_services
 from openforgerl.store import SQLiteCallStore
 from openforgerl.train.config import TaskSelection, TrainConfig
-from openforgerl.train.weight_sync import DiskReloadPusher, WeightPusher
+from openforgerl.train.weight_sync import WeightPusher
+
+__all__ = ["BUILTIN_PREFIX", "InProcessPusher", "Stack", "open_stack", "resolve_task_dir", "select_tasks"]
 
 BUILTIN_PREFIX = "builtin:"
-
-
-class InProcessPusher:
-    """Weights into the embedded engine that runs in a background thread of this process."""
-
-    def __init__(self, server: Any) -> None:
-        self.server = server  # openforgerl.engines.local.background.BackgroundServer
-
-    async def push(self, model: torch.nn.Module, version: int) -> None:
-        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        self.server.engine.load_state_dict_sync(state, version)
 
 
 @dataclass
@@ -98,43 +85,18 @@ def _in_band(path: Path, band: tuple[float, float]) -> bool:
 
 @asynccontextmanager
 async def open_stack(config: TrainConfig, out_dir: Path) -> AsyncIterator[Stack]:
+    """The services of `openforgerl.stack.open_services` (the composition root) for this config, plus
+    its training and evaluation tasks and the policy the trainer loads."""
     from openforgerl.engines.local.model import resolve_model_path
-    from openforgerl.engines.openai_compat import OpenAICompatEngine
-    from openforgerl.gateway.server import start_gateway
 
     policy_path = resolve_model_path(config.model)
-    async with AsyncExitStack() as stack:
-        weights = Path(config.engine.weights_dir or out_dir / "weights")
-        urls: Sequence[str]
-        pusher: WeightPusher
-        if config.engine.kind == "local" and config.engine.separate_process:
-            from openforgerl.engines.local.process import LocalEngineProcess
-
-            proc = await LocalEngineProcess.start(policy_path, out_dir / "engine.log")
-            stack.callback(proc.close)
-            urls = [proc.url]
-            pusher = DiskReloadPusher(urls, weights, dialect="vllm")
-        elif config.engine.kind == "local":
-            from openforgerl.engines.local.background import BackgroundServer
-
-            server = BackgroundServer.start(str(policy_path))
-            stack.callback(server.close)
-            urls = [server.url]
-            pusher = InProcessPusher(server)
-        else:
-            urls = config.engine.urls
-            pusher = DiskReloadPusher(urls, weights, dialect=config.engine.dialect)
-        store = SQLiteCallStore(out_dir / "calls.db")
-        stack.push_async_callback(store.aclose)
-        engine = OpenAICompatEngine(list(urls), dialect=config.engine.dialect)
-        gateway = await start_gateway(engine, store, owns_engine=True,
-                                      call_deadline_s=config.gateway_call_deadline_s)
-        stack.push_async_callback(gateway.aclose)
-        backend = await make_backend(config.backend, out_dir / "sandboxes")
-        stack.push_async_callback(backend.aclose)
-        train = select_tasks(config.tasks, config.seed)
-        evals = select_tasks(config.eval_tasks, config.seed) if config.eval_tasks else []
-        if not train:
-            sels = config.tasks if isinstance(config.tasks, list) else [config.tasks]
-            raise ValueError(f"no training tasks match {[sel.model_dump() for sel in sels]}")
-        yield Stack(config, urls[0], pusher, store, gateway, backend, train, evals, policy_path)
+    train = select_tasks(config.tasks, config.seed)
+    evals = select_tasks(config.eval_tasks, config.seed) if config.eval_tasks else []
+    if not train:
+        sels = config.tasks if isinstance(config.tasks, list) else [config.tasks]
+        raise ValueError(f"no training tasks match {[sel.model_dump() for sel in sels]}")
+    async with open_services(out_dir, config.engine, model=config.model, backend=config.backend,
+                             budget_s=config.rollout_budget_s, call_deadline=config.call_deadline_s) as services:
+        assert services.pusher is not None  # an EngineSettings engine always has one
+        yield Stack(config, services.engine_url, services.pusher, services.store, services.gateway,
+                    services.backend, train, evals, policy_path)

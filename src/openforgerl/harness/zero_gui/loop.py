@@ -37,6 +37,9 @@ SYSTEM_PROMPT = ("You are a GUI agent. You see the screen as screenshots and ope
                  "`computer_use` tool, one action at a time. When the task is done, call it with "
                  "action `terminate` (or `answer` if the task asks a question).")
 ACT_TIMEOUT_S = 30.0
+_CUT_SHORT_S = 0.5
+"""A computer call that fails this close to the wall clock ran under the clock's remainder as its timeout:
+the budget ended, the service did not fail (exit 2, not 5)."""
 OnMalformed = Literal["feedback", "stop"]
 Prompt = Literal["full", "compact"]
 
@@ -185,6 +188,8 @@ class _Episode:
         try:
             return fn()
         except ComputerUnavailable as exc:
+            if self.budget.deadline - time.monotonic() < _CUT_SHORT_S:  # its timeout was what the clock had left
+                raise _Stop(ExitCode.BUDGET, f"wall clock (a computer call cut short: {exc})") from None
             raise _Stop(ExitCode.COMPUTER_ERROR, f"computer service: {exc}") from None
 
 

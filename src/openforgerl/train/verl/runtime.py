@@ -16,13 +16,13 @@ import dataclasses
 import os
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from openforgerl.orchestrator.config import OrchestratorConfig, call_deadline_s, check_call_deadline
 from openforgerl.records import CallRecord, RolloutRecord
-from openforgerl.sandbox.registry import make_backend
 from openforgerl.train.verl.rows import RowSpec, resolve_task_dir, task_index
 
 UrlSource = Callable[[], Awaitable[Sequence[str]]]
@@ -121,25 +121,25 @@ class WorkerRuntime:
         self.store: Any = None
         self.gateway: Any = None
         self.backend: Any = None
+        self._opened = AsyncExitStack()  # what `open_services` (the composition root) opened
 
     async def open(self) -> WorkerRuntime:
-        from openforgerl.engines.openai_compat import OpenAICompatEngine
-        from openforgerl.gateway.server import start_gateway
-        from openforgerl.store import SQLiteCallStore
+        """Call log, gateway (before the rollout servers veRL runs) and backend from the composition root."""
+        from openforgerl.stack import open_services
+        from openforgerl.train.config import EngineSettings
 
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.store = SQLiteCallStore(self.dir / "calls.db")
-        engine = OpenAICompatEngine(self.urls, dialect=self.dialect)
-        self.gateway = await start_gateway(engine, self.store, owns_engine=True,
-                                           call_deadline_s=self.settings.gateway_call_deadline_s)
-        self.backend = await make_backend(self.settings.backend, self.dir / "sandboxes")
+        engine = EngineSettings(kind="remote", urls=self.urls, dialect=self.dialect)  # type: ignore[arg-type]
+        self._opened = AsyncExitStack()
+        opened = await self._opened.enter_async_context(
+            open_services(self.dir, engine, backend=self.settings.backend, budget_s=self.settings.budget_s,
+                          call_deadline=self.settings.call_deadline_s))
+        self.store, self.gateway, self.backend = opened.store, opened.gateway, opened.backend
         return self
 
     async def aclose(self) -> None:
-        for part in (self.backend, self.gateway, self.store):
-            if part is not None:
-                await part.aclose()
         self.backend = self.gateway = self.store = None
+        await self._opened.aclose()  # backend, gateway, call log: the reverse of their opening
 
     def task(self, spec: RowSpec) -> Any:
         """The task runtime a row names (folders loaded once per worker)."""
