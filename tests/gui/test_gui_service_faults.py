@@ -269,9 +269,12 @@ async def test_service_killed_mid_rollout_is_infra_and_the_retry_is_scored(what:
         return format_tool_call("computer_use", {"action": "left_click", "coordinate": BOOK_VENUE_FWD})
 
     harness = get_harness("zero-gui", kind="browser", wall_clock_s=120)
-    records = await _run(rt, harness, ScriptedEngine(policy), tmp_path, retries=1)
+    records = await _run(rt, harness, ScriptedEngine(policy), tmp_path, retries=2)
     assert state["killed"] >= 1
-    first, retry = records
+    # The first attempt is the one killed. A retry may meet an environment fault of its own on a loaded box
+    # (a Chromium slower than the service's limits: infra again, retried again); the one scored is the last.
+    first, *retries, retry = records
+    assert all(r.status == RolloutStatus.INFRA_SANDBOX and not r.in_batch for r in retries), retries
     assert first.status == RolloutStatus.INFRA_SANDBOX, (first.status, first.metadata.get("error"))
     assert first.reward is None and first.in_batch is False and first.infra_tainted
     assert "GUI environment failed" in first.metadata["error"]

@@ -28,6 +28,12 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 SETTLE_S = 0.01
 LOAD_TIMEOUT_MS = 5000
 LOCATE_TIMEOUT_MS = 10000  # oracle only: auto-waits for the element (a page still loading under load)
+SCREENSHOT_TIMEOUT_MS = 10000
+"""Playwright's default is 30 s, as long as a harness's whole request to the computer service: a hung
+screenshot (seen once in CI, 30 s and more under load) then timed out in the client, where nothing counts
+it as the environment's fault, and the rollout ended as the agent's failure. With 10 s per try, the
+service's two tries and its settle wait (`LOAD_TIMEOUT_MS`) end well inside the harnesses' 60 s timeouts,
+so the service answers 503 and counts the fault itself (infra), as it does for a dead screen."""
 
 
 def chromium_path() -> str:
@@ -112,7 +118,7 @@ class PlaywrightComputer:
         self.page.wait_for_timeout(150)  # smooth scrolling
 
     def screenshot(self) -> bytes:
-        data: bytes = self.page.screenshot(type="png")
+        data: bytes = self.page.screenshot(type="png", timeout=SCREENSHOT_TIMEOUT_MS)
         return data
 
     def locate(self, selector: str) -> dict[str, int]:

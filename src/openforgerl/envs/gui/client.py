@@ -23,7 +23,7 @@ class ComputerUnavailable(ConnectionError):
 
 class HttpComputer:
     def __init__(self, url: str = f"http://127.0.0.1:{COMPUTER_PORT}", *, token: str = "",
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 60.0) -> None:  # > the service's worst case (zero_gui.loop.ACT_TIMEOUT_S)
         self.url, self.token, self.timeout_s = url.rstrip("/"), token, timeout_s
         self.screen = Screen()
 

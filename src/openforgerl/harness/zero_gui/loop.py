@@ -36,7 +36,10 @@ __all__ = ["SYSTEM_PROMPT", "AgentResult", "ComputerLike", "ExitCode", "ModelCli
 SYSTEM_PROMPT = ("You are a GUI agent. You see the screen as screenshots and operate it with the "
                  "`computer_use` tool, one action at a time. When the task is done, call it with "
                  "action `terminate` (or `answer` if the task asks a question).")
-ACT_TIMEOUT_S = 30.0
+ACT_TIMEOUT_S = 60.0
+"""Longer than the computer service's own worst case for one request (its settle wait and two 10 s
+screenshot tries, envs/browser/computer.py): a screen that hangs is then reported by the service (a 503 it
+counts as its fault: infra), never by this client's timeout, which nothing counts (the agent's failure)."""
 _CUT_SHORT_S = 0.5
 """A computer call that fails this close to the wall clock ran under the clock's remainder as its timeout:
 the budget ended, the service did not fail (exit 2, not 5)."""
