@@ -45,6 +45,31 @@ Deterministic by construction (fixed seeds, 1 thread, no dropout; screens drawn 
 seeded RNG); byte-identical rebuilds were not checked.
 
     python scripts/build_tiny_vl.py --eval-only     # accuracy of the committed weights
+
+Stage 3, app screens (`--app-screens N`; what the committed weights are now): the synthetic warm-up clicked
+where its buttons were (y 400-499 of 1000) and never hit a target of the GUI quickstart's tasks. This stage
+renders the real board and calendar apps (`envs.browser.apps`: the app's own HTML, in Debian Chromium
+launched as `envs.browser.computer` does, at the tasks' 1280x720 viewport, DPR 1, the service's fonts.conf)
+with random data (`random_board`: 3-8 cards with invented titles in random columns, "move card X to column
+Y", the target its `fwd-`/`back-` button; `random_calendar`: 4-6 days from a random week, 3-8 invented
+events, "delete event X", the target its `delete-` button; no title of a test-split task is ever drawn,
+nor any task instance), reads the target's box from the DOM, and trains the click at its centre on the
+exact prompt zero-gui sends with `prompt: compact` (COMPACT_SYSTEM_PROMPT, tools=[compact_schema], user
+[screenshot, instruction in the tasks' wording]). At 50 image tokens the titles are not legible, so the model
+learns where such buttons are, not which one: on a task it picks one of the right kind, sometimes the right
+one, which is what GRPO needs. Two runs (AdamW, batch 8, vision lr 3x, 2 threads):
+
+    python scripts/build_tiny_vl.py --init src/openforgerl/assets/tiny-vl --out /tmp/tiny-vl-apps \
+        --app-screens 800 --max-steps 400 --lr 1e-3 --eval-n 40 --eval-samples 16 --threads 2    # ~9 min here
+    python scripts/build_tiny_vl.py --init /tmp/tiny-vl-apps --out /tmp/tiny-vl-apps2 \
+        --app-screens 1600 --max-steps 400 --lr 5e-4 --eval-n 40 --eval-samples 16 --threads 2   # ~11 min
+
+Measured (first click inside the target box, on each train task's first screen; evaluation only):
+after run 1, greedy 0/5, sampled at T=1 0.15 (16 per task); after run 2 (committed): greedy 1/5
+(board-move-03), sampled 0.19 (board-move 01/02/03: 0.00/0.12/0.25, calendar-delete 01/02: 0.06/0.00;
+at step 100-400 of run 2 it read 0.20-0.24); random held-out app screens (seed APP_HELD_OUT_SEED) greedy
+0.25 of 40. The synthetic-screen accuracy (40 screens) fell to 0.05 without tools / 0.03 with tools:
+that skill is no longer what the weights are for. `--eval-only` also prints these app-screen numbers.
 """
 
 from __future__ import annotations
@@ -314,6 +339,194 @@ def evaluate(model: Any, chat: Any, vision: Any, n: int, seed: int, tools: bool 
     return hits / n
 
 
+
+# -- app screens (`--app-screens`): the real board and calendar apps in Chromium ----------------------
+APP_SCREEN = (1280, 720)  # the browser tasks' viewport (envs.browser.screen: config "screen", default 1280x720)
+APP_TRAIN_SEED, APP_HELD_OUT_SEED = 2468, 13579
+WORDS_A = ["Draft", "Send", "Update", "Check", "Call", "Prepare", "Clean", "Sort", "Print", "Share", "Test",
+           "Pay", "Sign", "Plan", "Renew", "Archive", "Edit", "Read", "File", "Ship"]
+WORDS_B = ["invoice", "newsletter", "roadmap", "contract", "backlog", "photos", "budget", "minutes", "tickets",
+           "badges", "website", "survey", "slides", "notes", "receipts", "schedule", "poster", "lease"]
+EVENT_WORDS = ["Yoga", "Call with Sam", "Board meeting", "Haircut", "Code review", "Coffee chat", "Gym",
+               "Interview", "Retro", "Parents evening", "Vet visit", "Design sync", "1:1 with Ana", "Workshop",
+               "Piano lesson", "Car service", "Town hall", "Hackathon", "Dinner", "Flight", "Onboarding"]
+
+
+def _test_titles() -> set[str]:
+    """Card and event titles of the board/calendar tasks of the *test* split: never drawn by the warm-up."""
+    import tomllib
+
+    out: set[str] = set()
+    for task in (ROOT / "src/openforgerl/envs/suites/gui").glob("*-*"):
+        toml = task / "task.toml"
+        if not toml.exists() or tomllib.loads(toml.read_text())["metadata"]["openforgerl"].get("split") != "test":
+            continue
+        apps = json.loads((task / "environment/gui.json").read_text()).get("apps", {})
+        out |= {c["title"] for c in apps.get("board", {}).get("cards", [])}
+        out |= {e["title"] for e in apps.get("calendar", {}).get("events", [])}
+    return out
+
+
+def random_board(rng: random.Random, banned: set[str]) -> tuple[dict[str, Any], str, str]:
+    """Fixtures of a random board, the instruction and the selector of the right first click."""
+    titles: list[str] = []
+    while len(titles) < rng.randint(3, 8):
+        t = f"{rng.choice(WORDS_A)} {rng.choice(WORDS_B)}"
+        if t not in titles and t not in banned:
+            titles.append(t)
+    cols = ["todo", "doing", "done"]
+    cards = [{"id": f"c{i + 1}", "title": t, "column": rng.choice(cols)} for i, t in enumerate(titles)]
+    movable = [c for c in cards if c["column"] != "done"] if rng.random() < 0.85 else cards
+    card = rng.choice(movable or cards)
+    i = cols.index(card["column"])
+    ahead = [c for c in cols[i + 1:]]
+    if ahead and (i == 0 or rng.random() < 0.85):
+        to, sel = rng.choice(ahead), f"#fwd-{card['id']}"
+    else:
+        to, sel = rng.choice(cols[:i]), f"#back-{card['id']}"
+    names = {"todo": "To do", "doing": "Doing", "done": "Done"}
+    return {"board": {"cards": cards}}, f"On the to-do board, move the card '{card['title']}' to the {names[to]} column.", sel
+
+
+def random_calendar(rng: random.Random, banned: set[str]) -> tuple[dict[str, Any], str, str]:
+    import datetime as dt
+
+    start = dt.date(2026, 1, 5) + dt.timedelta(days=7 * rng.randint(0, 40) + rng.choice([0, 0, 0, 1, 2]))
+    days = [str(start + dt.timedelta(days=k)) for k in range(rng.choice([4, 5, 5, 5, 6]))]
+    pool = [t for t in EVENT_WORDS if t not in banned]
+    titles = rng.sample(pool, rng.randint(3, 8))
+    times = [f"{h:02d}:{m:02d}" for h in range(8, 19) for m in (0, 30)]
+    events = [{"id": f"e{i + 1}", "title": t, "date": rng.choice(days), "time": rng.choice(times)}
+              for i, t in enumerate(titles)]
+    ev = rng.choice(events)
+    return ({"calendar": {"days": days, "events": events}},
+            f"Delete the '{ev['title']}' event from the calendar; keep every other event.", f"#delete-{ev['id']}")
+
+
+class AppRenderer:
+    """One headless Debian Chromium (as `envs.browser.computer` launches it) at the tasks' viewport; an
+    app page = the app's own server-side HTML (`WebApp.show`/`week`), the pixels the task's browser shows."""
+
+    def __init__(self) -> None:
+        import os
+
+        from playwright.sync_api import sync_playwright
+
+        from openforgerl.envs.browser.computer import CHROMIUM_ARGS, chromium_path
+        from openforgerl.envs.gui.service import FONTS_CONF
+
+        os.environ.setdefault("FONTCONFIG_FILE", str(FONTS_CONF))
+        self._pw = sync_playwright().start()
+        self.browser = self._pw.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS)
+        ctx = self.browser.new_context(viewport={"width": APP_SCREEN[0], "height": APP_SCREEN[1]}, device_scale_factor=1)
+        self.page = ctx.new_page()
+
+    def render(self, fixtures: dict[str, Any], selector: str) -> tuple[bytes, tuple[int, int, int, int]]:
+        from openforgerl.envs.browser.apps import APPS
+        from openforgerl.envs.browser.apps._web import Store
+
+        (name, fx), = fixtures.items()
+        app = APPS[name](Store(), fx)
+        html = (app.show if name == "board" else app.week)(None).body
+        self.page.set_content(html, wait_until="load")
+        png: bytes = self.page.screenshot(type="png")
+        b = self.page.locator(selector).first.bounding_box()
+        return png, (round(b["x"]), round(b["y"]), round(b["x"] + b["width"]), round(b["y"] + b["height"]))
+
+    def close(self) -> None:
+        self.browser.close()
+        self._pw.stop()
+
+
+def app_screens(n: int, seed: int) -> list[tuple[bytes, str, tuple[int, int, int, int]]]:
+    """`n` random board / calendar screens (half each): (PNG, instruction, target box in pixels)."""
+    rng, banned = random.Random(seed), _test_titles()
+    r = AppRenderer()
+    try:
+        out = []
+        for k in range(n):
+            fx, ask, sel = (random_board if k % 2 == 0 else random_calendar)(rng, banned)
+            png, box = r.render(fx, sel)
+            out.append((png, ask, box))
+        return out
+    finally:
+        r.close()
+
+
+def train_task_screens() -> list[tuple[bytes, str, tuple[int, int, int, int], str]]:
+    """Evaluation only: the first screen of each train-split board-move / calendar-delete task, its
+    instruction and the box of its oracle's first click (never used as training data)."""
+    import tomllib
+
+    r = AppRenderer()
+    out = []
+    try:
+        for task in sorted((ROOT / "src/openforgerl/envs/suites/gui").glob("*")):
+            if not task.name.startswith(("board-move-", "calendar-delete-")):
+                continue
+            if tomllib.loads((task / "task.toml").read_text())["metadata"]["openforgerl"]["split"] != "train":
+                continue
+            fx = json.loads((task / "environment/gui.json").read_text())["apps"]
+            sel = json.loads((task / "solution/actions.json").read_text())[0]["target"]
+            png, box = r.render(fx, sel)
+            out.append((png, (task / "instruction.md").read_text().strip(), box, task.name))
+    finally:
+        r.close()
+    return out
+
+
+def app_example(chat: Any, vision: Any, item: tuple[bytes, str, tuple[int, int, int, int]],
+                rng: random.Random) -> tuple[list[int], list[int], Any, Any, tuple[int, ...]]:
+    """The harness's compact prompt (zero-gui `prompt: compact`: COMPACT_SYSTEM_PROMPT, tools=[compact_schema],
+    user [screenshot, instruction]) and the click at a point of the target box (its centre +- a third)."""
+    from PIL import Image
+
+    png, ask, box = item
+    images = vision.process([Image.open(io.BytesIO(png)).convert("RGB")]) if isinstance(png, bytes) else png
+    msgs = [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}, {"type": "text", "text": ask}]}]
+    prompt = vision.expand(chat.prompt_ids(msgs, [COMPUTER_USE]), images)
+    w, h = APP_SCREEN
+    x = round((box[0] + box[2]) / 2 / w * 1000)
+    y = round((box[1] + box[3]) / 2 / h * 1000)
+    target = chat.encode(completion(x, y))
+    return prompt + target, [0] * len(prompt) + [1] * len(target), images.pixel_values, images.image_grid_thw, box
+
+
+def evaluate_apps(model: Any, chat: Any, vision: Any, items: list[Any], samples: int = 0) -> float:
+    """Share of clicks inside the target box: greedy (samples=0) or `samples` draws at temperature 1 each."""
+    import torch
+
+    model.eval()
+    hits = total = 0
+    rng = random.Random(0)
+    with torch.no_grad():
+        for item in items:
+            ids, mask, pix, grid, box = app_example(chat, vision, item[:3], rng)
+            prompt = ids[: mask.index(1)]
+            inp = torch.tensor([prompt] * max(1, samples))
+            out = model.generate(input_ids=inp, attention_mask=torch.ones_like(inp), pixel_values=pix.repeat(max(1, samples), 1),
+                                 image_grid_thw=grid.repeat(max(1, samples), 1),
+                                 mm_token_type_ids=(inp == vision.image_token_id).int(), max_new_tokens=48,
+                                 do_sample=samples > 0, temperature=1.0 if samples else None, top_k=0 if samples else None,
+                                 eos_token_id=2, pad_token_id=0)
+            for row in out:
+                text = chat.decode(row[len(prompt):].tolist())
+                m = CLICK_RE.search(text)
+                total += 1
+                if m and text.startswith("<tool_call>"):
+                    x, y = int(m.group(1)) / 1000 * APP_SCREEN[0], int(m.group(2)) / 1000 * APP_SCREEN[1]
+                    hits += box[0] <= x <= box[2] and box[1] <= y <= box[3]
+    model.train()
+    return hits / max(1, total)
+
+
+def _rgb(png: bytes) -> Any:
+    from PIL import Image
+
+    return Image.open(io.BytesIO(png)).convert("RGB")
+
+
 def load_parts(out: Path) -> tuple[Any, Any]:
     from transformers import AutoConfig
 
@@ -336,6 +549,13 @@ def train(args: argparse.Namespace, out: Path) -> Any:
         model = Qwen3VLForConditionalGeneration(make_config(chat.tokenizer.get_vocab_size()))
         warm_start(model)
     rng = random.Random(SEED + 1 + (args.init is not None))
+    apps: list[Any] = []
+    if args.app_screens:
+        t = time.time()
+        apps = [(vision.process([_rgb(png)]), ask, box) for png, ask, box in app_screens(args.app_screens, APP_TRAIN_SEED)]
+        held = app_screens(args.eval_n, APP_HELD_OUT_SEED)
+        tasks = train_task_screens()
+        print(f"rendered {len(apps) + len(held) + len(tasks)} app screens in {time.time() - t:.0f}s", flush=True)
     visual = list(model.model.visual.parameters())
     ids = {id(p) for p in visual}
     groups = [{"params": visual, "lr": args.lr * args.vision_lr_scale},
@@ -345,8 +565,11 @@ def train(args: argparse.Namespace, out: Path) -> Any:
     model.train()
     t0 = time.time()
     for step in range(1, args.max_steps + 1):
-        batch = [example(chat, vision, rng, args.tools_share > 0 and rng.random() < args.tools_share)
-                 for _ in range(args.batch)]
+        if apps:
+            batch = [app_example(chat, vision, rng.choice(apps), rng) for _ in range(args.batch)]
+        else:
+            batch = [example(chat, vision, rng, args.tools_share > 0 and rng.random() < args.tools_share)
+                     for _ in range(args.batch)]
         loss = batch_loss(model, batch, vision.image_token_id)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -355,7 +578,11 @@ def train(args: argparse.Namespace, out: Path) -> Any:
         opt.zero_grad(set_to_none=True)
         if step % 10 == 0:
             print(f"step {step} loss {loss.item():.4f} {time.time() - t0:.0f}s", flush=True)
-        if args.eval_every and step % args.eval_every == 0:
+        if apps and args.eval_every and (step % args.eval_every == 0 or step == args.max_steps):
+            print(f"step {step} app screens: held-out greedy {evaluate_apps(model, chat, vision, held[:40]):.2f}, "
+                  f"train tasks greedy {evaluate_apps(model, chat, vision, tasks):.2f}, "
+                  f"sampled {evaluate_apps(model, chat, vision, tasks, samples=16):.2f}", flush=True)
+        elif args.eval_every and step % args.eval_every == 0:
             print(f"step {step} held-out click accuracy {evaluate(model, chat, vision, 20, SEED + 2):.2f}", flush=True)
     return model, chat, vision
 
@@ -385,9 +612,12 @@ def main() -> None:
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--eval-n", type=int, default=100)
     ap.add_argument("--eval-only", action="store_true")
+    ap.add_argument("--eval-samples", type=int, default=32, help="sampled clicks per train task (app screens)")
     ap.add_argument("--init", type=Path, default=None, help="start from this model dir (stage 2)")
     ap.add_argument("--tools-share", type=float, default=0.0,
                     help="share of examples whose prompt carries tools=[COMPUTER_USE] (stage 2: 0.5)")
+    ap.add_argument("--app-screens", type=int, default=0,
+                    help="train on this many rendered board/calendar app screens (needs --init; see the docstring)")
     args = ap.parse_args()
     if args.eval_only:
         import torch
@@ -400,6 +630,15 @@ def main() -> None:
         prepare_dir(args.out)
         model, chat, vision = train(args, args.out)
         save(model, args.out)
+    if args.app_screens or args.eval_only:
+        held, tasks = app_screens(args.eval_n, APP_HELD_OUT_SEED), train_task_screens()
+        print(f"app screens: held-out random screens greedy {evaluate_apps(model, chat, vision, held):.3f} "
+              f"({len(held)} screens, seed {APP_HELD_OUT_SEED})")
+        for item in tasks:
+            print(f"  {item[3]}: greedy {evaluate_apps(model, chat, vision, [item]):.2f}, "
+                  f"sampled (T=1) {evaluate_apps(model, chat, vision, [item], samples=args.eval_samples):.2f}")
+        print(f"train tasks: greedy {evaluate_apps(model, chat, vision, tasks):.3f}, sampled (T=1, "
+              f"{args.eval_samples} each) {evaluate_apps(model, chat, vision, tasks, samples=args.eval_samples):.3f}")
     for tools in (False, True):
         acc = evaluate(model, chat, vision, args.eval_n, HELD_OUT_SEED, tools)
         print(f"held-out click accuracy on {args.eval_n} screens (seed {HELD_OUT_SEED}, tools={tools}): {acc:.3f}")

@@ -64,6 +64,7 @@ def main() -> int:
     import yaml
 
     run_dir = ROOT / yaml.safe_load(ns.config.read_text())["out_dir"]
+    shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run: metrics.jsonl is appended to, never truncated
     loads: list[float] = []
     done = threading.Event()
 
