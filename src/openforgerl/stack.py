@@ -87,11 +87,12 @@ class Services:
 async def open_services(out_dir: Path, engine: str | EngineSettings | Engine | None = None, *,
                         model: str = "tiny", gateway_url: str | None = None, backend: str = "local",
                         budget_s: float | None = None, call_deadline: float | None = None,
-                        **gateway_options: Any) -> AsyncIterator[Services]:
+                        push_weights: bool = False, **gateway_options: Any) -> AsyncIterator[Services]:
     """Engine, call log (`<out_dir>/calls.db`), gateway and sandbox backend (`<out_dir>/sandboxes`).
     `engine` as a string is a model for the local engine (`model` is the local engine's model when
     `engine` is `EngineSettings(kind="local")` or None). Raises `UnknownBackend` for a backend name
-    that is not registered, before anything is started."""
+    that is not registered, before anything is started. `push_weights` (training): also the pusher that
+    syncs new weights into the engine (it needs torch; `eval` and `rollout` against URLs do not)."""
     from openforgerl.sandbox.registry import BACKENDS, UnknownBackend, make_backend
 
     if backend not in BACKENDS:
@@ -108,7 +109,7 @@ async def open_services(out_dir: Path, engine: str | EngineSettings | Engine | N
                 model = engine
             else:
                 chosen = engine or EngineSettings(kind="local")
-            policy, url, pusher = await _open_engine(chosen, model, out_dir, stack)
+            policy, url, pusher = await _open_engine(chosen, model, out_dir, stack, push_weights)
             from openforgerl.gateway.server import start_gateway
             from openforgerl.store import SQLiteCallStore
 
@@ -125,16 +126,15 @@ async def open_services(out_dir: Path, engine: str | EngineSettings | Engine | N
         yield Services(access, sandboxes, store, gateway, url, pusher)
 
 
-async def _open_engine(engine: EngineSettings | Engine, model: str, out_dir: Path,
-                       stack: AsyncExitStack) -> tuple[Engine, str, WeightPusher | None]:
-    """(the engine the gateway forwards to, its server URL, the weight pusher) for `engine`."""
+async def _open_engine(engine: EngineSettings | Engine, model: str, out_dir: Path, stack: AsyncExitStack,
+                       push_weights: bool) -> tuple[Engine, str, WeightPusher | None]:
+    """(the engine the gateway forwards to, its server URL, the weight pusher if asked) for `engine`."""
     if not isinstance(engine, EngineSettings):
         return engine, "", None
     from openforgerl.engines.openai_compat import OpenAICompatEngine
-    from openforgerl.train.weight_sync import DiskReloadPusher
 
     weights = Path(engine.weights_dir or out_dir / "weights")
-    pusher: WeightPusher
+    pusher: WeightPusher | None = None
     if engine.kind == "local":
         from openforgerl.engines.local.model import resolve_model_path
 
@@ -149,15 +149,23 @@ async def _open_engine(engine: EngineSettings | Engine, model: str, out_dir: Pat
 
             proc = await LocalEngineProcess.start(path, out_dir / "engine.log")
             stack.callback(proc.close)
-            urls, pusher = [proc.url], DiskReloadPusher([proc.url], weights, dialect="vllm")
+            urls = [proc.url]
+            if push_weights:
+                from openforgerl.train.weight_sync import DiskReloadPusher
+
+                pusher = DiskReloadPusher(urls, weights, dialect="vllm")
         else:
             from openforgerl.engines.local.background import BackgroundServer
 
             server = BackgroundServer.start(str(path))
             stack.callback(server.close)
-            urls, pusher = [server.url], InProcessPusher(server)
+            urls, pusher = [server.url], InProcessPusher(server) if push_weights else None
     else:
         if not engine.urls:
             raise ValueError("engine.kind remote needs engine.urls")
-        urls, pusher = list(engine.urls), DiskReloadPusher(engine.urls, weights, dialect=engine.dialect)
+        urls = list(engine.urls)
+        if push_weights:
+            from openforgerl.train.weight_sync import DiskReloadPusher
+
+            pusher = DiskReloadPusher(urls, weights, dialect=engine.dialect)
     return OpenAICompatEngine(urls, dialect=engine.dialect), urls[0], pusher
