@@ -15,7 +15,9 @@ The policy engine, by what `engine` is:
 - an `Engine` object (the scripted engine of oracles and tests): used as is, no pusher;
 - `gateway_url=` (an admin URL; token from $OPENFORGERL_ADMIN_TOKEN): a gateway someone else runs;
   only the sandbox backend is opened here.
-The gateway's per-call deadline nests inside the rollout budget (`orchestrator.config.call_deadline_s`).
+`call_deadline_s` is the gateway's per-call limit, derived by the caller's config from its rollout budget
+(`TrainConfig.gateway_call_deadline_s`, `LoopSettings.gateway_call_deadline_s`, or
+`orchestrator.config.call_deadline_s(budget)` for `eval`): one derivation per config, never restated here.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openforgerl.orchestrator.config import call_deadline_s
+from openforgerl.orchestrator.config import DEFAULT_CALL_DEADLINE_S
 from openforgerl.train.config import EngineSettings
 
 if TYPE_CHECKING:
@@ -86,8 +88,7 @@ class Services:
 @asynccontextmanager
 async def open_services(out_dir: Path, engine: str | EngineSettings | Engine | None = None, *,
                         model: str = "tiny", gateway_url: str | None = None, backend: str = "local",
-                        budget_s: float | None = None, call_deadline: float | None = None,
-                        push_weights: bool = False, **gateway_options: Any) -> AsyncIterator[Services]:
+                        call_deadline_s: float = DEFAULT_CALL_DEADLINE_S, push_weights: bool = False, **gateway_options: Any) -> AsyncIterator[Services]:
     """Engine, call log (`<out_dir>/calls.db`), gateway and sandbox backend (`<out_dir>/sandboxes`).
     `engine` as a string is a model for the local engine (`model` is the local engine's model when
     `engine` is `EngineSettings(kind="local")` or None). Raises `UnknownBackend` for a backend name
@@ -116,7 +117,7 @@ async def open_services(out_dir: Path, engine: str | EngineSettings | Engine | N
             store = SQLiteCallStore(out_dir / "calls.db")
             stack.push_async_callback(store.aclose)
             gateway = await start_gateway(policy, store, owns_engine=True,
-                                          call_deadline_s=call_deadline_s(budget_s, call_deadline), **gateway_options)
+                                          call_deadline_s=call_deadline_s, **gateway_options)
             stack.push_async_callback(gateway.aclose)
             access = gateway.access
         # Opened last, closed first: every sandbox (and a harness still in one) is gone before the

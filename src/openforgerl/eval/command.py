@@ -106,6 +106,7 @@ async def _run(runtimes: list[Any], harnesses: list[str], trials: int, gateway: 
     from openforgerl.orchestrator.results import ResultSink
 
     async with AsyncExitStack() as stack:
+        from openforgerl.orchestrator.config import call_deadline_s
         from openforgerl.stack import engine_from_flag, open_services
 
         # a running gateway; the scripted oracle (a demo/CI mode); else the embedded default stack
@@ -113,7 +114,7 @@ async def _run(runtimes: list[Any], harnesses: list[str], trials: int, gateway: 
                   engine_from_flag(["scripted"], runtimes, success_rate=scripted, seed=seed) if scripted is not None
                   else engine_from_flag([engines["policy"][0] or "tiny"]))
         services = await stack.enter_async_context(
-            open_services(out, policy, gateway_url=gateway, budget_s=opts.get("budget_s")))
+            open_services(out, policy, gateway_url=gateway, call_deadline_s=call_deadline_s(opts.get("budget_s"))))
         access, backend = services.access, services.backend
         backend = await _host_side(runtimes, access, backend, engines, stack)
         sink = ResultSink(out / "rollouts.jsonl")

@@ -130,10 +130,9 @@ class WorkerRuntime:
 
         self.dir.mkdir(parents=True, exist_ok=True)
         engine = EngineSettings(kind="remote", urls=self.urls, dialect=self.dialect)  # type: ignore[arg-type]
-        self._opened = AsyncExitStack()
         opened = await self._opened.enter_async_context(
-            open_services(self.dir, engine, backend=self.settings.backend, budget_s=self.settings.budget_s,
-                          call_deadline=self.settings.call_deadline_s))
+            open_services(self.dir, engine, backend=self.settings.backend,
+                          call_deadline_s=self.settings.gateway_call_deadline_s))
         self.store, self.gateway, self.backend = opened.store, opened.gateway, opened.backend
         return self
 
