@@ -84,6 +84,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from openforgerl.harness.zero_gui.tool import COMPACT_SYSTEM_PROMPT, compact_schema
+
 ROOT = Path(__file__).resolve().parents[1]
 TEXT_ASSETS = ROOT / "src/openforgerl/assets/tiny"
 ASSETS = ROOT / "src/openforgerl/assets/tiny-vl"
@@ -94,14 +96,8 @@ SCREEN = (640, 360)
 PATCH, MERGE, TEMPORAL = 16, 2, 2
 MIN_PIXELS, MAX_PIXELS = 32 * 32 * 4, 320 * 192
 MEAN = STD = [0.5, 0.5, 0.5]
-SYSTEM = "You are a GUI agent. Look at the screenshot and act with the computer_use tool."
-COMPUTER_USE = {"type": "function", "function": {
-    "name": "computer_use",
-    "description": "Use the mouse. Coordinates are x, y in 0-1000 of the screen width and height.",
-    "parameters": {"type": "object", "properties": {
-        "action": {"type": "string", "enum": ["left_click"]},
-        "coordinate": {"type": "array", "description": "[x, y] in 0-1000."}},
-        "required": ["action", "coordinate"]}}}
+# The warm-up's prompt is the one zero-gui sends with `prompt: compact` (the harness owns it).
+SYSTEM, COMPUTER_USE = COMPACT_SYSTEM_PROMPT, compact_schema()
 LABELS = {"OK": (46, 160, 67), "Cancel": (200, 50, 50), "Submit": (40, 90, 200), "Next": (230, 140, 20),
           "Back": (130, 60, 170), "Search": (20, 150, 150)}
 LAYOUT_COUNTS = [1, 1, 2, 3, 4]  # buttons per screen (2 in 5 screens have one)
