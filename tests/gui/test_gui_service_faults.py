@@ -6,7 +6,9 @@ cannot cause it on purpose to dodge a 0.
   screen still works is the agent's 400 (no input can make a fault). `GET /__health` (token only) says so,
   and how long the screen took to start (slower than `READY_LIMIT_S`: the environment failed to start).
 - `GuiTaskRuntime.verify` turns "service down" (`gui.verify` exit 4) into `GuiServiceDown` (infra), unless
-  the sandbox counted a limit breach the agent shares with the service (memory / pids / disk): reward 0.
+  the sandbox counted a limit breach the agent shares with the service (memory / pids / disk / CPU quota
+  saturation): reward 0. CPU itself is not shared evenly: the agent's processes have a tenth of the service's
+  weight (300 busy loops leave screenshots fast), and a desktop's apps, which the agent drives, run at nice 19.
 - End to end (`-m gui`, real sandboxes, the real orchestrator, `zero-gui` through the gateway): the service
   killed from outside mid-rollout (the whole service, or only its Chromium) ends the attempt as
   `infra_error:sandbox`, out of the batch, and the retry is scored normally (reward 1). An agent that kills
@@ -158,6 +160,7 @@ class _FakeSandbox:
     ({"memory": 0, "pids": 0}, gui_runtime.GuiServiceDown),
     ({"memory": 1, "pids": 0}, TamperError),  # an OOM kill in the cgroup the agent shares with Chromium
     ({"memory": 0, "pids": 3}, TamperError),  # a fork bomb starved the browser
+    ({"memory": 0, "pids": 0, "cpu": 1}, TamperError),  # the sandbox ran at its CPU quota for seconds
 ])
 async def test_service_down_is_infra_unless_the_agent_breached_a_limit(monkeypatch, breaches, raised) -> None:
     from openforgerl.envs.runtime import load_runtime
@@ -209,6 +212,10 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:  # it exited meanwhile (a Chromium helper does, often): an exception here would end
         return b""   # the policy's engine call as `gateway_internal`, and the rollout as infra_error:gateway
+
+
+def _read(path: Path) -> str:
+    return path.read_text()
 
 
 def _kill(what: str, token: str) -> int:
@@ -314,3 +321,76 @@ async def test_an_agent_killing_what_it_can_fails_itself_never_infra(tmp_path: P
     out = record.metadata["harness_stdout_tail"].split()
     assert out and int(out[-1]) > 1000, {k: v for k, v in record.metadata.items() if "harness" in k}  # the screen outlived it
     assert _service_pids(rt.token) == []  # and the sandbox took it down at close
+
+
+STARVER = r"""
+"$PY" -c 'import time, urllib.request as u
+for _ in range(600):
+    try: u.urlopen("http://127.0.0.1:8765/healthz", timeout=5); break
+    except OSError: time.sleep(0.2)'
+for i in $(seq 300); do (while :; do :; done) & done
+sleep 2
+"$PY" -c 'import time, urllib.request as u
+for _ in range(3):
+    t = time.monotonic(); n = len(u.urlopen("http://127.0.0.1:8765/screenshot", timeout=60).read())
+    print(n, round(time.monotonic() - t, 3))'
+exit 1
+"""
+
+
+@needs_gui
+@pytest.mark.gui
+@pytest.mark.timeout(600)
+async def test_an_agent_busy_looping_300_processes_cannot_starve_the_screen_into_infra(tmp_path: Path) -> None:
+    """The agent's processes share the sandbox's CPU quota with the service but sit in a child group with a
+    tenth of its weight (`sandbox.cgroups`): its screenshots stay fast, no fault is counted, and the rollout
+    is the agent's own failure. In one shared group (before) a screenshot took seconds here, and two slow
+    tries are the environment's fault: infra, retried, the agent's 0 dodged."""
+    from openforgerl.engines.scripted import ScriptedEngine
+    from openforgerl.envs.runtime import load_runtime
+    from openforgerl.harness.registry import get_harness
+    from openforgerl.records import RolloutStatus
+
+    rt = load_runtime(TASK)
+    harness = get_harness("command", argv=["env", f"PY={sys.executable}", "sh", "-c", STARVER])
+    [record] = await _run(rt, harness, ScriptedEngine(lambda turn: "unused"), tmp_path, retries=1)
+    assert record.status == RolloutStatus.AGENT_FAILED and record.reward == 0.0, (record.status, record.metadata)
+    assert not record.infra_tainted and record.in_batch
+    shots = [line.split() for line in record.metadata["harness_stdout_tail"].splitlines() if line.strip()]
+    assert len(shots) == 3 and all(int(n) > 1000 for n, _ in shots), record.metadata["harness_stdout_tail"]
+    assert max(float(s) for _, s in shots) < 4.0, shots  # measured: 0.1-1.0 s split, 5.8-9.8 s in one group
+
+
+@needs_gui
+@pytest.mark.gui
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("task", ["desktop-board-01", "desktop-editor-01"])
+async def test_desktop_apps_run_niced_in_the_service_group(task: str) -> None:
+    """What the agent drives on a desktop (Chromium runs any `javascript:` URL typed into its URL bar) runs at
+    nice 19 beside the screen at 0, all in the sandbox's service CPU group, never the agent's."""
+    from openforgerl.envs.desktop.screen import APP_NICE
+    from openforgerl.envs.runtime import load_runtime
+    from openforgerl.sandbox.base import SandboxSpec
+    from openforgerl.sandbox.local import LocalBackend
+
+    rt = load_runtime(GUI_SUITE / task)
+    backend = LocalBackend()
+    sbx = await backend.open_sandbox(SandboxSpec(rollout_id="nice", files=rt.files(), lifetime_s=300))
+    try:
+        await sbx.spawn(list(rt.service_argv()))
+        probe = ("import time, urllib.request as u\nfor _ in range(600):\n try: u.urlopen("
+                 "'http://127.0.0.1:8765/screenshot', timeout=30).read(); break\n except OSError: time.sleep(0.2)")
+        assert (await sbx.exec([sys.executable, "-c", probe], timeout_s=120)).returncode == 0
+        tree = {q for p in _service_pids(rt.token) for q in (p, *_descendants(p))}  # launcher, bwrap, service
+        procs = {p: _cmdline(p).split(b"\0")[0].rsplit(b"/", 1)[-1].decode() for p in tree}
+        nice = {p: os.getpriority(os.PRIO_PROCESS, p) for p in procs}
+        apps = [p for p, name in procs.items() if name in ("chromium", "mousepad")]
+        screen = [p for p, name in procs.items() if name == "Xvfb" or name.startswith("python")]
+        assert apps and screen, procs
+        assert {nice[p] for p in apps} == {APP_NICE} and {nice[p] for p in screen} == {0}, {procs[p]: nice[p] for p in procs}
+        if sbx.cgroup is not None and sbx.cgroup.children:
+            groups = {p: _read(Path(f"/proc/{p}/cgroup")) for p in [*apps, *screen]}
+            assert all(f"/{sbx.id}/service" in g for g in groups.values()), groups
+    finally:
+        await sbx.aclose()
+        await backend.aclose()

@@ -139,6 +139,38 @@ async def test_fork_bomb_hits_the_pids_limit(backend: LocalBackend) -> None:
     assert after.stdout == b"fine\n"
 
 
+PROBE = """
+import time
+with open("/tmp/probe.log", "w") as out:
+    end = time.time() + 14
+    while time.time() < end:  # 50 ms of CPU, then how long that took
+        w, c = time.time(), time.process_time()
+        while time.process_time() - c < 0.05:
+            pass
+        out.write(f"{time.time() - w:.3f}\\n")
+        out.flush()
+        time.sleep(0.1)
+"""
+
+
+@needs_root
+async def test_a_busy_agent_cannot_starve_a_service_and_its_cpu_saturation_is_counted(backend: LocalBackend) -> None:
+    """Services (`spawn`) sit in the sandbox's CPU group with ten times the weight of the agent's execs: 100
+    busy loops under a 0.5-CPU quota still leave a service ~0.4 CPU (one shared group: 0.5/101). The quota
+    throttling the sandbox for seconds is counted as the `cpu` limit hit."""
+    sbx = await backend.open_sandbox(SandboxSpec(rollout_id="starve", limits=Limits(cpus=0.5)))
+    if sbx.cgroup is None:
+        pytest.skip("no writable cgroups here")
+    await sbx.spawn([sys.executable, "-c", PROBE])
+    await asyncio.sleep(1.5)
+    res = await _sh(sbx, "for i in $(seq 100); do (while :; do :; done) & done; sleep 8; kill -9 -1", timeout_s=60)
+    await asyncio.sleep(0.5)
+    slices = [float(x) for x in (sbx.host_tmpdir / "probe.log").read_text().split()]
+    await sbx.aclose()
+    assert "cpu" in res.limits_hit, (res.limits_hit, res.returncode)
+    assert len(slices) >= 10 and max(slices) < 1.5, slices  # measured: 0.20-0.29 s; one group: ~10 s
+
+
 @needs_root
 async def test_disk_quota_stops_a_300_mb_write(backend: LocalBackend) -> None:
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="disk", limits=Limits(disk_mb=64)))

@@ -292,8 +292,8 @@ async def test_failed_bwrap_setup_is_retried_but_command_failures_are_not(backen
     real = sbx._command
     failures = [2]
 
-    def flaky(argv, cwd, started_fd, status_fd):
-        cmd = real(argv, cwd, started_fd, status_fd)
+    def flaky(argv, cwd, started_fd, status_fd, role="agent"):
+        cmd = real(argv, cwd, started_fd, status_fd, role)
         if failures[0] > 0:
             failures[0] -= 1
             i = cmd.index("--chdir")

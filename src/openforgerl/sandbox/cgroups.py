@@ -5,6 +5,15 @@ itself into it before exec'ing bwrap (`enter_argv`), so every process of the san
 it. Detection is at runtime: v2 when `/sys/fs/cgroup/cgroup.controllers` exists, else v1 per
 controller dirs (this machine kind is v1 hybrid). Without write access (not root) limits are
 skipped with one warning — a sandbox without limits is still isolated.
+
+CPU inside a sandbox is split in two child groups under the sandbox's quota: `service` (what the
+backend `spawn`s: the task's tool service, the GUI screen and its Chromium) with ten times the weight
+of `agent` (every `exec`: the harness and all it starts). So an agent that busy-loops with hundreds of
+processes still leaves the service ~90 % of the quota when it wants it, and cannot starve a screenshot
+into the environment's fault (infra, retried) to dodge a 0. Measured here with 200 busy loops in the
+agent: 50 ms of the service's CPU took 3.9 s of wall time in one shared group, 0.050 s with the split.
+Memory and pids stay one shared group, as their breaches are counted (`breaches`); so is CPU saturation
+(`cpu`: seconds the quota throttled the sandbox), for a service fault that happens anyway.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ import contextlib
 import logging
 import os
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from openforgerl.sandbox.base import Limits
@@ -23,6 +32,14 @@ __all__ = ["CgroupGroup", "cgroup_mode", "open_cgroup"]
 log = logging.getLogger(__name__)
 ROOT = Path("/sys/fs/cgroup")
 PARENT = "openforgerl"
+ROLES = ("agent", "service")
+CPU_SHARES_V1 = {"agent": "1024", "service": "10240"}  # cpu.shares: 1:10
+CPU_WEIGHT_V2 = {"agent": "100", "service": "1000"}  # cpu.weight: 1:10
+CPU_BREACH_S = 5.0
+"""Throttled seconds (summed over CPUs, as the kernel counts them) that count as a CPU breach: the
+sandbox ran at its quota long enough to delay a screenshot (bounded at 10 s a try) by seconds. Only a
+quota below the machine's cores can throttle: measured here (2 cores) with 200 busy loops in the agent,
+0.01 s at the default 2 CPUs, 26 s over 17 s at 0.5 CPU."""
 _warned = False
 
 
@@ -71,21 +88,33 @@ def _write(path: Path, value: str) -> None:
 
 @dataclass
 class CgroupGroup:
-    """One sandbox's cgroup dirs (one per v1 controller, or one v2 dir)."""
+    """One sandbox's cgroup dirs (one per v1 controller, or one v2 dir) and, under the CPU one, a child
+    per role (`ROLES`; absent when the sandbox has no CPU limit)."""
 
     dirs: list[Path]
+    cpu_dir: Path | None = None
+    children: dict[str, Path] = field(default_factory=dict)
 
-    def enter_argv(self) -> list[str]:
-        """A launcher prefix that moves itself into every dir, then execs the rest of argv."""
-        writes = "; ".join(f'echo $$ > "{d}/cgroup.procs"' for d in self.dirs)
+    def enter_argv(self, role: str = "agent") -> list[str]:
+        """A launcher prefix that moves itself into the sandbox's groups (the CPU one: its `role`'s
+        child), then execs the rest of argv."""
+        targets = [self.children[role] if d == self.cpu_dir and role in self.children else d for d in self.dirs]
+        writes = "; ".join(f'echo $$ > "{d}/cgroup.procs"' for d in targets)
         return ["/bin/sh", "-c", f'{writes} && exec "$@"', "cgroup-enter"]
 
     def pids(self) -> set[int]:
         found: set[int] = set()
-        for d in self.dirs:
+        for d in [*self.children.values(), *self.dirs]:
             with contextlib.suppress(OSError):
                 found |= {int(p) for p in (d / "cgroup.procs").read_text().split()}
         return found
+
+    def throttled_s(self) -> float:
+        """Seconds the sandbox's CPU quota held it back so far (v1 `throttled_time` ns, v2 `throttled_usec`)."""
+        if self.cpu_dir is None:
+            return 0.0
+        return (_counter(self.cpu_dir / "cpu.stat", "throttled_time") / 1e9
+                + _counter(self.cpu_dir / "cpu.stat", "throttled_usec") / 1e6)
 
     def breaches(self) -> dict[str, int]:
         """Counters of limit hits so far: {"memory": OOM kills, "pids": forks refused at pids.max}.
@@ -93,7 +122,7 @@ class CgroupGroup:
         Compared before/after a command (`LocalSandbox.exec`) to tell an OOM kill or a fork bomb
         from an ordinary failure, so the rollout records *why* the agent failed.
         """
-        found = {"memory": 0, "pids": 0}
+        found = {"memory": 0, "pids": 0, "cpu": int(self.throttled_s() // CPU_BREACH_S)}
         for d in self.dirs:
             found["memory"] += _counter(d / "memory.oom_control", "oom_kill")  # v1
             found["memory"] += _counter(d / "memory.events", "oom_kill")  # v2
@@ -108,7 +137,7 @@ class CgroupGroup:
     def remove(self) -> bool:
         """rmdir every dir; False while processes are still inside (caller retries)."""
         ok = True
-        for d in self.dirs:
+        for d in [*self.children.values(), *self.dirs]:  # children before their parent
             try:
                 d.rmdir()
             except FileNotFoundError:
@@ -131,14 +160,20 @@ def _counter(path: Path, key: str) -> int:
 
 
 def _make_v1(name: str, limits: Limits) -> CgroupGroup:
-    dirs = []
+    group = CgroupGroup([])
     for ctrl, settings in _v1_settings(limits).items():
         d = ROOT / ctrl / PARENT / name
         d.mkdir(parents=True, exist_ok=True)
-        dirs.append(d)
+        group.dirs.append(d)
         for key, value in settings.items():
             _write(d / key, value)
-    return CgroupGroup(dirs)
+        if ctrl == "cpu":
+            group.cpu_dir = d
+            for role in ROLES:
+                (d / role).mkdir(exist_ok=True)
+                _write(d / role / "cpu.shares", CPU_SHARES_V1[role])
+                group.children[role] = d / role
+    return group
 
 
 def _make_v2(name: str, limits: Limits) -> CgroupGroup:
@@ -148,9 +183,18 @@ def _make_v2(name: str, limits: Limits) -> CgroupGroup:
         (parent / "cgroup.subtree_control").write_text("+cpu +memory +pids")
     d = parent / name
     d.mkdir(exist_ok=True)
-    for key, value in _v2_settings(limits).items():
+    settings = _v2_settings(limits)
+    for key, value in settings.items():
         _write(d / key, value)
-    return CgroupGroup([d])
+    group = CgroupGroup([d])
+    if "cpu.max" in settings:  # v2 keeps processes in leaves only: both roles get a child
+        group.cpu_dir = d
+        (d / "cgroup.subtree_control").write_text("+cpu")
+        for role in ROLES:
+            (d / role).mkdir(exist_ok=True)
+            _write(d / role / "cpu.weight", CPU_WEIGHT_V2[role])
+            group.children[role] = d / role
+    return group
 
 
 def open_cgroup(name: str, limits: Limits) -> CgroupGroup | None:

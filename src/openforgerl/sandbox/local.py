@@ -21,7 +21,8 @@ else is reachable. Not root: `--unshare-net` and no gateway (`gateway_url == ""`
 
 Limits (on by default, `DEFAULT_LIMITS`): cgroup v1/v2 (`cgroups.py`) for CPU, memory and pids; a
 size-limited tmpfs holding /workdir and /tmp (`quota.py`). Breaches are reported per command in
-`ExecResult.limits_hit`.
+`ExecResult.limits_hit`. Inside the CPU quota, services (`spawn`) have ten times the weight of execs
+(the agent), so the agent cannot starve the environment it is judged by.
 
 The verifier (`run_verifier`) runs after every exec of the sandbox has ended and its PID namespace
 is gone, in a fresh bwrap that sees the workdir read-only, an empty /tmp and its own folders.
@@ -236,19 +237,21 @@ class LocalSandbox(HostFilesMixin):
         self._nverify = 0
 
     # ---- launch -----------------------------------------------------------------------------
-    def _prefix(self, *, cgroup: bool = True) -> list[str]:
-        prefix = self.cgroup.enter_argv() if (self.cgroup and cgroup) else []
+    def _prefix(self, role: str | None = "agent") -> list[str]:
+        """cgroup launcher (`role`: "agent" for execs, "service" for spawns, None: no cgroup) + nsenter."""
+        prefix = self.cgroup.enter_argv(role) if (self.cgroup and role) else []
         if self.netns is not None:
             prefix = [*prefix, "nsenter", f"--net={self.netns.path}"]
         return prefix
 
-    def _command(self, argv: Sequence[str], cwd: str, started_fd: int, status_fd: int | None) -> list[str]:
+    def _command(self, argv: Sequence[str], cwd: str, started_fd: int, status_fd: int | None,
+                 role: str = "agent") -> list[str]:
         bargs = bwrap.sandbox_args(self._backend.root_args, self.fs / "work", self.host_tmpdir,
                                    unshare_net=self.netns is None, ro_binds=self.ro_binds,
                                    hide=[self._backend.root])
         if status_fd is not None:  # exec: the sandbox init's PID, to wait until its tree is gone
             bargs = [*bargs, "--json-status-fd", str(status_fd)]
-        return bwrap.wrap_command(self._prefix(), bargs, [*_started_wrapper(started_fd), *argv], cwd)
+        return bwrap.wrap_command(self._prefix(role), bargs, [*_started_wrapper(started_fd), *argv], cwd)
 
     def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
         base = {"PATH": os.environ.get("PATH", DEFAULT_PATH), "HOME": WORKDIR, "LANG": "C.UTF-8",
@@ -398,7 +401,7 @@ class LocalSandbox(HostFilesMixin):
                           log: BinaryIO) -> bool:
         r, w = os.pipe()
         try:
-            proc = await self._start(self._command(argv, cwd, w, None), env,
+            proc = await self._start(self._command(argv, cwd, w, None, role="service"), env,
                                      asyncio.subprocess.DEVNULL, log, asyncio.subprocess.STDOUT, (w,))
             if await _started(r, proc):
                 return True
@@ -455,7 +458,7 @@ class LocalSandbox(HostFilesMixin):
                                     unshare_net=self.netns is None, ro_binds=self.ro_binds,
                                     hide=[self._backend.root])
         bargs = [*bargs, "--json-status-fd", str(status_fd)]
-        return bwrap.wrap_command(self._prefix(cgroup=False), bargs,
+        return bwrap.wrap_command(self._prefix(None), bargs,
                                   [*_started_wrapper(started_fd), *argv], bwrap.VERIFIER_OUT)
 
     async def _end_execs(self) -> None:

@@ -6,14 +6,23 @@
   visible, driven only by xdotool. Playwright launches it (so `locate` can map an element to screen
   pixels for oracles) but never sends it input.
 Windows are undecorated and maximized (openbox-rc.xml), so a window's client area is the screen.
+
+The applications run at nice `APP_NICE`: they are what the agent drives (the desktop Chromium runs any
+`javascript:` URL typed into its URL bar, Web Workers included), and they share the sandbox's service
+CPU group with Xvfb and the computer service (`sandbox.cgroups`). At nice 19 (weight 15 against 1024)
+even 200 busy workers leave the screen ~40 % of that group, so the agent cannot starve its own
+screenshots into the environment's fault; the sandbox cannot lower a nice value (no CAP_SYS_NICE).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shlex
+import tempfile
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from openforgerl.envs.desktop.computer import XdotoolComputer
@@ -23,6 +32,11 @@ from openforgerl.envs.gui.actions import ActionError, Screen
 __all__ = ["LAUNCHERS", "DesktopScreen"]
 
 APP_READY_TIMEOUT_S = 30.0
+APP_NICE = 19
+
+
+def niced(argv: list[str]) -> list[str]:
+    return ["nice", "-n", str(APP_NICE), *argv]
 
 
 class DesktopScreen:
@@ -78,7 +92,7 @@ def _wait_window(screen: DesktopScreen, name: str) -> None:
 
 
 def launch_mousepad(screen: DesktopScreen, item: Mapping[str, Any], apps_url: str) -> None:
-    screen.x.spawn(["mousepad", "--disable-server", str(item["file"])])
+    screen.x.spawn(niced(["mousepad", "--disable-server", str(item["file"])]))
     _wait_window(screen, "mousepad")
 
 
@@ -87,8 +101,11 @@ def launch_chromium(screen: DesktopScreen, item: Mapping[str, Any], apps_url: st
 
     from openforgerl.envs.browser.computer import CHROMIUM_ARGS, chromium_path
 
+    wrapper = Path(tempfile.mkdtemp(prefix="chromium-")) / "chromium"  # Playwright takes no launcher prefix
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.join(niced([chromium_path()]))} "$@"\n')
+    wrapper.chmod(0o755)
     pw = sync_playwright().start()
-    browser = pw.chromium.launch(executable_path=chromium_path(), headless=False, env=dict[str, str | float | bool](screen.x.env),
+    browser = pw.chromium.launch(executable_path=str(wrapper), headless=False, env=dict[str, str | float | bool](screen.x.env),
                                  args=[*CHROMIUM_ARGS, "--start-maximized", "--window-position=0,0",
                                        f"--window-size={screen.computer.screen.width},{screen.computer.screen.height}"])
     page = browser.new_context(no_viewport=True).new_page()

@@ -17,10 +17,12 @@ the token and the read-only workdir. Outcomes as `ClawTaskRuntime.verify` (exit 
 The environment's own failure (`gui.verify` exit 4: the service is gone, its screen cannot take a
 screenshot, or it answered a fault during the rollout) is infra — `GuiServiceDown`, a `SandboxError`:
 `infra_error:sandbox`, dropped and retried, never a reward — unless the sandbox counted a breach of a
-limit the agent shares with the service (an OOM kill, the pids cap, a full disk; `limits_breached`):
-then the agent broke it, reward 0 (`TamperError`). The agent cannot signal the service (its exec has
-its own PID namespace, and its processes are gone before the verifier runs), so these are the only
-ways it could take the service down on purpose.
+limit the agent shares with the service (an OOM kill, the pids cap, a full disk, seconds at the CPU
+quota; `limits_breached`): then the agent broke it, reward 0 (`TamperError`). The agent cannot signal
+the service (its exec has its own PID namespace, and its processes are gone before the verifier runs),
+and cannot take its CPU either (the service's cgroup child has ten times the agent's weight; a
+desktop's apps run at nice 19: `sandbox.cgroups`, `desktop.screen`), so these are the only ways it
+could take the service down on purpose.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ class GuiServiceDown(SandboxError):
 
 
 def limits_breached(sandbox: Any) -> list[str]:
-    """The sandbox limits breached so far ("memory": an OOM kill, "pids", "disk"), as far as the backend
+    """The sandbox limits breached so far ("memory": an OOM kill, "pids", "cpu", "disk"), as far as the backend
     tells (the local one: its cgroup counters and its quota; others: nothing known)."""
     cgroup = getattr(sandbox, "cgroup", None)
     hit = [k for k, v in (cgroup.breaches() if cgroup is not None else {}).items() if v > 0]
