@@ -31,6 +31,21 @@ def test_zero_gui_gets_the_trainers_sampling_and_the_compact_prompt() -> None:
     assert launch.wall_clock_s == cfg.rollout_budget_s and launch.max_turns == 2
 
 
+
+def test_a_mixed_gui_config_assigns_each_harness_with_its_own_options() -> None:
+    """`harness: {zero-gui: 1, ui-tars: 1}` in a training config, as for text harnesses: each step gets one
+    of them (seeded), each with its own `harness_options`; zero-gui left to the service's kind."""
+    cfg = TrainConfig.model_validate({**TrainConfig.from_yaml(CONFIG).model_dump(),
+                                      "harness": {"zero-gui": 1, "ui-tars": 1},
+                                      "harness_options": {"zero-gui": {"prompt": "compact"},
+                                                          "ui-tars": {"wall_clock_s": 80}}})
+    adapters = [harness_for(cfg, step) for step in range(12)]
+    assert {a.name for a in adapters} == {"zero-gui", "ui-tars"}
+    assert [a.name for a in adapters] == [harness_for(cfg, step).name for step in range(12)]  # deterministic
+    zero_gui = next(a for a in adapters if a.name == "zero-gui")
+    assert zero_gui.kind == "" and zero_gui.prompt == "compact" and zero_gui.sampling["--max-tokens"] == cfg.engine.max_tokens
+    assert next(a for a in adapters if a.name == "ui-tars").wall_clock_s == 80
+
 def test_compact_prompt_is_the_warm_up_prompt_image_first() -> None:
     import time
     from typing import Any
@@ -42,6 +57,7 @@ def test_compact_prompt_is_the_warm_up_prompt_image_first() -> None:
 
     class Computer:
         timeout_s = 5.0
+        kind = "browser"
 
         def wait_ready(self, timeout_s: float = 60.0) -> Screen:
             return Screen()

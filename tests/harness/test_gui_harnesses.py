@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -252,3 +253,70 @@ async def test_browser_use_persistent_503_in_a_sandbox_is_infra(tmp_path: Path) 
     assert call_log_taint(run.calls, None) == RolloutStatus.INFRA_ENGINE
     assert run.record.metadata["harness_returncode"] == 3
     assert len(run.calls) == 3 and run.seconds < BUDGET_S  # openai's own 2 retries, then max_failures=1 stops it
+
+
+# -- a mixed run: two GUI harnesses over browser and desktop tasks ---------------------------------------------
+def _prompt_text(messages: list[dict[str, Any]]) -> str:
+    parts = [m.get("content") for m in messages if m.get("role") in ("system", "user")]
+    return "\n".join(p if isinstance(p, str) else " ".join(str(x.get("text", "")) for x in p if isinstance(x, dict))
+                     for p in parts if p)
+
+
+async def test_a_mixed_eval_of_zero_gui_and_ui_tars_over_browser_and_desktop_tasks(tmp_path: Path) -> None:
+    """Mixed GUI runs work like text ones: one `run_eval` (what `openforgerl eval --harness zero-gui --harness
+    ui-tars` runs) over a browser and a desktop task, each harness with its default options: zero-gui names
+    the environment the computer service reports (no per-kind config), UI-TARS needs none. A scripted policy
+    speaks each harness's format; every trial is solved, and the report has both harnesses and, per harness,
+    rows for browser, desktop and the task's web app."""
+    if missing := _gui_missing():
+        pytest.skip(f"GUI stack missing: {missing}")
+    tools = require_installed("ui-tars")
+    from test_zero_gui import oracle_to_calls, replay_policy
+
+    from openforgerl.envs.runtime import load_runtime
+    from openforgerl.eval.report import build_report
+    from openforgerl.eval.runner import run_eval
+    from openforgerl.gateway.server import start_gateway
+    from openforgerl.sandbox.local import LocalBackend
+    from openforgerl.store.sqlite import SQLiteCallStore
+
+    runtimes = [load_runtime(GUI_SUITE / t) for t in ("board-move-02", "desktop-board-01")]
+    backend = LocalBackend(root=tmp_path / "sbx")
+    store = SQLiteCallStore(tmp_path / "calls.db")
+    try:
+        plans = []
+        for rt in runtimes:
+            steps = await oracle_pixels(rt, backend)
+            plans.append((rt.instruction, replay_policy(oracle_to_calls(steps, *rt.screen)),
+                          ui_tars_policy(oracle_to_ui_tars(steps, *rt.screen))))
+
+        def policy(turn: Any) -> str:
+            text = _prompt_text(turn.messages)
+            [(zero_gui, ui_tars)] = [(z, u) for instruction, z, u in plans if instruction in text]
+            return (zero_gui if turn.tools else ui_tars)(turn)
+
+        gateway = await start_gateway(ScriptedEngine(policy), store, call_deadline_s=60.0)
+        try:
+            trials = await run_eval(runtimes, ["zero-gui", "ui-tars"], gateway=gateway.access, backend=backend,
+                                    trials=2, model=MODEL_NAME, harness_cache=tools, budget_s=BUDGET_S,
+                                    max_retries=1, max_running=4)
+        finally:
+            await gateway.aclose()
+        calls = [c for rid in store.read_rollout_ids_with_calls() for c in store.read_calls(rid)]
+    finally:
+        await backend.aclose()
+        await store.aclose()
+    assert sorted((t.harness, t.task_id, t.reward) for t in trials) == sorted(
+        (h, rt.task_id, 1.0) for h in ("zero-gui", "ui-tars") for rt in runtimes for _ in range(2)), trials
+    report = build_report(trials, 2)
+    for harness in ("zero-gui", "ui-tars"):
+        assert report["harnesses"][harness]["pass_at"][2]["value"] == 1.0
+        assert set(report["services"][harness]) == {"browser", "desktop", "board"}
+        assert report["services"][harness]["browser"]["trials"] == report["services"][harness]["desktop"]["trials"] == 2
+    described = {}  # zero-gui's tool description per task: the environment the service reported
+    for call in calls:
+        if call.request.get("tools"):
+            [rt] = [rt for rt in runtimes if rt.instruction in _prompt_text(call.request["messages"])]
+            said = re.search(r"interface to a (\w+) GUI", call.request["tools"][0]["function"]["description"])
+            described.setdefault(rt.kind, set()).add(said.group(1) if said else None)
+    assert described == {"browser": {"browser"}, "desktop": {"desktop"}}, described

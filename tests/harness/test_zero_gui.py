@@ -68,7 +68,7 @@ class FakeComputer:
     Refuses what the real service refuses for one case only: a `key` named `nosuchkey` (400)."""
 
     def __init__(self) -> None:
-        self.screen, self.timeout_s, self.actions = Screen(), 30.0, []
+        self.screen, self.timeout_s, self.actions, self.kind = Screen(), 30.0, [], "desktop"
         self.shots = 0
 
     def wait_ready(self, timeout_s: float = 60.0) -> Screen:

@@ -1,4 +1,5 @@
-"""An eval report: metrics per harness and per harness × service, as JSON, Markdown and a PNG chart.
+"""An eval report: metrics per harness and per harness × service (a GUI task's services: its environment kind, then
+its web apps), as JSON, Markdown and a PNG chart.
 
 `build_report` is pure; `write_report` does the file I/O (matplotlib with the Agg backend, imported
 only there).

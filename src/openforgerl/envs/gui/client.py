@@ -26,6 +26,7 @@ class HttpComputer:
                  timeout_s: float = 60.0) -> None:  # > the service's worst case (zero_gui.loop.ACT_TIMEOUT_S)
         self.url, self.token, self.timeout_s = url.rstrip("/"), token, timeout_s
         self.screen = Screen()
+        self.kind = ""  # the environment's kind, from /info ("browser" or "desktop"; "" before `wait_ready`)
 
     def _request(self, method: str, path: str, body: Any = None) -> tuple[str, bytes]:
         data = None if body is None else json.dumps(body).encode()
@@ -52,6 +53,7 @@ class HttpComputer:
                 self._request("GET", "/healthz")
                 info = json.loads(self._request("GET", "/info")[1])
                 self.screen = Screen(int(info["width"]), int(info["height"]))
+                self.kind = str(info.get("kind") or "")
                 return self.screen
             except ComputerUnavailable:
                 if time.monotonic() > deadline:

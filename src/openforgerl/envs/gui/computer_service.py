@@ -3,7 +3,7 @@
 | route | does |
 |---|---|
 | `GET /healthz` | 200 `{"ok": true}` once the screen is up (poll it; the browser takes ~0.5-8 s) |
-| `GET /info` | `{width, height, coordinates: "pixels", actions: [...], keys: [...]}` |
+| `GET /info` | `{width, height, kind, coordinates: "pixels", actions: [...], keys: [...]}` (`kind`: "browser" or "desktop", what a harness names in its tool description) |
 | `GET /screenshot` | the screen now, `image/png`, exactly width x height |
 | `POST /act` body `{"action": "click", "x": 10, "y": 20}` | runs it (see `actions.py`) -> `{"ok": true, "executed": {...}}`; a bad action -> 400 `{"error": ...}` (the agent's error) |
 | `POST /act` with `"screenshot": true` | the same, answered with the next screenshot (`image/png`) |
@@ -59,6 +59,7 @@ class _Handler(BaseHTTPRequestHandler):
     locate: Callable[[str], dict[str, int]] | None
     faults: _Faults
     ready_s: float
+    kind: str
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -82,7 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._health()
         if path == "/info":
             s = self.computer.screen
-            return self._send(200, {"width": s.width, "height": s.height, "coordinates": "pixels",
+            return self._send(200, {"width": s.width, "height": s.height, "kind": self.kind, "coordinates": "pixels",
                                     "actions": [*ACTIONS, "screenshot"], "keys": sorted(KEYS)})
         self._send(404, {"error": "not found"})
 
@@ -159,10 +160,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 def serve_computer(computer: Computer, port: int = COMPUTER_PORT, *, token: str = "",
                    locate: Callable[[str], dict[str, int]] | None = None, host: str = "127.0.0.1",
-                   ready_s: float = 0.0) -> HTTPServer:
+                   ready_s: float = 0.0, kind: str = "") -> HTTPServer:
     """Bind the service (port 0 = any); the caller runs `serve_forever` on the computer's thread.
-    `ready_s`: how long the screen took to come up (reported to the verifier)."""
+    `ready_s`: how long the screen took to come up (reported to the verifier); `kind`: the environment's."""
     handler = type("ComputerHandler", (_Handler,), {"computer": computer, "token": token, "faults": _Faults(),
-                                                    "ready_s": round(ready_s, 3),
+                                                    "ready_s": round(ready_s, 3), "kind": kind,
                                                     "locate": staticmethod(locate) if locate else None})
     return HTTPServer((host, port), handler)

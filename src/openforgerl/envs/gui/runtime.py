@@ -89,7 +89,9 @@ class GuiTaskRuntime:
         self.env_config: dict[str, Any] = json.loads((task.root / "environment" / "gui.json").read_text())
         self.token = secrets.token_hex(16)
         self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
-                                         "environment": self.kind, "tags": list(task.meta.tags)}
+                                         "environment": self.kind, "tags": list(task.meta.tags),
+                                         # what `eval` reports per harness x service: the kind, then the web apps
+                                         "services": [self.kind, *sorted(self.env_config.get("apps") or {})]}
         self.service_ready_s = 0.0
         self.computer_url = f"http://127.0.0.1:{COMPUTER_PORT}"
         self.screen = tuple(self.env_config.get("screen", (1280, 720)))

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     apps_url = start_apps(config, ns.token, ns.apps_port)
     screen = get_environment(config["kind"]).open_screen(config, apps_url)
     server = serve_computer(screen.computer, ns.computer_port, token=ns.token, locate=screen.locate,
-                            ready_s=seconds_since_start())
+                            ready_s=seconds_since_start(), kind=config["kind"])
     try:
         server.serve_forever()
     finally:

@@ -22,7 +22,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("instruction", nargs="?", help="the task (else $OPENFORGERL_INSTRUCTION)")
     p.add_argument("--model", default=os.environ.get("OPENFORGERL_MODEL", "default"))
     p.add_argument("--computer-url", default=os.environ.get("OPENFORGERL_TOOL_SERVICE_URL") or "http://127.0.0.1:8765")
-    p.add_argument("--kind", default="desktop", help="'desktop' or 'browser', as said in the tool description")
+    p.add_argument("--kind", default="", help="'desktop' or 'browser', as said in the tool description "
+                   "(default: what the computer service reports)")
     p.add_argument("--keep-screenshots", type=int, default=3, help="the last N screenshots are always sent")
     p.add_argument("--prune-chunk", type=int, default=3, help="older screenshots are dropped K at a time")
     p.add_argument("--on-malformed", choices=("feedback", "stop"), default="feedback")

@@ -67,6 +67,7 @@ class ComputerLike(Protocol):
     """What the loop needs of `envs.gui.client.HttpComputer` (the edge; tests fake it)."""
 
     timeout_s: float
+    kind: str  # the environment's ("browser", "desktop"), known after `wait_ready`; "" when it does not say
 
     def wait_ready(self, timeout_s: float = 60.0) -> Screen: ...
 
@@ -81,8 +82,10 @@ class Options:
     on_malformed: OnMalformed = "feedback"
     ready_timeout_s: float = 60.0
     """How long to wait for the screen (the browser starts beside the harness)."""
-    kind: str = "desktop"
-    """Stated in the tool description ("an interface to a desktop GUI")."""
+    kind: str = ""
+    """Stated in the tool description ("an interface to a desktop GUI"); "" (the default): the kind the
+    computer service reports in `/info`, so one harness config serves browser and desktop tasks alike
+    (a mixed run), "desktop" when the service does not say."""
     prompt: Prompt = "full"
     """`full`: Qwen3-VL's `computer_use` tool with every action and the screen size; `compact`: the short
     system prompt and one-action tool `tiny-vl` was warmed up on (`tool.compact_schema`), image first."""
@@ -153,7 +156,8 @@ class _Episode:
             raise _Stop(ExitCode.BUDGET, "wall clock")
         self.messages = prune(self.messages, self.options.pruning)
         tool = (compact_schema() if self.options.prompt == "compact"
-                else computer_use_schema(self.screen.width, self.screen.height, self.options.kind))
+                else computer_use_schema(self.screen.width, self.screen.height,
+                                         self.options.kind or self.computer.kind or "desktop"))
         body = {"model": self.model, "messages": self.messages, "tools": [tool], **self.sampling}
         try:
             return _assistant_message(self.client.create(body, timeout=timeout, deadline=self.budget.deadline))
