@@ -13,11 +13,12 @@ screenshot, five screenshots; non-streamed, 32 tokens.
 
 Reported: proxy CPU seconds per 1,000 calls (psutil, user+system) for relay and gateway and their
 ratio (target <= 2x), and for the 1,000-call five-screenshot rollout: the blob bytes, the call
-records' bytes, the database file, against the unique images' size (target <= 1.1x) and against
+records' bytes, the database file and the blob files beside it, against the unique images' size (target <= 1.1x) and against
 what inline base64 in every record would have cost.
 
     python benchmarks/multimodal.py --quick
     python benchmarks/multimodal.py --out results.json
+    python benchmarks/multimodal.py --gateway-rev HEAD~1     # the gateway of another revision beside it
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import aiohttp
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gateway_overhead import Proc, free_port, spawn, start_gateway, start_relay, wait_ready
+from gateway_overhead import Proc, free_port, revision_src, spawn, start_gateway, start_relay, wait_ready
 
 PADS_PER_SHOT = 880  # Qwen3-VL, 1280x720, patch 16, merge 2 (gui.md §5.3)
 
@@ -175,18 +176,21 @@ async def run(target: Proc, bodies: list[bytes], conc: int) -> tuple[float, int,
         return target.cpu_seconds() - cpu0, len(bodies), errors
 
 
-async def cpu_matrix(relay: Proc, gateway: Proc, bases: list[bytes], args: argparse.Namespace) -> list[dict[str, Any]]:
+async def cpu_matrix(relay: Proc, gateway: Proc, bases: list[bytes], args: argparse.Namespace,
+                     old: Proc | None = None) -> list[dict[str, Any]]:
+    """`old`: the gateway of an older revision, measured in the same rounds (`--gateway-rev`)."""
     rows = []
+    targets = [relay, gateway, *([old] if old is not None else [])]
     for images in (0, 1, 5):
-        cpu = {"relay": 0.0, "gateway": 0.0}
-        calls = {"relay": 0, "gateway": 0}
+        cpu = {t.name: 0.0 for t in targets}
+        calls = {t.name: 0 for t in targets}
         errs = 0
         # Screenshots unique to each row and proxy: the gateway keeps what it stored (its seen-image
         # cache, the store's known hashes), so a row reusing an earlier row's screenshots would bring
         # it no new image at all and measure less than a GUI rollout costs.
-        rollouts = {"relay": Rollout(bases, 10 + images), "gateway": Rollout(bases, 20 + images)}
+        rollouts = {t.name: Rollout(bases, 10 * (k + 1) + images) for k, t in enumerate(targets)}
         for rnd in range(args.rounds):
-            order = [relay, gateway] if rnd % 2 == 0 else [gateway, relay]
+            order = targets if rnd % 2 == 0 else targets[::-1]
             for t in order:
                 start = rnd * args.calls
                 bodies = [rollouts[t.name].body(start + i, images) for i in range(args.calls)]
@@ -201,8 +205,12 @@ async def cpu_matrix(relay: Proc, gateway: Proc, bases: list[bytes], args: argpa
                      "gateway_cpu_s_per_1k": per["gateway"], "ratio": per["gateway"] / per["relay"],
                      "calls": calls["gateway"], "errors": errs})
         r = rows[-1]
-        print(f"| {images} | {r['request_kb']:.0f} | {r['relay_cpu_s_per_1k']:.2f} | {r['gateway_cpu_s_per_1k']:.2f} "
-              f"| {r['ratio']:.2f} | {r['calls']} | {errs} |", flush=True)
+        line = (f"| {images} | {r['request_kb']:.0f} | {r['relay_cpu_s_per_1k']:.2f} | {r['gateway_cpu_s_per_1k']:.2f} "
+                f"| {r['ratio']:.2f} | {r['calls']} | {errs} |")
+        if old is not None:
+            r["old_cpu_s_per_1k"] = per[old.name]
+            line += f" {per[old.name]:.2f} | {per[old.name] / per['relay']:.2f} | {per['gateway'] / per[old.name]:.3f} |"
+        print(line, flush=True)
     return rows
 
 
@@ -223,20 +231,25 @@ async def storage(gateway_url: str, log_dir: Path, bases: list[bytes], args: arg
 
 def db_figures(db: Path, log_dir: Path, ro: Rollout, inline: int, errors: int) -> dict[str, Any]:
     """What the store holds after the storage rollout (the gateway has stopped)."""
+    from openforgerl.store.sqlite import SQLiteCallStore
+
+    log = SQLiteCallStore(db)
+    blob_count, blob_bytes = log.read_blob_usage()  # the blob files beside the db (and its blobs table)
+    log.close()
+    blob_disk = sum(p.stat().st_blocks * 512 for p in Path(f"{db}.blobs").glob("??/*"))
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    blob_count, blob_bytes = conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM blobs").fetchone()
     (calls, record_bytes) = conn.execute("SELECT count(*), sum(length(body)) FROM calls").fetchone()
     refs = conn.execute("SELECT body FROM calls LIMIT 1").fetchone()[0]
     # the engine's prompt ids (880 expanded pads per screenshot): training data, not image storage
     id_bytes = sum(len(json.dumps(json.loads(b)["prompt_token_ids"], separators=(",", ":")))
                    for (b,) in conn.execute("SELECT body FROM calls"))
     conn.close()
-    file_bytes = sum(p.stat().st_size for p in log_dir.glob("storage.db*"))
+    file_bytes = sum(p.stat().st_size for p in log_dir.glob("storage.db*") if p.is_file()) + blob_bytes
     scale = 1000 / max(1, calls)
     out = {"calls": calls, "errors": errors, "unique_images": blob_count, "unique_image_bytes": ro.unique_bytes,
            "blob_bytes": blob_bytes, "record_bytes": record_bytes, "prompt_id_bytes": id_bytes,
-           "db_file_bytes": file_bytes,
+           "db_file_bytes": file_bytes, "blob_disk_bytes": blob_disk,
            "ratio_images": (blob_bytes + record_bytes - id_bytes) / ro.unique_bytes,
            "per_1k_calls_mb": file_bytes * scale / 2**20, "ratio_blobs": blob_bytes / ro.unique_bytes,
            "ratio_file": file_bytes / ro.unique_bytes, "inline_request_bytes": inline,
@@ -249,6 +262,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="fewer calls (a CI-size run)")
     p.add_argument("--out", default=None, help="write the figures as JSON here")
     p.add_argument("--serve-engine", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--gateway-rev", default=None,
+                   help="also measure the gateway of this git revision, same rounds (old vs new)")
     args = p.parse_args(argv)
     args.rounds, args.conc = 2, 4
     args.calls = 60 if args.quick else 500
@@ -270,11 +285,21 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         relay = await start_relay("relay", eng_url, log_dir)
         gateway = await start_gateway("gateway", eng_url, log_dir / "calls.db", log_dir)
         procs += [relay.popen, gateway.popen]
+        old = None
+        if args.gateway_rev:
+            old = await start_gateway(f"gateway@{args.gateway_rev}", eng_url, log_dir / "old.db", log_dir,
+                                      revision_src(args.gateway_rev, log_dir / "old"))
+            procs.append(old.popen)
         print(f"CPU per call, non-streamed, C={args.conc}, {args.rounds} interleaved rounds "
               "(anchor: the bare relay; target gateway <= 2x relay)\n")
-        print("| screenshots/call | request KiB | relay CPU s/1k | gateway CPU s/1k | gateway/relay | calls | err |")
-        print("|---|---|---|---|---|---|---|")
-        rows = await cpu_matrix(relay, gateway, bases, args)
+        head = "| screenshots/call | request KiB | relay CPU s/1k | gateway CPU s/1k | gateway/relay | calls | err |"
+        rule = "|---|---|---|---|---|---|---|"
+        if old is not None:
+            head += f" {old.name} CPU s/1k | old/relay | new/old |"
+            rule += "---|---|---|"
+        print(head)
+        print(rule)
+        rows = await cpu_matrix(relay, gateway, bases, args, old)
         st = await storage(eng_url, log_dir, bases, args)
     finally:
         for p in procs:
@@ -286,11 +311,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 p.kill()
     print(f"\nStorage, one rollout of {st['calls']} calls resending its last 5 screenshots "
           f"(anchor: the unique images' bytes; target <= 1.1x)\n")
-    print("| unique images | unique image MiB | blob MiB | records MiB (of which prompt ids) | db file MiB "
+    print("| unique images | unique image MiB | blob MiB (on disk) | records MiB (of which prompt ids) | db + blob files MiB "
           "| (blobs + records w/o ids)/unique | file/unique | inline base64 requests MiB | base64 in records |")
     print("|---|---|---|---|---|---|---|---|---|")
     mib = 2**20
     print(f"| {st['unique_images']} | {st['unique_image_bytes'] / mib:.1f} | {st['blob_bytes'] / mib:.1f} "
+          f"({st['blob_disk_bytes'] / mib:.1f}) "
           f"| {st['record_bytes'] / mib:.1f} ({st['prompt_id_bytes'] / mib:.1f}) | {st['db_file_bytes'] / mib:.1f} "
           f"| {st['ratio_images']:.3f} | {st['ratio_file']:.3f} | {st['inline_request_bytes'] / mib:.1f} "
           f"| {st['base64_in_records']} |")

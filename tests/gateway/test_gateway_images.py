@@ -193,8 +193,7 @@ async def test_a_rollout_resending_its_last_five_screenshots_stores_each_once(ri
     assert len(recs) == 20
     for step, rec in enumerate(recs):
         assert [i.sha256 for i in rec.images] == [hashlib.sha256(s).hexdigest() for s in shots[step:step + 5]]
-    conn = r.store._reader()
-    count, size = conn.execute("SELECT count(*), sum(size) FROM blobs").fetchone()
+    count, size = r.store.read_blob_usage()
     assert count == 24 and size == sum(len(s) for s in shots)
     assert all(r.store.read_blob(i.sha256) is not None for rec in recs for i in rec.images)
 

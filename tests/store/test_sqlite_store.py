@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import orjson
+import pytest
 
 from openforgerl.records import (
     CallError,
@@ -291,8 +292,12 @@ async def test_blobs_are_stored_once_and_read_back(tmp_path):
     store._known_blobs.clear()  # a put of a blob already committed (another replica's) is a no-op too
     await store.put_blob(sha, data, "image/png")
     assert await store.get_blob(sha) == data and store.read_blob(sha) == data
-    rows = store._reader().execute("SELECT sha256, media_type, size FROM blobs").fetchall()
-    assert rows == [(sha, "image/png", len(data))]
+    assert store.read_blob_usage() == (1, len(data))  # one file, named by its hash, beside the database
+    assert (tmp_path / "log.db.blobs" / sha[:2] / sha).read_bytes() == data
+    assert store._reader().execute("SELECT count(*) FROM blobs").fetchone() == (0,)
+    assert store.read_blob("../" * 8 + "etc/passwd") is None and store.read_blob("a" * 63) is None
+    with pytest.raises(ValueError):
+        await store.put_blob("../x", data, "image/png")
     await store.aclose()
     reopened = SQLiteCallStore(tmp_path / "log.db")
     assert reopened.read_blob(sha) == data
@@ -329,9 +334,27 @@ def test_a_blob_put_before_its_record_survives_sigkill_with_it(tmp_path):
     store.close()
 
 
+async def test_durable_blobs_and_logs_with_blobs_in_the_table_are_read(tmp_path):
+    """`durable=True` writes (and fsyncs) the file too; a log written before blob files kept its blobs in
+    the `blobs` table, and they are still read."""
+    import hashlib
+
+    store = SQLiteCallStore(tmp_path / "log.db", durable=True)
+    data = b"\x89PNG durable" * 40
+    sha = hashlib.sha256(data).hexdigest()
+    await store.put_blob(sha, data, "image/png")
+    old = b"GIF89a from an old log" * 10
+    old_sha = hashlib.sha256(old).hexdigest()
+    with store._write_lock:
+        store._conn.execute("INSERT INTO blobs VALUES (?,?,?,?)", (old_sha, "image/gif", len(old), old))
+    assert store.read_blob(sha) == data and store.read_blob(old_sha) == old
+    assert store.read_blob_usage() == (2, len(data) + len(old))
+    await store.aclose()
+
+
 def test_journal_replay_restores_blobs_with_the_records_naming_them(tmp_path):
-    """A process that died before its writer committed: its journal holds the blob frame, then the
-    record; the next store replays both in one transaction."""
+    """A journal left by an older version (blobs journaled as frames, before blob files): it holds the
+    blob frame, then the record; the next store replays both in one transaction."""
     import hashlib
 
     from openforgerl.records import ImageRef
