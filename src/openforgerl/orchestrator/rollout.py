@@ -234,7 +234,7 @@ class RolloutRunner:
                                             timeout_s=self._time_left(run))
             _refuse_outside_kill(run.result)
         run.mark("harness_s", t0)
-        if run.result.limits_hit:  # why the agent failed: "memory" (OOM kill), "pids", "disk"
+        if run.result.limits_hit:  # why the agent failed: "memory" (OOM kill), "pids", "disk", "cpu" (throttled at its quota)
             run.notes["limits_hit"] = list(run.result.limits_hit)
         return run.result
 

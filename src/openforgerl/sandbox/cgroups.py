@@ -117,7 +117,8 @@ class CgroupGroup:
                 + _counter(self.cpu_dir / "cpu.stat", "throttled_usec") / 1e6)
 
     def breaches(self) -> dict[str, int]:
-        """Counters of limit hits so far: {"memory": OOM kills, "pids": forks refused at pids.max}.
+        """Counters of limit hits so far: {"memory": OOM kills, "pids": forks refused at pids.max,
+        "cpu": whole `CPU_BREACH_S` spans the quota throttled the sandbox}.
 
         Compared before/after a command (`LocalSandbox.exec`) to tell an OOM kill or a fork bomb
         from an ordinary failure, so the rollout records *why* the agent failed.
