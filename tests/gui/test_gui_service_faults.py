@@ -328,7 +328,7 @@ STARVER = r"""
 for _ in range(600):
     try: u.urlopen("http://127.0.0.1:8765/healthz", timeout=5); break
     except OSError: time.sleep(0.2)'
-for i in $(seq 300); do (while :; do :; done) & done
+for i in $(seq 600); do (while :; do :; done) & done
 sleep 2
 "$PY" -c 'import time, urllib.request as u
 for _ in range(3):
@@ -341,11 +341,12 @@ exit 1
 @needs_gui
 @pytest.mark.gui
 @pytest.mark.timeout(600)
-async def test_an_agent_busy_looping_300_processes_cannot_starve_the_screen_into_infra(tmp_path: Path) -> None:
+async def test_an_agent_busy_looping_600_processes_cannot_starve_the_screen_into_infra(tmp_path: Path) -> None:
     """The agent's processes share the sandbox's CPU quota with the service but sit in a child group with a
-    tenth of its weight (`sandbox.cgroups`): its screenshots stay fast, no fault is counted, and the rollout
-    is the agent's own failure. In one shared group (before) a screenshot took seconds here, and two slow
-    tries are the environment's fault: infra, retried, the agent's 0 dodged."""
+    tenth of its weight (`sandbox.cgroups`): its screenshots are served, no fault is counted, and the rollout
+    is the agent's own failure. In one shared group (the split disabled) the screenshots took 5.8-9.8 s with
+    300 loops, and with 600 they pass the service's two 10 s tries: a fault, infra, the agent's 0 dodged.
+    The timings are the agent's own client's too (one of its 601 processes), so they are printed, not bounded."""
     from openforgerl.engines.scripted import ScriptedEngine
     from openforgerl.envs.runtime import load_runtime
     from openforgerl.harness.registry import get_harness
@@ -353,12 +354,15 @@ async def test_an_agent_busy_looping_300_processes_cannot_starve_the_screen_into
 
     rt = load_runtime(TASK)
     harness = get_harness("command", argv=["env", f"PY={sys.executable}", "sh", "-c", STARVER])
-    [record] = await _run(rt, harness, ScriptedEngine(lambda turn: "unused"), tmp_path, retries=1)
+    records = await _run(rt, harness, ScriptedEngine(lambda turn: "unused"), tmp_path, retries=1)
+    # one attempt: an environment fault would have made it infra and retried it (what the split prevents)
+    assert len(records) == 1, [(r.status, r.metadata.get("error")) for r in records]
+    [record] = records
     assert record.status == RolloutStatus.AGENT_FAILED and record.reward == 0.0, (record.status, record.metadata)
     assert not record.infra_tainted and record.in_batch
     shots = [line.split() for line in record.metadata["harness_stdout_tail"].splitlines() if line.strip()]
     assert len(shots) == 3 and all(int(n) > 1000 for n, _ in shots), record.metadata["harness_stdout_tail"]
-    assert max(float(s) for _, s in shots) < 4.0, shots  # measured: 0.1-1.0 s split, 5.8-9.8 s in one group
+    print("screenshot seconds under the attack:", [s for _, s in shots])
 
 
 @needs_gui
