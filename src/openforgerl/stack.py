@@ -88,7 +88,8 @@ class Services:
 @asynccontextmanager
 async def open_services(out_dir: Path, engine: str | EngineSettings | Engine | None = None, *,
                         model: str = "tiny", gateway_url: str | None = None, backend: str = "local",
-                        call_deadline_s: float = DEFAULT_CALL_DEADLINE_S, push_weights: bool = False, **gateway_options: Any) -> AsyncIterator[Services]:
+                        call_deadline_s: float = DEFAULT_CALL_DEADLINE_S, push_weights: bool = False,
+                        **gateway_options: Any) -> AsyncIterator[Services]:
     """Engine, call log (`<out_dir>/calls.db`), gateway and sandbox backend (`<out_dir>/sandboxes`).
     `engine` as a string is a model for the local engine (`model` is the local engine's model when
     `engine` is `EngineSettings(kind="local")` or None). Raises `UnknownBackend` for a backend name
@@ -151,10 +152,6 @@ async def _open_engine(engine: EngineSettings | Engine, model: str, out_dir: Pat
             proc = await LocalEngineProcess.start(path, out_dir / "engine.log")
             stack.callback(proc.close)
             urls = [proc.url]
-            if push_weights:
-                from openforgerl.train.weight_sync import DiskReloadPusher
-
-                pusher = DiskReloadPusher(urls, weights, dialect="vllm")
         else:
             from openforgerl.engines.local.background import BackgroundServer
 
@@ -165,8 +162,8 @@ async def _open_engine(engine: EngineSettings | Engine, model: str, out_dir: Pat
         if not engine.urls:
             raise ValueError("engine.kind remote needs engine.urls")
         urls = list(engine.urls)
-        if push_weights:
-            from openforgerl.train.weight_sync import DiskReloadPusher
+    if push_weights and pusher is None:  # an engine in its own process reloads pushed weights from disk
+        from openforgerl.train.weight_sync import DiskReloadPusher
 
-            pusher = DiskReloadPusher(urls, weights, dialect=engine.dialect)
+        pusher = DiskReloadPusher(urls, weights, dialect="vllm" if engine.kind == "local" else engine.dialect)
     return OpenAICompatEngine(urls, dialect=engine.dialect), urls[0], pusher

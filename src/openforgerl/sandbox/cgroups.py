@@ -113,8 +113,8 @@ class CgroupGroup:
         """Seconds the sandbox's CPU quota held it back so far (v1 `throttled_time` ns, v2 `throttled_usec`)."""
         if self.cpu_dir is None:
             return 0.0
-        return (_counter(self.cpu_dir / "cpu.stat", "throttled_time") / 1e9
-                + _counter(self.cpu_dir / "cpu.stat", "throttled_usec") / 1e6)
+        stat = _counters(self.cpu_dir / "cpu.stat")
+        return stat.get("throttled_time", 0) / 1e9 + stat.get("throttled_usec", 0) / 1e6
 
     def breaches(self) -> dict[str, int]:
         """Counters of limit hits so far: {"memory": OOM kills, "pids": forks refused at pids.max,
@@ -148,16 +148,18 @@ class CgroupGroup:
         return ok
 
 
-def _counter(path: Path, key: str) -> int:
+def _counters(path: Path) -> dict[str, int]:
+    """A flat-keyed cgroup file (`name value` lines) as a dict; {} when it is absent."""
     try:
         lines = path.read_text().splitlines()
     except OSError:
-        return 0
-    for line in lines:
-        name, _, value = line.partition(" ")
-        if name == key and value.strip().isdigit():
-            return int(value)
-    return 0
+        return {}
+    pairs = (line.partition(" ") for line in lines)
+    return {name: int(value) for name, _, value in pairs if value.strip().isdigit()}
+
+
+def _counter(path: Path, key: str) -> int:
+    return _counters(path).get(key, 0)
 
 
 def _make_v1(name: str, limits: Limits) -> CgroupGroup:

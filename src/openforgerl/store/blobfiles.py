@@ -3,10 +3,13 @@
 Why files, not the `blobs` table (`benchmarks/blob_store.py`, 41 KB screenshots, CPU per new blob): a
 row cost 178-200 us (the journal copy, then the WAL frames of its overflow pages, then the checkpoint
 copying them into the database: every byte written three times); a file costs 48-68 us (one write,
-one rename). In the gateway, per call with a new screenshot: 0.82-0.86x the CPU (multimodal.py). A blob is written before `put_blob` returns, so a record naming it, which
-the gateway journals only afterwards, never outlives it: a file written and renamed survives a kill
-of the process as the journal does (the page cache is the kernel's); `durable=True` also fsyncs the
-file and its folder before the rename is trusted, which survives an OS crash.
+one rename). In the gateway, per call with a new screenshot: 0.82-0.86x the CPU (multimodal.py).
+
+A blob is written before `put_blob` returns, so a record naming it, which the gateway journals only
+afterwards, never outlives it: a file written and renamed survives a kill of the process as the
+journal does (the page cache is the kernel's); `durable=True` also fsyncs the file and its folder,
+which survives an OS crash. The folder is the host's: sandboxes never see it
+(tests/security/test_sandbox_attacks.py::test_the_call_log_and_its_blob_files_are_unreachable).
 
 The name is the content's hash, so a write is idempotent and two gateway processes writing the same
 screenshot at once race harmlessly (each renames its own temporary file over the same bytes). A name

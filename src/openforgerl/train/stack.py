@@ -97,6 +97,6 @@ async def open_stack(config: TrainConfig, out_dir: Path) -> AsyncIterator[Stack]
         raise ValueError(f"no training tasks match {[sel.model_dump() for sel in sels]}")
     async with open_services(out_dir, config.engine, model=config.model, backend=config.backend,
                              call_deadline_s=config.gateway_call_deadline_s, push_weights=True) as services:
-        assert services.pusher is not None  # an EngineSettings engine always has one
+        assert services.pusher is not None  # push_weights: an EngineSettings engine then always has one
         yield Stack(config, services.engine_url, services.pusher, services.store, services.gateway,
                     services.backend, train, evals, policy_path)
