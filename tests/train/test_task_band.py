@@ -28,6 +28,27 @@ def test_band_selection_pools_with_other_selections(tmp_path: Path) -> None:
     assert isinstance(cfg.tasks, list) and cfg.tasks[0].pass_rate == (0.0, 1.0)
 
 
+def test_a_band_that_every_task_left_keeps_the_previous_pool(tmp_path: Path) -> None:
+    from openforgerl.train.stack import redraw_pool
+
+    names = ["easy-todo-add-01", "easy-todo-add-02"]
+    for name in names:
+        shutil.copytree(CLAW_SUITE / name, tmp_path / name)
+    band = TaskSelection(dir=str(tmp_path), split=None, pass_rate=(0.0, 1.0))
+    calibrate([tmp_path / n for n in names], lambda _t, _k: {"claw/easy-todo-add-01": [1.0, 0.0]}, 2)
+    previous = select_tasks(band, seed=0)
+    assert [rt.task.root.name for rt in previous] == [names[0]]
+    # re-calibrated: both solved every time, so the band is empty and the pool stays what it was
+    calibrate([tmp_path / n for n in names], lambda _t, _k: {f"claw/{n}": [1.0, 1.0] for n in names}, 2)
+    assert redraw_pool(band, 0, previous) is previous
+    # beside a selection that still has tasks, the empty band just adds none
+    other = TaskSelection(dir="builtin:claw", split=None, tags=["sft"], limit=2)
+    assert len(redraw_pool([band, other], 0, previous)) == 2
+    # back in the band: redrawn from it
+    calibrate([tmp_path / n for n in names], lambda _t, _k: {f"claw/{n}": [1.0, 0.0] for n in names}, 2)
+    assert sorted(rt.task.root.name for rt in redraw_pool(band, 0, previous)) == names
+
+
 def test_refresh_needs_a_band_of_its_own_folder() -> None:
     from pydantic import ValidationError
 
@@ -85,5 +106,6 @@ async def test_training_refreshes_the_band_with_the_current_weights(tmp_path: Pa
         assert cal.get("pass_rate") == last[f"claw/{name}"]
     in_band = sum(1 for p in last.values() if 0 < p < 1)
     assert refreshed[-1]["refresh_band"] == in_band and refreshed[-1]["refresh_pool"] == len(names)
-    # the pool is redrawn from the new band (an empty band keeps the previous pool)
-    assert refreshed[-1]["refresh_train_tasks"] == (2 + in_band if in_band else refreshed[0]["refresh_train_tasks"])
+    # the pool is redrawn from the new band beside the other selection's 2 tasks (an empty band leaves
+    # those 2: only a pool empty everywhere keeps the previous one, see the test below)
+    assert refreshed[-1]["refresh_train_tasks"] == 2 + in_band

@@ -76,6 +76,12 @@ def select_tasks(sel: TaskSelection | list[TaskSelection], seed: int) -> list[An
     return chosen[: sel.limit] if sel.limit else chosen
 
 
+def redraw_pool(sel: TaskSelection | list[TaskSelection], seed: int, previous: list[Any]) -> list[Any]:
+    """The training pool drawn again from the re-calibrated bands; `previous` itself when every
+    selection comes back empty, so a band that everything left keeps the run going on what it had."""
+    return select_tasks(sel, seed) or previous
+
+
 def _in_band(path: Path, band: tuple[float, float]) -> bool:
     from openforgerl.synth.calibrate import pass_rate
 

@@ -35,7 +35,7 @@ from openforgerl.train.checkpoint import load_checkpoint, save_checkpoint
 from openforgerl.train.config import TaskSelection, TrainConfig
 from openforgerl.train.grpo import RolloutScore, group_advantages
 from openforgerl.train.reporting import MetricsLog, plot_reward_curve, step_table
-from openforgerl.train.stack import Stack, open_stack, select_tasks
+from openforgerl.train.stack import Stack, open_stack, redraw_pool, select_tasks
 from openforgerl.train.update import UpdateSettings, grpo_update, logprob_check
 from openforgerl.train.vision import SampleVision
 from openforgerl.train.weight_sync import sync_weights
@@ -224,11 +224,10 @@ class Trainer:
             pool += len(runtimes)
             rates += [c.pass_rate for c in done if c.pass_rate is not None]
             band += len(select_tasks(sel, self.cfg.seed))
-        redrawn = select_tasks(self.cfg.tasks, self.cfg.seed)
-        if redrawn:  # an empty band everywhere keeps the previous pool rather than stopping the run
-            stack.train_tasks = redrawn
-        else:
+        redrawn = redraw_pool(self.cfg.tasks, self.cfg.seed, stack.train_tasks)
+        if redrawn is stack.train_tasks:
             self.console.print(f"[yellow]step {step}: the refreshed bands are empty; keeping the previous pool[/]")
+        stack.train_tasks = redrawn
         return {"refresh_pool": pool, "refresh_band": band, "refresh_train_tasks": len(stack.train_tasks),
                 "refresh_pass_mean": sum(rates) / len(rates) if rates else None, "refresh_policy_version": version,
                 "refresh_s": time.monotonic() - t0}
