@@ -10,7 +10,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from openforgerl.records import Sample
 from openforgerl.train.policy import collate, response_logprobs
-from openforgerl.train.update import UpdateSettings, grpo_update
+from openforgerl.train.update import UpdateSettings, grpo_epochs, grpo_update
 
 
 def _model() -> Qwen3ForCausalLM:
@@ -65,3 +65,21 @@ def test_mask_zero_tokens_get_no_gradient_signal():
     s = _sample(model, "a", [1, 2], [3, 4, 5], [0, 0, 0])
     stats = _step(model, [s], {"a": 1.0})
     assert stats.samples == 0 and stats.trained_tokens == 0
+
+
+def test_more_epochs_move_further_until_the_ratio_bound_stops_them():
+    base = _model()
+    pos = _sample(base, "a", [1, 2, 3], [4, 5], [1, 1])
+    neg = _sample(base, "b", [1, 2, 3], [6, 7], [1, 1])
+    adv = {"a": 1.0, "b": -1.0}
+    moved = {}
+    for epochs in (1, 4):
+        model = copy.deepcopy(base)
+        opt = torch.optim.Adam(model.parameters(), lr=0.05)
+        stats = grpo_epochs(model, opt, [pos, neg], adv, UpdateSettings(micro_batch=2, epochs=epochs))
+        after = response_logprobs(model, collate([pos])).detach()[0].sum()
+        moved[epochs] = float(after) - sum(pos.response_logprobs)
+        # the first pass is measured before any step: trainer and recorded logprobs agree
+        assert stats.logprob_diff_max == pytest.approx(0.0, abs=1e-5)
+        assert (stats.clip_frac > 0) == (epochs > 1)  # later passes meet the clipped ratio
+    assert moved[4] > moved[1] > 0

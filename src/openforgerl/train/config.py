@@ -83,6 +83,10 @@ class TrainConfig(_Strict):
     kl_coef: float = 0.0
     micro_batch: int = 16
     max_grad_norm: float = 1.0
+    ppo_epochs: int = Field(default=1, ge=1)
+    """Optimizer steps over each step's batch, as veRL's `actor.ppo_epochs`: rollouts cost far more
+    than updates here (GUI quickstart: 33 s of rollouts, 2.5 s per update), so several passes learn
+    more per rollout; the clipped ratio bounds each sample's pull from the second pass on."""
     timeout_policy: Literal["drop", "zero"] = "drop"
     max_running: int = 32
     rollout_budget_s: float | None = 60.0

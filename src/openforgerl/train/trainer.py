@@ -36,7 +36,7 @@ from openforgerl.train.config import TaskSelection, TrainConfig
 from openforgerl.train.grpo import RolloutScore, group_advantages
 from openforgerl.train.reporting import MetricsLog, plot_reward_curve, step_table
 from openforgerl.train.stack import Stack, open_stack, redraw_pool, select_tasks
-from openforgerl.train.update import UpdateSettings, grpo_update, logprob_check
+from openforgerl.train.update import UpdateSettings, grpo_epochs, logprob_check
 from openforgerl.train.vision import SampleVision
 from openforgerl.train.weight_sync import sync_weights
 from openforgerl.trajectory.options import ReconstructionOptions
@@ -156,7 +156,8 @@ class Trainer:
         self.out_dir = out_dir
         self.console = console or Console()
         self.log = MetricsLog(out_dir)
-        self.settings = UpdateSettings(cfg.clip_low, cfg.clip_high, cfg.kl_coef, cfg.micro_batch, cfg.max_grad_norm)
+        self.settings = UpdateSettings(cfg.clip_low, cfg.clip_high, cfg.kl_coef, cfg.micro_batch, cfg.max_grad_norm,
+                                       cfg.ppo_epochs)
         self.vision: SampleVision | None = None
         self.check_logprobs = cfg.step0_logprob_tol is not None
 
@@ -188,7 +189,7 @@ class Trainer:
         options = ReconstructionOptions(image_token_id=self.vision.image_token_id) if self.vision else DEFAULT_OPTIONS
         data = await collect(stack.store, batch, options)
         adv = group_advantages(data.scores)
-        stats = await asyncio.to_thread(grpo_update, model, opt, data.samples, adv, self.settings, ref_model=ref,
+        stats = await asyncio.to_thread(grpo_epochs, model, opt, data.samples, adv, self.settings, ref_model=ref,
                                         vision=self.vision)
         new_version = await sync_weights(GatewayAdmin(stack.gateway), stack.pusher, model, version + 1)
         rewards = [s.reward for s in data.scores]

@@ -13,6 +13,7 @@ are the same weights, so the difference must be numerical noise (`logprob_check`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +37,9 @@ class UpdateSettings:
     kl_coef: float = 0.0
     micro_batch: int = 16
     max_grad_norm: float = 1.0
+    epochs: int = 1
+    """Optimizer steps over each step's batch (veRL's `ppo_epochs`). The old logprobs stay the engine's,
+    so from the second pass on the clipped ratio bounds how far the policy moves on those samples."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,28 @@ def grpo_update(
         logprob_diff_max=diff_max,
         logprob_diff_mean=diff_sum / max(float(full_mask.sum()), 1.0),
     )
+
+
+def grpo_epochs(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    samples: Sequence[Sample],
+    advantages: Mapping[str, float],
+    settings: UpdateSettings,
+    *,
+    ref_model: torch.nn.Module | None = None,
+    pad_id: int = 0,
+    vision: VisionInputs | None = None,
+) -> UpdateStats:
+    """`settings.epochs` passes of `grpo_update` over one batch. The stats are the first pass's (its
+    logprob difference is the trainer-vs-engine check, before any step) with the last pass's clip
+    fraction (how much of the batch the ratio bound stopped)."""
+    first = last = grpo_update(model, optimizer, samples, advantages, settings, ref_model=ref_model,
+                               pad_id=pad_id, vision=vision)
+    for _ in range(settings.epochs - 1):
+        last = grpo_update(model, optimizer, samples, advantages, settings, ref_model=ref_model,
+                           pad_id=pad_id, vision=vision)
+    return dataclasses.replace(first, clip_frac=last.clip_frac)
 
 
 def _logprobs(
