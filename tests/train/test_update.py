@@ -10,7 +10,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from openforgerl.records import Sample
 from openforgerl.train.policy import collate, response_logprobs
-from openforgerl.train.update import UpdateSettings, grpo_epochs, grpo_update
+from openforgerl.train.update import UpdateSettings, grpo_update
 
 
 def _model() -> Qwen3ForCausalLM:
@@ -76,7 +76,7 @@ def test_more_epochs_move_further_until_the_ratio_bound_stops_them():
     for epochs in (1, 4):
         model = copy.deepcopy(base)
         opt = torch.optim.Adam(model.parameters(), lr=0.05)
-        stats = grpo_epochs(model, opt, [pos, neg], adv, UpdateSettings(micro_batch=2, epochs=epochs))
+        stats = grpo_update(model, opt, [pos, neg], adv, UpdateSettings(micro_batch=2, epochs=epochs))
         after = response_logprobs(model, collate([pos])).detach()[0].sum()
         moved[epochs] = float(after) - sum(pos.response_logprobs)
         # the first pass is measured before any step: trainer and recorded logprobs agree

@@ -36,7 +36,7 @@ from openforgerl.train.config import TaskSelection, TrainConfig
 from openforgerl.train.grpo import RolloutScore, group_advantages
 from openforgerl.train.reporting import MetricsLog, plot_reward_curve, step_table
 from openforgerl.train.stack import Stack, open_stack, redraw_pool, select_tasks
-from openforgerl.train.update import UpdateSettings, grpo_epochs, logprob_check
+from openforgerl.train.update import UpdateSettings, grpo_update, logprob_check
 from openforgerl.train.vision import SampleVision
 from openforgerl.train.weight_sync import sync_weights
 from openforgerl.trajectory.options import ReconstructionOptions
@@ -189,7 +189,7 @@ class Trainer:
         options = ReconstructionOptions(image_token_id=self.vision.image_token_id) if self.vision else DEFAULT_OPTIONS
         data = await collect(stack.store, batch, options)
         adv = group_advantages(data.scores)
-        stats = await asyncio.to_thread(grpo_epochs, model, opt, data.samples, adv, self.settings, ref_model=ref,
+        stats = await asyncio.to_thread(grpo_update, model, opt, data.samples, adv, self.settings, ref_model=ref,
                                         vision=self.vision)
         new_version = await sync_weights(GatewayAdmin(stack.gateway), stack.pusher, model, version + 1)
         rewards = [s.reward for s in data.scores]

@@ -1,4 +1,5 @@
-"""One optimisation step of GRPO on reconstructed samples (torch; no I/O).
+"""A GRPO update on reconstructed samples: one optimizer step per pass over the batch, `epochs` passes
+(torch; no I/O).
 
 The batch's per-token weights are computed over the whole step (every rollout's trained tokens sum to
 1 / num_rollouts), then the step is split into micro-batches whose gradients accumulate, so the
@@ -38,7 +39,7 @@ class UpdateSettings:
     micro_batch: int = 16
     max_grad_norm: float = 1.0
     epochs: int = 1
-    """Optimizer steps over each step's batch (veRL's `ppo_epochs`). The old logprobs stay the engine's,
+    """Optimizer steps over each step's batch, at least 1 (veRL's `ppo_epochs`). The old logprobs stay the engine's,
     so from the second pass on the clipped ratio bounds how far the policy moves on those samples."""
 
 
@@ -99,6 +100,20 @@ def grpo_update(
     full_mask = collate(rows, pad_id).response_mask
     weights = per_rollout_token_weights([s.rollout_id for s in rows], full_mask).to(device)
     model.train()
+    passes = [_one_pass(model, optimizer, rows, full_mask, weights, advantages, settings, ref_model, pad_id, vision)
+              for _ in range(settings.epochs)]
+    model.eval()
+    # the first pass's figures (its logprob difference is measured before any step: the step-0 check)
+    # with the last pass's clip fraction (how much of the batch the ratio bound stopped)
+    return dataclasses.replace(passes[0], clip_frac=passes[-1].clip_frac)
+
+
+def _one_pass(model: torch.nn.Module, optimizer: torch.optim.Optimizer, rows: Sequence[Sample],
+              full_mask: torch.Tensor, weights: torch.Tensor, advantages: Mapping[str, float],
+              settings: UpdateSettings, ref_model: torch.nn.Module | None, pad_id: int,
+              vision: VisionInputs | None) -> UpdateStats:
+    """One optimizer step over the whole batch, its gradient accumulated over micro-batches."""
+    device = weights.device
     optimizer.zero_grad(set_to_none=True)
     total_loss = clip_sum = kl_sum = diff_max = diff_sum = 0.0
     for start in range(0, len(rows), settings.micro_batch):
@@ -127,7 +142,6 @@ def grpo_update(
         clip_sum += stats["clip_frac"] * len(part)
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
     optimizer.step()
-    model.eval()
     return UpdateStats(
         loss=total_loss,
         grad_norm=float(grad_norm),
@@ -138,28 +152,6 @@ def grpo_update(
         logprob_diff_max=diff_max,
         logprob_diff_mean=diff_sum / max(float(full_mask.sum()), 1.0),
     )
-
-
-def grpo_epochs(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    samples: Sequence[Sample],
-    advantages: Mapping[str, float],
-    settings: UpdateSettings,
-    *,
-    ref_model: torch.nn.Module | None = None,
-    pad_id: int = 0,
-    vision: VisionInputs | None = None,
-) -> UpdateStats:
-    """`settings.epochs` passes of `grpo_update` over one batch. The stats are the first pass's (its
-    logprob difference is the trainer-vs-engine check, before any step) with the last pass's clip
-    fraction (how much of the batch the ratio bound stopped)."""
-    first = last = grpo_update(model, optimizer, samples, advantages, settings, ref_model=ref_model,
-                               pad_id=pad_id, vision=vision)
-    for _ in range(settings.epochs - 1):
-        last = grpo_update(model, optimizer, samples, advantages, settings, ref_model=ref_model,
-                           pad_id=pad_id, vision=vision)
-    return dataclasses.replace(first, clip_frac=last.clip_frac)
 
 
 def _logprobs(
