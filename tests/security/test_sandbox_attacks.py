@@ -167,7 +167,6 @@ async def test_shadow_and_root_are_unreadable(attack_env) -> None:
     assert err.count("No such file or directory") == 3 and "root:" not in rec.verifier_log
 
 
-
 async def test_the_call_log_and_its_blob_files_are_unreachable(attack_env) -> None:
     """The call log's image blobs are files beside the database (`store/blobfiles.py`): the agent can neither
     read a stored screenshot nor plant forged pixels under its hash for the trainer and export to read."""
@@ -185,6 +184,7 @@ async def test_the_call_log_and_its_blob_files_are_unreachable(attack_env) -> No
     assert "No such file or directory" in rec.metadata["harness_stderr_tail"]
     assert attack_env.store.read_blob(sha) == data  # the host's file is untouched
     assert attack_env.store.read_blob("0" * 64) is None and attack_env.store.read_blob_usage() == (1, len(data))
+
 
 async def test_host_unix_socket_outside_tmp_is_unreachable(attack_env) -> None:
     path = Path(f"/var/tmp/ofrl-attack-{os.getpid()}.sock")
