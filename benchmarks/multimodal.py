@@ -236,7 +236,7 @@ def db_figures(db: Path, log_dir: Path, ro: Rollout, inline: int, errors: int) -
     log = SQLiteCallStore(db)
     blob_count, blob_bytes = log.read_blob_usage()  # the blob files beside the db (and its blobs table)
     log.close()
-    blob_disk = sum(p.stat().st_blocks * 512 for p in Path(f"{db}.blobs").glob("??/*"))
+    blob_disk = sum(p.stat().st_blocks * 512 for p in Path(f"{db}.blobs").glob("packs/*"))
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     (calls, record_bytes) = conn.execute("SELECT count(*), sum(length(body)) FROM calls").fetchone()

@@ -168,22 +168,29 @@ async def test_shadow_and_root_are_unreadable(attack_env) -> None:
 
 
 async def test_the_call_log_and_its_blob_files_are_unreachable(attack_env) -> None:
-    """The call log's image blobs are files beside the database (`store/blobfiles.py`): the agent can neither
-    read a stored screenshot nor plant forged pixels under its hash for the trainer and export to read."""
+    """The call log's image blobs are pack files beside the database (`store/blobfiles.py`): the agent can
+    neither read a stored screenshot nor plant forged pixels (a pack of its own, an old-style file under
+    the hash) for the trainer and export to read."""
     import hashlib
 
     data = b"\x89PNG training pixels"
     sha = hashlib.sha256(data).hexdigest()
+    forged = b"forged"
+    forged_sha = hashlib.sha256(forged).hexdigest()
     await attack_env.store.put_blob(sha, data, "image/png")
-    blob = attack_env.store.blob_files.path(sha)
-    assert blob is not None
-    script = (f"cat {blob} {attack_env.store.path} > /workdir/proof.txt; ls {blob.parent.parent} >&2; "
-              f"mkdir -p {blob.parent}; printf forged > {blob}; printf planted > {blob.parent}/{'0' * 64}; exit 0")
+    packs = attack_env.store.blob_files.packs
+    (pack,) = packs.iterdir()
+    head = b"OFB1" + bytes.fromhex(forged_sha) + len(forged).to_bytes(8, "big")
+    entry = "".join(f"\\{b:03o}" for b in head) + "forged"  # printf's octal escapes (POSIX sh)
+    script = (f"cat {pack} {attack_env.store.path} > /workdir/proof.txt; ls {packs} >&2; mkdir -p {packs}; "
+              f"printf '{entry}' > {packs}/0-planted.pack; printf '{entry}' >> {pack}; "
+              f"mkdir -p {packs.parent}/{sha[:2]}; printf forged > {packs.parent}/{sha[:2]}/{sha}; exit 0")
     rec = await _one(attack_env, proof_task(), script)
     _agent_outcome(rec)
     assert "No such file or directory" in rec.metadata["harness_stderr_tail"]
-    assert attack_env.store.read_blob(sha) == data  # the host's file is untouched
-    assert attack_env.store.read_blob("0" * 64) is None and attack_env.store.read_blob_usage() == (1, len(data))
+    assert attack_env.store.read_blob(sha) == data  # the host's pack is untouched
+    assert attack_env.store.read_blob(forged_sha) is None and list(packs.iterdir()) == [pack]
+    assert attack_env.store.read_blob_usage() == (1, len(data))
 
 
 async def test_host_unix_socket_outside_tmp_is_unreachable(attack_env) -> None:

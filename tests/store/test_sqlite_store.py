@@ -289,11 +289,13 @@ async def test_blobs_are_stored_once_and_read_back(tmp_path):
     sha = hashlib.sha256(data).hexdigest()
     assert await store.get_blob(sha) is None and store.read_blob(sha) is None
     await asyncio.gather(*(store.put_blob(sha, data, "image/png") for _ in range(5)))
-    store._known_blobs.clear()  # a put of a blob already committed (another replica's) is a no-op too
+    entry = b"OFB1" + bytes.fromhex(sha) + len(data).to_bytes(8, "big") + data
+    (pack,) = (tmp_path / "log.db.blobs" / "packs").iterdir()
+    assert pack.read_bytes() == entry  # one entry in a pack beside the database
+    store._known_blobs.clear()  # a put of a blob another replica wrote: a second copy, still one blob
     await store.put_blob(sha, data, "image/png")
     assert await store.get_blob(sha) == data and store.read_blob(sha) == data
-    assert store.read_blob_usage() == (1, len(data))  # one file, named by its hash, beside the database
-    assert (tmp_path / "log.db.blobs" / sha[:2] / sha).read_bytes() == data
+    assert store.read_blob_usage() == (1, len(data)) and pack.read_bytes() == entry * 2
     assert store._reader().execute("SELECT count(*) FROM blobs").fetchone() == (0,)
     assert store.read_blob("../" * 8 + "etc/passwd") is None and store.read_blob("a" * 63) is None
     with pytest.raises(ValueError):

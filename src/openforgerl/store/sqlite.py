@@ -14,14 +14,15 @@ flight, for up to 0.2 s. The thread releases the GIL inside SQLite, so the loop 
   fsync'd commit holding the call is done, which also survives an OS crash.
 Rollout records always go through the writer thread and are awaited. Records are stored as their
 JSON text; nothing parsed is kept in memory.
-Blobs are files beside the database, named by their hash (`<db>.blobs/`, `blobfiles.py`: a third
-of the CPU of a row, measured), written before `put_blob` returns, so before the gateway journals
-the record naming them: a kill -9 never leaves a record naming a missing blob. In `durable=True`
-mode the file and its folder are fsync'd. The hashes this store has put are remembered (bounded),
-so a rollout resending its last screenshots costs no write for the ones already there. Call logs
-written before kept blobs in the `blobs` table (sha256 hex primary key, media_type, size, data),
-and so do their journals (a frame whose rollout id is `_BLOB_FRAME` + sha256 + NUL + media type,
-which no rollout id can be); both are still read, the files first.
+Blobs are appended to pack files beside the database, found by their hash (`<db>.blobs/packs/`,
+`blobfiles.py`: about a tenth of the CPU of a row, measured), written before `put_blob` returns, so
+before the gateway journals the record naming them: a kill -9 never leaves a record naming a missing
+blob. In `durable=True` mode the pack is fdatasync'd. The hashes this store has put are remembered
+(bounded), so a rollout resending its last screenshots costs no write for the ones already there.
+Call logs written before kept blobs in a file each (`<db>.blobs/<sha[:2]>/<sha>`), or in the `blobs`
+table (sha256 hex primary key, media_type, size, data), and so do their journals (a frame whose
+rollout id is `_BLOB_FRAME` + sha256 + NUL + media type, which no rollout id can be); all are still
+read, the packs first.
 
 Integrity: a finished call is never overwritten. `calls` has PRIMARY KEY (rollout_id, idx) and
 is written with a plain INSERT; a duplicate (a bug, never a normal path) is diverted whole into
@@ -319,14 +320,14 @@ class SQLiteCallStore:
         await self._awaited("INSERT OR REPLACE INTO rollouts VALUES (?,?)", (rollout.rollout_id, body))
 
     async def put_blob(self, sha256: str, data: bytes, media_type: str) -> None:
-        """Store one blob once (idempotent): its file is written when this returns. The media type is
+        """Store one blob once (idempotent): it is in its pack when this returns. The media type is
         the records' to keep (`ImageRef`); the bytes say it too."""
         if sha256 in self._known_blobs:
             return
         self._check_open()
-        if self.durable:  # two fsyncs: off the event loop
+        if self.durable:  # an fdatasync: off the event loop
             await asyncio.to_thread(self.blob_files.put, sha256, data)
-        else:  # one write and a rename (~80 us for a screenshot): less than a hop to a thread costs
+        else:  # one pwritev (~20 us for a screenshot): less than a hop to a thread costs
             self.blob_files.put(sha256, data)
         known = self._known_blobs
         known[sha256] = None
@@ -345,7 +346,7 @@ class SQLiteCallStore:
         return bytes(row[0]) if row is not None else None
 
     def read_blob_usage(self) -> tuple[int, int]:
-        """(blobs, bytes) this log holds: its files and its table (a log written before files)."""
+        """(blobs, bytes) this log holds: its packs, and the files and table of a log written before them."""
         count, size = self.blob_files.usage()
         rows, table_bytes = self._reader().execute("SELECT count(*), coalesce(sum(size), 0) FROM blobs").fetchone()
         return count + int(rows), size + int(table_bytes)
@@ -430,6 +431,7 @@ class SQLiteCallStore:
         self._finish()
 
     def _finish(self) -> None:
+        self.blob_files.close()
         if self._journal is not None:  # kept (for the next open to replay) unless all of it is committed
             self._journal.close(remove=self._ingested >= self._journal.appended)
         with self._write_lock:
