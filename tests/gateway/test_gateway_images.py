@@ -438,3 +438,82 @@ async def test_an_image_whose_header_parses_but_pixels_do_not_is_the_engines_400
     assert len(recs) == 3 and all(rec.error is not None and rec.error.kind == "client_bad_request" for rec in recs)
     assert all(rec.images[0].sha256 == hashlib.sha256(broken).hexdigest() for rec in recs)
     await oai(ro).chat.completions.create(model="m", messages=[{"role": "user", "content": [chat_part(SHOTS[4])]}])
+
+
+# -- data URLs lifted out of the bytes (gateway/lifted.py) ---------------------------------------------
+def tricky_bodies() -> list[bytes]:
+    """Chat bodies where a data URL is not (only) an image part's URL, or is not plain base64."""
+    shot, other = data_url(SHOTS[0]), data_url(SHOTS[1])
+    head, tail = shot.split(",", 1)
+
+    def body(*parts: Any, **extra: Any) -> bytes:
+        import json
+
+        return json.dumps({"model": "m", **extra, "messages": [{"role": "user", "content": list(parts)}]}).encode()
+
+    img = chat_part
+    return [
+        body(img(SHOTS[0]), img(SHOTS[1]), img(SHOTS[0])),  # lifted: the plain path must agree
+        body({"type": "text", "text": shot}, img(SHOTS[1])),  # a text that is a data URL
+        body(img(SHOTS[1]), metadata={other: 1}),  # an object key that is one
+        body({"type": "text", "text": 'say "' + shot + '"'}, img(SHOTS[0])),  # inside another string
+        body({"type": "text", "text": "openforgerl-lifted-0123456789abcdef-000000"}, img(SHOTS[0])),  # a guessed key
+        body({"type": "image_url", "image_url": {"url": f"{head},{tail[:40]}!!{tail[40:]}"}}),  # lenient base64 only
+        body({"type": "image_url", "image_url": {"url": head + "," + tail[:40] + "\n" + tail[40:]}}),  # an escape (\n)
+        body(img(SHOTS[0])).replace(b"image/png;", b"image/p\tng;"),  # a raw control character: not JSON
+        body(img(SHOTS[0])).replace(tail[:40].encode(), tail[:40].encode() + b"\n"),  # the same in the base64
+        body({"type": "image_url", "image_url": {"url": f"{head},{tail}\u00e9"}}),  # not ASCII
+        body(img(SHOTS[0]), {"type": "image_url", "image_url": {"url": "data:image/png;base64,@@@@"}}),  # a bad second
+        body({"type": "image_url", "image_url": {"url": other}}, img(SHOTS[0] + b"\0" * 5000)),  # 413 on the second
+        body(img(SHOTS[0]))[:-3],  # not JSON
+        b'{"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA',
+    ]
+
+
+async def test_the_lifted_path_answers_exactly_as_the_plain_path(rig, monkeypatch):
+    """Every body goes through the gateway twice: with image data URLs lifted out of the bytes, and with
+    lifting off. Status, answer, what the engine got and what the record keeps must be the same."""
+    import openforgerl.gateway.calls as calls
+
+    outcomes: dict[bool, list[Any]] = {}
+    for lifting in (True, False):
+        if not lifting:
+            monkeypatch.setattr(calls, "lift_data_urls", lambda raw: None)
+        r = await rig(max_bytes=len(SHOTS[0]) + 100)
+        ro = await r.rollout()
+        got = []
+        for raw in tricky_bodies():
+            before = len(r.fake.bodies)
+            async with aiohttp.ClientSession() as s, s.post(
+                    ro["openai_base_url"] + "/chat/completions", data=raw,
+                    headers={"Authorization": f"Bearer {ro['api_key']}", "Content-Type": "application/json"}) as resp:
+                answer = await resp.json()
+            answer.pop("id", None), answer.pop("created", None)
+            engine = r.fake.bodies[-1] if len(r.fake.bodies) > before else None
+            got.append((resp.status, answer, engine, r.fake.images[-1] if engine is not None else None))
+        recs = [(rec.request, rec.engine_request, rec.images, rec.prompt_token_ids) for rec in await r.records(ro)]
+        outcomes[lifting] = [got, recs]
+    (lifted_calls, lifted_recs), (plain_calls, plain_recs) = outcomes[True], outcomes[False]
+    for k, (a, b) in enumerate(zip(lifted_calls, plain_calls, strict=True)):
+        assert a == b, k
+    assert lifted_recs == plain_recs
+    statuses = [status for status, *_ in lifted_calls]
+    assert statuses.count(200) >= 6 and 400 in statuses and 413 in statuses  # both kinds of outcome were seen
+
+
+async def test_image_data_urls_are_not_parsed_as_strings(rig, monkeypatch):
+    """The lifted path is the one taken: the body the gateway parses holds no base64, and the engine
+    still gets the client's bytes."""
+    import openforgerl.gateway.calls as calls
+
+    parsed: list[bytes] = []
+    real = calls.parse_body
+    monkeypatch.setattr(calls, "parse_body", lambda raw: parsed.append(raw) or real(raw))
+    r = await rig()
+    ro = await r.rollout()
+    content = [{"type": "text", "text": "click"}, chat_part(SHOTS[0]), chat_part(SHOTS[1])]
+    await oai(ro).chat.completions.create(model="m", messages=[{"role": "user", "content": content}])
+    (rec,) = await r.records(ro)
+    r.check(rec, SHOTS[:2])
+    assert len(parsed) == 1 and b64(SHOTS[0])[:100].encode() not in parsed[0] and b"openforgerl-lifted-" in parsed[0]
+    assert r.fake.bodies[-1]["messages"][0]["content"][1]["image_url"]["url"] == data_url(SHOTS[0])

@@ -141,6 +141,10 @@ class _Extract:
 class OpenAICompatEngine:
     """The gateway's client for one or more OpenAI-compatible engine replicas."""
 
+    # The body is serialised with orjson, so a value may be an `orjson.Fragment`: the gateway hands
+    # lifted image data URLs over that way (gateway/lifted.py), as the bytes the client sent.
+    json_fragments = True
+
     def __init__(self, urls: list[str] | str, *, dialect: Dialect | str = Dialect.VLLM, model: str | None = None,
                  api_key: str | None = None, keepalive_s: float = 30.0, connect_timeout_s: float = 10.0,
                  read_idle_s: float | None = None, max_tokens_cap: int | None = None) -> None:

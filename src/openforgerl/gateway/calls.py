@@ -45,6 +45,7 @@ from openforgerl.gateway.images import (
     store_blobs,
     stored_copy,
 )
+from openforgerl.gateway.lifted import LiftedUrls, for_engine, lift_data_urls
 from openforgerl.gateway.metrics import Metrics
 from openforgerl.gateway.recording import (
     CallMeta,
@@ -201,6 +202,11 @@ def check_depth(body: Any, raw: bytes) -> None:
 async def read_body(request: web.Request) -> tuple[dict[str, Any], bytes]:
     """The request body as a JSON object and as the bytes it came in, or a 4xx."""
     raw = await read_raw(request)
+    return parse_body(raw), raw
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """`raw` as a JSON object no deeper than `MAX_BODY_DEPTH`, or a 400."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -208,34 +214,71 @@ async def read_body(request: web.Request) -> tuple[dict[str, Any], bytes]:
     if not isinstance(body, dict):
         raise GatewayError(400, "request body must be a JSON object")
     check_depth(body, raw)
-    return body, raw
+    return body
+
+
+@dataclass
+class Admitted:
+    """A request read and checked: the client's body, the engine's (echoed assistant turns as
+    sampled, verbatim.py), and the prompt's images."""
+
+    body: dict[str, Any]
+    engine_body: dict[str, Any]
+    rewritten: bool
+    media: PromptImages | None
+    lifted: LiftedUrls | None = None  # the body was parsed with its image data URLs lifted out
+
+
+async def admit(gw: Gateway, state: RolloutState, adapter: ProtocolAdapter, raw: bytes) -> Admitted:
+    """Parse, translate and find the images of a request (4xx on bad input). A Chat body's image data
+    URLs are lifted out of the bytes first (lifted.py); when one of them is not an image part's URL,
+    or only the plain path may judge it, the body is read again as it came."""
+    lifted = lift_data_urls(raw) if adapter.protocol == WireProtocol.CHAT else None
+    if lifted is not None:
+        try:
+            lean = parse_body(lifted.lean)
+        except GatewayError:
+            lean = None  # the plain parse below gives the client its exact error
+        if lean is not None:
+            got = await _admit(gw, state, adapter, lean, raw, lifted)
+            if got.media is not None and got.media.lifted == len(lifted.urls):  # every one an image part's
+                return got
+    return await _admit(gw, state, adapter, parse_body(raw), raw, None)
+
+
+async def _admit(gw: Gateway, state: RolloutState, adapter: ProtocolAdapter, body: dict[str, Any], raw: bytes,
+                 lifted: LiftedUrls | None) -> Admitted:
+    engine_body = adapter.engine_body(body)
+    rewritten = await _verbatim(gw, state, engine_body)
+    engine_body = engine_body if rewritten is None else rewritten
+    gate = may_have_images(engine_body, raw, adapter.protocol != WireProtocol.CHAT)
+    media = find_images(engine_body, gw.images, gw.seen_images, lifted) if gate else None
+    return Admitted(body, engine_body, rewritten is not None, media, lifted)
 
 
 async def serve_call(gw: Gateway, request: web.Request, adapter: ProtocolAdapter) -> web.StreamResponse:
     """Entry point of every model route."""
     try:
         state = await gw.registry.authorize(request.match_info["rollout_id"], api_key(request))
-        body, raw = await read_body(request)
-        engine_body = adapter.engine_body(body)
-        rewritten = await _verbatim(gw, state, engine_body)
-        engine_body = engine_body if rewritten is None else rewritten
-        translated = adapter.protocol != WireProtocol.CHAT
-        gate = may_have_images(engine_body, raw, translated)
-        media = find_images(engine_body, gw.images, gw.seen_images) if gate else None
-        if media is not None:
-            await store_blobs(gw.store, media, gw.seen_images)  # durable before the call's record can be
+        raw = await read_raw(request)
+        got = await admit(gw, state, adapter, raw)
+        if got.media is not None:
+            await store_blobs(gw.store, got.media, gw.seen_images)  # durable before the call's record can be
         version = await gw.gate.enter()
     except GatewayError as err:
         return error_response(adapter.protocol, err)
     try:
         index = await gw.registry.take_index(state)
-        meta = _meta(state, index, adapter, body, raw, engine_body, request, version, media,
-                     rewritten=rewritten is not None)
+        meta = _meta(state, index, adapter, got.body, raw, got.engine_body, request, version, got.media,
+                     rewritten=got.rewritten)
         await gw.registry.note_version(state, version)
         deadline = gw.call_deadline(state)
+        engine_body = got.engine_body
+        if got.lifted is not None:  # the engine gets the data URLs back, as the bytes they came in
+            engine_body = for_engine(engine_body, got.lifted, getattr(gw.engine, "json_fragments", False))
         call = EngineCall(engine_body, state.rollout_id, deadline, meta.headers,
                           raw_only=adapter.protocol == WireProtocol.CHAT)
-        if body.get("stream"):
+        if got.body.get("stream"):
             return await _stream(gw, request, adapter, meta, state, call)
         return await _complete(gw, adapter, meta, state, call)
     finally:

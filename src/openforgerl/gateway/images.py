@@ -47,6 +47,7 @@ from typing import Any
 import pybase64
 
 from openforgerl.gateway.errors import GatewayError
+from openforgerl.gateway.lifted import LiftedUrls
 from openforgerl.records import BLOB_REF_PREFIX, ImageRef
 from openforgerl.store.base import CallStore
 
@@ -109,16 +110,18 @@ class PromptImages:
     refs: list[ImageRef] = field(default_factory=list)
     blobs: dict[str, tuple[bytes, str]] = field(default_factory=dict)  # sha256 -> (bytes, media type)
     replace: Replacements = field(default_factory=Replacements)  # inline text -> blob reference
-    fresh: list[tuple[str, ImageRef]] = field(default_factory=list)  # decoded here: data URL, ref (for the cache)
+    fresh: list[tuple[str | bytes, ImageRef]] = field(default_factory=list)  # decoded here: data URL, ref (for the cache)
+    lifted: int = 0  # image URLs read from lifted bytes (lifted.py); short of all of them: read the body as sent
 
 
 _PROBE = 64  # characters per fingerprint sample
 
 
-def fingerprint(url: str) -> tuple[int, str, str, str]:
+def fingerprint(url: str | bytes) -> tuple[int, str | bytes, str | bytes, str | bytes]:
     """A cheap key for a data URL: its length and three short samples (head, middle, tail).
 
-    Only ever a candidate key: `SeenImages` compares the whole string before trusting a hit. The head
+    Only ever a candidate key: `SeenImages` compares the whole string before trusting a hit. A lifted
+    URL (lifted.py) is its JSON string's bytes, quotes included, with entries of its own. The head
     sample spans the data URL's prefix and the image's first chunks (PNG ancillary chunks, JPEG
     APPn), the middle and tail its compressed pixels."""
     n = len(url)
@@ -139,10 +142,10 @@ class SeenImages:
 
     def __init__(self, max_chars: int = 64 * 1024 * 1024) -> None:
         self.max_chars = max_chars
-        self._refs: dict[tuple[int, str, str, str], list[tuple[str, ImageRef]]] = {}
+        self._refs: dict[tuple[int, str | bytes, str | bytes, str | bytes], list[tuple[str | bytes, ImageRef]]] = {}
         self._chars = 0
 
-    def get(self, url: str) -> ImageRef | None:
+    def get(self, url: str | bytes) -> ImageRef | None:
         key = fingerprint(url)
         entries = self._refs.get(key)
         for known, ref in entries or ():
@@ -151,7 +154,7 @@ class SeenImages:
                 return ref
         return None
 
-    def add(self, url: str, ref: ImageRef) -> None:
+    def add(self, url: str | bytes, ref: ImageRef) -> None:
         if len(url) > self.max_chars:
             return
         key = fingerprint(url)
@@ -187,9 +190,12 @@ def may_have_images(chat: dict[str, Any], raw: bytes, translated: bool) -> bool:
     return count * _WALK_BYTES_PER_MESSAGE < len(raw) or b'"image' in raw
 
 
-def find_images(chat: dict[str, Any], policy: ImagePolicy, seen: SeenImages | None = None) -> PromptImages | None:
+def find_images(chat: dict[str, Any], policy: ImagePolicy, seen: SeenImages | None = None,
+                lifted: LiftedUrls | None = None) -> PromptImages | None:
     """The images of a chat body, in order, checked (GatewayError 400/413); None when it has none.
-    `seen`: data URLs already decoded and stored by this gateway (skipped: same bytes, same ref)."""
+    `seen`: data URLs already decoded and stored by this gateway (skipped: same bytes, same ref).
+    `lifted`: the data URLs taken out of the body's bytes (lifted.py); an image URL that is one of
+    its keys is read from there (`PromptImages.lifted` counts them)."""
     found = PromptImages()
     messages = chat.get("messages")
     for m in messages if isinstance(messages, list) else ():
@@ -201,7 +207,12 @@ def find_images(chat: dict[str, Any], policy: ImagePolicy, seen: SeenImages | No
             if not isinstance(kind, str):  # a malformed part is the engine's to refuse
                 continue
             if kind in _IMAGE_PARTS:
-                _take(found, _part_url(part, len(found.refs)), policy, seen)
+                url = _part_url(part, len(found.refs))
+                string = lifted.get(url) if lifted is not None else None
+                if string is None:
+                    _take(found, url, policy, seen)
+                elif not _take_lifted(found, url, string, policy, seen):
+                    return found  # only the plain path may judge it: `lifted` stays short
             elif kind in _REFUSED_PARTS:  # vLLM takes them, and the record could not hold them
                 raise GatewayError(400, f"content part {kind!r} is not accepted: send images as image_url "
                                         "parts with base64 data URLs", param="messages")
@@ -244,9 +255,44 @@ def _take(found: PromptImages, url: str, policy: ImagePolicy, seen: SeenImages |
     found.replace.add(url, comma, BLOB_REF_PREFIX + known.sha256)
 
 
+def _take_lifted(found: PromptImages, key: str, string: bytes, policy: ImagePolicy, seen: SeenImages | None) -> bool:
+    """`_take` for a lifted data URL (`string`: its JSON string, quotes included); False when only the
+    plain path may judge it: a header with control characters, or base64 that only the lenient
+    decoder takes (the plain path then answers exactly as it always did)."""
+    k = len(found.refs) + 1
+    comma = string.find(b",")
+    meta = string[6:comma].lower() if comma > 0 else b""  # after `"data:`
+    if comma < 0 or not meta.endswith(b";base64") or not meta.startswith(b"image/"):
+        raise GatewayError(400, f"image {k}: a data URL must be data:image/<type>;base64,<data>", param="image_url")
+    if min(meta) < 0x20:
+        return False
+    known = seen.get(string) if seen is not None else None
+    if known is None:
+        payload = string[comma + 1 : -1]
+        if len(payload) // 4 * 3 > policy.max_bytes + 2:
+            raise GatewayError(413, f"image {k} is over {policy.max_bytes} bytes")
+        try:
+            data = pybase64.b64decode(payload, validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        known = _checked_image(found, data, k, policy)
+        found.fresh.append((string, known))
+    elif (len(string) - comma - 2) // 4 * 3 > policy.max_bytes + 2:
+        raise GatewayError(413, f"image {k} is over {policy.max_bytes} bytes")
+    found.refs.append(known)
+    found.replace.add(key, 0, BLOB_REF_PREFIX + known.sha256)
+    found.lifted += 1
+    return True
+
+
 def _new_image(found: PromptImages, payload: str, k: int, policy: ImagePolicy) -> ImageRef:
     """Decode, check and hash one image not seen before; its bytes join `found.blobs`."""
-    data = _decode(payload, k, policy)
+    return _checked_image(found, _decode(payload, k, policy), k, policy)
+
+
+def _checked_image(found: PromptImages, data: bytes, k: int, policy: ImagePolicy) -> ImageRef:
+    if len(data) > policy.max_bytes:
+        raise GatewayError(413, f"image {k} is over {policy.max_bytes} bytes")
     media_type, width, height = image_header(data)
     if width * height > policy.max_pixels:
         raise GatewayError(413, f"image {k} is {width}x{height}, over {policy.max_pixels} pixels")
@@ -271,8 +317,6 @@ def _decode(payload: str, k: int, policy: ImagePolicy) -> bytes:
         data = _b64decode(payload)
     except (binascii.Error, ValueError):  # UnicodeEncodeError is a ValueError
         raise GatewayError(400, f"image {k}: the data URL is not valid base64", param="image_url") from None
-    if len(data) > policy.max_bytes:
-        raise GatewayError(413, f"image {k} is over {policy.max_bytes} bytes")
     return data
 
 
