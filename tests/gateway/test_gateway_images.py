@@ -462,6 +462,8 @@ def tricky_bodies() -> list[bytes]:
         body({"type": "image_url", "image_url": {"url": head + "," + tail[:40] + "\n" + tail[40:]}}),  # an escape (\n)
         body(img(SHOTS[0])).replace(b"image/png;", b"image/p\tng;"),  # a raw control character: not JSON
         body(img(SHOTS[0])).replace(tail[:40].encode(), tail[:40].encode() + b"\n"),  # the same in the base64
+        body(img(SHOTS[0])).replace(b"image/png;base64", b"image/p\tng"),  # ... in a header that is refused
+        body(img(SHOTS[0] + b"\0" * 5000)).replace(tail[:40].encode(), tail[:40].encode() + b"\n"),  # ... too large
         body({"type": "image_url", "image_url": {"url": f"{head},{tail}\u00e9"}}),  # not ASCII
         body(img(SHOTS[0]), {"type": "image_url", "image_url": {"url": "data:image/png;base64,@@@@"}}),  # a bad second
         body({"type": "image_url", "image_url": {"url": other}}, img(SHOTS[0] + b"\0" * 5000)),  # 413 on the second

@@ -40,6 +40,7 @@ from __future__ import annotations
 import binascii
 import hashlib
 import io
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -257,32 +258,44 @@ def _take(found: PromptImages, url: str, policy: ImagePolicy, seen: SeenImages |
 
 def _take_lifted(found: PromptImages, key: str, string: bytes, policy: ImagePolicy, seen: SeenImages | None) -> bool:
     """`_take` for a lifted data URL (`string`: its JSON string, quotes included); False when only the
-    plain path may judge it: a header with control characters, or base64 that only the lenient
-    decoder takes (the plain path then answers exactly as it always did)."""
+    plain path may judge it: a raw control character (the body is then not JSON, and the plain parse
+    says so), or base64 that only the lenient decoder takes (the plain path answers as it always did)."""
     k = len(found.refs) + 1
     comma = string.find(b",")
     meta = string[6:comma].lower() if comma > 0 else b""  # after `"data:`
     if comma < 0 or not meta.endswith(b";base64") or not meta.startswith(b"image/"):
-        raise GatewayError(400, f"image {k}: a data URL must be data:image/<type>;base64,<data>", param="image_url")
-    if min(meta) < 0x20:
+        return _refuse(string, GatewayError(400, f"image {k}: a data URL must be data:image/<type>;base64,<data>",
+                                            param="image_url"))
+    if _CONTROL.search(meta):
         return False
     known = seen.get(string) if seen is not None else None
     if known is None:
         payload = string[comma + 1 : -1]
         if len(payload) // 4 * 3 > policy.max_bytes + 2:
-            raise GatewayError(413, f"image {k} is over {policy.max_bytes} bytes")
+            return _refuse(string, GatewayError(413, f"image {k} is over {policy.max_bytes} bytes"))
         try:
             data = pybase64.b64decode(payload, validate=True)
         except (binascii.Error, ValueError):
             return False
-        known = _checked_image(found, data, k, policy)
+        known = _checked_image(found, data, k, policy)  # strict base64: no control character left to find
         found.fresh.append((string, known))
     elif (len(string) - comma - 2) // 4 * 3 > policy.max_bytes + 2:
-        raise GatewayError(413, f"image {k} is over {policy.max_bytes} bytes")
+        raise GatewayError(413, f"image {k} is over {policy.max_bytes} bytes")  # seen: its bytes were checked
     found.refs.append(known)
     found.replace.add(key, 0, BLOB_REF_PREFIX + known.sha256)
     found.lifted += 1
     return True
+
+
+_CONTROL = re.compile(rb"[\x00-\x1f]")
+
+
+def _refuse(string: bytes, err: GatewayError) -> bool:
+    """Raise `err`, unless `string` holds a raw control character: then the body is not JSON, and the
+    plain path's parse error is the client's answer (False)."""
+    if _CONTROL.search(string):
+        return False
+    raise err
 
 
 def _new_image(found: PromptImages, payload: str, k: int, policy: ImagePolicy) -> ImageRef:
