@@ -12,9 +12,10 @@ min(per-call limit, rollout deadline - margin), or when the rollout is closed, a
 request is then closed (its generator or HTTP request ends), so the engine stops generating.
 A client that disconnects cancels its handler (aiohttp `handler_cancellation`), with the same effect.
 Input checks (size, read timeout, JSON, nesting depth, images) happen before a call is admitted: a
-client's malformed request is a 4xx and never recorded as a gateway fault. A call with images
-(images.py) stores each new image in the blob store, awaited, before it goes on: its record, written
-later, never names a blob that a crash could lose.
+client's malformed request is a 4xx and never recorded as a gateway fault. A Chat body's image data
+URLs are cut out of its bytes before it is parsed and handed to the engine as those bytes (lifted.py,
+`admit`). A call with images (images.py) stores each new image in the blob store, awaited, before it
+goes on: its record, written later, never names a blob that a crash could lose.
 """
 
 from __future__ import annotations
