@@ -42,15 +42,18 @@ import hashlib
 import io
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pybase64
 
 from openforgerl.gateway.errors import GatewayError
-from openforgerl.gateway.lifted import LiftedUrls
 from openforgerl.records import BLOB_REF_PREFIX, ImageRef
 from openforgerl.store.base import CallStore
+
+if TYPE_CHECKING:
+    from openforgerl.gateway.lifted import LiftedUrls
 
 _URL_REFUSED = ("image URLs are not accepted: the gateway does not fetch images (a rollout could make it "
                 "reach internal addresses, and the record could not keep the pixels); send the image inline "
@@ -250,7 +253,7 @@ def _take(found: PromptImages, url: str, policy: ImagePolicy, seen: SeenImages |
     if known is None:
         known = _new_image(found, url[comma:], k, policy)
         found.fresh.append((url, known))
-    elif (len(url) - comma) // 4 * 3 > policy.max_bytes + 2:  # a policy is per gateway, but be exact anyway
+    elif _over_limit(len(url) - comma, policy):  # a policy is per gateway, but be exact anyway
         raise GatewayError(413, f"image {k} is over {policy.max_bytes} bytes")
     found.refs.append(known)
     found.replace.add(url, comma, BLOB_REF_PREFIX + known.sha256)
@@ -271,7 +274,7 @@ def _take_lifted(found: PromptImages, key: str, string: bytes, policy: ImagePoli
     known = seen.get(string) if seen is not None else None
     if known is None:
         payload = string[comma + 1 : -1]
-        if len(payload) // 4 * 3 > policy.max_bytes + 2:
+        if _over_limit(len(payload), policy):
             return _refuse(string, GatewayError(413, f"image {k} is over {policy.max_bytes} bytes"))
         try:
             data = pybase64.b64decode(payload, validate=True)
@@ -279,7 +282,7 @@ def _take_lifted(found: PromptImages, key: str, string: bytes, policy: ImagePoli
             return False
         known = _checked_image(found, data, k, policy)  # strict base64: no control character left to find
         found.fresh.append((string, known))
-    elif (len(string) - comma - 2) // 4 * 3 > policy.max_bytes + 2:
+    elif _over_limit(len(string) - comma - 2, policy):
         raise GatewayError(413, f"image {k} is over {policy.max_bytes} bytes")  # seen: its bytes were checked
     found.refs.append(known)
     found.replace.add(key, 0, BLOB_REF_PREFIX + known.sha256)
@@ -314,6 +317,11 @@ def _checked_image(found: PromptImages, data: bytes, k: int, policy: ImagePolicy
     return ref
 
 
+def _over_limit(base64_chars: int, policy: ImagePolicy) -> bool:
+    """Whether base64 of this length decodes to more than `policy.max_bytes` (checked before decoding)."""
+    return base64_chars // 4 * 3 > policy.max_bytes + 2
+
+
 def _payload_start(url: str, k: int) -> int:
     """Where a data URL's base64 starts (after its comma); GatewayError(400) when it is no image's."""
     comma = url.find(",")
@@ -324,7 +332,7 @@ def _payload_start(url: str, k: int) -> int:
 
 
 def _decode(payload: str, k: int, policy: ImagePolicy) -> bytes:
-    if len(payload) // 4 * 3 > policy.max_bytes + 2:
+    if _over_limit(len(payload), policy):
         raise GatewayError(413, f"image {k} is over {policy.max_bytes} bytes")
     try:
         data = _b64decode(payload)
@@ -430,22 +438,27 @@ def _pillow_header(data: bytes) -> tuple[str, int, int]:
 
 
 def stored_copy(value: Any, replace: Replacements) -> Any:
-    """`value` with every string in `replace` swapped for its reference; containers are copied only
-    where something changed (the engine keeps the original)."""
+    """`value` with every string in `replace` swapped for its reference (the engine keeps the original)."""
+    return swap_strings(value, replace.get)
+
+
+def swap_strings(value: Any, swap: Callable[[str], Any | None]) -> Any:
+    """`value` with each string for which `swap` gives something replaced by that; containers are
+    copied only where something changed."""
     if isinstance(value, str):
-        ref = replace.get(value)
-        return value if ref is None else ref
+        new = swap(value)
+        return value if new is None else new
     if isinstance(value, dict):
         out = None
         for key, item in value.items():
-            new = stored_copy(item, replace)
+            new = swap_strings(item, swap)
             if new is not item:
                 if out is None:
                     out = dict(value)
                 out[key] = new
         return value if out is None else out
     if isinstance(value, list):
-        items = [stored_copy(item, replace) for item in value]
+        items = [swap_strings(item, swap) for item in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     return value
 

@@ -27,6 +27,8 @@ from typing import Any
 
 import orjson
 
+from openforgerl.gateway.images import swap_strings  # images names LiftedUrls for typing only: no cycle
+
 _OPEN = b'"data:image/'
 _BACKSLASH = 0x5C
 
@@ -86,23 +88,11 @@ def _escaped(raw: bytes, at: int) -> bool:
 
 def for_engine(value: Any, lifted: LiftedUrls, fragments: bool) -> Any:
     """`value` with each key swapped back for its data URL: an `orjson.Fragment` of the bytes as they
-    came (`fragments`, the engine serialises with orjson) or the str; containers are copied only
-    where something changed."""
-    if isinstance(value, str):
-        string = lifted.get(value)
+    came (`fragments`, the engine serialises with orjson) or the str."""
+    def back(text: str) -> Any | None:
+        string = lifted.get(text)
         if string is None:
-            return value
+            return None
         return orjson.Fragment(string) if fragments else string[1:-1].decode("ascii")
-    if isinstance(value, dict):
-        out = None
-        for key, item in value.items():
-            new = for_engine(item, lifted, fragments)
-            if new is not item:
-                if out is None:
-                    out = dict(value)
-                out[key] = new
-        return value if out is None else out
-    if isinstance(value, list):
-        items = [for_engine(item, lifted, fragments) for item in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
-    return value
+
+    return swap_strings(value, back)

@@ -75,8 +75,7 @@ class BlobFiles:
     def _pack_fd(self) -> int:
         if self._fd is not None and self._end < _PACK_LIMIT:
             return self._fd
-        if self._fd is not None:
-            os.close(self._fd)
+        self._drop_fd()
         self.packs.mkdir(parents=True, exist_ok=True)
         name = f"{time.time_ns()}-{os.getpid()}-{secrets.token_hex(4)}.pack"
         self._fd = os.open(self.packs / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -91,15 +90,16 @@ class BlobFiles:
 
     def close(self) -> None:
         with self._write_lock:
-            if self._fd is not None:
-                os.close(self._fd)
-            self._fd = None
+            self._drop_fd()
 
     def _forget_pack(self) -> None:
         """In a forked child: the parent's pack (and its end offset) stay the parent's."""
         self._write_lock = threading.Lock()  # the parent may have held it at the fork
+        self._drop_fd()  # the child's copy of the descriptor only
+
+    def _drop_fd(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)  # the child's copy of the descriptor only
+            os.close(self._fd)
             self._fd = None
 
     # -- reading -------------------------------------------------------------------------------
