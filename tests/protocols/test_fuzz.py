@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from protokit import CAPTURES, load_body
 
-from openforgerl.gateway.protocols import ProtocolError, _responses_request, anthropic, responses
+from openforgerl.gateway.protocols import ProtocolError, anthropic, responses
+from openforgerl.gateway.protocols.anthropic import _request as anthropic_request
+from openforgerl.gateway.protocols.responses import _request as responses_request
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
@@ -33,7 +35,7 @@ SEEDS = {
     "anthropic": load_body(CAPTURES / "claude__turn2_request_with_tool_result.json.gz"),
 }
 MODULES = {"responses": responses, "anthropic": anthropic}
-RAW_TRANSLATE = {responses: _responses_request._translate, anthropic: anthropic._translate}
+RAW_TRANSLATE = {responses: responses_request._translate, anthropic: anthropic_request._translate}
 SETTINGS = settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -1,8 +1,10 @@
 """One model call through the gateway: admit, forward, tee, record, answer.
 
-Protocol-independent: a `ProtocolAdapter` turns the client's body into a chat-completions body for
-the engine and the engine's answer back into the client's protocol; everything else (auth, pause
-gate, deadline, error classification, recording, taint) happens here once.
+Protocol-independent: the route's `WireAdapter` (protocols/) turns the client's body into a
+chat-completions body for the engine and the engine's answer back into the client's protocol;
+everything else (pause gate, deadline, error classification, recording, taint) happens here once,
+on one `Call` object that carries the call's state from admission to its record. The rollout's key
+is checked before (`server.rollout_auth`).
 Ordering guarantee: the call's record is durable (`await store.append_call_json`) before the response's
 final bytes go out (the whole body for non-streamed calls; the terminal events for streams), so a
 gateway killed right after a call finished loses nothing; a client that went away mid-stream still
@@ -26,14 +28,14 @@ import zlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
-from openforgerl.engines.base import Engine, EngineCall, EngineChunk, EngineError, EngineResult
+from openforgerl.engines.base import Engine, EngineCall, EngineChunk, EngineError
 from openforgerl.gateway.deadlines import DeadlineWatch
 from openforgerl.gateway.errors import GatewayError, error_response
 from openforgerl.gateway.flow import FlowGate
@@ -48,6 +50,7 @@ from openforgerl.gateway.images import (
 )
 from openforgerl.gateway.lifted import LiftedUrls, for_engine, lift_data_urls
 from openforgerl.gateway.metrics import Metrics
+from openforgerl.gateway.protocols.base import WireAdapter
 from openforgerl.gateway.recording import (
     CallMeta,
     CallTape,
@@ -59,36 +62,10 @@ from openforgerl.gateway.recording import (
 )
 from openforgerl.gateway.rollouts import RolloutRegistry, RolloutState
 from openforgerl.gateway.verbatim import sampled_text_ids
-from openforgerl.records import CallError, CallErrorKind, WireProtocol
+from openforgerl.records import CallError, CallErrorKind
 from openforgerl.store.base import CallStore
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "Connection": "keep-alive"}
-
-
-class StreamWriter(Protocol):
-    """Turns engine chunks into the client's SSE bytes; `finish` gives the terminal events."""
-
-    def feed(self, chunk: EngineChunk) -> bytes: ...
-
-    def finish(self) -> bytes: ...
-
-    def error(self, err: GatewayError) -> bytes:
-        """The protocol's in-stream error event (after headers went out)."""
-        ...
-
-
-class ProtocolAdapter(Protocol):
-    """One wire protocol in front of the chat-completions engine contract."""
-
-    protocol: WireProtocol
-
-    def engine_body(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The chat-completions body for the engine (raise GatewayError(400) when invalid)."""
-        ...
-
-    def response_body(self, request: dict[str, Any], result: EngineResult) -> bytes: ...
-
-    def stream_writer(self, request: dict[str, Any]) -> StreamWriter: ...
 
 
 @dataclass
@@ -212,11 +189,12 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-@dataclass
+@dataclass(slots=True)
 class Admitted:
     """A request read and checked: the client's body, the engine's (echoed assistant turns as
     sampled, verbatim.py), and the prompt's images."""
 
+    raw: bytes  # the body's bytes as the client sent them (decoded)
     body: dict[str, Any]
     engine_body: dict[str, Any]
     rewritten: bool
@@ -224,85 +202,108 @@ class Admitted:
     lifted: LiftedUrls | None = None  # the body was parsed with its image data URLs lifted out
 
 
-async def admit(gw: Gateway, state: RolloutState, adapter: ProtocolAdapter, raw: bytes) -> Admitted:
+@dataclass(slots=True, eq=False)
+class Call:
+    """One model call's state on its way through admit -> forward -> record.
+
+    Created when the rollout is authorized; `begin` fills the rest once the call is past the pause
+    gate: its `meta` (what the record keeps of the request), the `engine_call` (body, deadline) and
+    the `tape` the engine's answer is teed into."""
+
+    gw: Gateway
+    adapter: WireAdapter
+    state: RolloutState
+    request: web.Request
+    meta: CallMeta = field(init=False)
+    engine_call: EngineCall = field(init=False)
+    tape: CallTape = field(init=False)
+
+    @property
+    def deadline(self) -> float | None:
+        return self.engine_call.deadline
+
+    async def begin(self, got: Admitted, version: int) -> None:
+        """Take the rollout's next index and note the policy version; build the engine call."""
+        gw, state = self.gw, self.state
+        self.meta = _meta(self, await gw.registry.take_index(state), got, version)
+        await gw.registry.note_version(state, version)
+        engine_body = got.engine_body
+        if got.lifted is not None:  # the engine gets the data URLs back, as the bytes they came in
+            engine_body = for_engine(engine_body, got.lifted, getattr(gw.engine, "json_fragments", False))
+        self.engine_call = EngineCall(engine_body, state.rollout_id, gw.call_deadline(state), self.meta.headers,
+                                      raw_only=not self.adapter.translates)
+        self.tape = CallTape(want_media=bool(self.meta.images))
+
+
+async def admit(call: Call, raw: bytes) -> Admitted:
     """Parse, translate and find the images of a request (4xx on bad input). A Chat body's image data
     URLs are lifted out of the bytes first (lifted.py); when one of them is not an image part's URL,
     or only the plain path may judge it, the body is read again as it came."""
-    lifted = lift_data_urls(raw) if adapter.protocol == WireProtocol.CHAT else None
+    lifted = None if call.adapter.translates else lift_data_urls(raw)
     if lifted is not None:
         try:
             lean = parse_body(lifted.lean)
         except GatewayError:
             lean = None  # the plain parse below gives the client its exact error
         if lean is not None:
-            got = await _admit(gw, state, adapter, lean, raw, lifted)
+            got = await _admit(call, lean, raw, lifted)
             if got.media is not None and got.media.lifted == len(lifted.urls):  # every one an image part's
                 return got
-    return await _admit(gw, state, adapter, parse_body(raw), raw, None)
+    return await _admit(call, parse_body(raw), raw, None)
 
 
-async def _admit(gw: Gateway, state: RolloutState, adapter: ProtocolAdapter, body: dict[str, Any], raw: bytes,
-                 lifted: LiftedUrls | None) -> Admitted:
+async def _admit(call: Call, body: dict[str, Any], raw: bytes, lifted: LiftedUrls | None) -> Admitted:
+    gw, adapter = call.gw, call.adapter
     engine_body = adapter.engine_body(body)
-    rewritten = await _verbatim(gw, state, engine_body)
+    rewritten = await _verbatim(call, engine_body)
     engine_body = engine_body if rewritten is None else rewritten
-    gate = may_have_images(engine_body, raw, adapter.protocol != WireProtocol.CHAT)
+    gate = may_have_images(engine_body, raw, adapter.translates)
     media = find_images(engine_body, gw.images, gw.seen_images, lifted) if gate else None
-    return Admitted(body, engine_body, rewritten is not None, media, lifted)
+    return Admitted(raw, body, engine_body, rewritten is not None, media, lifted)
 
 
-async def serve_call(gw: Gateway, request: web.Request, adapter: ProtocolAdapter) -> web.StreamResponse:
-    """Entry point of every model route."""
+async def serve_call(gw: Gateway, request: web.Request, adapter: WireAdapter,
+                     state: RolloutState) -> web.StreamResponse:
+    """Entry point of every model route, once the rollout is authorized (`server.rollout_auth`)."""
+    call = Call(gw, adapter, state, request)
     try:
-        state = await gw.registry.authorize(request.match_info["rollout_id"], api_key(request))
-        raw = await read_raw(request)
-        got = await admit(gw, state, adapter, raw)
+        got = await admit(call, await read_raw(request))
         if got.media is not None:
             await store_blobs(gw.store, got.media, gw.seen_images)  # durable before the call's record can be
         version = await gw.gate.enter()
     except GatewayError as err:
-        return error_response(adapter.protocol, err)
+        return error_response(adapter, err)
     try:
-        index = await gw.registry.take_index(state)
-        meta = _meta(state, index, adapter, got.body, raw, got.engine_body, request, version, got.media,
-                     rewritten=got.rewritten)
-        await gw.registry.note_version(state, version)
-        deadline = gw.call_deadline(state)
-        engine_body = got.engine_body
-        if got.lifted is not None:  # the engine gets the data URLs back, as the bytes they came in
-            engine_body = for_engine(engine_body, got.lifted, getattr(gw.engine, "json_fragments", False))
-        call = EngineCall(engine_body, state.rollout_id, deadline, meta.headers,
-                          raw_only=adapter.protocol == WireProtocol.CHAT)
+        await call.begin(got, version)
         if got.body.get("stream"):
-            return await _stream(gw, request, adapter, meta, state, call)
-        return await _complete(gw, adapter, meta, state, call)
+            return await _stream(call)
+        return await _complete(call)
     finally:
         gw.gate.leave()
 
 
-def _meta(state: RolloutState, index: int, adapter: ProtocolAdapter, body: dict[str, Any], raw: bytes,
-          engine_body: dict[str, Any], request: web.Request, version: int,
-          media: PromptImages | None = None, *, rewritten: bool = False) -> CallMeta:
-    protocol = adapter.protocol
-    translated = None if protocol == WireProtocol.CHAT and not rewritten else engine_body
-    meta = CallMeta(state.rollout_id, index, protocol, body, translated,
-                    harness_headers(request.headers), version, time.time(), is_side_call(protocol, body), raw)
-    if media is not None:  # the record keeps references, never the inline base64
-        meta.images, meta.request_json = media.refs, None
-        meta.stored_request = stored_copy(body, media.replace)
-        meta.engine_request = stored_copy(translated, media.replace)
+def _meta(call: Call, index: int, got: Admitted, version: int) -> CallMeta:
+    adapter, body = call.adapter, got.body
+    translated = got.engine_body if adapter.translates or got.rewritten else None
+    meta = CallMeta(call.state.rollout_id, index, adapter.wire, body, translated, harness_headers(call.request.headers),
+                    version, time.time(), is_side_call(adapter, body), got.raw)
+    if got.media is not None:  # the record keeps references, never the inline base64
+        meta.images, meta.request_json = got.media.refs, None
+        meta.stored_request = stored_copy(body, got.media.replace)
+        meta.engine_request = stored_copy(translated, got.media.replace)
     return meta
 
 
 @contextmanager
-def _watched(gw: Gateway, state: RolloutState, deadline: float | None) -> Iterator[None]:
+def _watched(call: Call) -> Iterator[None]:
     """One engine step under its deadline, cut early when the rollout ends (`cut_inflight`)."""
-    with gw.deadlines.guard(deadline) as guard:
-        state.inflight.add(guard)
+    inflight = call.state.inflight
+    with call.gw.deadlines.guard(call.deadline) as guard:
+        inflight.add(guard)
         try:
             yield
         finally:
-            state.inflight.discard(guard)
+            inflight.discard(guard)
 
 
 def _classify(exc: BaseException, state: RolloutState | None = None) -> tuple[CallError, GatewayError]:
@@ -325,9 +326,9 @@ def _classify(exc: BaseException, state: RolloutState | None = None) -> tuple[Ca
     return call_error(CallErrorKind.GATEWAY_INTERNAL, repr(exc)), GatewayError(500, "internal gateway error")
 
 
-async def _finish_record(gw: Gateway, meta: CallMeta, state: RolloutState, tape: CallTape,
-                         error: CallError | None) -> None:
+async def _finish_record(call: Call, error: CallError | None) -> None:
     """Durably record the call; taint the rollout when an infra fault hit it."""
+    gw, meta, tape = call.gw, call.meta, call.tape
     if meta.images and tape.processor is None:
         tape.processor = await _engine_processor(gw, meta.rollout_id)
     finished_at = time.time()
@@ -336,21 +337,36 @@ async def _finish_record(gw: Gateway, meta: CallMeta, state: RolloutState, tape:
     gw.metrics.observe(meta.protocol.value, outcome, tape.prompt_length(), len(tape.token_ids),
                        finished_at - meta.started_at)
     if error is not None and error.kind.is_infra:
-        await gw.registry.taint(state, error.kind)
+        await gw.registry.taint(call.state, error.kind)
     if error is None:
-        _note_sampled(gw, state, meta, tape)
+        _note_sampled(call)
 
 
-async def _verbatim(gw: Gateway, state: RolloutState, engine_body: dict[str, Any]) -> dict[str, Any] | None:
+async def _fail(call: Call, exc: Exception) -> GatewayError:
+    """Record an engine-side failure (classified once, here); the refusal the client gets."""
+    recorded, refusal = _classify(exc, call.state)
+    await _finish_record(call, recorded)
+    return refusal
+
+
+def _record_cancelled(call: Call) -> None:
+    """The client (or the server) went away mid-call: record it without awaiting (we are cancelled)."""
+    call.gw.store.append_call_nowait(build_record(call.meta, call.tape, call_error(
+        CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")))
+
+
+async def _verbatim(call: Call, engine_body: dict[str, Any]) -> dict[str, Any] | None:
     """The engine body with this rollout's echoed assistant turns as the model wrote them (verbatim.py)."""
+    gw, state = call.gw, call.state
     if not gw.verbatim_history:
         return None
     return await state.echo.rewrite(engine_body, getattr(gw.engine, "detokenize", None), state.rollout_id)
 
 
-def _note_sampled(gw: Gateway, state: RolloutState, meta: CallMeta, tape: CallTape) -> None:
-    if gw.verbatim_history and tape.token_ids and not meta.side_call:
-        state.echo.note(sampled_text_ids(tape.token_ids, tape.finish_reason, meta.request))
+def _note_sampled(call: Call) -> None:
+    tape = call.tape
+    if call.gw.verbatim_history and tape.token_ids and not call.meta.side_call:
+        call.state.echo.note(sampled_text_ids(tape.token_ids, tape.finish_reason, call.meta.request))
 
 
 async def _engine_processor(gw: Gateway, route_key: str) -> dict[str, Any] | None:
@@ -367,100 +383,93 @@ async def _engine_processor(gw: Gateway, route_key: str) -> dict[str, Any] | Non
     return found if isinstance(found, dict) else None
 
 
-async def _complete(gw: Gateway, adapter: ProtocolAdapter, meta: CallMeta, state: RolloutState,
-                    call: EngineCall) -> web.Response:
-    tape = CallTape(want_media=bool(meta.images))
+async def _complete(call: Call) -> web.Response:
     try:
-        with _watched(gw, state, call.deadline):
-            result = await gw.engine.complete(call)
-        tape.take_result(result)
-        payload = adapter.response_body(meta.request, result)
+        with _watched(call):
+            result = await call.gw.engine.complete(call.engine_call)
+        call.tape.take_result(result)
+        payload = call.adapter.response_body(call.meta.request, result)
     except asyncio.CancelledError:  # the client went away: the engine request was closed with it
-        gw.store.append_call_nowait(build_record(meta, tape, call_error(
-            CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")))
+        _record_cancelled(call)
         raise
     except Exception as exc:
-        recorded, refusal = _classify(exc, state)
-        await _finish_record(gw, meta, state, tape, recorded)
-        return error_response(adapter.protocol, refusal)
-    await _finish_record(gw, meta, state, tape, None)
+        return error_response(call.adapter, await _fail(call, exc))
+    await _finish_record(call, None)
     return web.Response(body=payload, content_type="application/json")
 
 
-async def _stream(gw: Gateway, request: web.Request, adapter: ProtocolAdapter, meta: CallMeta,
-                  state: RolloutState, call: EngineCall) -> web.StreamResponse:
-    tape = CallTape(want_media=bool(meta.images))
-    chunks = gw.engine.stream(call).__aiter__()
+async def _stream(call: Call) -> web.StreamResponse:
+    chunks = call.gw.engine.stream(call.engine_call).__aiter__()
     try:
-        with _watched(gw, state, call.deadline):
+        with _watched(call):
             first = await chunks.__anext__()
     except asyncio.CancelledError:
         await _aclose(chunks)  # the engine's HTTP request ends now, not at GC
-        gw.store.append_call_nowait(build_record(meta, tape, call_error(
-            CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")))
+        _record_cancelled(call)
         raise
     except Exception as exc:
         await _aclose(chunks)
-        recorded, refusal = _classify(exc, state)
-        await _finish_record(gw, meta, state, tape, recorded)
-        return error_response(adapter.protocol, refusal)
+        return error_response(call.adapter, await _fail(call, exc))
     resp = web.StreamResponse(headers=SSE_HEADERS)
-    await resp.prepare(request)
-    return await _relay(gw, resp, adapter, meta, state, tape, first, chunks, call.deadline)
+    await resp.prepare(call.request)
+    return await _Relay(call, resp, chunks).run(first)
 
 
-async def _relay(gw: Gateway, resp: web.StreamResponse, adapter: ProtocolAdapter, meta: CallMeta,
-                 state: RolloutState, tape: CallTape, first: EngineChunk,
-                 chunks: AsyncIterator[EngineChunk], deadline: float | None) -> web.StreamResponse:
-    writer = adapter.stream_writer(meta.request)
-    held: list[bytes] = []
-    try:
-        with _watched(gw, state, deadline):
-            await _pump(resp, writer, tape, held, first, chunks)
-        tape.settle()  # events forwarded unread are read now; a malformed one is the engine's fault
-    except ConnectionResetError as exc:
-        await _aclose(chunks)
-        await _finish_record(gw, meta, state, tape, call_error(CallErrorKind.CLIENT_DISCONNECTED, str(exc)))
-        return resp
-    except asyncio.CancelledError:
-        await _aclose(chunks)  # the engine's HTTP request ends now, not at GC
-        gw.store.append_call_nowait(build_record(meta, tape, call_error(
-            CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")))
-        raise
-    except Exception as exc:
-        await _aclose(chunks)
-        recorded, refusal = _classify(exc, state)
-        await _finish_record(gw, meta, state, tape, recorded)
-        return await _end(resp, [*held, writer.error(refusal)])
-    await _finish_record(gw, meta, state, tape, None)
-    return await _end(resp, [*held, writer.finish()])
+class _Relay:
+    """One streamed answer on its way to the client: the engine's chunks, the protocol's writer, and
+    the final events held back until the call's record is durable."""
 
+    __slots__ = ("call", "chunks", "held", "resp", "writer")
 
-async def _pump(resp: web.StreamResponse, writer: StreamWriter, tape: CallTape, held: list[bytes],
-                first: EngineChunk, chunks: AsyncIterator[EngineChunk]) -> None:
-    """Relay chunk by chunk (never buffered), holding back only the final chunks until the record
-    is durable. One loop, no call per chunk: with a paced engine every token is a chunk."""
-    chunk = first
-    while True:
-        tape.take_chunk(chunk)
-        out = writer.feed(chunk)
-        if held or chunk.final:
-            held.append(out)
-        elif out:
-            await resp.write(out)
+    def __init__(self, call: Call, resp: web.StreamResponse, chunks: AsyncIterator[EngineChunk]) -> None:
+        self.call, self.resp, self.chunks = call, resp, chunks
+        self.writer = call.adapter.stream_writer(call.meta.request)
+        self.held: list[bytes] = []
+
+    async def run(self, first: EngineChunk) -> web.StreamResponse:
+        call = self.call
         try:
-            chunk = await chunks.__anext__()
-        except StopAsyncIteration:
-            return
+            with _watched(call):
+                await self._pump(first)
+            call.tape.settle()  # events forwarded unread are read now; a malformed one is the engine's fault
+        except ConnectionResetError as exc:
+            await _aclose(self.chunks)
+            await _finish_record(call, call_error(CallErrorKind.CLIENT_DISCONNECTED, str(exc)))
+            return self.resp
+        except asyncio.CancelledError:
+            await _aclose(self.chunks)  # the engine's HTTP request ends now, not at GC
+            _record_cancelled(call)
+            raise
+        except Exception as exc:
+            await _aclose(self.chunks)
+            return await self._end(self.writer.error(await _fail(call, exc)))
+        await _finish_record(call, None)
+        return await self._end(self.writer.finish())
 
+    async def _pump(self, first: EngineChunk) -> None:
+        """Relay chunk by chunk (never buffered), holding back only the final chunks until the record
+        is durable. One loop, no call per chunk: with a paced engine every token is a chunk."""
+        resp, writer, tape, held, chunks = self.resp, self.writer, self.call.tape, self.held, self.chunks
+        chunk = first
+        while True:
+            tape.take_chunk(chunk)
+            out = writer.feed(chunk)
+            if held or chunk.final:
+                held.append(out)
+            elif out:
+                await resp.write(out)
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                return
 
-async def _end(resp: web.StreamResponse, tail: list[bytes]) -> web.StreamResponse:
-    try:
-        await resp.write(b"".join(tail))
-        await resp.write_eof()
-    except ConnectionResetError:
-        pass
-    return resp
+    async def _end(self, last: bytes) -> web.StreamResponse:
+        try:
+            await self.resp.write(b"".join([*self.held, last]))
+            await self.resp.write_eof()
+        except ConnectionResetError:
+            pass
+        return self.resp
 
 
 async def _aclose(chunks: AsyncIterator[EngineChunk]) -> None:
@@ -470,4 +479,3 @@ async def _aclose(chunks: AsyncIterator[EngineChunk]) -> None:
             await aclose()
         except Exception:
             pass
-

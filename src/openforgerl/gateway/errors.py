@@ -1,22 +1,20 @@
 """Errors the gateway answers with, in each wire protocol's own JSON shape.
 
 Every refusal is a `GatewayError` raised near where it is detected and rendered once, by the
-protocol of the route it happened on (OpenAI `{"error": {...}}` or Anthropic
-`{"type": "error", "error": {...}}`). Statuses follow what real harnesses do with them: client
+protocol of the route it happened on (its `error_body`, `protocols/<name>/`); the admin plane, which
+speaks no model protocol, answers in OpenAI's `{"error": {...}}` shape (`openai_error_body`). Statuses follow what real harnesses do with them: client
 mistakes are 4xx, weight sync and overload are 503 (retried by every harness; 429/400 are fatal
 for Codex and Claude Code), engine faults 502 and deadlines 504.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
-from openforgerl.records import WireProtocol
-
-# OpenAI error `type` per status (Anthropic's shape comes from protocols/anthropic.py).
+# OpenAI error `type` per status.
 _OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                  404: "not_found_error", 405: "invalid_request_error", 408: "invalid_request_error",
                  409: "conflict_error", 413: "invalid_request_error", 415: "invalid_request_error",
@@ -43,26 +41,26 @@ def openai_error_body(status: int, message: str, param: str | None = None,
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def error_body(protocol: WireProtocol | None, err: GatewayError) -> dict[str, Any]:
-    if protocol == WireProtocol.ANTHROPIC:
-        from openforgerl.gateway.protocols import anthropic
+class ErrorShape(Protocol):
+    """What renders a refusal: a wire protocol's adapter (`protocols.base.WireAdapter`)."""
 
-        return anthropic.error_body(err.status, err.message)
-    return openai_error_body(err.status, err.message, err.param, err.code)
+    def error_body(self, err: GatewayError) -> dict[str, Any]: ...
 
 
-def error_response(protocol: WireProtocol | None, err: GatewayError) -> web.Response:
+def error_body(shape: ErrorShape | None, err: GatewayError) -> dict[str, Any]:
+    if shape is None:
+        return openai_error_body(err.status, err.message, err.param, err.code)
+    return shape.error_body(err)
+
+
+def error_response(shape: ErrorShape | None, err: GatewayError) -> web.Response:
     headers = dict(err.headers)
     if err.status == 503:
         headers.setdefault("Retry-After", "1")
     close = headers.pop("Connection", "").lower() == "close"
-    resp = web.Response(status=err.status, body=orjson.dumps(error_body(protocol, err)),
+    resp = web.Response(status=err.status, body=orjson.dumps(error_body(shape, err)),
                         content_type="application/json", headers=headers)
     if close:  # the request's framing or body is broken: the connection cannot carry another
         resp.force_close()
     return resp
 
-
-def sse_error_event(err: GatewayError) -> bytes:
-    """An in-stream Chat Completions error (after headers went out); the SDKs raise on it."""
-    return b"data: " + orjson.dumps(openai_error_body(err.status, err.message, err.param, err.code)) + b"\n\n"

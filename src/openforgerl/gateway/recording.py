@@ -13,13 +13,16 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from openforgerl.engines.base import EngineChunk, EngineResult
 from openforgerl.gateway.images import with_engine_grids
 from openforgerl.records import CallError, CallErrorKind, CallRecord, ImageRef, WireProtocol, json_default
+
+if TYPE_CHECKING:  # only the type: protocols/ needs nothing from here
+    from openforgerl.gateway.protocols.base import WireAdapter
 
 # Harness headers worth keeping (lower-case); secrets (authorization, x-api-key) never are.
 RECORDED_HEADERS = (
@@ -56,25 +59,11 @@ def agent_ids(headers: dict[str, str]) -> tuple[str | None, str | None]:
     return agent, parent
 
 
-def _system_text(protocol: WireProtocol, request: dict[str, Any]) -> str:
-    """The leading system/instructions text of a request, flattened."""
-    parts: list[Any] = []
-    if protocol == WireProtocol.ANTHROPIC:
-        parts.append(request.get("system"))
-    elif protocol == WireProtocol.RESPONSES:
-        parts.append(request.get("instructions"))
-        items = request.get("input")
-        if isinstance(items, list):
-            parts += [i.get("content") for i in items[:2] if isinstance(i, dict) and i.get("role") in
-                      ("system", "developer")]
-    else:
-        msgs = request.get("messages")
-        if isinstance(msgs, list):
-            parts += [m.get("content") for m in msgs[:2] if isinstance(m, dict) and m.get("role") in
-                      ("system", "developer")]
+def _system_head(adapter: WireAdapter, request: dict[str, Any]) -> str:
+    """The leading system/instructions text of a request (where it sits: the protocol says), flattened."""
     # Side-call prompts announce themselves in their opening lines; the head of each part is enough
     # (long agent system prompts are not lower-cased whole on every call).
-    return " ".join(_flatten(p)[:_SYSTEM_HEAD] for p in parts).lower()
+    return " ".join(_flatten(p)[:_SYSTEM_HEAD] for p in adapter.system_parts(request)).lower()
 
 
 def _flatten(value: Any) -> str:
@@ -85,7 +74,7 @@ def _flatten(value: Any) -> str:
     return ""
 
 
-def is_side_call(protocol: WireProtocol, request: dict[str, Any]) -> bool:
+def is_side_call(adapter: WireAdapter, request: dict[str, Any]) -> bool:
     """Title generation / warm-up calls: never part of the trained trajectory."""
     if request.get("generate") is False:
         return True
@@ -94,7 +83,7 @@ def is_side_call(protocol: WireProtocol, request: dict[str, Any]) -> bool:
     fmt = (request.get("output_config") or {}).get("format") if isinstance(request.get("output_config"), dict) else None
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         return True
-    system = _system_text(protocol, request)
+    system = _system_head(adapter, request)
     # Every marker holds "title" or "summarize": two scans of the text rule most calls out.
     return ("title" in system or "summarize" in system) and any(p in system for p in _SIDE_CALL_PROMPTS)
 

@@ -26,67 +26,87 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from aiohttp import web
 
 from openforgerl.engines.base import Engine
-from openforgerl.gateway import adapters
 from openforgerl.gateway.access import GatewayAccess
 from openforgerl.gateway.admin import add_admin_routes, admin_auth, healthz
-from openforgerl.gateway.calls import GATEWAY_KEY, Gateway, ProtocolAdapter, read_json, serve_call
+from openforgerl.gateway.calls import GATEWAY_KEY, Gateway, api_key, read_json, serve_call
 from openforgerl.gateway.errors import GatewayError, error_response
 from openforgerl.gateway.flow import FlowGate
 from openforgerl.gateway.images import ImagePolicy
 from openforgerl.gateway.metrics import Metrics
-from openforgerl.gateway.rollouts import RolloutRegistry
+from openforgerl.gateway.protocols import WireAdapter, adapter_for
+from openforgerl.gateway.protocols.anthropic import AnthropicAdapter
+from openforgerl.gateway.rollouts import RolloutRegistry, RolloutState
 from openforgerl.records import WireProtocol
 from openforgerl.store.base import CallStore
 
 
-def _route_protocol(path: str) -> WireProtocol:
-    return WireProtocol.ANTHROPIC if "/messages" in path else WireProtocol.CHAT
+def _route_adapter(path: str) -> WireAdapter:
+    """The protocol a model path speaks, for refusals made before its handler runs."""
+    return adapter_for(WireProtocol.ANTHROPIC if "/messages" in path else WireProtocol.CHAT)
 
 
-def _model_route(pick: Any) -> Any:
-    async def handler(request: web.Request) -> web.StreamResponse:
-        try:
-            adapter: ProtocolAdapter = pick()
-        except GatewayError as err:
-            return error_response(_route_protocol(request.path), err)
-        return await serve_call(request.app[GATEWAY_KEY], request, adapter)
-    return handler
+RolloutHandler = Callable[[web.Request, RolloutState], Awaitable[web.StreamResponse]]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-async def _models(request: web.Request) -> web.Response:
-    gw = request.app[GATEWAY_KEY]
-    try:
-        await gw.registry.authorize(request.match_info["rollout_id"], _key(request))
-    except GatewayError as err:
-        return error_response(WireProtocol.CHAT, err)
-    names = await gw.engine.models()
+def rollout_auth(adapter: WireAdapter) -> Callable[[RolloutHandler], Handler]:
+    """Route decorator: the route's rollout must be open and the caller hold its key; the handler gets
+    the rollout's state, a refusal goes out in `adapter`'s error shape."""
+
+    def wrap(handler: RolloutHandler) -> Handler:
+        async def authorized(request: web.Request) -> web.StreamResponse:
+            gw = request.app[GATEWAY_KEY]
+            try:
+                state = await gw.registry.authorize(request.match_info["rollout_id"], api_key(request))
+            except GatewayError as err:
+                return error_response(adapter, err)
+            return await handler(request, state)
+        return authorized
+    return wrap
+
+
+def _model_call(adapter: WireAdapter) -> Handler:
+    async def handler(request: web.Request, state: RolloutState) -> web.StreamResponse:
+        return await serve_call(request.app[GATEWAY_KEY], request, adapter, state)
+    return rollout_auth(adapter)(handler)
+
+
+_CHAT = adapter_for(WireProtocol.CHAT)
+_ANTHROPIC = cast(AnthropicAdapter, adapter_for(WireProtocol.ANTHROPIC))
+
+
+@rollout_auth(_CHAT)
+async def _models(request: web.Request, state: RolloutState) -> web.Response:
+    names = await request.app[GATEWAY_KEY].engine.models()
     data = [{"id": n, "object": "model", "created": int(time.time()), "owned_by": "openforgerl"} for n in names]
     return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type="application/json")
 
 
-def _key(request: web.Request) -> str | None:
-    from openforgerl.gateway.calls import api_key
-
-    return api_key(request)
-
-
-async def _count_tokens(request: web.Request) -> web.Response:
-    gw = request.app[GATEWAY_KEY]
+@rollout_auth(_ANTHROPIC)
+async def _count_tokens(request: web.Request, state: RolloutState) -> web.Response:
+    engine = request.app[GATEWAY_KEY].engine
     try:
-        await gw.registry.authorize(request.match_info["rollout_id"], _key(request))
-        body = await read_json(request)
-        chat = adapters.anthropic_count_body(body)
-        count = await adapters.count_tokens(gw.engine, chat)
+        chat = _ANTHROPIC.count_body(await read_json(request))
+        count = await _prompt_tokens(engine, chat)
     except GatewayError as err:
-        return error_response(WireProtocol.ANTHROPIC, err)
+        return error_response(_ANTHROPIC, err)
     return web.Response(body=orjson.dumps({"input_tokens": count}), content_type="application/json")
+
+
+async def _prompt_tokens(engine: Engine, chat_body: dict[str, Any]) -> int:
+    """Prompt tokens for a chat body, asked of the engine when it can tokenize."""
+    counter = getattr(engine, "count_tokens", None)
+    if counter is None:
+        raise GatewayError(404, "token counting is not supported by this engine")
+    return int(await counter(chat_body))
 
 
 async def _head_ok(request: web.Request) -> web.Response:
@@ -95,14 +115,14 @@ async def _head_ok(request: web.Request) -> web.Response:
 
 async def _unknown(request: web.Request) -> web.Response:
     err = GatewayError(404, f"no route for {request.method} {request.path}")
-    return error_response(_route_protocol(request.path), err)
+    return error_response(_route_adapter(request.path), err)
 
 
 def add_model_routes(app: web.Application) -> None:
     r = app.router
-    r.add_post("/r/{rollout_id}/v1/chat/completions", _model_route(adapters.chat_adapter))
-    r.add_post("/r/{rollout_id}/v1/responses", _model_route(adapters.responses_adapter))
-    r.add_post("/r/{rollout_id}/v1/messages", _model_route(adapters.anthropic_adapter))
+    r.add_post("/r/{rollout_id}/v1/chat/completions", _model_call(_CHAT))
+    r.add_post("/r/{rollout_id}/v1/responses", _model_call(adapter_for(WireProtocol.RESPONSES)))
+    r.add_post("/r/{rollout_id}/v1/messages", _model_call(_ANTHROPIC))
     r.add_post("/r/{rollout_id}/v1/messages/count_tokens", _count_tokens)
     r.add_get("/r/{rollout_id}/v1/models", _models)
     for path in ("/r/{rollout_id}", "/r/{rollout_id}/", "/r/{rollout_id}/v1", "/r/{rollout_id}/v1/"):
@@ -114,8 +134,9 @@ _ENCODINGS = frozenset({"", "identity", "gzip", "x-gzip", "deflate"})  # what ai
 _log = logging.getLogger(__name__)
 
 
-def _protocol_of(request: web.Request, admin: bool) -> WireProtocol | None:
-    return None if admin else _route_protocol(request.path)
+def _shape_of(request: web.Request, admin: bool) -> WireAdapter | None:
+    """Who renders a refusal: the model route's protocol, or the admin plane's default (None)."""
+    return None if admin else _route_adapter(request.path)
 
 
 def _encoding_ok(request: web.Request) -> bool:
@@ -128,21 +149,20 @@ def _json_errors(admin: bool) -> Any:
 
     @web.middleware
     async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-        protocol = _protocol_of(request, admin)
         if not _encoding_ok(request):
-            return error_response(protocol, GatewayError(415, "unsupported Content-Encoding"))
+            return error_response(_shape_of(request, admin), GatewayError(415, "unsupported Content-Encoding"))
         try:
             response: web.StreamResponse = await handler(request)
             return response
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
-            return error_response(protocol, GatewayError(exc.status, exc.reason))
+            return error_response(_shape_of(request, admin), GatewayError(exc.status, exc.reason))
         except GatewayError as err:
-            return error_response(protocol, err)
+            return error_response(_shape_of(request, admin), err)
         except Exception:
             _log.exception("gateway bug on %s %s", request.method, request.path)
-            return error_response(protocol, GatewayError(500, "internal gateway error"))
+            return error_response(_shape_of(request, admin), GatewayError(500, "internal gateway error"))
     return middleware
 
 

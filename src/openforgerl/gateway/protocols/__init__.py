@@ -1,17 +1,19 @@
-"""Wire-protocol translators between what harnesses speak and the chat completions engines speak.
+"""The wire protocols harnesses speak, one package each, all in front of the chat-completions engine.
 
-Pure functions and small stream classes, no I/O (the gateway does the HTTP):
-
+* `chat` — OpenAI Chat Completions, the engine's own protocol: checked and passed through.
 * `responses` — OpenAI Responses API (Codex CLI, OpenClaw `openai-responses`).
 * `anthropic` — Anthropic Messages (Claude Code, OpenClaw `anthropic-messages`).
-* `sse` — SSE encoder and incremental decoder.
 
-Each protocol module has the same surface: `validate_request`, `to_chat_request`,
-`translate_request`, `from_chat_completion`, a stream class (`ResponsesStream` /
-`AnthropicStream`: `start`, `feed`, `finish`, `error_event`) and `error_body`. Bad input raises only
-`ProtocolError(status, message)`.
+Each package holds one `WireAdapter` (`base.py`), registered for its `WireProtocol`: it translates
+the request, writes the answer and the stream (through the one SSE writer, `sse.py`), shapes the
+protocol's errors and names its system text. `adapter_for(wire)` is the table the gateway reads.
+Underneath, the translators are pure functions and small stream classes, no I/O; bad input raises
+only `ProtocolError(status, message)`, which the adapter turns into the gateway's `GatewayError`.
 """
 
+from openforgerl.gateway.protocols import anthropic, chat, responses
 from openforgerl.gateway.protocols._common import ProtocolError
+from openforgerl.gateway.protocols.base import StreamWriter, WireAdapter, adapter_for, register
 
-__all__ = ["ProtocolError"]
+__all__ = ["ProtocolError", "StreamWriter", "WireAdapter", "adapter_for", "anthropic", "chat", "register",
+           "responses"]

@@ -188,3 +188,10 @@ def reasoning_of(delta: dict[str, Any]) -> str | None:
     if text is None:
         text = delta.get("reasoning_content")
     return text
+
+
+def leading_system(items: Any) -> list[Any]:
+    """The contents of the system/developer messages among the first two of `items` (OpenAI shapes)."""
+    if not isinstance(items, list):
+        return []
+    return [m.get("content") for m in items[:2] if isinstance(m, dict) and m.get("role") in ("system", "developer")]

@@ -1,7 +1,6 @@
 """Responses API request side: validation and translation to a chat-completions body.
 
-Split from `responses.py` (which re-exports everything here) to keep each module one job; the rules
-are documented there.
+The package (`responses/__init__.py`) re-exports everything here and documents the rules.
 """
 
 from __future__ import annotations

@@ -1,39 +1,6 @@
-"""OpenAI Responses API <-> Chat Completions, as Codex CLI and OpenClaw speak it. Pure, no I/O.
+"""Responses API answer side: the non-streamed `response` object, the SSE stream, the error body.
 
-API for the gateway (all take/return plain dicts and bytes):
-
-* `validate_request(body)` raises `ProtocolError(status, message)`; `to_chat_request(body)` validates
-  and returns the chat-completions body for the engine; `translate_request` also returns notes on
-  what was dropped; `fold_system=True` folds mid-conversation system messages into user turns for
-  templates that reject them. The gateway adds its own engine fields (`return_token_ids`, ...).
-  Assistant history carries the model's reasoning as `reasoning` (vLLM's field name; an SGLang
-  engine adapter must rename it to `reasoning_content`).
-* `from_chat_completion(chat, request)` -> the non-streamed `response` object.
-* `ResponsesStream(request)`: `feed(chunk_dict) -> bytes` per engine `chat.completion.chunk`,
-  `finish(usage=None) -> bytes` at the end of the engine stream, `error_event(message, status=...)`
-  when the engine fails mid-stream. `start()` (optional) sends `response.created` early.
-* `error_body(status, message)` -> `{"error": {...}}` for a non-2xx answer.
-
-Translation rules (measured on Codex 0.171, see reference/notes/harnesses.md):
-* `instructions` + leading `developer`/`system` items -> one system message; later ones stay in
-  place (see `_inline.py`). `input` may be a string.
-* reasoning items -> the next assistant message's `reasoning`; `function_call` items join the
-  assistant message before them, their JSON `arguments` re-written in the engine's own spacing
-  (`json.dumps`, identity for Codex, which keeps bytes; undoes OpenClaw's compact re-serializing);
-  `function_call_output` -> a `tool` message.
-* Tools: `function` (strict is accepted, not enforced); `namespace` members are flattened to
-  function tools named `<namespace>.<name>` and mapped back to a `function_call` carrying
-  `"namespace"`; `custom` (freeform) tools become a function with one string argument `input` and
-  come back as `custom_tool_call`. Hosted tools (`web_search`, `file_search`, ...) are dropped.
-* Reasoning we emit carries its text both as `content` (reasoning_text) and, when the request
-  includes `reasoning.encrypted_content`, as `encrypted_content` with a marker prefix: Codex never
-  sends reasoning `content` back but does echo `encrypted_content`, so the next prompt still holds
-  the model's reasoning and stays a token-exact extension of this one.
-* `reasoning.effort == "none"` -> `chat_template_kwargs.enable_thinking = false`.
-* A stream always ends in `response.completed` (status `incomplete` when the engine hit its token
-  limit): Codex treats a stream without `response.completed` as a failure and retries it.
-  `previous_response_id` is refused (400): the gateway is stateless, so Codex must use a custom
-  `model_providers` entry (HTTP, full history).
+Pure, no I/O; the rules are documented in the package docstring (`responses/__init__.py`).
 """
 
 from __future__ import annotations
@@ -41,40 +8,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from openforgerl.gateway.protocols import sse
 from openforgerl.gateway.protocols._common import (
     ChatChoice,
-    ProtocolError,
     Usage,
-    dumps,
     is_int,
     new_id,
     parse_json_object,
     reasoning_of,
     tool_call_parts,
 )
-from openforgerl.gateway.protocols._responses_request import (
-    REASONING_MARKER,
-    ChatTranslation,
-    ToolNames,
-    ToolRef,
-    to_chat_request,
-    translate_request,
-    validate_request,
-)
-
-__all__ = [
-    "REASONING_MARKER",
-    "ChatTranslation",
-    "ProtocolError",
-    "ResponsesStream",
-    "ToolNames",
-    "ToolRef",
-    "error_body",
-    "from_chat_completion",
-    "to_chat_request",
-    "translate_request",
-    "validate_request",
-]
+from openforgerl.gateway.protocols.responses._request import REASONING_MARKER, ToolNames, ToolRef
 
 # --------------------------------------------------------------------------- response
 
@@ -278,7 +222,7 @@ class ResponsesStream:
         payload["type"] = kind
         payload["sequence_number"] = self._seq
         self._seq += 1
-        return b"event: " + kind.encode() + b"\ndata: " + dumps(payload) + b"\n\n"
+        return sse.encode(payload, kind)
 
     def _reasoning(self, text: str) -> bytes:
         item = self._open

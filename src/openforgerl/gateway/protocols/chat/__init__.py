@@ -3,6 +3,7 @@
 The request is checked for the shapes the engine needs and forwarded; the engine's bytes go back
 as they came (non-streamed body, SSE events one by one), extension fields (`prompt_token_ids`,
 `token_ids`) included: clients ignore unknown fields, and not rewriting keeps the hot path cheap.
+Errors take OpenAI's shape, in the body and in the stream (a `data:` event the SDKs raise on).
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from typing import Any
 import orjson
 
 from openforgerl.engines.base import EngineChunk, EngineResult
-from openforgerl.gateway.errors import GatewayError, sse_error_event
+from openforgerl.gateway.errors import GatewayError, openai_error_body
+from openforgerl.gateway.protocols import sse
+from openforgerl.gateway.protocols._common import leading_system
+from openforgerl.gateway.protocols.base import WireAdapter, register
 from openforgerl.records import WireProtocol
 
 _DONE = b"data: [DONE]\n\n"
@@ -52,23 +56,34 @@ def validate_chat(body: dict[str, Any]) -> None:
             raise GatewayError(400, f"'{key}' must be a number", param=key)
 
 
+def _error_json(err: GatewayError) -> dict[str, Any]:
+    return openai_error_body(err.status, err.message, err.param, err.code)
+
+
 class _ChatStream:
     """Forwards the engine's SSE events verbatim; `[DONE]` is the terminal event."""
+
+    __slots__ = ()
 
     def feed(self, chunk: EngineChunk) -> bytes:
         if chunk.raw is not None:
             return chunk.raw
-        return b"data: " + orjson.dumps(chunk.body) + b"\n\n"
+        return sse.encode(chunk.body)
 
     def finish(self) -> bytes:
         return _DONE
 
     def error(self, err: GatewayError) -> bytes:
-        return sse_error_event(err)
+        return sse.encode(_error_json(err))
 
 
-class ChatAdapter:
-    protocol = WireProtocol.CHAT
+_STREAM = _ChatStream()  # stateless: one for every call
+
+
+@register
+class ChatAdapter(WireAdapter):
+    wire = WireProtocol.CHAT
+    translates = False
 
     def engine_body(self, request: dict[str, Any]) -> dict[str, Any]:
         validate_chat(request)
@@ -78,4 +93,10 @@ class ChatAdapter:
         return result.raw if result.raw is not None else orjson.dumps(result.body)
 
     def stream_writer(self, request: dict[str, Any]) -> _ChatStream:
-        return _ChatStream()
+        return _STREAM
+
+    def error_body(self, err: GatewayError) -> dict[str, Any]:
+        return _error_json(err)
+
+    def system_parts(self, request: dict[str, Any]) -> list[Any]:
+        return leading_system(request.get("messages"))
