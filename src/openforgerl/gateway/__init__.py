@@ -16,9 +16,10 @@ gets it from wherever the gateway got it: the same token file or variable (the C
 token to `--admin-token-file` when that file does not exist yet), or `RunningGateway.access` in-process;
 see docs/threat_model_gateway.md. It must never be passed to a harness.
 
-Modules: `server` (the two apps, start_gateway), `access` (GatewayAccess: what an admin client holds),
-`calls` (one call: admit, forward, tee, record), `chat` / `adapters` (per-protocol adapters; translators
-live in `protocols/`), `rollouts` (keys, index leases, deadlines, close, outcome, taint), `flow`
-(pause/resume, overload), `recording` (CallRecord assembly, harness headers, side calls), `errors`
-(protocol-shaped refusals), `deadlines`, `metrics`, `admin`, `command`.
+Modules: `server` (the two apps, start_gateway, `rollout_auth` for model routes), `access` (GatewayAccess:
+what an admin client holds), `calls` (one `Call`: admit, forward, tee, record), `protocols/` (one package
+per wire protocol: `chat`, `responses`, `anthropic`, each one registered `WireAdapter`; `sse`, the one SSE
+writer), `rollouts` (keys, index leases, deadlines, close, outcome, taint), `flow` (pause/resume,
+overload), `recording` (CallRecord assembly, harness headers, side calls), `errors` (`GatewayError`,
+rendered by the route's adapter), `deadlines`, `metrics`, `admin`, `command`.
 """

@@ -262,9 +262,9 @@ async def _admit(call: Call, body: dict[str, Any], raw: bytes, lifted: LiftedUrl
     return Admitted(raw, body, engine_body, rewritten is not None, media, lifted)
 
 
-async def serve_call(gw: Gateway, request: web.Request, adapter: WireAdapter,
-                     state: RolloutState) -> web.StreamResponse:
+async def serve_call(adapter: WireAdapter, request: web.Request, state: RolloutState) -> web.StreamResponse:
     """Entry point of every model route, once the rollout is authorized (`server.rollout_auth`)."""
+    gw = request.app[GATEWAY_KEY]
     call = Call(gw, adapter, state, request)
     try:
         got = await admit(call, await read_raw(request))

@@ -28,6 +28,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 import orjson
@@ -41,7 +42,7 @@ from openforgerl.gateway.errors import GatewayError, error_response
 from openforgerl.gateway.flow import FlowGate
 from openforgerl.gateway.images import ImagePolicy
 from openforgerl.gateway.metrics import Metrics
-from openforgerl.gateway.protocols import WireAdapter, adapter_for
+from openforgerl.gateway.protocols import WireAdapter, adapter_for, adapters
 from openforgerl.gateway.protocols.anthropic import AnthropicAdapter
 from openforgerl.gateway.rollouts import RolloutRegistry, RolloutState
 from openforgerl.records import WireProtocol
@@ -74,9 +75,7 @@ def rollout_auth(adapter: WireAdapter) -> Callable[[RolloutHandler], Handler]:
 
 
 def _model_call(adapter: WireAdapter) -> Handler:
-    async def handler(request: web.Request, state: RolloutState) -> web.StreamResponse:
-        return await serve_call(request.app[GATEWAY_KEY], request, adapter, state)
-    return rollout_auth(adapter)(handler)
+    return rollout_auth(adapter)(partial(serve_call, adapter))  # a partial: no extra coroutine per call
 
 
 _CHAT = adapter_for(WireProtocol.CHAT)
@@ -120,9 +119,8 @@ async def _unknown(request: web.Request) -> web.Response:
 
 def add_model_routes(app: web.Application) -> None:
     r = app.router
-    r.add_post("/r/{rollout_id}/v1/chat/completions", _model_call(_CHAT))
-    r.add_post("/r/{rollout_id}/v1/responses", _model_call(adapter_for(WireProtocol.RESPONSES)))
-    r.add_post("/r/{rollout_id}/v1/messages", _model_call(_ANTHROPIC))
+    for adapter in adapters():  # one route per registered wire protocol (protocols/)
+        r.add_post("/r/{rollout_id}" + adapter.path, _model_call(adapter))
     r.add_post("/r/{rollout_id}/v1/messages/count_tokens", _count_tokens)
     r.add_get("/r/{rollout_id}/v1/models", _models)
     for path in ("/r/{rollout_id}", "/r/{rollout_id}/", "/r/{rollout_id}/v1", "/r/{rollout_id}/v1/"):

@@ -6,7 +6,8 @@ into the protocol's error JSON, and names the request's leading system text (sid
 The call pipeline (`gateway/calls.py`) does everything else once, for all of them.
 
 A protocol registers itself with `@register` when its package is imported; `protocols/__init__.py`
-imports every built-in one, so `adapter_for(wire)` finds all of them.
+imports every built-in one, so `adapter_for(wire)` finds all of them, and the gateway serves each at
+its `path` (`server.add_model_routes`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class WireAdapter(ABC):
     """One wire protocol in front of the chat-completions engine contract."""
 
     wire: ClassVar[WireProtocol]
+    path: ClassVar[str]  # the model route under a rollout's root, `/r/{rollout_id}` + path
     # False only for Chat: the engine speaks it, so the client's body and the engine's bytes pass as
     # they are (data URLs lifted from the raw bytes, engine bytes forwarded unread, no translated body).
     translates: ClassVar[bool] = True
@@ -72,6 +74,11 @@ def register(cls: A) -> A:
 
 def adapter_for(wire: WireProtocol) -> WireAdapter:
     return _ADAPTERS[wire]
+
+
+def adapters() -> list[WireAdapter]:
+    """Every registered protocol, in registration order (the order its routes are matched in)."""
+    return list(_ADAPTERS.values())
 
 
 class ChunkTranslator(Protocol):

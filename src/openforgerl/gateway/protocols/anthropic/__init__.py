@@ -92,6 +92,7 @@ def _refusal(exc: ProtocolError) -> GatewayError:
 @register
 class AnthropicAdapter(WireAdapter):
     wire = WireProtocol.ANTHROPIC
+    path = "/v1/messages"
 
     def engine_body(self, request: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -83,6 +83,7 @@ _STREAM = _ChatStream()  # stateless: one for every call
 @register
 class ChatAdapter(WireAdapter):
     wire = WireProtocol.CHAT
+    path = "/v1/chat/completions"
     translates = False
 
     def engine_body(self, request: dict[str, Any]) -> dict[str, Any]:

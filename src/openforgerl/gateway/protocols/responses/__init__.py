@@ -79,6 +79,7 @@ __all__ = [
 @register
 class ResponsesAdapter(WireAdapter):
     wire = WireProtocol.RESPONSES
+    path = "/v1/responses"
 
     def engine_body(self, request: dict[str, Any]) -> dict[str, Any]:
         try:
