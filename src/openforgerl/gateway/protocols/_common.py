@@ -59,10 +59,6 @@ def new_id(prefix: str) -> str:
     return prefix + os.urandom(12).hex()
 
 
-def dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj)
-
-
 def parse_json_object(text: Any) -> Any:
     """Tool-call arguments as an object; text that is not a JSON object is kept under `raw`."""
     if isinstance(text, dict):

@@ -24,12 +24,21 @@ import orjson
 KEEPALIVE = b": keepalive\n\n"
 
 
+_HEADS: dict[str, bytes] = {}  # `event: <name>\ndata: ` per event name (a protocol has a dozen names)
+_MAX_HEADS = 256
+
+
 def encode(data: dict[str, Any] | bytes, event: str | None = None) -> bytes:
     """One SSE event; `data` is a dict (JSON-encoded) or already-encoded JSON bytes."""
     payload = data if isinstance(data, bytes) else orjson.dumps(data)
     if event is None:
         return b"data: " + payload + b"\n\n"
-    return b"event: " + event.encode() + b"\ndata: " + payload + b"\n\n"
+    head = _HEADS.get(event)
+    if head is None:
+        head = b"event: " + event.encode() + b"\ndata: "
+        if len(_HEADS) < _MAX_HEADS:
+            _HEADS[event] = head
+    return head + payload + b"\n\n"
 
 
 def comment(text: str = "keepalive") -> bytes:

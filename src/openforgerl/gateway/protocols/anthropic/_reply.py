@@ -111,7 +111,7 @@ class AnthropicStream:
                    "model": self._request.get("model") or "", "content": [], "stop_reason": None,
                    "stop_sequence": None, "usage": {"input_tokens": self._input_tokens, "output_tokens": 0,
                                                     "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}
-        return sse.encode(event="message_start", data={"type": "message_start", "message": message}) + self.ping()
+        return sse.encode({"type": "message_start", "message": message}, "message_start") + self.ping()
 
     def ping(self) -> bytes:
         return _PING
@@ -153,7 +153,7 @@ class AnthropicStream:
         u = Usage.from_chat(usage) if usage else self._usage or Usage(input_tokens=self._input_tokens)
         reason, seq = _stop(self._finish_reason, self._stop_reason, bool(self._calls), self._request)
         delta = {"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": seq}, "usage": _usage(u)}
-        return out + sse.encode(event="message_delta", data=delta) + _MESSAGE_STOP
+        return out + sse.encode(delta, "message_delta") + _MESSAGE_STOP
 
     def error_event(self, message: str, *, kind: str | None = None, status: int = 500) -> bytes:
         """A mid-stream failure as Anthropic's `event: error`; the error type comes from `kind` or
@@ -162,13 +162,14 @@ class AnthropicStream:
         if self._done:
             return out
         self._done = True
-        return out + sse.encode(event="error", data=error_body(status, message, kind=kind))
+        return out + sse.encode(error_body(status, message, kind=kind), "error")
 
     # -- blocks
 
     def _delta(self, kind: str, delta: dict[str, Any]) -> bytes:
         out = b"" if self._open == kind else self._begin(kind, _EMPTY_BLOCKS[kind])
-        return out + sse.encode(event="content_block_delta", data={"type": "content_block_delta", "index": self._block, "delta": delta})
+        return out + sse.encode({"type": "content_block_delta", "index": self._block, "delta": delta},
+                                "content_block_delta")
 
     def _tool(self, tc: dict[str, Any]) -> bytes:
         index = tc.get("index", 0)
@@ -181,26 +182,28 @@ class AnthropicStream:
             self._calls[index] = self._block
         args = fn.get("arguments")
         if args and self._calls[index] == self._block and self._open == "tool_use":
-            out += sse.encode(event="content_block_delta", data={"type": "content_block_delta", "index": self._block,
-                                                  "delta": {"type": "input_json_delta", "partial_json": args}})
+            delta = {"type": "input_json_delta", "partial_json": args}
+            out += sse.encode({"type": "content_block_delta", "index": self._block, "delta": delta},
+                              "content_block_delta")
         return out
 
     def _begin(self, kind: str, block: dict[str, Any]) -> bytes:
         out = self._close()
         self._block += 1
         self._open = kind
-        return out + sse.encode(event="content_block_start", data={"type": "content_block_start", "index": self._block,
-                                                     "content_block": block})
+        return out + sse.encode({"type": "content_block_start", "index": self._block, "content_block": block},
+                                "content_block_start")
 
     def _close(self) -> bytes:
         if self._open is None:
             return b""
         out = b""
         if self._open == "thinking":
-            out = sse.encode(event="content_block_delta", data={"type": "content_block_delta", "index": self._block,
-                                                 "delta": {"type": "signature_delta", "signature": SIGNATURE}})
+            signature = {"type": "signature_delta", "signature": SIGNATURE}
+            out = sse.encode({"type": "content_block_delta", "index": self._block, "delta": signature},
+                             "content_block_delta")
         self._open = None
-        return out + sse.encode(event="content_block_stop", data={"type": "content_block_stop", "index": self._block})
+        return out + sse.encode({"type": "content_block_stop", "index": self._block}, "content_block_stop")
 
 
 _EMPTY_BLOCKS = {"thinking": {"type": "thinking", "thinking": "", "signature": ""}, "text": {"type": "text", "text": ""}}
