@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from openforgerl.envs.services.server import ClawApp, build_app, serve
+from openforgerl.envs.claw.services.server import ClawApp, build_app, serve
 
 collect_ignore = ["data"]  # sample task sets in foreign formats (they contain their own pytest files)
 

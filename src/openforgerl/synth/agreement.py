@@ -30,8 +30,8 @@ def _same(a: float | None, b: float | None) -> bool:
 def sandbox_agreement(env: str | ToolEnv, kept: Sequence[Path], rejected: Sequence[tuple[Candidate, Verdict]],
                       k: int, *, seed: int = 0, concurrency: int = 4) -> dict[str, Any]:
     """Validate `k` kept tasks and every given rejected candidate in real sandboxes; compare."""
-    from openforgerl.envs.runtime import load_runtime
-    from openforgerl.envs.validate import validate_tasks
+    from openforgerl.tasks.loader import load_runtime
+    from openforgerl.tasks.validate import validate_tasks
 
     tool_env = load_env(env)
     if not tool_env.claw:

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from openforgerl.envs.draft import Action
+from openforgerl.envs.claw.draft import Action
 from openforgerl.synth import vocab
 from openforgerl.synth.toolenv import Collection, Param, Tool, ToolEnv
 

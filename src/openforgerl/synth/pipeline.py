@@ -20,15 +20,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs import _toml
-from openforgerl.envs.draft import TaskDraft, write_task
-from openforgerl.envs.errors import TaskFormatError
-from openforgerl.envs.task import load_task
+from openforgerl.envs.claw.draft import TaskDraft, write_task
 from openforgerl.synth.compose import Candidate, sample_candidate
 from openforgerl.synth.dedup import Deduper
 from openforgerl.synth.filters import FILTERS, Verdict, judge
 from openforgerl.synth.paraphrase import Paraphraser, paraphrase
 from openforgerl.synth.toolenv import ToolEnv, load_env
+from openforgerl.tasks import _toml
+from openforgerl.tasks.errors import TaskFormatError
+from openforgerl.tasks.format import load_task
 
 __all__ = ["Report", "synthesize", "write_candidate"]
 
@@ -110,7 +110,7 @@ def _slots(c: Candidate) -> list[str]:
 def _shipped_claw() -> tuple[set[str], set[str]]:
     """Instructions and gold calls of the shipped Claw suite (both splits): a synthesised Claw task equal to
     one of them is dropped (`shipped`), so a synthesised pool never holds a copy of a held-out task."""
-    from openforgerl.envs.suites.families import FAMILIES
+    from openforgerl.envs.claw.suite.families import FAMILIES
 
     drafts = [d for family in FAMILIES for d in family()]
     return ({d.instruction.split("\n")[0] for d in drafts},

@@ -9,7 +9,7 @@ model (an MCP tool list, an OpenAPI document) still acts on a consistent in-memo
 
 Write one as a Python module exposing `ENV` (see `tests/synth/test_custom_env.py`, under 60 lines)
 or as a declarative TOML file (`load_toml`). `open_session` gives a `Session`: tool calls with the
-same audit-log shape and transient-fault injection as the Claw service (`envs/services/server.py`),
+same audit-log shape and transient-fault injection as the Claw service (`envs/claw/services/server.py`),
 so the verifier's evaluator judges it unchanged.
 """
 
