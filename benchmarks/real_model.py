@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-SUITE = Path(__file__).resolve().parents[1] / "src" / "openforgerl" / "envs" / "suites" / "claw"
+SUITE = Path(__file__).resolve().parents[1] / "src" / "openforgerl" / "envs" / "claw" / "suite" / "tasks"
 
 
 def copy_tasks(names: list[str], dest: Path) -> Path:

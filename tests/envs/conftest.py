@@ -13,7 +13,7 @@ from openforgerl.envs.claw.services.server import ClawApp, build_app, serve
 
 collect_ignore = ["data"]  # sample task sets in foreign formats (they contain their own pytest files)
 
-SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
 DATA = Path(__file__).parent / "data"
 
 

@@ -13,7 +13,7 @@ import pytest
 from openforgerl.envs.claw import cli as claw_cli
 from openforgerl.envs.claw.client import call_tool, get_json
 
-SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
 
 
 def test_tool_calls_change_state_and_are_audited(claw_service) -> None:

@@ -15,7 +15,7 @@ from openforgerl.tasks.format import find_tasks, load_task
 from openforgerl.tasks.loader import load_runtime
 from openforgerl.tasks.validate import validate_tasks
 
-SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
 
 
 def _tasks():

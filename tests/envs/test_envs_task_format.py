@@ -14,7 +14,7 @@ from openforgerl.orchestrator.task_protocol import TaskRuntime
 from openforgerl.tasks.format import TaskFormatError, find_tasks, load_task
 from openforgerl.tasks.loader import load_runtime
 
-SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
 
 
 def _copy(tmp_path: Path, name: str = "mail-reply-01") -> Path:

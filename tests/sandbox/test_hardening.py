@@ -21,7 +21,7 @@ from openforgerl.sandbox.local import DEFAULT_LIMITS, LocalBackend
 
 pytestmark = [needs_bwrap]
 
-SUITE = Path(bwrap.__file__).resolve().parents[1] / "envs" / "suites" / "claw"
+SUITE = Path(bwrap.__file__).resolve().parents[1] / "envs" / "claw" / "suite" / "tasks"
 
 
 async def _sh(sbx, script: str, **kw):

@@ -1,7 +1,7 @@
 """GUI environment kinds (`[environment] kind = ...` in task.toml) -> how to open their screen.
 
-Each environment package registers itself when imported (`register(GuiEnvironment(...))`), which also
-registers its kind as a task family (tasks/families.py) run by `GuiTaskRuntime`;
+Each environment package registers itself when imported (`gui.family.register_kind(GuiEnvironment(...))`,
+which also makes its kind a task family run by `GuiTaskRuntime`);
 `get_environment(kind)` imports the built-in packages on first use, so this module stays import-light
 (the service process imports only the kind it runs).
 """
@@ -12,8 +12,6 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-from openforgerl.tasks.families import TaskFamily, register_family
 
 __all__ = ["BUILTIN", "GuiEnvironment", "OpenScreen", "SandboxNeeds", "get_environment", "kinds", "register"]
 
@@ -53,21 +51,8 @@ class GuiEnvironment:
 _REGISTRY: dict[str, GuiEnvironment] = {}
 
 
-def _runtime(task: Any, **options: Any) -> Any:
-    from openforgerl.envs.gui.runtime import GuiTaskRuntime
-
-    return GuiTaskRuntime(task, **options)
-
-
-def _check(task: Any) -> None:
-    from openforgerl.envs.gui.runtime import check_gui_task
-
-    check_gui_task(task)
-
-
 def register(env: GuiEnvironment) -> GuiEnvironment:
     _REGISTRY[env.kind] = env
-    register_family(TaskFamily(f"gui:{env.kind}", _runtime, kinds=(env.kind,), check=_check))
     return env
 
 
