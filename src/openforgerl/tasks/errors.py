@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the in-sandbox tools import this module: no pathlib for them
+    from pathlib import Path
 
 
 class TaskFormatError(ValueError):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from openforgerl.tasks.errors import TaskFormatError
@@ -55,6 +54,8 @@ def _load_environments() -> None:
     if _phase != "unloaded":
         return
     _phase = "loading"
+    from importlib.metadata import entry_points  # here: in-sandbox tools import this module too
+
     try:
         for point in entry_points(group=ENTRY_POINTS):
             point.load()

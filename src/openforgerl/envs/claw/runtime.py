@@ -79,10 +79,12 @@ class _ClawNames(BaseModel):
 
 
 def check_checks_file(task: Task) -> None:
-    """tests/checks.toml exists and is a valid spec (verify/spec.py)."""
+    """The task's verifier file exists, and a `checks` one (tests/checks.toml) is a valid spec (verify/spec.py)."""
     from openforgerl.envs.claw.verify.spec import load_spec
 
-    load_spec(check_verifier_file(task))
+    path = check_verifier_file(task)
+    if task.meta.verifier == "checks":
+        load_spec(path)
 
 
 def check_claw_task(task: Task) -> None:

@@ -71,7 +71,7 @@ def limits_breached(sandbox: Any) -> list[str]:
 
 
 def check_gui_task(task: Task) -> None:
-    """The GUI families' load-time check: the task's tests/checks.toml is a valid Claw spec (`gui.verify`)."""
+    """The GUI families' load-time check: the verifier's file exists; tests/checks.toml is a valid Claw spec."""
     check_checks_file(task)
 
 
