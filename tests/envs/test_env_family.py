@@ -18,7 +18,7 @@ from openforgerl.testing.rollouts import open_rollout_env
 pytestmark = needs_bwrap
 
 
-# ---- the family: 14 lines ------------------------------------------------------------------------
+# ---- the family: 12 lines ------------------------------------------------------------------------
 def counter_runtime(task: Task, **_: Any) -> TaskSpec:
     """The agent must raise counter.txt from 0 to the target in the task folder (never shown to it)."""
     target = (task.root / "target.txt").read_text().strip()

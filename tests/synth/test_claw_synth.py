@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.envs.claw.draft import Action
 from openforgerl.synth import load_env, synthesize
 from openforgerl.synth.compose import Candidate
 from openforgerl.synth.filters import judge
+from openforgerl.tasks.draft import Action
 from openforgerl.tasks.format import load_task
 
 CLAW = load_env("claw")

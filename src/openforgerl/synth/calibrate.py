@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.claw.draft import Action
 from openforgerl.tasks import _toml
+from openforgerl.tasks.draft import Action
 
 __all__ = ["Calibration", "RunPolicy", "calibrate", "calibrate_embedded", "calibrate_on_gateway",
            "candidate_from_folder", "inprocess_runner", "measure", "orchestrator_runner", "pass_rate", "pools",

@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from openforgerl.envs.claw.draft import Action
 from openforgerl.synth.atoms import NOT_FOUND, Atom, Ctx, any_atom, impossible_atom, sample_world
 from openforgerl.synth.toolenv import ToolEnv
+from openforgerl.tasks.draft import Action
 
 __all__ = ["NOT_FOUND", "Atom", "Candidate", "sample_candidate"]
 

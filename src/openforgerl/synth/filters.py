@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.claw.draft import Action
 from openforgerl.envs.claw.verify.checks import Evidence, Outcome, evaluate
 from openforgerl.envs.claw.verify.spec import Spec, parse_spec
 from openforgerl.synth.compose import Candidate
 from openforgerl.synth.toolenv import ToolEnv
 from openforgerl.tasks import _toml
+from openforgerl.tasks.draft import Action
 from openforgerl.tasks.errors import TaskFormatError
 
 __all__ = ["FILTERS", "Replay", "Verdict", "judge", "replay", "spec_of"]

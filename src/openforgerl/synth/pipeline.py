@@ -1,7 +1,7 @@
 """`synthesize`: sample candidates, validate them in-process, dedup, write task folders, report.
 
 Candidates are drawn until `n` are kept or `max_candidates` were tried. Each kept task is a normal task
-folder (`envs.draft.write_task`) plus `[metadata.synth]` (env, family, variant, slots, signature,
+folder (`envs.claw.drafts.write_claw_task`) plus `[metadata.synth]` (env, family, variant, slots, signature,
 template). Claw tasks run anywhere Claw tasks run; tasks of another environment carry
 `unsupported = ["service:<env>"]` (no sandbox service speaks their tools), their faults and tool list
 live in `[metadata.synth]`, and they are validated here only.
@@ -20,13 +20,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.claw.draft import TaskDraft, write_task
+from openforgerl.envs.claw.drafts import write_claw_task
 from openforgerl.synth.compose import Candidate, sample_candidate
 from openforgerl.synth.dedup import Deduper
 from openforgerl.synth.filters import FILTERS, Verdict, judge
 from openforgerl.synth.paraphrase import Paraphraser, paraphrase
 from openforgerl.synth.toolenv import ToolEnv, load_env
 from openforgerl.tasks import _toml
+from openforgerl.tasks.draft import TaskDraft
 from openforgerl.tasks.errors import TaskFormatError
 from openforgerl.tasks.format import load_task
 
@@ -84,7 +85,7 @@ def write_candidate(env: ToolEnv, c: Candidate, out: Path) -> Path:
                       split=_split(c.name), tags=["synth", c.variant, *c.services], source=f"openforgerl/synth:{env.name}",
                       description=f"synthesised from {env.name}: {c.family}",
                       extra_meta={} if env.claw else {"unsupported": [f"service:{env.name}"]})
-    root = write_task(draft, out)
+    root = write_claw_task(draft, out)
     synth: dict[str, Any] = {"env": env.name, "family": c.family, "variant": c.variant, "n_atoms": c.n_atoms,
                              "signature": list(c.signature), "slots": c.slots, "template": c.template,
                              "paraphrased": c.instruction != c.template}

@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from openforgerl.engines.chat_format import format_tool_call
-from openforgerl.envs.claw.draft import Action, _cli_words
+from openforgerl.envs.claw.drafts import cli_words
+from openforgerl.tasks.draft import Action
 
 __all__ = ["load_actions", "oracle_policy"]
 
@@ -54,7 +55,7 @@ def _call(tools: Sequence[dict[str, Any]], action: Action, cli: str, prefer_shel
     shell = next((n for n in SHELL_TOOLS if n in names), None)
     if shell is None:
         raise LookupError(f"neither {action.tool} nor a shell tool among {names}")
-    line = cli + " " + " ".join(shlex.quote(w) for w in _cli_words(action))
+    line = cli + " " + " ".join(shlex.quote(w) for w in cli_words(action))
     return format_tool_call(shell, {SHELL_TOOLS[shell]: line})
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from openforgerl.envs.claw.draft import TaskDraft, write_task
+from openforgerl.envs.claw.drafts import write_claw_task
+from openforgerl.tasks.draft import TaskDraft
 
 __all__ = ["detect_format", "import_any"]
 
@@ -90,7 +91,7 @@ def import_any(source: Path, out: Path, fmt: str = "auto", *, user_engine: str |
     for d in drafts:
         d.name = d.name if "/" in d.name else f"imported/{d.name}"
         folder = _folder(d.name)
-        written.append(write_task(_renamed(d, folder), out))
+        written.append(write_claw_task(_renamed(d, folder), out))
     return written
 
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from openforgerl.envs.claw.draft import Action, TaskDraft
+from openforgerl.tasks.draft import Action, TaskDraft
 
 __all__ = ["TOOLS", "convert_claw_eval", "find_claw_eval_tasks"]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from openforgerl.envs.claw.draft import TaskDraft
+from openforgerl.tasks.draft import TaskDraft
 
 __all__ = ["convert_qwenclawbench", "parse_markdown_task"]
 

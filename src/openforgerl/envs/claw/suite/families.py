@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from openforgerl.envs.claw.draft import Action, TaskDraft
 from openforgerl.envs.claw.suite.world_data import base_fixtures
+from openforgerl.tasks.draft import Action, TaskDraft
 
 __all__ = ["FAMILIES"]
 

@@ -11,9 +11,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from openforgerl.envs.claw.draft import TaskDraft, write_task
+from openforgerl.envs.claw.drafts import write_claw_task
 from openforgerl.envs.claw.suite import CLAW_SUITE
 from openforgerl.envs.claw.suite.families import FAMILIES
+from openforgerl.tasks.draft import TaskDraft
 
 __all__ = ["all_drafts", "generate"]
 
@@ -39,7 +40,7 @@ def generate(out: Path = CLAW_SUITE) -> list[Path]:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    return [write_task(d, out) for d in all_drafts()]
+    return [write_claw_task(d, out) for d in all_drafts()]
 
 
 def main() -> None:

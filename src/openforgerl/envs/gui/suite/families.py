@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.claw.draft import TaskDraft, write_task
 from openforgerl.envs.claw.suite.world_data import base_fixtures
 from openforgerl.tasks import _toml
+from openforgerl.tasks.draft import TaskDraft, write_task
 
 __all__ = ["FAMILIES", "GUI_SUITE", "GuiDraft", "all_drafts", "generate", "write_gui_task"]
 

@@ -1,28 +1,30 @@
 """`TaskDraft`: a task in memory, and `write_task` to lay it out as a task folder.
 
-Used by the suite generator and by the importers, so every task we produce has the same shape:
-task.toml, instruction.md, environment/{fixtures,workspace}, tests/{checks.toml,test.sh},
-solution/{actions.json,solve.sh}. The oracle is a gold tool-call sequence; solve.sh replays it through
-the shell CLI, retrying a call that the task's fault injection makes fail.
+Used by the suite generators, the importers and synthesis, so every task we produce has the same shape:
+task.toml, instruction.md, environment/{fixtures,workspace}, tests/checks.toml, solution/actions.json
+(the oracle as a gold tool-call sequence), plus the scripts an environment derives from the draft
+(`scripts`: e.g. the Claw environment's tests/test.sh and solution/solve.sh, `envs/claw/drafts.py`) and
+any `extra_files`.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.claw.tools import get_tool
 from openforgerl.tasks import _toml
 
-__all__ = ["Action", "TaskDraft", "solve_script", "write_task"]
+__all__ = ["Action", "DraftScripts", "TaskDraft", "write_task"]
 
 
 @dataclass(frozen=True)
 class Action:
+    """One gold tool call of the oracle."""
+
     tool: str
     args: dict[str, Any]
 
@@ -54,38 +56,6 @@ class TaskDraft:
         return self.name.rsplit("/", 1)[-1]
 
 
-def _cli_words(action: Action) -> list[str]:
-    spec = get_tool(action.tool)
-    if spec is None:
-        raise KeyError(f"unknown tool {action.tool!r}")
-    words = [spec.service, spec.command]
-    for key, value in action.args.items():
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            words += [flag] if value else []
-        elif isinstance(value, list):
-            words += [flag, *map(str, value)]
-        else:
-            words += [flag, str(value)]
-    return words
-
-
-def solve_script(actions: list[Action], faults: list[dict[str, Any]]) -> str:
-    """bash oracle: one CLI call per action; a call hit by an injected fault is retried once."""
-    failing = {(f["tool"], int(f.get("call", 1))) for f in faults}
-    counts: dict[str, int] = {}
-    lines = ["#!/usr/bin/env bash", "# Oracle: replays solution/actions.json through the shell CLI.",
-             "set -euo pipefail", 'claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw.cli "$@"; }', ""]
-    for action in actions:
-        counts[action.tool] = counts.get(action.tool, 0) + 1
-        call = "claw " + " ".join(shlex.quote(w) for w in _cli_words(action))
-        if (action.tool, counts[action.tool]) in failing:
-            counts[action.tool] += 1
-            call = f"{call} || {{ sleep 0.2; {call}; }}"
-        lines.append(call)
-    return "\n".join(lines) + "\n"
-
-
 def _task_toml(d: TaskDraft) -> dict[str, Any]:
     meta: dict[str, Any] = {"services": d.services, "budget_s": d.budget_s, "split": d.split,
                             "difficulty": d.difficulty, "tags": d.tags, "source": d.source}
@@ -101,15 +71,6 @@ def _task_toml(d: TaskDraft) -> dict[str, Any]:
             "verifier": {"timeout_sec": 60.0}}
 
 
-_TEST_SH = """#!/usr/bin/env bash
-# Harbor entry point: judge the live Claw service, write /logs/verifier/reward.json.
-set -euo pipefail
-mkdir -p /logs/verifier
-"${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw.verify --checks "$(dirname "$0")/checks.toml" \\
-  --workdir "${WORKDIR:-$PWD}" --out /logs/verifier/reward.json
-"""
-
-
 def _write(path: Path, text: str, executable: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -117,8 +78,13 @@ def _write(path: Path, text: str, executable: bool = False) -> None:
         path.chmod(0o755)
 
 
-def write_task(d: TaskDraft, suite_dir: Path) -> Path:
-    """Lay `d` out under `suite_dir/<folder>` (replacing an existing folder) and return the path."""
+DraftScripts = Callable[[TaskDraft], Mapping[str, str]]
+"""A draft -> the scripts its environment runs it with, {path relative to the task root: text}."""
+
+
+def write_task(d: TaskDraft, suite_dir: Path, scripts: DraftScripts | None = None) -> Path:
+    """Lay `d` out under `suite_dir/<folder>` (replacing an existing folder) and return the path; the
+    `scripts` (executable) come before `extra_files`, which may replace them."""
     root = suite_dir / d.folder
     if root.exists():
         shutil.rmtree(root)
@@ -131,10 +97,10 @@ def write_task(d: TaskDraft, suite_dir: Path) -> Path:
     if d.checks:
         checks = {"pass_threshold": d.pass_threshold, "checks": d.checks}
         _write(root / "tests" / "checks.toml", _toml.dumps(checks))
-        _write(root / "tests" / "test.sh", _TEST_SH, executable=True)
     actions = [{"tool": a.tool, "args": a.args} for a in d.actions]
     _write(root / "solution" / "actions.json", json.dumps(actions, indent=1) + "\n")
-    _write(root / "solution" / "solve.sh", solve_script(d.actions, d.faults), executable=True)
+    for rel, text in (scripts(d) if scripts else {}).items():
+        _write(root / rel, text, executable=True)
     for rel, data in d.extra_files.items():
         target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
