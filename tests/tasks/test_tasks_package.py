@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import openforgerl.tasks
 
 TASKS = Path(openforgerl.tasks.__file__).parent
@@ -38,3 +40,14 @@ def test_importing_every_tasks_module_leaves_envs_unimported() -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"
+
+
+def test_a_kind_no_installed_environment_runs_is_named_with_the_known_ones(tmp_path: Path) -> None:
+    from openforgerl.tasks import TaskFormatError, load_task
+
+    (tmp_path / "task.toml").write_text('[task]\nname = "x/y"\n[environment]\nkind = "spaceship"\n')
+    (tmp_path / "instruction.md").write_text("Fly.\n")
+    with pytest.raises(TaskFormatError) as err:
+        load_task(tmp_path)
+    assert err.value.field == "environment.kind" and "'spaceship'" in err.value.reason
+    assert "browser" in err.value.reason and "desktop" in err.value.reason  # the installed GUI kinds

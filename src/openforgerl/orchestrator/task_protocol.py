@@ -1,4 +1,4 @@
-"""What the orchestrator needs from a task (the envs package implements it).
+"""What the orchestrator needs from a task: a `TaskSpec` or an environment's runtime (`openforgerl.envs`).
 
 The orchestrator never looks inside a task. For one rollout it asks the task for:
 

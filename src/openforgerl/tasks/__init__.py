@@ -1,7 +1,7 @@
 """Tasks, apart from any environment: the task folder format (Harbor-compatible `task.toml`,
 `instruction.md`, `environment/`, `tests/`, `solution/`) and its loader (`format`), the family registry
-that says which runtime runs a folder (`families`), folder -> runtime (`loader`), no-op/oracle validation
-(`validate`), run flags (`flags`), verifier outputs (`verdicts`), the host side a verifier may use
+that says which runtime runs a folder (`families`), folder -> runtime (`loader`), drafts written out as
+folders (`draft`), no-op/oracle validation (`validate`), run flags (`flags`), verifier outputs (`verdicts`), the host side a verifier may use
 (`host_side`, `judge`, `transcript`) and the runtime of Harbor-style folders that carry their own verifier
 (`harbor`).
 
