@@ -17,8 +17,9 @@ from typing import Any
 
 from openforgerl.synth.compose import Candidate
 from openforgerl.synth.filters import Verdict
+from openforgerl.synth.loading import load_env
 from openforgerl.synth.pipeline import write_candidate
-from openforgerl.synth.toolenv import ToolEnv, load_env
+from openforgerl.synth.toolenv import ToolEnv
 
 __all__ = ["sandbox_agreement"]
 

@@ -141,7 +141,7 @@ Policy = Callable[[Any, int], Sequence[Action]]
 def inprocess_runner(env: Any, policy: Policy) -> RunPolicy:
     """Run a scripted policy's calls on the task's world in-process and judge them as the verifier does."""
     from openforgerl.synth.filters import replay, spec_of
-    from openforgerl.synth.toolenv import load_env
+    from openforgerl.synth.loading import load_env
 
     tool_env = load_env(env)
 

@@ -24,8 +24,9 @@ from openforgerl.envs.claw.drafts import write_claw_task
 from openforgerl.synth.compose import Candidate, sample_candidate
 from openforgerl.synth.dedup import Deduper
 from openforgerl.synth.filters import FILTERS, Verdict, judge
+from openforgerl.synth.loading import load_env
 from openforgerl.synth.paraphrase import Paraphraser, paraphrase
-from openforgerl.synth.toolenv import ToolEnv, load_env
+from openforgerl.synth.toolenv import ToolEnv
 from openforgerl.tasks import _toml
 from openforgerl.tasks.draft import TaskDraft
 from openforgerl.tasks.errors import TaskFormatError
