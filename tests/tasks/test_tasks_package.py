@@ -51,3 +51,43 @@ def test_a_kind_no_installed_environment_runs_is_named_with_the_known_ones(tmp_p
         load_task(tmp_path)
     assert err.value.field == "environment.kind" and "'spaceship'" in err.value.reason
     assert "browser" in err.value.reason and "desktop" in err.value.reason  # the installed GUI kinds
+
+
+def _import_graph(root: Path, prefixes: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the modules it imports (anywhere in its body; `if TYPE_CHECKING:` blocks never run), for
+    the modules of `root`'s package whose names start with one of `prefixes`."""
+    mods = {}
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root.parent).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        if name.startswith(prefixes):
+            mods[name] = path
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text())
+        typing_only = {id(x) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
+                       for b in n.body for x in ast.walk(b)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                graph[name] |= {a.name for a in node.names if a.name in mods}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                subs = {f"{node.module}.{a.name}" for a in node.names} & mods.keys()
+                graph[name] |= subs or ({node.module} & mods.keys())
+    return {m: deps - {m} for m, deps in graph.items()}
+
+
+def test_tasks_and_envs_have_no_import_cycles() -> None:
+    graph = _import_graph(TASKS.parent, ("openforgerl.tasks", "openforgerl.envs"))
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        return goal in seen
+
+    assert len(graph) > 60
+    assert [m for m in graph if reaches(m, m)] == []
