@@ -38,10 +38,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.runtime import load_runtime
-from openforgerl.envs.suites.gui_families import CARDS, GUI_SUITE
+from openforgerl.envs.gui.suite.families import CARDS, GUI_SUITE
 from openforgerl.sandbox.base import SandboxSpec
 from openforgerl.sandbox.local import LocalBackend, raise_nofile_limit
+from openforgerl.tasks.loader import load_runtime
 
 POINT = (640, 650)  # an empty spot of the board page: the click changes nothing, both sides do the same
 PAUSE_S = 0.25

@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-SUITE = Path(__file__).resolve().parents[1] / "src" / "openforgerl" / "envs" / "suites" / "claw"
+SUITE = Path(__file__).resolve().parents[1] / "src" / "openforgerl" / "envs" / "claw" / "suite" / "tasks"
 
 
 def copy_tasks(names: list[str], dest: Path) -> Path:
@@ -37,7 +37,6 @@ async def measure(harness: str, tasks: Path, engine_url: str, out: Path, *, n: i
                   budget_s: float = 300.0, model: str = "smollm2", tools: Path | None = None) -> dict[str, Any]:
     """Run `n` rollouts per task with one harness through an in-process gateway; the report dict."""
     from openforgerl.engines.openai_compat import OpenAICompatEngine
-    from openforgerl.envs.validate import load_runtimes
     from openforgerl.export.pipeline import reconstruct_log
     from openforgerl.gateway.server import start_gateway
     from openforgerl.harness.registry import get_harness
@@ -46,6 +45,7 @@ async def measure(harness: str, tasks: Path, engine_url: str, out: Path, *, n: i
     from openforgerl.orchestrator.results import ResultSink
     from openforgerl.sandbox.local import LocalBackend
     from openforgerl.store.sqlite import SQLiteCallStore
+    from openforgerl.tasks.loader import load_runtimes
     from openforgerl.trajectory import ReconstructionOptions, aggregate_by_harness
 
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)

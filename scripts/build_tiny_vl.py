@@ -353,7 +353,7 @@ def _test_titles() -> set[str]:
     import tomllib
 
     out: set[str] = set()
-    for task in (ROOT / "src/openforgerl/envs/suites/gui").glob("*-*"):
+    for task in (ROOT / "src/openforgerl/envs/gui/suite/tasks").glob("*-*"):
         toml = task / "task.toml"
         if not toml.exists() or tomllib.loads(toml.read_text())["metadata"]["openforgerl"].get("split") != "test":
             continue
@@ -457,7 +457,7 @@ def train_task_screens() -> list[tuple[bytes, str, tuple[int, int, int, int], st
     r = AppRenderer()
     out = []
     try:
-        for task in sorted((ROOT / "src/openforgerl/envs/suites/gui").glob("*")):
+        for task in sorted((ROOT / "src/openforgerl/envs/gui/suite/tasks").glob("*")):
             if not task.name.startswith(("board-move-", "calendar-delete-")):
                 continue
             if tomllib.loads((task / "task.toml").read_text())["metadata"]["openforgerl"]["split"] != "train":

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = ROOT / "src" / "openforgerl" / "envs" / "suites" / "claw"
+SUITE = ROOT / "src" / "openforgerl" / "envs" / "claw" / "suite" / "tasks"
 TASK = SUITE / "easy-todo-add-01"
 CLI = str(Path(sys.executable).with_name("openforgerl"))
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from openforgerl.envs.task import find_tasks, load_task
+from openforgerl.tasks.format import find_tasks, load_task
 from openforgerl.train.verl.rows import build_row
 
 
 def task_root(spec: str) -> Path:
     if spec.startswith("builtin:"):
-        from openforgerl.envs.suites import CLAW_SUITE
+        from openforgerl.envs.claw.suite import CLAW_SUITE
 
         return CLAW_SUITE.parent / spec.removeprefix("builtin:")
     return Path(spec).resolve()

@@ -60,7 +60,7 @@ def engine_from_flag(values: Sequence[str], runtimes: Sequence[Any] = (), *, suc
     values = list(values) or [DEFAULT_MODEL]
     if values == ["scripted"]:
         from openforgerl.engines.scripted import ScriptedEngine
-        from openforgerl.envs.oracle_policy import oracle_policy
+        from openforgerl.envs.claw.oracle_policy import oracle_policy
 
         return ScriptedEngine(oracle_policy(list(runtimes), success_rate=success_rate, seed=seed))
     if any("://" in v for v in values):

@@ -86,7 +86,7 @@ class _LocalSandbox:
 def test_capture_rollout_fetches_audit_and_workdir(tmp_path: Path) -> None:
     import sys
 
-    from openforgerl.envs.services.server import build_app, serve
+    from openforgerl.envs.claw.services.server import build_app, serve
 
     work = tmp_path / "work"
     (work / ".claw").mkdir(parents=True)

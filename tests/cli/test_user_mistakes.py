@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).with_name("openforgerl"))
-TASK = ROOT / "src" / "openforgerl" / "envs" / "suites" / "claw" / "easy-todo-add-01"
+TASK = ROOT / "src" / "openforgerl" / "envs" / "claw" / "suite" / "tasks" / "easy-todo-add-01"
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from openforgerl.envs.services.server import ClawApp, build_app, serve
+from openforgerl.envs.claw.services.server import ClawApp, build_app, serve
 
 collect_ignore = ["data"]  # sample task sets in foreign formats (they contain their own pytest files)
 
-SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
 DATA = Path(__file__).parent / "data"
 
 

@@ -4,44 +4,33 @@ rollout in a real sandbox is rewarded by that runtime's own verifier."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.families import TaskFamily, environment_kind, register_family
-from openforgerl.envs.runtime import load_runtime
-from openforgerl.envs.task import Task
 from openforgerl.harness.generic import CommandHarness
-from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
+from openforgerl.orchestrator.task_protocol import TaskSpec, Verdict
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import Sandbox
+from openforgerl.tasks import Task, TaskFamily, load_runtime, register_family
 from openforgerl.testing.markers import needs_bwrap
 from openforgerl.testing.rollouts import open_rollout_env
 
 pytestmark = needs_bwrap
 
 
-# ---- the family: 22 lines ------------------------------------------------------------------------
-@dataclass
-class CounterRuntime(TaskDefaults):
-    """The agent must raise counter.txt from its start value to `target` (both from the task folder)."""
+# ---- the family: 12 lines ------------------------------------------------------------------------
+def counter_runtime(task: Task, **_: Any) -> TaskSpec:
+    """The agent must raise counter.txt from 0 to the target in the task folder (never shown to it)."""
+    target = (task.root / "target.txt").read_text().strip()
 
-    task: Task
-
-    def __post_init__(self) -> None:
-        self.task_id, self.instruction, self.budget_s = self.task.task_id, self.task.instruction, 60.0
-
-    def files(self) -> dict[str, bytes]:
-        return {"counter.txt": b"0\n"}
-
-    async def verify(self, sandbox: Sandbox) -> Verdict:
-        target = (self.task.root / "target.txt").read_text().strip()  # host side: never in the sandbox
+    async def verify(sandbox: Sandbox) -> Verdict:
         got = (await sandbox.read_file("/workdir/counter.txt")).decode(errors="replace").strip()
         return Verdict(float(got == target), {"counter": float(got == target)}, f"counter = {got!r}")
 
+    return TaskSpec(task.task_id, task.instruction, verify, budget_s=60.0, files=lambda: {"counter.txt": b"0\n"})
 
-register_family(TaskFamily("counter", lambda t: environment_kind(t) == "counter",
-                           lambda task, **_: CounterRuntime(task), verifier_files=False))
+
+register_family(TaskFamily("counter", counter_runtime, kinds=("counter",)))
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -55,7 +44,7 @@ def counter_task(root: Path) -> Path:
 
 async def test_a_family_defined_outside_the_package_runs_through_the_orchestrator(tmp_path: Path) -> None:
     runtime = load_runtime(counter_task(tmp_path / "to-three"))
-    assert isinstance(runtime, CounterRuntime)
+    assert isinstance(runtime, TaskSpec) and runtime.task_id == "counter/to-three"
     results: dict[str, Any] = {}
     async with open_rollout_env(tmp_path) as env:
         for name, script in {"solves": "echo 3 > counter.txt", "no-op": "true"}.items():

@@ -15,19 +15,19 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from openforgerl.envs.claw.verify.checks import Evidence, evaluate
+from openforgerl.envs.claw.verify.graders import GraderUnavailable
+from openforgerl.envs.claw.verify.spec import load_spec, parse_spec
 from openforgerl.envs.command import command as tasks_command
-from openforgerl.envs.errors import TaskFormatError
-from openforgerl.envs.flags import reason_of, summarize_flags
 from openforgerl.envs.importers import detect_format, import_any
 from openforgerl.envs.importers.claw_eval import TOOLS
-from openforgerl.envs.importers.harbor import HarborTaskRuntime
 from openforgerl.envs.importers.qwenclawbench import reads_transcript
-from openforgerl.envs.runtime import load_runtime
-from openforgerl.envs.task import find_tasks, load_task
-from openforgerl.envs.validate import validate_tasks
-from openforgerl.envs.verify.checks import Evidence, evaluate
-from openforgerl.envs.verify.graders import GraderUnavailable
-from openforgerl.envs.verify.spec import load_spec, parse_spec
+from openforgerl.tasks.errors import TaskFormatError
+from openforgerl.tasks.flags import reason_of, summarize_flags
+from openforgerl.tasks.format import find_tasks, load_task
+from openforgerl.tasks.harbor import HarborTaskRuntime
+from openforgerl.tasks.loader import load_runtime
+from openforgerl.tasks.validate import validate_tasks
 
 DATA = Path(__file__).parent / "data"
 
@@ -81,7 +81,7 @@ def test_claw_bench_task_copied_into_a_flat_folder_still_verifies(tmp_path: Path
 
 
 def test_claw_bench_conftest_is_the_nearest_one_with_the_workspace_option(tmp_path: Path) -> None:
-    from openforgerl.envs.importers.harbor import _FALLBACK_CONFTEST, _suite_conftest
+    from openforgerl.tasks.harbor import _FALLBACK_CONFTEST, _suite_conftest
 
     suite = DATA / "claw_bench" / "tasks"
     assert _suite_conftest(find_tasks(suite)[0]) == (suite / "conftest.py").read_bytes()
@@ -91,7 +91,7 @@ def test_claw_bench_conftest_is_the_nearest_one_with_the_workspace_option(tmp_pa
 
 def test_harbor_runtime_works_with_the_scripted_oracle_policy() -> None:
     """`eval --scripted-oracle` built its table with rt.cli_program(), which Harbor runtimes lacked."""
-    from openforgerl.envs.oracle_policy import oracle_policy
+    from openforgerl.envs.claw.oracle_policy import oracle_policy
 
     rt = load_runtime(DATA / "harbor" / "hello-file")
     assert rt.cli_program() == ""

@@ -16,16 +16,17 @@ from judge_helpers import serve_policy, user_text
 from typer.testing import CliRunner
 
 from openforgerl.engines.chat_format import format_tool_call
-from openforgerl.envs.flags import summarize_flags, unmet
-from openforgerl.envs.host_side import combine_hybrid
+from openforgerl.envs.claw.runtime import claw_tool_names
+from openforgerl.envs.claw.verify.checks import Evidence, evaluate
+from openforgerl.envs.claw.verify.graders import GraderUnavailable
+from openforgerl.envs.claw.verify.spec import load_spec, parse_spec
 from openforgerl.envs.importers import import_any
-from openforgerl.envs.judge import JudgeError, fence, parse_score, summarize_events
-from openforgerl.envs.task import load_task
-from openforgerl.envs.transcript import messages_from_calls, openclaw_events
-from openforgerl.envs.verify.checks import Evidence, evaluate
-from openforgerl.envs.verify.graders import GraderUnavailable
-from openforgerl.envs.verify.spec import load_spec, parse_spec
 from openforgerl.records import CallRecord, WireProtocol
+from openforgerl.tasks.flags import summarize_flags, unmet
+from openforgerl.tasks.format import load_task
+from openforgerl.tasks.host_side import combine_hybrid
+from openforgerl.tasks.judge import JudgeError, fence, parse_score, summarize_events
+from openforgerl.tasks.transcript import messages_from_calls, openclaw_events
 
 DATA = Path(__file__).parent / "data"
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
@@ -45,7 +46,8 @@ def test_claw_eval_llm_judge_components_become_weighted_judge_checks(tmp_path: P
     assert "利率" in checks["advice_quality"].rubric
     assert checks["substance"].kind == "text" and checks["substance"].min_length == 200
     task = load_task(folder)
-    assert "ask_user" in task.tool_names and "submit_answer" in task.tool_names
+    tools = claw_tool_names(task)
+    assert "ask_user" in tools and "submit_answer" in tools
     assert "`ask_user`" in task.instruction
     persona = json.loads((folder / "tests/user_agent.json").read_text())
     assert "4.9%" in persona["persona"] and persona["max_rounds"] == 4
@@ -179,7 +181,7 @@ def _judge(turn) -> str:
 @needs_bwrap
 def test_claw_eval_and_qwenclawbench_run_with_judge_and_user_engines(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    import openforgerl.envs.oracle_policy as op
+    import openforgerl.envs.claw.oracle_policy as op
     from openforgerl.eval.command import command as eval_command
 
     tasks = tmp_path / "tasks"
@@ -239,8 +241,8 @@ async def test_user_relay_answers_within_max_rounds_and_refuses_links(tmp_path: 
     import asyncio
     from types import SimpleNamespace
 
-    from openforgerl.envs.judge import JudgeClient
-    from openforgerl.envs.user_sim import DONE_REPLY, LEFT_REPLY, UserRelay, _Conversation
+    from openforgerl.envs.claw.user_sim import DONE_REPLY, LEFT_REPLY, UserRelay, _Conversation
+    from openforgerl.tasks.judge import JudgeClient
 
     task_root = tmp_path / "task"
     (task_root / "tests").mkdir(parents=True)
@@ -283,8 +285,8 @@ async def test_user_relay_answers_within_max_rounds_and_refuses_links(tmp_path: 
 
 def test_ask_user_waits_for_a_late_reply_instead_of_piling_up_questions(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from openforgerl.envs import world
-    from openforgerl.envs.world import ToolError, World
+    from openforgerl.envs.claw import world
+    from openforgerl.envs.claw.world import ToolError, World
 
     monkeypatch.setattr(world, "USER_WAIT_S", 0.3)
     w = World({}, tmp_path)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.envs import claw_cli
-from openforgerl.envs.client import call_tool, get_json
+from openforgerl.envs.claw import cli as claw_cli
+from openforgerl.envs.claw.client import call_tool, get_json
 
-SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
 
 
 def test_tool_calls_change_state_and_are_audited(claw_service) -> None:
@@ -56,7 +56,7 @@ def test_reset_restores_fixtures_and_is_audited(claw_service) -> None:
     assert get_json("/state")["todo"]["items"][0]["done"] is True
     import urllib.request
 
-    from openforgerl.envs.client import service_url
+    from openforgerl.envs.claw.client import service_url
 
     urllib.request.urlopen(urllib.request.Request(service_url() + "/reset", data=b"", method="POST")).read()
     assert get_json("/state")["todo"]["items"][0]["done"] is False
@@ -98,9 +98,9 @@ def test_cli_prints_json_and_fails_on_errors(claw_service, capsys: pytest.Captur
 
 
 def test_service_process_starts_and_serves(tmp_path: Path) -> None:
-    """`python -m openforgerl.envs.services` as a real process, port chosen by the OS."""
+    """`python -m openforgerl.envs.claw.services` as a real process, port chosen by the OS."""
     port_file = tmp_path / "port"
-    proc = subprocess.Popen([sys.executable, "-m", "openforgerl.envs.services", "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "openforgerl.envs.claw.services", "--port", "0",
                              "--port-file", str(port_file), "--workspace", str(tmp_path)])
     try:
         deadline = time.monotonic() + 60
@@ -120,7 +120,7 @@ async def test_mcp_server_lists_and_calls_tools(claw_service) -> None:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     svc = claw_service()
-    params = StdioServerParameters(command=sys.executable, args=["-m", "openforgerl.envs.mcp_server", "--tools",
+    params = StdioServerParameters(command=sys.executable, args=["-m", "openforgerl.envs.claw.mcp_server", "--tools",
                                                                  "todo_add,mail_send"],
                                    env={"OPENFORGERL_CLAW_URL": svc.url})
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:

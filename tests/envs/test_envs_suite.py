@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.envs.runtime import load_runtime
-from openforgerl.envs.suites.generate import generate
-from openforgerl.envs.task import find_tasks, load_task
-from openforgerl.envs.validate import validate_tasks
+from openforgerl.envs.claw.suite.generate import generate
+from openforgerl.tasks.format import find_tasks, load_task
+from openforgerl.tasks.loader import load_runtime
+from openforgerl.tasks.validate import validate_tasks
 
-SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
 
 
 def _tasks():

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.envs.oracle_policy import load_actions
-from openforgerl.envs.runtime import ClawTaskRuntime, load_runtime
-from openforgerl.envs.suites import claw_runtimes
-from openforgerl.envs.task import TaskFormatError, find_tasks, load_task
+from openforgerl.envs.claw.oracle_policy import load_actions
+from openforgerl.envs.claw.runtime import ClawTaskRuntime, claw_tool_names
+from openforgerl.envs.claw.suite import claw_runtimes
 from openforgerl.orchestrator.task_protocol import TaskRuntime
+from openforgerl.tasks.format import TaskFormatError, find_tasks, load_task
+from openforgerl.tasks.loader import load_runtime
 
-SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
 
 
 def _copy(tmp_path: Path, name: str = "mail-reply-01") -> Path:
@@ -24,7 +25,8 @@ def test_suite_task_loads() -> None:
     task = load_task(SUITE / "mail-reply-01")
     assert task.task_id == "claw/mail-reply-01"
     assert task.meta.services == ["mail"] and task.meta.split in ("train", "test")
-    assert "mail_reply" in task.tool_names and "write_file" in task.tool_names and "todo_add" not in task.tool_names
+    tools = claw_tool_names(task)
+    assert "mail_reply" in tools and "write_file" in tools and "todo_add" not in tools
     assert task.budget_s == 300.0 and not task.flags
 
 

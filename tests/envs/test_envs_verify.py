@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.envs.client import call_tool
-from openforgerl.envs.task import TaskFormatError
-from openforgerl.envs.verify.checks import Evidence, evaluate
-from openforgerl.envs.verify.run import main as verify_main
-from openforgerl.envs.verify.spec import parse_spec
+from openforgerl.envs.claw.client import call_tool
+from openforgerl.envs.claw.verify.checks import Evidence, evaluate
+from openforgerl.envs.claw.verify.run import main as verify_main
+from openforgerl.envs.claw.verify.spec import parse_spec
+from openforgerl.tasks.format import TaskFormatError
 
 STATE = {
     "mail": {"sent": [{"id": "m1", "to": "Bob@Acme.io", "subject": "Slides", "body": "The slides are  ready",
@@ -99,7 +99,7 @@ def test_cli_writes_reward_json_and_log(claw_service, tmp_path: Path) -> None:
 def test_cli_exit_3_when_service_is_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The task's service ran next to the agent: no answer after the agent ran is the agent's outcome
     (exit 3 = tampered, reward 0), not an infra fault the agent could choose."""
-    import openforgerl.envs.verify.run as run
+    import openforgerl.envs.claw.verify.run as run
 
     real = run.get_json
     monkeypatch.setattr(run, "get_json", lambda *a, **kw: real(*a, **{**kw, "wait_s": 0.5}))

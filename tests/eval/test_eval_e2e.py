@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from openforgerl.engines.scripted import ScriptedEngine
-from openforgerl.envs.oracle_policy import oracle_policy
-from openforgerl.envs.runtime import load_runtime
+from openforgerl.envs.claw.oracle_policy import oracle_policy
 from openforgerl.eval.report import build_report, write_report
 from openforgerl.eval.runner import run_eval
 from openforgerl.gateway.server import start_gateway
 from openforgerl.store.sqlite import SQLiteCallStore
+from openforgerl.tasks.loader import load_runtime
 
-SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
 TASKS = ["easy-todo-add-01", "mail-reply-01-error-retry", "kb-answer-02"]
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")

@@ -62,7 +62,7 @@ def test_an_unknown_engine_model_is_one_user_error(tmp_path: Path) -> None:
 
     app = typer.Typer()
     app.command()(eval_command)
-    suite = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
+    suite = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
     task = sorted(p for p in suite.iterdir() if p.name.startswith("easy-write-file"))[0]
     res = CliRunner().invoke(app, ["--tasks", str(task), "--engine", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
     assert isinstance(res.exception, UserError) and "has no config.json" in str(res.exception)
@@ -76,7 +76,7 @@ def test_eval_opens_the_embedded_default_stack(tmp_path: Path) -> None:
 
     app = typer.Typer()
     app.command()(eval_command)
-    suite = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
+    suite = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
     task = sorted(p for p in suite.iterdir() if p.name.startswith("easy-write-file"))[0]
     res = CliRunner().invoke(app, ["--tasks", str(task), "--harness", "zero", "--trials", "1", "--budget-s", "120",
                                    "--out", str(tmp_path / "o")])

@@ -14,7 +14,7 @@ import pytest
 from openforgerl.envs.gui.actions import Screen
 
 DATA = Path(__file__).parent / "data"
-GUI_SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/gui"
+GUI_SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/gui/suite/tasks"
 GUI_BINARIES = ("Xvfb", "xdotool", "openbox", "mousepad", "xprop")
 
 

@@ -10,8 +10,8 @@ import urllib.request
 
 import pytest
 
-from openforgerl.envs.suites.gui_families import CARDS, FORMS, PRODUCTS
-from openforgerl.envs.suites.world_data import base_fixtures
+from openforgerl.envs.claw.suite.world_data import base_fixtures
+from openforgerl.envs.gui.suite.families import CARDS, FORMS, PRODUCTS
 
 
 def post(url: str, **form: str) -> str:

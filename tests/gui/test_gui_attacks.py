@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from gui_helpers import GUI_SUITE, needs_gui
 
-from openforgerl.envs.runtime import load_runtime
 from openforgerl.sandbox.base import SandboxSpec
 from openforgerl.sandbox.bwrap import MASKED_IN_PACKAGE
+from openforgerl.tasks.loader import load_runtime
 
 pytestmark = [pytest.mark.gui, needs_gui]
 ATTACKER = Path(__file__).with_name("agents") / "gui_attacker.py"
@@ -96,5 +96,5 @@ def test_no_outside_network(attack):
 
 
 def test_oracle_is_unreadable(attack):
-    assert "envs/suites/gui" in MASKED_IN_PACKAGE
+    assert "envs/gui/suite/tasks" in MASKED_IN_PACKAGE
     assert attack[0]["solution"] is None

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from gui_helpers import DATA, needs_gui
 
-from openforgerl.envs.flags import summarize_flags
 from openforgerl.envs.gui.runtime import GuiTaskRuntime
 from openforgerl.envs.importers import import_any
-from openforgerl.envs.runtime import load_runtime
-from openforgerl.envs.task import load_task
+from openforgerl.tasks.flags import summarize_flags
+from openforgerl.tasks.format import load_task
+from openforgerl.tasks.loader import load_runtime
 
 
 def _import(tmp_path: Path, fmt: str, src: str) -> list:

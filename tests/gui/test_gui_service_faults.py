@@ -163,8 +163,8 @@ class _FakeSandbox:
     ({"memory": 0, "pids": 0, "cpu": 1}, TamperError),  # the sandbox ran at its CPU quota for seconds
 ])
 async def test_service_down_is_infra_unless_the_agent_breached_a_limit(monkeypatch, breaches, raised) -> None:
-    from openforgerl.envs.runtime import load_runtime
     from openforgerl.sandbox.base import SandboxError
+    from openforgerl.tasks.loader import load_runtime
 
     async def down(*_: Any, **__: Any) -> VerifierRun:
         return VerifierRun(ExecResult(EXIT_SERVICE_DOWN, b"", b"SERVICE DOWN computer service unreachable", False, 0.1), {})
@@ -261,9 +261,9 @@ async def _run(rt: Any, harness: Any, engine: Any, tmp_path: Path, retries: int)
 async def test_service_killed_mid_rollout_is_infra_and_the_retry_is_scored(what: str, tmp_path: Path) -> None:
     from openforgerl.engines.chat_format import format_tool_call
     from openforgerl.engines.scripted import ScriptedEngine, Turn
-    from openforgerl.envs.runtime import load_runtime
     from openforgerl.harness.registry import get_harness
     from openforgerl.records import RolloutStatus
+    from openforgerl.tasks.loader import load_runtime
 
     rt = load_runtime(TASK)
     state = {"killed": 0}
@@ -309,9 +309,9 @@ exit 1
 @pytest.mark.timeout(600)
 async def test_an_agent_killing_what_it_can_fails_itself_never_infra(tmp_path: Path) -> None:
     from openforgerl.engines.scripted import ScriptedEngine
-    from openforgerl.envs.runtime import load_runtime
     from openforgerl.harness.registry import get_harness
     from openforgerl.records import RolloutStatus
+    from openforgerl.tasks.loader import load_runtime
 
     rt = load_runtime(TASK)
     harness = get_harness("command", argv=["env", f"PY={sys.executable}", "sh", "-c", KILLER])
@@ -348,9 +348,9 @@ async def test_an_agent_busy_looping_600_processes_cannot_starve_the_screen_into
     300 loops, and with 600 they pass the service's two 10 s tries: a fault, infra, the agent's 0 dodged.
     The timings are the agent's own client's too (one of its 601 processes), so they are printed, not bounded."""
     from openforgerl.engines.scripted import ScriptedEngine
-    from openforgerl.envs.runtime import load_runtime
     from openforgerl.harness.registry import get_harness
     from openforgerl.records import RolloutStatus
+    from openforgerl.tasks.loader import load_runtime
 
     rt = load_runtime(TASK)
     harness = get_harness("command", argv=["env", f"PY={sys.executable}", "sh", "-c", STARVER])
@@ -373,9 +373,9 @@ async def test_desktop_apps_run_niced_in_the_service_group(task: str) -> None:
     """What the agent drives on a desktop (Chromium runs any `javascript:` URL typed into its URL bar) runs at
     nice 19 beside the screen at 0, all in the sandbox's service CPU group, never the agent's."""
     from openforgerl.envs.desktop.screen import APP_NICE
-    from openforgerl.envs.runtime import load_runtime
     from openforgerl.sandbox.base import SandboxSpec
     from openforgerl.sandbox.local import LocalBackend
+    from openforgerl.tasks.loader import load_runtime
 
     rt = load_runtime(GUI_SUITE / task)
     backend = LocalBackend()

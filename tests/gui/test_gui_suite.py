@@ -10,12 +10,12 @@ import pytest
 from gui_helpers import GUI_SUITE
 
 from openforgerl.envs.browser.apps import build_apps
+from openforgerl.envs.claw.verify.checks import Evidence, evaluate
+from openforgerl.envs.claw.verify.spec import load_spec
 from openforgerl.envs.gui.runtime import GuiTaskRuntime
-from openforgerl.envs.runtime import load_runtime
-from openforgerl.envs.suites.gui_families import generate
-from openforgerl.envs.task import find_tasks
-from openforgerl.envs.verify.checks import Evidence, evaluate
-from openforgerl.envs.verify.spec import load_spec
+from openforgerl.envs.gui.suite.families import generate
+from openforgerl.tasks.format import find_tasks
+from openforgerl.tasks.loader import load_runtime
 
 TASKS = find_tasks(GUI_SUITE)
 

@@ -15,9 +15,9 @@ import time
 import pytest
 from gui_helpers import GUI_SUITE, needs_gui
 
-from openforgerl.envs.runtime import load_runtime
-from openforgerl.envs.task import find_tasks
-from openforgerl.envs.validate import validate_tasks
+from openforgerl.tasks.format import find_tasks
+from openforgerl.tasks.loader import load_runtime
+from openforgerl.tasks.validate import validate_tasks
 
 pytestmark = [pytest.mark.gui, needs_gui]
 

@@ -119,12 +119,12 @@ async def run_in_sandbox(harness: str, task: str, tmp_path: Path, make_policy: C
     if missing := _gui_missing():
         pytest.skip(f"GUI stack missing: {missing}")
     tools = require_installed(harness)
-    from openforgerl.envs.runtime import load_runtime
     from openforgerl.gateway.server import start_gateway
     from openforgerl.orchestrator.batch import run_batch
     from openforgerl.orchestrator.config import OrchestratorConfig
     from openforgerl.sandbox.local import LocalBackend
     from openforgerl.store.sqlite import SQLiteCallStore
+    from openforgerl.tasks.loader import load_runtime
 
     rt = load_runtime(GUI_SUITE / task)
     backend = LocalBackend(root=tmp_path / "sbx")
@@ -273,12 +273,12 @@ async def test_a_mixed_eval_of_zero_gui_and_ui_tars_over_browser_and_desktop_tas
     tools = require_installed("ui-tars")
     from test_zero_gui import oracle_to_calls, replay_policy
 
-    from openforgerl.envs.runtime import load_runtime
     from openforgerl.eval.report import build_report
     from openforgerl.eval.runner import run_eval
     from openforgerl.gateway.server import start_gateway
     from openforgerl.sandbox.local import LocalBackend
     from openforgerl.store.sqlite import SQLiteCallStore
+    from openforgerl.tasks.loader import load_runtime
 
     runtimes = [load_runtime(GUI_SUITE / t) for t in ("board-move-02", "desktop-board-01")]
     backend = LocalBackend(root=tmp_path / "sbx")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from harness_e2e import proof_content, record_figures, require_installed, run_rollout
 
-from openforgerl.envs.services.server import build_app, serve
-from openforgerl.envs.tools import function_tools, tools_for
+from openforgerl.envs.claw.services.server import build_app, serve
+from openforgerl.envs.claw.tools import function_tools, tools_for
 from openforgerl.harness.base import McpServer
 from openforgerl.harness.registry import get_harness
 from openforgerl.harness.scripted_policy import task_tool_policy
@@ -42,7 +42,7 @@ async def test_task_tools_reach_the_harness(name: str, claw: str, make_gateway, 
     tools = require_installed(name) if name != "zero" else tmp_path
     content = proof_content()
     gw, _ = await make_gateway(task_tool_policy(content))
-    mcp = McpServer("claw", sys.executable, ["-m", "openforgerl.envs.mcp_server", "--tools", ",".join(TOOLS)],
+    mcp = McpServer("claw", sys.executable, ["-m", "openforgerl.envs.claw.mcp_server", "--tools", ",".join(TOOLS)],
                     {"OPENFORGERL_CLAW_URL": claw})
     adapter = get_harness(name)
     out = await run_rollout(gw, adapter, tools, tmp_path, content, budget_s=240.0, mcp_servers=[mcp],

@@ -49,7 +49,7 @@ from openforgerl.orchestrator.classify import call_log_taint
 from openforgerl.records import RolloutStatus
 from openforgerl.trajectory.reconstruct import reconstruct_samples
 
-GUI_SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/gui"
+GUI_SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/gui/suite/tasks"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gui"))
 
 
@@ -431,12 +431,12 @@ async def run_in_sandbox(task: str, kind: str, tmp_path: Path, faults: Faults | 
     """One rollout of a suite task: real orchestrator, local bubblewrap sandbox, real gateway."""
     if missing := _gui_missing():
         pytest.skip(f"GUI stack missing: {missing}")
-    from openforgerl.envs.runtime import load_runtime
     from openforgerl.gateway.server import start_gateway
     from openforgerl.orchestrator.batch import run_batch
     from openforgerl.orchestrator.config import OrchestratorConfig
     from openforgerl.sandbox.local import LocalBackend
     from openforgerl.store.sqlite import SQLiteCallStore
+    from openforgerl.tasks.loader import load_runtime
 
     rt = load_runtime(GUI_SUITE / task)
     backend = LocalBackend(root=tmp_path / "sbx")

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from openforgerl.orchestrator.command import command
 
-SUITE = Path(__file__).resolve().parents[2] / "src" / "openforgerl" / "envs" / "suites" / "claw"
+SUITE = Path(__file__).resolve().parents[2] / "src" / "openforgerl" / "envs" / "claw" / "suite" / "tasks"
 
 
 def test_rollout_cli_writes_results_summary_and_call_log(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITE = ROOT / "src" / "openforgerl" / "envs" / "suites" / "claw"
+SUITE = ROOT / "src" / "openforgerl" / "envs" / "claw" / "suite" / "tasks"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

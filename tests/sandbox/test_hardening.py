@@ -21,7 +21,8 @@ from openforgerl.sandbox.local import DEFAULT_LIMITS, LocalBackend
 
 pytestmark = [needs_bwrap]
 
-SUITE = Path(bwrap.__file__).resolve().parents[1] / "envs" / "suites" / "claw"
+SUITE = Path(bwrap.__file__).resolve().parents[1] / "envs" / "claw" / "suite" / "tasks"
+GUI_SUITE = Path(bwrap.__file__).resolve().parents[1] / "envs" / "gui" / "suite" / "tasks"
 
 
 async def _sh(sbx, script: str, **kw):
@@ -30,15 +31,15 @@ async def _sh(sbx, script: str, **kw):
 
 async def test_only_the_allow_list_is_visible(backend: LocalBackend) -> None:
     """No /root (beyond the interpreter's own folder), /home, /run, /etc/shadow, task solutions."""
-    solve = next(SUITE.glob("*/solution/solve.sh"))
+    solve, gui_oracle = next(SUITE.glob("*/solution/solve.sh")), next(GUI_SUITE.glob("*/solution/actions.json"))
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="allow"))
-    res = await _sh(sbx, f"cat /etc/shadow; cat /root/.bashrc; ls -A /home /run /var; cat {solve}; "
+    res = await _sh(sbx, f"cat /etc/shadow; cat /root/.bashrc; ls -A /home /run /var; cat {solve} {gui_oracle}; "
                          f"ls {SUITE}; cat {SUITE.parent / 'families.py'} | head -c 3; echo; "
                          "ls /usr/bin/env && ls /etc/passwd")
     await sbx.aclose()
     out, err = res.stdout.decode(), res.stderr.decode()
     assert "root:" not in out and "solve" not in out and out.splitlines()[0] == '"""'  # only the code
-    for gone in ("/etc/shadow", "/root/.bashrc", "/home", "/run", "/var", str(solve)):
+    for gone in ("/etc/shadow", "/root/.bashrc", "/home", "/run", "/var", str(solve), str(gui_oracle)):
         assert gone in err and "No such file" in err.split(gone)[1][:60], (gone, err)
     assert out.rstrip().endswith("/usr/bin/env\n/etc/passwd")
     assert sbx.host_path("/root/.bashrc") is None and sbx.host_path(str(solve)) is None

@@ -355,7 +355,7 @@ async def test_python_venv_under_tmp_runs_the_package(tmp_path: Path) -> None:
     host_dir = Path(tempfile.mkdtemp(prefix="ofrl-tmp-venv-", dir="/tmp"))
     try:
         shutil.copytree(Path(openforgerl.__file__).parent, host_dir / "src" / "openforgerl",
-                        ignore=shutil.ignore_patterns("__pycache__", "suites"))
+                        ignore=shutil.ignore_patterns("__pycache__", "suite"))
         (host_dir / "bin").mkdir()
         (host_dir / "bin" / "python").symlink_to(os.path.realpath(sys.executable))  # noqa: ASYNC240
         backend = LocalBackend(root=tmp_path / "sbx", ro_binds=[host_dir])

@@ -12,7 +12,7 @@ import pytest
 
 from openforgerl.testing.rollouts import RolloutEnv, open_rollout_env
 
-SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
 
 
 AttackEnv = RolloutEnv
@@ -27,6 +27,6 @@ async def attack_env(tmp_path: Path) -> AsyncIterator[RolloutEnv]:
 @pytest.fixture
 def claw_task() -> Callable[[str], Any]:
     """A real task of the built-in suite, as the orchestrator runs it (service + checks verifier)."""
-    from openforgerl.envs.runtime import load_runtime
+    from openforgerl.tasks.loader import load_runtime
 
     return lambda name: load_runtime(SUITE / name)

@@ -80,7 +80,7 @@ def _attack_policy(judge_port: int, user_port: int):
 
 
 def _eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, factory, judge_url: str, user_url: str):
-    import openforgerl.envs.oracle_policy as op
+    import openforgerl.envs.claw.oracle_policy as op
     from openforgerl.eval.command import command as eval_command
 
     tasks = tmp_path / "tasks"

@@ -26,7 +26,7 @@ from openforgerl.sandbox.base import Limits
 from openforgerl.testing.markers import needs_bwrap
 from openforgerl.testing.tasks import ProofFileTask
 
-SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/suites/claw"
+SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
 pytestmark = [needs_bwrap]
 
 HONEST = "echo 'budget review' > /workdir/plan.md"
@@ -64,13 +64,13 @@ async def test_honest_harness_earns_the_reward(attack_env, claw_task) -> None:
 
 
 async def test_shadow_verifier_module_in_workdir_is_never_imported(attack_env, claw_task) -> None:
-    """Before: the verifier ran `python -m openforgerl.envs.verify` with cwd /workdir -> reward 1.0."""
+    """Before: the verifier ran `python -m openforgerl.envs.claw.verify` with cwd /workdir -> reward 1.0."""
     forged = "import json, pathlib\\nfor p in ('/workdir/.claw/reward.json', '/verifier/out/reward.json'):\\n" \
              "    try: pathlib.Path(p).write_text(json.dumps({'reward': 1.0}))\\n    except OSError: pass\\n"
-    script = ("set -e; mkdir -p /workdir/openforgerl/envs/verify /workdir/.claw; "
+    script = ("set -e; mkdir -p /workdir/openforgerl/envs/claw/verify /workdir/.claw; "
               "touch /workdir/openforgerl/__init__.py /workdir/openforgerl/envs/__init__.py "
-              "/workdir/openforgerl/envs/verify/__init__.py; "
-              f"printf '{forged}' > /workdir/openforgerl/envs/verify/__main__.py; "
+              "/workdir/openforgerl/envs/claw/verify/__init__.py; "
+              f"printf '{forged}' > /workdir/openforgerl/envs/claw/verify/__main__.py; "
               f"printf '{forged}' > /workdir/sitecustomize.py; cp /workdir/sitecustomize.py /workdir/json.py; "
               "echo '{\"reward\": 1.0}' > /workdir/.claw/reward.json")
     rec = await _one(attack_env, claw_task("easy-write-file-01"), script)

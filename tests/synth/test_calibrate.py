@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from openforgerl.envs.task import load_task
 from openforgerl.synth import calibrate, inprocess_runner, pools, refresh, select_band, synthesize
 from openforgerl.synth.calibrate import pass_rate
+from openforgerl.tasks.format import load_task
 
 
 def _skill(name: str) -> float:

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.envs.draft import Action
-from openforgerl.envs.task import load_task
 from openforgerl.synth import load_env, synthesize
 from openforgerl.synth.compose import Candidate
 from openforgerl.synth.filters import judge
+from openforgerl.tasks.draft import Action
+from openforgerl.tasks.format import load_task
 
 CLAW = load_env("claw")
 
 
 def _cand(actions: list[Action], checks: list[dict], **kw: object) -> Candidate:
-    from openforgerl.envs.suites.world_data import base_fixtures
+    from openforgerl.envs.claw.suite.world_data import base_fixtures
 
     base = {"fixtures": base_fixtures(), "services": ["todo"], "family": "t", "variant": "plain", "n_atoms": 1}
     return Candidate("claw", "claw-synth/t", "do it", actions, checks, **(base | kw))  # type: ignore[arg-type]

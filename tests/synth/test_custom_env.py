@@ -62,8 +62,8 @@ def test_the_environment_is_short() -> None:
 
 
 def test_a_test_file_environment_produces_validated_tasks(tmp_path: Path) -> None:
-    from openforgerl.envs.task import load_task
     from openforgerl.synth import synthesize
+    from openforgerl.tasks.format import load_task
 
     report, paths, _ = synthesize(ENV, 40, tmp_path, seed=3)
     assert report.kept == len(paths) >= 30

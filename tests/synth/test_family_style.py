@@ -8,7 +8,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from openforgerl.envs.suites.families import FAMILIES, SFT_TOOLS
+from openforgerl.envs.claw.suite.families import FAMILIES, SFT_TOOLS
 from openforgerl.synth import pipeline, synthesize, vocab
 from openforgerl.synth.compose import sample_candidate
 

@@ -35,7 +35,7 @@ PETSTORE = {
 
 
 def test_the_claw_mcp_server_tool_list_imports_and_synthesises(tmp_path: Path) -> None:
-    listing = list_mcp_tools([sys.executable, "-m", "openforgerl.envs.mcp_server"])
+    listing = list_mcp_tools([sys.executable, "-m", "openforgerl.envs.claw.mcp_server"])
     assert {t["name"] for t in listing["tools"]} >= {"mail_send", "calendar_delete", "submit_answer"}
     env = from_mcp_tools(listing, "claw-mcp")
     roles = {t.name: (t.effect, t.kind) for t in env.tools}
@@ -47,7 +47,7 @@ def test_the_claw_mcp_server_tool_list_imports_and_synthesises(tmp_path: Path) -
 
 
 def test_an_mcp_listing_file_loads_by_path(tmp_path: Path) -> None:
-    from openforgerl.envs.tools import TOOLS
+    from openforgerl.envs.claw.tools import TOOLS
 
     listing = {"tools": [{"name": t.name, "description": t.description, "inputSchema": t.input_schema()}
                          for t in TOOLS]}

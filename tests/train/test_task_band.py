@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.envs.suites import CLAW_SUITE
+from openforgerl.envs.claw.suite import CLAW_SUITE
 from openforgerl.synth.calibrate import calibrate
 from openforgerl.train.config import TaskSelection, TrainConfig
 from openforgerl.train.stack import select_tasks

@@ -22,7 +22,7 @@ import pytest
 
 from openforgerl.engines.chat_format import ChatFormat
 from openforgerl.engines.scripted import scripted_logprob
-from openforgerl.envs.suites import CLAW_SUITE
+from openforgerl.envs.claw.suite import CLAW_SUITE
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_PYTHON = ROOT / ".venv-verl" / "bin" / "python"

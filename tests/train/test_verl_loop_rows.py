@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from openforgerl.envs.suites import CLAW_SUITE
-from openforgerl.envs.task import load_task
+from openforgerl.envs.claw.suite import CLAW_SUITE
 from openforgerl.records import RolloutRecord, RolloutStatus
+from openforgerl.tasks.format import load_task
 from openforgerl.train.verl.agent_loop import (
     loop_mode,
     reconstruction_options,

@@ -43,9 +43,9 @@ from verl.workers.rollout.llm_server import LLMServerClient  # noqa: E402
 from verl.workers.rollout.router import GlobalRequestLoadBalancer  # noqa: E402
 
 from openforgerl.engines.scripted import Faults, ScriptedEngine, start_scripted_server  # noqa: E402
-from openforgerl.envs.oracle_policy import oracle_policy  # noqa: E402
-from openforgerl.envs.runtime import load_runtime  # noqa: E402
-from openforgerl.envs.task import load_task  # noqa: E402
+from openforgerl.envs.claw.oracle_policy import oracle_policy  # noqa: E402
+from openforgerl.tasks.format import load_task  # noqa: E402
+from openforgerl.tasks.loader import load_runtime  # noqa: E402
 from openforgerl.train.verl import runtime as worker_runtime  # noqa: E402
 from openforgerl.train.verl.rows import build_row  # noqa: E402
 

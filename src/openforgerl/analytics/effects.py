@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from openforgerl.envs.tools import TOOLS, ToolSpec, get_tool
+from openforgerl.envs.claw.tools import TOOLS, ToolSpec, get_tool
 
 __all__ = ["Effect", "classify", "claw_tool_from_shell", "effect_of", "normalize_tool", "resources_of"]
 
@@ -35,7 +35,7 @@ class Effect(StrEnum):
 
 _CLAW_READ_VERBS = {"read", "list", "search", "find"}
 _BY_SERVICE_COMMAND = {(t.service, t.command): t for t in TOOLS}
-_CLAW_PROGRAMS = ("openforgerl-claw", "openforgerl.envs.claw_cli")
+_CLAW_PROGRAMS = ("openforgerl-claw", "openforgerl.envs.claw.cli")
 _MCP_SEPARATORS = ("__", ".", "/", "-", "_")
 
 # Harness-native tools, lower-cased name -> (effect, service)

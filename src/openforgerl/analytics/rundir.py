@@ -129,13 +129,13 @@ class TaskIndex:
 
     @classmethod
     def default(cls) -> TaskIndex:
-        from openforgerl.envs.suites import CLAW_SUITE
+        from openforgerl.envs.claw.suite import CLAW_SUITE
 
         return cls([Path(CLAW_SUITE)])
 
     @cached_property
     def _roots(self) -> dict[str, Path]:
-        from openforgerl.envs.task import find_tasks, load_task
+        from openforgerl.tasks.format import find_tasks, load_task
 
         out: dict[str, Path] = {}
         for d in self.dirs:
@@ -152,8 +152,9 @@ class TaskIndex:
 
 
 def _load_facts(root: Path) -> TaskFacts:
-    from openforgerl.envs.task import load_task
-    from openforgerl.envs.verify.spec import CalledCheck, load_spec
+    from openforgerl.envs.claw.runtime import claw_tool_names
+    from openforgerl.envs.claw.verify.spec import CalledCheck, load_spec
+    from openforgerl.tasks.format import load_task
 
     task = load_task(root)
     actions_path = root / "solution" / "actions.json"
@@ -165,4 +166,4 @@ def _load_facts(root: Path) -> TaskFacts:
         spec = load_spec(checks)
         forbidden = tuple((c.tool, dict(c.match)) for c in spec.checks
                           if isinstance(c, CalledCheck) and c.kind == "not_called")
-    return TaskFacts(task.task_id, tuple(task.tool_names), gold, forbidden, bool(task.meta.faults))
+    return TaskFacts(task.task_id, tuple(claw_tool_names(task)), gold, forbidden, bool(task.meta.faults))

@@ -1,22 +1,10 @@
-"""Claw environments: the task format, the per-rollout services and their three tool surfaces
-(stdio MCP server, shell CLI, OpenAI function tools — all from `tools.TOOLS`), verifiers, importers
-and the shipped task suite.
+"""Environment packages: each brings a world the agent acts in and registers its task families
+(tasks/families.py) when imported; the installed ones are listed as `openforgerl.environments` entry points.
 
-Entry points: `load_task` / `load_runtime` (a task folder → the orchestrator's `TaskRuntime`),
-`python -m openforgerl.envs.services | mcp_server | claw_cli | verify`, `openforgerl tasks ...`.
-Kept import-light: the service process and the CLI start inside every sandbox.
+- `claw/`: the personal-assistant world (services, tools, MCP server, shell CLI, verifier, shipped suite);
+- `gui/` (shared GUI pieces) with `browser/` and `desktop/`, the GUI environment kinds;
+- `importers/`: foreign benchmarks converted into task folders;
+- `command.py`: the `openforgerl tasks ...` CLI.
+
+The task format, loader, validation and the Harbor runtime are generic and live in `openforgerl.tasks`.
 """
-
-__all__ = ["load_runtime", "load_task"]
-
-
-def __getattr__(name: str) -> object:
-    if name == "load_task":
-        from openforgerl.envs.task import load_task
-
-        return load_task
-    if name == "load_runtime":
-        from openforgerl.envs.runtime import load_runtime
-
-        return load_runtime
-    raise AttributeError(name)

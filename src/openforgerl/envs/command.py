@@ -17,7 +17,7 @@ command = typer.Typer(no_args_is_help=True, add_completion=False,
 @command.command("list")
 def list_tasks(path: Path = typer.Argument(..., help="a task folder or a folder of them")) -> None:
     """One line per task: id, split, difficulty, services, flags."""
-    from openforgerl.envs.task import find_tasks, load_task
+    from openforgerl.tasks.format import find_tasks, load_task
 
     for folder in find_tasks(path):
         t = load_task(folder)
@@ -33,8 +33,9 @@ def validate(path: Path = typer.Argument(..., help="a task folder or a folder of
 
     Flagged tasks (and runnable ones without an oracle) are not run; their reasons are counted, and
     the command fails when nothing could be validated."""
-    from openforgerl.envs.flags import summarize_flags
-    from openforgerl.envs.validate import load_runtimes, validate_tasks
+    from openforgerl.tasks.flags import summarize_flags
+    from openforgerl.tasks.loader import load_runtimes
+    from openforgerl.tasks.validate import validate_tasks
 
     every = load_runtimes(path)
     summary = summarize_flags(rt.task.flags for rt in every)
@@ -64,9 +65,9 @@ def import_tasks(source: Path = typer.Argument(..., help="folder or file in a fo
                  user_engine: str | None = typer.Option(
                      None, help="URL of the engine that plays the simulated user of multi-turn tasks")) -> None:
     """Convert Claw-Eval / QwenClawBench / tau2 tasks into task folders (flags what cannot run offline)."""
-    from openforgerl.envs.flags import summarize_flags
     from openforgerl.envs.importers import import_any
-    from openforgerl.envs.task import load_task
+    from openforgerl.tasks.flags import summarize_flags
+    from openforgerl.tasks.format import load_task
 
     written = import_any(source, out, format, user_engine=user_engine)
     typer.echo(f"wrote {len(written)} task folders to {out}")
@@ -76,7 +77,7 @@ def import_tasks(source: Path = typer.Argument(..., help="folder or file in a fo
 @command.command("generate")
 def generate(out: Path | None = typer.Argument(None, help="default: the shipped suite folder")) -> None:
     """Regenerate the shipped Claw suite."""
-    from openforgerl.envs.suites.generate import generate as gen
+    from openforgerl.envs.claw.suite.generate import generate as gen
 
     paths = gen(out) if out else gen()
     typer.echo(f"wrote {len(paths)} tasks")

@@ -6,9 +6,9 @@ replaying each task's gold actions (a demo/CI mode: it tests the plumbing, not a
 embedded default stack, the local engine serving `--engine` (default `tiny`) behind an in-process
 gateway. All three are opened by the composition root, `openforgerl.stack.open_services`.
 
-Host side (envs/host_side.py): every runtime's verifier gets the rollout's transcript, built from the
+Host side (tasks/host_side.py): every runtime's verifier gets the rollout's transcript, built from the
 call log; `--judge-engine URL` scores LLM-judged parts, `--user-engine URL` plays the simulated user of
-multi-turn tasks (envs/user_sim.py). Both are off by default; tasks that need them stay flagged, and the
+multi-turn tasks (envs/claw/user_sim.py). Both are off by default; tasks that need them stay flagged, and the
 counts by reason are printed. The report follows each benchmark's protocol (eval/protocols.py).
 Writes report.json, report.md and report.png under `--out`, and what `openforgerl analyze` / `view` read:
 the rollout records (`rollouts.jsonl`), each rollout's artifacts and service audit log (`rollouts/<id>/`)
@@ -89,8 +89,8 @@ def _fresh_run_dir(out: Path) -> None:
 
 def _load(tasks: Path, split: str | None, provided: set[str]) -> tuple[list[Any], Any]:
     """The runnable runtimes (flags not lifted by what is `provided`) and the counts by reason."""
-    from openforgerl.envs.flags import summarize_flags, unmet
-    from openforgerl.envs.validate import load_runtimes
+    from openforgerl.tasks.flags import summarize_flags, unmet
+    from openforgerl.tasks.loader import load_runtimes
 
     every = [rt for rt in load_runtimes(tasks) if split is None or rt.task.meta.split == split]
     left = [unmet(rt.task.flags, provided) for rt in every]
@@ -125,11 +125,11 @@ async def _run(runtimes: list[Any], harnesses: list[str], trials: int, gateway: 
 
 async def _host_side(runtimes: list[Any], access: Any, backend: Any, engines: dict[str, tuple[str | None, str]],
                      stack: Any) -> Any:
-    """The call log, judge and user relay every runtime's `verify` may use on the host (envs/host_side.py);
+    """The call log, judge and user relay every runtime's `verify` may use on the host (tasks/host_side.py);
     with a user engine, the backend that starts the relay next to each sandbox."""
-    from openforgerl.envs.host_side import HostSide, attach
-    from openforgerl.envs.judge import JudgeClient
     from openforgerl.orchestrator.gateway_client import GatewayClient
+    from openforgerl.tasks.host_side import HostSide, attach
+    from openforgerl.tasks.judge import JudgeClient
 
     client = GatewayClient(access)
     stack.push_async_callback(client.aclose)
@@ -138,7 +138,7 @@ async def _host_side(runtimes: list[Any], access: Any, backend: Any, engines: di
     host = HostSide(calls=client.list_calls,
                     judge=JudgeClient(judge_url, judge_model) if judge_url else None)
     if user_url:
-        from openforgerl.envs.user_sim import UserRelay, UserSimBackend
+        from openforgerl.envs.claw.user_sim import UserRelay, UserSimBackend
 
         async def task_of(rollout_id: str) -> str | None:
             info = await client.get_rollout(rollout_id)

@@ -41,7 +41,7 @@ async def run_eval(runtimes: Sequence[Any], harnesses: Sequence[str], *, gateway
     from openforgerl.orchestrator.config import OrchestratorConfig
 
     cfg = OrchestratorConfig(**{"n": trials, "min_group_size": 1, "timeout_policy": "zero", **config})
-    services = {rt.task_id: list(getattr(rt, "metadata", {}).get("services", [])) for rt in runtimes}
+    services = {rt.task_id: list(rt.metadata.get("services", [])) for rt in runtimes}
     out: list[Trial] = []
     for name in harnesses:
         batch = await run_batch(runtimes, get_harness(name), gateway=gateway, backend=backend,

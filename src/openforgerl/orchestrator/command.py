@@ -88,8 +88,8 @@ async def _main(config: Any, opts: dict[str, Any]) -> Counter[str]:
 
 
 def _load_tasks(path: Path, limit: int, image: str) -> list[Any]:
-    from openforgerl.envs.flags import summarize_flags, unmet
-    from openforgerl.envs.validate import load_runtimes
+    from openforgerl.tasks.flags import summarize_flags, unmet
+    from openforgerl.tasks.loader import load_runtimes
 
     every = load_runtimes(path)
     left = [unmet(list(getattr(getattr(rt, "task", None), "flags", []))) for rt in every]
@@ -101,11 +101,19 @@ def _load_tasks(path: Path, limit: int, image: str) -> list[Any]:
         runtimes = runtimes[:limit]
     if not runtimes:
         raise typer.BadParameter(f"no runnable tasks under {path}" + (f" ({summary.line()})" if every else ""))
-    if image:
-        for rt in runtimes:
-            if getattr(rt, "image", None) is None:
-                rt.image = image
-    return runtimes
+    return [_with_image(rt, image) if image and rt.image is None else rt for rt in runtimes]
+
+
+def _with_image(rt: Any, image: str) -> Any:
+    """`rt` run in `image` (a frozen `TaskSpec` is copied; a runtime class takes the attribute)."""
+    from dataclasses import replace
+
+    from openforgerl.orchestrator.task_protocol import TaskSpec
+
+    if isinstance(rt, TaskSpec):
+        return replace(rt, image=image)
+    rt.image = image
+    return rt
 
 
 def _harness(name: str, argv: str) -> Any:

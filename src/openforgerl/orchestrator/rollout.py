@@ -182,8 +182,8 @@ class RolloutRunner:
         assert lifetime > budget, "the sandbox must outlive the rollout budget"
         return SandboxSpec(
             rollout_id=run.rollout_id, gateway_host=self.gateway_addr[0],
-            gateway_port=self.gateway_addr[1], image=getattr(task, "image", None),
-            files=dict(task.files()), limits=getattr(task, "limits", None) or self.config.limits,
+            gateway_port=self.gateway_addr[1], image=task.image,
+            files=dict(task.files()), limits=task.limits or self.config.limits,
             lifetime_s=lifetime, ro_binds=self._tool_binds())
 
     def _tool_binds(self) -> tuple[Path, ...]:
@@ -203,7 +203,7 @@ class RolloutRunner:
                 argv = run.req.task.service_argv()
                 if argv:
                     await run.sandbox.spawn(list(argv))
-                    await asyncio.sleep(float(getattr(run.req.task, "service_ready_s", 0.0)))
+                    await asyncio.sleep(run.req.task.service_ready_s)
             run.mark("boot_s", t0)
         return run.sandbox
 
@@ -216,7 +216,7 @@ class RolloutRunner:
             anthropic_base_url=sandbox.gateway_url + urlsplit(opened.anthropic_base_url).path,
             api_key=opened.api_key, model=self.config.model,
             mcp_servers=tuple(task.mcp_servers()), shell_tools_hint=task.shell_tools_hint(),
-            tools=tuple(task.function_tools()), tool_service_url=_tool_service_url(task))
+            tools=tuple(task.function_tools()), tool_service_url=task.tool_service_url)
 
     async def _prepare(self, run: _Run, sandbox: Sandbox) -> HarnessLaunch:
         """The adapter's config files and command line, written into the sandbox."""
@@ -336,7 +336,7 @@ class RolloutRunner:
             verifier_log=outcome.verifier_log, started_at=run.started_at, finished_at=time.time(),
             policy_versions=sorted(run.versions), infra_tainted=outcome.status.is_infra, closed=True,
             deadline_at=run.deadline_at,
-            metadata={**dict(getattr(req.task, "metadata", {}) or {}), **meta})
+            metadata={**req.task.metadata, **meta})
 
     def _output_tails(self, result: ExecResult) -> dict[str, Any]:
         n = self.config.keep_output_bytes
@@ -358,8 +358,3 @@ def _write_files(dest: Path, files: dict[str, bytes]) -> None:
     for name, data in files.items():
         (dest / name).write_bytes(data)
 
-
-def _tool_service_url(task: TaskRuntime) -> str:
-    """Optional: where a direct-tool harness posts tool calls (tasks without a service have none)."""
-    url = getattr(task, "tool_service_url", "")
-    return str(url() if callable(url) else url or "")

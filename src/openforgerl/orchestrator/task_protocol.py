@@ -1,4 +1,4 @@
-"""What the orchestrator needs from a task (the envs package implements it).
+"""What the orchestrator needs from a task: a `TaskSpec` or an environment's runtime (`openforgerl.envs`).
 
 The orchestrator never looks inside a task. For one rollout it asks the task for:
 
@@ -23,25 +23,33 @@ Error contract (STYLE.md habit 4, decided by type, never by string):
 Everything in ``sandbox`` is accessed with paths *inside* the sandbox (``/workdir/...``); see
 ``openforgerl.sandbox.base.Sandbox`` (``exec``, ``read_file``, ``write_file``).
 
-Optional attributes (read with ``getattr`` and a default, so a minimal task need not define them):
+Besides those, every runtime answers (the orchestrator reads them directly; `TaskSpec` and `TaskDefaults`
+give the defaults, so a minimal task writes none of them):
 
 - ``image: str | None`` — container image for podman/kubernetes backends (local ignores it: its root
   is an allow-list of read-only binds, ``openforgerl.sandbox.bwrap.SYSTEM_RO_BINDS``).
-- ``limits: openforgerl.sandbox.base.Limits | None`` — CPU/memory/pids for the sandbox.
+- ``limits: openforgerl.sandbox.base.Limits | None`` — CPU/memory/pids for the sandbox (None: the run's).
 - ``service_ready_s: float`` — how long to wait after starting the service (default 0.0;
   a task that needs a port open should instead make its service start fast, or poll in its harness).
-- ``metadata: dict`` — copied into ``RolloutRecord.metadata``.
+- ``metadata: Mapping`` — copied into ``RolloutRecord.metadata``.
+- ``tool_service_url: str`` — where a direct-tool harness posts tool calls ("" when none).
+
+Two ways to write one: ``TaskSpec(task_id, instruction, verify, files=...)`` (a frozen spec: data plus a
+verify callable), or a class that subclasses ``TaskDefaults`` when its members are computed (the
+environment runtimes in ``openforgerl.envs``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from openforgerl.harness.base import McpServer
-from openforgerl.sandbox.base import Sandbox
+from openforgerl.sandbox.base import Limits, Sandbox
 
-__all__ = ["TaskDefaults", "TaskRuntime", "Verdict", "VerifierError"]
+__all__ = ["TaskDefaults", "TaskRuntime", "TaskSpec", "Verdict", "Verifier", "VerifierError"]
 
 
 class VerifierError(Exception):
@@ -58,7 +66,7 @@ class Verdict(NamedTuple):
 
 @runtime_checkable
 class TaskRuntime(Protocol):
-    """One task, ready to run in a sandbox. Implemented by ``openforgerl.envs``.
+    """One task, ready to run in a sandbox: a ``TaskSpec``, or an environment's runtime (``openforgerl.envs``).
 
     Must be cheap to call repeatedly: a GRPO group calls ``files()`` etc. once per rollout, and
     retries after infra faults call them again. Must not keep per-rollout state on ``self``
@@ -73,6 +81,21 @@ class TaskRuntime(Protocol):
 
     budget_s: float
     """Wall-clock budget of the harness run. Past it the whole process tree is killed -> ``timeout``."""
+
+    @property
+    def image(self) -> str | None: ...
+
+    @property
+    def limits(self) -> Limits | None: ...
+
+    @property
+    def service_ready_s(self) -> float: ...
+
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
+
+    @property
+    def tool_service_url(self) -> str: ...
 
     def files(self) -> Mapping[str, bytes]:
         """Files to write under ``/workdir`` before the harness starts; keys are relative paths."""
@@ -99,22 +122,77 @@ class TaskRuntime(Protocol):
         ...
 
 
+Verifier = Callable[[Sandbox], Awaitable[Verdict | tuple[float, Mapping[str, float], str]]]
+"""Judges the final state of a sandbox (the ``verify`` contract above)."""
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def _no_files() -> Mapping[str, bytes]:
+    return _EMPTY
+
+
+def _no_service() -> Sequence[str] | None:
+    return None
+
+
+def _no_mcp_servers() -> Sequence[McpServer]:
+    return ()
+
+
+def _no_function_tools() -> Sequence[Mapping[str, Any]]:
+    return ()
+
+
+def _no_hint() -> str:
+    return ""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A `TaskRuntime` as data: what a task has, with empty defaults, plus its `verify` callable.
+
+    The tool surface is given as zero-argument callables (``files=lambda: {...}``), called per rollout as
+    the protocol's methods are, so a spec can read its files lazily."""
+
+    task_id: str
+    instruction: str
+    verify: Verifier
+    budget_s: float = 300.0
+    files: Callable[[], Mapping[str, bytes]] = _no_files
+    service_argv: Callable[[], Sequence[str] | None] = _no_service
+    mcp_servers: Callable[[], Sequence[McpServer]] = _no_mcp_servers
+    function_tools: Callable[[], Sequence[Mapping[str, Any]]] = _no_function_tools
+    shell_tools_hint: Callable[[], str] = _no_hint
+    image: str | None = None
+    limits: Limits | None = None
+    service_ready_s: float = 0.0
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    tool_service_url: str = ""
+
+
 class TaskDefaults:
-    """The members of a `TaskRuntime` most tasks leave empty, with those empty answers: subclass it and
-    write only `task_id`, `instruction`, `budget_s`, `verify` and what the task really has (a task with
-    no files, service or tools needs nothing else)."""
+    """The members of a `TaskRuntime` most tasks leave empty, with those empty answers (the same as
+    `TaskSpec`'s), for runtimes written as classes: subclass it and write only `task_id`, `instruction`,
+    `budget_s`, `verify` and what the task really has."""
+
+    image: str | None = None
+    limits: Limits | None = None
+    service_ready_s: float = 0.0
+    metadata: Mapping[str, Any] = _EMPTY
+    tool_service_url: str = ""
 
     def files(self) -> Mapping[str, bytes]:
-        return {}
+        return _no_files()
 
     def service_argv(self) -> Sequence[str] | None:
-        return None
+        return _no_service()
 
     def mcp_servers(self) -> Sequence[McpServer]:
-        return ()
+        return _no_mcp_servers()
 
     def function_tools(self) -> Sequence[Mapping[str, Any]]:
-        return ()
+        return _no_function_tools()
 
     def shell_tools_hint(self) -> str:
-        return ""
+        return _no_hint()

@@ -48,7 +48,7 @@ SYSTEM_RO_BINDS: tuple[str, ...] = (
 )
 """Host paths shown read-only in every sandbox (missing ones are skipped; symlinks are recreated)."""
 
-MASKED_IN_PACKAGE: tuple[str, ...] = ("envs/suites/claw", "envs/suites/gui")
+MASKED_IN_PACKAGE: tuple[str, ...] = ("envs/claw/suite/tasks", "envs/gui/suite/tasks")
 """Folders of this package covered by an empty tmpfs inside: task folders with solutions and tests."""
 
 RO_BINDS_ENV = "OPENFORGERL_SANDBOX_RO_BINDS"

@@ -1,6 +1,6 @@
 """Task synthesis: environments as data, tasks composed from their tools, validated before they are kept.
 
-- `toolenv`: the format (`ToolEnv`, `Tool`, `Param`, `Collection`) and `load_env`; `claw` re-expresses the
+- `toolenv`: the format (`ToolEnv`, `Tool`, `Param`, `Collection`), `loading.load_env`; `claw` re-expresses the
   Claw services in it; `importers` reads an MCP `tools/list` result or an OpenAPI 3 document.
 - `compose`: atoms along the data flow between tool schemas, and variants (dup, fault, impossible).
 - `filters`: in-process validation with the verifier's evaluator; `dedup`: exact + MinHash.
@@ -18,8 +18,9 @@ from openforgerl.synth.calibrate import (
            refresh,
            select_band,
 )
+from openforgerl.synth.loading import load_env
 from openforgerl.synth.pipeline import Report, synthesize
-from openforgerl.synth.toolenv import Collection, Param, Tool, ToolEnv, load_env
+from openforgerl.synth.toolenv import Collection, Param, Tool, ToolEnv
 
 __all__ = ["Collection", "Param", "Report", "Tool", "ToolEnv", "calibrate", "inprocess_runner", "load_env",
            "orchestrator_runner", "pools", "refresh", "select_band", "synthesize"]

@@ -17,8 +17,9 @@ from typing import Any
 
 from openforgerl.synth.compose import Candidate
 from openforgerl.synth.filters import Verdict
+from openforgerl.synth.loading import load_env
 from openforgerl.synth.pipeline import write_candidate
-from openforgerl.synth.toolenv import ToolEnv, load_env
+from openforgerl.synth.toolenv import ToolEnv
 
 __all__ = ["sandbox_agreement"]
 
@@ -30,8 +31,8 @@ def _same(a: float | None, b: float | None) -> bool:
 def sandbox_agreement(env: str | ToolEnv, kept: Sequence[Path], rejected: Sequence[tuple[Candidate, Verdict]],
                       k: int, *, seed: int = 0, concurrency: int = 4) -> dict[str, Any]:
     """Validate `k` kept tasks and every given rejected candidate in real sandboxes; compare."""
-    from openforgerl.envs.runtime import load_runtime
-    from openforgerl.envs.validate import validate_tasks
+    from openforgerl.tasks.loader import load_runtime
+    from openforgerl.tasks.validate import validate_tasks
 
     tool_env = load_env(env)
     if not tool_env.claw:

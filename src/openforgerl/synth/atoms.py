@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from openforgerl.envs.draft import Action
 from openforgerl.synth import vocab
 from openforgerl.synth.toolenv import Collection, Param, Tool, ToolEnv
+from openforgerl.tasks.draft import Action
 
 __all__ = ["NOT_FOUND", "Atom", "Ctx", "any_atom", "impossible_atom", "items_of", "sample_world"]
 

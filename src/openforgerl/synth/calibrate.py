@@ -9,7 +9,7 @@ policy improves; `pools` splits by pass rate the way prime-rl's `DifficultyPoolS
 `measure` runs a live policy through `run_batch` with the harness `train` builds: `calibrate_embedded`
 (`tasks synthesize --calibrate`) opens train's own stack for it, `calibrate_on_gateway` uses a running
 gateway, and the trainer's `refresh_every` hook calls it with the weights it has just pushed.
-(`[metadata.openforgerl]` is strict in `envs/task.py`, so the numbers live in their own table.)
+(`[metadata.openforgerl]` is strict in `tasks/format.py`, so the numbers live in their own table.)
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs import _toml
-from openforgerl.envs.draft import Action
+from openforgerl.tasks import _toml
+from openforgerl.tasks.draft import Action
 
 __all__ = ["Calibration", "RunPolicy", "calibrate", "calibrate_embedded", "calibrate_on_gateway",
            "candidate_from_folder", "inprocess_runner", "measure", "orchestrator_runner", "pass_rate", "pools",
@@ -141,7 +141,7 @@ Policy = Callable[[Any, int], Sequence[Action]]
 def inprocess_runner(env: Any, policy: Policy) -> RunPolicy:
     """Run a scripted policy's calls on the task's world in-process and judge them as the verifier does."""
     from openforgerl.synth.filters import replay, spec_of
-    from openforgerl.synth.toolenv import load_env
+    from openforgerl.synth.loading import load_env
 
     tool_env = load_env(env)
 
@@ -158,8 +158,8 @@ def inprocess_runner(env: Any, policy: Policy) -> RunPolicy:
 
 def orchestrator_runner(harness: str, *, gateway: Any, backend: Any, **config: Any) -> RunPolicy:
     """k rollouts per task through the orchestrator (`eval.runner.run_eval`); infra → None, timeout → 0."""
-    from openforgerl.envs.runtime import load_runtime
     from openforgerl.eval.runner import run_eval
+    from openforgerl.tasks.loader import load_runtime
 
     def run(tasks: Sequence[Path], k: int) -> dict[str, list[float | None]]:
         runtimes = [load_runtime(p) for p in tasks]
@@ -177,9 +177,9 @@ def run_calibration(root: Path, gateway_url: str, *, harness: str = "zero", k: i
     """`openforgerl tasks calibrate`: k rollouts per task under `root` through the orchestrator against a
     running gateway (its admin URL; the token from `$OPENFORGERL_ADMIN_TOKEN`), in real sandboxes; each
     task's pass rate is written into its task.toml (infra failures are not counted)."""
-    from openforgerl.envs.runtime import load_runtime
-    from openforgerl.envs.task import find_tasks
     from openforgerl.gateway.access import GatewayAccess
+    from openforgerl.tasks.format import find_tasks
+    from openforgerl.tasks.loader import load_runtime
 
     paths = list(find_tasks(root))
     runtimes = [load_runtime(p) for p in paths]
@@ -265,10 +265,10 @@ def calibrate_on_gateway(root: Path, gateway_url: str, *, k: int = 4, config: Pa
                          threshold: float = 1.0) -> list[Calibration]:
     """`tasks synthesize --calibrate --gateway URL`: the policy behind a running gateway (admin token from
     `$OPENFORGERL_ADMIN_TOKEN`), local sandboxes, the harness a training config (or the default) builds."""
-    from openforgerl.envs.runtime import load_runtime
     from openforgerl.errors import UserError
     from openforgerl.gateway.access import GatewayAccess
     from openforgerl.sandbox.local import LocalBackend
+    from openforgerl.tasks.loader import load_runtime
     from openforgerl.train.trainer import harness_for, orchestrator_config
 
     cfg = _policy_config(None, config)
@@ -291,6 +291,6 @@ def calibrate_on_gateway(root: Path, gateway_url: str, *, k: int = 4, config: Pa
 
 
 def _task_paths(root: Path) -> list[Path]:
-    from openforgerl.envs.task import find_tasks
+    from openforgerl.tasks.format import find_tasks
 
     return list(find_tasks(root))

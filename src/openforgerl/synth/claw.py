@@ -1,8 +1,8 @@
 """The Claw services re-expressed in the tool-environment format, over the existing registry.
 
-Schemas come from `envs/tools.py` (`TOOLS`), behaviour from `envs/world.py` (`OPS`, run through the
+Schemas come from `envs/claw/tools.py` (`TOOLS`), behaviour from `envs/claw/world.py` (`OPS`, run through the
 service's own `ClawApp`, so audit entries and fault injection are the real ones), fixtures from
-`envs/suites/world_data.py`. This module only adds what the registry does not say: each tool's effect
+`envs/claw/suite/world_data.py`. This module only adds what the registry does not say: each tool's effect
 and kind, the collection it acts on, value kinds for its parameters, data-flow references and
 instruction templates. Nothing of the services is rewritten.
 """
@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.tools import TOOLS, ToolSpec
+from openforgerl.envs.claw.tools import TOOLS, ToolSpec
 from openforgerl.synth.toolenv import Collection, Param, Tool, ToolEnv
 
 __all__ = ["ClawSession", "claw_env"]
@@ -101,7 +101,7 @@ def _tool(spec: ToolSpec) -> Tool:
 
 
 def _collections() -> tuple[Collection, ...]:
-    from openforgerl.envs.suites.world_data import ME, base_fixtures
+    from openforgerl.envs.claw.suite.world_data import ME, base_fixtures
 
     fx = base_fixtures()
     return (
@@ -128,8 +128,8 @@ class ClawSession:
 
     def __init__(self, env: ToolEnv, state: dict[str, Any], workspace: dict[str, str],
                  faults: list[dict[str, Any]]) -> None:
-        from openforgerl.envs.services.server import ClawApp
-        from openforgerl.envs.world import EMPTY_STATE, World
+        from openforgerl.envs.claw.services.server import ClawApp
+        from openforgerl.envs.claw.world import EMPTY_STATE, World
 
         self._dir = Path(tempfile.mkdtemp(prefix="synth-ws-"))
         for rel, text in workspace.items():
@@ -159,7 +159,7 @@ class ClawSession:
 
 def claw_env() -> ToolEnv:
     """Every Claw tool, its state model and the shared office world as fixtures."""
-    from openforgerl.envs.suites.world_data import ME
+    from openforgerl.envs.claw.suite.world_data import ME
 
     # a registry tool the adapter gives no role (e.g. `ask_user`, a message to a simulated user) is not
     # composed into tasks until it gets one: synthesis needs its effect and state to write checks
@@ -186,7 +186,7 @@ def claw_family_env() -> ToolEnv:
     these sit at its frontier: single calls it often gets right, 2–3-call compositions it rarely does."""
     from dataclasses import replace
 
-    from openforgerl.envs.suites.families import SFT_TOOLS
+    from openforgerl.envs.claw.suite.families import SFT_TOOLS
     from openforgerl.synth.vocab import warmup_pools
 
     base = claw_env()

@@ -3,7 +3,7 @@
 A task is one to three atoms on one sampled world, plus at most one variant: `dup` (a second record
 with the same label, disambiguated in the instruction), `fault` (a transient 5xx / timeout on a gold
 call) or `impossible` (the record does not exist; gold is a lookup and a refusal answer, every
-write tool is guarded by `not_called`). Checks are data for `envs/verify` (never code). Nothing here
+write tool is guarded by `not_called`). Checks are data for `envs/claw/verify` (never code). Nothing here
 decides whether a candidate is good: `filters.py` replays it.
 """
 
@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from openforgerl.envs.draft import Action
 from openforgerl.synth.atoms import NOT_FOUND, Atom, Ctx, any_atom, impossible_atom, sample_world
 from openforgerl.synth.toolenv import ToolEnv
+from openforgerl.tasks.draft import Action
 
 __all__ = ["NOT_FOUND", "Atom", "Candidate", "sample_candidate"]
 

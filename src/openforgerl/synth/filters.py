@@ -2,7 +2,7 @@
 
 No sandbox per task: a `Session` of the environment (for Claw, the service's own `ClawApp` over the
 real world ops) takes the gold calls, and `envs.verify.checks.evaluate` judges the state and audit log
-exactly as `python -m openforgerl.envs.verify` does in the sandbox. The checks are parsed by the
+exactly as `python -m openforgerl.envs.claw.verify` does in the sandbox. The checks are parsed by the
 verifier's own parser after a round trip through the TOML writer, so what is judged here is what
 `tests/checks.toml` will say. Filters, in order (the first that fails names the rejection):
 
@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs import _toml
-from openforgerl.envs.draft import Action
-from openforgerl.envs.errors import TaskFormatError
-from openforgerl.envs.verify.checks import Evidence, Outcome, evaluate
-from openforgerl.envs.verify.spec import Spec, parse_spec
+from openforgerl.envs.claw.verify.checks import Evidence, Outcome, evaluate
+from openforgerl.envs.claw.verify.spec import Spec, parse_spec
 from openforgerl.synth.compose import Candidate
 from openforgerl.synth.toolenv import ToolEnv
+from openforgerl.tasks import _toml
+from openforgerl.tasks.draft import Action
+from openforgerl.tasks.errors import TaskFormatError
 
 __all__ = ["FILTERS", "Replay", "Verdict", "judge", "replay", "spec_of"]
 

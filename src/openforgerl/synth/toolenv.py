@@ -9,14 +9,13 @@ model (an MCP tool list, an OpenAPI document) still acts on a consistent in-memo
 
 Write one as a Python module exposing `ENV` (see `tests/synth/test_custom_env.py`, under 60 lines)
 or as a declarative TOML file (`load_toml`). `open_session` gives a `Session`: tool calls with the
-same audit-log shape and transient-fault injection as the Claw service (`envs/services/server.py`),
+same audit-log shape and transient-fault injection as the Claw service (`envs/claw/services/server.py`),
 so the verifier's evaluator judges it unchanged.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 __all__ = ["ANSWER_TOOL", "Collection", "Param", "Session", "StubSession", "Tool", "ToolEnv", "ToolFailure",
-           "load_env", "load_toml"]
+           "load_toml"]
 
 Effect = Literal["read", "write", "final"]
 Kind = Literal["create", "update", "delete", "move", "get", "list", "search", "answer", "other"]
@@ -338,40 +337,3 @@ def load_toml(path: Path) -> ToolEnv:
     return ToolEnv(str(data.get("name", path.stem)), tuple(tool_from_dict(t) for t in data.get("tools", [])),
                    tuple(collection_from_dict(c) for c in data.get("collections", [])),
                    dict(data.get("fixtures", {})), dict(data.get("values", {})))
-
-
-def _load_module(path: Path) -> ToolEnv:
-    spec = importlib.util.spec_from_file_location(f"openforgerl_synth_env_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    env = getattr(module, "ENV", None)
-    if not isinstance(env, ToolEnv):
-        raise ValueError(f"{path} defines no ToolEnv named ENV")
-    return env
-
-
-def load_env(spec: str | Path | ToolEnv) -> ToolEnv:
-    """`claw`, `claw-family` (Claw phrased like the `sft` family), a `.py` module with `ENV`, a `.toml` environment, an MCP `tools/list` result (`.json`
-    with `tools`) or an OpenAPI 3 document (`.json` / `.yaml` with `openapi`)."""
-    if isinstance(spec, ToolEnv):
-        return spec.with_answer()
-    if str(spec) == "claw":
-        from openforgerl.synth.claw import claw_env
-
-        return claw_env()
-    if str(spec) == "claw-family":
-        from openforgerl.synth.claw import claw_family_env
-
-        return claw_family_env()
-    path = Path(spec)
-    if not path.is_file():
-        raise ValueError(f"--env {spec!r}: not 'claw', 'claw-family' or a file")
-    if path.suffix == ".py":
-        return _load_module(path).with_answer()
-    if path.suffix == ".toml":
-        return load_toml(path).with_answer()
-    from openforgerl.synth.importers import load_document
-
-    return load_document(path).with_answer()

@@ -37,8 +37,8 @@ class Stack:
 
 def resolve_task_dir(spec: str) -> Path:
     if spec.startswith(BUILTIN_PREFIX):
-        from openforgerl.envs.suites import CLAW_SUITE
-        from openforgerl.envs.suites.gui_families import GUI_SUITE
+        from openforgerl.envs.claw.suite import CLAW_SUITE
+        from openforgerl.envs.gui.suite.families import GUI_SUITE
 
         name = spec.removeprefix(BUILTIN_PREFIX)
         suites = {"claw": CLAW_SUITE, "gui": GUI_SUITE}
@@ -55,8 +55,8 @@ def select_tasks(sel: TaskSelection | list[TaskSelection], seed: int) -> list[An
         pooled = [rt for one in sel for rt in select_tasks(one, seed)]
         random.Random(seed).shuffle(pooled)
         return pooled
-    from openforgerl.envs.runtime import load_runtime
-    from openforgerl.envs.task import find_tasks, load_task
+    from openforgerl.tasks.format import find_tasks, load_task
+    from openforgerl.tasks.loader import load_runtime
 
     chosen = []
     for path in find_tasks(resolve_task_dir(sel.dir)):

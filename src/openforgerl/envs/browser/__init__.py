@@ -1,7 +1,7 @@
 """The browser environment: per rollout, one headless Chromium (Playwright) at 1280x720, DPR 1, on
 the web apps (`apps/`) served at 127.0.0.1:8080 inside the sandbox's network namespace.
 
-Registers `kind = "browser"` with `envs.gui.registry`. Heavy imports (Playwright) happen only in
+Registers `kind = "browser"` with `envs.gui.registry` and as a task family (`envs.gui.family`). Heavy imports (Playwright) happen only in
 `open_screen`, inside the service process.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from openforgerl.envs.gui.registry import GuiEnvironment, OpenScreen, SandboxNeeds, register
+from openforgerl.envs.gui.family import register_kind
+from openforgerl.envs.gui.registry import GuiEnvironment, OpenScreen, SandboxNeeds
 
 __all__ = ["BROWSER", "open_browser"]
 
@@ -21,7 +22,7 @@ def open_browser(config: Mapping[str, Any], apps_url: str) -> OpenScreen:
     return BrowserScreen.open(config, apps_url)
 
 
-BROWSER = register(GuiEnvironment(
+BROWSER = register_kind(GuiEnvironment(
     "browser", open_browser,
     # Everything it needs is under /usr (chromium, fonts: gui/fonts.conf), plus a writable /tmp and a fresh
     # /dev with /dev/shm; bwrap.SYSTEM_RO_BINDS already covers it.

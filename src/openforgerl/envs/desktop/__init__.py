@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from openforgerl.envs.gui.registry import GuiEnvironment, OpenScreen, SandboxNeeds, register
+from openforgerl.envs.gui.family import register_kind
+from openforgerl.envs.gui.registry import GuiEnvironment, OpenScreen, SandboxNeeds
 
 __all__ = ["DESKTOP", "open_desktop"]
 
@@ -21,7 +22,7 @@ def open_desktop(config: Mapping[str, Any], apps_url: str) -> OpenScreen:
     return DesktopScreen.open(config, apps_url)
 
 
-DESKTOP = register(GuiEnvironment(
+DESKTOP = register_kind(GuiEnvironment(
     "desktop", open_desktop,
     # Xvfb, openbox, xdotool, mousepad and their data (xkb, themes, GSettings schemas) are all under /usr;
     # the X socket is in the sandbox's own /tmp. Nothing beyond bwrap.SYSTEM_RO_BINDS.

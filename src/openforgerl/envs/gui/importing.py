@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from openforgerl.envs.suites.gui_families import GuiDraft, write_gui_task
+from openforgerl.envs.gui.suite.families import GuiDraft, write_gui_task
 
 __all__ = ["GUI_FORMATS", "import_gui"]
 

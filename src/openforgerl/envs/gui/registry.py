@@ -1,6 +1,7 @@
 """GUI environment kinds (`[environment] kind = ...` in task.toml) -> how to open their screen.
 
-Each environment package registers itself when imported (`register(GuiEnvironment(...))`);
+Each environment package registers itself when imported (`gui.family.register_kind(GuiEnvironment(...))`,
+which also makes its kind a task family run by `GuiTaskRuntime`);
 `get_environment(kind)` imports the built-in packages on first use, so this module stays import-light
 (the service process imports only the kind it runs).
 """

@@ -33,16 +33,17 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from openforgerl.envs.claw.runtime import check_checks_file
 from openforgerl.envs.gui.computer_service import COMPUTER_PORT
 from openforgerl.envs.gui.registry import SandboxNeeds, get_environment
-from openforgerl.envs.runtime import read_tree, verdict_of
-from openforgerl.envs.task import Task
-from openforgerl.harness.base import McpServer
-from openforgerl.orchestrator.task_protocol import Verdict
+from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.sandbox.base import SandboxError, TamperError
 from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
+from openforgerl.tasks.families import environment_kind
+from openforgerl.tasks.format import Task, read_tree
+from openforgerl.tasks.verdicts import verdict_of
 
-__all__ = ["GUI_DIR", "GuiServiceDown", "GuiTaskRuntime", "environment_kind", "limits_breached"]
+__all__ = ["GUI_DIR", "GuiServiceDown", "GuiTaskRuntime", "check_gui_task", "limits_breached"]
 
 GUI_DIR = ".gui"
 APPS_PORT = 8080
@@ -69,13 +70,12 @@ def limits_breached(sandbox: Any) -> list[str]:
     return hit
 
 
-def environment_kind(task: Task) -> str | None:
-    """`[environment] kind` of task.toml (None: not a GUI task)."""
-    kind = (task.config.environment.model_extra or {}).get("kind")
-    return str(kind) if kind else None
+def check_gui_task(task: Task) -> None:
+    """The GUI families' load-time check: the verifier's file exists; tests/checks.toml is a valid Claw spec."""
+    check_checks_file(task)
 
 
-class GuiTaskRuntime:
+class GuiTaskRuntime(TaskDefaults):
     """One GUI task; stateless across rollouts (the token is per runtime, never shown to the agent)."""
 
     def __init__(self, task: Task, *, python: str | None = None, **_: Any) -> None:
@@ -92,7 +92,6 @@ class GuiTaskRuntime:
                                          "environment": self.kind, "tags": list(task.meta.tags),
                                          # what `eval` reports per harness x service: the kind, then the web apps
                                          "services": [self.kind, *sorted(self.env_config.get("apps") or {})]}
-        self.service_ready_s = 0.0
         self.computer_url = f"http://127.0.0.1:{COMPUTER_PORT}"
         self.screen = tuple(self.env_config.get("screen", (1280, 720)))
 
@@ -116,12 +115,6 @@ class GuiTaskRuntime:
     def service_argv(self, workdir: str = INSIDE) -> Sequence[str]:
         return [self.python, "-I", "-m", "openforgerl.envs.gui.service", "--config", f"{workdir}/{GUI_DIR}/config.json",
                 "--token", self.token, "--apps-port", str(APPS_PORT), "--computer-port", str(COMPUTER_PORT)]
-
-    def mcp_servers(self) -> Sequence[McpServer]:
-        return []
-
-    def function_tools(self) -> Sequence[Mapping[str, Any]]:
-        return []
 
     def shell_tools_hint(self) -> str:
         w, h = self.screen

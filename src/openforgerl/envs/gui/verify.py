@@ -93,9 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("reward.json"))
     ap.add_argument("--log", type=Path, default=None)
     ns = ap.parse_args(argv)
-    from openforgerl.envs.errors import TaskFormatError
-    from openforgerl.envs.verify.checks import Evidence, evaluate
-    from openforgerl.envs.verify.spec import load_spec
+    from openforgerl.envs.claw.verify.checks import Evidence, evaluate
+    from openforgerl.envs.claw.verify.spec import load_spec
+    from openforgerl.tasks.errors import TaskFormatError
 
     problem = service_problem(ns.computer_url, ns.token) if ns.computer_url else ""
     if problem:

@@ -1,10 +1,10 @@
 """Importers: foreign task sets → our task folders (or, for Harbor layouts, loaded in place).
 
-- Harbor / claw-bench folders load directly (`openforgerl.envs.task.load_task`, runtime in `harbor.py`).
+- Harbor / claw-bench folders load directly (`openforgerl.tasks.format.load_task`, runtime in `harbor.py`).
 - Claw-Eval `task.yaml` folders, QwenClawBench `task_*.md` files and tau2 `tasks.json` are converted
   by `import_any` into folders under `out`; what cannot run offline is flagged in
   `[metadata.openforgerl]` (`requires_internet`, `requires_llm_judge`, `needs`, `unsupported`), never run
-  silently; `openforgerl.envs.flags` counts them by reason. `user_engine` (the URL of the engine that
+  silently; `openforgerl.tasks.flags` counts them by reason. `user_engine` (the URL of the engine that
   plays the simulated user) lifts `needs: user_simulator` from multi-turn tasks.
 """
 
@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from openforgerl.envs.draft import TaskDraft, write_task
+from openforgerl.envs.claw.drafts import write_claw_task
+from openforgerl.tasks.draft import TaskDraft
 
 __all__ = ["detect_format", "import_any"]
 
@@ -90,7 +91,7 @@ def import_any(source: Path, out: Path, fmt: str = "auto", *, user_engine: str |
     for d in drafts:
         d.name = d.name if "/" in d.name else f"imported/{d.name}"
         folder = _folder(d.name)
-        written.append(write_task(_renamed(d, folder), out))
+        written.append(write_claw_task(_renamed(d, folder), out))
     return written
 
 

@@ -25,7 +25,7 @@ Read from upstream's `TaskDefinition` (`src/claw_eval/models/task.py`) and its r
   weighted like the other components; the task keeps `requires_llm_judge` (lifted by the flag).
 - `user_agent.enabled` tasks get the `ask_user` tool and a line saying the user is reachable through it
   (plus upstream's `system_prompt_suffix`); the persona stays in `tests/user_agent.json` (host only),
-  answered by `--user-engine` through the host-side relay (envs/user_sim.py).
+  answered by `--user-engine` through the host-side relay (envs/claw/user_sim.py).
 - Oracle: when the checks determine one (reads by fixture id, drafts whose body carries the keywords,
   a final answer with them), `solution/actions.json` replays it; else `no_oracle` says why. Upstream's
   `reference_solution` is prose, kept in `tests/claw_eval/reference_solution.md`.
@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from openforgerl.envs.draft import Action, TaskDraft
+from openforgerl.tasks.draft import Action, TaskDraft
 
 __all__ = ["TOOLS", "convert_claw_eval", "find_claw_eval_tasks"]
 
@@ -151,7 +151,7 @@ def _component(i: int, sc: dict[str, Any], unsupported: list[str], judge_rubric:
     if kind == "min_length":
         source = "final" if check.get("field") in (None, "final_text") else "output"
         return {"kind": "text", **base, "source": source, "min_length": int(check.get("min_length") or 0)}
-    if kind == "llm_judge":  # judged on the host by --judge-engine (envs/host_side.py), same weight
+    if kind == "llm_judge":  # judged on the host by --judge-engine (tasks/host_side.py), same weight
         rubric = str(check.get("rubric") or check.get("description") or judge_rubric or name)
         if judge_rubric and rubric != judge_rubric:
             rubric = f"{rubric}\n\n{judge_rubric}"

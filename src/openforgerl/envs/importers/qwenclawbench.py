@@ -11,7 +11,7 @@ own line, as upstream's `lib_grading` extracts it). The grade function becomes `
 the workspace. Flags: `llm_judge`/`hybrid` grading (`requires_llm_judge`: the hybrid score gates the
 judge's share on the automated one, so the automated part alone is not the task's score), external
 dependencies, and graders that read the transcript (`needs: transcript`): upstream passes the OpenClaw
-session events; `eval` builds them on the host from the call log (envs/transcript.py), which lifts the flag.
+session events; `eval` builds them on the host from the call log (tasks/transcript.py), which lifts the flag.
 A judged task also gets `tests/judge.json` (grading type, `grading_weights`, prompt, `## Expected
 Behavior`, the `## LLM Judge Rubric` or the `## Grading Criteria` bullets): with `--judge-engine` the
 host judges it with upstream's judge prompt and combines the parts as `_combine_grades` does (below
@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from openforgerl.envs.draft import TaskDraft
+from openforgerl.tasks.draft import TaskDraft
 
 __all__ = ["convert_qwenclawbench", "parse_markdown_task"]
 

@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.draft import TaskDraft
+from openforgerl.tasks.draft import TaskDraft
 
 __all__ = ["convert_tau2", "load_splits"]
 

@@ -76,7 +76,7 @@ def _dir_candidates(path: Path, roots: list[Path]) -> list[Path]:
 
 def task_index(roots: Iterable[Path]) -> dict[str, Path]:
     """task_id -> folder for every task under `roots` (first root wins on a duplicate id)."""
-    from openforgerl.envs.task import find_tasks, load_task
+    from openforgerl.tasks.format import find_tasks, load_task
 
     found: dict[str, Path] = {}
     for root in roots:
@@ -86,7 +86,7 @@ def task_index(roots: Iterable[Path]) -> dict[str, Path]:
 
 
 def build_row(task: Any, *, harness: str, index: int, split: str = "train") -> dict[str, Any]:
-    """One veRL parquet row for a loaded task (``openforgerl.envs.task.Task``)."""
+    """One veRL parquet row for a loaded task (``openforgerl.tasks.format.Task``)."""
     return {
         "data_source": DATA_SOURCE,
         "prompt": [{"role": "user", "content": task.instruction}],

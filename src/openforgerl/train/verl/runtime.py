@@ -78,7 +78,7 @@ class LoopSettings:
     def roots(self) -> list[Path]:
         if self.task_roots:
             return [Path(r) for r in self.task_roots]
-        from openforgerl.envs.suites import CLAW_SUITE
+        from openforgerl.envs.claw.suite import CLAW_SUITE
 
         return [CLAW_SUITE]
 
@@ -142,7 +142,7 @@ class WorkerRuntime:
 
     def task(self, spec: RowSpec) -> Any:
         """The task runtime a row names (folders loaded once per worker)."""
-        from openforgerl.envs.runtime import load_runtime
+        from openforgerl.tasks.loader import load_runtime
 
         roots = self.settings.roots()
         if spec.task_dir is None and self.index is None:

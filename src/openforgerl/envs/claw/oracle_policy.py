@@ -1,0 +1,80 @@
+"""A scripted policy (model *decisions* only) that replays each task's gold actions in any harness.
+
+For `ScriptedEngine`: it recognises the task by its instruction in the prompt, counts the tool results
+already in the history (an injected transient error does not count, so the failed call is retried)
+and emits the next gold action — as the task's own tool when the harness exposes it (plain
+`mail_send`, or MCP-namespaced like `mcp__claw__mail_send`), else as an `openforgerl-claw` command
+through the harness's shell tool (always, with `prefer_shell`). `success_rate` < 1 makes some rollouts give up at once
+(deterministically per rollout id), so pass@k and pass^k differ in demos.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shlex
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from openforgerl.engines.chat_format import format_tool_call
+from openforgerl.envs.claw.drafts import cli_words
+from openforgerl.tasks.draft import Action
+
+__all__ = ["load_actions", "oracle_policy"]
+
+SHELL_TOOLS = {"exec_command": "cmd", "Bash": "command", "run_shell_command": "command", "exec": "command",
+               "bash": "command", "shell": "command"}
+_TRANSIENT = ("error (50", "error 50", "temporarily unavailable", "timed out")
+
+
+def load_actions(runtime: Any) -> list[Action]:
+    path = runtime.task.root / "solution" / "actions.json"
+    return [Action(a["tool"], a["args"]) for a in json.loads(path.read_text())] if path.is_file() else []
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
+    return str(content or "")
+
+
+def _completed(messages: Sequence[dict[str, Any]]) -> int:
+    results = [_text(m.get("content")) for m in messages if m.get("role") == "tool"]
+    return sum(1 for r in results if not any(t in r for t in _TRANSIENT))
+
+
+def _names(tools: Sequence[dict[str, Any]]) -> list[str]:
+    return [str((t.get("function") or t).get("name", "")) for t in tools]
+
+
+def _call(tools: Sequence[dict[str, Any]], action: Action, cli: str, prefer_shell: bool) -> str:
+    names = _names(tools)
+    own = next((n for n in names if n == action.tool or n.endswith(("__" + action.tool, "." + action.tool))), None)
+    if own is not None and not (prefer_shell and any(n in SHELL_TOOLS for n in names)):
+        return format_tool_call(own, action.args)
+    shell = next((n for n in SHELL_TOOLS if n in names), None)
+    if shell is None:
+        raise LookupError(f"neither {action.tool} nor a shell tool among {names}")
+    line = cli + " " + " ".join(shlex.quote(w) for w in cli_words(action))
+    return format_tool_call(shell, {SHELL_TOOLS[shell]: line})
+
+
+def oracle_policy(runtimes: Sequence[Any], *, success_rate: float = 1.0, seed: int = 0,
+                  prefer_shell: bool = False) -> Callable[[Any], str]:
+    """`prefer_shell`: use the shell CLI even when the harness offers the task's own tools."""
+    table = [(rt.instruction, load_actions(rt), rt.cli_program()) for rt in runtimes]
+
+    def policy(turn: Any) -> str:
+        if not turn.tools:
+            return "Claw task"  # title generation and other side calls
+        prompt = " ".join(_text(m.get("content")) for m in turn.messages if m.get("role") in ("user", "system"))
+        match = next(((a, cli) for instr, a, cli in table if instr in prompt), None)
+        if match is None:
+            return "I do not recognise this task."
+        if random.Random(f"{seed}:{turn.rollout_id}").random() >= success_rate:
+            return "I cannot do this."
+        actions, cli = match
+        done = _completed(turn.messages)
+        return "Done." if done >= len(actions) else _call(turn.tools, actions[done], cli, prefer_shell)
+
+    return policy

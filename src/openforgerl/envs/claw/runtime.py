@@ -1,0 +1,212 @@
+"""`ClawTaskRuntime`: a loaded task folder as the orchestrator's `TaskRuntime`.
+
+Inside the sandbox (paths are inside paths):
+- `/workdir/<workspace files>` from `environment/workspace/`;
+- `/workdir/.claw/fixtures/*.json` + `/workdir/.claw/config.json` (exposed tools, faults), read by the
+  service process `python -m openforgerl.envs.claw.services` on 127.0.0.1:`port` (its own netns per sandbox);
+- the harness reaches the tools via the stdio MCP server, the shell CLI or function tools;
+- after the harness (its whole process tree gone): the verifier runs in a fresh sandbox
+  (`sandbox.verifier.run_verifier`) with `/workdir` read-only, `tests/` at `/verifier/in/tests/`
+  (never in the agent's workdir: the task's tests are never visible to the harness), its output in
+  `/verifier/out/`, as `python -I -m openforgerl.envs.claw.verify` (isolated: no cwd, PYTHONPATH or user
+  site on `sys.path`, so a planted `/workdir/openforgerl/...` cannot shadow it).
+
+Outcomes: reward.json -> Verdict; exit 3 (what the agent left broke the rules) -> `TamperError`
+(reward 0, `agent_failed`); any other failure, timeout or kill of the verifier -> `VerifierError`
+(infra: it ran trusted code on bounded, non-blocking input).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from openforgerl.envs.claw.cli import usage_lines
+from openforgerl.envs.claw.client import DEFAULT_PORT, URL_ENV
+from openforgerl.envs.claw.tools import SERVICES, function_tools, get_tool, tools_for
+from openforgerl.harness.base import McpServer
+from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, VerifierError
+from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
+from openforgerl.tasks.format import Task, check_verifier_file, read_tree, validate_model
+from openforgerl.tasks.verdicts import verdict_of
+
+__all__ = ["ClawTaskRuntime", "check_checks_file", "check_claw_task", "claw_tool_names"]
+
+CLAW_DIR = ".claw"
+INSIDE = "/workdir"
+
+
+class _ClawFault(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    tool: str
+
+    @field_validator("tool")
+    @classmethod
+    def _known_tool(cls, v: str) -> str:
+        if get_tool(v) is None:
+            raise ValueError(f"unknown tool {v!r}")
+        return v
+
+
+class _ClawNames(BaseModel):
+    """What a Claw task's `[metadata.openforgerl]` may name: services and tools of `tools.TOOLS`."""
+
+    model_config = ConfigDict(extra="ignore")
+    services: list[str] = Field(default_factory=list)
+    tools: list[str] = Field(default_factory=list)
+    faults: list[_ClawFault] = Field(default_factory=list)
+
+    @field_validator("services")
+    @classmethod
+    def _known_services(cls, v: list[str]) -> list[str]:
+        bad = [s for s in v if s not in SERVICES]
+        if bad:
+            raise ValueError(f"unknown service(s) {bad}; known: {', '.join(SERVICES)}")
+        return v
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, v: list[str]) -> list[str]:
+        bad = [t for t in v if get_tool(t) is None]
+        if bad:
+            raise ValueError(f"unknown tool(s) {bad}")
+        return v
+
+
+def check_checks_file(task: Task) -> None:
+    """The task's verifier file exists, and a `checks` one (tests/checks.toml) is a valid spec (verify/spec.py)."""
+    from openforgerl.envs.claw.verify.spec import load_spec
+
+    path = check_verifier_file(task)
+    if task.meta.verifier == "checks":
+        load_spec(path)
+
+
+def check_claw_task(task: Task) -> None:
+    """The family's load-time check: the services, tools and faults it names exist, and its checks load."""
+    validate_model(_ClawNames, task.meta.model_dump(), task.root / "task.toml", "metadata.openforgerl")
+    check_checks_file(task)
+
+
+def claw_tool_names(task: Task) -> list[str]:
+    """The tools a task exposes: `tools` if given, else every tool of its services plus files and answer."""
+    if task.meta.tools:
+        return list(task.meta.tools)
+    services = list(task.meta.services)
+    services += [s for s in ("files", "answer") if s not in services] if services else []
+    return [t.name for t in tools_for(services=services)]
+
+
+class ClawTaskRuntime(TaskDefaults):
+    """One Claw task (verifier = checks); stateless across rollouts, so safe to share."""
+
+    def __init__(self, task: Task, *, port: int = DEFAULT_PORT, python: str | None = None) -> None:
+        self.task = task
+        self.task_id = task.task_id
+        self.instruction = task.instruction
+        self.budget_s = task.budget_s
+        self.port = port
+        self.python = python or sys.executable
+        self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
+                                         "services": list(task.meta.services), "tags": list(task.meta.tags)}
+        self.host: Any = None  # tasks.host_side.HostSide, attached by `eval` (call log, judge, user relay)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def tool_service_url(self) -> str:
+        """Where direct-tool harnesses (`zero`) POST `/tools/<name>` (HarnessContext.tool_service_url)."""
+        return self.url
+
+    @property
+    def tools(self) -> list[str]:
+        return claw_tool_names(self.task)
+
+    def files(self) -> Mapping[str, bytes]:
+        env = self.task.root / "environment"
+        out = read_tree(env / "workspace")
+        out |= read_tree(env / "fixtures", f"{CLAW_DIR}/fixtures/")
+        config = {"tools": self.tools, "faults": [f.model_dump() for f in self.task.meta.faults]}
+        out[f"{CLAW_DIR}/config.json"] = json.dumps(config, indent=1).encode()
+        return out
+
+    def service_argv(self, workdir: str = INSIDE) -> Sequence[str]:
+        claw = f"{workdir}/{CLAW_DIR}"
+        # -I: the service runs with cwd /workdir; a lazy import must never come from the agent's files
+        return [self.python, "-I", "-m", "openforgerl.envs.claw.services", "--fixtures", f"{claw}/fixtures",
+                "--workspace", workdir, "--config", f"{claw}/config.json", "--port", str(self.port)]
+
+    def mcp_servers(self) -> Sequence[McpServer]:
+        args = ["-m", "openforgerl.envs.claw.mcp_server", "--tools", ",".join(self.tools)]
+        return [McpServer("claw", self.python, args, {URL_ENV: self.url})]
+
+    def function_tools(self) -> Sequence[Mapping[str, Any]]:
+        return function_tools(tools_for(names=self.tools))
+
+    def cli_program(self) -> str:
+        """The shell CLI by absolute path next to the interpreter: a PATH lookup may find a wrapper
+        (e.g. a pyenv shim) that needs the host's HOME, which the sandbox does not have."""
+        script = Path(self.python).parent / "openforgerl-claw"
+        return str(script) if script.is_file() else f"{self.python} -m openforgerl.envs.claw.cli"
+
+    def shell_tools_hint(self) -> str:
+        lines = usage_lines(tools_for(names=self.tools), self.cli_program())
+        head = ("Use these shell commands to act on the user's mail, calendar, contacts, knowledge base, "
+                "to-do list, notes and workspace files. Each prints JSON; on an error it exits non-zero "
+                "(transient errors can be retried).")
+        return "\n".join([head, *lines])
+
+    async def verify(self, sandbox: Any) -> Verdict:
+        """Judge in a fresh sandbox that sees the workdir read-only (see the module docstring)."""
+        inputs = read_tree(self.task.root / "tests", "tests/")
+        argv = [self.python, "-I", "-m", "openforgerl.envs.claw.verify", "--checks", f"{VERIFIER_IN}/tests/checks.toml",
+                "--state-url", self.url, "--workdir", INSIDE, "--out", f"{VERIFIER_OUT}/reward.json",
+                "--log", f"{VERIFIER_OUT}/verifier.log"]
+        if self.host is not None:
+            argv += await self._host_inputs(sandbox, inputs)
+        run = await run_verifier(sandbox, argv, inputs=inputs,
+                                 timeout_s=self.task.config.verifier.timeout_sec or 120.0)
+        return verdict_of(run)
+
+    async def _host_inputs(self, sandbox: Any, inputs: dict[str, bytes]) -> list[str]:
+        """The transcript (from the call log) and the `llm_judge` scores (from the judge), both made on the
+        host after the harness is gone, as verifier inputs; a judge failure is infra (`VerifierError`)."""
+        from openforgerl.envs.claw.verify.spec import load_spec
+        from openforgerl.tasks.host_side import transcript_json
+        from openforgerl.tasks.judge import JudgeError
+
+        messages = await self.host.messages(sandbox)
+        extra: list[str] = []
+        if messages is not None:
+            inputs["host/transcript.json"] = transcript_json(messages)
+            extra += ["--transcript", f"{VERIFIER_IN}/host/transcript.json"]
+        checks = load_spec(self.task.root / "tests" / "checks.toml").checks
+        rubrics = {c.name: str(getattr(c, "rubric", "")) for c in checks if c.kind == "llm_judge"}
+        if rubrics:
+            try:
+                scores = await self.host.claw_eval_scores(self.task.instruction, rubrics, messages or [],
+                                                          self.host.user_record(sandbox))
+            except JudgeError as exc:
+                raise VerifierError(f"llm judge: {exc}") from exc
+            inputs["host/judge.json"] = json.dumps(scores).encode()
+            extra += ["--judge-scores", f"{VERIFIER_IN}/host/judge.json"]
+        return extra
+
+    async def run_oracle(self, sandbox: Any) -> str:
+        """Run solution/solve.sh inside the sandbox (validation only); "" on success, else why not."""
+        script = self.task.root / "solution" / "solve.sh"
+        if not script.is_file():
+            return "no solution/solve.sh"
+        await sandbox.write_file("/tmp/solve.sh", script.read_bytes())
+        env = {"OPENFORGERL_PYTHON": self.python, URL_ENV: self.url}
+        res = await sandbox.exec(["bash", "/tmp/solve.sh"], env=env, timeout_s=120.0)
+        if res.returncode != 0:
+            return f"oracle exited {res.returncode}: {res.stderr.decode(errors='replace')[-500:]}"
+        return ""

@@ -1,0 +1,4 @@
+from openforgerl.envs.claw.services.server import main
+
+if __name__ == "__main__":
+    main()

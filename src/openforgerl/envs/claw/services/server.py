@@ -1,0 +1,174 @@
+"""One small HTTP process per rollout serving every Claw service on loopback.
+
+stdlib `http.server` on purpose: it starts in ~60 ms (aiohttp's import alone costs ~300 ms) and one
+rollout's agent makes at most a few calls a second. Routes:
+
+| route | does |
+|---|---|
+| `POST /call/<tool>` body = JSON arguments | runs the tool → 200 `{"result": …}`, 4xx `{"error": …}` (agent error) |
+| `POST /tools/<tool>` | the same (the `zero` harness's direct-tool route) |
+| `GET /tools` | the tool names this rollout exposes |
+| `GET /state` | full state snapshot (verifiers) |
+| `GET /audit` | every call: seq, tool, args, status, error, fault |
+| `POST /reset` | back to the fixtures (audit is kept, the reset is audited) |
+| `GET /healthz` | liveness |
+
+Fault injection (`config.json` → `faults`): the Nth call of a tool answers a transient 5xx, or stalls
+`delay_s` and then answers 504, *without* touching state; the agent has to retry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from openforgerl.envs.claw.tools import get_tool
+from openforgerl.envs.claw.world import OPS, ToolError, World, load_fixtures
+
+__all__ = ["ClawApp", "main", "serve"]
+
+
+class ClawApp:
+    """Routing-free core: tool calls with audit and faults, thread-safe behind one lock."""
+
+    def __init__(self, world: World, tools: list[str] | None, faults: list[dict[str, Any]]) -> None:
+        self.world = world
+        self.tools = tools
+        self.faults = faults
+        self.audit: list[dict[str, Any]] = []
+        self.counts: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def call(self, name: str, args: Any) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            self.counts[name] = self.counts.get(name, 0) + 1
+            fault = self._fault(name, self.counts[name])
+        if fault is not None:
+            return self._inject(name, args, fault)
+        with self.lock:
+            status, body = self._run(name, args)
+            self._record(name, args, status, body.get("error"))
+            return status, body
+
+    def _run(self, name: str, args: Any) -> tuple[int, dict[str, Any]]:
+        spec = get_tool(name)
+        if spec is None or (self.tools is not None and name not in self.tools):
+            return 404, {"error": f"unknown tool {name!r}; available: {', '.join(self.tools or [])}"}
+        if not isinstance(args, dict):
+            return 400, {"error": "arguments must be a JSON object"}
+        problem = spec.check_args(args)
+        if problem:
+            return 400, {"error": f"{name}: {problem}"}
+        try:
+            return 200, {"result": OPS[name](self.world, args)}
+        except ToolError as exc:
+            return exc.status, {"error": str(exc)}
+        except Exception as exc:  # a bug in a tool must not kill the connection: answer 500, audit it
+            return 500, {"error": f"internal error in {name}: {type(exc).__name__}: {exc}"}
+
+    def _fault(self, name: str, count: int) -> dict[str, Any] | None:
+        for fault in self.faults:
+            if fault.get("tool") == name and int(fault.get("call", 1)) == count:
+                return fault
+        return None
+
+    def _inject(self, name: str, args: Any, fault: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if fault.get("kind") == "timeout":
+            time.sleep(float(fault.get("delay_s", 2.0)))
+            status, message = 504, "upstream timed out; the request was not processed, retry"
+        else:
+            status, message = int(fault.get("status", 503)), "service temporarily unavailable, retry"
+        with self.lock:
+            self._record(name, args, status, message, fault=fault.get("kind", "error"))
+        return status, {"error": message}
+
+    def _record(self, name: str, args: Any, status: int, error: str | None, fault: str | None = None) -> None:
+        self.audit.append({"seq": len(self.audit), "tool": name, "args": args, "status": status,
+                           "ok": status == 200, "error": error, "fault": fault, "t": time.time()})
+
+    def reset(self) -> None:
+        with self.lock:
+            self.world.reset()
+            self.counts.clear()
+            self._record("__reset__", {}, 200, None)
+
+
+MAX_BODY = 8 * 1024 * 1024
+
+
+class _Handler(BaseHTTPRequestHandler):
+    app: ClawApp
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: the audit is the log
+        return
+
+    def _send(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        routes = {"/healthz": lambda: {"ok": True}, "/state": self.app.world.state,
+                  "/audit": lambda: {"calls": list(self.app.audit)},
+                  "/tools": lambda: {"tools": self.app.tools}}
+        handler = routes.get(self.path.split("?")[0])
+        self._send(200, handler()) if handler else self._send(404, {"error": "not found"})
+
+    def do_POST(self) -> None:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= MAX_BODY:  # the agent reaches this service: a huge body must not OOM it
+            self.close_connection = True
+            return self._send(413, {"error": f"body must be 0..{MAX_BODY} bytes"})
+        raw = self.rfile.read(length)
+        if self.path == "/reset":
+            self.app.reset()
+            return self._send(200, {"reset": True})
+        prefix = next((p for p in ("/call/", "/tools/") if self.path.startswith(p)), None)
+        if prefix is None:
+            return self._send(404, {"error": "not found"})
+        try:
+            args = json.loads(raw or b"{}")
+        except ValueError:
+            return self._send(400, {"error": "body must be JSON"})
+        self._send(*self.app.call(self.path[len(prefix):], args))
+
+
+def build_app(fixtures: Path | None, workspace: Path, config: dict[str, Any]) -> ClawApp:
+    world = World(load_fixtures(fixtures), workspace)
+    return ClawApp(world, config.get("tools"), list(config.get("faults") or []))
+
+
+def serve(app: ClawApp, host: str, port: int) -> ThreadingHTTPServer:
+    """Bind (port 0 = any free port); the caller runs `serve_forever`."""
+    handler = type("Handler", (_Handler,), {"app": app})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m openforgerl.envs.claw.services", description=__doc__.split("\n")[0])
+    ap.add_argument("--fixtures", type=Path, default=None, help="folder with <service>.json initial states")
+    ap.add_argument("--workspace", type=Path, default=Path.cwd(), help="the agent's workspace folder")
+    ap.add_argument("--config", type=Path, default=None, help="JSON: {tools: [...], faults: [...]}")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=7717)
+    ap.add_argument("--port-file", type=Path, default=None, help="write the bound port here when ready")
+    ns = ap.parse_args(argv)
+    config = json.loads(ns.config.read_text()) if ns.config else {}
+    server = serve(build_app(ns.fixtures, ns.workspace, config), ns.host, ns.port)
+    if ns.port_file:
+        ns.port_file.write_text(str(server.server_address[1]))
+    server.serve_forever()

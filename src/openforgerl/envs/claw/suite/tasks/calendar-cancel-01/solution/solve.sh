@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Oracle: replays solution/actions.json through the shell CLI.
+set -euo pipefail
+claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw.cli "$@"; }
+
+claw calendar list
+claw calendar delete --id e2

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Oracle: replays solution/actions.json through the shell CLI.
+set -euo pipefail
+claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw.cli "$@"; }
+
+claw calendar list
+claw calendar update --id e5 --start 2026-03-10T13:00 --end 2026-03-10T15:00

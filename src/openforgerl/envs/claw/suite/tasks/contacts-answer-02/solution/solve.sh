@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Oracle: replays solution/actions.json through the shell CLI.
+set -euo pipefail
+claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw.cli "$@"; }
+
+claw contacts find --query 'Luis Ortega'
+claw answer submit --answer luis.ortega@globex.com

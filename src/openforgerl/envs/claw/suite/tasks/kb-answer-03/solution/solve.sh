@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Oracle: replays solution/actions.json through the shell CLI.
+set -euo pipefail
+claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw.cli "$@"; }
+
+claw kb search --query 'parental leave'
+claw kb read --id kb5
+claw answer submit --answer 16

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Oracle: replays solution/actions.json through the shell CLI.
+set -euo pipefail
+claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw.cli "$@"; }
+
+claw notes write --title 'Meeting recap' --content 'Agreed to ship v2 on March 20.'

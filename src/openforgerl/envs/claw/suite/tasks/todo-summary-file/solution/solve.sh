@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Oracle: replays solution/actions.json through the shell CLI.
+set -euo pipefail
+claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw.cli "$@"; }
+
+claw todo list
+claw files write --path open_todos.txt --content 'Pay rent
+Call the plumber
+Renew gym membership
+'

@@ -1,6 +1,0 @@
-#!/usr/bin/env bash
-# Oracle: replays solution/actions.json through the shell CLI.
-set -euo pipefail
-claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
-
-claw mail send --to dave@team.dev --subject release --body 'deploy release notes'

@@ -1,8 +1,0 @@
-#!/usr/bin/env bash
-# Oracle: replays solution/actions.json through the shell CLI.
-set -euo pipefail
-claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
-
-claw kb search --query vpn
-claw kb read --id kb1
-claw answer submit --answer vpn.acme.io

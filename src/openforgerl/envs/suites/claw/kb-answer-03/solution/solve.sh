@@ -1,8 +1,0 @@
-#!/usr/bin/env bash
-# Oracle: replays solution/actions.json through the shell CLI.
-set -euo pipefail
-claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw_cli "$@"; }
-
-claw kb search --query 'parental leave'
-claw kb read --id kb5
-claw answer submit --answer 16

@@ -1,8 +1,0 @@
-"""Deterministic verifiers: a declarative spec (`tests/checks.toml`) judged against the final service
-state, the audit log and the workspace. `python -m openforgerl.envs.verify` runs it inside a sandbox."""
-
-from openforgerl.envs.verify import graders as _graders  # noqa: F401  (registers its check kinds)
-from openforgerl.envs.verify.checks import Outcome, evaluate
-from openforgerl.envs.verify.spec import CheckSpec, load_spec
-
-__all__ = ["CheckSpec", "Outcome", "evaluate", "load_spec"]

@@ -1,4 +1,0 @@
-from openforgerl.envs.verify.run import main
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,113 @@
+"""What a task runtime's `verify` may use on the host, after the harness is gone: the rollout's call log
+(for the transcript), the LLM judge and the simulated user's record.
+
+`eval` attaches one `HostSide` to each runtime (`attach`); `tasks validate` attaches none, so there a
+task that needs a judge or a transcript is flagged and skipped. None of it is ever put into a sandbox:
+the call log is read through the gateway's admin plane (which no sandbox can reach), the judge is
+called from this process (tasks/judge.py), and the user simulator answers through the host-side relay
+(envs/claw/user_sim.py).
+
+`provided()` names what is given, and `flags.unmet` lifts exactly those flags: `transcript` (always,
+with a call log), `judge` (with `--judge-engine`) and `user_simulator` (with `--user-engine`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from openforgerl.tasks.judge import (
+    JudgeClient,
+    JudgeError,
+    claw_eval_prompt,
+    qwenclawbench_prompt,
+    summarize_events,
+)
+from openforgerl.tasks.transcript import actions_text, conversation_text, messages_from_calls, openclaw_events
+
+__all__ = ["AUTO_PENALTY_THRESHOLD", "HostSide", "attach", "combine_hybrid", "rollout_id_of"]
+
+AUTO_PENALTY_THRESHOLD = 0.75  # QwenClawBench lib_grading: below it the judge's share is zeroed
+
+
+def rollout_id_of(sandbox: Any) -> str | None:
+    spec = getattr(sandbox, "spec", None)
+    rid = getattr(spec, "rollout_id", None)
+    return str(rid) if rid else None
+
+
+@dataclass
+class HostSide:
+    calls: Callable[[str], Awaitable[Sequence[Any]]] | None = None
+    judge: JudgeClient | None = None
+    users: Any = None  # envs.user_sim.UserRelay
+
+    def provided(self) -> set[str]:
+        out = {"transcript"} if self.calls is not None else set()
+        out |= {"judge"} if self.judge is not None else set()
+        out |= {"user_simulator"} if self.users is not None else set()
+        return out
+
+    async def messages(self, sandbox: Any) -> list[dict[str, Any]] | None:
+        """The main agent's messages from the call log (None: no call log here)."""
+        rid = rollout_id_of(sandbox)
+        if self.calls is None or rid is None:
+            return None
+        return messages_from_calls(await self.calls(rid))
+
+    def user_record(self, sandbox: Any) -> list[dict[str, str]]:
+        rid = rollout_id_of(sandbox)
+        return list(self.users.record(rid)) if self.users is not None and rid else []
+
+    # ---- Claw-Eval: one judge call per `llm_judge` component
+    async def claw_eval_scores(self, task_prompt: str, rubrics: Mapping[str, str],
+                               messages: Sequence[Mapping[str, Any]], user_record: Sequence[Mapping[str, str]]
+                               ) -> dict[str, float]:
+        if not rubrics:
+            return {}
+        if self.judge is None:
+            raise JudgeError("the task has llm_judge components and no judge engine was given")
+        conversation = conversation_text(messages, tools=False)
+        if user_record:  # the simulated user's side, from the host's own record (the agent cannot forge it)
+            conversation += "\n" + "\n".join(f"[{r['role'].upper()} (simulated user relay)]: {r['content']}"
+                                             for r in user_record)
+        actions = actions_text(messages)
+        out = {}
+        for name, rubric in rubrics.items():
+            system, user = claw_eval_prompt(task_prompt, conversation, actions or "(no tool calls)", rubric)
+            out[name], _ = await self.judge.judge(system, user)
+        return out
+
+    # ---- QwenClawBench: one judge call per task
+    async def qwenclawbench_score(self, spec: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> float:
+        if self.judge is None:
+            raise JudgeError("the task is judged by an LLM and no judge engine was given")
+        system, user = qwenclawbench_prompt(str(spec.get("prompt", "")), str(spec.get("expected_behavior", "")),
+                                            summarize_events(events), str(spec.get("rubric", "")))
+        score, _ = await self.judge.judge(system, user)
+        return score
+
+
+def combine_hybrid(auto: float, llm: float, weights: Mapping[str, Any] | None) -> tuple[float, float]:
+    """QwenClawBench `_combine_grades`: (penalized score, simple weighted score)."""
+    w = dict(weights or {"automated": 0.5, "llm_judge": 0.5})
+    wa, wl = float(w.get("automated", 0.5)), float(w.get("llm_judge", 0.5))
+    if wa + wl <= 0:
+        wa = wl = 0.5
+    simple = (auto * wa + llm * wl) / (wa + wl)
+    penalized = (auto * wa + (0.0 if auto < AUTO_PENALTY_THRESHOLD else llm) * wl) / (wa + wl)
+    return penalized, simple
+
+
+def transcript_json(messages: Sequence[Mapping[str, Any]] | None, *, events: bool = False) -> bytes:
+    data: Any = openclaw_events(messages or []) if events else list(messages or [])
+    return json.dumps(data, ensure_ascii=False).encode()
+
+
+def attach(runtimes: Sequence[Any], host: HostSide) -> None:
+    """Give every runtime the host side (runtimes without a `host` attribute ignore it)."""
+    for rt in runtimes:
+        if hasattr(rt, "host"):
+            rt.host = host
