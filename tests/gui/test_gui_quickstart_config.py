@@ -17,8 +17,8 @@ def test_gui_quickstart_selects_the_one_and_two_click_browser_tasks() -> None:
     train = sorted(rt.task_id for rt in select_tasks(cfg.tasks, cfg.seed))
     assert train == ["gui/board-move-01", "gui/board-move-02", "gui/board-move-03",
                      "gui/calendar-delete-01", "gui/calendar-delete-02"]
-    assert cfg.eval_tasks is not None
-    held_out = sorted(rt.task_id for rt in select_tasks(cfg.eval_tasks, cfg.seed))
+    assert cfg.eval.tasks is not None
+    held_out = sorted(rt.task_id for rt in select_tasks(cfg.eval.tasks, cfg.seed))
     assert held_out == ["gui/board-move-04", "gui/calendar-delete-03"]
     assert all(rt.kind == "browser" for rt in select_tasks(cfg.tasks, cfg.seed))
 
@@ -28,7 +28,7 @@ def test_zero_gui_gets_the_trainers_sampling_and_the_compact_prompt() -> None:
     launch = harness_for(cfg, 0)
     assert launch.name == "zero-gui" and launch.prompt == "compact" and launch.kind == "browser"
     assert launch.sampling == {"--max-tokens": cfg.engine.max_tokens, "--temperature": cfg.engine.temperature}
-    assert launch.wall_clock_s == cfg.rollout_budget_s and launch.max_turns == 2
+    assert launch.wall_clock_s == cfg.rollout.budget_s and launch.max_turns == 2
 
 
 

@@ -86,8 +86,8 @@ async def test_training_refreshes_the_band_with_the_current_weights(tmp_path: Pa
         harness="zero", harness_options={"zero": {"builtins": "", "max_turns": 2}},
         tasks=[TaskSelection(split="train", tags=["sft"], difficulty=["easy"], limit=2),
                TaskSelection(dir=str(pool), split=None, pass_rate=(0.0, 1.0), refresh_every=1, refresh_k=k)],
-        eval_tasks=None, steps=3, tasks_per_step=2, group_size=3, lr=1e-3, checkpoint_every=0, out_dir=str(out),
-        rollout_budget_s=60, step0_logprob_tol=None)
+        eval={"tasks": None}, rollout={"group_size": 3, "budget_s": 60}, out_dir=str(out),
+        train={"steps": 3, "tasks_per_step": 2, "lr": 1e-3, "checkpoint_every": 0, "step0_logprob_tol": None})
     await Trainer(cfg, out).run()
 
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

@@ -163,7 +163,7 @@ def orchestrator_runner(harness: str, *, gateway: Any, backend: Any, **config: A
 
     def run(tasks: Sequence[Path], k: int) -> dict[str, list[float | None]]:
         runtimes = [load_runtime(p) for p in tasks]
-        trials = asyncio.run(run_eval(runtimes, [harness], gateway=gateway, backend=backend, trials=k, **config))
+        trials = asyncio.run(run_eval(runtimes, [harness], gateway=gateway, backend=backend, group_size=k, **config))
         out: dict[str, list[float | None]] = {}
         for t in trials:
             out.setdefault(t.task_id, []).append(None if t.infra else (t.reward if t.reward is not None else 0.0))
@@ -192,7 +192,7 @@ def run_calibration(root: Path, gateway_url: str, *, harness: str = "zero", k: i
         backend = LocalBackend()
         try:
             trials = await run_eval(runtimes, [harness], gateway=GatewayAccess.from_env(gateway_url),
-                                    backend=backend, trials=k, model=model)
+                                    backend=backend, group_size=k, model=model)
         finally:
             await backend.aclose()
         out: dict[str, list[float | None]] = {}
@@ -211,14 +211,14 @@ async def measure(runtimes: Sequence[Any], k: int, harness: Any, *, gateway: Any
                   config: Any, sink: Any = None) -> dict[str, list[float | None]]:
     """k rollouts of every task runtime through `run_batch` (the trainer's own path, so the harness keeps
     the options training gives it); {task.toml name: rewards}, infra → None, timeout → 0 (as the
-    orchestrator runner counts). `config`: an `OrchestratorConfig` (its `n` is replaced by k)."""
+    orchestrator runner counts). `config`: an `OrchestratorConfig` (its `group_size` is replaced by k)."""
     import dataclasses
 
     from openforgerl.eval.runner import records_to_trials
     from openforgerl.orchestrator.batch import run_batch
 
     by_runtime = {rt.task_id: _task_id(rt.task.root) for rt in runtimes}
-    cfg = dataclasses.replace(config, n=k, min_group_size=1)
+    cfg = dataclasses.replace(config, group_size=k, min_group_size=1)
     batch = await run_batch(list(runtimes), harness, gateway=gateway, backend=backend, config=cfg, sink=sink)
     out: dict[str, list[float | None]] = {}
     for t in records_to_trials(batch.records):
@@ -247,8 +247,9 @@ def calibrate_embedded(root: Path, *, k: int = 4, model: str | None = None, conf
     from openforgerl.train.stack import open_stack
     from openforgerl.train.trainer import harness_for, orchestrator_config
 
-    cfg = _policy_config(model, config).model_copy(
-        update={"tasks": TaskSelection(dir=str(root), split=None), "eval_tasks": None})
+    policy = _policy_config(model, config)
+    cfg = policy.model_copy(update={"tasks": TaskSelection(dir=str(root), split=None),
+                                    "eval": policy.eval.model_copy(update={"tasks": None})})
     paths = _task_paths(root)
 
     async def rollouts(out_dir: Path) -> dict[str, list[float | None]]:

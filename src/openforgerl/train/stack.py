@@ -97,12 +97,11 @@ async def open_stack(config: TrainConfig, out_dir: Path) -> AsyncIterator[Stack]
 
     policy_path = resolve_model_path(config.model)
     train = select_tasks(config.tasks, config.seed)
-    evals = select_tasks(config.eval_tasks, config.seed) if config.eval_tasks else []
+    evals = select_tasks(config.eval.tasks, config.seed) if config.eval.tasks else []
     if not train:
         sels = config.tasks if isinstance(config.tasks, list) else [config.tasks]
         raise ValueError(f"no training tasks match {[sel.model_dump() for sel in sels]}")
-    async with open_services(out_dir, config.engine, model=config.model, backend=config.backend,
-                             call_deadline_s=config.gateway_call_deadline_s, push_weights=True) as services:
+    async with open_services(out_dir, config, push_weights=True) as services:
         assert services.pusher is not None  # push_weights: an EngineSettings engine then always has one
         yield Stack(config, services.engine_url, services.pusher, services.store, services.gateway,
                     services.backend, train, evals, policy_path)
