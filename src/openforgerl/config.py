@@ -413,16 +413,22 @@ def _plain_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
 
 
 def _nearest(loc: tuple[int | str, ...]) -> str:
-    """`(did you mean X?)` for an unknown key, X the closest name valid at that place (or where the key
-    lives now, for a key of a flat training config)."""
+    """`(did you mean X?)` for an unknown key: X the closest name valid at that place or one section below
+    it (a key of a flat training config, `steps`, is now `train.steps`), else the names valid there."""
     key, prefix = str(loc[-1]), [str(p) for p in loc[:-1]]
     if not prefix and key in _MOVED:
         return f" (did you mean {_MOVED[key]}?)"
     names = _names_at(Config, loc[:-1])
-    close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
-    moved = [f"{name}.{key}" for name in names if key in _names_at(Config, (*loc[:-1], name))]
-    if close or moved:
-        return f" (did you mean {moved[0] if moved else '.'.join([*prefix, close[0]])}?)"
+    candidates = {name: name for name in names}  # dotted name -> the part compared with the key
+    for section in names:
+        candidates.update({f"{section}.{inner}": inner for inner in _names_at(Config, (*loc[:-1], section))})
+
+    def likeness(name: str) -> float:  # a name at the key's own level first (`modle` is `model`)
+        return difflib.SequenceMatcher(None, key, candidates[name]).ratio() + (0.15 if name in names else 0.0)
+
+    best = max(candidates, key=likeness, default=None)
+    if best is not None and likeness(best) >= 0.6 + (0.15 if best in names else 0.0):
+        return f" (did you mean {'.'.join([*prefix, best])}?)"
     return f" (valid here: {', '.join(names)})" if names else ""
 
 

@@ -11,14 +11,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from openforgerl.train.config import TaskSelection, TrainConfig
+from openforgerl.config import Config, TaskSelection
 from openforgerl.train.trainer import Trainer
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")]
 
 
-def _config(out: Path, steps: int) -> TrainConfig:
-    return TrainConfig(
+def _config(out: Path, steps: int) -> Config:
+    return Config(
         harness="zero", harness_options={"zero": {"builtins": "", "max_turns": 2}},
         tasks=TaskSelection(split="train", tags=["sft"], limit=2), eval={"tasks": None},
         train={"steps": steps, "tasks_per_step": 2, "lr": 1e-3, "checkpoint_every": 1},

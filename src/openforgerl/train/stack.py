@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openforgerl.config import Config, TaskSelection
 from openforgerl.stack import InProcessPusher, open_services
 from openforgerl.store import SQLiteCallStore
-from openforgerl.train.config import TaskSelection, TrainConfig
 from openforgerl.train.weight_sync import WeightPusher
 
 __all__ = ["BUILTIN_PREFIX", "InProcessPusher", "Stack", "open_stack", "resolve_task_dir", "select_tasks"]
@@ -24,7 +24,7 @@ BUILTIN_PREFIX = "builtin:"
 
 @dataclass
 class Stack:
-    config: TrainConfig
+    config: Config
     engine_url: str
     pusher: WeightPusher
     store: SQLiteCallStore
@@ -90,7 +90,7 @@ def _in_band(path: Path, band: tuple[float, float]) -> bool:
 
 
 @asynccontextmanager
-async def open_stack(config: TrainConfig, out_dir: Path) -> AsyncIterator[Stack]:
+async def open_stack(config: Config, out_dir: Path) -> AsyncIterator[Stack]:
     """The services of `openforgerl.stack.open_services` (the composition root) for this config, plus
     its training and evaluation tasks and the policy the trainer loads."""
     from openforgerl.engines.local.model import resolve_model_path

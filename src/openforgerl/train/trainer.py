@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
 import random
 import time
 from collections.abc import Sequence
@@ -27,12 +26,11 @@ import torch
 from rich.console import Console
 from rich.live import Live
 
+from openforgerl.config import Config, TaskSelection
 from openforgerl.orchestrator.batch import BatchResult, run_batch
-from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.results import ResultSink
 from openforgerl.records import CallRecord, RolloutRecord, Sample
 from openforgerl.train.checkpoint import load_checkpoint, save_checkpoint
-from openforgerl.train.config import TaskSelection, TrainConfig
 from openforgerl.train.grpo import RolloutScore, group_advantages
 from openforgerl.train.reporting import MetricsLog, plot_reward_curve, step_table
 from openforgerl.train.stack import Stack, open_stack, redraw_pool, select_tasks
@@ -64,14 +62,7 @@ class TrainSummary:
     curve: Path | None
 
 
-def orchestrator_config(cfg: TrainConfig, group_size: int, artifacts_dir: Path | None = None) -> OrchestratorConfig:
-    """The config's `rollout` section with this `group_size`. `artifacts_dir`: each rollout's harness output
-    and service audit log (`<dir>/<rollout_id>/`), what `openforgerl analyze` and `view` read from a run
-    directory."""
-    return cfg.orchestrator(group_size=group_size, artifacts_dir=artifacts_dir)
-
-
-def harness_for(cfg: TrainConfig, step: int) -> Any:
+def harness_for(cfg: Config, step: int) -> Any:
     """One adapter per step; a weighted mix picks per step deterministically (seeded)."""
     from openforgerl.harness.harness_mix import HarnessMix
     from openforgerl.harness.registry import get_harness
@@ -149,7 +140,7 @@ def policy_vision(path: Path, store: Any) -> SampleVision | None:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, out_dir: Path, console: Console | None = None) -> None:
+    def __init__(self, cfg: Config, out_dir: Path, console: Console | None = None) -> None:
         self.cfg = cfg
         self.out_dir = out_dir
         self.console = console or Console()
@@ -161,8 +152,8 @@ class Trainer:
     async def evaluate(self, stack: Stack, step: int) -> float | None:
         if not stack.eval_tasks:
             return None
-        ocfg = orchestrator_config(self.cfg, self.cfg.eval.group_size, self.out_dir / "rollouts")
-        ocfg = dataclasses.replace(ocfg, min_group_size=1)
+        ocfg = self.cfg.orchestrator(group_size=self.cfg.eval.group_size, artifacts_dir=self.out_dir / "rollouts",
+                                     min_group_size=1)
         batch = await run_batch(stack.eval_tasks, harness_for(self.cfg, step), gateway=stack.gateway.access,
                                 backend=stack.backend, config=ocfg, sink=self.sink(stack, "eval"))
         return pass_rate(batch.records)
@@ -180,7 +171,7 @@ class Trainer:
         t0 = time.monotonic()
         batch = await run_batch(self.tasks_for(stack, step), harness_for(self.cfg, step),
                                 gateway=stack.gateway.access, backend=stack.backend,
-                                config=orchestrator_config(self.cfg, self.cfg.rollout.group_size, self.out_dir / "rollouts"),
+                                config=self.cfg.orchestrator(artifacts_dir=self.out_dir / "rollouts"),
                                 sink=self.sink(stack, "train"))
         t_roll = time.monotonic() - t0
         options = self.cfg.reconstruction_options(image_token_id=self.vision.image_token_id if self.vision else None)
@@ -216,7 +207,7 @@ class Trainer:
             runtimes = select_tasks(sel.model_copy(update={"pass_rate": None, "limit": None}), self.cfg.seed)
             measured = await measure(runtimes, sel.refresh_k, harness_for(self.cfg, step),
                                      gateway=stack.gateway.access, backend=stack.backend,
-                                     config=orchestrator_config(self.cfg, sel.refresh_k), sink=self.sink(stack, "refresh"))
+                                     config=self.cfg.orchestrator(group_size=sel.refresh_k), sink=self.sink(stack, "refresh"))
             done = calibrate([rt.task.root for rt in runtimes], recorded(measured), sel.refresh_k,
                              policy=f"train@v{version}")
             pool += len(runtimes)

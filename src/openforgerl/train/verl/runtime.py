@@ -68,7 +68,8 @@ class WorkerRuntime:
     """Gateway + call log + backend of one worker process, bound to the event loop that opened them."""
 
     def __init__(self, config: Config, urls: Sequence[str], dialect: str) -> None:
-        engine = config.engine.model_copy(update={"kind": "remote", "urls": list(urls), "dialect": dialect})
+        self.urls = list(urls)
+        engine = config.engine.model_copy(update={"kind": "remote", "urls": self.urls, "dialect": dialect})
         self.config = config.model_copy(update={"engine": engine})
         base = Path(config.verl.work_dir or Path(tempfile.gettempdir()) / "openforgerl-verl")
         self.dir = base / f"worker-{os.getpid()}"
