@@ -50,7 +50,7 @@ async def measure(harness: str, tasks: Path, engine_url: str, out: Path, *, n: i
 
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
     runtimes = load_runtimes(tasks)
-    config = OrchestratorConfig(n=n, min_group_size=1, max_retries=0, budget_s=budget_s, model=model,
+    config = OrchestratorConfig(group_size=n, min_group_size=1, retries=0, budget_s=budget_s, model=model,
                                 artifacts_dir=out / "artifacts")
     if tools is not None:
         from dataclasses import replace

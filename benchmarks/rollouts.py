@@ -108,7 +108,7 @@ async def bench_rollouts(n: int, root: Path, max_running: int, max_booting: int)
     store = SQLiteCallStore(root / "calls.db")
     gateway = await start_gateway(ScriptedEngine(lambda turn: "ok"), store)
     backend = LocalBackend(root=root / "sbx")
-    config = OrchestratorConfig(n=n, min_group_size=1, max_retries=0, max_running=max_running,
+    config = OrchestratorConfig(group_size=n, min_group_size=1, retries=0, max_running=max_running,
                                 max_booting=max_booting)
     try:
         cpu0 = _cpu()

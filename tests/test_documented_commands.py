@@ -212,7 +212,7 @@ def test_a_prompt_longer_than_the_context_is_a_config_error(tmp_path: Path) -> N
         _wait_ready(f"http://127.0.0.1:{port}/v1/models", engine, timeout=300)
         _wait_ready(f"http://127.0.0.1:{gw_port}/healthz", gateway, timeout=60)
         out = run("rollout", "--tasks", str(TASK), "--harness", "zero", "--n", "2", "--gateway",
-                  f"http://127.0.0.1:{admin_port}", "--model", "tiny", "--out", str(tmp_path / "r"),
+                  f"http://127.0.0.1:{admin_port}", "--model-name", "tiny", "--out", str(tmp_path / "r"),
                   env={"OPENFORGERL_ADMIN_TOKEN": token.read_text().strip()})
     finally:
         for proc in (gateway, engine):

@@ -1,23 +1,23 @@
 """The composition root: the one place that wires engine -> call log -> gateway -> sandbox backend.
 
-Every command and the veRL worker open their services through `open_services`, and nothing else
-starts a policy engine, a call log or a gateway for them: `train` (train/stack.py adds its tasks and
-weight pusher on top), `eval` and `rollout` (the embedded default, a scripted oracle, engine URLs, or a
-running gateway), `tasks calibrate` (through train's stack), and the veRL agent loop's worker runtime
-(train/verl/runtime.py). What is opened is closed in reverse order in `finally`, so a crash anywhere
-never leaves an engine process, a gateway port or a sandbox behind.
+Every command and the veRL worker build one `openforgerl.config.Config` (from YAML or flags) and open
+their services through `open_services(out_dir, config)`; nothing else starts a policy engine, a call
+log or a gateway for them: `train` (train/stack.py adds its tasks and weight pusher on top), `eval` and
+`rollout` (the embedded default, a scripted oracle, engine URLs, or a running gateway), `tasks calibrate`
+(through train's stack), and the veRL agent loop's worker runtime (train/verl/runtime.py). What is
+opened is closed in reverse order in `finally`, so a crash anywhere never leaves an engine process, a
+gateway port or a sandbox behind.
 
-The policy engine, by what `engine` is:
-- a model name or folder (`tiny`, `smollm2`, a HF directory) or `EngineSettings(kind="local")`: the
-  embedded local engine serving it (its own process by default: its own GIL and core, weights pushed
-  through its vLLM-style reload route; or a thread of this process with an in-process pusher);
-- `EngineSettings(kind="remote", urls=..., dialect=...)`: vLLM / SGLang servers (disk-reload pusher);
-- an `Engine` object (the scripted engine of oracles and tests): used as is, no pusher;
+The policy engine, by what the config and the caller say:
+- `engine.kind: local` (the default): the embedded local engine serving `config.model` (`tiny`,
+  `smollm2`, a HF directory; its own process by default: its own GIL and core, weights pushed through
+  its vLLM-style reload route; or a thread of this process with an in-process pusher);
+- `engine.kind: remote` with `engine.urls`: vLLM / SGLang servers (disk-reload pusher);
+- `engine=` an `Engine` object (the scripted engine of oracles and tests): used as is, no pusher;
 - `gateway_url=` (an admin URL; token from $OPENFORGERL_ADMIN_TOKEN): a gateway someone else runs;
   only the sandbox backend is opened here.
-`call_deadline_s` is the gateway's per-call limit, derived by the caller's config from its rollout budget
-(`TrainConfig.gateway_call_deadline_s`, `LoopSettings.gateway_call_deadline_s`, or
-`orchestrator.config.call_deadline_s(budget)` for `eval`): one derivation per config, never restated here.
+The gateway's settings come from `config.gateway` and its per-call deadline from `config.call_deadline_s`
+(derived there from the rollout budget, never restated here).
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openforgerl.orchestrator.config import DEFAULT_CALL_DEADLINE_S
-from openforgerl.train.config import EngineSettings
+from openforgerl.config import Config, EngineSettings
 
 if TYPE_CHECKING:
     import torch
@@ -37,7 +36,8 @@ if TYPE_CHECKING:
     from openforgerl.engines.base import Engine
     from openforgerl.train.weight_sync import WeightPusher
 
-__all__ = ["DEFAULT_MODEL", "InProcessPusher", "Services", "engine_from_flag", "open_services"]
+__all__ = ["DEFAULT_MODEL", "InProcessPusher", "Services", "engine_from_flag", "open_gateway", "open_services",
+           "scripted_engine"]
 
 DEFAULT_MODEL = "tiny"
 
@@ -53,29 +53,33 @@ class InProcessPusher:
         self.server.engine.load_state_dict_sync(state, version)
 
 
-def engine_from_flag(values: Sequence[str], runtimes: Sequence[Any] = (), *, success_rate: float = 1.0,
-                     seed: int = 0) -> str | EngineSettings | Engine:
-    """`--engine` as `rollout` and `eval` take it: `scripted` (the envs oracle policy over `runtimes`, a test
-    double for the model's decisions), engine URL(s) (vLLM dialect), or one model for the local engine."""
+def engine_from_flag(values: Sequence[str]) -> dict[str, object]:
+    """`--engine` as `rollout` and `eval` take it, as config overrides: engine URL(s) (vLLM dialect) or
+    one model for the local engine. (`scripted`, a test double, is an `Engine` object: `scripted_engine`.)"""
     values = list(values) or [DEFAULT_MODEL]
-    if values == ["scripted"]:
-        from openforgerl.engines.scripted import ScriptedEngine
-        from openforgerl.envs.claw.oracle_policy import oracle_policy
-
-        return ScriptedEngine(oracle_policy(list(runtimes), success_rate=success_rate, seed=seed))
     if any("://" in v for v in values):
-        return EngineSettings(kind="remote", urls=values)
+        return {"engine.kind": "remote", "engine.urls": values}
     if len(values) > 1:
         from openforgerl.errors import UserError
 
         raise UserError(f"--engine: one model, `scripted`, or engine URLs, not {values}")
-    return values[0]
+    return {"model": values[0], "engine.kind": "local"}
+
+
+def scripted_engine(runtimes: Sequence[Any], *, success_rate: float = 1.0, seed: int = 0) -> Engine:
+    """`--engine scripted` / `--scripted-oracle`: the envs oracle policy over `runtimes`, a test double for
+    the model's decisions."""
+    from openforgerl.engines.scripted import ScriptedEngine
+    from openforgerl.envs.claw.oracle_policy import oracle_policy
+
+    return ScriptedEngine(oracle_policy(list(runtimes), success_rate=success_rate, seed=seed))
 
 
 @dataclass
 class Services:
-    """What a run stands on. `store`/`gateway` are None behind an external gateway; `pusher` is None
-    for an `Engine` object given as is; `engine_url` is "" when no engine server was started or named."""
+    """What a run stands on. `store`/`gateway` are None behind an external gateway; `backend` is None
+    from `open_gateway`; `pusher` is None for an `Engine` object given as is (or without `push_weights`);
+    `engine_url` is "" when no engine server was started or named."""
 
     access: Any  # openforgerl.gateway.access.GatewayAccess: admin access, what the orchestrator uses
     backend: Any  # a SandboxBackend
@@ -86,46 +90,50 @@ class Services:
 
 
 @asynccontextmanager
-async def open_services(out_dir: Path, engine: str | EngineSettings | Engine | None = None, *,
-                        model: str = "tiny", gateway_url: str | None = None, backend: str = "local",
-                        call_deadline_s: float = DEFAULT_CALL_DEADLINE_S, push_weights: bool = False,
-                        **gateway_options: Any) -> AsyncIterator[Services]:
-    """Engine, call log (`<out_dir>/calls.db`), gateway and sandbox backend (`<out_dir>/sandboxes`).
-    `engine` as a string is a model for the local engine (`model` is the local engine's model when
-    `engine` is `EngineSettings(kind="local")` or None). Raises `UnknownBackend` for a backend name
-    that is not registered, before anything is started. `push_weights` (training): also the pusher that
-    syncs new weights into the engine (it needs torch; `eval` and `rollout` against URLs do not)."""
-    from openforgerl.sandbox.registry import BACKENDS, UnknownBackend, make_backend
+async def open_services(out_dir: Path, config: Config, *, engine: Engine | None = None,
+                        gateway_url: str | None = None, push_weights: bool = False) -> AsyncIterator[Services]:
+    """Engine, call log, gateway (`open_gateway`) and sandbox backend (`<out_dir>/sandboxes`) for `config`.
+    `engine`: an `Engine` object to serve instead of the configured one. `push_weights` (training): also
+    the pusher that syncs new weights into the engine (it needs torch; `eval` and `rollout` against URLs
+    do not). With `gateway_url` (someone else's gateway) only the sandbox backend is opened."""
+    from openforgerl.sandbox.registry import make_backend
 
-    if backend not in BACKENDS:
-        raise UnknownBackend(f"unknown backend {backend!r} ({' | '.join(BACKENDS)})")
     out_dir = Path(out_dir)
     async with AsyncExitStack() as stack:
         if gateway_url is not None:
             from openforgerl.gateway.access import GatewayAccess
 
-            access, store, gateway, url, pusher = GatewayAccess.from_env(gateway_url), None, None, "", None
+            services = Services(GatewayAccess.from_env(gateway_url), None)
         else:
-            if isinstance(engine, str):
-                chosen: EngineSettings | Engine = EngineSettings(kind="local")
-                model = engine
-            else:
-                chosen = engine or EngineSettings(kind="local")
-            policy, url, pusher = await _open_engine(chosen, model, out_dir, stack, push_weights)
-            from openforgerl.gateway.server import start_gateway
-            from openforgerl.store import SQLiteCallStore
-
-            store = SQLiteCallStore(out_dir / "calls.db")
-            stack.push_async_callback(store.aclose)
-            gateway = await start_gateway(policy, store, owns_engine=True,
-                                          call_deadline_s=call_deadline_s, **gateway_options)
-            stack.push_async_callback(gateway.aclose)
-            access = gateway.access
+            services = await stack.enter_async_context(open_gateway(out_dir, config, engine=engine,
+                                                                    push_weights=push_weights))
         # Opened last, closed first: every sandbox (and a harness still in one) is gone before the
         # gateway it talks to stops.
-        sandboxes = await make_backend(backend, out_dir / "sandboxes")
-        stack.push_async_callback(sandboxes.aclose)
-        yield Services(access, sandboxes, store, gateway, url, pusher)
+        services.backend = await make_backend(config.sandbox.backend, out_dir / "sandboxes", config.sandbox)
+        stack.push_async_callback(services.backend.aclose)
+        yield services
+
+
+@asynccontextmanager
+async def open_gateway(out_dir: Path, config: Config, *, engine: Engine | None = None, push_weights: bool = False,
+                       admin_token: str | None = None, secret: str | None = None) -> AsyncIterator[Services]:
+    """The policy engine, the call log (`config.store.path`, default `<out_dir>/calls.db`) and the gateway
+    in front of them (`config.gateway`, its per-call deadline `config.call_deadline_s`); no sandbox
+    backend (`Services.backend` None): what `openforgerl gateway` serves, and the first half of
+    `open_services`. `admin_token` (generated when None) and `secret` (key derivation shared by
+    replicas) are secrets, so never part of the config."""
+    async with AsyncExitStack() as stack:
+        policy, url, pusher = await _open_engine(engine or config.engine, config.model, Path(out_dir), stack,
+                                                 push_weights)
+        from openforgerl.gateway.server import start_gateway
+        from openforgerl.store import SQLiteCallStore
+
+        store = SQLiteCallStore(Path(config.store.path or Path(out_dir) / "calls.db"))
+        stack.push_async_callback(store.aclose)
+        gateway = await start_gateway(policy, store, owns_engine=True, admin_token=admin_token, secret=secret,
+                                      **config.gateway.server_options(config.call_deadline_s))
+        stack.push_async_callback(gateway.aclose)
+        yield Services(gateway.access, None, store, gateway, url, pusher)
 
 
 async def _open_engine(engine: EngineSettings | Engine, model: str, out_dir: Path, stack: AsyncExitStack,
@@ -166,4 +174,6 @@ async def _open_engine(engine: EngineSettings | Engine, model: str, out_dir: Pat
         from openforgerl.train.weight_sync import DiskReloadPusher
 
         pusher = DiskReloadPusher(urls, weights, dialect="vllm" if engine.kind == "local" else engine.dialect)
-    return OpenAICompatEngine(urls, dialect=engine.dialect), urls[0], pusher
+    remote = OpenAICompatEngine(urls, dialect=engine.dialect, model=engine.served_model,
+                                max_tokens_cap=engine.max_tokens_cap)
+    return remote, urls[0], pusher

@@ -48,7 +48,7 @@ async def test_eval_report_for_real_clis(tmp_path: Path) -> None:
     gateway = await start_gateway(ScriptedEngine(oracle_policy(runtimes, success_rate=1.0)), store)
     backend = LocalBackend(root=tmp_path / "sbx")
     try:
-        trials = await run_eval(runtimes, HARNESSES, gateway=gateway.access, backend=backend, trials=2,
+        trials = await run_eval(runtimes, HARNESSES, gateway=gateway.access, backend=backend, group_size=2,
                                 budget_s=180.0)
     finally:
         await backend.aclose()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openforgerl.train.config import TrainConfig
+from openforgerl.config import Config
 from openforgerl.train.stack import select_tasks
 from openforgerl.train.trainer import harness_for
 
@@ -13,29 +13,29 @@ CONFIG = Path(__file__).resolve().parents[2] / "examples" / "gui_quickstart.yaml
 
 
 def test_gui_quickstart_selects_the_one_and_two_click_browser_tasks() -> None:
-    cfg = TrainConfig.from_yaml(CONFIG)
+    cfg = Config.from_yaml(CONFIG)
     train = sorted(rt.task_id for rt in select_tasks(cfg.tasks, cfg.seed))
     assert train == ["gui/board-move-01", "gui/board-move-02", "gui/board-move-03",
                      "gui/calendar-delete-01", "gui/calendar-delete-02"]
-    assert cfg.eval_tasks is not None
-    held_out = sorted(rt.task_id for rt in select_tasks(cfg.eval_tasks, cfg.seed))
+    assert cfg.eval.tasks is not None
+    held_out = sorted(rt.task_id for rt in select_tasks(cfg.eval.tasks, cfg.seed))
     assert held_out == ["gui/board-move-04", "gui/calendar-delete-03"]
     assert all(rt.kind == "browser" for rt in select_tasks(cfg.tasks, cfg.seed))
 
 
 def test_zero_gui_gets_the_trainers_sampling_and_the_compact_prompt() -> None:
-    cfg = TrainConfig.from_yaml(CONFIG)
+    cfg = Config.from_yaml(CONFIG)
     launch = harness_for(cfg, 0)
     assert launch.name == "zero-gui" and launch.prompt == "compact" and launch.kind == "browser"
     assert launch.sampling == {"--max-tokens": cfg.engine.max_tokens, "--temperature": cfg.engine.temperature}
-    assert launch.wall_clock_s == cfg.rollout_budget_s and launch.max_turns == 2
+    assert launch.wall_clock_s == cfg.rollout.budget_s and launch.max_turns == 2
 
 
 
 def test_a_mixed_gui_config_assigns_each_harness_with_its_own_options() -> None:
     """`harness: {zero-gui: 1, ui-tars: 1}` in a training config, as for text harnesses: each step gets one
     of them (seeded), each with its own `harness_options`; zero-gui left to the service's kind."""
-    cfg = TrainConfig.model_validate({**TrainConfig.from_yaml(CONFIG).model_dump(),
+    cfg = Config.model_validate({**Config.from_yaml(CONFIG).model_dump(),
                                       "harness": {"zero-gui": 1, "ui-tars": 1},
                                       "harness_options": {"zero-gui": {"prompt": "compact"},
                                                           "ui-tars": {"wall_clock_s": 80}}})

@@ -242,7 +242,7 @@ async def _run(rt: Any, harness: Any, engine: Any, tmp_path: Path, retries: int)
 
     backend = LocalBackend(root=tmp_path / "sbx")
     store = SQLiteCallStore(tmp_path / "calls.db")
-    config = OrchestratorConfig(n=1, min_group_size=1, max_retries=retries, model=MODEL_NAME,
+    config = OrchestratorConfig(group_size=1, min_group_size=1, retries=retries, model=MODEL_NAME,
                                 harness_cache=tmp_path, budget_s=150.0)
     gateway = await start_gateway(engine, store, call_deadline_s=60.0)
     try:

@@ -129,7 +129,7 @@ async def run_in_sandbox(harness: str, task: str, tmp_path: Path, make_policy: C
     rt = load_runtime(GUI_SUITE / task)
     backend = LocalBackend(root=tmp_path / "sbx")
     store = SQLiteCallStore(tmp_path / "calls.db")
-    config = OrchestratorConfig(n=1, min_group_size=1, max_retries=0, model=MODEL_NAME, harness_cache=tools,
+    config = OrchestratorConfig(group_size=1, min_group_size=1, retries=0, model=MODEL_NAME, harness_cache=tools,
                                 budget_s=BUDGET_S)
     try:
         policy = make_policy(await oracle_pixels(rt, backend), rt)
@@ -298,8 +298,8 @@ async def test_a_mixed_eval_of_zero_gui_and_ui_tars_over_browser_and_desktop_tas
         gateway = await start_gateway(ScriptedEngine(policy), store, call_deadline_s=60.0)
         try:
             trials = await run_eval(runtimes, ["zero-gui", "ui-tars"], gateway=gateway.access, backend=backend,
-                                    trials=2, model=MODEL_NAME, harness_cache=tools, budget_s=BUDGET_S,
-                                    max_retries=1, max_running=4)
+                                    group_size=2, model=MODEL_NAME, harness_cache=tools, budget_s=BUDGET_S,
+                                    retries=1, max_running=4)
         finally:
             await gateway.aclose()
         calls = [c for rid in store.read_rollout_ids_with_calls() for c in store.read_calls(rid)]

@@ -37,7 +37,7 @@ def test_the_status_table_and_its_readers() -> None:
                       error=CallError(kind=kind, message=VLLM_400, status=400))
     assert call_log_taint([call]) is RolloutStatus.CONFIG_CONTEXT
     record = RolloutRecord(rollout_id="r", status=RolloutStatus.CONFIG_CONTEXT, reward=0.0)
-    [judged], valid = apply_group_policy([record], OrchestratorConfig(n=1, min_group_size=1))
+    [judged], valid = apply_group_policy([record], OrchestratorConfig(group_size=1, min_group_size=1))
     assert judged.in_batch is False and judged.drop_reason == "config_error:context" and not valid
     assert untrainable_reason(judged) is not None
     assert Trial("t", "claude_code", None, False, (), "config_error:context").kind == CONFIG

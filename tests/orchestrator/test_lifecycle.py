@@ -15,7 +15,7 @@ from openforgerl.trajectory import untrainable_reason
 
 async def test_ok_group_records_calls_reward_and_results(make_env) -> None:
     env = await make_env()
-    result = await env.run([proof_task()], agent_harness("ok"), n=2, min_group_size=2)
+    result = await env.run([proof_task()], agent_harness("ok"), group_size=2, min_group_size=2)
     (group,) = result.groups
     assert group.valid and len(group.kept) == 2
     for rec in group.records:
@@ -61,7 +61,7 @@ async def test_runaway_harness_killed_at_budget_with_children(make_env, monkeypa
 
 async def test_engine_5xx_is_infra_and_refilled(make_env) -> None:
     env = await make_env(faults=Faults(http_errors=1, http_status=500))
-    result = await env.run([proof_task()], agent_harness("ok"), n=2, min_group_size=2, max_retries=2)
+    result = await env.run([proof_task()], agent_harness("ok"), group_size=2, min_group_size=2, retries=2)
     (group,) = result.groups
     statuses = sorted(str(r.status) for r in group.records)
     assert statuses == ["infra_error:engine", "ok", "ok"]
@@ -74,7 +74,7 @@ async def test_engine_5xx_is_infra_and_refilled(make_env) -> None:
 
 async def test_engine_5xx_without_retries_drops_the_group(make_env) -> None:
     env = await make_env(faults=Faults(http_errors=10, http_status=503))
-    result = await env.run([proof_task()], agent_harness("ok"), n=2, min_group_size=2, max_retries=0)
+    result = await env.run([proof_task()], agent_harness("ok"), group_size=2, min_group_size=2, retries=0)
     (group,) = result.groups
     assert not group.valid and group.kept == []
     assert {str(r.status) for r in group.records} == {"infra_error:engine"}
@@ -156,7 +156,7 @@ async def test_running_and_boot_caps_are_separate(make_env) -> None:
 
     env = await make_env()
     backend = CountingBackend(env.backend)
-    cfg = OrchestratorConfig(n=5, min_group_size=1, max_retries=0, max_running=3, max_booting=1)
+    cfg = OrchestratorConfig(group_size=5, min_group_size=1, retries=0, max_running=3, max_booting=1)
     result = await run_batch([proof_task()], agent_harness("ok"), gateway=env.gateway.access,
                              backend=backend, config=cfg)
     assert [str(r.status) for r in result.records] == ["ok"] * 5

@@ -58,7 +58,7 @@ async def test_rollout_in_podman_reaches_gateway(tmp_path: Path) -> None:
         image = await ensure_busybox_image(backend)
         result = await run_batch([ReplyTask(image)], CommandHarness(["sh", "-c", WGET]),
                                  gateway=gateway.access, backend=backend,
-                                 config=OrchestratorConfig(n=1, min_group_size=1, max_retries=0))
+                                 config=OrchestratorConfig(group_size=1, min_group_size=1, retries=0))
     finally:
         await backend.aclose()
         await gateway.aclose()

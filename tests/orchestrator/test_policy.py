@@ -79,18 +79,18 @@ def _rec(i: int, status: RolloutStatus, reward: float | None = None) -> RolloutR
 def test_group_policy_drop_and_zero() -> None:
     recs = [_rec(0, RolloutStatus.OK, 1.0), _rec(1, RolloutStatus.AGENT_FAILED, 0.0),
             _rec(2, RolloutStatus.TIMEOUT), _rec(3, RolloutStatus.INFRA_ENGINE)]
-    out, valid = apply_group_policy(recs, OrchestratorConfig(n=4, min_group_size=2))
+    out, valid = apply_group_policy(recs, OrchestratorConfig(group_size=4, min_group_size=2))
     assert valid and all(r.group_valid for r in out)
     assert [r.in_batch for r in out] == [True, True, False, False]
     assert [r.drop_reason for r in out] == [None, None, "timeout", "infra"]
-    out, valid = apply_group_policy(recs, OrchestratorConfig(n=4, min_group_size=3, timeout_policy="zero"))
+    out, valid = apply_group_policy(recs, OrchestratorConfig(group_size=4, min_group_size=3, timeout_policy="zero"))
     assert valid and out[2].in_batch and out[2].reward == 0.0
     assert not out[3].in_batch
 
 
 def test_group_below_min_size_dropped_whole() -> None:
     recs = [_rec(0, RolloutStatus.OK, 1.0), _rec(1, RolloutStatus.INFRA_SANDBOX), _rec(2, RolloutStatus.TIMEOUT)]
-    out, valid = apply_group_policy(recs, OrchestratorConfig(n=3, min_group_size=2))
+    out, valid = apply_group_policy(recs, OrchestratorConfig(group_size=3, min_group_size=2))
     assert not valid and not any(r.group_valid for r in out)
     assert not any(r.in_batch for r in out)
     assert out[0].drop_reason.startswith("group_below_min_size")

@@ -75,7 +75,7 @@ async def _run(tmp_path: Path) -> tuple[BatchResult, FaultPlan, dict[str, Any], 
     engine = await start_fault_engine(ScriptedEngine(coin_policy))
     gateway = await start_gateway(OpenAICompatEngine([engine.url]), store, owns_engine=True)
     backend = LocalBackend(root=tmp_path / "sbx", ro_binds=[agent.parent])
-    config = OrchestratorConfig(n=4, min_group_size=2, max_retries=3, max_running=32, max_booting=8,
+    config = OrchestratorConfig(group_size=4, min_group_size=2, retries=3, max_running=32, max_booting=8,
                                 verify_timeout_s=30.0)
     try:
         t0 = time.monotonic()

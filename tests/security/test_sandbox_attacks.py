@@ -131,7 +131,7 @@ async def test_eight_fifos_score_zero_and_later_rollouts_still_finish(attack_env
     """Before: each FIFO proof.txt blocked a worker thread forever and ended `infra_error:verifier`;
     after six of them no rollout finished and the process could not exit."""
     fifo = await attack_env.run([proof_task(), claw_task("easy-write-file-01")],
-                                attacker("mkfifo /workdir/proof.txt /workdir/plan.md"), n=8, min_group_size=1)
+                                attacker("mkfifo /workdir/proof.txt /workdir/plan.md"), group_size=8, min_group_size=1)
     assert len(fifo.records) == 16
     for rec in fifo.records:
         _agent_outcome(rec)

@@ -117,21 +117,21 @@ async def test_the_orchestrator_reports_through_the_admin_client(gw: tuple[Runni
 
 
 def test_call_deadlines_nest_inside_the_rollout_budget(tmp_path: Path) -> None:
-    from openforgerl.train.config import ConfigError, TrainConfig
-    from openforgerl.train.verl.runtime import LoopSettings
+    from openforgerl.config import Config, ConfigError, load_config
+    from openforgerl.train.verl.runtime import loop_config
 
-    quickstart = TrainConfig.from_yaml(Path(__file__).parents[2] / "examples/quickstart.yaml")
-    assert quickstart.rollout_budget_s is not None
-    assert quickstart.gateway_call_deadline_s < quickstart.rollout_budget_s
+    quickstart = Config.from_yaml(Path(__file__).parents[2] / "examples/quickstart.yaml")
+    assert quickstart.rollout.budget_s is not None
+    assert quickstart.call_deadline_s < quickstart.rollout.budget_s
     assert call_deadline_s(300.0) < 300.0 and call_deadline_s(None) == 600.0
     assert call_deadline_s(60.0, 30.0) == 30.0
-    with pytest.raises(ValueError, match="must be shorter than the rollout budget"):
-        TrainConfig(rollout_budget_s=60, call_deadline_s=120)
-    with pytest.raises(ValueError, match="must be shorter than the rollout budget"):
-        LoopSettings(budget_s=300, call_deadline_s=600)
-    assert LoopSettings(budget_s=300).gateway_call_deadline_s < 300
+    with pytest.raises(ConfigError, match="must be shorter than the rollout budget"):
+        load_config({"rollout": {"budget_s": 60}, "gateway": {"call_deadline_s": 120}})
+    with pytest.raises(ConfigError, match="must be shorter than the rollout budget"):
+        loop_config({"rollout": {"budget_s": 300}, "gateway": {"call_deadline_s": 600}})
+    assert loop_config({"rollout": {"budget_s": 300}}).call_deadline_s < 300
     bad = tmp_path / "bad.yaml"
-    bad.write_text("rollout_budget_s: 60\ncall_deadline_s: 120\n")
+    bad.write_text("rollout: {budget_s: 60}\ngateway: {call_deadline_s: 120}\n")
     with pytest.raises(ConfigError) as info:
-        TrainConfig.from_yaml(bad)
+        Config.from_yaml(bad)
     assert "\n" not in str(info.value) and "call_deadline_s (120 s) must be shorter" in str(info.value)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from openforgerl.config import Config, TaskSelection
 from openforgerl.envs.claw.suite import CLAW_SUITE
 from openforgerl.synth.calibrate import calibrate
-from openforgerl.train.config import TaskSelection, TrainConfig
 from openforgerl.train.stack import select_tasks
 
 
@@ -24,7 +24,7 @@ def test_band_selection_pools_with_other_selections(tmp_path: Path) -> None:
     pooled = [band, TaskSelection(dir="builtin:claw", split=None, tags=["sft"], limit=3)]
     chosen = select_tasks(pooled, seed=0)
     assert len(chosen) == 4 and names[0] in [rt.task.root.name for rt in chosen]
-    cfg = TrainConfig.model_validate({"tasks": [{"dir": str(tmp_path), "pass_rate": [0, 1]}, {"tags": ["sft"]}]})
+    cfg = Config.model_validate({"tasks": [{"dir": str(tmp_path), "pass_rate": [0, 1]}, {"tags": ["sft"]}]})
     assert isinstance(cfg.tasks, list) and cfg.tasks[0].pass_rate == (0.0, 1.0)
 
 
@@ -82,12 +82,12 @@ async def test_training_refreshes_the_band_with_the_current_weights(tmp_path: Pa
     # a made-up calibration: every task in the band, by a policy that never existed
     calibrate([pool / n for n in names], lambda _t, _k: {f"claw/{n}": [1.0, 0.0] for n in names}, 2, policy="fake")
     k, out = 3, tmp_path / "run"
-    cfg = TrainConfig(
+    cfg = Config(
         harness="zero", harness_options={"zero": {"builtins": "", "max_turns": 2}},
         tasks=[TaskSelection(split="train", tags=["sft"], difficulty=["easy"], limit=2),
                TaskSelection(dir=str(pool), split=None, pass_rate=(0.0, 1.0), refresh_every=1, refresh_k=k)],
-        eval_tasks=None, steps=3, tasks_per_step=2, group_size=3, lr=1e-3, checkpoint_every=0, out_dir=str(out),
-        rollout_budget_s=60, step0_logprob_tol=None)
+        eval={"tasks": None}, rollout={"group_size": 3, "budget_s": 60}, out_dir=str(out),
+        train={"steps": 3, "tasks_per_step": 2, "lr": 1e-3, "checkpoint_every": 0, "step0_logprob_tol": None})
     await Trainer(cfg, out).run()
 
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

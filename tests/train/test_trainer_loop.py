@@ -11,18 +11,18 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from openforgerl.train.config import TaskSelection, TrainConfig
+from openforgerl.config import Config, TaskSelection
 from openforgerl.train.trainer import Trainer
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")]
 
 
-def _config(out: Path, steps: int) -> TrainConfig:
-    return TrainConfig(
+def _config(out: Path, steps: int) -> Config:
+    return Config(
         harness="zero", harness_options={"zero": {"builtins": "", "max_turns": 2}},
-        tasks=TaskSelection(split="train", tags=["sft"], limit=2), eval_tasks=None,
-        steps=steps, tasks_per_step=2, group_size=3, lr=1e-3, checkpoint_every=1, out_dir=str(out),
-        rollout_budget_s=60,
+        tasks=TaskSelection(split="train", tags=["sft"], limit=2), eval={"tasks": None},
+        train={"steps": steps, "tasks_per_step": 2, "lr": 1e-3, "checkpoint_every": 1},
+        rollout={"group_size": 3, "budget_s": 60}, out_dir=str(out),
     )
 
 

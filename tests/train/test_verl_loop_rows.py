@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from openforgerl.config import Config, ConfigError, load_config
 from openforgerl.envs.claw.suite import CLAW_SUITE
 from openforgerl.records import RolloutRecord, RolloutStatus
 from openforgerl.tasks.format import load_task
@@ -21,7 +22,7 @@ from openforgerl.train.verl.agent_loop import (
 )
 from openforgerl.train.verl.outputs import is_dropped_row
 from openforgerl.train.verl.rows import RowError, RowSpec, build_row, resolve_task_dir, task_index
-from openforgerl.train.verl.runtime import LoopSettings, normalize_url, pick_record
+from openforgerl.train.verl.runtime import loop_config, normalize_url, pick_record
 from openforgerl.trajectory import ReconstructionOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trajectory"))
@@ -117,17 +118,24 @@ def test_pick_record_prefers_the_kept_attempt() -> None:
 def test_mode_and_options_follow_veRLs_config() -> None:
     cfg = {"trainer": {"use_v1": False},
            "actor_rollout_ref": {"rollout": {"prompt_length": 100, "response_length": 200, "name": "sglang"}}}
-    assert loop_mode(LoopSettings(), cfg) == "classic"
-    assert loop_mode(LoopSettings(mode="v1"), cfg) == "v1"
-    assert loop_mode(LoopSettings(), {}) == "v1"
-    opts = reconstruction_options(LoopSettings(overflow="split"), cfg)
+    assert loop_mode(Config(), cfg) == "classic"
+    assert loop_mode(load_config({"verl": {"mode": "v1"}}), cfg) == "v1"
+    assert loop_mode(Config(), {}) == "v1"
+    opts = reconstruction_options(load_config({"reconstruction": {"overflow": "split"}}), cfg, image_token_id=7)
     assert (opts.max_prompt_len, opts.max_response_len, opts.overflow.value) == (100, 200, "split")
+    assert opts.image_token_id == 7
+    own = reconstruction_options(load_config({"reconstruction": {"max_response_len": 50}}), cfg)
+    assert (own.max_prompt_len, own.max_response_len) == (100, 50), "a length the config sets wins"
 
 
-def test_settings_keep_known_keys_only() -> None:
-    s = LoopSettings.from_kwargs({"name": "openforgerl", "_target_": "x", "mode": "classic",
-                                  "task_roots": ["/a"], "tools": object()})
-    assert s.mode == "classic" and s.task_roots == ("/a",)
+def test_loop_config_keeps_our_sections_only() -> None:
+    s = loop_config({"name": "openforgerl", "_target_": "x", "verl": {"mode": "classic", "task_roots": ["/a"]},
+                     "rollout": {"retries": 0}, "tools": object()})
+    assert s.verl.mode == "classic" and s.verl.task_roots == ["/a"] and s.rollout.retries == 0
+    with pytest.raises(ConfigError, match=r"unknown key verl\.mdoe \(did you mean verl\.mode\?\)"):
+        loop_config({"verl": {"mdoe": "v1"}})
+    with pytest.raises(ConfigError, match="one name"):
+        loop_config({"harness": {"zero": 0.5, "codex": 0.5}})
     assert normalize_url("10.0.0.2:8000") == "http://10.0.0.2:8000"
     assert normalize_url("[::1]:8000/") == "http://[::1]:8000"
     assert normalize_url("https://h/v1") == "https://h/v1"
@@ -174,3 +182,12 @@ async def test_backend_factory(tmp_path: Path) -> None:
     assert set(BACKENDS) == {"local", "podman", "kubernetes"}
     with pytest.raises(UnknownBackend, match="unknown backend 'nope'"):
         await make_backend("nope", tmp_path)
+
+
+def test_the_shipped_agent_loop_entry_is_a_valid_config() -> None:
+    import yaml
+
+    [entry] = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples/verl/agent_loop.yaml").read_text())
+    config = loop_config(entry)
+    assert (config.harness, config.sandbox.backend, config.rollout.retries) == ("zero", "local", 1)
+    assert config.orchestrator(group_size=1, min_group_size=1).retry_budget == 1

@@ -185,9 +185,9 @@ async def test_trainer_steps_on_tiny_vl_check_logprobs_and_push_both_towers(
 ) -> None:
     """`Trainer.step` itself (collect, vision inputs from the blobs, update, step-0 check, weight push),
     with the orchestrator's `run_batch` replaced by screenshot rollouts through the real gateway."""
+    from openforgerl.config import Config
     from openforgerl.orchestrator.batch import BatchResult
     from openforgerl.orchestrator.groups import GroupResult
-    from openforgerl.train.config import TrainConfig
     from openforgerl.train.stack import Stack
     from openforgerl.train.trainer import Trainer
 
@@ -202,13 +202,13 @@ async def test_trainer_steps_on_tiny_vl_check_logprobs_and_push_both_towers(
 
     monkeypatch.setattr("openforgerl.train.trainer.run_batch", gui_batch)
     path = resolve_model_path("tiny-vl")
-    cfg = TrainConfig(model="tiny-vl", eval_tasks=None, steps=2, lr=1e-3, micro_batch=2, max_grad_norm=1e9,
-                      out_dir=str(tmp_path), step0_logprob_tol=TOL)
+    cfg = Config(model="tiny-vl", eval={"tasks": None}, out_dir=str(tmp_path),
+                      train={"steps": 2, "lr": 1e-3, "micro_batch": 2, "max_grad_norm": 1e9, "step0_logprob_tol": TOL})
     trainer = Trainer(cfg, tmp_path)
     stack = Stack(cfg, env.server.url, InProcessPusher(env.server), env.store, env.gateway, None, ["click"], [], path)
     model = load_policy(path)
     trainer.vision = policy_vision(path, env.store)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
     first = await trainer.step(stack, model, opt, None, 0, 0)
     second = await trainer.step(stack, model, opt, None, 1, first["policy_version"])
     print(f"\ntrainer step 0: {first}\ntrainer step 1: {second}")
@@ -223,12 +223,12 @@ async def test_trainer_steps_on_tiny_vl_check_logprobs_and_push_both_towers(
 
 
 def test_step0_check_fails_loudly_and_runs_once() -> None:
-    from openforgerl.train.config import TrainConfig
+    from openforgerl.config import Config
     from openforgerl.train.trainer import Trainer
     from openforgerl.train.update import UpdateStats
 
     trainer = Trainer.__new__(Trainer)
-    trainer.cfg = TrainConfig(step0_logprob_tol=1e-3)
+    trainer.cfg = Config(train={"step0_logprob_tol": 1e-3})
     trainer.check_logprobs = True
     trainer.console = __import__("rich.console").console.Console(record=True)
     assert trainer.step0_check(UpdateStats(0, 0, 0, 0, 0, 0)) == {}, "no trained tokens: not yet"

@@ -82,10 +82,10 @@ def registry_entry(config: Any, work_dir: str) -> Any:
         _agent_loop_registry[entry.name] = entry
     entry = _agent_loop_registry["openforgerl"]
     with open_dict(entry):
-        entry.work_dir = work_dir
-        entry.max_retries = 0
+        entry.verl.work_dir = work_dir
+        entry.rollout.retries = 0
+        entry.rollout.budget_s = 150
         entry.harness_options = {"zero": {"max_turns": 6, "wall_clock_s": 120}}
-        entry.budget_s = 150
     return entry
 
 

@@ -1,4 +1,7 @@
-"""`openforgerl eval --tasks DIR --harness NAME --trials k`: pass@1, pass@k, pass^k per harness/service.
+"""`openforgerl eval --tasks DIR --harness NAME --group-size k`: pass@1, pass@k, pass^k per harness/service.
+
+Settings come from the one config schema (`openforgerl.config`): `--config FILE` with the flags given on
+top (`--group-size`, alias `--trials`, is `eval.group_size`; `--budget-s` is `rollout.budget_s`).
 
 Runs through the orchestrator (real sandboxes, real harness CLIs) against a gateway: a running one
 (`--gateway URL`); with `--scripted-oracle RATE`, an in-process gateway over the scripted engine
@@ -28,16 +31,19 @@ __all__ = ["command"]
 
 def command(
     tasks: Path = typer.Option(..., help="task folder or a folder of task folders"),
-    harness: list[str] = typer.Option(["zero"], help="harness name (repeatable)"),
-    trials: int = typer.Option(3, help="k: rollouts per task and harness"),
+    config: Path | None = typer.Option(None, help="a config YAML (openforgerl.config); flags win"),
+    harness: list[str] | None = typer.Option(None, help="harness name (repeatable; default: the config's, zero)"),
+    group_size: int | None = typer.Option(None, "--group-size", "--trials",
+                                          help="k: rollouts per task and harness (eval.group_size, default 3)"),
     gateway: str | None = typer.Option(None, help="admin URL of a running gateway (token: $OPENFORGERL_ADMIN_TOKEN)"),
-    engine: str = typer.Option("tiny", help="without --gateway / --scripted-oracle: the local engine's model "
-                               "(tiny, smollm2 or a model folder), served behind an in-process gateway"),
+    engine: str | None = typer.Option(None, help="without --gateway / --scripted-oracle: the local engine's model "
+                                      "(tiny, the default, smollm2 or a model folder) behind an in-process gateway, "
+                                      "or an engine URL"),
     out: Path = typer.Option(Path("eval-out"), help="report folder"),
     split: str | None = typer.Option(None, help="only tasks of this split (train/test)"),
     threshold: float | None = typer.Option(None, help="success = reward >= threshold (default: each "
                                            "benchmark's own: Claw-Eval 0.75, QwenClawBench and tau2 1.0)"),
-    model: str = typer.Option("policy", help="model name given to the harness"),
+    model_name: str | None = typer.Option(None, help="model name given to the harness (policy)"),
     budget_s: float | None = typer.Option(None, help="override every task's budget"),
     scripted_oracle: float | None = typer.Option(None, help="demo: in-process scripted oracle, success rate"),
     judge_engine: str | None = typer.Option(None, help="OpenAI-compatible base URL of the LLM judge (Claw-Eval "
@@ -46,11 +52,16 @@ def command(
     user_engine: str | None = typer.Option(None, help="OpenAI-compatible base URL of the simulated user "
                                            "(multi-turn tasks, through the ask_user tool); off by default"),
     user_model: str = typer.Option("user", help="model name sent to the user engine"),
-    seed: int = typer.Option(0, help="bootstrap / scripted-policy seed"),
+    seed: int | None = typer.Option(None, help="bootstrap / scripted-policy seed (0)"),
 ) -> None:
     """Evaluate harnesses on a task suite and write the report."""
+    from openforgerl.config import from_flags
     from openforgerl.eval.report import build_report, to_markdown, write_report
+    from openforgerl.stack import engine_from_flag
 
+    cfg = from_flags(config, {"eval.group_size": group_size, "eval.threshold": threshold, "out_dir": str(out),
+                              "rollout.model_name": model_name, "rollout.budget_s": budget_s, "seed": seed,
+                              **(engine_from_flag([engine]) if engine else {})})
     provided = {"transcript"} | ({"judge"} if judge_engine else set()) | ({"user_simulator"} if user_engine else set())
     runtimes, summary = _load(tasks, split, provided)
     if summary.runnable < summary.total:
@@ -59,12 +70,12 @@ def command(
         from openforgerl.errors import UserError
 
         raise UserError(f"no runnable tasks under {tasks} ({summary.line()})")
-    opts: dict[str, Any] = {"model": model, "budget_s": budget_s}
     _fresh_run_dir(out)
-    opts["artifacts_dir"] = out / "rollouts"
-    engines = {"judge": (judge_engine, judge_model), "user": (user_engine, user_model), "policy": (engine, "")}
-    trial_list = asyncio.run(_run(runtimes, harness, trials, gateway, scripted_oracle, seed, opts, out, engines))
-    report = build_report(trial_list, trials, threshold=threshold, seed=seed, benchmarks=_benchmarks(runtimes))
+    harnesses = harness or ([cfg.harness] if isinstance(cfg.harness, str) else list(cfg.harness))
+    engines = {"judge": (judge_engine, judge_model), "user": (user_engine, user_model)}
+    trial_list = asyncio.run(_run(cfg, runtimes, harnesses, gateway, scripted_oracle, engines))
+    report = build_report(trial_list, cfg.eval.group_size, threshold=cfg.eval.threshold, seed=cfg.seed,
+                          benchmarks=_benchmarks(runtimes))
     paths = write_report(report, out)
     typer.echo(to_markdown(report))
     typer.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
@@ -97,29 +108,24 @@ def _load(tasks: Path, split: str | None, provided: set[str]) -> tuple[list[Any]
     return [rt for rt, f in zip(every, left, strict=True) if not f], summarize_flags(left)
 
 
-async def _run(runtimes: list[Any], harnesses: list[str], trials: int, gateway: str | None,
-               scripted: float | None, seed: int, opts: dict[str, Any], out: Path,
+async def _run(cfg: Any, runtimes: list[Any], harnesses: list[str], gateway: str | None, scripted: float | None,
                engines: dict[str, tuple[str | None, str]]) -> list[Any]:
     from contextlib import AsyncExitStack
 
     from openforgerl.eval.runner import run_eval
     from openforgerl.orchestrator.results import ResultSink
 
+    out = Path(cfg.out_dir)
     async with AsyncExitStack() as stack:
-        from openforgerl.orchestrator.config import call_deadline_s
-        from openforgerl.stack import engine_from_flag, open_services
+        from openforgerl.stack import open_services, scripted_engine
 
-        # a running gateway; the scripted oracle (a demo/CI mode); else the embedded default stack
-        policy = (None if gateway is not None else
-                  engine_from_flag(["scripted"], runtimes, success_rate=scripted, seed=seed) if scripted is not None
-                  else engine_from_flag([engines["policy"][0] or "tiny"]))
-        services = await stack.enter_async_context(
-            open_services(out, policy, gateway_url=gateway, call_deadline_s=call_deadline_s(opts.get("budget_s"))))
-        access, backend = services.access, services.backend
-        backend = await _host_side(runtimes, access, backend, engines, stack)
+        # a running gateway; the scripted oracle (a demo/CI mode); else the configured engine (default: tiny)
+        oracle = None if scripted is None else scripted_engine(runtimes, success_rate=scripted, seed=cfg.seed)
+        services = await stack.enter_async_context(open_services(out, cfg, engine=oracle, gateway_url=gateway))
+        backend = await _host_side(runtimes, services.access, services.backend, engines, stack)
         sink = ResultSink(out / "rollouts.jsonl")
-        return await run_eval(runtimes, harnesses, gateway=access, backend=backend, trials=trials, sink=sink,
-                              **opts)
+        return await run_eval(runtimes, harnesses, gateway=services.access, backend=backend, sink=sink,
+                              config=cfg.eval_orchestrator(artifacts_dir=out / "rollouts"))
     raise AssertionError("unreachable")
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from openforgerl.eval.metrics import Trial
+from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.records import RolloutRecord, RolloutStatus
 from openforgerl.trajectory import infra_reason
 
@@ -34,13 +35,14 @@ def records_to_trials(records: Iterable[RolloutRecord], services: Mapping[str, S
 
 
 async def run_eval(runtimes: Sequence[Any], harnesses: Sequence[str], *, gateway: Any, backend: Any,
-                   trials: int, sink: Any = None, **config: Any) -> list[Trial]:
-    """`trials` rollouts of every task with every harness, through `run_batch`."""
+                   config: OrchestratorConfig | None = None, sink: Any = None, **fields: Any) -> list[Trial]:
+    """`group_size` rollouts (k trials) of every task with every harness, through `run_batch`. `config`:
+    the orchestrator's settings (`openforgerl.config.Config.eval_orchestrator()`); without it, built from
+    `fields` (`OrchestratorConfig`'s, e.g. `group_size=k`), with min group size 1 and timeouts scored 0."""
     from openforgerl.harness.registry import get_harness
     from openforgerl.orchestrator.batch import run_batch
-    from openforgerl.orchestrator.config import OrchestratorConfig
 
-    cfg = OrchestratorConfig(**{"n": trials, "min_group_size": 1, "timeout_policy": "zero", **config})
+    cfg = config or OrchestratorConfig(**{"min_group_size": 1, "timeout_policy": "zero", **fields})
     services = {rt.task_id: list(rt.metadata.get("services", [])) for rt in runtimes}
     out: list[Trial] = []
     for name in harnesses:

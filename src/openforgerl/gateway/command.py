@@ -52,13 +52,17 @@ def command(
         uvloop.install()
     except ImportError:  # platforms without a uvloop wheel
         pass
-    upstream = dict(urls=engine, dialect=dialect, model=model, max_tokens_cap=max_tokens_cap)
-    from openforgerl.gateway.images import ImagePolicy
+    from openforgerl.config import load_config
 
-    admin = dict(admin_host=admin_host, admin_port=admin_port, admin_token=admin_token(admin_token_file),
-                 images=ImagePolicy(allow_image_urls, max_image_bytes, max_image_pixels))
-    asyncio.run(_serve(upstream, host, port, store, call_deadline_s, pause_wait_s, max_in_flight,
-                       policy_version, secret, admin))
+    # the flags as the one config schema (openforgerl.config): engine, store and gateway sections
+    config = load_config({}, {
+        "engine.kind": "remote", "engine.urls": engine, "engine.dialect": dialect, "engine.served_model": model,
+        "engine.max_tokens_cap": max_tokens_cap, "store.path": str(store),
+        "gateway": {"host": host, "port": port, "admin_host": admin_host, "admin_port": admin_port,
+                    "call_deadline_s": call_deadline_s, "pause_wait_s": pause_wait_s, "max_in_flight": max_in_flight,
+                    "policy_version": policy_version, "allow_image_urls": allow_image_urls,
+                    "max_image_bytes": max_image_bytes, "max_image_pixels": max_image_pixels}}, source="flags")
+    asyncio.run(_serve(config, admin_token(admin_token_file), secret))
 
 
 def admin_token(token_file: Path | None) -> str:
@@ -93,25 +97,16 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
-async def _serve(upstream_kw: dict[str, Any], host: str, port: int, store_path: Path, call_deadline_s: float,
-                 pause_wait_s: float, max_in_flight: int, policy_version: int, secret: str | None,
-                 admin: dict[str, Any]) -> None:
-    from openforgerl.engines.openai_compat import OpenAICompatEngine
-    from openforgerl.gateway.server import start_gateway
-    from openforgerl.store.sqlite import SQLiteCallStore
+async def _serve(config: Any, token: str, secret: str | None) -> None:
+    from openforgerl.stack import open_gateway
 
-    store = SQLiteCallStore(store_path)
-    upstream = OpenAICompatEngine(**upstream_kw)
-    gw = await start_gateway(upstream, store, host=host, port=port, call_deadline_s=call_deadline_s,
-                             pause_wait_s=pause_wait_s, max_in_flight=max_in_flight, secret=secret,
-                             policy_version=policy_version, owns_engine=True, **admin)
-    _tune_gc()
-    print(f"openforgerl gateway: model calls on {gw.model_url}, admin API on {gw.admin_url} "
-          f"(pid {os.getpid()}), store {store_path}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await gw.aclose()
-    await store.aclose()
+    async with open_gateway(Path("."), config, admin_token=token, secret=secret) as opened:
+        gw = opened.gateway
+        _tune_gc()
+        print(f"openforgerl gateway: model calls on {gw.model_url}, admin API on {gw.admin_url} "
+              f"(pid {os.getpid()}), store {config.store.path}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()

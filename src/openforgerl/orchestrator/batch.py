@@ -46,7 +46,7 @@ async def run_batch(tasks: Sequence[TaskRuntime], harness: HarnessAdapter, *, ga
                     backend: SandboxBackend, config: OrchestratorConfig,
                     sink: ResultSink | None = None,
                     on_done: Callable[[RolloutRecord], None] | None = None) -> BatchResult:
-    """Run `config.n` rollouts of every task with `harness`; every attempt goes to `sink`.
+    """Run `config.group_size` rollouts of every task with `harness`; every attempt goes to `sink`.
 
     `gateway`: the admin URL + token this process holds; sandbox forwarders connect to the
     gateway's model listener only (`GatewayClient.model_address`), never to the admin one."""

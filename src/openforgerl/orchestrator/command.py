@@ -1,4 +1,8 @@
-"""`openforgerl rollout`: run n rollouts per task with one harness, show progress, write results.
+"""`openforgerl rollout`: run a group of rollouts per task with one harness, show progress, write results.
+
+Settings come from the one config schema (`openforgerl.config`): `--config FILE` (a YAML document, e.g.
+a training config) with the flags given on top; every flag names a key of it (`--group-size` is
+`rollout.group_size`, `--backend` is `sandbox.backend`, ...).
 
 Outputs under `--out`: `results.jsonl` (one `RolloutRecord` per attempt as the gateway stored it;
 `in_batch` says whether it counts), `calls.db` (the call log, when the gateway is embedded), `summary.json` and
@@ -13,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import shlex
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -27,57 +30,62 @@ __all__ = ["command"]
 
 def command(
     tasks: Path = typer.Option(..., "--tasks", help="a task folder or a folder of task folders"),
-    harness: str = typer.Option("zero", "--harness", help="harness name (see `openforgerl harness list`)"),
+    config: Path | None = typer.Option(None, "--config", help="a config YAML (openforgerl.config); flags win"),
+    harness: str | None = typer.Option(None, "--harness", help="harness name (see `openforgerl harness list`; "
+                                       "default zero)"),
     harness_command: str = typer.Option("", "--command", help="argv for `--harness command`"),
-    n: int = typer.Option(8, "--n", help="rollouts per task (one GRPO group)"),
-    backend: str = typer.Option("local", "--backend", help="local | podman | kubernetes"),
-    engine: list[str] = typer.Option(["tiny"], "--engine",
-                                     help="`scripted`, engine URL(s), or a model (tiny, smollm2, a model folder)"),
+    group_size: int | None = typer.Option(None, "--group-size", "--n", help="rollouts per task: one GRPO group "
+                                          "(default 8)"),
+    backend: str | None = typer.Option(None, "--backend", help="local (default) | podman | kubernetes"),
+    engine: list[str] | None = typer.Option(None, "--engine", help="`scripted`, engine URL(s), or a model "
+                                            "(tiny, the default, smollm2, a model folder)"),
     gateway: str = typer.Option("", "--gateway", help="a running gateway's admin URL (token: $OPENFORGERL_ADMIN_TOKEN)"),
     out: Path = typer.Option(Path("runs/rollout"), "--out", help="results folder"),
-    model: str = typer.Option("policy", "--model", help="model name given to the harness"),
-    max_running: int = typer.Option(32, "--max-running", help="rollouts in flight"),
-    max_booting: int = typer.Option(8, "--max-booting", help="sandbox boots in flight"),
-    min_group: int = typer.Option(2, "--min-group", help="drop groups with fewer kept rollouts"),
-    retries: int = typer.Option(-1, "--retries", help="infra retries per group (-1: n)"),
-    timeout_policy: str = typer.Option("drop", "--timeout-policy", help="drop | zero"),
-    budget: float = typer.Option(0.0, "--budget", help="override each task's budget (s); 0: task's own"),
-    image: str = typer.Option("", "--image", help="image for podman/kubernetes tasks without one"),
+    model_name: str | None = typer.Option(None, "--model-name", help="model name given to the harness (policy)"),
+    max_running: int | None = typer.Option(None, "--max-running", help="rollouts in flight (32)"),
+    max_booting: int | None = typer.Option(None, "--max-booting", help="sandbox boots in flight (16)"),
+    min_group_size: int | None = typer.Option(None, "--min-group-size", help="drop groups with fewer kept rollouts (2)"),
+    retries: int | None = typer.Option(None, "--retries", help="infra retries per group (default: the group size)"),
+    timeout_policy: str | None = typer.Option(None, "--timeout-policy", help="drop (default) | zero"),
+    budget_s: float | None = typer.Option(None, "--budget-s", help="override each task's budget (s)"),
+    image: str | None = typer.Option(None, "--image", help="image for podman/kubernetes tasks without one"),
     limit: int = typer.Option(0, "--limit", help="only the first N tasks (0: all)"),
     success_rate: float = typer.Option(1.0, "--success-rate", help="scripted engine: share of rollouts that try"),
     tools_dir: Path | None = typer.Option(None, "--tools-dir", help="harness CLIs (default $OPENFORGERL_TOOLS)"),
 ) -> None:
     """Run rollouts of tasks in sandboxes through the gateway; progress, summary, results on disk."""
-    from openforgerl.orchestrator.config import OrchestratorConfig
+    from openforgerl.config import from_flags
+    from openforgerl.stack import engine_from_flag
 
-    config = OrchestratorConfig(
-        n=n, min_group_size=min_group, max_retries=None if retries < 0 else retries,
-        timeout_policy=timeout_policy,  # type: ignore[arg-type]
-        max_running=max_running, max_booting=max_booting, budget_s=budget or None, model=model,
-        artifacts_dir=out / "artifacts")
-    if tools_dir:
-        config = dataclasses.replace(config, harness_cache=tools_dir)
-    opts = {"tasks": tasks, "harness": harness, "harness_command": harness_command, "backend": backend,
-            "engine": engine, "gateway": gateway, "out": out, "image": image, "limit": limit,
-            "success_rate": success_rate}
+    scripted = engine == ["scripted"]
+    flags: dict[str, object] = {
+        "harness": harness, "rollout.group_size": group_size, "sandbox.backend": backend,
+        "rollout.model_name": model_name, "rollout.max_running": max_running, "rollout.max_booting": max_booting,
+        "rollout.min_group_size": min_group_size, "rollout.retries": retries, "rollout.timeout_policy": timeout_policy,
+        "rollout.budget_s": budget_s, "sandbox.image": image, "sandbox.tools_dir": tools_dir and str(tools_dir),
+        "out_dir": str(out), **(engine_from_flag(engine) if engine and not scripted else {})}
+    cfg = from_flags(config, flags)
+    opts = {"tasks": tasks, "harness_command": harness_command, "gateway": gateway, "limit": limit,
+            "success_rate": success_rate, "scripted": scripted}
     from openforgerl.sandbox.local import raise_nofile_limit
 
     raise_nofile_limit()
-    out.mkdir(parents=True, exist_ok=True)
-    counts = asyncio.run(_main(config, opts))
+    Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
+    counts = asyncio.run(_main(cfg, opts))
     raise typer.Exit(0 if counts.get("in_batch", 0) else 1)
 
 
-async def _main(config: Any, opts: dict[str, Any]) -> Counter[str]:
+async def _main(cfg: Any, opts: dict[str, Any]) -> Counter[str]:
     from openforgerl.orchestrator.batch import run_batch
     from openforgerl.orchestrator.results import ResultSink
     from openforgerl.orchestrator.view import ProgressView, write_summary
 
-    out: Path = opts["out"]
-    runtimes = _load_tasks(opts["tasks"], opts["limit"], opts["image"])
-    harness = _harness(opts["harness"], opts["harness_command"])
-    view = ProgressView(len(runtimes) * config.n)
-    async with _stack(opts, runtimes, out) as (gateway, sbx):
+    out = Path(cfg.out_dir)
+    config = cfg.orchestrator(artifacts_dir=out / "artifacts")
+    runtimes = _load_tasks(opts["tasks"], opts["limit"], cfg.sandbox.image or "")
+    harness = _harness(cfg.harness, opts["harness_command"])
+    view = ProgressView(len(runtimes) * config.group_size)
+    async with _stack(cfg, opts, runtimes) as (gateway, sbx):
         sink = ResultSink(out / "results.jsonl")
         with view:
             result = await run_batch(runtimes, harness, gateway=gateway, backend=sbx,
@@ -116,10 +124,12 @@ def _with_image(rt: Any, image: str) -> Any:
     return rt
 
 
-def _harness(name: str, argv: str) -> Any:
+def _harness(name: str | dict[str, float], argv: str) -> Any:
     from openforgerl.harness.generic import CommandHarness
     from openforgerl.harness.registry import get_harness
 
+    if not isinstance(name, str):
+        raise typer.BadParameter("rollout runs one harness: give `harness` a name, not a mix")
     if name == "command":
         if not argv:
             raise typer.BadParameter("--harness command needs --command 'ARGV'")
@@ -128,17 +138,11 @@ def _harness(name: str, argv: str) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def _stack(opts: dict[str, Any], runtimes: list[Any], out: Path) -> AsyncIterator[tuple[Any, Any]]:
+async def _stack(cfg: Any, opts: dict[str, Any], runtimes: list[Any]) -> AsyncIterator[tuple[Any, Any]]:
     """(gateway access, sandbox backend) from the composition root (`openforgerl.stack`): a running
-    gateway (`--gateway`), else an in-process one before the `--engine` (model, URLs or `scripted`)."""
-    from openforgerl.sandbox.registry import UnknownBackend
-    from openforgerl.stack import engine_from_flag, open_services
+    gateway (`--gateway`), else an in-process one before the configured engine (or the scripted oracle)."""
+    from openforgerl.stack import open_services, scripted_engine
 
-    engine = None if opts["gateway"] else engine_from_flag(opts["engine"], runtimes,
-                                                           success_rate=opts["success_rate"])
-    try:
-        services = open_services(out, engine, gateway_url=opts["gateway"] or None, backend=opts["backend"])
-        async with services as opened:
-            yield opened.access, opened.backend
-    except UnknownBackend as exc:
-        raise typer.BadParameter(str(exc)) from None
+    engine = scripted_engine(runtimes, success_rate=opts["success_rate"]) if opts["scripted"] else None
+    async with open_services(Path(cfg.out_dir), cfg, engine=engine, gateway_url=opts["gateway"] or None) as opened:
+        yield opened.access, opened.backend

@@ -1,4 +1,5 @@
-"""Orchestrator settings (one frozen dataclass; the CLI and the trainer build it)."""
+"""Orchestrator settings: one frozen dataclass, the stage's contract. Users configure the `rollout`
+section of `openforgerl.config.Config`; `Config.orchestrator()` builds this from it."""
 
 from __future__ import annotations
 
@@ -47,12 +48,12 @@ def _default_tools() -> Path:
 
 @dataclass(frozen=True)
 class OrchestratorConfig:
-    n: int = 8
+    group_size: int = 8
     """Rollouts per task: one GRPO group."""
     min_group_size: int = 2
     """A group with fewer kept rollouts than this is dropped whole (no usable advantage)."""
-    max_retries: int | None = None
-    """Extra attempts per group to refill infra-failed slots (default: n)."""
+    retries: int | None = None
+    """Extra attempts per group to refill infra-failed slots (None: `group_size`)."""
     timeout_policy: Literal["drop", "zero"] = "drop"
     """`drop` (default): a timed-out rollout leaves the batch; `zero`: it is kept with reward 0."""
     max_running: int = 64
@@ -84,5 +85,6 @@ class OrchestratorConfig:
         object.__setattr__(self, "harness_cache", Path(self.harness_cache).resolve())
 
     @property
-    def retries(self) -> int:
-        return self.n if self.max_retries is None else self.max_retries
+    def retry_budget(self) -> int:
+        """The extra attempts a group may spend: `retries`, or `group_size` when unset."""
+        return self.group_size if self.retries is None else self.retries

@@ -72,9 +72,9 @@ def apply_group_policy(records: Sequence[RolloutRecord], config: OrchestratorCon
 
 async def run_group(run: RunFn, task: TaskRuntime, harness: HarnessAdapter,
                     config: OrchestratorConfig, group_id: str | None = None) -> GroupResult:
-    """Run `config.n` slots concurrently; refill infra failures from a shared retry budget."""
+    """Run `config.group_size` slots concurrently; refill infra failures from a shared retry budget."""
     gid = group_id or f"{task.task_id}-{uuid.uuid4().hex[:8]}"
-    budget = [config.retries]
+    budget = [config.retry_budget]
 
     async def slot(index: int) -> list[RolloutRecord]:
         attempts: list[RolloutRecord] = []
@@ -85,6 +85,6 @@ async def run_group(run: RunFn, task: TaskRuntime, harness: HarnessAdapter,
                 return attempts
             budget[0] -= 1
 
-    per_slot = await asyncio.gather(*(slot(i) for i in range(config.n)))
+    per_slot = await asyncio.gather(*(slot(i) for i in range(config.group_size)))
     records, valid = apply_group_policy([r for s in per_slot for r in s], config)
     return GroupResult(task.task_id, gid, records, valid)

@@ -5,29 +5,37 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from openforgerl.sandbox.base import SandboxBackend
 
+if TYPE_CHECKING:
+    from openforgerl.config import SandboxSettings
 
-async def _local(root: Path) -> SandboxBackend:
+
+async def _local(root: Path, settings: SandboxSettings | None) -> SandboxBackend:
     from openforgerl.sandbox.local import LocalBackend
 
     return LocalBackend(root)
 
 
-async def _podman(root: Path) -> SandboxBackend:
+async def _podman(root: Path, settings: SandboxSettings | None) -> SandboxBackend:
     from openforgerl.sandbox.podman import PodmanBackend
 
     return PodmanBackend()
 
 
-async def _kubernetes(root: Path) -> SandboxBackend:
+async def _kubernetes(root: Path, settings: SandboxSettings | None) -> SandboxBackend:
     from openforgerl.sandbox.kubernetes import KubernetesBackend
 
-    return await KubernetesBackend.open()  # kubeconfig / in-cluster discovery
+    # kubeconfig / in-cluster discovery; the config's `sandbox.kubernetes` over $OPENFORGERL_K8S_*
+    return await KubernetesBackend.open(settings.kubernetes.build() if settings is not None else None)
 
 
-BACKENDS: dict[str, Callable[[Path], Awaitable[SandboxBackend]]] = {
+Factory = Callable[[Path, "SandboxSettings | None"], Awaitable[SandboxBackend]]
+"""(where a local backend keeps its sandboxes, the config's `sandbox` section) -> an open backend."""
+
+BACKENDS: dict[str, Factory] = {
     "local": _local,  # bubblewrap
     "podman": _podman,
     "kubernetes": _kubernetes,
@@ -38,9 +46,10 @@ class UnknownBackend(ValueError):
     pass
 
 
-async def make_backend(name: str, root: Path) -> SandboxBackend:
-    """The backend `name`; `root` is where a local backend keeps its sandboxes."""
+async def make_backend(name: str, root: Path, settings: SandboxSettings | None = None) -> SandboxBackend:
+    """The backend `name`; `root` is where a local backend keeps its sandboxes, `settings` the config's
+    `sandbox` section (backend options)."""
     factory = BACKENDS.get(name)
     if factory is None:
         raise UnknownBackend(f"unknown backend {name!r} ({' | '.join(BACKENDS)})")
-    return await factory(root)
+    return await factory(root, settings)

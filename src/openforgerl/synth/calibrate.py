@@ -163,7 +163,7 @@ def orchestrator_runner(harness: str, *, gateway: Any, backend: Any, **config: A
 
     def run(tasks: Sequence[Path], k: int) -> dict[str, list[float | None]]:
         runtimes = [load_runtime(p) for p in tasks]
-        trials = asyncio.run(run_eval(runtimes, [harness], gateway=gateway, backend=backend, trials=k, **config))
+        trials = asyncio.run(run_eval(runtimes, [harness], gateway=gateway, backend=backend, group_size=k, **config))
         out: dict[str, list[float | None]] = {}
         for t in trials:
             out.setdefault(t.task_id, []).append(None if t.infra else (t.reward if t.reward is not None else 0.0))
@@ -176,7 +176,9 @@ def run_calibration(root: Path, gateway_url: str, *, harness: str = "zero", k: i
                     threshold: float = 1.0) -> list[Calibration]:
     """`openforgerl tasks calibrate`: k rollouts per task under `root` through the orchestrator against a
     running gateway (its admin URL; the token from `$OPENFORGERL_ADMIN_TOKEN`), in real sandboxes; each
-    task's pass rate is written into its task.toml (infra failures are not counted)."""
+    task's pass rate is written into its task.toml (infra failures are not counted). The settings are the
+    one config schema's (`openforgerl.config`): `k` is `eval.group_size`, `model` is `rollout.model_name`."""
+    from openforgerl.config import load_config
     from openforgerl.gateway.access import GatewayAccess
     from openforgerl.tasks.format import find_tasks
     from openforgerl.tasks.loader import load_runtime
@@ -185,6 +187,9 @@ def run_calibration(root: Path, gateway_url: str, *, harness: str = "zero", k: i
     runtimes = [load_runtime(p) for p in paths]
     by_runtime_id = {rt.task_id: _task_id(p) for rt, p in zip(runtimes, paths, strict=True)}
 
+    config = load_config({"harness": harness, "rollout": {"model_name": model}, "eval": {"group_size": k}},
+                         source="tasks calibrate")
+
     async def rollouts() -> dict[str, list[float | None]]:
         from openforgerl.eval.runner import run_eval
         from openforgerl.sandbox.local import LocalBackend
@@ -192,7 +197,7 @@ def run_calibration(root: Path, gateway_url: str, *, harness: str = "zero", k: i
         backend = LocalBackend()
         try:
             trials = await run_eval(runtimes, [harness], gateway=GatewayAccess.from_env(gateway_url),
-                                    backend=backend, trials=k, model=model)
+                                    backend=backend, config=config.eval_orchestrator())
         finally:
             await backend.aclose()
         out: dict[str, list[float | None]] = {}
@@ -211,14 +216,14 @@ async def measure(runtimes: Sequence[Any], k: int, harness: Any, *, gateway: Any
                   config: Any, sink: Any = None) -> dict[str, list[float | None]]:
     """k rollouts of every task runtime through `run_batch` (the trainer's own path, so the harness keeps
     the options training gives it); {task.toml name: rewards}, infra → None, timeout → 0 (as the
-    orchestrator runner counts). `config`: an `OrchestratorConfig` (its `n` is replaced by k)."""
+    orchestrator runner counts). `config`: an `OrchestratorConfig` (its `group_size` is replaced by k)."""
     import dataclasses
 
     from openforgerl.eval.runner import records_to_trials
     from openforgerl.orchestrator.batch import run_batch
 
     by_runtime = {rt.task_id: _task_id(rt.task.root) for rt in runtimes}
-    cfg = dataclasses.replace(config, n=k, min_group_size=1)
+    cfg = dataclasses.replace(config, group_size=k, min_group_size=1)
     batch = await run_batch(list(runtimes), harness, gateway=gateway, backend=backend, config=cfg, sink=sink)
     out: dict[str, list[float | None]] = {}
     for t in records_to_trials(batch.records):
@@ -230,9 +235,9 @@ async def measure(runtimes: Sequence[Any], k: int, harness: Any, *, gateway: Any
 def _policy_config(model: str | None, config: Path | None) -> Any:
     """The policy as `train` would run it: a training config's model, engine and harness settings, or the
     defaults (the `tiny` model, `zero`), with `model` (a name or a model directory) overriding."""
-    from openforgerl.train.config import TrainConfig
+    from openforgerl.config import Config
 
-    cfg = TrainConfig.from_yaml(config) if config is not None else TrainConfig()
+    cfg = Config.from_yaml(config) if config is not None else Config()
     return cfg.model_copy(update={"model": model}) if model else cfg
 
 
@@ -243,18 +248,19 @@ def calibrate_embedded(root: Path, *, k: int = 4, model: str | None = None, conf
     backend) and run k rollouts per task under `root` with the harness `train` would build."""
     import tempfile
 
-    from openforgerl.train.config import TaskSelection
+    from openforgerl.config import TaskSelection
     from openforgerl.train.stack import open_stack
-    from openforgerl.train.trainer import harness_for, orchestrator_config
+    from openforgerl.train.trainer import harness_for
 
-    cfg = _policy_config(model, config).model_copy(
-        update={"tasks": TaskSelection(dir=str(root), split=None), "eval_tasks": None})
+    policy = _policy_config(model, config)
+    cfg = policy.model_copy(update={"tasks": TaskSelection(dir=str(root), split=None),
+                                    "eval": policy.eval.model_copy(update={"tasks": None})})
     paths = _task_paths(root)
 
     async def rollouts(out_dir: Path) -> dict[str, list[float | None]]:
         async with open_stack(cfg, out_dir) as stack:
             return await measure(stack.train_tasks, k, harness_for(cfg, 0), gateway=stack.gateway.access,
-                                 backend=stack.backend, config=orchestrator_config(cfg, k))
+                                 backend=stack.backend, config=cfg.orchestrator(group_size=k))
 
     with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
         measured = asyncio.run(rollouts(work_dir or Path(tmp)))
@@ -269,7 +275,7 @@ def calibrate_on_gateway(root: Path, gateway_url: str, *, k: int = 4, config: Pa
     from openforgerl.gateway.access import GatewayAccess
     from openforgerl.sandbox.local import LocalBackend
     from openforgerl.tasks.loader import load_runtime
-    from openforgerl.train.trainer import harness_for, orchestrator_config
+    from openforgerl.train.trainer import harness_for
 
     cfg = _policy_config(None, config)
     try:
@@ -282,7 +288,7 @@ def calibrate_on_gateway(root: Path, gateway_url: str, *, k: int = 4, config: Pa
         backend = LocalBackend()
         try:
             return await measure([load_runtime(p) for p in paths], k, harness_for(cfg, 0), gateway=access,
-                                 backend=backend, config=orchestrator_config(cfg, k))
+                                 backend=backend, config=cfg.orchestrator(group_size=k))
         finally:
             await backend.aclose()
 

@@ -28,8 +28,8 @@ class RolloutEnv:
     results: Path
 
     async def run(self, tasks: list[Any], harness: Any, **config: Any) -> BatchResult:
-        """One rollout per task by default (n=1, no retries); `config` overrides OrchestratorConfig."""
-        cfg = OrchestratorConfig(**{"n": 1, "min_group_size": 1, "max_retries": 0, **config})
+        """One rollout per task by default (group_size=1, no retries); `config` overrides OrchestratorConfig."""
+        cfg = OrchestratorConfig(**{"group_size": 1, "min_group_size": 1, "retries": 0, **config})
         return await run_batch(tasks, harness, gateway=self.gateway.access, backend=self.backend,
                                config=cfg, sink=ResultSink(self.results))
 

@@ -23,22 +23,16 @@ def command(
     from rich.console import Console
     from transformers.utils import logging as hf_logging
 
-    from openforgerl.train.config import ConfigError, TrainConfig
+    from openforgerl.config import Config, ConfigError
     from openforgerl.train.trainer import Trainer
 
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # the step table is the progress display; no per-push bars
+    flags = {"out_dir": None if out_dir is None else str(out_dir), "train.steps": steps,
+             "engine.kind": "remote" if engine else None, "engine.urls": engine or None}
     try:
-        cfg = TrainConfig.from_yaml(config)
+        cfg = Config.from_yaml(config, {k: v for k, v in flags.items() if v is not None})
     except ConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint="CONFIG") from None
-    updates: dict[str, object] = {}
-    if out_dir is not None:
-        updates["out_dir"] = str(out_dir)
-    if steps is not None:
-        updates["steps"] = steps
-    if engine:
-        updates["engine"] = cfg.engine.model_copy(update={"kind": "remote", "urls": engine})
-    cfg = cfg.model_copy(update=updates)
     console = Console()
     out = Path(cfg.out_dir)
     summary = asyncio.run(Trainer(cfg, out, console).run(resume=resume))

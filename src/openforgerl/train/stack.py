@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openforgerl.config import Config, TaskSelection
 from openforgerl.stack import InProcessPusher, open_services
 from openforgerl.store import SQLiteCallStore
-from openforgerl.train.config import TaskSelection, TrainConfig
 from openforgerl.train.weight_sync import WeightPusher
 
 __all__ = ["BUILTIN_PREFIX", "InProcessPusher", "Stack", "open_stack", "resolve_task_dir", "select_tasks"]
@@ -24,7 +24,7 @@ BUILTIN_PREFIX = "builtin:"
 
 @dataclass
 class Stack:
-    config: TrainConfig
+    config: Config
     engine_url: str
     pusher: WeightPusher
     store: SQLiteCallStore
@@ -90,19 +90,18 @@ def _in_band(path: Path, band: tuple[float, float]) -> bool:
 
 
 @asynccontextmanager
-async def open_stack(config: TrainConfig, out_dir: Path) -> AsyncIterator[Stack]:
+async def open_stack(config: Config, out_dir: Path) -> AsyncIterator[Stack]:
     """The services of `openforgerl.stack.open_services` (the composition root) for this config, plus
     its training and evaluation tasks and the policy the trainer loads."""
     from openforgerl.engines.local.model import resolve_model_path
 
     policy_path = resolve_model_path(config.model)
     train = select_tasks(config.tasks, config.seed)
-    evals = select_tasks(config.eval_tasks, config.seed) if config.eval_tasks else []
+    evals = select_tasks(config.eval.tasks, config.seed) if config.eval.tasks else []
     if not train:
         sels = config.tasks if isinstance(config.tasks, list) else [config.tasks]
         raise ValueError(f"no training tasks match {[sel.model_dump() for sel in sels]}")
-    async with open_services(out_dir, config.engine, model=config.model, backend=config.backend,
-                             call_deadline_s=config.gateway_call_deadline_s, push_weights=True) as services:
+    async with open_services(out_dir, config, push_weights=True) as services:
         assert services.pusher is not None  # push_weights: an EngineSettings engine then always has one
         yield Stack(config, services.engine_url, services.pusher, services.store, services.gateway,
                     services.backend, train, evals, policy_path)

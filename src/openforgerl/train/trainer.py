@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
 import random
 import time
 from collections.abc import Sequence
@@ -27,16 +26,15 @@ import torch
 from rich.console import Console
 from rich.live import Live
 
+from openforgerl.config import Config, TaskSelection
 from openforgerl.orchestrator.batch import BatchResult, run_batch
-from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.results import ResultSink
 from openforgerl.records import CallRecord, RolloutRecord, Sample
 from openforgerl.train.checkpoint import load_checkpoint, save_checkpoint
-from openforgerl.train.config import TaskSelection, TrainConfig
 from openforgerl.train.grpo import RolloutScore, group_advantages
 from openforgerl.train.reporting import MetricsLog, plot_reward_curve, step_table
 from openforgerl.train.stack import Stack, open_stack, redraw_pool, select_tasks
-from openforgerl.train.update import UpdateSettings, grpo_update, logprob_check
+from openforgerl.train.update import grpo_update, logprob_check
 from openforgerl.train.vision import SampleVision
 from openforgerl.train.weight_sync import sync_weights
 from openforgerl.trajectory.options import ReconstructionOptions
@@ -64,16 +62,7 @@ class TrainSummary:
     curve: Path | None
 
 
-def orchestrator_config(cfg: TrainConfig, n: int, artifacts_dir: Path | None = None) -> OrchestratorConfig:
-    """`artifacts_dir`: each rollout's harness output and service audit log (`<dir>/<rollout_id>/`),
-    what `openforgerl analyze` and `view` read from a run directory."""
-    return OrchestratorConfig(
-        n=n, min_group_size=min(2, n), timeout_policy=cfg.timeout_policy, max_running=cfg.max_running,
-        budget_s=cfg.rollout_budget_s, artifacts_dir=artifacts_dir,
-    )
-
-
-def harness_for(cfg: TrainConfig, step: int) -> Any:
+def harness_for(cfg: Config, step: int) -> Any:
     """One adapter per step; a weighted mix picks per step deterministically (seeded)."""
     from openforgerl.harness.harness_mix import HarnessMix
     from openforgerl.harness.registry import get_harness
@@ -84,7 +73,7 @@ def harness_for(cfg: TrainConfig, step: int) -> Any:
     if name in ("zero", "zero-gui"):  # the trainer owns sampling: the harness asks for what the engine settings say
         options.setdefault("max_tokens", cfg.engine.max_tokens)
         options.setdefault("temperature", cfg.engine.temperature)
-        options.setdefault("wall_clock_s", cfg.rollout_budget_s or 600.0)
+        options.setdefault("wall_clock_s", cfg.rollout.budget_s or 600.0)
     return get_harness(name, **options)
 
 
@@ -151,21 +140,20 @@ def policy_vision(path: Path, store: Any) -> SampleVision | None:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, out_dir: Path, console: Console | None = None) -> None:
+    def __init__(self, cfg: Config, out_dir: Path, console: Console | None = None) -> None:
         self.cfg = cfg
         self.out_dir = out_dir
         self.console = console or Console()
         self.log = MetricsLog(out_dir)
-        self.settings = UpdateSettings(cfg.clip_low, cfg.clip_high, cfg.kl_coef, cfg.micro_batch, cfg.max_grad_norm,
-                                       cfg.ppo_epochs)
+        self.settings = cfg.train.update_settings()
         self.vision: SampleVision | None = None
-        self.check_logprobs = cfg.step0_logprob_tol is not None
+        self.check_logprobs = cfg.train.step0_logprob_tol is not None
 
     async def evaluate(self, stack: Stack, step: int) -> float | None:
         if not stack.eval_tasks:
             return None
-        ocfg = orchestrator_config(self.cfg, self.cfg.eval_trials, self.out_dir / "rollouts")
-        ocfg = dataclasses.replace(ocfg, min_group_size=1)
+        ocfg = self.cfg.orchestrator(group_size=self.cfg.eval.group_size, artifacts_dir=self.out_dir / "rollouts",
+                                     min_group_size=1)
         batch = await run_batch(stack.eval_tasks, harness_for(self.cfg, step), gateway=stack.gateway.access,
                                 backend=stack.backend, config=ocfg, sink=self.sink(stack, "eval"))
         return pass_rate(batch.records)
@@ -176,17 +164,17 @@ class Trainer:
 
     def tasks_for(self, stack: Stack, step: int) -> list[Any]:
         rng = random.Random(self.cfg.seed * 100_003 + step)
-        k = min(self.cfg.tasks_per_step, len(stack.train_tasks))
+        k = min(self.cfg.train.tasks_per_step, len(stack.train_tasks))
         return rng.sample(stack.train_tasks, k)
 
     async def step(self, stack: Stack, model: Any, opt: Any, ref: Any, step: int, version: int) -> dict[str, Any]:
         t0 = time.monotonic()
         batch = await run_batch(self.tasks_for(stack, step), harness_for(self.cfg, step),
                                 gateway=stack.gateway.access, backend=stack.backend,
-                                config=orchestrator_config(self.cfg, self.cfg.group_size, self.out_dir / "rollouts"),
+                                config=self.cfg.orchestrator(artifacts_dir=self.out_dir / "rollouts"),
                                 sink=self.sink(stack, "train"))
         t_roll = time.monotonic() - t0
-        options = ReconstructionOptions(image_token_id=self.vision.image_token_id) if self.vision else DEFAULT_OPTIONS
+        options = self.cfg.reconstruction_options(image_token_id=self.vision.image_token_id if self.vision else None)
         data = await collect(stack.store, batch, options)
         adv = group_advantages(data.scores)
         stats = await asyncio.to_thread(grpo_update, model, opt, data.samples, adv, self.settings, ref_model=ref,
@@ -205,7 +193,7 @@ class Trainer:
     def refresh_due(self, done: int) -> list[TaskSelection]:
         """The band selections whose `refresh_every` falls on this step (none after the last step)."""
         sels = self.cfg.tasks if isinstance(self.cfg.tasks, list) else [self.cfg.tasks]
-        return [s for s in sels if s.refresh_every and done % s.refresh_every == 0 and done < self.cfg.steps]
+        return [s for s in sels if s.refresh_every and done % s.refresh_every == 0 and done < self.cfg.train.steps]
 
     async def refresh_bands(self, stack: Stack, sels: list[TaskSelection], step: int, version: int
                             ) -> dict[str, Any]:
@@ -219,7 +207,7 @@ class Trainer:
             runtimes = select_tasks(sel.model_copy(update={"pass_rate": None, "limit": None}), self.cfg.seed)
             measured = await measure(runtimes, sel.refresh_k, harness_for(self.cfg, step),
                                      gateway=stack.gateway.access, backend=stack.backend,
-                                     config=orchestrator_config(self.cfg, sel.refresh_k), sink=self.sink(stack, "refresh"))
+                                     config=self.cfg.orchestrator(group_size=sel.refresh_k), sink=self.sink(stack, "refresh"))
             done = calibrate([rt.task.root for rt in runtimes], recorded(measured), sel.refresh_k,
                              policy=f"train@v{version}")
             pool += len(runtimes)
@@ -235,10 +223,10 @@ class Trainer:
 
     def step0_check(self, stats: Any) -> dict[str, Any]:
         """The first step with trained tokens: trainer vs engine logprobs on the same weights."""
-        if not self.check_logprobs or not stats.trained_tokens or self.cfg.step0_logprob_tol is None:
+        if not self.check_logprobs or not stats.trained_tokens or self.cfg.train.step0_logprob_tol is None:
             return {}
         self.check_logprobs = False
-        check = logprob_check(stats, self.cfg.step0_logprob_tol)
+        check = logprob_check(stats, self.cfg.train.step0_logprob_tol)
         if not check.passed:
             self.console.print(f"[red]step-0 logprob check failed: max |trainer - engine| = {check.max_diff:.3g} "
                                f"> {check.tolerance:g} (engine and trainer disagree on the same weights)[/red]")
@@ -250,8 +238,8 @@ class Trainer:
         async with open_stack(self.cfg, self.out_dir) as stack:
             model = load_policy(stack.policy_path)
             self.vision = policy_vision(stack.policy_path, stack.store)
-            opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
-            ref = copy.deepcopy(model).eval() if self.cfg.kl_coef > 0 else None
+            opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.train.lr, weight_decay=self.cfg.train.weight_decay)
+            ref = copy.deepcopy(model).eval() if self.cfg.train.kl_coef > 0 else None
             first, version = 0, 0
             if resume:
                 first, version = load_checkpoint(self.out_dir / "checkpoint", model, opt)
@@ -261,19 +249,19 @@ class Trainer:
                 self.log.write({"step": first, "eval_pass1": before})
             done = first
             with Live(step_table(self.log.rows()), console=self.console, refresh_per_second=2) as live:
-                for step in range(first, self.cfg.steps):
-                    if self.cfg.time_budget_s and time.monotonic() - started > self.cfg.time_budget_s:
+                for step in range(first, self.cfg.train.steps):
+                    if self.cfg.train.time_budget_s and time.monotonic() - started > self.cfg.train.time_budget_s:
                         break
                     row = await self.step(stack, model, opt, ref, step, version)
                     version = row["policy_version"]
                     done = step + 1
-                    if self.cfg.eval_every and done % self.cfg.eval_every == 0 and done < self.cfg.steps:
+                    if self.cfg.eval.every and done % self.cfg.eval.every == 0 and done < self.cfg.train.steps:
                         row["eval_pass1"] = await self.evaluate(stack, done)
                     if due := self.refresh_due(done):
                         row |= await self.refresh_bands(stack, due, done, version)
                     self.log.write(row)
                     live.update(step_table(self.log.rows()))
-                    if self.cfg.checkpoint_every and done % self.cfg.checkpoint_every == 0:
+                    if self.cfg.train.checkpoint_every and done % self.cfg.train.checkpoint_every == 0:
                         save_checkpoint(self.out_dir / "checkpoint", model, opt, done, version)
             save_checkpoint(self.out_dir / "checkpoint", model, opt, done, version)
             after = await self.evaluate(stack, done)

@@ -1,4 +1,7 @@
-"""Knobs of trajectory reconstruction (what the trainer can take, and how to treat what it cannot)."""
+"""Knobs of trajectory reconstruction (what the trainer can take, and how to treat what it cannot).
+
+A stage contract of the pure layer (no pydantic here): users set the `reconstruction` section of the one
+config schema, and `openforgerl.config.Config.reconstruction_options()` builds this from it."""
 
 from __future__ import annotations
 

@@ -4,19 +4,19 @@ How it plugs in (veRL 0.9.1, read from its source in ``.venv-verl``):
 
 - veRL's ``AgentLoopWorker`` builds one loop object per row with ``hydra.utils.instantiate`` from the
   registry entry (``@register("openforgerl")`` below, or the YAML at
-  ``actor_rollout_ref.rollout.agent.agent_loop_config_path``, whose extra keys reach us as
-  ``LoopSettings``), passing ``server_manager``: a ``verl.workers.rollout.llm_server.LLMServerClient``.
+  ``actor_rollout_ref.rollout.agent.agent_loop_config_path``, whose extra keys are sections of the one
+  config schema, ``openforgerl.config.Config``: ``runtime.loop_config``), passing ``server_manager``: a ``verl.workers.rollout.llm_server.LLMServerClient``.
   That client has **no address attribute**: it holds ``_load_balancer``, the Ray actor
   ``GlobalRequestLoadBalancer`` whose server ids *are* the replicas' HTTP addresses ``host:port``
   (``LLMServerManager`` builds it from ``dict(zip(server_addresses, server_handles))``;
   ``LLMServerManager.get_addresses()`` returns the same list, documented as "the OpenAI chat completion
-  API http addresses"). So ``server_addresses`` asks, in order: ``settings.engine_urls``, a
+  API http addresses"). So ``server_addresses`` asks, in order: ``verl.engine_urls``, a
   ``server_addresses`` attribute / ``get_addresses()`` (an ``LLMServerManager``), then
   ``await server_manager._load_balancer.get_all_servers.remote()``. Each vLLM/SGLang replica runs the
   engine's full OpenAI server there (vLLM's ``build_app``), which is what our gateway's
   ``OpenAICompatEngine`` talks to (``return_token_ids`` + logprobs; dialect from ``rollout.name``).
 - ``run(sampling_params, **row)`` parses ``extra_info`` (``task_id`` / ``task_dir`` / ``harness``), runs
-  the task through ``orchestrator.run_batch`` (n=1, infra faults retried ``max_retries`` times) against
+  the task through ``orchestrator.run_batch`` (group size 1, infra faults retried ``rollout.retries`` times) against
   this worker's gateway, reconstructs samples from the call log and returns:
   * V1 (``trainer.use_v1=true``, veRL's default): ``list[AgentLoopOutput]``, every chain, the main
     agent's final chain last (V1 copies its reward to the others and uses only it for GRPO statistics);
@@ -47,16 +47,16 @@ placement. ``examples/verl/`` holds the launch script for a GPU cluster.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from openforgerl.config import Config
 from openforgerl.records import RolloutRecord
 from openforgerl.train.verl.outputs import classic_row, reconstruct, v1_rows, with_pil_images
 from openforgerl.train.verl.rows import AGENT_NAME, RowSpec
-from openforgerl.train.verl.runtime import LoopSettings, get_runtime
-from openforgerl.trajectory import OverflowPolicy, ReconstructionOptions
+from openforgerl.train.verl.runtime import get_runtime, loop_config
+from openforgerl.trajectory import ReconstructionOptions
 
 __all__ = ["AGENT_NAME", "VERL_AVAILABLE", "loop_mode", "rollout_rows", "server_addresses"]
 
@@ -83,25 +83,27 @@ def _get(config: Any, dotted: str, default: Any = None) -> Any:
     return default if node is None else node
 
 
-def loop_mode(settings: LoopSettings, trainer_config: Any) -> str:
+def loop_mode(config: Config, trainer_config: Any) -> str:
     """``v1`` or ``classic``; ``auto`` follows ``trainer.use_v1`` (veRL 0.9.1 defaults it to true)."""
-    if settings.mode in ("v1", "classic"):
-        return settings.mode
+    if config.verl.mode in ("v1", "classic"):
+        return config.verl.mode
     return "v1" if bool(_get(trainer_config, "trainer.use_v1", True)) else "classic"
 
 
-def dialect_of(settings: LoopSettings, trainer_config: Any) -> str:
-    name = settings.dialect or str(_get(trainer_config, "actor_rollout_ref.rollout.name", "vllm"))
+def dialect_of(config: Config, trainer_config: Any) -> str:
+    name = config.verl.dialect or str(_get(trainer_config, "actor_rollout_ref.rollout.name", "vllm"))
     return "sglang" if name == "sglang" else "vllm"
 
 
-def reconstruction_options(settings: LoopSettings, trainer_config: Any) -> ReconstructionOptions:
-    """Chains fitted to veRL's ``rollout.prompt_length`` / ``response_length`` (its batch shapes)."""
+def reconstruction_options(config: Config, trainer_config: Any, image_token_id: int | None = None
+                           ) -> ReconstructionOptions:
+    """The config's ``reconstruction`` section, its unset lengths fitted to veRL's
+    ``rollout.prompt_length`` / ``response_length`` (its batch shapes)."""
     prompt = _get(trainer_config, "actor_rollout_ref.rollout.prompt_length")
     response = _get(trainer_config, "actor_rollout_ref.rollout.response_length")
-    return ReconstructionOptions(max_prompt_len=None if prompt is None else int(prompt),
-                                 max_response_len=None if response is None else int(response),
-                                 overflow=OverflowPolicy(settings.overflow))
+    return config.reconstruction_options(max_prompt_len=None if prompt is None else int(prompt),
+                                         max_response_len=None if response is None else int(response),
+                                         image_token_id=image_token_id)
 
 
 def rollout_rows(record: RolloutRecord, calls: list[Any], *, mode: str, options: ReconstructionOptions,
@@ -113,7 +115,7 @@ def rollout_rows(record: RolloutRecord, calls: list[Any], *, mode: str, options:
     return classic_row(result, pad_token_id=pad_token_id, global_steps=global_steps)
 
 
-async def run_row(server_manager: Any, trainer_config: Any, settings: LoopSettings, row: Mapping[str, Any],
+async def run_row(server_manager: Any, trainer_config: Any, config: Config, row: Mapping[str, Any],
                   *, pad_token_id: int = 0, image_token_id: int | None = None
                   ) -> tuple[list[dict[str, Any]] | dict[str, Any], float]:
     """Everything ``run`` does, veRL-free: (rows, rollout seconds). ``image_token_id`` (veRL's
@@ -123,12 +125,11 @@ async def run_row(server_manager: Any, trainer_config: Any, settings: LoopSettin
     async def urls() -> list[str]:
         return await server_addresses(server_manager)
 
-    runtime = await get_runtime(settings, urls, dialect_of(settings, trainer_config))
-    record, calls = await runtime.run(RowSpec.parse(row, settings.default_harness))
+    runtime = await get_runtime(config, urls, dialect_of(config, trainer_config))
+    record, calls = await runtime.run(RowSpec.parse(row, str(config.harness)))
     steps = row.get("global_steps")
-    rows = rollout_rows(record, calls, mode=loop_mode(settings, trainer_config),
-                        options=dataclasses.replace(reconstruction_options(settings, trainer_config),
-                                                    image_token_id=image_token_id),
+    rows = rollout_rows(record, calls, mode=loop_mode(config, trainer_config),
+                        options=reconstruction_options(config, trainer_config, image_token_id),
                         global_steps=None if steps is None else int(steps), pad_token_id=pad_token_id)
     return with_pil_images(rows, runtime.store.read_blob), time.monotonic() - started
 
@@ -160,7 +161,7 @@ if VERL_AVAILABLE:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self.settings = LoopSettings.from_kwargs(kwargs)
+            self.settings = loop_config(kwargs)
 
         async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
             pad = getattr(self.tokenizer, "pad_token_id", None) or 0
