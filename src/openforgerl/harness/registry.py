@@ -39,6 +39,12 @@ ALIASES = {"claude": "claude_code", "claude-code": "claude_code", "qwen": "qwen_
 INSTALLABLE = ("codex", "claude_code", "qwen_code", "openclaw", "opencode", "mini_swe_agent", "ui-tars", "browser-use")
 
 
+def register_harness(name: str, factory: Callable[..., HarnessAdapter], *, aliases: tuple[str, ...] = ()) -> None:
+    """Serve `name` (configs' `harness`, `--harness`, `RolloutRecord.harness`) with `factory(**options)`."""
+    FACTORIES[name] = factory
+    ALIASES.update({alias: name for alias in aliases})
+
+
 def harness_names() -> list[str]:
     return sorted(FACTORIES)
 

@@ -42,6 +42,11 @@ BACKENDS: dict[str, Factory] = {
 }
 
 
+def register_backend(name: str, factory: Factory) -> None:
+    """Serve `name` (configs' `sandbox.backend`, `--backend`) with `factory`; a later call replaces it."""
+    BACKENDS[name] = factory
+
+
 class UnknownBackend(ValueError):
     pass
 
