@@ -5,8 +5,9 @@
 - `compose`: atoms along the data flow between tool schemas, and variants (dup, fault, impossible).
 - `filters`: in-process validation with the verifier's evaluator; `dedup`: exact + MinHash.
 - `pipeline.synthesize` (= `openforgerl tasks synthesize`), `agreement.sandbox_agreement`.
-- `calibrate`: pass rates per task, `select_band`, `refresh`, `pools`; `measure` / `calibrate_embedded` /
-  `calibrate_on_gateway` run a live policy (`tasks synthesize --calibrate`, `train`'s `refresh_every`).
+- `calibrate`: pass rates per task, `select_band`, `refresh`, `pools`; `measure` runs a live policy
+  (`train`'s `refresh_every`); `live.calibrate_embedded` / `live.calibrate_on_gateway` are
+  `tasks synthesize --calibrate` (they import `train`, which imports `calibrate`: kept apart, no cycle).
 - `claw.claw_family_env` (`--env claw-family`): Claw phrased like the `sft` family the tiny model was warmed on.
 """
 

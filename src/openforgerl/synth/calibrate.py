@@ -6,9 +6,9 @@ sometimes (0 < p < 1). `calibrate` takes any `RunPolicy` — the orchestrator th
 runs) — and writes `[metadata.calibration]` into each task.toml (`pass_rate`, `k`, `passes`,
 `scored`, `policy`, `at`). `select_band` reads it back; `refresh` re-measures and re-selects as the
 policy improves; `pools` splits by pass rate the way prime-rl's `DifficultyPoolSampler` does.
-`measure` runs a live policy through `run_batch` with the harness `train` builds: `calibrate_embedded`
-(`tasks synthesize --calibrate`) opens train's own stack for it, `calibrate_on_gateway` uses a running
-gateway, and the trainer's `refresh_every` hook calls it with the weights it has just pushed.
+`measure` runs a live policy through `run_batch` with the harness `train` builds; the trainer's
+`refresh_every` hook calls it with the weights it has just pushed, and `synth/live.py` (`tasks synthesize
+--calibrate`) with train's own stack or a running gateway. Nothing here imports `train` (which imports this).
 (`[metadata.openforgerl]` is strict in `tasks/format.py`, so the numbers live in their own table.)
 """
 
@@ -26,8 +26,7 @@ from typing import Any
 from openforgerl.tasks import _toml
 from openforgerl.tasks.draft import Action
 
-__all__ = ["Calibration", "RunPolicy", "calibrate", "calibrate_embedded", "calibrate_on_gateway",
-           "candidate_from_folder", "inprocess_runner", "measure", "orchestrator_runner", "pass_rate", "pools",
+__all__ = ["Calibration", "RunPolicy", "calibrate", "candidate_from_folder", "inprocess_runner", "measure", "orchestrator_runner", "pass_rate", "pools",
            "recorded", "refresh", "select_band"]
 
 RunPolicy = Callable[[Sequence[Path], int], Mapping[str, Sequence[float | None]]]
@@ -230,73 +229,3 @@ async def measure(runtimes: Sequence[Any], k: int, harness: Any, *, gateway: Any
         out.setdefault(by_runtime.get(t.task_id, t.task_id), []).append(
             None if t.infra else (t.reward if t.reward is not None else 0.0))
     return out
-
-
-def _policy_config(model: str | None, config: Path | None) -> Any:
-    """The policy as `train` would run it: a training config's model, engine and harness settings, or the
-    defaults (the `tiny` model, `zero`), with `model` (a name or a model directory) overriding."""
-    from openforgerl.config import Config
-
-    cfg = Config.from_yaml(config) if config is not None else Config()
-    return cfg.model_copy(update={"model": model}) if model else cfg
-
-
-def calibrate_embedded(root: Path, *, k: int = 4, model: str | None = None, config: Path | None = None,
-                       work_dir: Path | None = None, threshold: float = 1.0) -> list[Calibration]:
-    """`tasks synthesize --calibrate` without `--gateway`: open the embedded default stack exactly as
-    `train` opens it (`train.stack.open_stack`: local engine on the model, call log, gateway, sandbox
-    backend) and run k rollouts per task under `root` with the harness `train` would build."""
-    import tempfile
-
-    from openforgerl.config import TaskSelection
-    from openforgerl.train.stack import open_stack
-    from openforgerl.train.trainer import harness_for
-
-    policy = _policy_config(model, config)
-    cfg = policy.model_copy(update={"tasks": TaskSelection(dir=str(root), split=None),
-                                    "eval": policy.eval.model_copy(update={"tasks": None})})
-    paths = _task_paths(root)
-
-    async def rollouts(out_dir: Path) -> dict[str, list[float | None]]:
-        async with open_stack(cfg, out_dir) as stack:
-            return await measure(stack.train_tasks, k, harness_for(cfg, 0), gateway=stack.gateway.access,
-                                 backend=stack.backend, config=cfg.orchestrator(group_size=k))
-
-    with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
-        measured = asyncio.run(rollouts(work_dir or Path(tmp)))
-    return calibrate(paths, recorded(measured), k, policy=f"{cfg.model}@embedded", threshold=threshold)
-
-
-def calibrate_on_gateway(root: Path, gateway_url: str, *, k: int = 4, config: Path | None = None,
-                         threshold: float = 1.0) -> list[Calibration]:
-    """`tasks synthesize --calibrate --gateway URL`: the policy behind a running gateway (admin token from
-    `$OPENFORGERL_ADMIN_TOKEN`), local sandboxes, the harness a training config (or the default) builds."""
-    from openforgerl.errors import UserError
-    from openforgerl.gateway.access import GatewayAccess
-    from openforgerl.sandbox.local import LocalBackend
-    from openforgerl.tasks.loader import load_runtime
-    from openforgerl.train.trainer import harness_for
-
-    cfg = _policy_config(None, config)
-    try:
-        access = GatewayAccess.from_env(gateway_url)
-    except ValueError as exc:  # no admin token: the user's to fix
-        raise UserError(str(exc)) from None
-    paths = _task_paths(root)
-
-    async def rollouts() -> dict[str, list[float | None]]:
-        backend = LocalBackend()
-        try:
-            return await measure([load_runtime(p) for p in paths], k, harness_for(cfg, 0), gateway=access,
-                                 backend=backend, config=cfg.orchestrator(group_size=k))
-        finally:
-            await backend.aclose()
-
-    measured = asyncio.run(rollouts())
-    return calibrate(paths, recorded(measured), k, policy=f"{cfg.harness}@{gateway_url}", threshold=threshold)
-
-
-def _task_paths(root: Path) -> list[Path]:
-    from openforgerl.tasks.format import find_tasks
-
-    return list(find_tasks(root))
