@@ -11,6 +11,7 @@ import textwrap
 import orjson
 import pytest
 
+from openforgerl.engines.base import PromptIds
 from openforgerl.records import (
     CallError,
     CallErrorKind,
@@ -183,7 +184,7 @@ async def test_append_call_json_round_trips_the_gateway_record(tmp_path):
     raw_request = b'{"model": "m",  "messages": [{"role": "user", "content": "h\\u00e9"}], "n": 1}'
     meta = CallMeta("r", 3, WireProtocol.CHAT, orjson.loads(raw_request), None,
                     {"thread-id": "t1", "x-codex-parent-thread-id": "t0"}, 2, 100.0, False, raw_request)
-    tape = CallTape(prompt_ids_json=b"[5,6,70000]", token_ids=[1, 2], logprobs=[-0.5, -1e-9], text=["hé"],
+    tape = CallTape(prompt=PromptIds(json=b"[5,6,70000]"), token_ids=[1, 2], logprobs=[-0.5, -1e-9], text=["hé"],
                     finish_reason="stop", engine_id="e", first_token_at=101.0)
     error = CallError(kind=CallErrorKind.CLIENT_DISCONNECTED, message="gone")
     store = SQLiteCallStore(tmp_path / "log.db")

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from openforgerl.engines.base import EngineCall, EngineChunk, EngineError, EngineResult
+from openforgerl.engines.base import EngineCall, EngineChunk, EngineError, EngineResult, PromptIds
 from openforgerl.engines.chat_format import ChatFormat, ParsedOutput, parse_output
 from openforgerl.records import CallErrorKind
 
@@ -175,7 +175,7 @@ class ScriptedEngine:
         await self._before_headers()
         done = self.sample(call)
         body = completion_body(done, self.model)
-        return EngineResult(body, done.prompt_ids, done.ids, done.logprobs, done.finish_reason,
+        return EngineResult(body, PromptIds(ids=done.prompt_ids), done.ids, done.logprobs, done.finish_reason,
                             self.engine_id)
 
     async def stream(self, call: EngineCall) -> AsyncIterator[EngineChunk]:
@@ -188,7 +188,8 @@ class ScriptedEngine:
             if ids and self.faults.token_delay_s:
                 await asyncio.sleep(self.faults.token_delay_s)
             finish = _chunk_finish(body)
-            yield EngineChunk(body, ids, lps, body.get("prompt_token_ids"), finish, self.engine_id,
+            prompt = PromptIds(ids=body["prompt_token_ids"]) if "prompt_token_ids" in body else None
+            yield EngineChunk(body, ids, lps, prompt, finish, self.engine_id,
                               final=finish is not None or not body.get("choices"))
 
     async def _before_headers(self) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from openforgerl.engines.base import EngineChunk, EngineResult
+from openforgerl.engines.base import EngineChunk, EngineResult, PromptIds
 from openforgerl.gateway.images import with_engine_grids
 from openforgerl.records import CallError, CallErrorKind, CallRecord, ImageRef, WireProtocol, json_default
 
@@ -103,8 +103,7 @@ def is_side_call(protocol: WireProtocol, request: dict[str, Any]) -> bool:
 class CallTape:
     """Accumulates what the engine produced for one call, as it streams past."""
 
-    prompt_token_ids: list[int] = field(default_factory=list)
-    prompt_ids_json: bytes | None = None  # the engine's own array bytes, when it gave them (then the list is unset)
+    prompt: PromptIds | None = None
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
@@ -121,10 +120,7 @@ class CallTape:
     _decode: Callable[[bytes], EngineChunk | None] | None = None
 
     def take_result(self, result: EngineResult) -> None:
-        if result.prompt_token_ids is None and result.prompt_ids_json is not None:
-            self.prompt_ids_json = result.prompt_ids_json
-        else:
-            self.prompt_token_ids = result.prompt_ids()
+        self.prompt = result.prompt
         self.token_ids = result.token_ids
         self.logprobs = result.logprobs
         self.finish_reason = result.finish_reason
@@ -138,15 +134,10 @@ class CallTape:
             self.text.append(content)
 
     def prompt_ids(self) -> list[int]:
-        if self.prompt_ids_json is not None:
-            ids: list[int] = orjson.loads(self.prompt_ids_json)
-            return ids
-        return self.prompt_token_ids
+        return [] if self.prompt is None else self.prompt.ids
 
     def prompt_length(self) -> int:
-        if self.prompt_ids_json is not None:
-            return self.prompt_ids_json.count(b",") + 1 if len(self.prompt_ids_json) > 2 else 0
-        return len(self.prompt_token_ids)
+        return 0 if self.prompt is None else len(self.prompt)
 
     def _take_media(self, body: Any) -> bool:
         if not isinstance(body, dict) or "openforgerl_images" not in body:
@@ -201,10 +192,8 @@ class CallTape:
             self.first_token_at = first  # when the first token passed, not when it was decoded
 
     def _take_read(self, chunk: EngineChunk) -> None:
-        if chunk.prompt_token_ids is not None:
-            self.prompt_token_ids, self.prompt_ids_json = chunk.prompt_token_ids, None
-        elif chunk.prompt_ids_json is not None:
-            self.prompt_token_ids, self.prompt_ids_json = [], chunk.prompt_ids_json
+        if chunk.prompt is not None:
+            self.prompt = chunk.prompt
         if chunk.token_ids:
             if self.first_token_at is None:
                 self.first_token_at = time.time()
@@ -255,8 +244,7 @@ def _record_fields(meta: CallMeta, tape: CallTape, error: CallError | None, fini
     if spliced:
         if meta.request_json is not None:
             request = orjson.Fragment(meta.request_json)
-        prompt: Any = (orjson.Fragment(tape.prompt_ids_json) if tape.prompt_ids_json is not None
-                       else tape.prompt_token_ids)
+        prompt: Any = [] if tape.prompt is None else tape.prompt.for_record()
     else:
         prompt = tape.prompt_ids()
     images = meta.images if tape.engine_images is None else with_engine_grids(meta.images, tape.engine_images)
