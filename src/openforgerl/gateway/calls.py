@@ -3,7 +3,7 @@
 Protocol-independent: a `ProtocolAdapter` turns the client's body into a chat-completions body for
 the engine and the engine's answer back into the client's protocol; everything else (auth, pause
 gate, deadline, error classification, recording, taint) happens here once.
-Ordering guarantee: the call's record is durable (`await store.append_call_json`) before the response's
+Ordering guarantee: the call's record is durable (`await store.append_call`) before the response's
 final bytes go out (the whole body for non-streamed calls; the terminal events for streams), so a
 gateway killed right after a call finished loses nothing; a client that went away mid-stream still
 gets its tokens recorded, with error CLIENT_DISCONNECTED.
@@ -51,7 +51,6 @@ from openforgerl.gateway.metrics import Metrics
 from openforgerl.gateway.recording import (
     CallMeta,
     CallTape,
-    build_record,
     call_error,
     harness_headers,
     is_side_call,
@@ -331,7 +330,7 @@ async def _finish_record(gw: Gateway, meta: CallMeta, state: RolloutState, tape:
     if meta.images and tape.processor is None:
         tape.processor = await _engine_processor(gw, meta.rollout_id)
     finished_at = time.time()
-    await gw.store.append_call_json(meta.rollout_id, meta.index, record_json(meta, tape, error, finished_at))
+    await gw.store.append_call(meta.rollout_id, meta.index, record_json(meta, tape, error, finished_at))
     outcome = "ok" if error is None else error.kind.value
     gw.metrics.observe(meta.protocol.value, outcome, tape.prompt_length(), len(tape.token_ids),
                        finished_at - meta.started_at)
@@ -339,6 +338,12 @@ async def _finish_record(gw: Gateway, meta: CallMeta, state: RolloutState, tape:
         await gw.registry.taint(state, error.kind)
     if error is None:
         _note_sampled(gw, state, meta, tape)
+
+
+def _record_cancelled(gw: Gateway, meta: CallMeta, tape: CallTape) -> None:
+    """A cancelled call's record, written without an await (the store makes it durable here)."""
+    error = call_error(CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")
+    gw.store.append_call(meta.rollout_id, meta.index, record_json(meta, tape, error))
 
 
 async def _verbatim(gw: Gateway, state: RolloutState, engine_body: dict[str, Any]) -> dict[str, Any] | None:
@@ -376,8 +381,7 @@ async def _complete(gw: Gateway, adapter: ProtocolAdapter, meta: CallMeta, state
         tape.take_result(result)
         payload = adapter.response_body(meta.request, result)
     except asyncio.CancelledError:  # the client went away: the engine request was closed with it
-        gw.store.append_call_nowait(build_record(meta, tape, call_error(
-            CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")))
+        _record_cancelled(gw, meta, tape)
         raise
     except Exception as exc:
         recorded, refusal = _classify(exc, state)
@@ -396,8 +400,7 @@ async def _stream(gw: Gateway, request: web.Request, adapter: ProtocolAdapter, m
             first = await chunks.__anext__()
     except asyncio.CancelledError:
         await _aclose(chunks)  # the engine's HTTP request ends now, not at GC
-        gw.store.append_call_nowait(build_record(meta, tape, call_error(
-            CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")))
+        _record_cancelled(gw, meta, tape)
         raise
     except Exception as exc:
         await _aclose(chunks)
@@ -424,8 +427,7 @@ async def _relay(gw: Gateway, resp: web.StreamResponse, adapter: ProtocolAdapter
         return resp
     except asyncio.CancelledError:
         await _aclose(chunks)  # the engine's HTTP request ends now, not at GC
-        gw.store.append_call_nowait(build_record(meta, tape, call_error(
-            CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")))
+        _record_cancelled(gw, meta, tape)
         raise
     except Exception as exc:
         await _aclose(chunks)

@@ -19,7 +19,7 @@ import orjson
 
 from openforgerl.engines.base import EngineChunk, EngineResult, PromptIds
 from openforgerl.gateway.images import with_engine_grids
-from openforgerl.records import CallError, CallErrorKind, CallRecord, ImageRef, WireProtocol, json_default
+from openforgerl.records import CallError, CallErrorKind, CallRecord, ImageRef, WireProtocol, encode_record
 
 # Harness headers worth keeping (lower-case); secrets (authorization, x-api-key) never are.
 RECORDED_HEADERS = (
@@ -274,10 +274,11 @@ def record_json(meta: CallMeta, tape: CallTape, error: CallError | None = None,
     The client's request body and the engine's prompt-id array are spliced in as the bytes that
     came over the wire (already checked to be JSON), not parsed and re-serialised: on real agent
     calls (tens of KB of history, tens of thousands of prompt ids) that is most of the gateway's
-    per-call CPU. `CallRecord.model_validate_json` of the result equals `build_record`.
+    per-call CPU. This is the only writer of call records; `build_record` is its oracle in tests:
+    `CallRecord.model_validate_json` of the result equals it.
     """
     finished = time.time() if finished_at is None else finished_at
-    return orjson.dumps(_record_fields(meta, tape, error, finished, spliced=True), default=json_default)
+    return encode_record(_record_fields(meta, tape, error, finished, spliced=True))
 
 
 def call_error(kind: CallErrorKind, message: str, status: int | None = None) -> CallError:
