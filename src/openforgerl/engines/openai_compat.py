@@ -110,7 +110,7 @@ class _Extract:
         return prompt, ids, lps
 
     @staticmethod
-    def events(bodies: list[dict[str, Any]], raw: bytes, engine_id: str) -> EngineChunk:
+    def events(bodies: list[dict[str, Any]], raw: bytes | None, engine_id: str) -> EngineChunk:
         """One EngineChunk for the chunk dicts of one network read (a tight loop: hot path)."""
         ids: list[int] = []
         lps: list[float] = []
@@ -137,6 +137,11 @@ class _Extract:
         prompt_ids = None if prompt is None else PromptIds(ids=prompt)
         return EngineChunk(bodies[-1], ids, lps, prompt_ids, finish, engine_id, raw,
                            bodies if len(bodies) > 1 else None, "".join(text), final)
+
+
+# One chunk's ids, logprobs, text and finish out of parsed chunk dicts: also how the local engine's
+# in-process stream reads the chunk dicts it would have sent over the wire.
+chunk_of_bodies = _Extract.events
 
 
 class OpenAICompatEngine:
