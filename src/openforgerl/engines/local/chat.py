@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -63,6 +63,10 @@ class TokenModel(Protocol):
     @property
     def vision(self) -> VisionProcessor | None: ...
 
+    def render_prompt(self, body: dict[str, Any], tools: list[dict[str, Any]] | None) -> list[int]:
+        """The chat body's prompt ids under the model's template (before any image pads expand)."""
+        ...
+
     def stream_tokens(self, prompt_ids: list[int], params: SamplingParams,
                       images: ProcessedImages | None = None) -> AsyncGenerator[StepEvent, None]: ...
 
@@ -81,10 +85,10 @@ class ChatRequest:
     model: str
 
 
-def _chat_prompt(model: TokenModel, body: dict[str, Any], opts: ChatOptions) -> list[int]:
+def render_prompt(chat: ChatFormat, body: dict[str, Any], tools: list[dict[str, Any]] | None) -> list[int]:
     kwargs = dict(body.get("chat_template_kwargs") or {})
     add_gen = body.get("add_generation_prompt", True)
-    return model.chat.prompt_ids(body["messages"], opts.tools, add_generation_prompt=add_gen, **kwargs)
+    return chat.prompt_ids(body["messages"], tools, add_generation_prompt=add_gen, **kwargs)
 
 
 async def with_images(model: TokenModel, messages: list[dict[str, Any]],
@@ -102,7 +106,7 @@ async def prepare(model: TokenModel, body: dict[str, Any]) -> ChatRequest:
     opts = chat_options(body, reasoning_parser=model.chat.reasoning_parser)
     if opts.stream and opts.n != 1:
         raise ApiError("streaming supports n=1 only")
-    prompt, images = await with_images(model, body["messages"], _chat_prompt(model, body, opts))
+    prompt, images = await with_images(model, body["messages"], model.render_prompt(body, opts.tools))
     params = sampling_params(body, prompt_len=len(prompt), max_model_len=model.max_model_len,
                              logprobs=chat_logprobs(body), default_max=None)
     return ChatRequest(opts, prompt, images, params, body.get("model") or model.model_name)
@@ -206,7 +210,7 @@ async def complete(model: TokenModel, call: EngineCall, engine_id: str) -> Engin
                         choice["finish_reason"], engine_id)
 
 
-async def stream(model: TokenModel, call: EngineCall, engine_id: str) -> AsyncIterator[EngineChunk]:
+async def stream(model: TokenModel, call: EngineCall, engine_id: str) -> AsyncGenerator[EngineChunk, None]:
     """`Engine.stream` for a token model: one EngineChunk per chunk dict the server would have sent."""
     from openforgerl.engines.openai_compat import chunk_of_bodies
 

@@ -93,6 +93,9 @@ class LocalEngine:
     def vision(self) -> Any:
         return self.loaded.vision
 
+    def render_prompt(self, body: dict[str, Any], tools: list[dict[str, Any]] | None) -> list[int]:
+        return chat_face.render_prompt(self.chat, body, tools)
+
     # -- the Engine protocol ----------------------------------------------------------------------
     async def complete(self, call: base.EngineCall) -> base.EngineResult:
         return await chat_face.complete(self, call, self.engine_id)
@@ -115,8 +118,11 @@ class LocalEngine:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[StepEvent] = asyncio.Queue()
         stops = StopStrings(self.chat.decode, params.stop) if params.stop else None
-        seq = Sequence(list(prompt_ids), params, lambda ev: loop.call_soon_threadsafe(queue.put_nowait, ev), stops,
-                       images=images)
+
+        def deliver(ev: StepEvent) -> None:  # called on the core's thread
+            loop.call_soon_threadsafe(queue.put_nowait, ev)
+
+        seq = Sequence(list(prompt_ids), params, deliver, stops, images=images)
         self.core.submit(seq)
         try:
             while True:
