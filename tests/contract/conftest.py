@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from enginekit import SCRIPTED_URLS
 
 from openforgerl.engines.chat_format import TINY_ASSETS
 from openforgerl.engines.local import vllm_cpu
@@ -58,11 +59,33 @@ def local_engine_server(tiny_model_dir: Path) -> Iterator[str]:
     server.close()
 
 
-@pytest.fixture(scope="session", params=["local", pytest.param("vllm", marks=pytest.mark.vllm)])
+@pytest.fixture(scope="session")
+def scripted_engine_server() -> Iterator[str]:
+    """The scripted engine (the test double most tests use) served over HTTP from its own thread,
+    deciding with `contract_policy`: its wire output must pass the same assertions."""
+    import asyncio
+    import threading
+
+    from openforgerl.engines.scripted import ScriptedEngine, start_scripted_server
+    from openforgerl.testing.policies import contract_policy
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    engine = ScriptedEngine(contract_policy, model="tiny")
+    server = asyncio.run_coroutine_threadsafe(start_scripted_server(engine), loop).result(60)
+    SCRIPTED_URLS.add(server.url)
+    yield server.url
+    asyncio.run_coroutine_threadsafe(server.aclose(), loop).result(60)
+    loop.call_soon_threadsafe(loop.stop)
+
+
+_ENGINE_FIXTURES = {"local": "local_engine_server", "scripted": "scripted_engine_server", "vllm": "vllm_server"}
+
+
+@pytest.fixture(scope="session", params=["local", "scripted", pytest.param("vllm", marks=pytest.mark.vllm)])
 def engine_url(request: pytest.FixtureRequest) -> str:
-    """The base URL of each engine in turn; every contract test runs against both."""
-    name = "local_engine_server" if request.param == "local" else "vllm_server"
-    return request.getfixturevalue(name)
+    """The base URL of each engine in turn; every contract test runs against all of them."""
+    return request.getfixturevalue(_ENGINE_FIXTURES[request.param])
 
 
 # -- the vision-language model (tiny-vl): the image cases of test_image_contract.py -------------------

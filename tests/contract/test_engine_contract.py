@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from enginekit import skip_scripted
 from openai import OpenAI
 
 from openforgerl.engines.local.model import load_chat_format
@@ -137,6 +138,7 @@ def test_stream_ids_concatenate_to_non_stream_ids(engine_url, case):
 
 
 def test_completions_accept_token_id_prompts(engine_url):
+    skip_scripted(engine_url, "/v1/completions samples from a token prompt")
     chat = _chat(engine_url, "tool_call", max_tokens=12, extra_body={"ignore_eos": True})["choices"][0]
     prompt = _chat(engine_url, "tool_call", max_tokens=1)["prompt_token_ids"]
     d = _client(engine_url).completions.create(model="tiny", prompt=prompt, max_tokens=12, temperature=0, logprobs=1,
@@ -167,6 +169,7 @@ def _reload(url: str, path: Path) -> None:
 
 
 def test_weight_reload_changes_output(engine_url, tiny_model_dir, tmp_path):
+    skip_scripted(engine_url, "nothing to reload")
     before = _chat(engine_url, "no_tools", extra_body={"ignore_eos": True}, max_tokens=16)["choices"][0]
     _reload(engine_url, _perturbed_copy(tiny_model_dir, tmp_path / "noisy"))
     try:
@@ -181,6 +184,7 @@ def test_weight_reload_changes_output(engine_url, tiny_model_dir, tmp_path):
 
 
 def test_pause_and_resume(engine_url):
+    skip_scripted(engine_url, "no generation to pause")
     _post(engine_url, "/pause", {})
     try:
         assert _get(engine_url, "/is_paused")["is_paused"] is True

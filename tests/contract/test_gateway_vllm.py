@@ -96,7 +96,7 @@ async def test_byte_scan_of_the_engines_stream_agrees_with_parsing_it(engine_url
     if scanned is None:
         assert tools, "the scan declined a plain-text stream of this engine"
         return
-    assert json.loads(scanned.prompt_ids_json) == parsed.prompt_token_ids
+    assert json.loads(scanned.prompt.json) == parsed.prompt.ids
     assert (scanned.token_ids, scanned.logprobs, scanned.content, scanned.finish_reason) == \
         (parsed.token_ids, parsed.logprobs, parsed.content, parsed.finish_reason)
 

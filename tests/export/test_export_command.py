@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from openforgerl.export import read_jsonl_rows, read_parquet_rows
 from openforgerl.export.command import command
 from openforgerl.store import SQLiteCallStore
+from openforgerl.testing.calls import stored
 
 
 @pytest.fixture
@@ -23,11 +24,11 @@ async def log_path(tmp_path: Path) -> Path:
     for i, kw in enumerate([{}, {"infra_tainted": True}, {"harness": "codex"}]):
         calls, rollout = simulated_rollout(i, f"r{i}", **kw)
         for call in calls:
-            await store.append_call(call)
+            await store.append_call(*stored(call))
         await store.put_rollout(rollout)
     orphan_calls, _ = simulated_rollout(9, "r-open")  # calls but no rollout record yet
     for call in orphan_calls:
-        await store.append_call(call)
+        await store.append_call(*stored(call))
     await store.aclose()
     return path
 

@@ -104,10 +104,10 @@ async def test_sglang_dialect_ids(aiohttp_free_port, stream):
             async for chunk in eng.stream(call):
                 ids += chunk.token_ids
                 lps += chunk.logprobs
-                prompt = chunk.prompt_token_ids or prompt
+                prompt = chunk.prompt.ids if chunk.prompt else prompt
         else:
             res = await eng.complete(call)
-            ids, lps, prompt = res.token_ids, res.logprobs, res.prompt_token_ids
+            ids, lps, prompt = res.token_ids, res.logprobs, res.prompt.ids
         assert (prompt, ids, lps) == ([1, 2, 3], [7, 2], [-0.5, -0.25])
     finally:
         await eng.aclose()
@@ -146,7 +146,7 @@ def test_pass_through_reads_go_unread_and_decode_once():
     assert done and [c.final for c in coalesced] == [False, True]  # cut before the finish event
     assert coalesced[0].raw == reads[0] + reads[1] and coalesced[1].raw == reads[2]
     decoded = chunks[0].decode(b"".join(c.raw for c in coalesced))
-    assert orjson.loads(decoded.prompt_ids_json) == [1, 2, 3] and decoded.token_ids == [11, 12, 2]
+    assert decoded.prompt.json == b"[1,2,3]" and decoded.token_ids == [11, 12, 2]
     assert decoded.logprobs == [-0.5, -1.25, -0.125] and decoded.finish_reason == "stop"
     assert decoded.content == "x" + tricky + "x"
 
@@ -223,7 +223,7 @@ def test_scan_events_agrees_with_the_json_parser_or_declines():
         + event({}, 7, -9999.0, "stop") + b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3}}\n\n'
     eng = OpenAICompatEngine("http://127.0.0.1:9/v1")
     scanned, parsed = scan_events(plain), eng._parse_read(plain, "")[0]
-    assert scanned is not None and orjson.loads(scanned.prompt_ids_json) == parsed.prompt_token_ids == [1, 2, 3]
+    assert scanned is not None and scanned.prompt.json == b"[1,2,3]" and parsed.prompt.ids == [1, 2, 3]
     assert (scanned.token_ids, scanned.logprobs, scanned.content, scanned.finish_reason, scanned.final) == \
         (parsed.token_ids, parsed.logprobs, parsed.content, parsed.finish_reason, parsed.final)
     assert scanned.content == 'say "hi"\\n\u00e9\U0001F600'

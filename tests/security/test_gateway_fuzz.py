@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from openforgerl.engines.base import EngineCall, EngineChunk, EngineResult
+from openforgerl.engines.base import EngineCall, EngineChunk, EngineResult, PromptIds
 from openforgerl.gateway.server import start_gateway
 from openforgerl.store.sqlite import SQLiteCallStore
 
@@ -54,7 +54,7 @@ class InstantEngine:
                 "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
 
     async def complete(self, call: EngineCall) -> EngineResult:
-        return EngineResult(self._body(), [1, 2, 3], [7], [-0.5], "stop", self.engine_id)
+        return EngineResult(self._body(), PromptIds(ids=[1, 2, 3]), [7], [-0.5], "stop", self.engine_id)
 
     async def stream(self, call: EngineCall) -> AsyncIterator[EngineChunk]:
         head = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
@@ -62,7 +62,7 @@ class InstantEngine:
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
             return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
 
-        yield EngineChunk(chunk({"role": "assistant", "content": ""}), prompt_token_ids=[1, 2, 3],
+        yield EngineChunk(chunk({"role": "assistant", "content": ""}), prompt=PromptIds(ids=[1, 2, 3]),
                           engine_id=self.engine_id)
         yield EngineChunk(chunk({"content": "ok"}), [7], [-0.5], engine_id=self.engine_id)
         yield EngineChunk(chunk({}, "stop"), finish_reason="stop", engine_id=self.engine_id, final=True)

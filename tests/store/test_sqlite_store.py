@@ -11,6 +11,7 @@ import textwrap
 import orjson
 import pytest
 
+from openforgerl.engines.base import PromptIds
 from openforgerl.records import (
     CallError,
     CallErrorKind,
@@ -20,6 +21,7 @@ from openforgerl.records import (
     WireProtocol,
 )
 from openforgerl.store import SQLiteCallStore
+from openforgerl.testing.calls import stored
 
 
 def _call(rollout: str, index: int) -> CallRecord:
@@ -36,8 +38,8 @@ def _call(rollout: str, index: int) -> CallRecord:
 async def test_append_and_read_back_in_order(tmp_path):
     store = SQLiteCallStore(tmp_path / "log.db")
     for i in (2, 0, 1):
-        await store.append_call(_call("r1", i))
-    store.append_call_nowait(_call("r2", 0))
+        await store.append_call(*stored(_call("r1", i)))
+    store.append_call(*stored(_call("r2", 0)))
     await store.put_rollout(RolloutRecord(rollout_id="r1", status=RolloutStatus.OK, reward=1.0))
     calls = await store.list_calls("r1")
     assert [c.index for c in calls] == [0, 1, 2]
@@ -54,7 +56,7 @@ async def test_append_and_read_back_in_order(tmp_path):
 async def test_error_kinds_round_trip(tmp_path):
     store = SQLiteCallStore(tmp_path / "log.db")
     rec = _call("r", 0).model_copy(update={"error": CallError(kind=CallErrorKind.ENGINE_HTTP, message="x", status=500)})
-    await store.append_call(rec)
+    await store.append_call(*stored(rec))
     (back,) = await store.list_calls("r")
     assert back.is_infra_error and not back.trainable
     await store.aclose()
@@ -68,11 +70,12 @@ def test_appended_call_survives_sigkill(tmp_path):
         import asyncio, os, signal
         from openforgerl.records import CallRecord, WireProtocol
         from openforgerl.store import SQLiteCallStore
+        from openforgerl.testing.calls import stored
         async def main():
             store = SQLiteCallStore({str(db)!r})
             for i in range(50):
-                await store.append_call(CallRecord(rollout_id="k", index=i, protocol=WireProtocol.CHAT,
-                                                   completion_token_ids=[i]))
+                await store.append_call(*stored(CallRecord(rollout_id="k", index=i, protocol=WireProtocol.CHAT,
+                                                   completion_token_ids=[i])))
             os.kill(os.getpid(), signal.SIGKILL)
         asyncio.run(main())
         """
@@ -95,7 +98,7 @@ async def test_concurrent_appends_group_commit_and_round_trip_exactly(tmp_path):
                                          "error": CallError(kind=CallErrorKind.CLIENT_DISCONNECTED, message="m")})
         for i in range(300)
     ]
-    await asyncio.gather(*(store.append_call(r) for r in records))
+    await asyncio.gather(*(store.append_call(*stored(r)) for r in records))
     back = await store.list_calls("r")
     expected = [CallRecord.model_validate_json(r.model_dump_json()) for r in records]
     assert back == expected
@@ -111,8 +114,8 @@ def test_durable_mode_and_appends_from_two_event_loops(tmp_path):
 
     def writer(rollout: str) -> None:
         async def go() -> None:
-            await asyncio.gather(*(store.append_call(_call(rollout, i)) for i in range(50)))
-            store.append_call_nowait(_call(rollout, 50))
+            await asyncio.gather(*(store.append_call(*stored(_call(rollout, i))) for i in range(50)))
+            await store.append_call(*stored(_call(rollout, 50)))
 
         asyncio.run(go())
 
@@ -123,6 +126,33 @@ def test_durable_mode_and_appends_from_two_event_loops(tmp_path):
         t.join()
     assert [len(store.read_calls(name)) for name in ("a", "b")] == [51, 51]
     store.close()
+
+
+@pytest.mark.parametrize("durable", [False, True])
+async def test_a_cancelled_task_appends_without_awaiting(tmp_path, durable):
+    """The gateway's cancelled call records its last call and re-raises, never awaiting: the call is
+    durable when `append_call` returns (journaled, or in durable mode committed right there)."""
+    store = SQLiteCallStore(tmp_path / "log.db", durable=durable)
+
+    async def cancelled() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            store.append_call(*stored(_call("c", 0)))
+            raise
+
+    task = asyncio.create_task(cancelled())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    if durable:  # committed by the calling thread: already on disk, before any writer batch
+        import sqlite3
+
+        with sqlite3.connect(tmp_path / "log.db") as conn:
+            assert conn.execute("SELECT count(*) FROM calls").fetchone() == (1,)
+    assert [c.index for c in store.read_calls("c")] == [0]
+    await store.aclose()
 
 
 def test_journal_replay_stops_at_torn_stale_or_zero_frames(tmp_path):
@@ -163,7 +193,7 @@ def test_orphaned_journal_of_a_killed_process_is_replayed_and_a_live_one_is_not(
     )
     assert subprocess.run([sys.executable, "-c", script], timeout=60).returncode == -9
     live = SQLiteCallStore(db)
-    live.append_call_nowait(_call("live", 0))  # its own journal, flock held
+    live.append_call(*stored(_call("live", 0)))  # its own journal, flock held
     assert [c.index for c in live.read_calls("k")] == list(range(5))  # the orphan was replayed
     journals = list(tmp_path.glob("log.db.journal.*"))
     assert journals == [live._journal.path]
@@ -175,7 +205,7 @@ def test_orphaned_journal_of_a_killed_process_is_replayed_and_a_live_one_is_not(
     assert list(tmp_path.glob("log.db.journal.*")) == []  # everything committed: removed on close
 
 
-async def test_append_call_json_round_trips_the_gateway_record(tmp_path):
+async def test_append_call_round_trips_the_gateway_record(tmp_path):
     """The gateway's hot path stores `record_json` (request and prompt ids spliced in as the bytes
     that came over the wire); it reads back equal to `build_record` of the same call."""
     from openforgerl.gateway.recording import CallMeta, CallTape, build_record, record_json
@@ -183,11 +213,11 @@ async def test_append_call_json_round_trips_the_gateway_record(tmp_path):
     raw_request = b'{"model": "m",  "messages": [{"role": "user", "content": "h\\u00e9"}], "n": 1}'
     meta = CallMeta("r", 3, WireProtocol.CHAT, orjson.loads(raw_request), None,
                     {"thread-id": "t1", "x-codex-parent-thread-id": "t0"}, 2, 100.0, False, raw_request)
-    tape = CallTape(prompt_ids_json=b"[5,6,70000]", token_ids=[1, 2], logprobs=[-0.5, -1e-9], text=["hé"],
+    tape = CallTape(prompt=PromptIds(json=b"[5,6,70000]"), token_ids=[1, 2], logprobs=[-0.5, -1e-9], text=["hé"],
                     finish_reason="stop", engine_id="e", first_token_at=101.0)
     error = CallError(kind=CallErrorKind.CLIENT_DISCONNECTED, message="gone")
     store = SQLiteCallStore(tmp_path / "log.db")
-    await store.append_call_json("r", 3, record_json(meta, tape, error, finished_at=102.0))
+    await store.append_call("r", 3, record_json(meta, tape, error, finished_at=102.0))
     (back,) = await store.list_calls("r")
     assert back == build_record(meta, tape, error, finished_at=102.0)
     assert back.prompt_token_ids == [5, 6, 70000] and back.agent_id == "t1" and back.parent_agent_id == "t0"
@@ -225,11 +255,11 @@ async def test_a_finished_call_is_never_overwritten(tmp_path):
     other calls of the same commit batch are not held back by it."""
     store = SQLiteCallStore(tmp_path / "log.db")
     first = _call("r", 0)
-    await store.append_call(first)
+    await store.append_call(*stored(first))
     await store.list_calls("r")  # committed
     twin = first.model_copy(update={"completion_token_ids": [666]})
-    await store.append_call(twin)
-    await store.append_call(_call("r", 1))
+    await store.append_call(*stored(twin))
+    await store.append_call(*stored(_call("r", 1)))
     calls = await store.list_calls("r")
     assert [c.completion_token_ids for c in calls] == [[7, 8], [7, 8]]
     await store.aclose()
@@ -242,12 +272,10 @@ async def test_replay_skips_identical_rows_and_never_overwrites_different_ones(t
     committed is skipped; a journaled row whose index holds other bytes goes to `call_conflicts`."""
     db = tmp_path / "log.db"
     store = SQLiteCallStore(db)
-    stored = _call("k", 0)
-    await store.append_call(stored)
+    first = _call("k", 0)
+    await store.append_call(*stored(first))
     await store.aclose()
-    from openforgerl.store.sqlite import _call_row
-
-    same = _call_row(stored)[2]  # the bytes the store wrote
+    same = first.stored_json()  # the bytes the store wrote
     other = b'{"rollout_id":"k","index":0,"protocol":"chat_completions","completion_token_ids":[5]}'
     fresh = b'{"rollout_id":"k","index":1,"protocol":"chat_completions"}'
     _orphan_journal(db, [("k", 0, same), ("k", 0, other), ("k", 1, fresh)])
@@ -267,8 +295,8 @@ async def test_index_leases_start_past_stored_calls_and_other_processes_leases(t
     and from every block leased before, by any store on the same file (another process)."""
     db = tmp_path / "log.db"
     a, b = SQLiteCallStore(db), SQLiteCallStore(db)
-    await a.append_call(_call("r", 0))
-    await a.append_call(_call("r", 5))  # a gap at 1..4
+    await a.append_call(*stored(_call("r", 0)))
+    await a.append_call(*stored(_call("r", 5)))  # a gap at 1..4
     await a.list_calls("r")
     assert await a.lease_indices("r", 4) == (6, 10)
     assert await b.lease_indices("r", 4) == (10, 14)  # the other store sees a's lease
@@ -315,14 +343,15 @@ def test_a_blob_put_before_its_record_survives_sigkill_with_it(tmp_path):
         import asyncio, hashlib, os, signal
         from openforgerl.records import CallRecord, ImageRef, WireProtocol
         from openforgerl.store import SQLiteCallStore
+        from openforgerl.testing.calls import stored
         async def main():
             store = SQLiteCallStore({str(db)!r})
             for i in range(20):
                 data = bytes([i]) * 1000
                 sha = hashlib.sha256(data).hexdigest()
                 await store.put_blob(sha, data, "image/png")
-                await store.append_call(CallRecord(rollout_id="k", index=i, protocol=WireProtocol.CHAT,
-                    images=[ImageRef(sha256=sha, media_type="image/png", width=1, height=1)]))
+                await store.append_call(*stored(CallRecord(rollout_id="k", index=i, protocol=WireProtocol.CHAT,
+                    images=[ImageRef(sha256=sha, media_type="image/png", width=1, height=1)])))
             os.kill(os.getpid(), signal.SIGKILL)
         asyncio.run(main())
         """
@@ -361,7 +390,7 @@ def test_journal_replay_restores_blobs_with_the_records_naming_them(tmp_path):
 
     from openforgerl.records import ImageRef
     from openforgerl.store.journal import CallJournal
-    from openforgerl.store.sqlite import _BLOB_FRAME, _call_row
+    from openforgerl.store.sqlite import _BLOB_FRAME
 
     db = tmp_path / "log.db"
     SQLiteCallStore(db).close()  # the schema exists, as a live store would have made it
@@ -371,7 +400,7 @@ def test_journal_replay_restores_blobs_with_the_records_naming_them(tmp_path):
                      images=[ImageRef(sha256=sha, media_type="image/png", width=2, height=3)])
     journal = CallJournal(db)
     journal.append(f"{_BLOB_FRAME}{sha}\x00image/png", 0, data)
-    journal.append(*_call_row(rec))  # type: ignore[arg-type]
+    journal.append(*stored(rec))
     journal._map.close()
     os.close(journal._fd)  # the owner "dies": its lock goes, the file stays
     store = SQLiteCallStore(db)

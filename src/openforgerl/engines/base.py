@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, final
 
 import orjson
 
@@ -35,38 +35,77 @@ class EngineCall:
     raw_only: bool = False
 
 
+@final
+class PromptIds:
+    """The prompt ids an engine consumed: the one form every engine type and the call tape use.
+
+    Held as whichever form the engine gave, the other made on first use. An HTTP engine gives the
+    JSON array bytes it sent: a real agent prompt is tens of thousands of ids, and the gateway only
+    stores them, so it splices `json` into the record (`for_record`) instead of parsing and
+    re-serialising them. An in-process engine gives the list.
+    """
+
+    __slots__ = ("_ids", "_json")
+
+    def __init__(self, *, ids: list[int] | None = None, json: bytes | None = None) -> None:
+        if ids is None and json is None:
+            raise ValueError("PromptIds needs ids or their JSON array")
+        self._ids, self._json = ids, json
+
+    @property
+    def ids(self) -> list[int]:
+        if self._ids is None:
+            self._ids = orjson.loads(self._json or b"[]")
+        return self._ids
+
+    @property
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = orjson.dumps(self._ids)
+        return self._json
+
+    def for_record(self) -> object:
+        """What `orjson.dumps` writes as the array: the engine's bytes when there are any."""
+        return orjson.Fragment(self._json) if self._json is not None else self._ids
+
+    def __len__(self) -> int:
+        if self._ids is not None:
+            return len(self._ids)
+        raw = self._json or b"[]"
+        return raw.count(b",") + 1 if len(raw) > 2 else 0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PromptIds) and self.ids == other.ids
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-ish view: equality by value, no hashing
+
+    def __repr__(self) -> str:
+        return f"PromptIds({len(self)} ids)"
+
+
 @dataclass(slots=True)
 class EngineResult:
     """A finished non-streamed completion.
 
     `body` is the chat.completion dict to show the client; `raw` (optional) is the same body as the
     engine's own bytes, forwarded untouched when the client speaks chat-completions (cheapest path).
-    The prompt ids come either parsed (`prompt_token_ids`) or as the engine's own JSON array bytes
-    (`prompt_ids_json`, `prompt_token_ids` None): a real agent prompt is tens of thousands of ids,
-    and the gateway only stores them, so it splices those bytes into the record instead of parsing
-    and re-serialising them. `prompt_ids()` gives the list either way.
+    `prompt` holds the prompt ids (see `PromptIds`).
     """
 
     body: dict[str, Any]
-    prompt_token_ids: list[int] | None
+    prompt: PromptIds
     token_ids: list[int]
     logprobs: list[float]
     finish_reason: str | None
     engine_id: str
     raw: bytes | None = None
-    prompt_ids_json: bytes | None = None
-
-    def prompt_ids(self) -> list[int]:
-        if self.prompt_token_ids is None:
-            self.prompt_token_ids = orjson.loads(self.prompt_ids_json or b"[]")
-        return self.prompt_token_ids
 
 
 @dataclass(slots=True)
 class EngineChunk:
     """One streamed chat.completion.chunk (or several that arrived together) plus their ids/logprobs.
 
-    `prompt_token_ids` is set on (at least) one chunk of a stream, usually the first. `raw` is the
+    `prompt` is set on (at least) one chunk of a stream, usually the first. `raw` is the
     exact SSE event bytes (``data: ...\\n\\n``) when the engine streams chat-completions itself.
     When one network read carried several events, they travel as one EngineChunk (fewer writes
     downstream): `bodies` lists every chunk dict in order, `body` is the last one, and the id,
@@ -76,7 +115,7 @@ class EngineChunk:
     body: dict[str, Any]
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
-    prompt_token_ids: list[int] | None = None
+    prompt: PromptIds | None = None
     finish_reason: str | None = None
     engine_id: str = ""
     raw: bytes | None = None
@@ -87,7 +126,6 @@ class EngineChunk:
     # path): ids, logprobs, text and finish reason are then read once per call, by calling it on
     # the concatenated `raw` of consecutive such chunks; it returns them as one EngineChunk.
     decode: Callable[[bytes], EngineChunk | None] | None = None
-    prompt_ids_json: bytes | None = None  # the prompt ids as the engine's JSON array (see EngineResult)
 
     def all_bodies(self) -> list[dict[str, Any]]:
         return self.bodies if self.bodies is not None else [self.body]

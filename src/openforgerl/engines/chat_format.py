@@ -1,8 +1,8 @@
 """Chat template rendering and output parsing for Qwen3-style (ChatML + hermes tool calls) models.
 
-Shared by the scripted engine (tests) and the local engine: both must render prompts and parse
-completions the way vLLM does with `--tool-call-parser hermes --reasoning-parser qwen3`, so that the
-gateway cannot tell them apart. Token ids always come from the real tokenizer.
+Shared by the scripted engine (tests) and the local engine: both render prompts the way vLLM does;
+their output is parsed by `local/parsing.py` (vLLM's `--tool-call-parser hermes --reasoning-parser
+qwen3`, exactly). Token ids always come from the real tokenizer.
 """
 
 from __future__ import annotations
@@ -106,7 +106,9 @@ def _parsed_arguments(tool_call: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_output(text: str, *, tools_available: bool = True) -> ParsedOutput:
-    """Split raw model text into reasoning, content and hermes tool calls (vLLM parser semantics)."""
+    """A lenient split of raw model text into reasoning, content and hermes tool calls, for reading
+    transcripts (whitespace stripped; text without `</think>` is content). Not vLLM's exact parse:
+    engines use `local.parsing.parse_vllm`."""
     reasoning = None
     rest = text
     if "</think>" in rest:

@@ -29,7 +29,7 @@ import aiohttp
 import orjson
 import yarl
 
-from openforgerl.engines.base import EngineCall, EngineChunk, EngineError, EngineResult
+from openforgerl.engines.base import EngineCall, EngineChunk, EngineError, EngineResult, PromptIds
 from openforgerl.records import CallErrorKind
 
 _ERROR_KEY = b'"error"'
@@ -110,7 +110,7 @@ class _Extract:
         return prompt, ids, lps
 
     @staticmethod
-    def events(bodies: list[dict[str, Any]], raw: bytes, engine_id: str) -> EngineChunk:
+    def events(bodies: list[dict[str, Any]], raw: bytes | None, engine_id: str) -> EngineChunk:
         """One EngineChunk for the chunk dicts of one network read (a tight loop: hot path)."""
         ids: list[int] = []
         lps: list[float] = []
@@ -134,8 +134,14 @@ class _Extract:
                 ids += ext.get("output_ids") or []
                 prompt = ext.get("input_ids", prompt)
         final = finish is not None or not bodies[-1].get("choices")
-        return EngineChunk(bodies[-1], ids, lps, prompt, finish, engine_id, raw,
+        prompt_ids = None if prompt is None else PromptIds(ids=prompt)
+        return EngineChunk(bodies[-1], ids, lps, prompt_ids, finish, engine_id, raw,
                            bodies if len(bodies) > 1 else None, "".join(text), final)
+
+
+# One chunk's ids, logprobs, text and finish out of parsed chunk dicts: also how the local engine's
+# in-process stream reads the chunk dicts it would have sent over the wire.
+chunk_of_bodies = _Extract.events
 
 
 class OpenAICompatEngine:
@@ -286,8 +292,8 @@ class OpenAICompatEngine:
             prompt, ids, lps, finish = self._extract.result(body, prompt_split=split is not None)
         except (orjson.JSONDecodeError, AttributeError, TypeError, KeyError) as exc:
             raise _protocol_error(f"malformed engine answer: {exc!r}") from exc
-        return EngineResult(body, prompt, ids, lps, finish, upstream.engine_id, raw,
-                            split[1] if split is not None else None)
+        ids_of_prompt = PromptIds(json=split[1]) if split is not None else PromptIds(ids=prompt)
+        return EngineResult(body, ids_of_prompt, ids, lps, finish, upstream.engine_id, raw)
 
     async def stream(self, call: EngineCall) -> AsyncIterator[EngineChunk]:
         """EngineChunks as network reads complete SSE events (one per read, or two when a read
@@ -481,8 +487,8 @@ def scan_events(raw: bytes) -> EngineChunk | None:
             return None
     at = raw.rfind(_FINISHED)
     finish = raw[at + len(_FINISHED) : raw.index(b'"', at + len(_FINISHED))].decode() if at >= 0 else None
-    return EngineChunk({}, ids, lps, None, finish, "", raw, None, text, finish is not None,
-                       prompt_ids_json=prompt)
+    return EngineChunk({}, ids, lps, None if prompt is None else PromptIds(json=prompt), finish, "", raw, None,
+                       text, finish is not None)
 
 
 def split_prompt_ids(raw: bytes) -> tuple[bytes, bytes] | None:

@@ -1,33 +1,41 @@
 """A scripted engine: a test double for the model's *decisions* only.
 
 `ScriptedEngine(policy)` asks `policy(turn)` for the raw text the model "samples" (e.g.
-`format_tool_call(...)` or plain text). Everything else is real: the prompt is rendered with the
-tiny model's chat template and tokenized with its real tokenizer, the completion ids are the real
-tokenization of the text plus `<|im_end|>`, and the output is parsed with vLLM's hermes/qwen3
-semantics (`parse_output`). Bodies and chunks have vLLM's wire shape (`prompt_token_ids`,
-per-choice `token_ids`, OpenAI logprobs), so the gateway cannot tell it from vLLM.
-Logprobs are a deterministic function of (token id, position) so tests can check them exactly.
+`format_tool_call(...)` or plain text; policies for tests live in `openforgerl.testing`). Everything
+else is the local engine's: the prompt is rendered with the tiny model's chat template and real
+tokenizer, the completion ids are the tokenization of the text plus `<|im_end|>`, and the bodies and
+chunks come from the local engine's chat face (`local/chat.py`, `responses.py`, `parsing.py`: one
+output parser, vLLM-exact), fed those ids by `_Replay`. The contract suite checks its wire output
+with the same assertions as the local engine's and vLLM's. One scripted choice: a policy that
+writes a `<think>` block is parsed in thinking mode, any other text in non-thinking mode (content),
+unless the request sets `enable_thinking`. Logprobs are a deterministic function of (token id,
+position) so tests can check them exactly.
 
-`scripted_app(engine)` serves it over HTTP at `/v1/chat/completions` (vLLM wire shape), usable as
-a fast fake engine in benchmarks; `python -m openforgerl.engines.scripted --port P` runs one.
-`Faults` injects 5xx answers, stalled streams and hangs before headers for fault tests.
+`scripted_app(engine)` serves it over HTTP (`/v1/chat/completions`, `/v1/models`, `/tokenize`,
+`/detokenize`), usable as a fast fake engine in benchmarks; `python -m openforgerl.engines.scripted
+--port P` runs one. `Faults` injects 5xx answers, stalled streams and hangs before headers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
-import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 import orjson
 
 from openforgerl.engines.base import EngineCall, EngineChunk, EngineError, EngineResult
-from openforgerl.engines.chat_format import ChatFormat, ParsedOutput, parse_output
+from openforgerl.engines.chat_format import ChatFormat, ParsedOutput
+from openforgerl.engines.local import chat as chat_face
+from openforgerl.engines.local.core import StepEvent
+from openforgerl.engines.local.engine import Generation
+from openforgerl.engines.local.parsing import parse_vllm
+from openforgerl.engines.local.requests import ApiError, chat_options
+from openforgerl.engines.local.sampling import SamplingParams, TokenSample
 from openforgerl.records import CallErrorKind
 
 MODEL_NAME = "scripted-tiny"
@@ -71,7 +79,39 @@ def scripted_logprob(token_id: int, position: int) -> float:
     return -(((token_id * 7919 + position * 104729) % 9973) + 1) / 1000.0
 
 
-@lru_cache(maxsize=1)
+@dataclass(frozen=True)
+class Completion:
+    """One sampled completion: what the policy wrote, as the model's tokens and the parse of them."""
+
+    prompt_ids: list[int]
+    ids: list[int]
+    logprobs: list[float]
+    pieces: list[str]  # decoded text added by each token (incremental UTF-8)
+    parsed: ParsedOutput
+    finish_reason: str
+    thinking: bool  # parsed in thinking mode (the policy wrote a `<think>` block, or the request asked)
+
+
+def _pieces(fmt: ChatFormat, ids: list[int]) -> list[str]:
+    dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pieces = [dec.decode(_token_bytes(fmt, t)) for t in ids]
+    if pieces:
+        pieces[-1] += dec.decode(b"", final=True)
+    return pieces
+
+
+def _token_bytes(fmt: ChatFormat, tid: int) -> bytes:
+    token = fmt.tokenizer.id_to_token(tid) or ""
+    if tid in _added_ids(fmt):  # special tokens are their text; the rest ByteLevel characters
+        return token.encode()
+    return bytes(_BYTE_DECODER[c] for c in token)
+
+
+@lru_cache(maxsize=8)
+def _added_ids(fmt: ChatFormat) -> frozenset[int]:
+    return frozenset(fmt.tokenizer.get_added_tokens_decoder())
+
+
 def _byte_decoder() -> dict[str, int]:
     """Inverse of GPT-2's bytes_to_unicode (the ByteLevel alphabet)."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
@@ -86,86 +126,95 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(bs, cs, strict=True)}
 
 
-@dataclass(frozen=True)
-class Completion:
-    """One sampled completion with everything needed to render it whole or streamed."""
-
-    prompt_ids: list[int]
-    ids: list[int]
-    logprobs: list[float]
-    pieces: list[str]  # decoded text added by each token (incremental UTF-8)
-    token_bytes: list[bytes]
-    parsed: ParsedOutput
-    finish_reason: str
+_BYTE_DECODER = _byte_decoder()
 
 
-class _Tokens:
-    """Token-level helpers over a ChatFormat (bytes per id, cached rendering)."""
+class _Replay:
+    """A token model (`local.chat.TokenModel`) that "samples" one completion's ids: the local engine's
+    chat face renders it, so bodies and chunks are the local engine's, byte for byte in shape."""
 
-    def __init__(self, fmt: ChatFormat) -> None:
-        self.fmt = fmt
-        self._added_ids = {tid: tok.content for tid, tok in fmt.tokenizer.get_added_tokens_decoder().items()}
-        self.prompt_ids = lru_cache(maxsize=256)(self._prompt_ids)
-        self.sample = lru_cache(maxsize=256)(self._sample)
+    vision = None
+    max_model_len = 1 << 20  # a scripted model refuses no prompt for its length
 
-    def _prompt_ids(self, key: bytes) -> list[int]:
-        messages, tools, kwargs = orjson.loads(key)
-        return self.fmt.prompt_ids(messages, tools or None, **kwargs)
+    def __init__(self, engine: ScriptedEngine, done: Completion) -> None:
+        self.chat, self.model_name, self.done = engine.fmt, engine.model, done
+        self.eos_token_ids = (engine.fmt.eos_token_id,)
+        self.token_delay_s = engine.faults.token_delay_s
 
-    def token_bytes(self, tid: int) -> bytes:
-        if tid in self._added_ids:
-            return self._added_ids[tid].encode()
-        dec = _byte_decoder()
-        return bytes(dec[c] for c in self.fmt.tokenizer.id_to_token(tid))
+    def render_prompt(self, body: dict[str, Any], tools: list[dict[str, Any]] | None) -> list[int]:
+        return self.done.prompt_ids
 
-    def _sample(self, text: str, max_tokens: int | None) -> tuple[list[int], str]:
-        ids = [*self.fmt.encode(text), self.fmt.eos_token_id]
-        if max_tokens is not None and len(ids) > max_tokens:
-            return ids[:max_tokens], "length"
-        return ids, "stop"
+    async def stream_tokens(self, prompt_ids: list[int], params: SamplingParams,
+                            images: Any = None) -> AsyncGenerator[StepEvent, None]:
+        done, last = self.done, len(self.done.ids) - 1
+        for i, (tid, lp) in enumerate(zip(done.ids, done.logprobs, strict=True)):
+            if self.token_delay_s:
+                await asyncio.sleep(self.token_delay_s)
+            finish = ("length" if done.finish_reason == "length" else "stop") if i == last else None
+            yield StepEvent(TokenSample(tid, lp, _top(tid, lp, params.logprobs)), finish)
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams, images: Any = None) -> Generation:
+        done = self.done
+        finish = "length" if done.finish_reason == "length" else "stop"
+        tops = [_top(t, lp, params.logprobs) for t, lp in zip(done.ids, done.logprobs, strict=True)]
+        return Generation(list(done.ids), list(done.logprobs), tops, finish, None)
 
 
-def _pieces(tokens: _Tokens, ids: list[int]) -> tuple[list[str], list[bytes]]:
-    dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    raw = [tokens.token_bytes(t) for t in ids]
-    pieces = [dec.decode(b) for b in raw]
-    if pieces:
-        pieces[-1] += dec.decode(b"", final=True)
-    return pieces, raw
+def _top(tid: int, logprob: float, k: int | None) -> tuple[tuple[int, float], ...]:
+    """`k` alternatives for a scripted token: itself first (a scripted model samples greedily), then
+    the next ids, each a nat less likely."""
+    return tuple((tid + j, logprob - j) for j in range(k or 0))
 
 
 class ScriptedEngine:
     """An in-process engine whose sampled text comes from `policy` (see module docstring)."""
 
     def __init__(self, policy: Policy, *, fmt: ChatFormat | None = None, model: str = MODEL_NAME,
-                 engine_id: str = "scripted", faults: Faults | None = None, keep_produced: bool = True) -> None:
+                 engine_id: str = "scripted", faults: Faults | None = None, keep_produced: bool = True,
+                 thinking: bool = False) -> None:
         self.policy = policy
-        self.tokens = _Tokens(fmt or ChatFormat.load())
+        self.fmt = fmt or ChatFormat.load()
+        self.thinking = thinking
         self.model = model
         self.engine_id = engine_id
         self.faults = faults or Faults()
         self.calls: dict[str, int] = {}
         self.produced: list[Completion] = []  # every completion, in order (tests compare records)
         self.keep_produced = keep_produced
+        self._prompt_ids = lru_cache(maxsize=256)(self._render)
+        self._encode = lru_cache(maxsize=256)(self.fmt.encode)
+
+    def _render(self, key: bytes) -> list[int]:
+        messages, tools, kwargs = orjson.loads(key)
+        return self.fmt.prompt_ids(messages, tools or None, **kwargs)
+
+    def prompt_ids(self, body: dict[str, Any]) -> list[int]:
+        """The prompt under the real template and tokenizer (cached: benchmarks send the same one)."""
+        return self._prompt_ids(orjson.dumps([body.get("messages") or [], body.get("tools") or [],
+                                              body.get("chat_template_kwargs") or {}]))
 
     # -- building ------------------------------------------------------------------------------
     def sample(self, call: EngineCall) -> Completion:
-        """Render the prompt, ask the policy, tokenize and parse: one completion."""
+        """Render the prompt, ask the policy, tokenize and parse (`local.parsing`): one completion."""
         body = call.body
-        messages, tools = body.get("messages") or [], body.get("tools") or []
-        kwargs = body.get("chat_template_kwargs") or {}
-        prompt_ids = self.tokens.prompt_ids(orjson.dumps([messages, tools, kwargs]))
         index = self.calls.get(call.route_key, 0)
         self.calls[call.route_key] = index + 1
-        text = self.policy(Turn(_as_parsed(messages), tools, index, call.route_key, body))
+        turn = Turn(_as_parsed(body.get("messages") or []), body.get("tools") or [], index, call.route_key, body)
+        sampled = self.policy(turn)
+        thinking = self.thinking or "</think>" in sampled
+        opts = chat_options(_served(body, thinking), reasoning_parser=self.fmt.reasoning_parser)
+        ids = [*self._encode(sampled), self.fmt.eos_token_id]
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-        ids, finish = self.tokens.sample(text, max_tokens)
-        pieces, raw = _pieces(self.tokens, ids)
-        parsed = parse_output("".join(pieces).replace("<|im_end|>", ""), tools_available=bool(tools))
+        finish = "stop"
+        if max_tokens is not None and len(ids) > max_tokens:
+            ids, finish = ids[:max_tokens], "length"
+        pieces = _pieces(self.fmt, ids)
+        text = "".join(pieces[:-1] if finish == "stop" else pieces)
+        parsed = parse_vllm(text, parse_tools=opts.parse_tools, thinking=opts.thinking, reasoning=opts.reasoning)
         if parsed.tool_calls and finish == "stop":
             finish = "tool_calls"
         lps = [scripted_logprob(t, i) for i, t in enumerate(ids)]
-        done = Completion(list(prompt_ids), ids, lps, pieces, raw, parsed, finish)
+        done = Completion(list(self.prompt_ids(body)), ids, lps, pieces, parsed, finish, opts.thinking)
         if self.keep_produced:
             self.produced.append(done)
         return done
@@ -173,23 +222,27 @@ class ScriptedEngine:
     # -- Engine protocol -----------------------------------------------------------------------
     async def complete(self, call: EngineCall) -> EngineResult:
         await self._before_headers()
-        done = self.sample(call)
-        body = completion_body(done, self.model)
-        return EngineResult(body, done.prompt_ids, done.ids, done.logprobs, done.finish_reason,
-                            self.engine_id)
+        done = self._sampled(call)
+        return await chat_face.complete(_Replay(self, done), _served_call(call, done), self.engine_id)
 
     async def stream(self, call: EngineCall) -> AsyncIterator[EngineChunk]:
         await self._before_headers()
-        done = self.sample(call)
         stall = self.faults.take("stall_streams")
-        for n, (body, ids, lps) in enumerate(stream_bodies(done, self.model, _include_usage(call.body))):
-            if stall and n >= self.faults.stall_after:
-                await asyncio.Event().wait()
-            if ids and self.faults.token_delay_s:
-                await asyncio.sleep(self.faults.token_delay_s)
-            finish = _chunk_finish(body)
-            yield EngineChunk(body, ids, lps, body.get("prompt_token_ids"), finish, self.engine_id,
-                              final=finish is not None or not body.get("choices"))
+        done = self._sampled(call)
+        chunks = chat_face.stream(_Replay(self, done), _served_call(call, done), self.engine_id)
+        async with aclosing(chunks):
+            n = 0
+            async for chunk in chunks:
+                if stall and n >= self.faults.stall_after:
+                    await asyncio.Event().wait()
+                n += 1
+                yield chunk
+
+    def _sampled(self, call: EngineCall) -> Completion:
+        try:
+            return self.sample(call)
+        except ApiError as exc:
+            raise chat_face.refused(exc) from exc
 
     async def _before_headers(self) -> None:
         if self.faults.take("hang_before_headers"):
@@ -203,29 +256,31 @@ class ScriptedEngine:
 
     async def count_tokens(self, body: dict[str, Any]) -> int:
         """Prompt length of a chat body under the real template and tokenizer."""
-        key = orjson.dumps([body.get("messages") or [], body.get("tools") or [],
-                            body.get("chat_template_kwargs") or {}])
-        return len(self.tokens.prompt_ids(key))
+        return len(self.prompt_ids(body))
 
     async def detokenize(self, ids: list[int], route_key: str) -> str | None:
         """As vLLM's `/detokenize`: the sampled text, special tokens kept."""
-        return self.tokens.fmt.decode(ids)
+        return self.fmt.decode(ids)
 
     async def aclose(self) -> None:
         return None
 
 
-def _include_usage(body: dict[str, Any]) -> bool:
-    opts = body.get("stream_options") or {}
-    return bool(opts.get("include_usage"))
+def _served(body: dict[str, Any], thinking: bool) -> dict[str, Any]:
+    """The body as the output parser reads it. A scripted model thinks when its policy writes a
+    `<think>` block (qwen3 semantics: reasoning up to `</think>`); otherwise it answers in non-thinking
+    mode, so plain text is content. A request's own `enable_thinking` wins. The prompt is rendered
+    from the body as sent."""
+    kwargs = body.get("chat_template_kwargs") or {}
+    if "enable_thinking" in kwargs:
+        return body
+    return {**body, "chat_template_kwargs": {**kwargs, "enable_thinking": thinking}}
 
 
-def _chunk_finish(body: dict[str, Any]) -> str | None:
-    choices = body.get("choices") or []
-    return choices[0].get("finish_reason") if choices else None
+def _served_call(call: EngineCall, done: Completion) -> EngineCall:
+    return replace(call, body=_served(call.body, done.thinking))
 
 
-# -- vLLM wire shapes --------------------------------------------------------------------------
 def _as_parsed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """History as a policy reads it: an assistant turn the gateway sent back as the model's raw text
     (gateway/verbatim.py) is parsed into content and tool calls again, as a model reading its own
@@ -235,109 +290,13 @@ def _as_parsed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         text = m.get("content")
         if m.get("role") == "assistant" and not m.get("tool_calls") and isinstance(text, str) and (
                 "<tool_call>" in text or "</think>" in text):
-            parsed = parse_output(text)
+            parsed = parse_vllm(text, parse_tools=True, thinking=False)
             m = {"role": "assistant", "content": parsed.content, "reasoning_content": parsed.reasoning,
-                 "tool_calls": _tool_call_dicts(parsed) or None}
+                 "tool_calls": [{"id": f"call_{k}", "type": "function",
+                                 "function": {"name": c.name, "arguments": c.arguments}}
+                                for k, c in enumerate(parsed.tool_calls)] or None}
         out.append(m)
     return out
-
-
-def _tool_call_dicts(parsed: ParsedOutput) -> list[dict[str, Any]]:
-    return [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in parsed.tool_calls]
-
-
-def _logprob_entries(done: Completion, start: int, stop: int) -> list[dict[str, Any]]:
-    return [{"token": done.pieces[i], "logprob": done.logprobs[i], "bytes": list(done.token_bytes[i]),
-             "top_logprobs": []} for i in range(start, stop)]
-
-
-def _usage(done: Completion) -> dict[str, int]:
-    p, c = len(done.prompt_ids), len(done.ids)
-    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
-
-
-def completion_body(done: Completion, model: str) -> dict[str, Any]:
-    """A vLLM-shaped chat.completion (with `return_token_ids` and `logprobs` on)."""
-    message: dict[str, Any] = {"role": "assistant", "content": done.parsed.content,
-                               "reasoning": done.parsed.reasoning}
-    message["tool_calls"] = _tool_call_dicts(done.parsed)
-    choice = {"index": 0, "message": message, "logprobs": {"content": _logprob_entries(done, 0, len(done.ids))},
-              "finish_reason": done.finish_reason, "stop_reason": None, "token_ids": done.ids}
-    return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-            "model": model, "choices": [choice], "usage": _usage(done),
-            "prompt_token_ids": done.prompt_ids}
-
-
-@dataclass
-class _Spans:
-    """Where reasoning, content and each tool call's end sit in the completion text."""
-
-    reasoning: tuple[int, int] = (0, 0)
-    content: tuple[int, int] = (0, 0)
-    tool_ends: list[int] = field(default_factory=list)
-
-
-def _spans(text: str, parsed: ParsedOutput) -> _Spans:
-    spans = _Spans()
-    after_think = 0
-    if parsed.reasoning:
-        start = text.find(parsed.reasoning, text.find("<think>") + 1 if "<think>" in text else 0)
-        spans.reasoning = (start, start + len(parsed.reasoning))
-        after_think = spans.reasoning[1]
-    if parsed.content:
-        start = text.find(parsed.content, after_think)
-        spans.content = (start, start + len(parsed.content))
-    if parsed.tool_calls:
-        pos, first = 0, text.find("<tool_call>", after_think)
-        for _ in parsed.tool_calls:
-            pos = text.find("</tool_call>", max(pos, first)) + len("</tool_call>")
-            spans.tool_ends.append(pos)
-    return spans
-
-
-def _cut(span: tuple[int, int], lo: int, hi: int, text: str) -> str:
-    a, b = max(span[0], lo), min(span[1], hi)
-    return text[a:b] if a < b else ""
-
-
-def _token_delta(done: Completion, spans: _Spans, text: str, lo: int, hi: int) -> dict[str, Any]:
-    delta: dict[str, Any] = {}
-    if r := _cut(spans.reasoning, lo, hi, text):
-        delta["reasoning"] = r
-    if c := _cut(spans.content, lo, hi, text):
-        delta["content"] = c
-    calls = [
-        {"index": i, "id": tc.id, "type": "function",
-         "function": {"name": tc.name, "arguments": tc.arguments}}
-        for i, (tc, end) in enumerate(zip(done.parsed.tool_calls, spans.tool_ends, strict=True))
-        if lo < end <= hi
-    ]
-    if calls:
-        delta["tool_calls"] = calls
-    return delta
-
-
-def stream_bodies(done: Completion, model: str, include_usage: bool
-                  ) -> Iterator[tuple[dict[str, Any], list[int], list[float]]]:
-    """vLLM-shaped chat.completion.chunk dicts: role chunk (with prompt ids), one per token, usage."""
-    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": model}
-    first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-    yield {**head, "choices": [first], "prompt_token_ids": done.prompt_ids}, [], []
-    text = "".join(done.pieces)
-    spans = _spans(text, done.parsed)
-    pos, last = 0, len(done.ids) - 1
-    for i, tid in enumerate(done.ids):
-        end = pos + len(done.pieces[i])
-        hi = len(text) if i == last else end
-        choice = {"index": 0, "delta": _token_delta(done, spans, text, pos, hi),
-                  "logprobs": {"content": _logprob_entries(done, i, i + 1)},
-                  "finish_reason": done.finish_reason if i == last else None, "token_ids": [tid]}
-        pos = end
-        yield {**head, "choices": [choice]}, [tid], [done.logprobs[i]]
-    if include_usage:
-        yield {**head, "choices": [], "usage": _usage(done)}, [], []
 
 
 # -- HTTP wrapper (vLLM's wire shape) ----------------------------------------------------------
@@ -365,29 +324,52 @@ async def _handle_chat(request: Any) -> Any:
     if engine.faults.take("http_errors"):
         err = {"error": {"message": "scripted fault", "type": "server_error", "code": engine.faults.http_status}}
         return web.json_response(err, status=engine.faults.http_status)
-    done = engine.sample(call)
-    if not body.get("stream"):
-        return web.Response(body=orjson.dumps(completion_body(done, engine.model)),
+    try:
+        done = engine.sample(call)
+        model = _Replay(engine, done)
+        req = await chat_face.prepare(model, _served(body, done.thinking))
+    except ApiError as exc:
+        return web.json_response(exc.body(), status=exc.status)
+    if not req.opts.stream:
+        return web.Response(body=orjson.dumps(await chat_face.chat_body(model, req)),
                             content_type="application/json")
-    return await _stream_http(request, engine, done, _include_usage(body))
+    return await _stream_http(request, engine, chat_face.chat_chunks(model, req))
 
 
-async def _stream_http(request: Any, engine: ScriptedEngine, done: Completion, usage: bool) -> Any:
+async def _stream_http(request: Any, engine: ScriptedEngine, chunks: AsyncGenerator[dict[str, Any], None]) -> Any:
     from aiohttp import web
 
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
     stall = engine.faults.take("stall_streams")
-    delay = engine.faults.token_delay_s
-    for n, (body, ids, _) in enumerate(stream_bodies(done, engine.model, usage)):
-        if stall and n >= engine.faults.stall_after:
-            await asyncio.Event().wait()
-        if ids and delay:
-            await asyncio.sleep(delay)
-        await resp.write(_sse(body))
+    async with aclosing(chunks):
+        n = 0
+        async for body in chunks:
+            if stall and n >= engine.faults.stall_after:
+                await asyncio.Event().wait()
+            n += 1
+            await resp.write(_sse(body))
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp
+
+
+async def _handle_tokenize(request: Any) -> Any:
+    """vLLM's `/tokenize` of a chat body (the gateway's count_tokens and the contract suite ask it)."""
+    from aiohttp import web
+
+    engine: ScriptedEngine = request.app[ENGINE_KEY]
+    body = orjson.loads(await request.read())
+    ids = engine.prompt_ids(body) if "messages" in body else engine.fmt.encode(body.get("prompt") or "")
+    return web.json_response({"count": len(ids), "max_model_len": _Replay.max_model_len, "tokens": ids})
+
+
+async def _handle_detokenize(request: Any) -> Any:
+    from aiohttp import web
+
+    engine: ScriptedEngine = request.app[ENGINE_KEY]
+    body = orjson.loads(await request.read())
+    return web.json_response({"prompt": engine.fmt.decode(list(body.get("tokens") or []))})
 
 
 async def _handle_models(request: Any) -> Any:
@@ -406,6 +388,8 @@ def scripted_app(engine: ScriptedEngine) -> Any:
     app[ENGINE_KEY] = engine
     app.router.add_post("/v1/chat/completions", _handle_chat)
     app.router.add_get("/v1/models", _handle_models)
+    app.router.add_post("/tokenize", _handle_tokenize)
+    app.router.add_post("/detokenize", _handle_detokenize)
     app.router.add_get("/health", lambda _r: _ok())
     return app
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from openforgerl.export.images import BlobReader, ImageMode, check_sample_images, export_multi_modal_data
 from openforgerl.export.verl import classic_output, v1_outputs
 from openforgerl.export.writers import write_jsonl, write_parquet
-from openforgerl.records import CallRecord, RolloutRecord, Sample
+from openforgerl.records import RolloutRecord, Sample
+from openforgerl.store.base import CallStore
 from openforgerl.trajectory import ReconstructionOptions, ReconstructionResult, reconstruct_samples
 
 SAMPLE_COLUMNS = tuple(Sample.model_fields)
@@ -32,17 +33,7 @@ class ExportFormat(StrEnum):
     JSONL = "jsonl"  # JSON lines of AgentLoopOutput rows
 
 
-class CallLogReader(Protocol):
-    """The synchronous readers of ``SQLiteCallStore`` that offline export needs."""
-
-    def read_rollouts(self) -> list[RolloutRecord]: ...
-
-    def read_calls(self, rollout_id: str) -> list[CallRecord]: ...
-
-    def read_rollout_ids_with_calls(self) -> list[str]: ...
-
-
-def reconstruct_log(reader: CallLogReader, options: ReconstructionOptions) -> Iterator[ReconstructionResult]:
+def reconstruct_log(reader: CallStore, options: ReconstructionOptions) -> Iterator[ReconstructionResult]:
     """Every rollout in the log; rollouts with calls but no record get a bare record (never trained)."""
     rollouts = {r.rollout_id: r for r in reader.read_rollouts()}
     for rid in reader.read_rollout_ids_with_calls():

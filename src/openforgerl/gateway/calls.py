@@ -5,7 +5,7 @@ chat-completions body for the engine and the engine's answer back into the clien
 everything else (pause gate, deadline, error classification, recording, taint) happens here once,
 on one `Call` object that carries the call's state from admission to its record. The rollout's key
 is checked before (`server.rollout_auth`).
-Ordering guarantee: the call's record is durable (`await store.append_call_json`) before the response's
+Ordering guarantee: the call's record is durable (`await store.append_call`) before the response's
 final bytes go out (the whole body for non-streamed calls; the terminal events for streams), so a
 gateway killed right after a call finished loses nothing; a client that went away mid-stream still
 gets its tokens recorded, with error CLIENT_DISCONNECTED.
@@ -54,7 +54,6 @@ from openforgerl.gateway.protocols.base import WireAdapter
 from openforgerl.gateway.recording import (
     CallMeta,
     CallTape,
-    build_record,
     call_error,
     harness_headers,
     is_side_call,
@@ -332,7 +331,7 @@ async def _finish_record(call: Call, error: CallError | None) -> None:
     if meta.images and tape.processor is None:
         tape.processor = await _engine_processor(gw, meta.rollout_id)
     finished_at = time.time()
-    await gw.store.append_call_json(meta.rollout_id, meta.index, record_json(meta, tape, error, finished_at))
+    await gw.store.append_call(meta.rollout_id, meta.index, record_json(meta, tape, error, finished_at))
     outcome = "ok" if error is None else error.kind.value
     gw.metrics.observe(meta.protocol.value, outcome, tape.prompt_length(), len(tape.token_ids),
                        finished_at - meta.started_at)
@@ -351,8 +350,8 @@ async def _fail(call: Call, exc: Exception) -> GatewayError:
 
 def _record_cancelled(call: Call) -> None:
     """The client (or the server) went away mid-call: record it without awaiting (we are cancelled)."""
-    call.gw.store.append_call_nowait(build_record(call.meta, call.tape, call_error(
-        CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")))
+    error = call_error(CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")
+    call.gw.store.append_call(call.meta.rollout_id, call.meta.index, record_json(call.meta, call.tape, error))
 
 
 async def _verbatim(call: Call, engine_body: dict[str, Any]) -> dict[str, Any] | None:

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from openforgerl.engines.base import EngineChunk, EngineResult
+from openforgerl.engines.base import EngineChunk, EngineResult, PromptIds
 from openforgerl.gateway.images import with_engine_grids
-from openforgerl.records import CallError, CallErrorKind, CallRecord, ImageRef, WireProtocol, json_default
+from openforgerl.records import CallError, CallErrorKind, CallRecord, ImageRef, WireProtocol, encode_record
 
 if TYPE_CHECKING:  # only the type: protocols/ needs nothing from here
     from openforgerl.gateway.protocols.base import WireAdapter
@@ -92,8 +92,7 @@ def is_side_call(adapter: WireAdapter, request: dict[str, Any]) -> bool:
 class CallTape:
     """Accumulates what the engine produced for one call, as it streams past."""
 
-    prompt_token_ids: list[int] = field(default_factory=list)
-    prompt_ids_json: bytes | None = None  # the engine's own array bytes, when it gave them (then the list is unset)
+    prompt: PromptIds | None = None
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
@@ -110,10 +109,7 @@ class CallTape:
     _decode: Callable[[bytes], EngineChunk | None] | None = None
 
     def take_result(self, result: EngineResult) -> None:
-        if result.prompt_token_ids is None and result.prompt_ids_json is not None:
-            self.prompt_ids_json = result.prompt_ids_json
-        else:
-            self.prompt_token_ids = result.prompt_ids()
+        self.prompt = result.prompt
         self.token_ids = result.token_ids
         self.logprobs = result.logprobs
         self.finish_reason = result.finish_reason
@@ -127,15 +123,10 @@ class CallTape:
             self.text.append(content)
 
     def prompt_ids(self) -> list[int]:
-        if self.prompt_ids_json is not None:
-            ids: list[int] = orjson.loads(self.prompt_ids_json)
-            return ids
-        return self.prompt_token_ids
+        return [] if self.prompt is None else self.prompt.ids
 
     def prompt_length(self) -> int:
-        if self.prompt_ids_json is not None:
-            return self.prompt_ids_json.count(b",") + 1 if len(self.prompt_ids_json) > 2 else 0
-        return len(self.prompt_token_ids)
+        return 0 if self.prompt is None else len(self.prompt)
 
     def _take_media(self, body: Any) -> bool:
         if not isinstance(body, dict) or "openforgerl_images" not in body:
@@ -190,10 +181,8 @@ class CallTape:
             self.first_token_at = first  # when the first token passed, not when it was decoded
 
     def _take_read(self, chunk: EngineChunk) -> None:
-        if chunk.prompt_token_ids is not None:
-            self.prompt_token_ids, self.prompt_ids_json = chunk.prompt_token_ids, None
-        elif chunk.prompt_ids_json is not None:
-            self.prompt_token_ids, self.prompt_ids_json = [], chunk.prompt_ids_json
+        if chunk.prompt is not None:
+            self.prompt = chunk.prompt
         if chunk.token_ids:
             if self.first_token_at is None:
                 self.first_token_at = time.time()
@@ -244,8 +233,7 @@ def _record_fields(meta: CallMeta, tape: CallTape, error: CallError | None, fini
     if spliced:
         if meta.request_json is not None:
             request = orjson.Fragment(meta.request_json)
-        prompt: Any = (orjson.Fragment(tape.prompt_ids_json) if tape.prompt_ids_json is not None
-                       else tape.prompt_token_ids)
+        prompt: Any = [] if tape.prompt is None else tape.prompt.for_record()
     else:
         prompt = tape.prompt_ids()
     images = meta.images if tape.engine_images is None else with_engine_grids(meta.images, tape.engine_images)
@@ -275,10 +263,11 @@ def record_json(meta: CallMeta, tape: CallTape, error: CallError | None = None,
     The client's request body and the engine's prompt-id array are spliced in as the bytes that
     came over the wire (already checked to be JSON), not parsed and re-serialised: on real agent
     calls (tens of KB of history, tens of thousands of prompt ids) that is most of the gateway's
-    per-call CPU. `CallRecord.model_validate_json` of the result equals `build_record`.
+    per-call CPU. This is the only writer of call records; `build_record` is its oracle in tests:
+    `CallRecord.model_validate_json` of the result equals it.
     """
     finished = time.time() if finished_at is None else finished_at
-    return orjson.dumps(_record_fields(meta, tape, error, finished, spliced=True), default=json_default)
+    return encode_record(_record_fields(meta, tape, error, finished, spliced=True))
 
 
 def call_error(kind: CallErrorKind, message: str, status: int | None = None) -> CallError:

@@ -1,8 +1,10 @@
 """The call-log contract: a durable, append-only store of CallRecords and RolloutRecords.
 
 The gateway appends; everything downstream reads. Calls are never replaced: an index is written
-once (indices come from `lease_indices`). Implementations must make an appended call
-durable against a crash of the writing process once `append_call` has returned.
+once (indices come from `lease_indices`). A call arrives as its stored JSON, written by the one
+record encoder (`records.encode_record`, which the gateway's `recording.record_json` uses): the
+store never encodes a record itself. Online readers are async; offline tools (export, CLI) use the
+synchronous `read_*` ones, with no event loop.
 
 Blobs (a call's images) are content-addressed: `sha256` is the hex digest of `data`, each distinct
 blob is stored once, and `put_blob` returns only once the blob is durable, so a record written after
@@ -11,6 +13,7 @@ it can never point at a missing blob (the gateway awaits the put before the call
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Protocol
 
 from openforgerl.records import CallRecord, RolloutRecord
@@ -19,17 +22,11 @@ from openforgerl.records import CallRecord, RolloutRecord
 class CallStore(Protocol):
     """Swappable storage for the call log (SQLite is the embedded default)."""
 
-    async def append_call(self, record: CallRecord) -> None:
-        """Persist one finished call; returns once it is durable."""
-        ...
-
-    async def append_call_json(self, rollout_id: str, index: int, body: bytes) -> None:
-        """`append_call` for a record already serialised (`CallRecord`'s JSON, e.g. from
-        `gateway.recording.record_json`): the gateway's hot path."""
-        ...
-
-    def append_call_nowait(self, record: CallRecord) -> None:
-        """Persist one finished call without awaiting (durable when it returns)."""
+    def append_call(self, rollout_id: str, index: int, body: bytes) -> Awaitable[None]:
+        """Persist one finished call, `body` being its stored JSON (`record_json`, or
+        `CallRecord.stored_json()`). Durable once the returned awaitable is done. A caller that
+        cannot await (a cancelled call) may drop it: the call must then still be durable against a
+        crash of the writing process once this returns (the embedded store journals it here)."""
         ...
 
     async def lease_indices(self, rollout_id: str, count: int) -> tuple[int, int]:
@@ -46,6 +43,18 @@ class CallStore(Protocol):
     async def list_rollouts(self) -> list[RolloutRecord]: ...
 
     async def list_calls(self, rollout_id: str) -> list[CallRecord]: ...
+
+    def read_rollouts(self) -> list[RolloutRecord]:
+        """`list_rollouts` without an event loop (export, CLI)."""
+        ...
+
+    def read_calls(self, rollout_id: str) -> list[CallRecord]:
+        """`list_calls` without an event loop."""
+        ...
+
+    def read_rollout_ids_with_calls(self) -> list[str]:
+        """Every rollout id some call names, in first-call order (a rollout may have calls but no record)."""
+        ...
 
     async def put_blob(self, sha256: str, data: bytes, media_type: str) -> None:
         """Store `data` under its `sha256` (hex) unless already there; durable once it returns."""

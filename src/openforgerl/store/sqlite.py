@@ -43,12 +43,12 @@ import asyncio
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Generator
 from pathlib import Path
 
 import orjson
 
-from openforgerl.records import CallRecord, RolloutRecord, json_default
+from openforgerl.records import CallRecord, RolloutRecord
 from openforgerl.store.blobfiles import BlobFiles
 from openforgerl.store.journal import CallJournal, replay_orphans
 
@@ -289,31 +289,30 @@ class SQLiteCallStore:
         self._journal_for_append().append(rollout_id, index, body)
         self._queue.put((_INSERT_CALL, (rollout_id, index, body), None))
 
-    async def _awaited(self, sql: str, params: tuple[object, ...]) -> None:
+    def _queued(self, sql: str, params: tuple[object, ...]) -> asyncio.Future[None]:
+        """Queued for the writer now (not when awaited); the future is done once it is committed."""
         self._check_open()
-        fut = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.put((sql, params, fut))
         self._flush_now.set()  # someone waits for this one: no batch window
-        await fut
+        return fut
 
-    async def append_call(self, record: CallRecord) -> None:
-        await self.append_call_json(*_call_row(record))
+    async def _awaited(self, sql: str, params: tuple[object, ...]) -> None:
+        await self._queued(sql, params)
 
-    async def append_call_json(self, rollout_id: str, index: int, body: bytes) -> None:
-        if self.durable:
-            await self._awaited(_INSERT_CALL, (rollout_id, index, body))
-        else:
-            self._append_journaled(rollout_id, index, body)
-
-    def append_call_nowait(self, record: CallRecord) -> None:
-        """Durable when it returns, from any thread, without an await (a cancelled call's last
-        record): journaled, or committed right here in durable mode."""
-        self._check_open()
-        row = _call_row(record)
+    def append_call(self, rollout_id: str, index: int, body: bytes) -> Awaitable[None]:
+        """Journaled: durable when this returns, nothing left to wait for. `durable=True`: the
+        writer thread's fsync'd commit, to await; committed right here instead when there is no
+        loop to wait in (an offline tool, another thread) or the calling task is being cancelled
+        (it records its last call without awaiting)."""
         if not self.durable:
-            self._append_journaled(*row)
-            return
-        self._commit_calls([row])
+            self._append_journaled(rollout_id, index, body)
+            return _APPENDED
+        if _can_wait():
+            return self._queued(_INSERT_CALL, (rollout_id, index, body))
+        self._check_open()
+        self._commit_calls([(rollout_id, index, body)])
+        return _APPENDED
 
     async def put_rollout(self, rollout: RolloutRecord) -> None:
         body = orjson.dumps(rollout.model_dump(mode="json"))
@@ -438,10 +437,23 @@ class SQLiteCallStore:
             self._conn.close()
 
 
-def _call_row(record: CallRecord) -> tuple[str, int, bytes]:
-    # orjson over the model's own attributes: 4x cheaper than model_dump(mode="json"), same JSON
-    # (enums by value, nested models as objects, inf/nan as null).
-    return (record.rollout_id, record.index, orjson.dumps(record.__dict__, default=json_default))
+class _Appended:
+    """An awaitable that is already done: what a journaled append returns (no future to make)."""
+
+    def __await__(self) -> Generator[None, None, None]:
+        yield from ()
+
+
+_APPENDED = _Appended()
+
+
+def _can_wait() -> bool:
+    """A running loop whose current task is not being cancelled (so the caller can await)."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop in this thread
+        return False
+    return task is not None and not task.cancelling()
 
 
 def _by_loop(jobs: list[_Job]) -> dict[asyncio.AbstractEventLoop, list[_Job]]:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from openforgerl.engines import base
+from openforgerl.engines.local import chat as chat_face
 from openforgerl.engines.local.core import EngineCore, Sequence, StepEvent
 from openforgerl.engines.local.model import LoadedModel, load_model
 from openforgerl.engines.local.sampling import SamplingParams
@@ -56,13 +58,19 @@ def read_safetensors(path: Path) -> dict[str, Any]:
 
 
 class LocalEngine:
-    """A transformers model behind a continuous-batching core."""
+    """A transformers model behind a continuous-batching core.
 
-    def __init__(self, loaded: LoadedModel, *, max_batch: int = 256) -> None:
+    It is an `Engine` (`complete`/`stream` take the gateway's `EngineCall`; their bodies and chunks are
+    what `openforgerl engine` would send, built by the same code, `chat.py`), and a token model under
+    it (`stream_tokens`/`generate` take prompt ids and `SamplingParams`).
+    """
+
+    def __init__(self, loaded: LoadedModel, *, max_batch: int = 256, engine_id: str = "local") -> None:
         self.loaded = loaded
         self.chat = loaded.chat
         self.core = EngineCore(loaded.model, loaded.eos_token_ids, max_batch=max_batch)
         self.weight_version: str | int | None = 0
+        self.engine_id = engine_id
 
     @classmethod
     def from_pretrained(cls, model: str | Path, **kw: Any) -> LocalEngine:
@@ -77,16 +85,44 @@ class LocalEngine:
     def max_model_len(self) -> int:
         return self.loaded.max_model_len
 
-    async def stream(self, prompt_ids: list[int], params: SamplingParams,
-                     images: ProcessedImages | None = None) -> AsyncIterator[StepEvent]:
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        return self.loaded.eos_token_ids
+
+    @property
+    def vision(self) -> Any:
+        return self.loaded.vision
+
+    def render_prompt(self, body: dict[str, Any], tools: list[dict[str, Any]] | None) -> list[int]:
+        return chat_face.render_prompt(self.chat, body, tools)
+
+    # -- the Engine protocol ----------------------------------------------------------------------
+    async def complete(self, call: base.EngineCall) -> base.EngineResult:
+        return await chat_face.complete(self, call, self.engine_id)
+
+    def stream(self, call: base.EngineCall) -> AsyncIterator[base.EngineChunk]:
+        return chat_face.stream(self, call, self.engine_id)
+
+    async def models(self) -> list[str]:
+        return [self.model_name]
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.shutdown)
+
+    # -- tokens -------------------------------------------------------------------------------
+    async def stream_tokens(self, prompt_ids: list[int], params: SamplingParams,
+                            images: ProcessedImages | None = None) -> AsyncGenerator[StepEvent, None]:
         """Yield one event per sampled token; the last one carries the finish reason.
 
         `images`: the prompt's processed images (a vision-language model; pads already expanded)."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[StepEvent] = asyncio.Queue()
         stops = StopStrings(self.chat.decode, params.stop) if params.stop else None
-        seq = Sequence(list(prompt_ids), params, lambda ev: loop.call_soon_threadsafe(queue.put_nowait, ev), stops,
-                       images=images)
+
+        def deliver(ev: StepEvent) -> None:  # called on the core's thread
+            loop.call_soon_threadsafe(queue.put_nowait, ev)
+
+        seq = Sequence(list(prompt_ids), params, deliver, stops, images=images)
         self.core.submit(seq)
         try:
             while True:
@@ -101,7 +137,7 @@ class LocalEngine:
                        images: ProcessedImages | None = None) -> Generation:
         ids, lps, tops = [], [], []
         last = StepEvent(None, "abort")
-        async for ev in self.stream(prompt_ids, params, images):
+        async for ev in self.stream_tokens(prompt_ids, params, images):
             if ev.sample is not None:
                 ids.append(ev.sample.token_id)
                 lps.append(ev.sample.logprob)
@@ -159,3 +195,11 @@ class LocalEngine:
 
     def shutdown(self) -> None:
         self.core.shutdown()
+
+
+if TYPE_CHECKING:  # mypy checks these structurally: LocalEngine is an Engine, and a token model
+    def _an_engine(engine: LocalEngine) -> base.Engine:
+        return engine
+
+    def _a_token_model(engine: LocalEngine) -> chat_face.TokenModel:
+        return engine

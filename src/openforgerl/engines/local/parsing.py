@@ -9,8 +9,10 @@ Measured against vLLM's own parser classes (vllm 0.32.0, `ParserManager.get_pars
   `arguments`, arguments re-serialised with `json.dumps(..., ensure_ascii=False)`; any bad call →
   no tool calls and the text stays content; with calls, content is the text before the first
   `<tool_call>` (null when only whitespace) and text after the last call is dropped.
-`ChatFormat.parse_output` (shared with the scripted engine) strips whitespace and treats text without
-`</think>` as content; the local engine uses this module so it matches vLLM on the wire.
+Both engines that answer chat requests in process (the local engine and the scripted test engine,
+through `chat.py`) parse with this module, so they match vLLM on the wire. `ChatFormat.parse_output`
+is a lenient reading for transcripts (it strips whitespace and treats text without `</think>` as
+content); no engine uses it.
 """
 
 from __future__ import annotations

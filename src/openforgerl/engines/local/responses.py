@@ -10,12 +10,14 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openforgerl.engines.chat_format import ChatFormat, ParsedOutput
-from openforgerl.engines.local.engine import Generation
 from openforgerl.engines.local.parsing import parse_vllm, stream_view
 from openforgerl.engines.local.requests import ChatOptions
+
+if TYPE_CHECKING:  # engine.py uses this module (through chat.py) for its Engine methods
+    from openforgerl.engines.local.engine import Generation
 
 
 def new_id(prefix: str) -> str:

@@ -18,30 +18,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from openforgerl.engines.local.chat import chat_body, chat_chunks, prepare, raise_if_failed, with_images
 from openforgerl.engines.local.engine import Generation, LocalEngine
-from openforgerl.engines.local.requests import (
-    ApiError,
-    ChatOptions,
-    chat_logprobs,
-    chat_options,
-    completion_prompts,
-    sampling_params,
-)
-from openforgerl.engines.local.responses import (
-    ChatStreamState,
-    chat_completion,
-    logprob_entry,
-    new_id,
-    usage,
-    visible_text,
-)
-from openforgerl.engines.local.sampling import SamplingParams
-from openforgerl.engines.local.vlm import ImageError, ProcessedImages, message_images
+from openforgerl.engines.local.requests import ApiError, completion_prompts, sampling_params
+from openforgerl.engines.local.responses import logprob_entry, new_id, usage, visible_text
+from openforgerl.engines.local.vlm import ImageError
 
 log = logging.getLogger(__name__)
 ENGINE_KEY: web.AppKey[LocalEngine] = web.AppKey("engine", LocalEngine)
@@ -77,108 +65,28 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return _json(ApiError(f"{type(exc).__name__}: {exc}").body(), 400)
 
 
-# -- chat ------------------------------------------------------------------------------------------
-def _chat_prompt(engine: LocalEngine, body: dict[str, Any], opts: ChatOptions) -> list[int]:
-    kwargs = dict(body.get("chat_template_kwargs") or {})
-    add_gen = body.get("add_generation_prompt", True)
-    return engine.chat.prompt_ids(body["messages"], opts.tools, add_generation_prompt=add_gen, **kwargs)
-
-
-async def _with_images(engine: LocalEngine, messages: list[dict[str, Any]],
-                       prompt: list[int]) -> tuple[list[int], ProcessedImages | None]:
-    """A vision model's prompt with each image's pad run expanded, and the processed images."""
-    vision = engine.loaded.vision
-    if vision is None:
-        return prompt, None
-    images = await asyncio.to_thread(vision.process_urls, message_images(messages))
-    return vision.expand(prompt, images), images
-
-
+# -- chat (the bodies and chunks come from chat.py, shared with the in-process Engine methods) ------
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    engine, body = _engine(request), await _body(request)
-    opts = chat_options(body, reasoning_parser=engine.chat.reasoning_parser)
-    prompt, images = await _with_images(engine, body["messages"], _chat_prompt(engine, body, opts))
-    params = sampling_params(body, prompt_len=len(prompt), max_model_len=engine.max_model_len,
-                             logprobs=chat_logprobs(body), default_max=None)
-    model = body.get("model") or engine.model_name
-    if opts.stream:
-        return await _stream_chat(request, engine, prompt, params, opts, model, images)
-    gens = await asyncio.gather(*(engine.generate(prompt, params, images) for _ in range(opts.n)))
-    _raise_if_failed(gens)
-    data = chat_completion(engine.chat, model, prompt, gens, opts, engine.loaded.eos_token_ids)
-    if images is not None:
-        data["openforgerl_images"] = images.summary()
-    return _json(data)
-
-
-def _raise_if_failed(gens: list[Generation]) -> None:
-    for g in gens:
-        if g.finish_reason.startswith("error:"):
-            raise ApiError(g.finish_reason[len("error:"):], 500, "InternalServerError")
+    engine = _engine(request)
+    req = await prepare(engine, await _body(request))
+    if req.opts.stream:
+        return await _stream_chat(request, chat_chunks(engine, req))
+    return _json(await chat_body(engine, req))
 
 
 async def _sse(resp: web.StreamResponse, data: Any) -> None:
     await resp.write(b"data: " + (data if isinstance(data, bytes) else orjson.dumps(data)) + b"\n\n")
 
 
-async def _open_sse(request: web.Request) -> web.StreamResponse:
+async def _stream_chat(request: web.Request, chunks: AsyncGenerator[dict[str, Any], None]) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
-    return resp
-
-
-async def _stream_chat(request: web.Request, engine: LocalEngine, prompt: list[int], params: SamplingParams,
-                       opts: ChatOptions, model: str, images: ProcessedImages | None = None) -> web.StreamResponse:
-    if opts.n != 1:
-        raise ApiError("streaming supports n=1 only")
-    resp = await _open_sse(request)
-    head = {"id": new_id("chatcmpl"), "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": model}
-    first = {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                   "logprobs": None, "finish_reason": None}]}
-    if opts.return_token_ids:
-        first["prompt_token_ids"] = prompt
-    if images is not None:
-        first["openforgerl_images"] = images.summary()
-    await _sse(resp, first)
-    state, n_out = ChatStreamState(0), 0
-    async for ev in engine.stream(prompt, params, images):
-        if ev.finish_reason and ev.finish_reason.startswith("error:"):
-            await _sse(resp, ApiError(ev.finish_reason[6:], 500, "InternalServerError").body())
-            break
-        chunk = _chat_chunk(engine, state, ev, opts)
-        n_out = len(state.ids)
-        if chunk is not None:
-            await _sse(resp, {**head, "choices": [chunk]})
-    if opts.include_usage:
-        await _sse(resp, {**head, "choices": [], "usage": usage(len(prompt), n_out)})
+    async with aclosing(chunks):
+        async for chunk in chunks:
+            await _sse(resp, chunk)
     await _sse(resp, b"[DONE]")
     await resp.write_eof()
     return resp
-
-
-def _chat_chunk(engine: LocalEngine, state: ChatStreamState, ev: Any, opts: ChatOptions) -> dict[str, Any] | None:
-    if ev.sample is not None:
-        state.ids.append(ev.sample.token_id)
-    text = visible_text(engine.chat, state.ids, ev.finish_reason, ev.stop_reason, engine.loaded.eos_token_ids)
-    finish = ev.finish_reason
-    if finish:
-        delta, called = state.final_delta(text, opts)
-        finish = "tool_calls" if called else finish
-    else:
-        delta = state.delta(text, opts)
-    show_ids = opts.include_reasoning and ev.sample is not None
-    if not delta and not finish and not (show_ids and (opts.return_token_ids or opts.logprobs)):
-        return None
-    choice: dict[str, Any] = {"index": state.index, "delta": delta, "logprobs": None, "finish_reason": finish}
-    if show_ids and opts.logprobs:
-        s = ev.sample
-        choice["logprobs"] = {"content": [logprob_entry(engine.chat, s.token_id, s.logprob, s.top)]}
-    if opts.return_token_ids:
-        choice["token_ids"] = [ev.sample.token_id] if show_ids else ([] if opts.include_reasoning else None)
-    if finish:
-        choice["stop_reason"] = ev.stop_reason
-    return choice
 
 
 # -- completions -----------------------------------------------------------------------------------
@@ -205,7 +113,7 @@ async def completions(request: web.Request) -> web.Response:
     n = int(body.get("n") or 1)
     jobs = [(i, p, sp) for i, (p, sp) in enumerate(zip(prompts, params, strict=True)) for _ in range(n)]
     gens = await asyncio.gather(*(engine.generate(p, sp) for _, p, sp in jobs))
-    _raise_if_failed(gens)
+    raise_if_failed(gens)
     want_ids = bool(body.get("return_token_ids"))
     choices = []
     for k, ((_, p, _sp), g) in enumerate(zip(jobs, gens, strict=True)):
@@ -227,7 +135,7 @@ async def tokenize(request: web.Request) -> web.Response:
         kwargs = dict(body.get("chat_template_kwargs") or {})
         ids = engine.chat.prompt_ids(body["messages"], body.get("tools") or None,
                                      add_generation_prompt=body.get("add_generation_prompt", True), **kwargs)
-        ids, _ = await _with_images(engine, body["messages"], ids)
+        ids, _ = await with_images(engine, body["messages"], ids)
     elif "prompt" in body:
         ids = engine.chat.encode(body["prompt"])
     else:
