@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -51,6 +52,10 @@ def _harbor_runtime(task: Task, **kwargs: Any) -> Any:
 
 
 _USER: list[TaskFamily] = []
+FAMILY_MODULES: list[str] = ["openforgerl.envs.tau2.family"]
+"""Modules that `register_family` when imported, imported on the first `family_of` (lazily: a family
+module may import the task model, which imports this one)."""
+_imported: set[str] = set()
 _BUILTIN = (
     TaskFamily("gui", lambda t: environment_kind(t) is not None, _gui_runtime),  # kinds: envs.gui.registry
     TaskFamily("claw", lambda t: t.meta.verifier == "checks", _claw_runtime),
@@ -65,4 +70,7 @@ def register_family(family: TaskFamily) -> TaskFamily:
 
 
 def family_of(task: Task) -> TaskFamily:
+    for module in [m for m in FAMILY_MODULES if m not in _imported]:
+        import_module(module)
+        _imported.add(module)
     return next(f for f in (*_USER, *_BUILTIN) if f.matches(task))
