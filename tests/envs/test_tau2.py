@@ -167,3 +167,47 @@ def test_two_tau2_tasks_run_through_eval_with_zero_and_the_scripted_oracle(tmp_p
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["harnesses"]["zero"]["pass_hat"]["1"]["value"] == 1.0
+
+
+@needs_tau2
+@needs_bwrap
+def test_with_a_user_engine_ask_user_reaches_the_relay_and_counts_as_communicated(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """Retail task 2 is DB × COMMUNICATE ("10"): the policy replays the gold, then tells the simulated user
+    the number through `ask_user` (served by the tau2 service, answered by the host relay): reward 1.
+    A second run that never says it gets the DB right and still 0."""
+    from judge_helpers import serve_policy
+
+    import openforgerl.envs.oracle_policy as op
+    from openforgerl.engines.chat_format import format_tool_call
+    from openforgerl.eval.command import command as eval_command
+
+    import_any(real_tasks(tmp_path, "retail", ["2"]), tmp_path / "t")
+    assert load_task(next((tmp_path / "t").iterdir())).flags == ["needs:user_simulator", "needs:transcript"]
+    original = op.oracle_policy
+
+    def factory(say: str):
+        def make(runtimes, **kw):
+            base = original(runtimes, **kw)
+
+            def policy(turn):
+                decided = base(turn)
+                asked = any("ask_user" in str(m.get("tool_calls", "")) for m in turn.messages)
+                return format_tool_call("ask_user", {"message": say}) if decided == "Done." and not asked else decided
+            return policy
+        return make
+
+    app = typer.Typer()
+    app.command()(eval_command)
+    rewards = {}
+    for name, say in {"says": "You will get 10 back.", "silent": "All done."}.items():
+        monkeypatch.setattr(op, "oracle_policy", factory(say))
+        with serve_policy(lambda t: "Thanks, bye. [DONE]") as user:
+            res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "t"), "--harness", "zero", "--trials", "1",
+                                           "--scripted-oracle", "1.0", "--out", str(tmp_path / name),
+                                           "--user-engine", user.url])
+        assert res.exit_code == 0, res.output
+        report = json.loads((tmp_path / name / "report.json").read_text())
+        rewards[name] = report["tasks"]["zero"][0]["mean_reward"]
+        assert len(user.turns) == 1 and say in " ".join(str(m.get("content")) for m in user.turns[0].messages)
+    assert rewards == {"says": 1.0, "silent": 0.0}
