@@ -211,3 +211,13 @@ def test_with_a_user_engine_ask_user_reaches_the_relay_and_counts_as_communicate
         rewards[name] = report["tasks"]["zero"][0]["mean_reward"]
         assert len(user.turns) == 1 and say in " ".join(str(m.get("content")) for m in user.turns[0].messages)
     assert rewards == {"says": 1.0, "silent": 0.0}
+
+
+@needs_tau2
+def test_a_runnable_task_without_tau2_installed_is_one_line_for_the_user(tmp_path: Path, monkeypatch) -> None:
+    from openforgerl.errors import UserError
+
+    [folder] = import_any(real_tasks(tmp_path, "airline", ["2"]), tmp_path / "t", user_engine=USER)
+    monkeypatch.setattr(upstream, "DOMAINS", {"airline": "tau2_is_not_here.environment"})
+    with pytest.raises(UserError, match=r"^tau2 is not installed \(tau2_is_not_here\): pip install --no-deps"):
+        load_runtime(folder)

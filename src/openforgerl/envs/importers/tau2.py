@@ -17,7 +17,8 @@ telecom's simulated user acts on its own device through user tools), `unsupporte
 is not installed: `locks/tau2.txt`), `needs: user_simulator` (every tau2 task is a dialogue with an
 LLM user playing `user_scenario`; lifted by `--user-engine`), `needs: transcript` (a communicate check:
 the agent's messages), `requires_llm_judge` + `unsupported: tau2_nl_assertions` (NL assertions are
-judged by upstream's LLM prompt, not run here). A task whose gold actions leave the DB unchanged and
+judged by upstream's LLM prompt, not run here), `unsupported: tau2_message_history` (a task that starts
+mid-conversation: the harness cannot be handed a history). A task whose gold actions leave the DB unchanged and
 that has nothing to communicate passes a no-op too; its `no_oracle` says so, and validation skips it.
 """
 
@@ -106,8 +107,11 @@ def _meta(task: dict[str, Any], domain: str, basis: list[str], user_engine: str 
     needs = [] if user_engine or not task.get("user_scenario") else ["user_simulator"]
     needs += ["transcript"] if "COMMUNICATE" in basis and criteria.get("communicate_info") else []
     nl = "NL_ASSERTION" in basis
-    return {"requires_llm_judge": nl, "unsupported": unsupported + (["tau2_nl_assertions"] if nl else []),
-            "needs": needs, "no_oracle": _no_oracle(task, domain, criteria, unsupported)}
+    no_oracle = _no_oracle(task, domain, criteria, unsupported)
+    unsupported = unsupported + (["tau2_nl_assertions"] if nl else [])
+    if (task.get("initial_state") or {}).get("message_history"):  # a conversation already under way
+        unsupported.append("tau2_message_history")
+    return {"requires_llm_judge": nl, "unsupported": unsupported, "needs": needs, "no_oracle": no_oracle}
 
 
 def _draft(task: dict[str, Any], domain: str, split: str, policy: str, user_engine: str | None,

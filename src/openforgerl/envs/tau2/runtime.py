@@ -52,6 +52,10 @@ class Tau2TaskRuntime:
         self.task = task
         self.task_id, self.instruction, self.budget_s = task.task_id, task.instruction, task.budget_s
         self.domain = domain_of(task)
+        if not task.meta.unsupported:  # a runnable task: fail now, in one line, when tau2 is gone
+            from openforgerl.envs.tau2 import upstream
+
+            upstream.constructor(self.domain)
         self.port = port
         self.python = python or sys.executable
         self.token = secrets.token_hex(16)

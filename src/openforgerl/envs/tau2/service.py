@@ -23,6 +23,7 @@ import argparse
 import hmac
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -112,7 +113,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         if path == "/log":
             return self._send(200, self.app.log()) if self._authorized() else self._send(403, {"error": "forbidden"})
-        routes = {"/healthz": lambda: {"ok": True}, "/tools": lambda: {"tools": self.app.tool_names}}
+        routes: dict[str, Callable[[], dict[str, Any]]] = {
+            "/healthz": lambda: {"ok": True}, "/tools": lambda: {"tools": self.app.tool_names}}
         handler = routes.get(path)
         self._send(200, handler()) if handler else self._send(404, {"error": "not found"})
 

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
+from openforgerl.errors import UserError
+
 __all__ = ["DOMAINS", "Tau2Missing", "environment", "gold_changes_db", "respond", "reward", "tool_schemas"]
 
 DOMAINS: dict[str, str] = {
@@ -31,8 +33,8 @@ holding upstream's `get_environment`."""
 INSTALL_HINT = "pip install --no-deps -r locks/tau2.txt (scripts/setup.sh does it)"
 
 
-class Tau2Missing(RuntimeError):
-    """The tau2 package (or one of its few runtime dependencies) is not installed."""
+class Tau2Missing(UserError):
+    """The tau2 package (or one of its few runtime dependencies) is not installed (the CLI prints one line)."""
 
 
 def _import(module: str) -> Any:
@@ -113,10 +115,24 @@ def reward(domain: str, task: Mapping[str, Any], calls: Sequence[Mapping[str, An
     return {"reward": total, **{k: float(v) for k, v in parts.items()}}
 
 
+@cache
+def _pristine(domain: str) -> tuple[str, frozenset[str]]:
+    """The initial DB hash of `domain` and the names of its tools that do not write (upstream's tool types)."""
+    env = constructor(domain)()
+    readers = frozenset(n for n in env.tools.tools if str(getattr(env.tools.tool_type(n), "value", "")) != "write")
+    return env.get_db_hash(), readers
+
+
 def gold_changes_db(domain: str, task: Mapping[str, Any]) -> bool:
-    """Whether replaying the task's gold actions changes the DB (else a no-op passes the DB check too)."""
-    env, gold = environment(domain, task.get("initial_state")), _task(task).evaluation_criteria
-    before = env.get_db_hash()
-    for i, action in enumerate((gold.actions or []) if gold is not None else []):
+    """Whether replaying the task's gold actions changes the DB (else a no-op passes the DB check too).
+    Gold made of reading tools only cannot change it, and is not replayed."""
+    criteria = _task(task).evaluation_criteria
+    actions = list((criteria.actions or []) if criteria is not None else [])
+    initial_hash, readers = _pristine(domain)
+    if all(a.name in readers for a in actions) and not task.get("initial_state"):
+        return False
+    env = environment(domain, task.get("initial_state"))
+    before = env.get_db_hash() if task.get("initial_state") else initial_hash
+    for i, action in enumerate(actions):
         respond(env, f"gold-{i}", action.name, action.arguments)
     return bool(env.get_db_hash() != before)
