@@ -137,11 +137,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(*self.app.call(self.path[len(prefix):], args))
 
 
-def serve(app: Tau2App, token: str, host: str, port: int) -> ThreadingHTTPServer:
-    handler = type("Handler", (_Handler,), {"app": app, "token": token})
+def listen(token: str, host: str, port: int) -> tuple[ThreadingHTTPServer, type[_Handler]]:
+    """Bind and listen before the domain loads (a second or more under load): a call that comes early
+    waits in the listen backlog for its answer instead of being refused. The caller sets `app`."""
+    handler: type[_Handler] = type("Handler", (_Handler,), {"token": token})
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
-    return server
+    return server, handler
 
 
 def build_app(config: dict[str, Any], workspace: Path) -> Tau2App:
@@ -157,11 +159,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
     ns = ap.parse_args(argv)
+    server, handler = listen(ns.token, ns.host, ns.port)
     try:
-        app = build_app(json.loads(ns.config.read_text()), ns.workspace)
+        handler.app = build_app(json.loads(ns.config.read_text()), ns.workspace)
     except upstream.Tau2Missing as exc:
         raise SystemExit(f"tau2 service: {exc}") from None
-    serve(app, ns.token, ns.host, ns.port).serve_forever()
+    server.serve_forever()
 
 
 if __name__ == "__main__":

@@ -38,11 +38,11 @@ def said_in(transcript: Sequence[Mapping[str, Any]], asked: Sequence[str]) -> li
     return [t for t in [*texts, *asked] if t]
 
 
-def read_log(url: str, token: str, timeout_s: float = 30.0) -> dict[str, Any]:
+def read_log(url: str, token: str, timeout_s: float = 45.0) -> dict[str, Any]:
     from openforgerl.envs.client import _with_retry
 
     req = urllib.request.Request(f"{url.rstrip('/')}/log", headers={"Authorization": f"Bearer {token}"})
-    status, body = _with_retry(req, timeout_s, wait_s=10.0)
+    status, body = _with_retry(req, timeout_s, wait_s=20.0)  # the service may still be starting, under load
     if status != 200 or not isinstance(body, dict):
         raise RuntimeError(f"GET /log answered {status}")
     return body
