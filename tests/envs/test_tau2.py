@@ -129,6 +129,44 @@ def test_upstream_reward_is_db_hash_times_communicate() -> None:
         upstream.reward("retail", task, calls[:-1] + forged, [])
 
 
+@needs_tau2
+async def test_mcp_server_serves_upstream_tools_and_the_service_logs_each_call(tmp_path: Path) -> None:
+    """The CLI surface: the tau2 MCP server lists upstream's schemas and forwards calls to the service,
+    whose log (token only) holds each call with the reply the agent got; an upstream error is an error."""
+    import sys
+    import threading
+
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from openforgerl.envs.tau2.service import build_app, listen
+    from openforgerl.envs.tau2.verify import read_log
+
+    server, handler = listen("secret", "127.0.0.1", 0)
+    handler.app = build_app({"domain": "airline"}, tmp_path)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    (tmp_path / "tools.json").write_text(json.dumps(list(upstream.tool_schemas("airline"))))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "openforgerl.envs.tau2.mcp", "--tools",
+                                                                 str(tmp_path / "tools.json")],
+                                   env={"OPENFORGERL_CLAW_URL": url})
+    try:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert "book_reservation" in tools and tools["get_user_details"].input_schema["required"] == ["user_id"]
+            ok = await session.call_tool("get_user_details", {"user_id": "mia_li_3668"})
+            assert not ok.is_error and json.loads(ok.content[0].text)["user_id"] == "mia_li_3668"
+            bad = await session.call_tool("get_user_details", {"user_id": "nobody"})
+            assert bad.is_error and "Error" in bad.content[0].text
+        with pytest.raises(Exception, match="403"):
+            read_log(url, "wrong")
+        log = read_log(url, "secret")
+        assert [(c["name"], c["error"]) for c in log["calls"]] == [("get_user_details", False), ("get_user_details", True)]
+    finally:
+        server.shutdown()
+
+
 # ------------------------------------------------------------------ real sandboxes
 
 
