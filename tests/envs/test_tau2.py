@@ -130,15 +130,17 @@ def test_upstream_reward_is_db_hash_times_communicate() -> None:
 
 
 @needs_tau2
-async def test_mcp_server_serves_upstream_tools_and_the_service_logs_each_call(tmp_path: Path) -> None:
-    """The CLI surface: the tau2 MCP server lists upstream's schemas and forwards calls to the service,
-    whose log (token only) holds each call with the reply the agent got; an upstream error is an error."""
+async def test_mcp_and_shell_surfaces_reach_the_service_which_logs_each_call(tmp_path: Path, monkeypatch) -> None:
+    """The CLIs' surfaces: the tau2 MCP server lists upstream's schemas and forwards calls to the service,
+    as does the shell command; the log (token only) holds each call with the reply the agent got, and an
+    upstream error is an error on both surfaces."""
     import sys
     import threading
 
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
+    from openforgerl.envs.tau2 import cli
     from openforgerl.envs.tau2.service import build_app, listen
     from openforgerl.envs.tau2.verify import read_log
 
@@ -159,12 +161,33 @@ async def test_mcp_server_serves_upstream_tools_and_the_service_logs_each_call(t
             assert not ok.is_error and json.loads(ok.content[0].text)["user_id"] == "mia_li_3668"
             bad = await session.call_tool("get_user_details", {"user_id": "nobody"})
             assert bad.is_error and "Error" in bad.content[0].text
+        monkeypatch.setenv("OPENFORGERL_CLAW_URL", url)  # the shell surface (envs/tau2/cli.py)
+        assert cli.main(["get_user_details", '{"user_id": "mia_li_3668"}']) == 0
+        assert cli.main(["cancel_reservation", '{"reservation_id": "NOPE00"}']) == 1
         with pytest.raises(Exception, match="403"):
             read_log(url, "wrong")
         log = read_log(url, "secret")
-        assert [(c["name"], c["error"]) for c in log["calls"]] == [("get_user_details", False), ("get_user_details", True)]
+        assert [(c["name"], c["error"]) for c in log["calls"]] == [
+            ("get_user_details", False), ("get_user_details", True), ("get_user_details", False),
+            ("cancel_reservation", True)]
     finally:
         server.shutdown()
+
+
+@needs_tau2
+def test_the_scripted_oracle_acts_through_a_shell_with_the_tau2_command(tmp_path: Path) -> None:
+    """A harness whose only tool is a shell (Codex's `exec_command`) gets the tau2 command line."""
+    from types import SimpleNamespace
+
+    from openforgerl.envs.oracle_policy import oracle_policy
+
+    [folder] = import_any(DATA / "tau2" / "airline" / "tasks.json", tmp_path)[:1]
+    rt = Tau2TaskRuntime(load_task(folder), port=1, python="py")
+    turn = SimpleNamespace(tools=[{"type": "function", "name": "exec_command"}], rollout_id="r",
+                           messages=[{"role": "user", "content": rt.instruction}])
+    call = oracle_policy([rt])(turn)
+    assert "py -m openforgerl.envs.tau2.cli get_reservation_details" in call
+    assert "reservation_id" in call and "OPENFORGERL_CLAW_URL=http://127.0.0.1:1" in call
 
 
 # ------------------------------------------------------------------ real sandboxes

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -101,12 +102,18 @@ class Tau2TaskRuntime:
         return [McpServer("tau2", self.python, args, {URL_ENV: self.url})]
 
     def cli_program(self) -> str:
-        return f"curl -s -X POST {self.url}/call"
+        """The shell command of one tool call (`envs/tau2/cli.py`): `<program> TOOL 'JSON'`; the service URL
+        comes from the environment the harness runs in, so it is set on the command line too."""
+        return f"{URL_ENV}={self.url} {self.python} -m openforgerl.envs.tau2.cli"
+
+    def shell_line(self, tool: str, args: Mapping[str, Any]) -> str:
+        """One tool call as a shell command line (the scripted oracle's path in shell-only harnesses)."""
+        return f"{self.cli_program()} {shlex.quote(tool)} {shlex.quote(json.dumps(dict(args)))}"
 
     def shell_tools_hint(self) -> str:
         names = [str(s["function"]["name"]) for s in self.function_tools()]
-        return (f"The {self.domain} tools are served at {self.url}: POST /call/<tool> with the JSON arguments "
-                f"as the body (e.g. `{self.cli_program()}/{names[0]} -d '{{}}'`). Tools: {', '.join(names)}.")
+        return (f"The {self.domain} tools run from the shell as `{self.cli_program()} TOOL 'JSON arguments'` "
+                f"(it prints the reply as JSON; exit 1 on an error). Tools: {', '.join(names)}.")
 
     async def verify(self, sandbox: Any) -> Verdict:
         inputs = {"tests/tau2_task.json": json.dumps(self.upstream_task).encode()}
