@@ -16,4 +16,9 @@ def _runtime(task: Task, **kwargs: Any) -> Any:
     return Tau2TaskRuntime(task, python=kwargs.get("python"))
 
 
-FAMILY = register_family(TaskFamily("tau2", lambda t: t.meta.source == "tau2", _runtime, verifier_files=False))
+def _is_tau2(task: Task) -> bool:
+    """Folders written by the tau2 importer (older ones, with Claw checks and no upstream task, stay Claw)."""
+    return task.meta.source == "tau2" and (task.root / "tests" / "tau2_task.json").is_file()
+
+
+FAMILY = register_family(TaskFamily("tau2", _is_tau2, _runtime, verifier_files=False))
