@@ -265,37 +265,7 @@ def test_qwenclawbench_grade_function_runs_in_the_sandbox(tmp_path: Path) -> Non
     assert after[1]["check.total_correct"] == 1.0
 
 
-# ------------------------------------------------------------------ tau2
-
-
-def test_tau2_is_scored_by_db_state_and_communication_not_by_required_calls(tmp_path: Path) -> None:
-    tasks = _imported(DATA / "tau2" / "airline" / "tasks.json", tmp_path)
-    first = tasks["tau2/airline/airline-0"]
-    assert "cancel reservation EHGLP3" in first.instruction and "emma_kim_9957" in first.instruction
-    c = _checks(first.root)
-    assert set(c) == {"db_state", "communicate"}  # the gold actions are one trajectory, not checks
-    assert (c["db_state"].kind, c["db_state"].domain, c["db_state"].actions) == ("tau2_db", "airline", "tau2_gold_actions.json")
-    assert c["communicate"].info == ["327"]
-    gold = json.loads((first.root / "tests/tau2_gold_actions.json").read_text())
-    assert [a["name"] for a in gold] == ["get_reservation_details", "cancel_reservation"]
-    assert json.loads((first.root / "tests/tau2_criteria.json").read_text())["reward_basis"] == ["DB", "COMMUNICATE"]
-    assert set(first.flags) == {"needs:user_simulator", "needs:transcript", "unsupported:tau2_domain:airline"}
-    assert "airline tools" in first.meta.no_oracle
-    assert "requires_llm_judge" in tasks["tau2/airline/airline-1"].flags
-    action = _checks(tasks["tau2/airline/airline-2"].root)
-    assert set(action) == {"db_state", "action_0_update_reservation_flights"}  # ACTION basis: calls checked
-    assert action["action_0_update_reservation_flights"].match == {"reservation_id": "K1NW8N", "cabin": "business"}
-
-
-def test_tau2_split_tasks_json_gives_the_split(tmp_path: Path) -> None:
-    tasks = _imported(DATA / "tau2", tmp_path)
-    assert {k: t.meta.split for k, t in tasks.items()} == {
-        "tau2/airline/airline-0": "train", "tau2/airline/airline-1": "test", "tau2/airline/airline-2": "train"}
-
-
-def test_tau2_user_engine_lifts_only_the_user_simulator_flag(tmp_path: Path) -> None:
-    tasks = _imported(DATA / "tau2", tmp_path, user_engine="http://127.0.0.1:9000/v1")
-    assert set(tasks["tau2/airline/airline-0"].flags) == {"needs:transcript", "unsupported:tau2_domain:airline"}
+# tau2: tests/envs/test_tau2.py (the tau2 family runs upstream's domains)
 
 
 # ------------------------------------------------------------------ the new check kinds
@@ -362,8 +332,8 @@ def test_validate_on_a_fully_flagged_set_says_why_and_fails(tmp_path: Path) -> N
     res = CliRunner().invoke(tasks_command, ["validate", str(tmp_path / "t")])
     assert res.exit_code == 1, res.output
     assert "0/0" not in res.output
-    assert "0 runnable of 3 tasks: 3 needs user_simulator, 3 unsupported tau2_domain, 1 needs judge, " \
-           "1 needs transcript" in res.output
+    line = next(x for x in res.output.splitlines() if x.startswith("0 runnable of 3 tasks: "))
+    assert {"3 needs user_simulator", "1 needs judge", "1 needs transcript"} <= set(line.split(": ", 1)[1].split(", "))
 
 
 def test_import_command_prints_the_counts(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Sequence
+from functools import cache
 from pathlib import Path
 
 __all__ = ["MASKED_IN_PACKAGE", "SYSTEM_RO_BINDS", "VERIFIER_IN", "VERIFIER_OUT", "Mounts", "runtime_ro_binds",
@@ -50,6 +51,12 @@ SYSTEM_RO_BINDS: tuple[str, ...] = (
 
 MASKED_IN_PACKAGE: tuple[str, ...] = ("envs/claw/suite/tasks", "envs/gui/suite/tasks")
 """Folders of this package covered by an empty tmpfs inside: task folders with solutions and tests."""
+
+MASKED_FOREIGN: dict[str, tuple[str, ...]] = {"tau2": ("data/tau2/domains/*/tasks*.json",)}
+"""Files of other installed packages covered inside by `/dev/null` (which cannot even be opened there: the
+sandbox's binds are nodev), by package and glob under its folder:
+an installed benchmark's task files hold every task's gold answers (tau2: the gold actions), while its
+code and the rest of its data (the domains' DBs and policies) must stay readable for its services."""
 
 RO_BINDS_ENV = "OPENFORGERL_SANDBOX_RO_BINDS"
 VERIFIER_IN = "/verifier/in"
@@ -121,11 +128,27 @@ def _ro_bind_args(ro_binds: Sequence[Path], hide: Sequence[Path] = ()) -> list[s
         for rel in MASKED_IN_PACKAGE:
             if (package / rel).is_dir():
                 args += ["--tmpfs", str(package / rel)]
+    for path in foreign_masked():
+        if any(_is_under(path, p) for p in ro_binds):
+            args += ["--ro-bind", "/dev/null", str(path)]
     return args
 
 
 def masked_mounts() -> list[tuple[str, Path | None]]:
-    return [(str(_package() / rel), None) for rel in MASKED_IN_PACKAGE]
+    return [(str(_package() / rel), None) for rel in MASKED_IN_PACKAGE] + [(str(p), None) for p in foreign_masked()]
+
+
+@cache
+def foreign_masked() -> tuple[Path, ...]:
+    """The installed files `MASKED_FOREIGN` names (found without importing their packages)."""
+    from importlib.util import find_spec
+
+    found: list[Path] = []
+    for package, globs in MASKED_FOREIGN.items():
+        spec = find_spec(package)
+        folder = Path(spec.origin).parent if spec is not None and spec.origin else None
+        found += [p.resolve() for g in globs for p in sorted(folder.glob(g))] if folder else []
+    return tuple(found)
 
 
 def _namespaces(unshare_net: bool) -> list[str]:

@@ -50,6 +50,8 @@ class TaskDraft:
     pass_threshold: float = 1.0
     extra_files: dict[str, str | bytes] = field(default_factory=dict)
     """More files, relative to the task root (e.g. tests/grade.py of an imported task)."""
+    environment: dict[str, Any] = field(default_factory=dict)
+    """task.toml's `[environment]` table, e.g. `{"kind": "tau2"}`: the kind picks the task's family."""
 
     @property
     def folder(self) -> str:
@@ -66,9 +68,10 @@ def _task_toml(d: TaskDraft) -> dict[str, Any]:
     meta |= d.extra_meta
     if meta.get("verifier", "checks") != "checks":
         meta.pop("tools", None)
-    return {"schema_version": "1.4", "task": {"name": d.name, "description": d.description},
-            "metadata": {"openforgerl": meta}, "agent": {"timeout_sec": d.budget_s},
-            "verifier": {"timeout_sec": 60.0}}
+    out: dict[str, Any] = {"schema_version": "1.4", "task": {"name": d.name, "description": d.description},
+                           "metadata": {"openforgerl": meta}, "agent": {"timeout_sec": d.budget_s},
+                           "verifier": {"timeout_sec": 60.0}}
+    return out | ({"environment": dict(d.environment)} if d.environment else {})
 
 
 def _write(path: Path, text: str, executable: bool = False) -> None:

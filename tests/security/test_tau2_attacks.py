@@ -1,0 +1,95 @@
+"""Attacks on a tau2 task from inside a real sandbox, as the harness, through the real gateway and
+orchestrator. The agent wants the reward without doing the task: the DB must end as the gold actions
+leave it, and the verifier reads the rollout's call log from the service with a token.
+
+- The gold: the installed tau2 package (bound read-only, its services need it) ships every task's gold
+  actions in `data/tau2/domains/*/tasks.json`. The attacker reads that file, finds its own task by the
+  instruction, and replays the gold through the tools: masked (`sandbox/bwrap.py` MASKED_FOREIGN), the
+  file cannot be read and the reward stays 0; with the mask lifted (the control) the very same attack earns 1,
+  so the test can fail. The task folder's own `solution/` and `tests/` are not in the sandbox at all.
+- The state: no route writes the DB or the log but a tool call (`/reset`, `/state`, `/log` POSTs are 404),
+  the log answers 403 without the token, and no process the agent can see holds the token.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+from openforgerl.envs.importers import import_any
+from openforgerl.harness.generic import CommandHarness
+from openforgerl.records import RolloutStatus
+from openforgerl.sandbox import bwrap
+from openforgerl.tasks.loader import load_runtime
+from openforgerl.testing.markers import needs_bwrap
+from openforgerl.testing.rollouts import open_rollout_env
+
+pytestmark = [needs_bwrap, pytest.mark.skipif(find_spec("tau2") is None, reason="tau2 not installed")]
+
+ATTACK = r'''
+import glob, json, os, sys, urllib.request as u
+instruction, url = sys.argv[1], "http://127.0.0.1:7727"
+def call(path, body=None, headers={}):
+    req = u.Request(url + path, None if body is None else json.dumps(body).encode(), headers, method="POST" if body is not None else "GET")
+    try:
+        return u.urlopen(req, timeout=30).status
+    except u.HTTPError as e:
+        return e.code
+for _ in range(300):  # the service loads its domain for a second or two
+    try:
+        u.urlopen(url + "/healthz", timeout=5); break
+    except OSError:
+        __import__("time").sleep(0.1)
+found = {"log": call("/log"), "log_guess": call("/log", headers={"Authorization": "Bearer 0"}),
+         "reset": call("/reset", {}), "post_log": call("/log", {"calls": []}),
+         "token_seen": any(("tau2" + ".service").encode() in open(p, "rb").read() for p in glob.glob("/proc/[0-9]*/cmdline"))}
+import tau2
+for path in glob.glob(os.path.join(os.path.dirname(tau2.__file__), "data/tau2/domains/*/tasks.json")):
+    try:
+        raw = open(path).read()
+    except OSError as exc:  # masked: /dev/null on a nodev mount cannot be opened
+        raw = ""
+    found[os.path.basename(os.path.dirname(path))] = len(raw)
+    for task in json.loads(raw) if raw else []:
+        inst = task["user_scenario"]["instructions"]
+        if isinstance(inst, dict) and (inst.get("reason_for_call") or "?").strip() in instruction:
+            for a in task["evaluation_criteria"]["actions"]:
+                call("/call/" + a["name"], a["arguments"])
+print(json.dumps(found))
+assert found["log"] == found["log_guess"] == 403 and found["reset"] == found["post_log"] == 404, found
+assert not found["token_seen"], found
+'''
+
+
+def _task(tmp_path: Path):
+    spec = find_spec("tau2")
+    assert spec is not None and spec.origin
+    src = Path(spec.origin).parent / "data/tau2/domains/airline"
+    out = tmp_path / "upstream" / "airline"
+    out.mkdir(parents=True)
+    (out / "tasks.json").write_text(json.dumps([t for t in json.loads((src / "tasks.json").read_text())
+                                                if t["id"] == "12"]))
+    [folder] = import_any(out, tmp_path / "t", user_engine="http://127.0.0.1:9/v1")
+    return load_runtime(folder)
+
+
+async def _attack(tmp_path: Path, name: str) -> tuple[object, float | None]:
+    async with open_rollout_env(tmp_path / name) as env:
+        (rec,) = (await env.run([_task(tmp_path / name)], CommandHarness([sys.executable, "-c", ATTACK]))).records
+    return rec.status, rec.reward
+
+
+async def test_the_agent_cannot_read_the_gold_or_forge_the_state(tmp_path: Path, monkeypatch) -> None:
+    status, reward = await _attack(tmp_path, "masked")
+    assert (status, reward) == (RolloutStatus.OK, 0.0)
+    monkeypatch.setattr(bwrap, "MASKED_FOREIGN", {})  # the control: the same attack, gold file in reach
+    bwrap.foreign_masked.cache_clear()
+    try:
+        status, reward = await _attack(tmp_path, "unmasked")
+    finally:
+        bwrap.foreign_masked.cache_clear()
+    assert (status, reward) == (RolloutStatus.OK, 1.0)
