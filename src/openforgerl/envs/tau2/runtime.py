@@ -58,6 +58,7 @@ class Tau2TaskRuntime(TaskDefaults):
 
             upstream.constructor(self.domain)
         self.port = port
+        self.tool_service_url = f"http://127.0.0.1:{port}"
         self.python = python or sys.executable
         self.token = secrets.token_hex(16)
         self.upstream_task: dict[str, Any] = json.loads((task.root / "tests" / "tau2_task.json").read_text())
@@ -69,10 +70,6 @@ class Tau2TaskRuntime(TaskDefaults):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def tool_service_url(self) -> str:
-        return self.url
 
     @property
     def with_user(self) -> bool:
