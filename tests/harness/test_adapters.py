@@ -114,13 +114,54 @@ def test_unknown_harness_names_the_known_ones() -> None:
     assert set(INSTALLABLE) <= set(harness_names())
 
 
-def test_opencode_gets_the_instruction_as_unquoted_words() -> None:
-    """`opencode run` quotes any message argument containing a space; words after `--` join back exactly."""
-    from openforgerl.harness.opencode import message_args
+def test_opencode_gets_the_instruction_on_stdin() -> None:
+    """Message arguments are quoted when they hold a space and crash when one is a number; the
+    instruction goes in on stdin, from a file the launch writes, exactly as given."""
+    launch = get_harness("opencode").launch(ctx(instruction='Book "it"  in 24 hours\n- then --stop'), TOOLS)
+    shell, flag, script, opencode, model, message = launch.argv
+    assert (shell, flag, script) == ("/bin/sh", "-c", 'exec "$0" run --model "$1" < "$2"')
+    assert opencode.endswith("/opencode") and model == "openforgerl/policy"
+    assert launch.files[message].decode().startswith('Book "it"  in 24 hours\n- then --stop')
 
-    text = 'Say "hi"  twice\n\n- then --stop -x @a.b\ttab end'
-    args = message_args(text)
-    assert args[0] == "--" and not any(" " in a for a in args[1:])
-    assert " ".join(args[1:]) == text
-    launch = get_harness("opencode").launch(ctx(), TOOLS)
-    assert list(launch.argv[-2:]) == ["do", "it"] and launch.argv[-3] == "--"
+
+@pytest.mark.harness
+def test_the_real_opencode_reads_a_numbered_instruction_from_stdin(tmp_path: Path) -> None:
+    """The real CLI, against a stub endpoint that records the request: the message arrives byte for byte
+    (the old word-by-word argv crashed on `24` before any request)."""
+    import http.server
+    import os
+    import subprocess
+    import threading
+
+    from harness_e2e import require_installed
+
+    bodies: list[bytes] = []
+
+    class Stub(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            bodies.append(self.rfile.read(int(self.headers.get("content-length", 0))))
+            self.send_response(400)
+            self.send_header("content-type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"error": {"message": "stub"}}')
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    text = 'Book  the 24 hour\n  "flight" -x now'
+    home = tmp_path / "home"
+    launch = get_harness("opencode").launch(
+        ctx(instruction=text, home=str(home), openai_base_url=f"http://127.0.0.1:{server.server_port}/v1"),
+        require_installed("opencode"))
+    for path, data in launch.files.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
+    try:
+        subprocess.run(list(launch.argv), env={**os.environ, **launch.env}, cwd=tmp_path, timeout=120,
+                       capture_output=True, stdin=subprocess.DEVNULL)
+    finally:
+        server.shutdown()
+    users = [m["content"] for b in bodies for m in json.loads(b)["messages"] if m["role"] == "user"]
+    assert any(u.startswith(text) for u in users), users

@@ -7,9 +7,12 @@ Quirks (measured):
   no tools). The gateway marks it `side_call`; it is never trained.
 - Headers `x-session-id` / `x-session-affinity` (`ses_…`).
 - `opencode run` joins its message arguments with spaces and wraps any argument containing a space in
-  double quotes (escaping inner `"`): one argv element `do it` reached the model as `"do it"`. The
-  instruction goes in as its space-separated words after `--` instead, which the join restores byte for
-  byte (newlines, tabs, repeated spaces, leading `-` included).
+  double quotes (escaping inner `"`): one argv element `do it` reached the model as `"do it"`. Passing the
+  words one by one after `--` crashed on a word that is a number (`G.includes is not a function`: yargs
+  makes `24` a number; tau2's airline policy has "24 hours"). So the instruction goes in on stdin, which
+  `opencode run` reads as the message when it has none: it reached the model byte for byte (quotes,
+  repeated spaces, newlines, numbers and leading `-` words, measured). The file is written with the
+  launch and redirected by `sh`, which `exec`s opencode (the same process tree as before).
 - At startup it may fetch npm packages into `~/.npm` / `~/.cache/opencode`; the default-plugin, LSP and
   models.dev fetches are switched off here so an offline sandbox does not wait on them.
 """
@@ -52,10 +55,9 @@ def config(ctx: HarnessContext) -> dict[str, object]:
             "mcp": _mcp(list(ctx.mcp_servers))}
 
 
-def message_args(text: str) -> list[str]:
-    """`--` then the words of `text` split on single spaces: `opencode run` joins its message arguments
-    with " " and quotes only those that contain a space, so none is quoted and the join gives `text` back."""
-    return ["--", *text.split(" ")]
+def stdin_argv(opencode: str, model: str, message_file: str) -> list[str]:
+    """`opencode run --model M < message_file`, with opencode `exec`ed by sh (see the module docstring)."""
+    return ["/bin/sh", "-c", 'exec "$0" run --model "$1" < "$2"', opencode, model, message_file]
 
 
 class OpencodeHarness:
@@ -67,9 +69,9 @@ class OpencodeHarness:
         install_npm(PACKAGE, cache_dir)
 
     def launch(self, ctx: HarnessContext, cache_dir: Path) -> HarnessLaunch:
-        cfg = f"{ctx.home}/opencode.json"
-        argv = [str(PACKAGE.bin(cache_dir, "opencode")), "run", "--model", f"{PROVIDER}/{ctx.model}",
-                *message_args(with_hint(ctx))]
+        cfg, message = f"{ctx.home}/opencode.json", f"{ctx.home}/opencode-message.txt"
+        argv = stdin_argv(str(PACKAGE.bin(cache_dir, "opencode")), f"{PROVIDER}/{ctx.model}", message)
         env = {**base_env(ctx), **OPENCODE_ENV, "OPENCODE_CONFIG": cfg}
-        return HarnessLaunch(argv=argv, env=env, files={cfg: json_bytes(config(ctx))},
+        files = {cfg: json_bytes(config(ctx)), message: with_hint(ctx).encode()}
+        return HarnessLaunch(argv=argv, env=env, files=files,
                              outputs=[f"{ctx.home}/.local/share/opencode/storage"])
