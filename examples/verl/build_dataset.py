@@ -16,15 +16,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from openforgerl.tasks.format import find_tasks, load_task
+from openforgerl.train.stack import resolve_task_dir
 from openforgerl.train.verl.rows import build_row
 
 
 def task_root(spec: str) -> Path:
-    if spec.startswith("builtin:"):
-        from openforgerl.envs.claw.suite import CLAW_SUITE
-
-        return CLAW_SUITE.parent / spec.removeprefix("builtin:")
-    return Path(spec).resolve()
+    """`builtin:<suite>` as `train` resolves it (one table: train.stack.resolve_task_dir), else the folder."""
+    return resolve_task_dir(spec).resolve()
 
 
 def build(tasks: str, harness: str, out: Path, difficulty: list[str] | None = None) -> dict[str, int]:
