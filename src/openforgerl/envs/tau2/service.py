@@ -24,10 +24,11 @@ import hmac
 import json
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from openforgerl.envs._json_http import JsonHandler
 from openforgerl.envs.tau2 import upstream
 
 __all__ = ["Tau2App", "main"]
@@ -89,21 +90,9 @@ class Tau2App:
             return {"calls": list(self.calls), "said": list(self.said)}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):  # quiet: the call log is the log
     app: Tau2App
     token: str
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: the call log is the log
-        return
-
-    def _send(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _authorized(self) -> bool:
         given = self.headers.get("Authorization", "").removeprefix("Bearer ")

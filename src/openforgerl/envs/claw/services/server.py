@@ -23,10 +23,11 @@ import argparse
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from openforgerl.envs._json_http import JsonHandler
 from openforgerl.envs.claw.tools import get_tool
 from openforgerl.envs.claw.world import OPS, ToolError, World, load_fixtures
 
@@ -101,20 +102,8 @@ class ClawApp:
 MAX_BODY = 8 * 1024 * 1024
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):  # quiet: the audit is the log
     app: ClawApp
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: the audit is the log
-        return
-
-    def _send(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:
         routes = {"/healthz": lambda: {"ok": True}, "/state": self.app.world.state,
