@@ -108,22 +108,10 @@ class _Handler(JsonHandler):  # quiet: the call log is the log
         self._send(200, handler()) if handler else self._send(404, {"error": "not found"})
 
     def do_POST(self) -> None:
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
-        if not 0 <= length <= MAX_BODY:  # the agent reaches this service: a huge body must not OOM it
-            self.close_connection = True
-            return self._send(413, {"error": f"body must be 0..{MAX_BODY} bytes"})
-        raw = self.rfile.read(length)
-        prefix = next((p for p in ("/call/", "/tools/") if self.path.startswith(p)), None)
-        if prefix is None:
-            return self._send(404, {"error": "not found"})
-        try:
-            args = json.loads(raw or b"{}")
-        except ValueError:
-            return self._send(400, {"error": "body must be JSON"})
-        self._send(*self.app.call(self.path[len(prefix):], args))
+        raw = self._read_body(MAX_BODY)
+        if raw is None:
+            return
+        self._answer_tool_call(raw, self.app.call)
 
 
 def listen(token: str, host: str, port: int) -> tuple[ThreadingHTTPServer, type[_Handler]]:
