@@ -135,3 +135,25 @@ async def test_mcp_server_lists_and_calls_tools(claw_service) -> None:
         hidden = await session.call_tool("notes_write", {"title": "a", "content": "b"})
         assert hidden.is_error
     assert svc.app.world.state()["todo"]["items"][0]["title"] == "from mcp"
+
+
+def test_an_oversized_or_lying_body_is_refused_before_it_is_read(claw_service) -> None:
+    """The agent reaches the service (JsonHandler, shared with tau2's): a huge Content-Length is a 413 and
+    the connection closes, never an allocation; a non-JSON body is a 400; an unknown route a 404."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from openforgerl.envs.claw.services.server import MAX_BODY
+
+    service = claw_service()
+    host, port = urlsplit(service.url).hostname, urlsplit(service.url).port
+    for length, body, path, status in ((str(MAX_BODY + 1), b"", "/call/todo_list", 413), ("-5", b"", "/call/x", 413),
+                                       ("abc", b"", "/call/x", 413), ("3", b"{x}", "/call/todo_list", 400),
+                                       ("2", b"{}", "/nope", 404)):
+        conn = http.client.HTTPConnection(host, port, timeout=10)
+        conn.putrequest("POST", path)
+        conn.putheader("Content-Length", length)
+        conn.endheaders(body)
+        resp = conn.getresponse()
+        assert resp.status == status, (length, path, resp.read())
+        conn.close()
