@@ -141,9 +141,9 @@ async def start_engine(name: str, delay_ms: float, log_dir: Path) -> tuple[subpr
     return p, base
 
 
-async def start_relay(name: str, engine: str, log_dir: Path) -> Proc:
+async def start_relay(name: str, engine: str, log_dir: Path, env: dict[str, str] | None = None) -> Proc:
     port = free_port()
-    p = spawn(name, [sys.executable, __file__, "--serve-relay", str(port), "--upstream", engine], log_dir=log_dir)
+    p = spawn(name, [sys.executable, __file__, "--serve-relay", str(port), "--upstream", engine], env, log_dir)
     base = f"http://127.0.0.1:{port}"
     await wait_ready(base + "/v1/models", p)
     return Proc(name, p, base + "/v1/chat/completions")

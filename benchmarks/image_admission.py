@@ -22,7 +22,7 @@ from multimodal import Rollout, base_screenshots
 
 from openforgerl.gateway.calls import parse_body
 from openforgerl.gateway.images import ImagePolicy, SeenImages, find_images, stored_copy
-from openforgerl.gateway.lifted import for_engine, lift_data_urls
+from openforgerl.gateway.lifted import lift_data_urls
 
 
 def plain(raw: bytes, seen: SeenImages) -> bytes:
@@ -40,11 +40,11 @@ def lifted(raw: bytes, seen: SeenImages) -> bytes:
     assert found is not None
     body = parse_body(found.lean)
     media = find_images(body, ImagePolicy(), seen, found)
-    assert media is not None and media.lifted == len(found.urls)
+    assert media is not None and media.lifted == len(found.spans)
     for url, ref in media.fresh:
         seen.add(url, ref)
-    stored_copy(body, media.replace)
-    return orjson.dumps(for_engine(body, found, fragments=True))
+    found.with_refs(media.replace)  # the record's request: the lean bytes with references
+    return found.splice(orjson.dumps(body))  # the engine's payload: the client's bytes spliced back
 
 
 def per_call(path: Any, bodies: list[bytes]) -> float:

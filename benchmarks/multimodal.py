@@ -12,7 +12,9 @@ keeping its last five observations does. Modes: text only (the same body without
 screenshot, five screenshots; non-streamed, 32 tokens.
 
 Reported: proxy CPU seconds per 1,000 calls (psutil, user+system) for relay and gateway and their
-ratio (target <= 2x), and for the 1,000-call five-screenshot rollout: the blob bytes, the call
+ratio (target <= 2x). The gateway process keeps freed memory in its heap (`gateway/command.py`
+`_tune_malloc`); a second relay, `relay+malloc`, gets the same glibc settings through the
+environment, so the ratio is also shown against a relay that saves the same page faults. And for the 1,000-call five-screenshot rollout: the blob bytes, the call
 records' bytes, the database file and the blob files beside it, against the unique images' size (target <= 1.1x) and against
 what inline base64 in every record would have cost.
 
@@ -46,6 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gateway_overhead import Proc, free_port, revision_src, spawn, start_gateway, start_relay, wait_ready
 
 PADS_PER_SHOT = 880  # Qwen3-VL, 1280x720, patch 16, merge 2 (gui.md §5.3)
+# glibc's environment names for what the gateway sets with mallopt (gateway/command.py `_tune_malloc`)
+SAME_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(128 << 20),
+               "MALLOC_TOP_PAD_": str(16 << 20)}
 
 
 # -- the engine (not measured) ---------------------------------------------------------------------
@@ -176,11 +181,11 @@ async def run(target: Proc, bodies: list[bytes], conc: int) -> tuple[float, int,
         return target.cpu_seconds() - cpu0, len(bodies), errors
 
 
-async def cpu_matrix(relay: Proc, gateway: Proc, bases: list[bytes], args: argparse.Namespace,
+async def cpu_matrix(relay: Proc, relay_malloc: Proc, gateway: Proc, bases: list[bytes], args: argparse.Namespace,
                      old: Proc | None = None) -> list[dict[str, Any]]:
     """`old`: the gateway of an older revision, measured in the same rounds (`--gateway-rev`)."""
     rows = []
-    targets = [relay, gateway, *([old] if old is not None else [])]
+    targets = [relay, relay_malloc, gateway, *([old] if old is not None else [])]
     for images in (0, 1, 5):
         cpu = {t.name: 0.0 for t in targets}
         calls = {t.name: 0 for t in targets}
@@ -202,11 +207,14 @@ async def cpu_matrix(relay: Proc, gateway: Proc, bases: list[bytes], args: argpa
         per = {k: cpu[k] / calls[k] * 1000 for k in cpu}
         size = len(rollouts["gateway"].body(10, images))
         rows.append({"images": images, "request_kb": size / 1024, "relay_cpu_s_per_1k": per["relay"],
+                     "relay_malloc_cpu_s_per_1k": per[relay_malloc.name],
                      "gateway_cpu_s_per_1k": per["gateway"], "ratio": per["gateway"] / per["relay"],
+                     "ratio_relay_malloc": per["gateway"] / per[relay_malloc.name],
                      "calls": calls["gateway"], "errors": errs})
         r = rows[-1]
-        line = (f"| {images} | {r['request_kb']:.0f} | {r['relay_cpu_s_per_1k']:.2f} | {r['gateway_cpu_s_per_1k']:.2f} "
-                f"| {r['ratio']:.2f} | {r['calls']} | {errs} |")
+        line = (f"| {images} | {r['request_kb']:.0f} | {r['relay_cpu_s_per_1k']:.2f} "
+                f"| {r['relay_malloc_cpu_s_per_1k']:.2f} | {r['gateway_cpu_s_per_1k']:.2f} "
+                f"| {r['ratio']:.2f} | {r['ratio_relay_malloc']:.2f} | {r['calls']} | {errs} |")
         if old is not None:
             r["old_cpu_s_per_1k"] = per[old.name]
             line += f" {per[old.name]:.2f} | {per[old.name] / per['relay']:.2f} | {per['gateway'] / per[old.name]:.3f} |"
@@ -283,8 +291,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         eng, eng_url = await start_engine(log_dir)
         procs.append(eng)
         relay = await start_relay("relay", eng_url, log_dir)
+        relay_malloc = await start_relay("relay+malloc", eng_url, log_dir, SAME_MALLOC)
         gateway = await start_gateway("gateway", eng_url, log_dir / "calls.db", log_dir)
-        procs += [relay.popen, gateway.popen]
+        procs += [relay.popen, relay_malloc.popen, gateway.popen]
         old = None
         if args.gateway_rev:
             old = await start_gateway(f"gateway@{args.gateway_rev}", eng_url, log_dir / "old.db", log_dir,
@@ -292,14 +301,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             procs.append(old.popen)
         print(f"CPU per call, non-streamed, C={args.conc}, {args.rounds} interleaved rounds "
               "(anchor: the bare relay; target gateway <= 2x relay)\n")
-        head = "| screenshots/call | request KiB | relay CPU s/1k | gateway CPU s/1k | gateway/relay | calls | err |"
-        rule = "|---|---|---|---|---|---|---|"
+        head = ("| screenshots/call | request KiB | relay CPU s/1k | relay+malloc CPU s/1k | gateway CPU s/1k "
+                "| gateway/relay | gateway/(relay+malloc) | calls | err |")
+        rule = "|---|---|---|---|---|---|---|---|---|"
         if old is not None:
             head += f" {old.name} CPU s/1k | old/relay | new/old |"
             rule += "---|---|---|"
         print(head)
         print(rule)
-        rows = await cpu_matrix(relay, gateway, bases, args, old)
+        rows = await cpu_matrix(relay, relay_malloc, gateway, bases, args, old)
         st = await storage(eng_url, log_dir, bases, args)
     finally:
         for p in procs:

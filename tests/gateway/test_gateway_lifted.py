@@ -27,14 +27,41 @@ def _image(url: str) -> dict[str, Any]:
 def test_each_data_url_becomes_a_key_and_comes_back_as_the_same_bytes():
     raw = _body(_image(URL), _image(URL[:-4] + "AAA="))
     lifted = lift_data_urls(raw)
-    assert lifted is not None and len(lifted.urls) == 2 and URL.encode() not in lifted.lean
+    assert lifted is not None and len(lifted.spans) == 2 and URL.encode() not in lifted.lean
     lean = orjson.loads(lifted.lean)
     keys = [p["image_url"]["url"] for p in lean["messages"][0]["content"][1:]]
-    assert [lifted.urls[k] for k in keys] == [json.dumps(URL).encode(), json.dumps(URL[:-4] + "AAA=").encode()]
+    assert [lifted.string(k) for k in keys] == [json.dumps(URL).encode(), json.dumps(URL[:-4] + "AAA=").encode()]
     assert for_engine(lean, lifted, fragments=False) == orjson.loads(raw)
     assert orjson.dumps(for_engine(lean, lifted, fragments=True)) == orjson.dumps(orjson.loads(raw))
+    assert lifted.splice(orjson.dumps(lean)) == orjson.dumps(orjson.loads(raw))  # the engine's bytes
     again = lift_data_urls(raw)
-    assert again is not None and set(again.urls).isdisjoint(lifted.urls)  # a nonce per call: keys cannot be named
+    assert again is not None and set(again.spans).isdisjoint(lifted.spans)  # a nonce per call: keys cannot be named
+
+
+def test_a_payload_whose_keys_were_rewritten_is_spliced_the_exact_way():
+    raw = _body(_image(URL), _image(URL))
+    lifted = lift_data_urls(raw)
+    assert lifted is not None
+    lean = orjson.loads(lifted.lean)
+    key = lean["messages"][0]["content"][1]["image_url"]["url"]
+    lean["messages"][0]["content"].append({"type": "text", "text": key})  # a key twice: not spliced by search
+    want = for_engine(lean, lifted, fragments=False)
+    assert orjson.loads(lifted.splice(orjson.dumps(lean))) == want
+
+
+def test_the_stored_request_is_the_lean_body_with_references():
+    from openforgerl.gateway.images import Replacements
+
+    raw = _body(_image(URL), _image(URL[:-4] + "AAA="))
+    lifted = lift_data_urls(raw)
+    assert lifted is not None
+    replace = Replacements()
+    for k, key in enumerate(lifted.spans):
+        replace.add(key, 0, f"openforgerl-blob:sha256:{k:064x}")
+    stored = orjson.loads(lifted.with_refs(replace))
+    urls = [p["image_url"]["url"] for p in stored["messages"][0]["content"][1:]]
+    assert urls == [f"openforgerl-blob:sha256:{k:064x}" for k in range(2)]
+    assert stored["messages"][0]["content"][0] == {"type": "text", "text": "look"}
 
 
 def test_what_is_not_a_plain_data_url_string_is_left_to_the_parser():
@@ -61,7 +88,8 @@ def test_lifting_and_putting_back_gives_the_same_document(doc, compact):
     lifted = lift_data_urls(raw)
     if lifted is None:
         return
-    assert all(orjson.loads(string).startswith("data:image/") for string in lifted.urls.values())
+    assert all(orjson.loads(lifted.string(key)).startswith("data:image/") for key in lifted.spans)
     lean = orjson.loads(lifted.lean)
     assert for_engine(lean, lifted, fragments=False) == doc
     assert orjson.loads(orjson.dumps(for_engine(lean, lifted, fragments=True))) == doc
+    assert orjson.loads(lifted.splice(orjson.dumps(lean))) == doc

@@ -33,6 +33,10 @@ class EngineCall:
     # True when the caller forwards `raw` bytes and needs only ids/logprobs/finish from a stream
     # (chat pass-through): engines may then skip building chunk dicts (`body` may be {}).
     raw_only: bool = False
+    # An engine that serialises `body` to JSON passes the bytes through this when set (only offered
+    # to engines with `splices_payload = True`): the gateway's lifted image data URLs go back in as
+    # the client's bytes, with one copy (gateway/lifted.py; `body` then holds short keys there).
+    splice: Callable[[bytes], bytes] | None = None
 
 
 @final

@@ -20,7 +20,7 @@ import functools
 import itertools
 import re
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -147,9 +147,9 @@ chunk_of_bodies = _Extract.events
 class OpenAICompatEngine:
     """The gateway's client for one or more OpenAI-compatible engine replicas."""
 
-    # The body is serialised with orjson, so a value may be an `orjson.Fragment`: the gateway hands
-    # lifted image data URLs over that way (gateway/lifted.py), as the bytes the client sent.
-    json_fragments = True
+    # The body is serialised here, so the gateway may leave its lifted image data URLs out of it and
+    # have them spliced into the bytes (`EngineCall.splice`, gateway/lifted.py).
+    splices_payload = True
 
     def __init__(self, urls: list[str] | str, *, dialect: Dialect | str = Dialect.VLLM, model: str | None = None,
                  api_key: str | None = None, keepalive_s: float = 30.0, connect_timeout_s: float = 10.0,
@@ -223,7 +223,8 @@ class OpenAICompatEngine:
         except aiohttp.ClientError as exc:
             raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{url}: {exc!r}") from exc
 
-    def _prepare(self, body: dict[str, Any], model: str, stream: bool) -> tuple[bytes, dict[str, str]]:
+    def _prepare(self, body: dict[str, Any], model: str, stream: bool,
+                 splice: Callable[[bytes], bytes] | None = None) -> tuple[bytes, dict[str, str]]:
         out = dict(body)
         out["model"] = model
         out["stream"] = stream
@@ -252,7 +253,8 @@ class OpenAICompatEngine:
             else:
                 out["return_token_ids"] = True
                 out["return_meta_info"] = True
-        return orjson.dumps(out), headers
+        payload = orjson.dumps(out)
+        return (payload if splice is None else splice(payload)), headers
 
     async def _post(self, upstream: Upstream, payload: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
         """POST the chat body; one retry when a pooled connection turns out to be stale."""
@@ -276,7 +278,7 @@ class OpenAICompatEngine:
     # -- Engine protocol -----------------------------------------------------------------------
     async def complete(self, call: EngineCall) -> EngineResult:
         upstream = self.pick(call.route_key)
-        payload, headers = self._prepare(call.body, await self._model(upstream), stream=False)
+        payload, headers = self._prepare(call.body, await self._model(upstream), stream=False, splice=call.splice)
         resp = await self._post(upstream, payload, headers)
         try:
             raw = await resp.read()
@@ -299,7 +301,7 @@ class OpenAICompatEngine:
         """EngineChunks as network reads complete SSE events (one per read, or two when a read
         ends in final events), until `[DONE]`."""
         upstream = self.pick(call.route_key)
-        payload, headers = self._prepare(call.body, await self._model(upstream), stream=True)
+        payload, headers = self._prepare(call.body, await self._model(upstream), stream=True, splice=call.splice)
         resp = await self._post(upstream, payload, headers)
         engine_id = upstream.engine_id
         buf, finished = b"", False

@@ -92,6 +92,10 @@ class Replacements:
             if not any(b == begin and (u is url or u == url) for u, b, _ in found):  # a resent image
                 found.append((url, begin, ref))
 
+    def add_key(self, key: str, ref: str) -> None:
+        """`add` for a text known to be unique (a lifted key, lifted.py): no duplicate check."""
+        self._by_len.setdefault(len(key), []).append((key, 0, ref))
+
     def get(self, text: str) -> str | None:
         for url, begin, ref in self._by_len.get(len(text), ()):
             if _same(text, url, begin):
@@ -128,9 +132,14 @@ def fingerprint(url: str | bytes) -> tuple[int, str | bytes, str | bytes, str | 
     URL (lifted.py) is its JSON string's bytes, quotes included, with entries of its own. The head
     sample spans the data URL's prefix and the image's first chunks (PNG ancillary chunks, JPEG
     APPn), the middle and tail its compressed pixels."""
-    n = len(url)
-    mid = n // 2
-    return n, url[: 4 * _PROBE], url[mid : mid + _PROBE], url[-_PROBE:]
+    return _fingerprint(url, 0, len(url))
+
+
+def _fingerprint(buf: str | bytes, at: int, end: int) -> tuple[int, str | bytes, str | bytes, str | bytes]:
+    """`fingerprint(buf[at:end])`, read in place."""
+    n = end - at
+    mid = at + n // 2
+    return n, buf[at : min(at + 4 * _PROBE, end)], buf[mid : min(mid + _PROBE, end)], buf[max(at, end - _PROBE) : end]
 
 
 class SeenImages:
@@ -154,6 +163,16 @@ class SeenImages:
         entries = self._refs.get(key)
         for known, ref in entries or ():
             if known is url or known == url:
+                self._refs[key] = self._refs.pop(key)  # most recently used last
+                return ref
+        return None
+
+    def get_span(self, raw: bytes, at: int, end: int) -> ImageRef | None:
+        """`get` for `raw[at:end]`, read in place: a lifted URL (lifted.py) is never copied to be found."""
+        key = _fingerprint(raw, at, end)
+        entries = self._refs.get(key)
+        for known, ref in entries or ():
+            if isinstance(known, bytes) and raw.startswith(known, at):  # one memcmp (the key holds the length)
                 self._refs[key] = self._refs.pop(key)  # most recently used last
                 return ref
         return None
@@ -212,10 +231,10 @@ def find_images(chat: dict[str, Any], policy: ImagePolicy, seen: SeenImages | No
                 continue
             if kind in _IMAGE_PARTS:
                 url = _part_url(part, len(found.refs))
-                string = lifted.get(url) if lifted is not None else None
-                if string is None:
+                span = lifted.get(url) if lifted is not None else None
+                if span is None:
                     _take(found, url, policy, seen)
-                elif not _take_lifted(found, url, string, policy, seen):
+                elif not _take_lifted(found, url, lifted.raw, span, policy, seen):  # type: ignore[union-attr]
                     return found  # only the plain path may judge it: `lifted` stays short
             elif kind in _REFUSED_PARTS:  # vLLM takes them, and the record could not hold them
                 raise GatewayError(400, f"content part {kind!r} is not accepted: send images as image_url "
@@ -259,33 +278,35 @@ def _take(found: PromptImages, url: str, policy: ImagePolicy, seen: SeenImages |
     found.replace.add(url, comma, BLOB_REF_PREFIX + known.sha256)
 
 
-def _take_lifted(found: PromptImages, key: str, string: bytes, policy: ImagePolicy, seen: SeenImages | None) -> bool:
-    """`_take` for a lifted data URL (`string`: its JSON string, quotes included); False when only the
-    plain path may judge it: a raw control character (the body is then not JSON, and the plain parse
-    says so), or base64 that only the lenient decoder takes (the plain path answers as it always did)."""
+def _take_lifted(found: PromptImages, key: str, raw: bytes, span: tuple[int, int], policy: ImagePolicy,
+                 seen: SeenImages | None) -> bool:
+    """`_take` for a lifted data URL (its JSON string, quotes included, is `raw[span]`: read in place,
+    copied only when new, for `seen`); False when only the plain path may judge it: a raw control
+    character or an escape in its header (the plain parse says what it is), or base64 that only the
+    lenient decoder takes (the plain path answers as it always did)."""
     k = len(found.refs) + 1
-    comma = string.find(b",")
-    meta = string[6:comma].lower() if comma > 0 else b""  # after `"data:`
-    if comma < 0 or not meta.endswith(b";base64") or not meta.startswith(b"image/"):
-        return _refuse(string, GatewayError(400, f"image {k}: a data URL must be data:image/<type>;base64,<data>",
-                                            param="image_url"))
-    if _CONTROL.search(meta):
-        return False
-    known = seen.get(string) if seen is not None else None
+    at, end = span
+    comma = raw.find(b",", at, end)
+    known = seen.get_span(raw, at, end) if seen is not None else None  # byte-equal to one checked before
     if known is None:
-        payload = string[comma + 1 : -1]
-        if _over_limit(len(payload), policy):
-            return _refuse(string, GatewayError(413, f"image {k} is over {policy.max_bytes} bytes"))
-        try:
-            data = pybase64.b64decode(payload, validate=True)
+        meta = raw[at + 6 : comma].lower() if comma > 0 else b""  # after `"data:`
+        if comma < 0 or not meta.endswith(b";base64") or not meta.startswith(b"image/"):
+            return _refuse(raw[at:end], GatewayError(
+                400, f"image {k}: a data URL must be data:image/<type>;base64,<data>", param="image_url"))
+        if _CONTROL.search(meta) or not meta.isascii():
+            return False
+        if _over_limit(end - comma - 2, policy):
+            return _refuse(raw[at:end], GatewayError(413, f"image {k} is over {policy.max_bytes} bytes"))
+        try:  # strict: base64's alphabet only, so a lifted string that decodes held nothing to escape
+            data = pybase64.b64decode(memoryview(raw)[comma + 1 : end - 1], validate=True)
         except (binascii.Error, ValueError):
             return False
-        known = _checked_image(found, data, k, policy)  # strict base64: no control character left to find
-        found.fresh.append((string, known))
-    elif _over_limit(len(string) - comma - 2, policy):
+        known = _checked_image(found, data, k, policy)
+        found.fresh.append((raw[at:end], known))
+    elif _over_limit(end - comma - 2, policy):
         raise GatewayError(413, f"image {k} is over {policy.max_bytes} bytes")  # seen: its bytes were checked
     found.refs.append(known)
-    found.replace.add(key, 0, BLOB_REF_PREFIX + known.sha256)
+    found.replace.add_key(key, BLOB_REF_PREFIX + known.sha256)
     found.lifted += 1
     return True
 
@@ -473,16 +494,19 @@ async def store_blobs(store: CallStore, found: PromptImages, seen: SeenImages | 
             seen.add(url, ref)
 
 
-def with_engine_grids(refs: list[ImageRef], reported: Any) -> list[ImageRef]:
+def with_engine_grids(refs: list[ImageRef], reported: Any) -> list[ImageRef] | list[dict[str, Any]]:
     """`refs` with the engine's per-image `grid_thw`/`tokens` (its `openforgerl_images`, in prompt
-    order) filled in; unchanged when the engine reported none or a different number of images."""
+    order) filled in, as the records' JSON objects; `refs` unchanged when the engine reported none
+    or a different number of images. Plain dicts, not `ImageRef`s: building a model costs 7 us per
+    image even unvalidated (`model_construct`, measured), on every call of a GUI rollout, and the
+    record is JSON (`recording.build_record` validates them into models)."""
     if not isinstance(reported, list) or len(reported) != len(refs):
         return refs
     out = []
     for ref, info in zip(refs, reported, strict=True):
         grid = info.get("grid_thw") if isinstance(info, dict) else None
         tokens = info.get("tokens") if isinstance(info, dict) else None
-        ok_grid = isinstance(grid, list) and all(isinstance(v, int) for v in grid)
-        out.append(ref.model_copy(update={"grid_thw": grid if ok_grid else None,
-                                          "tokens": tokens if isinstance(tokens, int) else None}))
+        ok_grid = isinstance(grid, list) and all(type(v) is int for v in grid)
+        out.append({**ref.__dict__, "grid_thw": grid if ok_grid else None,
+                    "tokens": tokens if type(tokens) is int else None})
     return out

@@ -217,9 +217,11 @@ class CallMeta:
     policy_version: int
     started_at: float
     side_call: bool
-    request_json: bytes | None = None  # `request` exactly as the client sent it (a JSON object)
-    # A call with images: its refs in prompt order, and the request to store (base64 -> references;
-    # `request_json` is then None and `request` stays the client's, for building the answer).
+    # The request as stored, as JSON bytes: the client's bytes; with images, the lifted lean body
+    # with blob references where the data URLs were (gateway/lifted.py), or None and then
+    # `stored_request` (the body walked, base64 -> references). `request` stays the client's,
+    # for building the answer.
+    request_json: bytes | None = None
     images: list[ImageRef] = field(default_factory=list)
     stored_request: dict[str, Any] | None = None
 
@@ -235,8 +237,12 @@ def _record_fields(meta: CallMeta, tape: CallTape, error: CallError | None, fini
             request = orjson.Fragment(meta.request_json)
         prompt: Any = [] if tape.prompt is None else tape.prompt.for_record()
     else:
+        if meta.request_json is not None and meta.images:  # the lifted path's stored request
+            request = orjson.loads(meta.request_json)
         prompt = tape.prompt_ids()
-    images = meta.images if tape.engine_images is None else with_engine_grids(meta.images, tape.engine_images)
+    images: Any = meta.images if tape.engine_images is None else with_engine_grids(meta.images, tape.engine_images)
+    if not spliced:
+        images = [ImageRef.model_validate(i) for i in images]
     return {
         "rollout_id": meta.rollout_id, "index": meta.index, "protocol": meta.protocol, "request": request,
         "engine_request": meta.engine_request, "response_text": "".join(tape.text) if tape.text else None,
