@@ -219,7 +219,8 @@ class OpenAICompatEngine:
                 data = await resp.read()
                 if resp.status != 200:
                     raise EngineError(CallErrorKind.ENGINE_HTTP, _message(data, resp.status), status=resp.status)
-                return orjson.loads(data)
+                found: dict[str, Any] = orjson.loads(data)
+                return found
         except aiohttp.ClientError as exc:
             raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{url}: {exc!r}") from exc
 

@@ -31,6 +31,9 @@ class BatchKV:
     """Per-layer keys/values [B, H, L, D] plus the validity mask [B, L]."""
 
     def __init__(self) -> None:
+        self._empty()
+
+    def _empty(self) -> None:
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
         self.mask = torch.zeros((0, 0), dtype=torch.long)
@@ -55,7 +58,7 @@ class BatchKV:
     def keep(self, rows: list[int]) -> None:
         """Keep only `rows` (in that order) and drop left columns that are padding everywhere."""
         if not rows:
-            self.__init__()
+            self._empty()
             return
         idx = torch.tensor(rows, dtype=torch.long)
         mask = self.mask.index_select(0, idx)

@@ -77,7 +77,7 @@ class EngineCore:
         self._mrope = is_vision_model(getattr(model, "config", None))
         self._cv = threading.Condition()
         self._waiting: deque[Sequence] = deque()
-        self._calls: deque[tuple[Callable[[], Any], Future]] = deque()
+        self._calls: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
         self._running: list[Sequence] = []
         self._kv = BatchKV()
         self._paused = False
@@ -93,9 +93,9 @@ class EngineCore:
             self._waiting.append(seq)
             self._cv.notify()
 
-    def call(self, fn: Callable[[], Any]) -> Future:
+    def call(self, fn: Callable[[], Any]) -> Future[Any]:
         """Run `fn` on the core thread between steps (weight loads, pause, abort)."""
-        fut: Future = Future()
+        fut: Future[Any] = Future()
         with self._cv:
             self._calls.append((fn, fut))
             self._cv.notify()
@@ -164,14 +164,14 @@ class EngineCore:
                     break
                 self._cv.wait()
             calls, self._calls = list(self._calls), deque()
-            admitted = []
+            admitted: list[Sequence] = []
             while not self._paused and self._waiting and len(self._running) + len(admitted) < self.max_batch:
                 admitted.append(self._waiting.popleft())
         self._run_calls(calls)
         return admitted
 
     @staticmethod
-    def _run_calls(calls: list[tuple[Callable[[], Any], Future]]) -> None:
+    def _run_calls(calls: list[tuple[Callable[[], Any], Future[Any]]]) -> None:
         for fn, fut in calls:
             try:
                 fut.set_result(fn())

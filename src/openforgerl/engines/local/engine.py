@@ -149,14 +149,14 @@ class LocalEngine:
     async def load_state_dict(self, state_dict: Mapping[str, Any], version: str | int | None = None) -> int:
         """Swap weights between decode steps; returns the number of tensors loaded."""
         fut = self.core.call(lambda: self._copy_weights(state_dict))
-        count = await asyncio.wrap_future(fut)
+        count: int = await asyncio.wrap_future(fut)
         if version is not None:
             self.weight_version = version
         return count
 
     def load_state_dict_sync(self, state_dict: Mapping[str, Any], version: str | int | None = None) -> int:
         """Same as `load_state_dict` for a caller without an event loop (blocks until swapped)."""
-        count = self.core.call(lambda: self._copy_weights(state_dict)).result()
+        count: int = self.core.call(lambda: self._copy_weights(state_dict)).result()
         if version is not None:
             self.weight_version = version
         return count

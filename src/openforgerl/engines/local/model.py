@@ -99,7 +99,7 @@ def load_model(model: str, *, dtype: str = "float32", threads: int | None = None
     vision = is_multimodal_dir(path)
     auto = AutoModelForImageTextToText if vision else AutoModelForCausalLM
     module = auto.from_pretrained(path, dtype=getattr(torch, dtype), attn_implementation="sdpa")
-    module.eval()
+    module.train(False)  # inference mode (`eval()` is untyped in transformers' stubs)
     set_threads(module, threads)
     text_config = config.get_text_config()
     return LoadedModel(

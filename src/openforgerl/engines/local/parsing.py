@@ -75,14 +75,15 @@ def stream_view(text: str, *, parse_tools: bool, thinking: bool = True, reasonin
     if not reasoning:
         content = text[: text.index(TOOL_OPEN)] if parse_tools and TOOL_OPEN in text else text
         return "", _held_back(content, (TOOL_OPEN,) if parse_tools else ())
+    # `thought`, not `reasoning`: that name is the flag saying whether the model reasons at all
     if THINK_CLOSE in text or not thinking:
-        reasoning, content = split_reasoning(text, thinking)
-        reasoning, content = reasoning or "", content or ""
+        split_thought, split_content = split_reasoning(text, thinking)
+        thought, content = split_thought or "", split_content or ""
     elif TOOL_OPEN in text:
         i = text.index(TOOL_OPEN)
-        reasoning, content = text[:i].replace(THINK_OPEN, ""), text[i:]
+        thought, content = text[:i].replace(THINK_OPEN, ""), text[i:]
     else:
         return _held_back(text.replace(THINK_OPEN, ""), (THINK_CLOSE, TOOL_OPEN, THINK_OPEN)), ""
     if parse_tools and TOOL_OPEN in content:
         content = content[: content.index(TOOL_OPEN)]
-    return reasoning, _held_back(content, (TOOL_OPEN, THINK_CLOSE) if parse_tools else (THINK_CLOSE,))
+    return thought, _held_back(content, (TOOL_OPEN, THINK_CLOSE) if parse_tools else (THINK_CLOSE,))

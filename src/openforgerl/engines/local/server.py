@@ -56,7 +56,8 @@ async def _body(request: web.Request) -> dict[str, Any]:
 @web.middleware
 async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
     try:
-        return await handler(request)
+        response: web.StreamResponse = await handler(request)
+        return response
     except ApiError as exc:
         return _json(exc.body(), exc.status)
     except ImageError as exc:

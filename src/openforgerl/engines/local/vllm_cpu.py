@@ -37,7 +37,8 @@ def vllm_python() -> Path | None:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def torchvision_shim_path(venv: Path) -> str:
@@ -67,7 +68,7 @@ def reasoning_flags(model: Path) -> list[str]:
 
 
 def start_vllm(model: Path, port: int, log_path: Path, *, max_model_len: int = 8192,
-               served_model_name: str = "tiny") -> subprocess.Popen:
+               served_model_name: str = "tiny") -> subprocess.Popen[bytes]:
     """Launch the server (non-blocking); pair with `wait_healthy`."""
     from openforgerl.engines.local.model import is_multimodal_dir
 
@@ -84,7 +85,7 @@ def start_vllm(model: Path, port: int, log_path: Path, *, max_model_len: int = 8
                             start_new_session=True)
 
 
-def wait_healthy(url: str, proc: subprocess.Popen | None, timeout: float) -> None:
+def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -99,7 +100,7 @@ def wait_healthy(url: str, proc: subprocess.Popen | None, timeout: float) -> Non
     raise TimeoutError(f"{url} not healthy after {timeout:.0f}s")
 
 
-def stop(proc: subprocess.Popen) -> None:
+def stop(proc: subprocess.Popen[bytes]) -> None:
     """Terminate the server's own process group (API server + engine core child)."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
