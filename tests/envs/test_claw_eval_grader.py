@@ -213,3 +213,14 @@ def test_eval_without_a_judge_runs_the_deterministic_grader_and_flags_the_judged
     assert "1 runnable of 2 tasks: 1 needs judge" in " ".join(res.output.split())
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert [(t["task_id"], t["mean_reward"]) for t in report["tasks"]["zero"]] == [("claw-eval/T906zh_invoice_reply", 1.0)]
+
+
+def test_tasks_validate_counts_grader_tasks_as_needing_the_transcript_and_the_judge(tmp_path: Path) -> None:
+    from openforgerl.envs.command import command as tasks_command
+
+    for name in ("T906zh_invoice_reply", "T907_invoice_reply_judged"):
+        import_any(DATA / name, tmp_path / "t")
+    res = CliRunner().invoke(tasks_command, ["validate", str(tmp_path / "t")])
+    assert res.exit_code == 1, res.output  # nothing runnable without eval's call log
+    line = next(x for x in res.output.splitlines() if x.startswith("0 runnable of 2 tasks: "))
+    assert set(line.split(": ", 1)[1].split(", ")) == {"2 needs transcript", "1 needs judge"}

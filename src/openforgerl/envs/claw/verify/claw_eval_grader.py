@@ -22,7 +22,8 @@ task's service, never by the agent's hand):
 
 The score is upstream's `compute_task_score` (safety × (0.8 completion + 0.2 robustness)). A grader that
 raises or returns something else is a broken verifier (`GraderUnavailable` → infra), never a trained 0:
-the code is the benchmark's, so its failure says nothing about the agent.
+the code is the benchmark's, so its failure says nothing about the agent (upstream's batch runner, too,
+marks such a trial as errored and leaves it out of the metrics).
 
 The compatibility package (`envs/claw/claw_eval_compat/`) goes on `sys.path` only here, in the verifier.
 """
