@@ -224,3 +224,50 @@ def test_tasks_validate_counts_grader_tasks_as_needing_the_transcript_and_the_ju
     assert res.exit_code == 1, res.output  # nothing runnable without eval's call log
     line = next(x for x in res.output.splitlines() if x.startswith("0 runnable of 2 tasks: "))
     assert set(line.split(": ", 1)[1].split(", ")) == {"2 needs transcript", "1 needs judge"}
+
+
+def test_harness_tool_names_are_upstreams_in_the_trace(tmp_path: Path) -> None:
+    from openforgerl.envs.claw.verify.claw_eval_grader import COMPAT_ROOT, trace_messages
+
+    monkey = pytest.MonkeyPatch()
+    monkey.syspath_prepend(str(COMPAT_ROOT))
+    try:
+        calls = [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": str(i), "function": {"name": n, "arguments": "{}"}} for i, n in
+            enumerate(["mail_read", "mcp__claw__mail_draft", "claw.mail_send", "bash"])]}]
+        [msg] = trace_messages(calls)
+        assert [b.name for b in msg.message.content] == ["gmail_get_message", "gmail_save_draft", "gmail_send_message",
+                                                          "bash"]
+    finally:
+        monkey.undo()
+
+
+def test_the_runtime_refuses_malformed_or_endless_judge_requests() -> None:
+    from types import SimpleNamespace
+
+    from openforgerl.envs.claw.runtime import MAX_JUDGE_REQUESTS, _judge_requests
+    from openforgerl.orchestrator.task_protocol import VerifierError
+
+    def run(rc: int, body: bytes | None) -> SimpleNamespace:
+        outputs = {} if body is None else {"judge_requests.json": body}
+        return SimpleNamespace(result=SimpleNamespace(returncode=rc, timed_out=False), outputs=outputs)
+
+    assert _judge_requests(run(0, None)) is None and _judge_requests(run(2, b"[]")) is None
+    assert _judge_requests(run(EXIT_NEEDS_JUDGE, b'[{"key": "k", "method": "evaluate"}]')) == [
+        {"key": "k", "method": "evaluate"}]
+    too_many = json.dumps([{"key": str(i)} for i in range(MAX_JUDGE_REQUESTS + 1)]).encode()
+    for bad in (None, b"not json", b"[]", b'[{"method": "evaluate"}]', too_many):
+        with pytest.raises(VerifierError):
+            _judge_requests(run(EXIT_NEEDS_JUDGE, bad))
+
+
+@needs_bwrap
+def test_a_failing_judge_leaves_a_graded_rollout_infra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from judge_helpers import free_port
+
+    res = _eval(tmp_path, monkeypatch, "--judge-engine", f"http://127.0.0.1:{free_port()}/v1")
+    assert res.exit_code == 0, (res.output, res.exception)
+    records = {r["task_id"]: r for r in map(json.loads, (tmp_path / "r" / "rollouts.jsonl").read_text().splitlines())}
+    judged = records["claw-eval/T907_invoice_reply_judged"]
+    assert judged["status"] == "infra_error:verifier" and judged["reward"] is None
+    assert records["claw-eval/T906zh_invoice_reply"]["reward"] == 1.0  # no judge call: unaffected

@@ -35,6 +35,7 @@ import inspect
 import json
 import math
 import os
+import re
 import sys
 import types
 from collections.abc import Mapping, Sequence
@@ -148,7 +149,7 @@ def trace_messages(transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
             blocks: list[Any] = [TextBlock(text=text)] if text else []
             for tc in m.get("tool_calls") or []:
                 fn = tc.get("function", tc) if isinstance(tc, Mapping) else {}
-                name = str(fn.get("name", "")).rsplit("__", 1)[-1]  # harness prefixes (mcp__claw__mail_read)
+                name = re.split(r"__|\.", str(fn.get("name", "")))[-1]  # harness prefixes: mcp__claw__x, claw.x
                 blocks.append(ToolUseBlock(id=str(tc.get("id", "")), name=names.get(name, name),
                                            input=_arguments(fn.get("arguments"))))
             out.append(TraceMessage(message=Message(role=role, content=blocks)))
