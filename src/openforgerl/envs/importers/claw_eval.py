@@ -301,7 +301,7 @@ def grader_support(task_dir: Path) -> tuple[list[str], bool, dict[str, bytes]]:
     return sorted(set(problems)), judged, peers
 
 
-def _declarative(spec: dict[str, Any], task_dir: Path, unsupported: list[str]) -> tuple[list[dict[str, Any]], bool]:
+def _declarative(spec: dict[str, Any], unsupported: list[str]) -> tuple[list[dict[str, Any]], bool]:
     """(checks from scoring_components / safety_checks / expected_actions, whether one is an llm_judge)."""
     components = spec.get("scoring_components") or []
     judge = any((c.get("check") or {}).get("type") == "llm_judge" for c in components)
@@ -313,15 +313,10 @@ def _declarative(spec: dict[str, Any], task_dir: Path, unsupported: list[str]) -
     return checks, judge
 
 
-def _graded(task_dir: Path, unsupported: list[str]) -> tuple[list[dict[str, Any]], bool, dict[str, str | bytes]] | None:
-    """The task scored by its own grader.py, as upstream's leaderboard scores it (None: it cannot run
-    here, and `unsupported` says why when nothing else can score the task either)."""
-    problems, judged, peers = grader_support(task_dir)
-    if problems:
-        return None
-    files: dict[str, str | bytes] = {"tests/claw_eval/task.yaml": (task_dir / "task.yaml").read_bytes(),
-                                     **{f"tests/claw_eval/peers/{k}/grader.py": v for k, v in peers.items()}}
-    return [dict(GRADER_CHECK)], judged, files
+def _grader_files(task_dir: Path, peers: dict[str, bytes]) -> dict[str, str | bytes]:
+    """What the verifier's grader run reads besides grader.py (copied by `_upstream_files`)."""
+    return {"tests/claw_eval/task.yaml": (task_dir / "task.yaml").read_bytes(),
+            **{f"tests/claw_eval/peers/{k}/grader.py": v for k, v in peers.items()}}
 
 
 def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDraft:
@@ -329,15 +324,16 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
     theirs = [str(s.get("name")) for s in spec.get("services") or []]
     unsupported = [f"service:{s}" for s in theirs if s not in SERVICES and s not in WEB]
     has_grader = (task_dir / "grader.py").is_file()
-    graded = _graded(task_dir, unsupported) if has_grader else None
-    if graded is not None:  # upstream's scorer: the declarative fields are not what the leaderboard counts
-        checks, judge, grader_files = graded
+    problems, judge, peers = grader_support(task_dir) if has_grader else ([], False, {})
+    graded = has_grader and not problems
+    if graded:  # upstream's leaderboard scorer; the declarative fields are not what it counts
+        checks, grader_files = [dict(GRADER_CHECK)], _grader_files(task_dir, peers)
     else:
-        checks, judge = _declarative(spec, task_dir, unsupported)
+        checks, judge = _declarative(spec, unsupported)
         grader_files = {}
         if has_grader and "no_completion_check" in unsupported:  # nothing but the grader could score it
             unsupported.remove("no_completion_check")
-            unsupported += grader_support(task_dir)[0]
+            unsupported += problems
     user = spec.get("user_agent") or {}
     prompt = spec.get("prompt") or {}
     instruction = str(prompt.get("text", "") if isinstance(prompt, dict) else prompt)
@@ -354,7 +350,7 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
         difficulty={"easy": "easy", "hard": "hard"}.get(str(spec.get("difficulty", "")), "medium"),
         tags=[str(spec.get("category") or "claw-eval"), *[str(t) for t in spec.get("tags") or []]],
         budget_s=float((spec.get("environment") or {}).get("timeout_seconds", 300)),
-        pass_threshold=PASS_THRESHOLD if graded is not None else 1.0,
+        pass_threshold=PASS_THRESHOLD if graded else 1.0,
         extra_files={**_sandbox_files(task_dir, spec, unsupported), **_upstream_files(task_dir, spec, user, user_engine),
                      **grader_files})
     tools = _tools(spec, unsupported)
@@ -363,7 +359,7 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
     draft.tools = sorted({*tools, *AGENT_TOOLS, *asks}) if tools or wants_answer or asks else []
     draft.actions, why = _oracle(draft)
     # the grader reads the conversation: eval builds it on the host from the call log (lifts the flag)
-    needs = (["transcript"] if graded is not None else []) + (["user_simulator"] if user.get("enabled") and not user_engine else [])
+    needs = (["transcript"] if graded else []) + (["user_simulator"] if user.get("enabled") and not user_engine else [])
     draft.extra_meta = {"requires_llm_judge": judge, "requires_internet": any(s in WEB for s in theirs),
                         "unsupported": sorted(set(unsupported)), "needs": needs, "no_oracle": why}
     return draft
