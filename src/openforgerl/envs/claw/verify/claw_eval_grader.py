@@ -20,7 +20,8 @@ task's service, never by the agent's hand):
   the verifier exits `EXIT_NEEDS_JUDGE` so the host (`--judge-engine`) answers them and runs it again.
 - `media_events` = [] and `env_snapshot` = {} (tasks that need either are flagged by the importer).
 
-The score is upstream's `compute_task_score` (safety × (0.8 completion + 0.2 robustness)). A grader that
+The score is upstream's `compute_task_score` (safety × (0.8 completion + 0.2 robustness)); the dimensions
+are reward components too (`check.<name>.completion`, ...). A grader that
 raises or returns something else is a broken verifier (`GraderUnavailable` → infra), never a trained 0:
 the code is the benchmark's, so its failure says nothing about the agent (upstream's batch runner, too,
 marks such a trial as errored and leaves it out of the metrics).
@@ -249,6 +250,9 @@ def _grade(grader: Any, ev: _checks.Evidence, task: Any, judge: HostAnsweredJudg
     return grader.grade(trace_messages(ev.transcript or []), dispatches(ev.audit, task), task, **kwargs)
 
 
+DIMENSIONS = ("completion", "robustness", "communication", "safety")
+
+
 def _task_score(scores: Any) -> tuple[float, str]:
     from claw_eval.models.scoring import compute_task_score
     from claw_eval.models.trace import DimensionScores
@@ -285,7 +289,10 @@ def _claw_eval_grader(c: ClawEvalGraderCheck, ev: _checks.Evidence) -> tuple[flo
         raise GraderUnavailable(f"grader.py raised {type(exc).__name__}: {exc}") from exc
     if judge.pending:
         return 0.0, f"grader.py needs {len(judge.pending)} judge call(s) answered by the host"
-    return _task_score(scores)
+    score, detail = _task_score(scores)
+    # upstream reports the dimensions per trial: kept as reward components (check.<name>.<dimension>)
+    ev.sub_scores.update({f"{c.name}.{d}": float(getattr(scores, d)) for d in DIMENSIONS})
+    return score, detail
 
 
 def register() -> None:
