@@ -48,7 +48,7 @@ import yaml
 
 from openforgerl.envs.claw.verify import checks as _checks
 from openforgerl.envs.claw.verify import spec as _spec
-from openforgerl.envs.claw.verify.graders import GraderUnavailable, _inside
+from openforgerl.envs.claw.verify.graders import GraderUnavailable, _content, _inside
 
 __all__ = ["COMPAT_ROOT", "ClawEvalGraderCheck", "judge_request_key"]
 
@@ -142,7 +142,7 @@ def trace_messages(transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
     names = _ours_to_theirs()
     out = []
     for m in transcript:
-        role, text = m.get("role"), _checks_text(m)
+        role, text = m.get("role"), _content(m)
         if role == "tool":
             block = ToolResultBlock(tool_use_id=str(m.get("tool_call_id", "")), content=[TextBlock(text=text)])
             out.append(TraceMessage(message=Message(role="user", content=[block])))
@@ -155,12 +155,6 @@ def trace_messages(transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
                                            input=_arguments(fn.get("arguments"))))
             out.append(TraceMessage(message=Message(role=role, content=blocks)))
     return out
-
-
-def _checks_text(m: Mapping[str, Any]) -> str:
-    from openforgerl.envs.claw.verify.graders import _content
-
-    return _content(m)
 
 
 def _arguments(raw: Any) -> dict[str, Any]:
