@@ -121,6 +121,11 @@ def _service_of(tool: str) -> str | None:
     return theirs.get(spec.service) if spec is not None else None
 
 
+def _args_of(call: Mapping[str, Any]) -> Mapping[str, Any]:
+    args = call.get("args")
+    return args if isinstance(args, Mapping) else {}
+
+
 def _endpoints(task: Any) -> dict[str, str]:
     return {str(e.get("tool_name")): str(e.get("url", "")) for e in task.tool_endpoints if isinstance(e, dict)}
 
@@ -177,9 +182,8 @@ def dispatches(audit: Sequence[Mapping[str, Any]], task: Any) -> list[Any]:
         if tool.startswith("__"):  # the service's own records (reset)
             continue
         theirs = names.get(tool, tool)
-        args = call.get("args") if isinstance(call.get("args"), Mapping) else {}
         out.append(ToolDispatch(tool_use_id=str(call.get("seq", "")), tool_name=theirs,
-                                endpoint_url=urls.get(theirs, ""), request_body=_upstream_args(tool, args),
+                                endpoint_url=urls.get(theirs, ""), request_body=_upstream_args(tool, _args_of(call)),
                                 response_status=int(call.get("status", 200))))
     return out
 
@@ -194,7 +198,7 @@ def audit_data(audit: Sequence[Mapping[str, Any]], task: Any) -> dict[str, dict[
         if service is None:
             continue
         data = out.setdefault(service, {"calls": [], **{k: [] for k in AUDIT_LISTS.get(service, {})}})
-        args = _upstream_args(tool, call.get("args") if isinstance(call.get("args"), Mapping) else {})
+        args = _upstream_args(tool, _args_of(call))
         theirs = names.get(tool, tool)
         data["calls"].append({"endpoint": _path_of(urls.get(theirs, f"/{service}/{theirs}")), "request_body": args,
                               "response_body": None, "status": call.get("status")})
