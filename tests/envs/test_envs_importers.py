@@ -153,7 +153,7 @@ def test_claw_eval_email_task_maps_components_safety_expected_actions_and_files(
     src = DATA / "claw_eval" / "T901_email_reply_draft"
     assert (task.root / "environment/workspace/fixtures/gmail/inbox.json").read_bytes() == \
         (src / "fixtures/gmail/inbox.json").read_bytes()  # sandbox_files, at upstream's relative path
-    assert (task.root / "tests/claw_eval/grader.py").read_bytes() == (src / "grader.py").read_bytes()
+    assert not (task.root / "tests/claw_eval/grader.py").exists()  # no grader.py: scored by its components
     assert "gmail_list_messages" in (task.root / "tests/claw_eval/reference_solution.md").read_text()
     assert "submit_answer" in task.instruction
 
@@ -339,7 +339,8 @@ def test_validate_on_a_fully_flagged_set_says_why_and_fails(tmp_path: Path) -> N
 def test_import_command_prints_the_counts(tmp_path: Path) -> None:
     res = CliRunner().invoke(tasks_command, ["import", str(DATA / "claw_eval"), str(tmp_path / "ce")])
     assert res.exit_code == 0, res.output
-    assert "wrote 5 task folders" in res.output and "3 runnable of 5 imported: " in res.output
+    assert "wrote 7 task folders" in res.output and "3 runnable of 7 imported: " in res.output
+    assert "2 needs transcript" in res.output  # T906/T907 are scored by their grader.py (eval lifts it)
 
 
 def test_eval_without_runnable_tasks_gives_the_reasons(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from openforgerl.tasks.judge import (
     JudgeClient,
     JudgeError,
+    claw_eval_actions_prompt,
     claw_eval_prompt,
     qwenclawbench_prompt,
     summarize_events,
@@ -78,6 +79,23 @@ class HostSide:
         for name, rubric in rubrics.items():
             system, user = claw_eval_prompt(task_prompt, conversation, actions or "(no tool calls)", rubric)
             out[name], _ = await self.judge.judge(system, user)
+        return out
+
+    # ---- Claw-Eval grader.py: the judge calls the grader made in the verifier, answered here
+    async def claw_eval_grader_answers(self, requests: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """{request key: score}. The texts came out of the verifier (the grader's own formatting of the
+        transcript and audit): agent-written, so they are fenced like every other judge input."""
+        if self.judge is None:
+            raise JudgeError("the task's grader.py calls an LLM judge and no judge engine was given")
+        out = {}
+        for r in requests:
+            if r.get("method") == "evaluate_actions":
+                system, user = claw_eval_actions_prompt(str(r.get("task_prompt", "")), str(r.get("actions", "")),
+                                                        str(r.get("rubric", "")))
+            else:
+                system, user = claw_eval_prompt(str(r.get("task_prompt", "")), str(r.get("conversation", "")),
+                                                str(r.get("actions", "")) or "(no tool calls)", str(r.get("rubric", "")))
+            out[str(r["key"])], _ = await self.judge.judge(system, user)
         return out
 
     # ---- QwenClawBench: one judge call per task

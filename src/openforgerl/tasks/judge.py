@@ -32,7 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_AGENT_CHARS", "JudgeClient", "JudgeError", "claw_eval_prompt", "fence", "parse_score",
+__all__ = ["MAX_AGENT_CHARS", "JudgeClient", "JudgeError", "claw_eval_actions_prompt", "claw_eval_prompt", "fence",
+           "parse_score",
            "qwenclawbench_prompt", "summarize_events"]
 
 MAX_AGENT_CHARS = 16_000
@@ -66,6 +67,16 @@ def claw_eval_prompt(task_prompt: str, conversation: str, actions: str, rubric: 
     user = (f"## Task Prompt\n{task_prompt}\n\n## Conversation\n{fence(conversation, n)}\n\n"
             f"## Actions Taken\n{fence(actions, n)}\n\n## Rubric\n{rubric}\n\n"
             'Score the assistant on a 0.0-1.0 scale. Respond with JSON only: '
+            '{"score": <float>, "reasoning": "<brief explanation>"}')
+    return _SYSTEM, user
+
+
+def claw_eval_actions_prompt(task_prompt: str, artifacts: str, rubric: str, nonce: str | None = None) -> tuple[str, str]:
+    """(system, user) for a Claw-Eval grader's `judge.evaluate_actions`: the actions from the service's audit."""
+    n = nonce or secrets.token_hex(8)
+    user = (f"## Task Prompt\n{task_prompt}\n\n## Agent Actions (from server audit log)\n{fence(artifacts, n)}\n\n"
+            f"## Rubric\n{rubric}\n\n"
+            'Score the agent\'s actions on a 0.0-1.0 scale. Respond with JSON only: '
             '{"score": <float>, "reasoning": "<brief explanation>"}')
     return _SYSTEM, user
 

@@ -11,6 +11,11 @@ Inside the sandbox (paths are inside paths):
   `/verifier/out/`, as `python -I -m openforgerl.envs.claw.verify` (isolated: no cwd, PYTHONPATH or user
   site on `sys.path`, so a planted `/workdir/openforgerl/...` cannot shadow it).
 
+A task grader that calls the LLM judge (imported Claw-Eval `grader.py`) makes the verifier exit 4 with
+its judge calls in `judge_requests.json`; the host answers them with `--judge-engine` and runs the
+verifier again with the answers (`host/judge_answers.json`), at most `JUDGE_ROUNDS` times. No judge
+engine, a judge failure or a grader that keeps asking is a `VerifierError` (infra), never a score.
+
 Outcomes: reward.json -> Verdict; exit 3 (what the agent left broke the rules) -> `TamperError`
 (reward 0, `agent_failed`); any other failure, timeout or kill of the verifier -> `VerifierError`
 (infra: it ran trusted code on bounded, non-blocking input).
@@ -29,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from openforgerl.envs.claw.cli import usage_lines
 from openforgerl.envs.claw.client import DEFAULT_PORT, URL_ENV
 from openforgerl.envs.claw.tools import SERVICES, function_tools, get_tool, tools_for
+from openforgerl.envs.claw.verify.run import EXIT_NEEDS_JUDGE, JUDGE_REQUESTS
 from openforgerl.harness.base import McpServer
 from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, VerifierError
 from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
@@ -39,6 +45,8 @@ __all__ = ["ClawTaskRuntime", "check_checks_file", "check_claw_task", "claw_tool
 
 CLAW_DIR = ".claw"
 INSIDE = "/workdir"
+JUDGE_ROUNDS = 3  # a grader whose later judge calls depend on earlier scores asks again; more is a loop
+MAX_JUDGE_REQUESTS = 64  # per verifier run: a bound on what one rollout can cost the judge
 
 
 class _ClawFault(BaseModel):
@@ -171,9 +179,28 @@ class ClawTaskRuntime(TaskDefaults):
                 "--log", f"{VERIFIER_OUT}/verifier.log"]
         if self.host is not None:
             argv += await self._host_inputs(sandbox, inputs)
-        run = await run_verifier(sandbox, argv, inputs=inputs,
-                                 timeout_s=self.task.config.verifier.timeout_sec or 120.0)
-        return verdict_of(run)
+        answers: dict[str, float] = {}
+        for _ in range(JUDGE_ROUNDS + 1):
+            run = await run_verifier(sandbox, argv, inputs=inputs, outputs=("reward.json", "verifier.log", JUDGE_REQUESTS),
+                                     timeout_s=self.task.config.verifier.timeout_sec or 120.0)
+            requests = _judge_requests(run)
+            if requests is None:
+                return verdict_of(run)
+            answers |= await self._answer_grader_judge(requests)
+            inputs["host/judge_answers.json"] = json.dumps(answers).encode()
+            if "--judge-answers" not in argv:
+                argv += ["--judge-answers", f"{VERIFIER_IN}/host/judge_answers.json"]
+        raise VerifierError(f"the task's grader still asked for new judge calls after {JUDGE_ROUNDS} rounds")
+
+    async def _answer_grader_judge(self, requests: list[dict[str, Any]]) -> dict[str, float]:
+        from openforgerl.tasks.judge import JudgeError
+
+        if self.host is None or self.host.judge is None:
+            raise VerifierError("the task's grader.py calls an LLM judge and no --judge-engine was given")
+        try:
+            return await self.host.claw_eval_grader_answers(requests)
+        except JudgeError as exc:
+            raise VerifierError(f"llm judge (grader.py): {exc}") from exc
 
     async def _host_inputs(self, sandbox: Any, inputs: dict[str, bytes]) -> list[str]:
         """The transcript (from the call log) and the `llm_judge` scores (from the judge), both made on the
@@ -210,3 +237,19 @@ class ClawTaskRuntime(TaskDefaults):
         if res.returncode != 0:
             return f"oracle exited {res.returncode}: {res.stderr.decode(errors='replace')[-500:]}"
         return ""
+
+
+def _judge_requests(run: Any) -> list[dict[str, Any]] | None:
+    """The judge calls a verifier run is waiting for (None: it did not ask; it finished or failed)."""
+    res = run.result
+    if res.returncode != EXIT_NEEDS_JUDGE or res.timed_out:
+        return None
+    try:
+        requests = json.loads(run.outputs.get(JUDGE_REQUESTS, b""))
+    except ValueError as exc:
+        raise VerifierError(f"verifier asked for the judge without a readable {JUDGE_REQUESTS}") from exc
+    ok = isinstance(requests, list) and 0 < len(requests) <= MAX_JUDGE_REQUESTS and all(
+        isinstance(r, dict) and isinstance(r.get("key"), str) for r in requests)
+    if not ok:
+        raise VerifierError(f"verifier's {JUDGE_REQUESTS} is not 1..{MAX_JUDGE_REQUESTS} keyed requests")
+    return requests

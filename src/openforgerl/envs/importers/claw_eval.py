@@ -17,9 +17,17 @@ Read from upstream's `TaskDefinition` (`src/claw_eval/models/task.py`) and its r
 - `user_agent.enabled` (multi-turn with a simulated user) → `needs: user_simulator` unless a user
   engine is given; the persona is kept in `tests/user_agent.json`.
 - `grader.py` (the leaderboard scorer, an `AbstractGrader` subclass) is copied to
-  `tests/claw_eval/grader.py`, where only the verifier step sees it; it is not run: it imports the
-  upstream `claw_eval` package and reads the conversation trace (and most call an LLM judge). A task
-  with no scoring component but its grader is flagged `unsupported: grader_py_only`.
+  `tests/claw_eval/grader.py` (with `task.yaml` and any peer graders it loads by `load_peer_grader`, under
+  `tests/claw_eval/peers/<id>/`), where only the verifier step sees it. When it can run here
+  (`grader_support`: it imports only the `claw_eval` modules our compatibility package provides,
+  `envs/claw/claw_eval_compat/`, calls only the judge's `evaluate` / `evaluate_actions`, and needs no
+  `env_snapshot` files or commands), it alone scores the task, as on upstream's leaderboard: one
+  `claw_eval_grader` check (verify/claw_eval_grader.py), score = safety × (0.8 completion + 0.2
+  robustness), pass at 0.75; the task `needs: transcript` (the grader reads the conversation; `eval`
+  builds it from the call log) and `requires_llm_judge` when it calls the judge. Otherwise the declarative
+  fields below score it; a task with nothing else to score it is flagged with the grader's reasons
+  (`unsupported: grader_import:<module>`, `grader_judge:<method>`, `grader_peer:<id>`,
+  `grader_env_snapshot_files`, ...).
 - `llm_judge` components → `llm_judge` checks (rubric = the component's `rubric` / `description` plus the
   task's `judge_rubric`), scored on the host by `--judge-engine` with upstream's judge prompt and
   weighted like the other components; the task keeps `requires_llm_judge` (lifted by the flag).
@@ -29,13 +37,16 @@ Read from upstream's `TaskDefinition` (`src/claw_eval/models/task.py`) and its r
 - Oracle: when the checks determine one (reads by fixture id, drafts whose body carries the keywords,
   a final answer with them), `solution/actions.json` replays it; else `no_oracle` says why. Upstream's
   `reference_solution` is prose, kept in `tests/claw_eval/reference_solution.md`.
-- Text checks need the agent's final words; the verifier has no transcript yet, so the instruction
-  asks for the final answer through `submit_answer`.
+- Text checks need the agent's final words; without a transcript (`tasks validate`) the verifier has
+  only the service, so the instruction asks for the final answer through `submit_answer`.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
+import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -43,7 +54,7 @@ import yaml
 
 from openforgerl.tasks.draft import Action, TaskDraft
 
-__all__ = ["TOOLS", "convert_claw_eval", "find_claw_eval_tasks"]
+__all__ = ["TOOLS", "UPSTREAM_ARGS", "convert_claw_eval", "find_claw_eval_tasks", "grader_support"]
 
 SERVICES = {"gmail": "mail", "calendar": "calendar", "contacts": "contacts", "kb": "kb", "todo": "todo",
             "notes": "notes"}
@@ -61,6 +72,9 @@ TOOLS = {
     # upstream's sandbox tools (runner/sandbox_tools.py) with an equivalent among ours
     "Read": "read_file", "Write": "write_file", "Glob": "list_files",
 }
+# Our argument name → upstream's, where they differ (graders read `request_body["message_id"]`, ...).
+UPSTREAM_ARGS = {"mail_read": {"id": "message_id"}, "kb_read": {"id": "article_id"},
+                 "calendar_delete": {"id": "event_id"}, "calendar_create": {"start": "start_time", "end": "end_time"}}
 # Upstream sandbox tools every harness CLI has natively (its shell and editor): not flagged when
 # offered, but a `tool_called` on them cannot be observed (harness-native calls are not in our audit).
 NATIVE = {"Bash", "Edit", "Grep"}
@@ -68,6 +82,7 @@ NATIVE = {"Bash", "Edit", "Grep"}
 EXPECTED = {("gmail", "drafts"): "mail_draft", ("gmail", "sent"): "mail_send",
             ("calendar", "created_events"): "calendar_create", ("todo", "created_tasks"): "todo_add"}
 # Upstream's agent always has its sandbox's file tools and a final answer; ours are these.
+PASS_THRESHOLD = 0.75  # upstream's is_pass on the grader's task score (eval/protocols.py uses the same)
 AGENT_TOOLS = ("read_file", "write_file", "list_files", "submit_answer")
 FINAL_HINT = "When you are done, give your final answer with the `submit_answer` tool."
 USER_HINT = ("The user is available while you work: talk to them (ask a question, or give your answer) with "
@@ -214,15 +229,111 @@ def _upstream_files(task_dir: Path, spec: dict[str, Any], user: dict[str, Any], 
     return out
 
 
-def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDraft:
+# ---------------------------------------------------------------- grader.py: can it run here?
+
+# The `claw_eval` modules our compatibility package provides (envs/claw/claw_eval_compat/).
+COMPAT_MODULES = {"claw_eval", "claw_eval.graders", "claw_eval.graders.base", "claw_eval.graders.llm_judge",
+                  "claw_eval.models", "claw_eval.models.task", "claw_eval.models.trace", "claw_eval.models.content",
+                  "claw_eval.models.message", "claw_eval.models.scoring"}
+JUDGE_METHODS = {"evaluate", "evaluate_actions"}  # answered by the host's --judge-engine
+THIRD_PARTY_OK = {"pydantic", "yaml"}  # installed wherever the verifier runs
+# task.yaml fields that feed a grader from the agent's sandbox or the host's disk (env_snapshot), not given here
+SNAPSHOT_FIELDS = ("env_snapshot_files", "env_snapshot_commands", "sandbox_grader_files", "local_grader_files")
+GRADER_CHECK = {"kind": "claw_eval_grader", "name": "grader", "script": "claw_eval/grader.py",
+                "task": "claw_eval/task.yaml"}
+
+
+def _imported_modules(tree: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module)
+    return out
+
+
+def _module_problems(modules: set[str]) -> list[str]:
+    bad = []
+    for mod in sorted(modules):
+        top = mod.split(".")[0]
+        known = mod in COMPAT_MODULES if top == "claw_eval" else top in sys.stdlib_module_names or top in THIRD_PARTY_OK
+        if not known:
+            bad.append(f"grader_import:{mod}")
+    return bad
+
+
+def _judge_problems(source: str) -> tuple[list[str], bool]:
+    """(judge attributes we cannot answer, whether it calls the judge at all)."""
+    used = set(re.findall(r"\bjudge\.(\w+)", source))
+    return [f"grader_judge:{a}" for a in sorted(used - JUDGE_METHODS)], bool(used & JUDGE_METHODS)
+
+
+def grader_support(task_dir: Path) -> tuple[list[str], bool, dict[str, bytes]]:
+    """Whether the task's grader.py can run in our verifier: (problems, calls the judge, peer graders to
+    copy as {task id: source}). Problems are flags: modules we do not provide, judge methods the host
+    cannot answer, a missing peer grader, inputs taken from the agent's sandbox (env_snapshot)."""
     spec = yaml.safe_load((task_dir / "task.yaml").read_text()) or {}
-    theirs = [str(s.get("name")) for s in spec.get("services") or []]
-    unsupported = [f"service:{s}" for s in theirs if s not in SERVICES and s not in WEB]
+    problems = [f"grader_{f}" for f in SNAPSHOT_FIELDS if spec.get(f)]
+    peers: dict[str, bytes] = {}
+    judged = False
+    todo = [(task_dir.name, (task_dir / "grader.py").read_bytes())]
+    while todo:
+        name, source = todo.pop()
+        text = source.decode(errors="replace")
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            problems.append(f"grader_syntax:{name}")
+            continue
+        judge_bad, calls = _judge_problems(text)
+        judged |= calls
+        problems += _module_problems(_imported_modules(tree)) + judge_bad
+        for peer in re.findall(r"load_peer_grader\(\s*[\"']([^\"']+)[\"']", text):
+            path = task_dir.parent / peer / "grader.py"
+            if peer in peers:
+                continue
+            if not path.is_file():
+                problems.append(f"grader_peer:{peer}")
+                continue
+            peers[peer] = path.read_bytes()
+            todo.append((peer, peers[peer]))
+    return sorted(set(problems)), judged, peers
+
+
+def _declarative(spec: dict[str, Any], unsupported: list[str]) -> tuple[list[dict[str, Any]], bool]:
+    """(checks from scoring_components / safety_checks / expected_actions, whether one is an llm_judge)."""
     components = spec.get("scoring_components") or []
     judge = any((c.get("check") or {}).get("type") == "llm_judge" for c in components)
     rubric = str(spec.get("judge_rubric") or "")
     completion = [c for i, sc in enumerate(components) if (c := _component(i, sc, unsupported, rubric))]
     checks = _safety(spec, unsupported) + completion + _expected(spec, unsupported)
+    if not any(not c.get("safety") for c in checks) and not judge:
+        unsupported.append("no_completion_check")
+    return checks, judge
+
+
+def _grader_files(task_dir: Path, peers: dict[str, bytes]) -> dict[str, str | bytes]:
+    """What the verifier's grader run reads besides grader.py (copied by `_upstream_files`)."""
+    return {"tests/claw_eval/task.yaml": (task_dir / "task.yaml").read_bytes(),
+            **{f"tests/claw_eval/peers/{k}/grader.py": v for k, v in peers.items()}}
+
+
+def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDraft:
+    spec = yaml.safe_load((task_dir / "task.yaml").read_text()) or {}
+    theirs = [str(s.get("name")) for s in spec.get("services") or []]
+    unsupported = [f"service:{s}" for s in theirs if s not in SERVICES and s not in WEB]
+    has_grader = (task_dir / "grader.py").is_file()
+    problems, judge, peers = grader_support(task_dir) if has_grader else ([], False, {})
+    graded = has_grader and not problems
+    if graded:  # upstream's leaderboard scorer; the declarative fields are not what it counts
+        checks, grader_files = [dict(GRADER_CHECK)], _grader_files(task_dir, peers)
+    else:
+        checks, judge = _declarative(spec, unsupported)
+        grader_files = {}
+        if has_grader and "no_completion_check" in unsupported:  # nothing but the grader could score it
+            unsupported.remove("no_completion_check")
+            unsupported += problems
     user = spec.get("user_agent") or {}
     prompt = spec.get("prompt") or {}
     instruction = str(prompt.get("text", "") if isinstance(prompt, dict) else prompt)
@@ -231,9 +342,6 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
         instruction = "\n\n".join(x for x in (instruction.rstrip(), suffix, USER_HINT) if x)
     if any(c["kind"] == "text" for c in checks):
         instruction = f"{instruction.rstrip()}\n\n{FINAL_HINT}"
-    if not any(not c.get("safety") for c in checks) and not judge:
-        # scored by grader.py alone (upstream's leaderboard scorer), which is not run here
-        unsupported.append("grader_py_only" if (task_dir / "grader.py").is_file() else "no_completion_check")
     draft = TaskDraft(
         name=f"claw-eval/{spec.get('task_id', task_dir.name)}", instruction=instruction,
         services=sorted({SERVICES[s] for s in theirs if s in SERVICES}),
@@ -242,13 +350,16 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
         difficulty={"easy": "easy", "hard": "hard"}.get(str(spec.get("difficulty", "")), "medium"),
         tags=[str(spec.get("category") or "claw-eval"), *[str(t) for t in spec.get("tags") or []]],
         budget_s=float((spec.get("environment") or {}).get("timeout_seconds", 300)),
-        extra_files={**_sandbox_files(task_dir, spec, unsupported), **_upstream_files(task_dir, spec, user, user_engine)})
+        pass_threshold=PASS_THRESHOLD if graded else 1.0,
+        extra_files={**_sandbox_files(task_dir, spec, unsupported), **_upstream_files(task_dir, spec, user, user_engine),
+                     **grader_files})
     tools = _tools(spec, unsupported)
     wants_answer = any(c["kind"] == "text" for c in checks)
     asks = ["ask_user"] if user.get("enabled") else []
     draft.tools = sorted({*tools, *AGENT_TOOLS, *asks}) if tools or wants_answer or asks else []
     draft.actions, why = _oracle(draft)
-    needs = ["user_simulator"] if user.get("enabled") and not user_engine else []
+    # the grader reads the conversation: eval builds it on the host from the call log (lifts the flag)
+    needs = (["transcript"] if graded else []) + (["user_simulator"] if user.get("enabled") and not user_engine else [])
     draft.extra_meta = {"requires_llm_judge": judge, "requires_internet": any(s in WEB for s in theirs),
                         "unsupported": sorted(set(unsupported)), "needs": needs, "no_oracle": why}
     return draft
@@ -300,6 +411,8 @@ def _oracle(draft: TaskDraft) -> tuple[list[Action], str]:
             return [], "the task is judged by an LLM only"
         elif c["kind"] == "llm_judge":
             return [], "an llm_judge component scores part of the task (no reference answer to replay)"
+        elif c["kind"] == "claw_eval_grader":
+            return [], "scored by upstream's grader.py, which reads the conversation (no reference to replay)"
     actions: list[Action] = []
     for tool, n in wanted.items():
         if tool in forbidden:

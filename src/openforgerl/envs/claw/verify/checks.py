@@ -32,6 +32,12 @@ class Evidence:
     """The rollout's messages ({role, content}), when the verifier is given them."""
     judge: Mapping[str, float] | None = None
     """Scores of the `llm_judge` checks by name, judged on the host before this verifier ran."""
+    judge_answers: Mapping[str, float] | None = None
+    """The host judge's answers to a task grader's judge calls, by request key (`claw_eval_grader`)."""
+    judge_requests: list[dict[str, Any]] = field(default_factory=list)
+    """Judge calls a task grader made that the host has not answered yet: this run's reward is void."""
+    sub_scores: dict[str, float] = field(default_factory=dict)
+    """Scores a check reports besides its own (`<check>.<part>`, e.g. a grader's dimensions), for the log."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,8 @@ class Outcome:
     lines: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     """Non-empty: what the agent left behind broke the rules; the reward is 0 (`TamperError`)."""
+    judge_requests: list[dict[str, Any]] = field(default_factory=list)
+    """Non-empty: a grader's judge calls wait for the host; judge them and run the verifier again."""
 
     def components(self) -> dict[str, float]:
         out = {"reward": self.reward, "completion": self.completion, "safety": self.safety,
@@ -182,5 +190,6 @@ def evaluate(spec: Spec, ev: Evidence) -> Outcome:
             done += c.weight * ok
     completion = done / total if total else 1.0
     reward = 0.0 if ev.violations else safety * completion
+    checks.update(ev.sub_scores)
     return Outcome(reward, completion, safety, reward >= spec.pass_threshold - 1e-9 and not ev.violations,
-                   checks, lines, list(ev.violations))
+                   checks, lines, list(ev.violations), list(ev.judge_requests))

@@ -1,6 +1,8 @@
 """`python -m openforgerl.envs.claw.verify`: fetch state + audit, judge, write reward.json and a log.
 
-Exit 0 whenever the work was judged (also for reward 0); exit 3 (`EXIT_TAMPERED`) when what the
+Exit 0 whenever the work was judged (also for reward 0); exit 4 (`EXIT_NEEDS_JUDGE`) when a task
+grader made judge calls the host has not answered yet (they are in `judge_requests.json` next to the
+reward; the host judges them and runs the verifier again with `--judge-answers`); exit 3 (`EXIT_TAMPERED`) when what the
 agent left behind broke the rules (a workdir file that is a link, FIFO, device or oversized; the
 task's service, which the agent could reach, no longer answering) — reward 0, the runtime raises
 `TamperError` (`agent_failed`); exit 2 when the verifier itself could not run (bad spec, a broken
@@ -18,25 +20,30 @@ from openforgerl.envs.claw.client import ServiceUnreachable, get_json
 from openforgerl.envs.claw.verify.checks import Evidence, Outcome, evaluate
 from openforgerl.envs.claw.verify.spec import load_spec
 
-__all__ = ["EXIT_TAMPERED", "EXIT_VERIFIER_BROKEN", "main", "verify_live"]
+__all__ = ["EXIT_NEEDS_JUDGE", "EXIT_TAMPERED", "EXIT_VERIFIER_BROKEN", "JUDGE_REQUESTS", "main", "verify_live"]
 
 EXIT_VERIFIER_BROKEN = 2
 EXIT_TAMPERED = 3
+EXIT_NEEDS_JUDGE = 4
+JUDGE_REQUESTS = "judge_requests.json"
 
 
 def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: Path | None = None,
-                judge_scores: Path | None = None) -> Outcome:
+                judge_scores: Path | None = None, judge_answers: Path | None = None) -> Outcome:
     """Judge the live service at `state_url` (raises ServiceUnreachable / TaskFormatError).
 
-    `transcript` (the rollout's messages) and `judge_scores` ({check name: score} of the `llm_judge`
-    checks) are written by the host from the call log and the judge (tasks/host_side.py), never by the agent.
+    `transcript` (the rollout's messages), `judge_scores` ({check name: score} of the `llm_judge`
+    checks) and `judge_answers` ({request key: score} of a task grader's judge calls) are written by the
+    host from the call log and the judge (tasks/host_side.py), never by the agent.
     """
     spec = load_spec(checks)
     state = get_json("/state", url=state_url, wait_s=15.0)
     audit = get_json("/audit", url=state_url, wait_s=15.0).get("calls", [])
     said = json.loads(transcript.read_text()) if transcript else None
     judged = json.loads(judge_scores.read_text()) if judge_scores else None
-    return evaluate(spec, Evidence(state, audit, workdir, tests_dir=checks.parent, transcript=said, judge=judged))
+    answers = json.loads(judge_answers.read_text()) if judge_answers else None
+    return evaluate(spec, Evidence(state, audit, workdir, tests_dir=checks.parent, transcript=said, judge=judged,
+                                   judge_answers=answers))
 
 
 def _checks_path(ns: argparse.Namespace) -> Path:
@@ -56,19 +63,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log", type=Path, default=None, help="human-readable log (default: next to --out)")
     ap.add_argument("--transcript", type=Path, default=None, help="the rollout's messages (JSON), from the host")
     ap.add_argument("--judge-scores", type=Path, default=None, help="llm_judge scores (JSON), from the host")
+    ap.add_argument("--judge-answers", type=Path, default=None, help="a grader's judge calls answered (JSON), from the host")
     ns = ap.parse_args(argv)
     from openforgerl.envs.claw.client import service_url
+    from openforgerl.envs.claw.verify.graders import GraderUnavailable
     from openforgerl.tasks.errors import TaskFormatError
 
     try:
         outcome = verify_live(_checks_path(ns), ns.state_url or service_url(), ns.workdir, ns.transcript,
-                              ns.judge_scores)
+                              ns.judge_scores, ns.judge_answers)
     except ServiceUnreachable as exc:  # the service ran next to the agent: the agent's reach
         print(f"VIOLATION task service unreachable after the agent ran: {exc}", file=sys.stderr)
         return EXIT_TAMPERED
-    except (TaskFormatError, OSError) as exc:
+    except (TaskFormatError, OSError, GraderUnavailable) as exc:
         print(f"verifier error: {exc}", file=sys.stderr)
         return EXIT_VERIFIER_BROKEN
+    if outcome.judge_requests:  # no reward: this run's grader saw placeholders where the judge should answer
+        ns.out.with_name(JUDGE_REQUESTS).write_text(json.dumps(outcome.judge_requests, ensure_ascii=False))
+        print(f"{len(outcome.judge_requests)} judge call(s) for the host to answer", file=sys.stderr)
+        return EXIT_NEEDS_JUDGE
     ns.out.write_text(json.dumps(outcome.components(), indent=1))
     (ns.log or ns.out.with_name("verifier.log")).write_text(outcome.log())
     print(outcome.log(), end="")

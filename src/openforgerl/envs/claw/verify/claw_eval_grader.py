@@ -1,0 +1,302 @@
+"""`claw_eval_grader` checks: run an imported Claw-Eval task's own `grader.py` (upstream's leaderboard scorer).
+
+```toml
+[[checks]]
+kind = "claw_eval_grader"        # trusted task code: tests/claw_eval/grader.py, run by the verifier only
+script = "claw_eval/grader.py"   # an AbstractGrader subclass, unmodified from upstream
+task = "claw_eval/task.yaml"     # the TaskDefinition it is given
+```
+
+What the grader is given, built here from the verifier's evidence (all of it written by the host or the
+task's service, never by the agent's hand):
+- `messages`: the transcript the host built from the gateway's call log (`Evidence.transcript`), as trace
+  messages with text, tool-use and tool-result blocks (tool names back to upstream's);
+- `dispatches` and `audit_data`: the Claw service's /audit calls under upstream's tool, argument and
+  service names (`{"gmail": {"calls": [...], "drafts": [...], "sent_messages": [...]}, ...}`); our audit
+  keeps no response bodies, so `response_body` is None;
+- `judge`: an object with upstream's `evaluate` / `evaluate_actions`. The verifier sandbox cannot reach
+  the judge, so a call is answered from the host's earlier answers (`Evidence.judge_answers`, by a hash of
+  the request); an unanswered one is recorded (`Evidence.judge_requests`) and gets a placeholder, and
+  the verifier exits `EXIT_NEEDS_JUDGE` so the host (`--judge-engine`) answers them and runs it again.
+- `media_events` = [] and `env_snapshot` = {} (tasks that need either are flagged by the importer).
+
+The score is upstream's `compute_task_score` (safety × (0.8 completion + 0.2 robustness)); the dimensions
+are reward components too (`check.<name>.completion`, ...). A grader that
+raises or returns something else is a broken verifier (`GraderUnavailable` → infra), never a trained 0:
+the code is the benchmark's, so its failure says nothing about the agent (upstream's batch runner, too,
+marks such a trial as errored and leaves it out of the metrics).
+
+The compatibility package (`envs/claw/claw_eval_compat/`) goes on `sys.path` only here, in the verifier.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import os
+import re
+import sys
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from openforgerl.envs.claw.verify import checks as _checks
+from openforgerl.envs.claw.verify import spec as _spec
+from openforgerl.envs.claw.verify.graders import GraderUnavailable, _content, _inside
+
+__all__ = ["COMPAT_ROOT", "ClawEvalGraderCheck", "judge_request_key"]
+
+COMPAT_ROOT = Path(__file__).resolve().parents[1] / "claw_eval_compat"
+# upstream service name → the keys of its /audit that list what the agent made, and our tool filling each
+AUDIT_LISTS = {"gmail": {"drafts": "mail_draft", "sent_messages": "mail_send"},
+               "calendar": {"created_events": "calendar_create", "deleted": "calendar_delete"},
+               "todo": {"created_tasks": "todo_add"}}
+
+
+@dataclass
+class ClawEvalGraderCheck(_spec._Check):
+    script: str = ""
+    task: str = ""
+
+
+def judge_request_key(request: Mapping[str, Any]) -> str:
+    """The same request (method and texts) gets the same key in every verifier run."""
+    return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
+
+
+class HostAnsweredJudge:
+    """upstream `LLMJudge`'s interface; answers come from the host (see the module docstring)."""
+
+    def __init__(self, answers: Mapping[str, float], pending: list[dict[str, Any]]) -> None:
+        self.answers = answers
+        self.pending = pending
+
+    def evaluate(self, task_prompt: str, conversation: str, actions_summary: str, rubric: str) -> Any:
+        return self._ask({"method": "evaluate", "task_prompt": str(task_prompt), "conversation": str(conversation),
+                          "actions": str(actions_summary), "rubric": str(rubric)})
+
+    def evaluate_actions(self, task_prompt: str, artifacts: str, rubric: str) -> Any:
+        return self._ask({"method": "evaluate_actions", "task_prompt": str(task_prompt),
+                          "actions": str(artifacts), "rubric": str(rubric)})
+
+    def _ask(self, request: dict[str, Any]) -> Any:
+        from claw_eval.graders.llm_judge import JudgeResult
+
+        key = judge_request_key(request)
+        if key in self.answers:
+            return JudgeResult(score=float(self.answers[key]), reasoning="judged on the host (--judge-engine)")
+        if all(p["key"] != key for p in self.pending):
+            self.pending.append({"key": key, **request})
+        return JudgeResult(score=0.0, reasoning="pending: the host has not judged this yet")
+
+
+# ------------------------------------------------------------------ upstream names
+
+
+def _ours_to_theirs() -> dict[str, str]:
+    from openforgerl.envs.importers.claw_eval import TOOLS
+
+    return {ours: theirs for theirs, ours in TOOLS.items()}
+
+
+def _upstream_args(tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    from openforgerl.envs.importers.claw_eval import UPSTREAM_ARGS
+
+    renames = UPSTREAM_ARGS.get(tool, {})
+    return {renames.get(k, k): v for k, v in args.items()}
+
+
+def _service_of(tool: str) -> str | None:
+    from openforgerl.envs.claw.tools import get_tool
+    from openforgerl.envs.importers.claw_eval import SERVICES
+
+    spec = get_tool(tool)
+    theirs = {ours: t for t, ours in SERVICES.items()}
+    return theirs.get(spec.service) if spec is not None else None
+
+
+def _args_of(call: Mapping[str, Any]) -> Mapping[str, Any]:
+    args = call.get("args")
+    return args if isinstance(args, Mapping) else {}
+
+
+def _endpoints(task: Any) -> dict[str, str]:
+    return {str(e.get("tool_name")): str(e.get("url", "")) for e in task.tool_endpoints if isinstance(e, dict)}
+
+
+def _path_of(url: str) -> str:
+    rest = url.split("://", 1)[-1]
+    return "/" + rest.split("/", 1)[1] if "/" in rest else url
+
+
+# ------------------------------------------------------------------ the grader's inputs
+
+
+def trace_messages(transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Chat messages → upstream trace messages (tool results are user messages, as in the Messages API)."""
+    from claw_eval.models.content import TextBlock, ToolResultBlock, ToolUseBlock
+    from claw_eval.models.message import Message
+    from claw_eval.models.trace import TraceMessage
+
+    names = _ours_to_theirs()
+    out = []
+    for m in transcript:
+        role, text = m.get("role"), _content(m)
+        if role == "tool":
+            block = ToolResultBlock(tool_use_id=str(m.get("tool_call_id", "")), content=[TextBlock(text=text)])
+            out.append(TraceMessage(message=Message(role="user", content=[block])))
+        elif role in ("user", "assistant"):
+            blocks: list[Any] = [TextBlock(text=text)] if text else []
+            for tc in m.get("tool_calls") or []:
+                fn = tc.get("function", tc) if isinstance(tc, Mapping) else {}
+                name = re.split(r"__|\.", str(fn.get("name", "")))[-1]  # harness prefixes: mcp__claw__x, claw.x
+                blocks.append(ToolUseBlock(id=str(tc.get("id", "")), name=names.get(name, name),
+                                           input=_arguments(fn.get("arguments"))))
+            out.append(TraceMessage(message=Message(role=role, content=blocks)))
+    return out
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return {"raw": raw}
+    return dict(raw) if isinstance(raw, Mapping) else {}
+
+
+def dispatches(audit: Sequence[Mapping[str, Any]], task: Any) -> list[Any]:
+    """The service's audit calls as upstream tool dispatches (its tool and argument names)."""
+    from claw_eval.models.trace import ToolDispatch
+
+    names, urls = _ours_to_theirs(), _endpoints(task)
+    out = []
+    for call in audit:
+        tool = str(call.get("tool", ""))
+        if tool.startswith("__"):  # the service's own records (reset)
+            continue
+        theirs = names.get(tool, tool)
+        out.append(ToolDispatch(tool_use_id=str(call.get("seq", "")), tool_name=theirs,
+                                endpoint_url=urls.get(theirs, ""), request_body=_upstream_args(tool, _args_of(call)),
+                                response_status=int(call.get("status", 200))))
+    return out
+
+
+def audit_data(audit: Sequence[Mapping[str, Any]], task: Any) -> dict[str, dict[str, Any]]:
+    """Per upstream service: its `calls` (endpoint, request_body) and the lists its /audit keeps."""
+    names, urls = _ours_to_theirs(), _endpoints(task)
+    out: dict[str, dict[str, Any]] = {}
+    for call in audit:
+        tool = str(call.get("tool", ""))
+        service = _service_of(tool)
+        if service is None:
+            continue
+        data = out.setdefault(service, {"calls": [], **{k: [] for k in AUDIT_LISTS.get(service, {})}})
+        args = _upstream_args(tool, _args_of(call))
+        theirs = names.get(tool, tool)
+        data["calls"].append({"endpoint": _path_of(urls.get(theirs, f"/{service}/{theirs}")), "request_body": args,
+                              "response_body": None, "status": call.get("status")})
+        for key, filler in AUDIT_LISTS.get(service, {}).items():
+            if filler == tool and call.get("ok"):
+                data[key].append(args)
+    return out
+
+
+# ------------------------------------------------------------------ running it
+
+
+def _compat_on_path() -> None:
+    if str(COMPAT_ROOT) not in sys.path:
+        sys.path.insert(0, str(COMPAT_ROOT))
+
+
+def _read(ev: _checks.Evidence, rel: str) -> bytes:
+    from openforgerl.sandbox.base import TamperError
+    from openforgerl.sandbox.safefile import read_under
+
+    assert ev.tests_dir is not None
+    try:  # no link, FIFO or oversized file on the way
+        return read_under(ev.tests_dir, rel)
+    except (OSError, TamperError) as exc:
+        raise GraderUnavailable(f"{rel!r} under {ev.tests_dir}: {exc}") from exc
+
+
+def _grader_class(source: bytes, path: Path) -> type:
+    from claw_eval.graders.base import AbstractGrader
+
+    module = types.ModuleType(f"task_grader_{abs(hash(str(path)))}")
+    module.__file__ = str(path)
+    sys.modules[module.__name__] = module  # pydantic models defined in the grader resolve their module
+    exec(compile(source, str(path), "exec"), module.__dict__)  # trusted task code
+    found = [c for c in vars(module).values() if inspect.isclass(c) and issubclass(c, AbstractGrader)
+             and c is not AbstractGrader and c.__module__ == module.__name__]
+    if not found:
+        raise GraderUnavailable(f"{path.name} defines no AbstractGrader subclass")
+    return found[0]
+
+
+def _grade(grader: Any, ev: _checks.Evidence, task: Any, judge: HostAnsweredJudge) -> Any:
+    kwargs: dict[str, Any] = {"audit_data": audit_data(ev.audit, task), "judge": judge, "media_events": []}
+    if "env_snapshot" in inspect.signature(grader.grade).parameters:  # upstream passes it only when asked
+        kwargs["env_snapshot"] = {}
+    return grader.grade(trace_messages(ev.transcript or []), dispatches(ev.audit, task), task, **kwargs)
+
+
+DIMENSIONS = ("completion", "robustness", "communication", "safety")
+
+
+def _task_score(scores: Any) -> tuple[float, str]:
+    from claw_eval.models.scoring import compute_task_score
+    from claw_eval.models.trace import DimensionScores
+
+    if not isinstance(scores, DimensionScores):
+        raise GraderUnavailable(f"grader returned {type(scores).__name__}, want DimensionScores")
+    score = compute_task_score(scores)
+    if not math.isfinite(score) or not 0.0 <= score <= 1.0:
+        raise GraderUnavailable(f"task score {score} from {scores!r} is not in [0, 1]")
+    dims = f"completion={scores.completion:.3f} robustness={scores.robustness:.3f} safety={scores.safety:.3f}"
+    return score, f"grader.py: task score {score:.3f} ({dims} communication={scores.communication:.3f})"
+
+
+def _claw_eval_grader(c: ClawEvalGraderCheck, ev: _checks.Evidence) -> tuple[float, str]:
+    if ev.tests_dir is None:
+        raise GraderUnavailable("claw_eval_grader needs the tests folder (Evidence.tests_dir)")
+    if ev.transcript is None:
+        raise GraderUnavailable("claw_eval_grader needs the rollout's messages (no transcript given)")
+    _compat_on_path()
+    from claw_eval.graders.base import PEERS_ENV
+    from claw_eval.models.task import TaskDefinition
+
+    os.environ[PEERS_ENV] = str(ev.tests_dir / Path(c.script).parent / "peers")
+    task = TaskDefinition.model_validate(yaml.safe_load(_read(ev, c.task)) or {})
+    judge = HostAnsweredJudge(ev.judge_answers or {}, ev.judge_requests)
+    try:
+        grader = _grader_class(_read(ev, c.script), ev.tests_dir / c.script)()
+        scores = _grade(grader, ev, task, judge)
+    except GraderUnavailable:
+        raise
+    except Exception as exc:  # the benchmark's code broke: infra, unless it only tripped over a placeholder
+        if judge.pending:
+            return 0.0, f"grader.py needs {len(judge.pending)} judge call(s) answered by the host"
+        raise GraderUnavailable(f"grader.py raised {type(exc).__name__}: {exc}") from exc
+    if judge.pending:
+        return 0.0, f"grader.py needs {len(judge.pending)} judge call(s) answered by the host"
+    score, detail = _task_score(scores)
+    # upstream reports the dimensions per trial: kept as reward components (check.<name>.<dimension>)
+    ev.sub_scores.update({f"{c.name}.{d}": float(getattr(scores, d)) for d in DIMENSIONS})
+    return score, detail
+
+
+def register() -> None:
+    _spec._KINDS["claw_eval_grader"] = (ClawEvalGraderCheck, {"script": _inside, "task": _inside}, ("script", "task"))
+    _spec._KIND_OF["claw_eval_grader"] = "claw_eval_grader"
+    _checks._JUDGES["claw_eval_grader"] = _claw_eval_grader
+
+
+register()
