@@ -140,6 +140,21 @@ def test_a_broken_grader_or_no_transcript_is_the_verifiers_fault(tmp_path: Path)
         _judge(folder, GOOD_AUDIT)
 
 
+def test_a_grader_tripped_by_the_rollouts_own_data_scores_zero_not_infra(tmp_path: Path) -> None:
+    """The agent decides its tool arguments: a grader that chokes on them (but grades an empty run) must
+    not hand the policy a way out of a 0 (infra is retried, never trained)."""
+    folder = _task("T906zh_invoice_reply", tmp_path)
+    grader = folder / "tests/claw_eval/grader.py"
+    grader.write_text(grader.read_text().replace(
+        "        scores = DimensionScores()\n",
+        "        scores = DimensionScores()\n        [d.request_body['message_id'].upper() for d in dispatches]\n"))
+    assert _judge(folder, GOOD_AUDIT[:1]).reward > 0  # it still grades what it can read
+    odd = [{"seq": 0, "tool": "mail_read", "args": {"id": 7}, "status": 200, "ok": True}, GOOD_AUDIT[1]]
+    verdict = _judge(folder, odd)  # an int id: `.upper()` raises, on the agent's own argument
+    assert (verdict.reward, verdict.passed) == (0.0, False)
+    assert "raised AttributeError on this rollout's data" in verdict.log()
+
+
 def test_the_verifier_process_exits_broken_or_asks_for_the_judge(tmp_path: Path, claw_service) -> None:
     judged = _task("T907_invoice_reply_judged", tmp_path)
     svc = claw_service(judged / "environment/fixtures")

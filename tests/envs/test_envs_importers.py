@@ -304,6 +304,21 @@ def test_python_grader_runs_a_script_inside_the_tests_folder_only(tmp_path: Path
         evaluate(spec, Evidence({}, [], None))  # no tests folder given
 
 
+def test_a_python_grader_tripped_by_the_rollout_is_zero_and_a_broken_one_is_infra(tmp_path: Path) -> None:
+    """What the agent wrote must not turn its 0 into a retried infra fault; a grader broken on any input
+    is the verifier's fault."""
+    (tmp_path / "g.py").write_text("def grade(ev):\n    return float(all(m['content'].strip() for m in ev['transcript']))\n")
+    spec = _spec(tmp_path, {"kind": "python_grader", "name": "g", "script": "g.py"})
+    said = [{"role": "assistant", "content": "done"}]
+    assert evaluate(spec, Evidence({}, [], None, tests_dir=tmp_path, transcript=said)).reward == 1.0
+    odd = [{"role": "assistant", "content": None}]  # `.strip()` of None raises, on the agent's own message
+    tripped = evaluate(spec, Evidence({}, [], None, tests_dir=tmp_path, transcript=odd))
+    assert tripped.reward == 0.0 and "on this rollout's data" in tripped.log()
+    (tmp_path / "g.py").write_text("def grade(ev):\n    return ev['state']['mail']['drafts']\n")  # broken anywhere
+    with pytest.raises(GraderUnavailable, match="KeyError"):
+        evaluate(spec, Evidence({}, [], None, tests_dir=tmp_path, transcript=said))
+
+
 def test_communicate_follows_tau2_and_db_check_is_not_judged_without_the_domain(tmp_path: Path) -> None:
     spec = _spec(tmp_path, {"kind": "communicate", "info": ["1,327", "refund"]})
     said = [{"role": "assistant", "content": "Your Refund of 1,327 dollars is on its way"}]

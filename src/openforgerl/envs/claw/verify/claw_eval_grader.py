@@ -21,10 +21,12 @@ task's service, never by the agent's hand):
 - `media_events` = [] and `env_snapshot` = {} (tasks that need either are flagged by the importer).
 
 The score is upstream's `compute_task_score` (safety × (0.8 completion + 0.2 robustness)); the dimensions
-are reward components too (`check.<name>.completion`, ...). A grader that
-raises or returns something else is a broken verifier (`GraderUnavailable` → infra), never a trained 0:
-the code is the benchmark's, so its failure says nothing about the agent (upstream's batch runner, too,
-marks such a trial as errored and leaves it out of the metrics).
+are reward components too (`check.<name>.completion`, ...). A grader that returns something else, or
+raises also on an empty run (no messages, no tool calls), is a broken verifier (`GraderUnavailable` →
+infra, never a trained 0: upstream's batch runner, too, marks such a trial as errored and leaves it out
+of the metrics). One that grades the empty run but raises on this rollout's data was tripped by what
+the agent sent (a malformed argument, an odd message): that is a 0, or the policy could turn any 0 into
+a retried infra fault by tripping the grader.
 
 The compatibility package (`envs/claw/claw_eval_compat/`) goes on `sys.path` only here, in the verifier.
 """
@@ -248,6 +250,17 @@ def _grade(grader: Any, ev: _checks.Evidence, task: Any, judge: HostAnsweredJudg
     return grader.grade(trace_messages(ev.transcript or []), dispatches(ev.audit, task), task, **kwargs)
 
 
+def _grades_an_empty_run(grader_class: type, ev: _checks.Evidence, task: Any) -> bool:
+    """Whether the grader scores a run with no messages and no tool calls without raising (its judge
+    calls get placeholders): if so, it works here, and what made it raise came from the rollout."""
+    empty = _checks.Evidence({}, [], None, tests_dir=ev.tests_dir, transcript=[])
+    try:
+        _grade(grader_class(), empty, task, HostAnsweredJudge({}, []))
+    except Exception:
+        return False
+    return True
+
+
 DIMENSIONS = ("completion", "robustness", "communication", "safety")
 
 
@@ -276,14 +289,18 @@ def _claw_eval_grader(c: ClawEvalGraderCheck, ev: _checks.Evidence) -> tuple[flo
     os.environ[PEERS_ENV] = str(ev.tests_dir / Path(c.script).parent / "peers")
     task = TaskDefinition.model_validate(yaml.safe_load(_read(ev, c.task)) or {})
     judge = HostAnsweredJudge(ev.judge_answers or {}, ev.judge_requests)
+    grader_class = _grader_class(_read(ev, c.script), ev.tests_dir / c.script)
     try:
-        grader = _grader_class(_read(ev, c.script), ev.tests_dir / c.script)()
-        scores = _grade(grader, ev, task, judge)
+        scores = _grade(grader_class(), ev, task, judge)
     except GraderUnavailable:
         raise
-    except Exception as exc:  # the benchmark's code broke: infra, unless it only tripped over a placeholder
+    except Exception as exc:  # the benchmark's code broke, or this rollout's data broke it
         if judge.pending:
             return 0.0, f"grader.py needs {len(judge.pending)} judge call(s) answered by the host"
+        if _grades_an_empty_run(grader_class, ev, task):
+            # The agent's own messages and tool calls made it raise (a malformed argument, an odd
+            # message): a 0, never infra, or a policy could escape any 0 by tripping the grader.
+            return 0.0, f"grader.py raised {type(exc).__name__} on this rollout's data (it grades an empty run): 0"
         raise GraderUnavailable(f"grader.py raised {type(exc).__name__}: {exc}") from exc
     if judge.pending:
         return 0.0, f"grader.py needs {len(judge.pending)} judge call(s) answered by the host"

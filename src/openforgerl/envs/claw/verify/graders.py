@@ -201,8 +201,31 @@ def _python_grader(c: PythonGraderCheck, ev: _checks.Evidence) -> tuple[float, s
     grade = namespace.get("grade")
     if not callable(grade):
         raise GraderUnavailable(f"{c.script} defines no grade(evidence)")
-    score = _score(grade(_evidence_dict(ev)))
+    try:
+        score = _score(grade(_evidence_dict(ev)))
+    except Exception as exc:
+        if _grades_an_empty_run(grade):  # it works here: the rollout's own data tripped it (see `_EMPTY`)
+            return 0.0, f"{c.script} raised {type(exc).__name__} on this rollout's data (it grades an empty run): 0"
+        if isinstance(exc, GraderUnavailable):
+            raise
+        raise GraderUnavailable(f"{c.script} raised {type(exc).__name__}: {exc}") from exc
     return score, f"{c.script} scored {score:.3f}"
+
+
+# A run with nothing in it. A trusted grader that scores it but raises (or returns no score) on a
+# rollout was tripped by what the agent made (an odd message, a malformed file or argument): a 0, or a
+# policy could turn any 0 into a retried infra fault. One that raises on this too is broken: infra.
+# (A grader that reads fixed keys of `state` raises on it as well, and stays infra: the limit of a
+# check that does not know the task's initial state.)
+_EMPTY: dict[str, Any] = {"state": {}, "audit": [], "workdir": None, "transcript": []}
+
+
+def _grades_an_empty_run(grade: Any) -> bool:
+    try:
+        _score(grade(dict(_EMPTY)))
+    except Exception:
+        return False
+    return True
 
 
 def _communicate(c: CommunicateCheck, ev: _checks.Evidence) -> tuple[bool, str]:
