@@ -15,7 +15,11 @@ come after the data.
 Outcomes: a judge reply with a score in [0, 1] (JSON `score`, or QwenClawBench's `total`; clamped
 like upstream) is the judgement. A failed call (connection, HTTP error, timeout) or a reply without a
 score after `attempts` tries raises `JudgeError`, which the runtime turns into a `VerifierError`:
-infra for that rollout, never a 0 or a 1.
+infra for that rollout, never a 0 or a 1 — unless the agent's text is why: when the reply has no score
+(or the engine refused the request, HTTP 4xx: too long, say) and the same prompt with every fenced
+block emptied does get a score, the judge works and what the agent wrote made it fail. That is a 0,
+or a policy could write its way out of any judged 0 (an injection that makes the judge answer in
+prose) into a retried infra fault.
 
 Prompts follow the upstream judges: Claw-Eval's `LLMJudge.evaluate` (task prompt, conversation,
 actions, rubric; reply `{"score", "reasoning"}`) and QwenClawBench's `_build_judge_prompt` (task,
@@ -32,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_AGENT_CHARS", "JudgeClient", "JudgeError", "claw_eval_actions_prompt", "claw_eval_prompt", "fence",
+__all__ = ["MAX_AGENT_CHARS", "JudgeClient", "JudgeError", "blank_agent_data", "claw_eval_actions_prompt", "claw_eval_prompt", "fence",
            "parse_score",
            "qwenclawbench_prompt", "summarize_events"]
 
@@ -48,7 +52,20 @@ _SYSTEM = (
 
 
 class JudgeError(RuntimeError):
-    """The judge could not give a judgement (call failed, or no score in its reply): infra, never a score."""
+    """The judge could not give a judgement (call failed, or no score in its reply): infra, never a score.
+    `from_content`: the reply or a 4xx refusal may be the prompt's doing (`JudgeClient.judge` then checks)."""
+
+    def __init__(self, message: str, *, from_content: bool = False) -> None:
+        super().__init__(message)
+        self.from_content = from_content
+
+
+_FENCED = re.compile(r"(<<<AGENT_DATA ([0-9a-f]+)>>>\n).*?(\n<<<END_AGENT_DATA \2>>>)", re.S)
+
+
+def blank_agent_data(user: str) -> str:
+    """`user` with every fenced block (`fence`) emptied: the same prompt with nothing the agent wrote."""
+    return _FENCED.sub(lambda m: m.group(1) + m.group(3), user)
 
 
 def fence(text: str, nonce: str, cap: int = MAX_AGENT_CHARS) -> str:
@@ -161,7 +178,21 @@ class JudgeClient:
         return base + ("/chat/completions" if base.endswith("/v1") else "/v1/chat/completions")
 
     async def judge(self, system: str, user: str) -> tuple[float, str]:
-        """(score, the judge's reply); raises JudgeError."""
+        """(score, the judge's reply); raises JudgeError. A failure the agent's text caused is a 0
+        (see the module docstring)."""
+        try:
+            return await self._scored(system, user)
+        except JudgeError as exc:
+            blank = blank_agent_data(user)
+            if not exc.from_content or blank == user:
+                raise
+            try:
+                await self._scored(system, blank)
+            except JudgeError:
+                raise exc from None  # no score without the agent's text either: the judge is at fault
+            return 0.0, f"no judgement of this rollout's text, but one of the same prompt without it ({exc}): 0"
+
+    async def _scored(self, system: str, user: str) -> tuple[float, str]:
         last = ""
         for _ in range(max(1, self.attempts)):
             reply = await self.complete(system, user)
@@ -169,7 +200,7 @@ class JudgeClient:
                 return parse_score(reply), reply
             except JudgeError as exc:
                 last = str(exc)
-        raise JudgeError(last)
+        raise JudgeError(last, from_content=True)
 
     async def complete(self, system: str, user: str) -> str:
         """One chat completion's text; raises JudgeError when the engine fails."""
@@ -180,8 +211,9 @@ class JudgeClient:
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as http, \
                     http.post(self.endpoint, json=body) as resp:
-                if resp.status != 200:
-                    raise JudgeError(f"judge engine answered HTTP {resp.status}: {(await resp.text())[:300]}")
+                if resp.status != 200:  # a 4xx is about the request (too long for its context, say)
+                    raise JudgeError(f"judge engine answered HTTP {resp.status}: {(await resp.text())[:300]}",
+                                     from_content=400 <= resp.status < 500 and resp.status not in (401, 403, 404, 429))
                 data = await resp.json(content_type=None)
         except JudgeError:
             raise
