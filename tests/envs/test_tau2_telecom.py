@@ -228,3 +228,49 @@ def test_telecom_tasks_validate_in_sandboxes(tmp_path: Path) -> None:
 
     results = asyncio.run(run())
     assert [(r.noop_reward, r.oracle_reward, r.error) for r in results] == [(0.0, 1.0, "")] * len(runtimes)
+
+
+@needs_bwrap
+def test_through_eval_the_simulated_user_turns_roaming_on_when_asked(tmp_path: Path, monkeypatch) -> None:
+    """`zero` with the scripted oracle plays the agent's gold (refuel), then asks the user to turn roaming on;
+    the user engine answers with a `toggle_roaming` call, which the relay runs on the rollout's phone
+    through the host-only route: reward 1. A user engine that only talks leaves the phone as it was: 0."""
+    import typer
+    from judge_helpers import serve_policy
+    from typer.testing import CliRunner
+
+    import openforgerl.envs.claw.oracle_policy as op
+    from openforgerl.engines.chat_format import format_tool_call
+    from openforgerl.eval.command import command as eval_command
+
+    import_any(some_tasks(tmp_path, [ROAMING]), tmp_path / "t")
+    original = op.oracle_policy
+
+    def asking(runtimes, **kw):
+        base = original(runtimes, **kw)
+
+        def policy(turn):
+            decided = base(turn)
+            asked = any("ask_user" in str(m.get("tool_calls", "")) for m in turn.messages)
+            ask = {"message": "Please turn data roaming on, then tell me."}
+            return format_tool_call("ask_user", ask) if decided == "Done." and not asked else decided
+        return policy
+
+    def acting_user(turn) -> str:
+        if turn.messages[-1].get("role") == "tool":
+            return "Done, roaming is on. ###STOP###"
+        return format_tool_call("toggle_roaming", {})
+
+    monkeypatch.setattr(op, "oracle_policy", asking)
+    app = typer.Typer()
+    app.command()(eval_command)
+    rewards = {}
+    for name, user_policy in {"acts": acting_user, "talks": lambda t: "Sure, it is on now."}.items():
+        with serve_policy(user_policy) as user:
+            res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "t"), "--harness", "zero", "--trials", "1",
+                                           "--scripted-oracle", "1.0", "--out", str(tmp_path / name),
+                                           "--user-engine", user.url])
+        assert res.exit_code == 0, res.output
+        rewards[name] = json.loads((tmp_path / name / "report.json").read_text())["tasks"]["zero"][0]["mean_reward"]
+        assert "<scenario>" in str(user.turns[0].messages[0].get("content"))  # upstream-style user prompt
+    assert rewards == {"acts": 1.0, "talks": 0.0}
