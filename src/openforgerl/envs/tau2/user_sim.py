@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass, replace
 from typing import Any
 
 __all__ = ["GUIDELINES", "STOP_TOKENS", "Tau2UserSession", "system_prompt"]
@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
 FIRST_AGENT_MESSAGE = "Hi! How can I help you today?"  # upstream's orchestrator opens every dialogue so
 MAX_TOOL_STEPS = 12  # user tool calls answering one agent message (upstream bounds a whole dialogue's steps)
+MIN_MAX_TOKENS = 512  # eval's user client is capped for 1-3 sentence replies; a tool call's JSON needs more
 
 GUIDELINES = """# How to play the customer
 
@@ -95,6 +96,8 @@ class Tau2UserSession:
         """The user's next message to the agent, after any tool calls on its device ("" if it had none)."""
         self.messages.append({"role": "user", "content": agent_message})
         tools = list(runtime.user_tools())
+        if is_dataclass(client) and getattr(client, "max_tokens", MIN_MAX_TOKENS) < MIN_MAX_TOKENS:
+            client = replace(client, max_tokens=MIN_MAX_TOKENS)
         for _ in range(MAX_TOOL_STEPS):
             message = await client.chat(self.messages, tools)
             calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
