@@ -9,6 +9,8 @@ leave it, and the verifier reads the rollout's call log from the service with a 
   so the test can fail. The task folder's own `solution/` and `tests/` are not in the sandbox at all.
 - The state: no route writes the DB or the log but a tool call (`/reset`, `/state`, `/log` POSTs are 404),
   the log answers 403 without the token, and no process the agent can see holds the token.
+- Telecom's phone: the user's tools answer on `/user/<tool>` with the token only (the host's user relay
+  and oracle), are refused as agent tools, and the fault planted on the phone is in no workdir file.
 """
 
 from __future__ import annotations
@@ -93,3 +95,67 @@ async def test_the_agent_cannot_read_the_gold_or_forge_the_state(tmp_path: Path,
     finally:
         bwrap.foreign_masked.cache_clear()
     assert (status, reward) == (RolloutStatus.OK, 1.0)
+
+
+# ------------------------------------------------------------------ telecom: the user's phone is the host's
+
+USER_ROUTE_ATTACK = r'''
+import glob, json, sys, urllib.request as u
+url, refuel = "http://127.0.0.1:7727", json.loads(sys.argv[1])
+def call(path, body, headers={}):
+    req = u.Request(url + path, json.dumps(body).encode(), {"Content-Type": "application/json", **headers}, method="POST")
+    try:
+        return u.urlopen(req, timeout=30).status
+    except u.HTTPError as e:
+        return e.code
+for _ in range(300):
+    try:
+        u.urlopen(url + "/healthz", timeout=5); break
+    except OSError:
+        __import__("time").sleep(0.1)
+config = open("/workdir/.tau2/config.json").read()
+found = {"user": call("/user/toggle_roaming", {}), "user_guess": call("/user/toggle_roaming", {}, {"Authorization": "Bearer 0"}),
+         "as_agent": call("/call/toggle_roaming", {}), "refuel": call("/call/refuel_data", refuel),
+         "fault_seen": "turn_roaming_off" in config or "initialization" in config,
+         "token_seen": any(("tau2" + ".service").encode() in open(p, "rb").read() for p in glob.glob("/proc/[0-9]*/cmdline"))}
+print(json.dumps(found))
+assert found["user"] == found["user_guess"] == 403 and found["as_agent"] == 400 and found["refuel"] == 200, found
+assert not found["fault_seen"] and not found["token_seen"], found
+'''
+
+
+def _telecom_task(tmp_path: Path):
+    spec = find_spec("tau2")
+    assert spec is not None and spec.origin
+    src = Path(spec.origin).parent / "data/tau2/domains/telecom"
+    out = tmp_path / "upstream" / "telecom"
+    out.mkdir(parents=True)
+    task_id = "[mobile_data_issue]data_usage_exceeded|user_abroad_roaming_enabled_off[PERSONA:Easy]"
+    (out / "tasks.json").write_text(json.dumps([t for t in json.loads((src / "tasks.json").read_text())
+                                                if t["id"] == task_id]))
+    [folder] = import_any(out, tmp_path / "t", user_engine="http://127.0.0.1:9/v1")
+    return load_runtime(folder)
+
+
+async def test_the_agent_cannot_act_as_the_user_on_its_phone(tmp_path: Path) -> None:
+    """The agent plays its own half of the gold (refuel) and tries the user's half (turn roaming on) through the
+    user route without the token, and as an agent tool: refused, reward 0. The control: the same sandbox after
+    the host's user call with the token (the relay's and the oracle's route) scores 1, so the test can fail."""
+    from openforgerl.sandbox.base import SandboxSpec
+    from openforgerl.sandbox.local import LocalBackend
+
+    rt = _telecom_task(tmp_path)
+    [refuel] = [a for a in rt.gold_actions() if a["requestor"] == "assistant"]
+    backend = LocalBackend(root=tmp_path / "sbx")
+    sandbox = await backend.open_sandbox(SandboxSpec(rollout_id="telecom-attack", files=rt.files(), lifetime_s=600))
+    try:
+        await sandbox.spawn(rt.service_argv())
+        res = await sandbox.exec([sys.executable, "-c", USER_ROUTE_ATTACK, json.dumps(refuel["args"])], timeout_s=120)
+        assert res.returncode == 0, res.stdout.decode() + res.stderr.decode()
+        assert (await rt.verify(sandbox))[0] == 0.0
+        status, _ = await rt.user_call(sandbox, "toggle_roaming", {})  # the control: the host, with the token
+        assert status == 200
+        assert (await rt.verify(sandbox))[0] == 1.0
+    finally:
+        await sandbox.aclose()
+        await backend.aclose()

@@ -204,10 +204,19 @@ class JudgeClient:
 
     async def complete(self, system: str, user: str) -> str:
         """One chat completion's text; raises JudgeError when the engine fails."""
+        message = await self.chat([{"role": "system", "content": system}, {"role": "user", "content": user}])
+        return str(message.get("content") or "")
+
+    async def chat(self, messages: Sequence[Mapping[str, Any]],
+                   tools: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+        """One chat completion's message (with its `tool_calls` when `tools` are offered, as tau2's
+        simulated user acting on its phone); raises JudgeError when the engine fails."""
         import aiohttp
 
-        body = {"model": self.model, "temperature": self.temperature, "max_tokens": self.max_tokens,
-                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+        body: dict[str, Any] = {"model": self.model, "temperature": self.temperature, "max_tokens": self.max_tokens,
+                                "messages": [dict(m) for m in messages]}
+        if tools:
+            body["tools"] = [dict(t) for t in tools]
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as http, \
                     http.post(self.endpoint, json=body) as resp:
@@ -220,6 +229,6 @@ class JudgeClient:
         except Exception as exc:  # connection refused, timeout, bad JSON: the judge is down, not the agent
             raise JudgeError(f"judge engine call failed: {type(exc).__name__}: {exc}") from exc
         try:
-            return str(data["choices"][0]["message"].get("content") or "")
-        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            return dict(data["choices"][0]["message"])
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise JudgeError(f"judge engine reply has no message: {str(data)[:300]}") from exc

@@ -77,6 +77,7 @@ class _Conversation:
     record: list[dict[str, str]] = field(default_factory=list)
     answered: int = 0
     done: bool = False
+    tau2: Any = None  # envs.tau2.user_sim.Tau2UserSession: a user with tools of its own (telecom)
 
 
 @dataclass
@@ -97,7 +98,7 @@ class UserRelay:
         path = getattr(getattr(rt, "task", None), "root", Path("/nonexistent")) / "tests" / "user_agent.json"
         return dict(json.loads(path.read_text())) if path.is_file() else {}
 
-    async def answer(self, rollout_id: str, message: str) -> str:
+    async def answer(self, rollout_id: str, message: str, sandbox: Any = None) -> str:
         conv = self.conversations.setdefault(rollout_id, _Conversation())
         if conv.task_id is None:
             conv.task_id = await self.task_of(rollout_id)
@@ -106,14 +107,9 @@ class UserRelay:
         if conv.done or conv.answered >= int(spec.get("max_rounds") or 3):
             reply = DONE_REPLY if conv.done else LEFT_REPLY
         else:
-            import secrets
-
             rt = self.runtimes.get(conv.task_id or "")
-            persona = str(spec.get("persona") or "")
-            system, user = user_prompt(persona, str(getattr(rt, "instruction", "")), conv.record,
-                                       secrets.token_hex(8))
             try:
-                text = (await self.client.complete(system, user)).strip()
+                text = await self._generate(conv, rt, spec, sandbox, message)
             except Exception as exc:  # the user engine is down: the agent is told, the run is noted
                 log.warning("user engine failed for %s: %s", rollout_id, exc)
                 text = ""
@@ -124,6 +120,24 @@ class UserRelay:
                 reply = DONE_REPLY if conv.done else text
         conv.record.append({"role": "user", "content": reply})
         return reply
+
+    async def _generate(self, conv: _Conversation, rt: Any, spec: Mapping[str, Any], sandbox: Any,
+                        message: str) -> str:
+        """The user engine's reply: a tau2 user with tools of its own acts on its device first (through the
+        runtime's host-only route); any other user answers from its persona alone."""
+        if sandbox is not None and getattr(rt, "user_tools", None) is not None and rt.user_tools():
+            from openforgerl.envs.tau2.user_sim import STOP_TOKENS, Tau2UserSession
+
+            if conv.tau2 is None:
+                conv.tau2 = Tau2UserSession(str(spec.get("scenario") or spec.get("persona") or ""),
+                                            str(spec.get("opening") or ""))
+            text = await conv.tau2.reply(self.client, rt, sandbox, message)
+            return "[DONE]" if conv.tau2.done and any(t in text for t in STOP_TOKENS) else text
+        import secrets
+
+        system, user = user_prompt(str(spec.get("persona") or ""), str(getattr(rt, "instruction", "")), conv.record,
+                                   secrets.token_hex(8))
+        return (await self.client.complete(system, user)).strip()
 
     async def serve(self, sandbox: Any) -> None:
         """Poll one sandbox's `.claw/user/` until cancelled."""
@@ -150,7 +164,7 @@ class UserRelay:
             except (ValueError, AttributeError):
                 await asyncio.sleep(POLL_S)  # being written: try again
                 continue
-            reply = await self.answer(str(rid), message)
+            reply = await self.answer(str(rid), message, sandbox)
             with contextlib.suppress(OSError, TamperError):
                 write_under(root, f"{USER_DIR}/a-{n}.json", json.dumps({"reply": reply}).encode())
             n += 1

@@ -10,10 +10,15 @@ communicate check × the action check, over the task's `reward_basis` (upstream'
 - `tests/tau2_task.json`: the upstream task as it is (gold actions, criteria; the verifier's input only);
 - `tests/user_agent.json`: the persona the simulated user plays (`envs/user_sim.py`, host side);
 - `solution/actions.json`: the gold agent actions as `{tool, args}`, replayed by the scripted oracles.
-`split_tasks.json` next to `tasks.json` gives the split (`train` / `test`; a task in neither is test).
+`split_tasks.json` next to `tasks.json` gives the split (`train` / `test`; a task in neither is test);
+where it names upstream's standard set (`base`: telecom's 114 of its 2,285 tasks) only that set is imported.
+Telecom's policy is upstream's main policy with its tech-support manual (`main_policy.md`,
+`tech_support_manual.md`, joined as upstream's `get_environment` does); its simulated user acts on its own
+phone through upstream's user tools (`envs/tau2/user_sim.py`), and `tests/user_agent.json` then also holds
+upstream's scenario text and the user's opening request.
 
 Flags, each with its reason: `unsupported: tau2_domain:<d>` (a domain whose environment we do not run:
-telecom's simulated user acts on its own device through user tools), `unsupported: tau2_package` (tau2
+`mock`, upstream's test fixture, not a benchmark domain), `unsupported: tau2_package` (tau2
 is not installed: `locks/tau2.txt`), `needs: user_simulator` (every tau2 task is a dialogue with an
 LLM user playing `user_scenario`; lifted by `--user-engine`), `needs: transcript` (a communicate check:
 the agent's messages), `requires_llm_judge` + `unsupported: tau2_nl_assertions` (NL assertions are
@@ -30,12 +35,14 @@ from typing import Any
 
 from openforgerl.tasks.draft import TaskDraft
 
-__all__ = ["DEFAULT_BASIS", "convert_tau2", "load_splits"]
+__all__ = ["DEFAULT_BASIS", "convert_tau2", "load_splits", "standard_set"]
 
 DEFAULT_BASIS = ("DB", "COMMUNICATE")  # tau2 EvaluationCriteria.reward_basis default
 USER_MAX_ROUNDS = 10
+USER_TOOLS_MAX_ROUNDS = 30  # telecom: the agent walks the user through one device check after another
 NOOP_PASSES = ("the gold actions leave the DB unchanged and nothing is to be communicated, so a no-op "
                "scores 1 as well (upstream's DB-hash reward)")
+NOOP_ASSERTIONS_HOLD = "the task's env assertions already hold in its initial state, so a no-op scores 1 as well"
 
 
 def _scenario(task: dict[str, Any]) -> str:
@@ -52,7 +59,7 @@ def _instruction(task: dict[str, Any], policy: str) -> str:
     return f"{policy.strip()}\n\n## The customer's request\n\n{request}" if policy.strip() else request
 
 
-def _persona(task: dict[str, Any]) -> dict[str, Any]:
+def _persona(task: dict[str, Any], domain: str, unsupported: list[str]) -> dict[str, Any]:
     scenario = task.get("user_scenario") or {}
     inst = scenario.get("instructions") or {}
     lines = [f"Persona: {scenario['persona']}"] if scenario.get("persona") else []
@@ -61,7 +68,20 @@ def _persona(task: dict[str, Any]) -> dict[str, Any]:
                   ("reason_for_call", "known_info", "unknown_info", "task_instructions") if inst.get(k)]
     else:
         lines.append(str(inst))
-    return {"persona": "\n".join(lines), "max_rounds": USER_MAX_ROUNDS}
+    spec: dict[str, Any] = {"persona": "\n".join(lines), "max_rounds": USER_MAX_ROUNDS}
+    if _user_acts(domain, unsupported):  # the user troubleshoots its own phone: upstream's scenario text,
+        from openforgerl.envs.tau2 import upstream  # and the many turns a troubleshooting dialogue takes
+
+        opening = inst.get("reason_for_call") if isinstance(inst, dict) else inst
+        spec.update(scenario=upstream.user_scenario_text(task), opening=str(opening or "").strip(),
+                    max_rounds=USER_TOOLS_MAX_ROUNDS)
+    return spec
+
+
+def _user_acts(domain: str, unsupported: list[str]) -> bool:
+    from openforgerl.envs.tau2 import upstream
+
+    return not unsupported and domain in upstream.USER_TOOL_DOMAINS
 
 
 def load_splits(tasks_json: Path) -> dict[str, str]:
@@ -71,6 +91,30 @@ def load_splits(tasks_json: Path) -> dict[str, str]:
         return {}
     data = json.loads(path.read_text())
     return {str(t): split for split in ("test", "train") for t in data.get(split) or []}
+
+
+def standard_set(tasks_json: Path) -> set[str] | None:
+    """Upstream's standard task set when its split file names one (`base`: telecom's 114 of 2,285 tasks,
+    train ∪ test); None when every task is standard. A task outside it is a variant that upstream does not
+    benchmark and whose faults can recur in test tasks, so it is not imported as train or test."""
+    path = tasks_json.with_name("split_tasks.json")
+    if not path.is_file():
+        return None
+    base = json.loads(path.read_text()).get("base")
+    return {str(t) for t in base} if base else None
+
+
+def _policy(tasks_json: Path) -> str:
+    """The agent's policy: `policy.md`, or telecom's main policy and tech-support manual, wrapped as
+    upstream's telecom `get_environment` joins them."""
+    policy_md, main, manual = (tasks_json.with_name(n) for n in ("policy.md", "main_policy.md",
+                                                                  "tech_support_manual.md"))
+    if policy_md.is_file():
+        return policy_md.read_text()
+    if main.is_file() and manual.is_file():
+        return (f"<main_policy>\n{main.read_text()}\n</main_policy>\n"
+                f"<tech_support_policy>\n{manual.read_text()}\n</tech_support_policy>")
+    return ""
 
 
 def _gold(criteria: dict[str, Any]) -> list[dict[str, Any]]:
@@ -96,7 +140,11 @@ def _no_oracle(task: dict[str, Any], domain: str, criteria: dict[str, Any], unsu
 
     if unsupported:
         return f"tau2 domain {domain} is not run here"
-    if criteria.get("communicate_info") or upstream.gold_changes_db(domain, task):
+    if criteria.get("communicate_info"):
+        return ""
+    if domain in upstream.USER_TOOL_DOMAINS:  # judged on the device's state: the no-op, as upstream scores it
+        return "" if upstream.noop_reward(domain, task) < 1.0 else NOOP_ASSERTIONS_HOLD
+    if upstream.gold_changes_db(domain, task):
         return ""
     return NOOP_PASSES
 
@@ -123,7 +171,7 @@ def _draft(task: dict[str, Any], domain: str, split: str, policy: str, user_engi
         source="tau2", split=split, tags=[f"tau2:{domain}", *[f"basis:{b}" for b in basis]],
         environment={"kind": "tau2"},
         extra_files={"tests/tau2_task.json": json.dumps(task, indent=1),
-                     "tests/user_agent.json": json.dumps(_persona(task), indent=1),
+                     "tests/user_agent.json": json.dumps(_persona(task, domain, unsupported), indent=1),
                      "solution/actions.json": json.dumps(_gold(criteria), indent=1) + "\n"})
     draft.extra_meta = _meta(task, domain, basis, user_engine, unsupported)
     return draft
@@ -131,9 +179,9 @@ def _draft(task: dict[str, Any], domain: str, split: str, policy: str, user_engi
 
 def convert_tau2(tasks_json: Path, domain: str | None = None, user_engine: str | None = None) -> list[TaskDraft]:
     domain = domain or tasks_json.parent.name
-    splits = load_splits(tasks_json)
-    policy_md = tasks_json.with_name("policy.md")
-    policy = policy_md.read_text() if policy_md.is_file() else ""
+    splits, standard = load_splits(tasks_json), standard_set(tasks_json)
+    policy = _policy(tasks_json)
     unsupported = _support(domain)
+    tasks = [t for t in json.loads(tasks_json.read_text()) if standard is None or str(t.get("id")) in standard]
     return [_draft(t, domain, splits.get(str(t.get("id")), "test"), policy, user_engine, unsupported)
-            for t in json.loads(tasks_json.read_text())]
+            for t in tasks]

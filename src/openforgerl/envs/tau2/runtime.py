@@ -6,11 +6,14 @@ customer's request), `tests/tau2_task.json` (the upstream task: gold actions and
 actions, for the scripted oracles), the domain in the tag `tau2:<domain>`.
 
 Per rollout, inside the sandbox:
-- `/workdir/.tau2/config.json` (domain, initial state, whether `ask_user` is offered) and
-  `/workdir/.tau2/tools.json` (the tool schemas): nothing of the gold or the criteria;
+- `/workdir/.tau2/config.json` (domain, whether `ask_user` is offered) and `/workdir/.tau2/tools.json`
+  (the agent's tool schemas): nothing of the gold, the criteria or the initial state (telecom's planted
+  fault), which the service gets in its argv;
 - the service (`service_argv`, envs/tau2/service.py) on 127.0.0.1:`port` with upstream's environment;
   `zero` posts to it directly (`tool_service_url`), MCP-capable CLIs through `envs/tau2/mcp.py`;
-- a secret token per runtime, in the service's and the verifier's argv only (as the GUI runtime's).
+- a secret token per runtime, in the service's and the verifier's argv only (as the GUI runtime's); it
+  also opens the service's user-side route (telecom's phone), which the host's user relay and the
+  oracle reach through `envs/tau2/user_side.py` (`user_call`), the token on stdin.
 After the harness: `envs/tau2/verify.py` in a fresh sandbox (`run_verifier`) with the upstream task
 as its input, reading the call log with the token and, for the communicate check, the transcript made
 on the host from the gateway's call log. The installed tau2 package's own task files (the gold of every
@@ -39,6 +42,7 @@ TAU2_PORT = 7727
 INSIDE = "/workdir"
 DIR = ".tau2"
 ORACLE_TIMEOUT_S = 120.0
+USER_CALL_TIMEOUT_S = 60.0
 
 
 def domain_of(task: Task) -> str:
@@ -85,14 +89,15 @@ class Tau2TaskRuntime(TaskDefaults):
         return [*upstream.tool_schemas(self.domain), *extra]
 
     def files(self) -> Mapping[str, bytes]:
-        config = {"domain": self.domain, "initial_state": self.upstream_task.get("initial_state"),
-                  "user": self.with_user}
+        config = {"domain": self.domain, "user": self.with_user}  # the initial state goes in the argv
         return {f"{DIR}/config.json": json.dumps(config).encode(),
                 f"{DIR}/tools.json": json.dumps(list(self.function_tools())).encode()}
 
     def service_argv(self, workdir: str = INSIDE) -> Sequence[str]:
+        initial = self.upstream_task.get("initial_state")
         return [self.python, "-I", "-m", "openforgerl.envs.tau2.service", "--config", f"{workdir}/{DIR}/config.json",
-                "--workspace", workdir, "--token", self.token, "--port", str(self.port)]
+                "--workspace", workdir, "--token", self.token, "--port", str(self.port),
+                *(["--initial-state", json.dumps(initial)] if initial else [])]
 
     def mcp_servers(self) -> Sequence[McpServer]:
         args = ["-m", "openforgerl.envs.tau2.mcp", "--tools", f"{INSIDE}/{DIR}/tools.json"]
@@ -133,15 +138,39 @@ class Tau2TaskRuntime(TaskDefaults):
         inputs["host/transcript.json"] = transcript_json(messages)
         return ["--transcript", f"{VERIFIER_IN}/host/transcript.json"]
 
+    def gold_actions(self) -> list[dict[str, Any]]:
+        """Upstream's gold actions in their order, each with its requestor (telecom's include the user's)."""
+        criteria = self.upstream_task.get("evaluation_criteria") or {}
+        return [{"tool": str(a["name"]), "args": dict(a.get("arguments") or {}),
+                 "requestor": str(a.get("requestor") or "assistant")} for a in criteria.get("actions") or []]
+
     async def run_oracle(self, sandbox: Any) -> str:
-        """Replay the gold actions through the agent's tool route (validation only); "" on success."""
-        actions = self.task.root / "solution" / "actions.json"
-        if not actions.is_file():
+        """Replay the gold actions (validation only): the agent's through its tool route, the user's through
+        the host-only user route (the token on stdin, never in an argv or file); "" on success."""
+        if not (self.task.root / "solution" / "actions.json").is_file():
             return "no solution/actions.json"
-        await sandbox.write_file("/tmp/tau2-gold.json", actions.read_bytes())
+        await sandbox.write_file("/tmp/tau2-gold.json", json.dumps(self.gold_actions()).encode())
         argv = [self.python, "-I", "-m", "openforgerl.envs.tau2.oracle", "--actions", "/tmp/tau2-gold.json",
-                "--url", self.url]
-        res = await sandbox.exec(argv, timeout_s=ORACLE_TIMEOUT_S)
+                "--url", self.url, "--token-stdin"]
+        res = await sandbox.exec(argv, timeout_s=ORACLE_TIMEOUT_S, stdin=self.token.encode())
         if res.returncode != 0:
             return f"oracle exited {res.returncode}: {res.stderr.decode(errors='replace')[-800:]}"
         return ""
+
+    # ---- the simulated user's side (telecom): host only
+    def user_tools(self) -> Sequence[Mapping[str, Any]]:
+        """The user's own tools as function tools for the user engine ([] for a domain without them)."""
+        from openforgerl.envs.tau2 import upstream
+
+        return list(upstream.user_tool_schemas(self.domain))
+
+    async def user_call(self, sandbox: Any, tool: str, args: Mapping[str, Any]) -> tuple[int, Any]:
+        """One user-side tool call on this rollout's service, through `envs/tau2/user_side.py` run in the
+        sandbox by the host (the token on stdin): (HTTP status, reply)."""
+        request = json.dumps({"token": self.token, "calls": [{"tool": tool, "args": dict(args)}]}).encode()
+        argv = [self.python, "-I", "-m", "openforgerl.envs.tau2.user_side", "--url", self.url]
+        res = await sandbox.exec(argv, timeout_s=USER_CALL_TIMEOUT_S, stdin=request)
+        if res.returncode != 0:
+            raise RuntimeError(f"user-side call exited {res.returncode}: {res.stderr.decode(errors='replace')[-300:]}")
+        [reply] = json.loads(res.stdout)
+        return int(reply["status"]), reply["body"]

@@ -8,12 +8,15 @@ only way to change the DB is a tool call, and every call is logged with the repl
 |---|---|
 | `POST /call/<tool>`, `POST /tools/<tool>` | JSON arguments → 200 `{"result": …}`, 400 `{"error": …}` (upstream's `Error: …` reply) |
 | `GET /tools` | the tool names |
-| `GET /log` + `Authorization: Bearer <token>` | the tool calls, in order, with their replies; what the agent said with `ask_user` |
+| `GET /log` + `Authorization: Bearer <token>` | the tool calls (agent's and user's), in order, with their replies and requestor; what the agent said with `ask_user` |
+| `POST /user/<tool>` + `Authorization: Bearer <token>` | a user-side tool call (telecom's phone), as `/call/`; the host's only (the user simulator relay, the oracle) |
 | `GET /healthz` | liveness |
 
 The token (per runtime) is in this process's argv and the verifier's only: the agent's execs have their
-own PID namespace and no file inside holds it, so the agent cannot read the log, and nothing can
-write the DB or the log but a tool call. `ask_user` (when the task runs with a simulated user) is the
+own PID namespace and no file inside holds it, so the agent cannot read the log, nor act as the user on
+the user's device (telecom), and nothing can write the DB or the log but a tool call. The task's
+`initial_state` comes in the argv too (`--initial-state`): telecom's initialization actions are the
+fault planted on the user's phone, which the agent has to diagnose, so no workdir file holds them. `ask_user` (when the task runs with a simulated user) is the
 Claw one (`envs.world.ask_user`): a question file that the host relay answers.
 """
 
@@ -35,6 +38,7 @@ __all__ = ["Tau2App", "main"]
 
 MAX_BODY = 1024 * 1024
 ASK_USER = "ask_user"
+USER_ROUTE = "/user/"
 
 
 def _decoded(content: str) -> Any:
@@ -62,14 +66,23 @@ class Tau2App:
         return names + ([ASK_USER] if self.user_world is not None else [])
 
     def call(self, name: str, args: Any) -> tuple[int, dict[str, Any]]:
+        """An agent tool call (`/call/<tool>`)."""
+        if isinstance(args, dict) and name == ASK_USER and self.user_world is not None:
+            return self._ask(args)
+        return self._run(name, args, "assistant")
+
+    def user_call(self, name: str, args: Any) -> tuple[int, dict[str, Any]]:
+        """A user-side tool call (`/user/<tool>`, token only): upstream runs it on the user's toolkit."""
+        return self._run(name, args, "user")
+
+    def _run(self, name: str, args: Any, requestor: str) -> tuple[int, dict[str, Any]]:
         if not isinstance(args, dict):
             return 400, {"error": "arguments must be a JSON object"}
-        if name == ASK_USER and self.user_world is not None:
-            return self._ask(args)
-        with self.lock:
+        with self.lock:  # one order for both sides: upstream's evaluator replays them in this order
             call_id = f"call-{len(self.calls)}"
-            content, error = upstream.respond(self.env, call_id, name, args)
-            self.calls.append({"id": call_id, "name": name, "arguments": args, "content": content, "error": error})
+            content, error = upstream.respond(self.env, call_id, name, args, requestor)
+            self.calls.append({"id": call_id, "name": name, "arguments": args, "content": content, "error": error,
+                               "requestor": requestor})
         return (400, {"error": content}) if error else (200, {"result": _decoded(content)})
 
     def _ask(self, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -111,7 +124,16 @@ class _Handler(JsonHandler):  # quiet: the call log is the log
         raw = self._read_body(MAX_BODY)
         if raw is None:
             return
+        if self.path.startswith(USER_ROUTE):
+            return self._user_call(raw) if self._authorized() else self._send(403, {"error": "forbidden"})
         self._answer_tool_call(raw, self.app.call)
+
+    def _user_call(self, raw: bytes) -> None:
+        try:
+            args = json.loads(raw or b"{}")
+        except ValueError:
+            return self._send(400, {"error": "body must be JSON"})
+        self._send(*self.app.user_call(self.path[len(USER_ROUTE):].split("?")[0], args))
 
 
 def listen(token: str, host: str, port: int) -> tuple[ThreadingHTTPServer, type[_Handler]]:
@@ -123,14 +145,15 @@ def listen(token: str, host: str, port: int) -> tuple[ThreadingHTTPServer, type[
     return server, handler
 
 
-def build_app(config: dict[str, Any], workspace: Path) -> Tau2App:
-    env = upstream.environment(str(config["domain"]), config.get("initial_state"))
+def build_app(config: dict[str, Any], workspace: Path, initial_state: dict[str, Any] | None = None) -> Tau2App:
+    env = upstream.environment(str(config["domain"]), initial_state or config.get("initial_state"))
     return Tau2App(env, workspace, bool(config.get("user")))
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m openforgerl.envs.tau2.service")
-    ap.add_argument("--config", type=Path, required=True, help="JSON: {domain, initial_state, user}")
+    ap.add_argument("--config", type=Path, required=True, help="JSON: {domain, user}")
+    ap.add_argument("--initial-state", default="", help="JSON: the task's initial_state (kept out of the workdir)")
     ap.add_argument("--workspace", type=Path, default=Path("/workdir"))
     ap.add_argument("--token", default="", help="secret for GET /log (the verifier's)")
     ap.add_argument("--host", default="127.0.0.1")
@@ -138,7 +161,8 @@ def main(argv: list[str] | None = None) -> None:
     ns = ap.parse_args(argv)
     server, handler = listen(ns.token, ns.host, ns.port)
     try:
-        handler.app = build_app(json.loads(ns.config.read_text()), ns.workspace)
+        handler.app = build_app(json.loads(ns.config.read_text()), ns.workspace,
+                                json.loads(ns.initial_state) if ns.initial_state else None)
     except upstream.Tau2Missing as exc:
         raise SystemExit(f"tau2 service: {exc}") from None
     server.serve_forever()

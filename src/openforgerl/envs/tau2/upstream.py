@@ -21,14 +21,22 @@ from typing import Any
 
 from openforgerl.errors import UserError
 
-__all__ = ["DOMAINS", "Tau2Missing", "environment", "gold_changes_db", "respond", "reward", "tool_schemas"]
+__all__ = ["DOMAINS", "USER_TOOL_DOMAINS", "Tau2Missing", "environment", "gold_changes_db", "noop_reward",
+           "respond", "reward", "tool_schemas", "user_tool_schemas"]
 
 DOMAINS: dict[str, str] = {
     "airline": "tau2.domains.airline.environment",
     "retail": "tau2.domains.retail.environment",
+    "telecom": "tau2.domains.telecom.environment",
 }
-"""Domains whose tools act on the agent's DB only (no user-side device, as telecom's), by the module
-holding upstream's `get_environment`."""
+"""The domains run here, by the module holding upstream's `get_environment` (`mock` is upstream's own
+test fixture, not a benchmark domain)."""
+
+USER_TOOL_DOMAINS = frozenset({"telecom"})
+"""Domains whose simulated user acts through tools of its own (telecom: the user's phone), on a user DB
+that upstream's evaluator replays and checks too."""
+
+REQUESTORS = ("assistant", "user")
 
 INSTALL_HINT = "pip install --no-deps -r locks/tau2.txt (scripts/setup.sh does it)"
 
@@ -71,23 +79,41 @@ def tool_schemas(domain: str) -> tuple[dict[str, Any], ...]:
     return tuple(t.openai_schema for t in constructor(domain)().get_tools())
 
 
-def respond(env: Any, call_id: str, name: str, arguments: Mapping[str, Any]) -> tuple[str, bool]:
-    """One agent tool call through upstream's `get_response`: (content, is_error)."""
+@cache
+def user_tool_schemas(domain: str) -> tuple[dict[str, Any], ...]:
+    """OpenAI function-tool schemas of the user's own tools (telecom's phone), as upstream's user
+    simulator gets them; () for a domain whose user has none."""
+    if domain not in USER_TOOL_DOMAINS:
+        return ()
+    return tuple(t.openai_schema for t in constructor(domain)().get_user_tools())
+
+
+def respond(env: Any, call_id: str, name: str, arguments: Mapping[str, Any],
+            requestor: str = "assistant") -> tuple[str, bool]:
+    """One tool call through upstream's `get_response`: (content, is_error). The requestor picks the
+    toolkit as upstream does: the agent's tools, or (`user`) the user's own; a name of the other side's
+    toolkit is an upstream `Error: …` reply, never a call."""
+    if requestor not in REQUESTORS:
+        raise ValueError(f"requestor must be one of {REQUESTORS}")
     tool_call = _import("tau2.data_model.message").ToolCall
-    reply = env.get_response(tool_call(id=call_id, name=name, arguments=dict(arguments), requestor="assistant"))
+    reply = env.get_response(tool_call(id=call_id, name=name, arguments=dict(arguments), requestor=requestor))
     return str(reply.content), bool(reply.error)
 
 
 def _trajectory(calls: Sequence[Mapping[str, Any]], said: Sequence[str]) -> list[Any]:
-    """The agent's side of the dialogue as tau2 messages: each logged tool call with its recorded reply
-    (replayed and compared by upstream), then what the agent said to the user."""
+    """The dialogue's tool calls as tau2 messages, in the order the service ran them: each logged call
+    with its recorded reply (replayed and compared by upstream), an agent call as an assistant message
+    and a user-side call (telecom's phone) as a user message, as upstream's orchestrator records them;
+    then what the agent said to the user."""
     m = _import("tau2.data_model.message")
     out: list[Any] = []
     for c in calls:
-        tc = m.ToolCall(id=str(c["id"]), name=str(c["name"]), arguments=dict(c["arguments"]), requestor="assistant")
-        out += [m.AssistantMessage(role="assistant", tool_calls=[tc]),
-                m.ToolMessage(id=tc.id, role="tool", content=str(c["content"]), requestor="assistant",
-                              error=bool(c.get("error")))]
+        requestor = str(c.get("requestor") or "assistant")
+        tc = m.ToolCall(id=str(c["id"]), name=str(c["name"]), arguments=dict(c["arguments"]), requestor=requestor)
+        turn = m.UserMessage(role="user", tool_calls=[tc]) if requestor == "user" else \
+            m.AssistantMessage(role="assistant", tool_calls=[tc])
+        out += [turn, m.ToolMessage(id=tc.id, role="tool", content=str(c["content"]), requestor=requestor,
+                                    error=bool(c.get("error")))]
     return out + [m.AssistantMessage(role="assistant", content=text) for text in said if text.strip()]
 
 
@@ -134,5 +160,17 @@ def gold_changes_db(domain: str, task: Mapping[str, Any]) -> bool:
     env = environment(domain, task.get("initial_state"))
     before = env.get_db_hash() if task.get("initial_state") else initial_hash
     for i, action in enumerate(actions):
-        respond(env, f"gold-{i}", action.name, action.arguments)
+        respond(env, f"gold-{i}", action.name, action.arguments, action.requestor)
     return bool(env.get_db_hash() != before)
+
+
+def noop_reward(domain: str, task: Mapping[str, Any]) -> float:
+    """Upstream's reward of a rollout in which nobody calls a tool or says anything, over the task's
+    `reward_basis`: a telecom task passes a no-op exactly when its env assertions already hold in the
+    initial state and no gold action is checked (its "cannot be fixed: transfer" tasks check the transfer)."""
+    return reward(domain, task, [], [])["reward"]
+
+
+def user_scenario_text(task: Mapping[str, Any]) -> str:
+    """The simulated user's scenario as upstream's user simulator is given it (`str(UserScenario)`)."""
+    return str(_task(task).user_scenario)
