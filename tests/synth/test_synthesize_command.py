@@ -42,10 +42,10 @@ def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None):
 
 
 @pytest.mark.parametrize(("args", "hint"), [
-    (["--k", "2"], "--k: only meaningful with --calibrate"),
+    (["--k", "2"], "--group-size: only meaningful with --calibrate"),
     (["--model", "tiny", "--gateway", "http://127.0.0.1:9"], "only meaningful with --calibrate"),
     (["--calibrate", "--model", "tiny", "--gateway", "http://127.0.0.1:9"], "with --gateway the policy is the one"),
-    (["--calibrate", "--k", "0"], "--k 0: need at least 1"),
+    (["--calibrate", "--group-size", "0"], "--group-size 0: need at least 1"),
     (["--calibrate", "--model", "no/such/model"], "--model no/such/model has no config.json"),
     (["--calibrate", "--config", "nope.yaml"], "--config nope.yaml: no such training config"),
     (["--calibrate", "--gateway", "http://127.0.0.1:9"], "no admin token for http://127.0.0.1:9"),

@@ -93,7 +93,8 @@ def synthesize(env: str = typer.Option("claw", help="claw, claw-family (the sft 
                sandbox: int = typer.Option(0, help="also run this many kept tasks through the sandboxed validate"),
                calibrate: bool = typer.Option(False, help="then run the current policy k times per kept task and "
                                                           "record each pass rate in its task.toml"),
-               k: int | None = typer.Option(None, help="--calibrate: rollouts per task (default 4)"),
+               k: int | None = typer.Option(None, "--group-size", "--k",
+                                            help="--calibrate: rollouts per task (default 4; the config's group_size)"),
                gateway: str | None = typer.Option(None, help="--calibrate: admin URL of a running gateway (token: "
                                                              "$OPENFORGERL_ADMIN_TOKEN); default: open the embedded stack"),
                model: str | None = typer.Option(None, help="--calibrate without --gateway: tiny (default) or a model dir"),
@@ -110,7 +111,7 @@ def synthesize(env: str = typer.Option("claw", help="claw, claw-family (the sft 
 def calibrate(path: Path = typer.Argument(..., help="a task folder or a folder of them"),
               gateway: str = typer.Option(..., help="admin URL of a running gateway (token: $OPENFORGERL_ADMIN_TOKEN)"),
               harness: str = typer.Option("zero", help="harness the policy runs in"),
-              k: int = typer.Option(4, help="rollouts per task"),
+              k: int = typer.Option(4, "--group-size", "--k", help="rollouts per task (the config's group_size; --k kept)"),
               model: str = typer.Option("policy", help="model name given to the harness")) -> None:
     """Run the policy behind GATEWAY k times per task; write each pass rate into its task.toml."""
     from openforgerl.synth.calibrate import run_calibration

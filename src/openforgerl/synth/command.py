@@ -24,7 +24,8 @@ class CalibrateOptions:
 
     def check(self) -> None:
         """Flag combinations that cannot mean what the user wants: one `error:` line each (UserError)."""
-        given = [f"--{name}" for name in ("k", "gateway", "model", "config") if getattr(self, name) is not None]
+        given = [f"--{'group-size' if name == 'k' else name}" for name in ("k", "gateway", "model", "config")
+                 if getattr(self, name) is not None]
         if given and not self.calibrate:
             raise UserError(f"{', '.join(given)}: only meaningful with --calibrate (add it, or drop them)")
         if self.gateway is not None and self.model is not None:
@@ -36,7 +37,7 @@ class CalibrateOptions:
             if not read_admin_token():
                 raise UserError(f"no admin token for {self.gateway}: set ${ADMIN_TOKEN_ENV} to the gateway's admin token")
         if self.k is not None and self.k < 1:
-            raise UserError(f"--k {self.k}: need at least 1 rollout per task")
+            raise UserError(f"--group-size {self.k}: need at least 1 rollout per task")
         if self.config is not None and not self.config.is_file():
             raise UserError(f"--config {self.config}: no such training config")
         if self.model is not None and self.model != "smollm2":  # smollm2 is fetched and converted on first use
