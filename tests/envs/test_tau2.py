@@ -49,6 +49,20 @@ def imported(source: Path, out: Path, **kw: Any) -> dict[str, Any]:
     return {load_task(f).task_id: load_task(f) for f in import_any(source, out, **kw)}
 
 
+def private_fields(task: dict[str, Any]) -> list[str]:
+    """What only upstream's simulated user is told: its known and unknown info and its own instructions."""
+    inst = (task.get("user_scenario") or {}).get("instructions") or {}
+    fields = [str(inst[k]).strip() for k in ("known_info", "unknown_info", "task_instructions") if inst.get(k)]
+    return [f for f in fields if len(f) > 3]  # some are a bare "." that any text contains
+
+
+def assert_no_scenario(text: str, task: dict[str, Any]) -> None:
+    inst = task["user_scenario"]["instructions"]
+    assert inst["reason_for_call"].strip() not in text  # the request comes from the user, in its own words
+    leaked = [f for f in private_fields(task) if f in text]
+    assert not leaked, leaked
+
+
 # ------------------------------------------------------------------ the importer
 
 
@@ -56,7 +70,11 @@ def imported(source: Path, out: Path, **kw: Any) -> dict[str, Any]:
 def test_excerpt_maps_to_tau2_folders_scored_by_upstream(tmp_path: Path) -> None:
     tasks = imported(DATA / "tau2" / "airline" / "tasks.json", tmp_path)
     first = tasks["tau2/airline/airline-0"]
-    assert "cancel reservation EHGLP3" in first.instruction and "emma_kim_9957" in first.instruction
+    for task in tasks.values():  # upstream's agent never sees the user's scenario: no policy here, a role line
+        raw = json.loads((task.root / "tests/tau2_task.json").read_text())
+        assert task.instruction == "You are a customer service agent (airline). Help the customer."
+        assert_no_scenario((task.root / "instruction.md").read_text(), raw)
+    assert "EHGLP3" not in first.instruction and "emma_kim_9957" not in first.instruction
     assert not (first.root / "tests/checks.toml").exists()  # the family verifies, not Claw checks
     task = json.loads((first.root / "tests/tau2_task.json").read_text())
     assert task["evaluation_criteria"]["communicate_info"] == ["327"]
@@ -103,7 +121,9 @@ def test_real_tasks_import_with_upstream_splits_policy_and_default_basis(tmp_pat
     tasks = imported(real_tasks(tmp_path, "retail", ["0", "1", "5"]), tmp_path / "out", user_engine=USER)
     for task_id, task in tasks.items():
         assert task.meta.split == ("train" if task_id.rsplit("-", 1)[1] in splits["train"] else "test")
-        assert task.instruction.startswith("# Retail agent policy")
+        assert task.instruction == (upstream_domain("retail") / "policy.md").read_text().strip()
+        assert_no_scenario((task.root / "instruction.md").read_text(),
+                           json.loads((task.root / "tests/tau2_task.json").read_text()))
         assert {"basis:DB", "basis:COMMUNICATE"} <= set(task.meta.tags)  # upstream's default reward_basis
     assert all(not t.meta.no_oracle for t in tasks.values())  # each gold trajectory writes to the DB
 
