@@ -250,47 +250,77 @@ def test_two_tau2_tasks_run_through_eval_with_zero_and_the_scripted_oracle(tmp_p
     assert report["harnesses"]["zero"]["pass_hat"]["1"]["value"] == 1.0
 
 
+OPENING = "Hello, I need to return some things I ordered."
+
+
+def opening_or_bye(turn: Any) -> str:
+    """A scripted user engine: the customer's opening to the agent's greeting, then a goodbye."""
+    prompt = str(turn.messages[-1].get("content"))
+    return OPENING if "[USER]:" not in prompt else "Thanks, bye. [DONE]"
+
+
 @needs_tau2
 @needs_bwrap
-def test_with_a_user_engine_ask_user_reaches_the_relay_and_counts_as_communicated(tmp_path: Path,
-                                                                                  monkeypatch) -> None:
-    """Retail task 2 is DB × COMMUNICATE ("10"): the policy replays the gold, then tells the simulated user
-    the number through `ask_user` (served by the tau2 service, answered by the host relay): reward 1.
-    A second run that never says it gets the DB right and still 0."""
+def test_with_a_user_engine_the_user_opens_and_ask_user_counts_as_communicated(tmp_path: Path,
+                                                                                 monkeypatch) -> None:
+    """Retail task 2 is DB × COMMUNICATE ("10"). As upstream, the user engine writes the customer's opening
+    (its reply to the greeting) at rollout start: the agent's first prompt is the policy and that opening,
+    never the scenario, and the relay's dialogue record starts with it. The policy replays the gold, then
+    tells the user the number through `ask_user` (served by the tau2 service, answered by the host relay):
+    reward 1. A second run that never says it gets the DB right and still 0."""
     from judge_helpers import serve_policy
 
     import openforgerl.envs.claw.oracle_policy as op
     from openforgerl.engines.chat_format import format_tool_call
+    from openforgerl.envs.claw.user_sim import GREETING, UserRelay
     from openforgerl.eval.command import command as eval_command
 
     import_any(real_tasks(tmp_path, "retail", ["2"]), tmp_path / "t")
-    assert load_task(next((tmp_path / "t").iterdir())).flags == ["needs:user_simulator", "needs:transcript"]
-    original = op.oracle_policy
+    folder = next((tmp_path / "t").iterdir())
+    assert load_task(folder).flags == ["needs:user_simulator", "needs:transcript"]
+    raw = json.loads((folder / "tests/tau2_task.json").read_text())
+    original, first_prompts, relays = op.oracle_policy, [], []
 
     def factory(say: str):
         def make(runtimes, **kw):
             base = original(runtimes, **kw)
 
             def policy(turn):
+                if turn.call_index == 0 and turn.tools:
+                    first_prompts.append(" ".join(str(m.get("content")) for m in turn.messages))
                 decided = base(turn)
                 asked = any("ask_user" in str(m.get("tool_calls", "")) for m in turn.messages)
                 return format_tool_call("ask_user", {"message": say}) if decided == "Done." and not asked else decided
             return policy
         return make
 
+    opened = UserRelay.open
+
+    async def keep_relay(self, *args, **kw):
+        relays.append(self)
+        return await opened(self, *args, **kw)
+
+    monkeypatch.setattr(UserRelay, "open", keep_relay)
     app = typer.Typer()
     app.command()(eval_command)
     rewards = {}
     for name, say in {"says": "You will get 10 back.", "silent": "All done."}.items():
         monkeypatch.setattr(op, "oracle_policy", factory(say))
-        with serve_policy(lambda t: "Thanks, bye. [DONE]") as user:
+        with serve_policy(opening_or_bye) as user:
             res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "t"), "--harness", "zero", "--trials", "1",
                                            "--scripted-oracle", "1.0", "--out", str(tmp_path / name),
                                            "--user-engine", user.url])
         assert res.exit_code == 0, res.output
         report = json.loads((tmp_path / name / "report.json").read_text())
         rewards[name] = report["tasks"]["zero"][0]["mean_reward"]
-        assert len(user.turns) == 1 and say in " ".join(str(m.get("content")) for m in user.turns[0].messages)
+        opening_turn, answer_turn = user.turns  # the opening, then the one answer to `ask_user`
+        assert GREETING in str(opening_turn.messages[-1]["content"])
+        assert say in " ".join(str(m.get("content")) for m in answer_turn.messages)
+        prompt = first_prompts[-1]
+        assert OPENING in prompt and "# Retail agent policy" in prompt
+        assert_no_scenario(prompt, raw)
+        [record] = [list(c.record) for c in relays[-1].conversations.values()]
+        assert record[0] == {"role": "user", "content": OPENING} and record[1]["content"] == say
     assert rewards == {"says": 1.0, "silent": 0.0}
 
 
