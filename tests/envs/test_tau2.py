@@ -332,3 +332,48 @@ def test_a_runnable_task_without_tau2_installed_is_one_line_for_the_user(tmp_pat
     monkeypatch.setattr(upstream, "DOMAINS", {"airline": "tau2_is_not_here.environment"})
     with pytest.raises(UserError, match=r"^tau2 is not installed \(tau2_is_not_here\): pip install --no-deps"):
         load_runtime(folder)
+
+
+# ------------------------------------------------------------------ the user opens the dialogue (host side)
+
+
+class _RecordingUser:
+    """The user engine as the relay calls it (plain persona): records each prompt, answers in turn."""
+
+    def __init__(self, *replies: str) -> None:
+        self.replies, self.prompts = list(replies), []
+
+    async def complete(self, system: str, user: str) -> str:
+        self.prompts.append((system, user))
+        return self.replies.pop(0)
+
+
+@needs_tau2
+def test_the_relay_opens_with_the_users_reply_to_upstreams_greeting(tmp_path: Path) -> None:
+    """`UserRelay.open`: the user engine (persona = the scenario, host side) answers upstream's greeting; its
+    reply is the record's first turn and, after the policy, the harness's prompt. The instruction (policy) is
+    not the user's words, so it is not in the user's conversation."""
+    from types import SimpleNamespace
+
+    from openforgerl.envs.claw.user_sim import GREETING, UserRelay
+    from openforgerl.tasks.host_side import HostSide
+
+    [folder] = import_any(real_tasks(tmp_path, "airline", ["12"]), tmp_path / "t", user_engine=USER)
+    rt = load_runtime(folder)
+    engine = _RecordingUser("I'd like to upgrade my flight to business.", "Chen Lee, chen_lee_6825.")
+    relay = UserRelay(engine, {rt.task_id: rt}, task_of=None)  # type: ignore[arg-type]
+    rt.host = HostSide(users=relay)
+    sandbox = SimpleNamespace(spec=SimpleNamespace(rollout_id="r1"))
+    prompt = asyncio.run(rt.rollout_instruction(sandbox))
+    assert prompt.startswith(rt.instruction) and prompt.endswith("Talk to the customer with the `ask_user` tool.")
+    assert f"You: {GREETING}\n\nCustomer: I'd like to upgrade my flight to business." in prompt
+    assert_no_scenario(prompt, json.loads((folder / "tests/tau2_task.json").read_text()))
+    system, user = engine.prompts[0]
+    assert "chen_lee_6825" in system and GREETING in user and rt.instruction[:200] not in user
+    assert "disclose other information progressively" in user
+    asyncio.run(relay.answer("r1", "May I have your user id?"))
+    assert "I'd like to upgrade my flight to business." in engine.prompts[1][1]
+    assert relay.record("r1") == [{"role": "user", "content": "I'd like to upgrade my flight to business."},
+                                  {"role": "assistant", "content": "May I have your user id?"},
+                                  {"role": "user", "content": "Chen Lee, chen_lee_6825."}]
+    assert rt.rollouts == {"r1"}

@@ -58,6 +58,9 @@ DONE_REPLY = "(The user has nothing more to add.)"
 LEFT_REPLY = "(The user has left the conversation.)"
 FAILED_REPLY = "(The user could not be reached.)"
 GREETING = "Hi! How can I help you today?"  # upstream tau2's orchestrator: the agent's first message, always
+# upstream's simulation guidelines: the user states its request and gives the rest only when asked
+PROGRESSIVE = (" Say what you want in your own words, without repeating the persona verbatim; disclose other "
+               "information progressively, only when the assistant asks for it.")
 
 _SYSTEM = (
     "You are a simulated user talking to an AI assistant. Play the persona below. Rules: stay in character "
@@ -76,7 +79,8 @@ def user_prompt(persona: str, instruction: str, record: Sequence[Mapping[str, st
     for r in record:
         lines.append(f"[{'ASSISTANT' if r['role'] == 'assistant' else 'USER'}]: {r['content']}")
     user = (f"The conversation so far:\n\n{fence(chr(10).join(lines), nonce)}\n\n"
-            "Reply to the assistant's latest message as the user. Output [DONE] if you are satisfied.")
+            "Reply to the assistant's latest message as the user. Output [DONE] if you are satisfied."
+            + (PROGRESSIVE if greeting else ""))
     return _SYSTEM.format(persona=persona), user
 
 

@@ -6,7 +6,7 @@ speed test, …). Each turn it either calls one of those tools — upstream exec
 the environment and hands the result back to the simulator alone — or sends the agent a message.
 `###STOP###` / `###TRANSFER###` / `###OUT-OF-SCOPE###` end the conversation.
 
-The dialogue starts as upstream's: the agent's fixed greeting (`FIRST_AGENT_MESSAGE`) is the engine's first
+The dialogue starts as upstream's: the agent's fixed greeting (`envs/claw/user_sim.py` `GREETING`) is the engine's first
 `user` message and the session's first reply is the customer's opening (`UserRelay.open`, at rollout start),
 which becomes the agent's prompt. Here the agent's later turns are its `ask_user` messages (the relay of `envs/claw/user_sim.py`); `Tau2UserSession`
 answers it the same way: the user engine gets the conversation in its own roles (the agent's messages
@@ -27,12 +27,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, is_dataclass, replace
 from typing import Any
 
-__all__ = ["FIRST_AGENT_MESSAGE", "GUIDELINES", "STOP_TOKENS", "Tau2UserSession", "system_prompt"]
+__all__ = ["GUIDELINES", "STOP_TOKENS", "Tau2UserSession", "system_prompt"]
 
 log = logging.getLogger(__name__)
 
 STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
-FIRST_AGENT_MESSAGE = "Hi! How can I help you today?"  # upstream's orchestrator opens every dialogue so
 MAX_TOOL_STEPS = 12  # user tool calls answering one agent message (upstream bounds a whole dialogue's steps)
 MIN_MAX_TOKENS = 512  # eval's user client is capped for 1-3 sentence replies; a tool call's JSON needs more
 
