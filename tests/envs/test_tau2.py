@@ -377,3 +377,37 @@ def test_the_relay_opens_with_the_users_reply_to_upstreams_greeting(tmp_path: Pa
                                   {"role": "assistant", "content": "May I have your user id?"},
                                   {"role": "user", "content": "Chen Lee, chen_lee_6825."}]
     assert rt.rollouts == {"r1"}
+
+
+class _DownUser:
+    async def complete(self, system: str, user: str) -> str:
+        raise ConnectionError("user engine down")
+
+
+@needs_tau2
+@needs_bwrap
+def test_a_user_engine_that_cannot_open_is_an_engine_fault_before_the_harness(tmp_path: Path) -> None:
+    """No opening, no request: the rollout is infra (retried, never trained as the agent's zero), and the
+    harness never runs."""
+    import sys
+
+    from openforgerl.envs.claw.user_sim import UserRelay
+    from openforgerl.harness.generic import CommandHarness
+    from openforgerl.records import RolloutStatus
+    from openforgerl.tasks.host_side import HostSide
+    from openforgerl.testing.rollouts import open_rollout_env
+
+    [folder] = import_any(real_tasks(tmp_path, "airline", ["12"]), tmp_path / "t", user_engine=USER)
+    rt = load_runtime(folder)
+    rt.host = HostSide(users=UserRelay(_DownUser(), {rt.task_id: rt}, task_of=None))  # type: ignore[arg-type]
+    ran = tmp_path / "ran"
+
+    async def run() -> Any:
+        async with open_rollout_env(tmp_path / "env") as env:
+            harness = CommandHarness([sys.executable, "-c", f"open({str(ran)!r}, 'w')"])
+            (rec,) = (await env.run([rt], harness)).records
+        return rec
+
+    rec = asyncio.run(run())
+    assert rec.status == RolloutStatus.INFRA_ENGINE and "user engine down" in json.dumps(rec.metadata)
+    assert not ran.exists()

@@ -1,10 +1,9 @@
 """A scripted policy (model *decisions* only) that replays each task's gold actions in any harness.
 
 For `ScriptedEngine`: it recognises the task by its instruction in the prompt (among tasks whose
-instructions are alike — tau2's, the domain policy — by the rollout, which the runtime records as
-`rollouts`), counts the tool results
-already in the history (an injected transient error does not count, so the failed call is retried)
-and emits the next gold action — as the task's own tool when the harness exposes it (plain
+instructions are alike — tau2's, the domain policy — by the rollout, which the runtime records in
+`rollouts`), counts the tool results already in the history (an injected transient error does not
+count, so the failed call is retried) and emits the next gold action — as the task's own tool when the harness exposes it (plain
 `mail_send`, or MCP-namespaced like `mcp__claw__mail_send`), else as an `openforgerl-claw` command
 through the harness's shell tool (always, with `prefer_shell`). `success_rate` < 1 makes some rollouts give up at once
 (deterministically per rollout id), so pass@k and pass^k differ in demos.
@@ -74,8 +73,11 @@ def _match(rows: Sequence[tuple[Any, list[Action], Any]], rollout_id: str) -> tu
     """The task's (actions, shell line): the one task whose instruction is in the prompt, or, when several
     are, the one that started this rollout."""
     owned = [row for row in rows if rollout_id in getattr(row[0], "rollouts", ())]
-    rt_actions_line = (owned or list(rows) or [None])[0]
-    return None if rt_actions_line is None else (rt_actions_line[1], rt_actions_line[2])
+    candidates = owned or list(rows)
+    if not candidates:
+        return None
+    _, actions, shell_line = candidates[0]
+    return actions, shell_line
 
 
 def oracle_policy(runtimes: Sequence[Any], *, success_rate: float = 1.0, seed: int = 0,
