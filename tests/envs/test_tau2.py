@@ -49,6 +49,20 @@ def imported(source: Path, out: Path, **kw: Any) -> dict[str, Any]:
     return {load_task(f).task_id: load_task(f) for f in import_any(source, out, **kw)}
 
 
+def private_fields(task: dict[str, Any]) -> list[str]:
+    """What only upstream's simulated user is told: its known and unknown info and its own instructions."""
+    inst = (task.get("user_scenario") or {}).get("instructions") or {}
+    fields = [str(inst[k]).strip() for k in ("known_info", "unknown_info", "task_instructions") if inst.get(k)]
+    return [f for f in fields if len(f) > 3]  # some are a bare "." that any text contains
+
+
+def assert_no_scenario(text: str, task: dict[str, Any]) -> None:
+    inst = task["user_scenario"]["instructions"]
+    assert inst["reason_for_call"].strip() not in text  # the request comes from the user, in its own words
+    leaked = [f for f in private_fields(task) if f in text]
+    assert not leaked, leaked
+
+
 # ------------------------------------------------------------------ the importer
 
 
@@ -56,7 +70,11 @@ def imported(source: Path, out: Path, **kw: Any) -> dict[str, Any]:
 def test_excerpt_maps_to_tau2_folders_scored_by_upstream(tmp_path: Path) -> None:
     tasks = imported(DATA / "tau2" / "airline" / "tasks.json", tmp_path)
     first = tasks["tau2/airline/airline-0"]
-    assert "cancel reservation EHGLP3" in first.instruction and "emma_kim_9957" in first.instruction
+    for task in tasks.values():  # upstream's agent never sees the user's scenario: no policy here, a role line
+        raw = json.loads((task.root / "tests/tau2_task.json").read_text())
+        assert task.instruction == "You are a customer service agent (airline). Help the customer."
+        assert_no_scenario((task.root / "instruction.md").read_text(), raw)
+    assert "EHGLP3" not in first.instruction and "emma_kim_9957" not in first.instruction
     assert not (first.root / "tests/checks.toml").exists()  # the family verifies, not Claw checks
     task = json.loads((first.root / "tests/tau2_task.json").read_text())
     assert task["evaluation_criteria"]["communicate_info"] == ["327"]
@@ -103,7 +121,9 @@ def test_real_tasks_import_with_upstream_splits_policy_and_default_basis(tmp_pat
     tasks = imported(real_tasks(tmp_path, "retail", ["0", "1", "5"]), tmp_path / "out", user_engine=USER)
     for task_id, task in tasks.items():
         assert task.meta.split == ("train" if task_id.rsplit("-", 1)[1] in splits["train"] else "test")
-        assert task.instruction.startswith("# Retail agent policy")
+        assert task.instruction == (upstream_domain("retail") / "policy.md").read_text().strip()
+        assert_no_scenario((task.root / "instruction.md").read_text(),
+                           json.loads((task.root / "tests/tau2_task.json").read_text()))
         assert {"basis:DB", "basis:COMMUNICATE"} <= set(task.meta.tags)  # upstream's default reward_basis
     assert all(not t.meta.no_oracle for t in tasks.values())  # each gold trajectory writes to the DB
 
@@ -230,47 +250,77 @@ def test_two_tau2_tasks_run_through_eval_with_zero_and_the_scripted_oracle(tmp_p
     assert report["harnesses"]["zero"]["pass_hat"]["1"]["value"] == 1.0
 
 
+OPENING = "Hello, I need to return some things I ordered."
+
+
+def opening_or_bye(turn: Any) -> str:
+    """A scripted user engine: the customer's opening to the agent's greeting, then a goodbye."""
+    prompt = str(turn.messages[-1].get("content"))
+    return OPENING if "[USER]:" not in prompt else "Thanks, bye. [DONE]"
+
+
 @needs_tau2
 @needs_bwrap
-def test_with_a_user_engine_ask_user_reaches_the_relay_and_counts_as_communicated(tmp_path: Path,
-                                                                                  monkeypatch) -> None:
-    """Retail task 2 is DB × COMMUNICATE ("10"): the policy replays the gold, then tells the simulated user
-    the number through `ask_user` (served by the tau2 service, answered by the host relay): reward 1.
-    A second run that never says it gets the DB right and still 0."""
+def test_with_a_user_engine_the_user_opens_and_ask_user_counts_as_communicated(tmp_path: Path,
+                                                                                 monkeypatch) -> None:
+    """Retail task 2 is DB × COMMUNICATE ("10"). As upstream, the user engine writes the customer's opening
+    (its reply to the greeting) at rollout start: the agent's first prompt is the policy and that opening,
+    never the scenario, and the relay's dialogue record starts with it. The policy replays the gold, then
+    tells the user the number through `ask_user` (served by the tau2 service, answered by the host relay):
+    reward 1. A second run that never says it gets the DB right and still 0."""
     from judge_helpers import serve_policy
 
     import openforgerl.envs.claw.oracle_policy as op
     from openforgerl.engines.chat_format import format_tool_call
+    from openforgerl.envs.claw.user_sim import GREETING, UserRelay
     from openforgerl.eval.command import command as eval_command
 
     import_any(real_tasks(tmp_path, "retail", ["2"]), tmp_path / "t")
-    assert load_task(next((tmp_path / "t").iterdir())).flags == ["needs:user_simulator", "needs:transcript"]
-    original = op.oracle_policy
+    folder = next((tmp_path / "t").iterdir())
+    assert load_task(folder).flags == ["needs:user_simulator", "needs:transcript"]
+    raw = json.loads((folder / "tests/tau2_task.json").read_text())
+    original, first_prompts, relays = op.oracle_policy, [], []
 
     def factory(say: str):
         def make(runtimes, **kw):
             base = original(runtimes, **kw)
 
             def policy(turn):
+                if turn.call_index == 0 and turn.tools:
+                    first_prompts.append(" ".join(str(m.get("content")) for m in turn.messages))
                 decided = base(turn)
                 asked = any("ask_user" in str(m.get("tool_calls", "")) for m in turn.messages)
                 return format_tool_call("ask_user", {"message": say}) if decided == "Done." and not asked else decided
             return policy
         return make
 
+    opened = UserRelay.open
+
+    async def keep_relay(self, *args, **kw):
+        relays.append(self)
+        return await opened(self, *args, **kw)
+
+    monkeypatch.setattr(UserRelay, "open", keep_relay)
     app = typer.Typer()
     app.command()(eval_command)
     rewards = {}
     for name, say in {"says": "You will get 10 back.", "silent": "All done."}.items():
         monkeypatch.setattr(op, "oracle_policy", factory(say))
-        with serve_policy(lambda t: "Thanks, bye. [DONE]") as user:
+        with serve_policy(opening_or_bye) as user:
             res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "t"), "--harness", "zero", "--trials", "1",
                                            "--scripted-oracle", "1.0", "--out", str(tmp_path / name),
                                            "--user-engine", user.url])
         assert res.exit_code == 0, res.output
         report = json.loads((tmp_path / name / "report.json").read_text())
         rewards[name] = report["tasks"]["zero"][0]["mean_reward"]
-        assert len(user.turns) == 1 and say in " ".join(str(m.get("content")) for m in user.turns[0].messages)
+        opening_turn, answer_turn = user.turns  # the opening, then the one answer to `ask_user`
+        assert GREETING in str(opening_turn.messages[-1]["content"])
+        assert say in " ".join(str(m.get("content")) for m in answer_turn.messages)
+        prompt = first_prompts[-1]
+        assert OPENING in prompt and "# Retail agent policy" in prompt
+        assert_no_scenario(prompt, raw)
+        [record] = [list(c.record) for c in relays[-1].conversations.values()]
+        assert record[0] == {"role": "user", "content": OPENING} and record[1]["content"] == say
     assert rewards == {"says": 1.0, "silent": 0.0}
 
 
@@ -282,3 +332,82 @@ def test_a_runnable_task_without_tau2_installed_is_one_line_for_the_user(tmp_pat
     monkeypatch.setattr(upstream, "DOMAINS", {"airline": "tau2_is_not_here.environment"})
     with pytest.raises(UserError, match=r"^tau2 is not installed \(tau2_is_not_here\): pip install --no-deps"):
         load_runtime(folder)
+
+
+# ------------------------------------------------------------------ the user opens the dialogue (host side)
+
+
+class _RecordingUser:
+    """The user engine as the relay calls it (plain persona): records each prompt, answers in turn."""
+
+    def __init__(self, *replies: str) -> None:
+        self.replies, self.prompts = list(replies), []
+
+    async def complete(self, system: str, user: str) -> str:
+        self.prompts.append((system, user))
+        return self.replies.pop(0)
+
+
+@needs_tau2
+def test_the_relay_opens_with_the_users_reply_to_upstreams_greeting(tmp_path: Path) -> None:
+    """`UserRelay.open`: the user engine (persona = the scenario, host side) answers upstream's greeting; its
+    reply is the record's first turn and, after the policy, the harness's prompt. The instruction (policy) is
+    not the user's words, so it is not in the user's conversation."""
+    from types import SimpleNamespace
+
+    from openforgerl.envs.claw.user_sim import GREETING, UserRelay
+    from openforgerl.tasks.host_side import HostSide
+
+    [folder] = import_any(real_tasks(tmp_path, "airline", ["12"]), tmp_path / "t", user_engine=USER)
+    rt = load_runtime(folder)
+    engine = _RecordingUser("I'd like to upgrade my flight to business.", "Chen Lee, chen_lee_6825.")
+    relay = UserRelay(engine, {rt.task_id: rt}, task_of=None)  # type: ignore[arg-type]
+    rt.host = HostSide(users=relay)
+    sandbox = SimpleNamespace(spec=SimpleNamespace(rollout_id="r1"))
+    prompt = asyncio.run(rt.rollout_instruction(sandbox))
+    assert prompt.startswith(rt.instruction) and prompt.endswith("Talk to the customer with the `ask_user` tool.")
+    assert f"You: {GREETING}\n\nCustomer: I'd like to upgrade my flight to business." in prompt
+    assert_no_scenario(prompt, json.loads((folder / "tests/tau2_task.json").read_text()))
+    system, user = engine.prompts[0]
+    assert "chen_lee_6825" in system and GREETING in user and rt.instruction[:200] not in user
+    assert "disclose other information progressively" in user
+    asyncio.run(relay.answer("r1", "May I have your user id?"))
+    assert "I'd like to upgrade my flight to business." in engine.prompts[1][1]
+    assert relay.record("r1") == [{"role": "user", "content": "I'd like to upgrade my flight to business."},
+                                  {"role": "assistant", "content": "May I have your user id?"},
+                                  {"role": "user", "content": "Chen Lee, chen_lee_6825."}]
+    assert rt.rollouts == {"r1"}
+
+
+class _DownUser:
+    async def complete(self, system: str, user: str) -> str:
+        raise ConnectionError("user engine down")
+
+
+@needs_tau2
+@needs_bwrap
+def test_a_user_engine_that_cannot_open_is_an_engine_fault_before_the_harness(tmp_path: Path) -> None:
+    """No opening, no request: the rollout is infra (retried, never trained as the agent's zero), and the
+    harness never runs."""
+    import sys
+
+    from openforgerl.envs.claw.user_sim import UserRelay
+    from openforgerl.harness.generic import CommandHarness
+    from openforgerl.records import RolloutStatus
+    from openforgerl.tasks.host_side import HostSide
+    from openforgerl.testing.rollouts import open_rollout_env
+
+    [folder] = import_any(real_tasks(tmp_path, "airline", ["12"]), tmp_path / "t", user_engine=USER)
+    rt = load_runtime(folder)
+    rt.host = HostSide(users=UserRelay(_DownUser(), {rt.task_id: rt}, task_of=None))  # type: ignore[arg-type]
+    ran = tmp_path / "ran"
+
+    async def run() -> Any:
+        async with open_rollout_env(tmp_path / "env") as env:
+            harness = CommandHarness([sys.executable, "-c", f"open({str(ran)!r}, 'w')"])
+            (rec,) = (await env.run([rt], harness)).records
+        return rec
+
+    rec = asyncio.run(run())
+    assert rec.status == RolloutStatus.INFRA_ENGINE and "user engine down" in json.dumps(rec.metadata)
+    assert not ran.exists()

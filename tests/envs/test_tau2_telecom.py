@@ -68,7 +68,10 @@ def test_telecom_maps_to_runnable_folders_of_upstreams_base_set(tmp_path: Path) 
         raw = json.loads((task.root / "tests/tau2_task.json").read_text())
         assert task.meta.split == ("train" if raw["id"] in splits["train"] else "test")
         spec = json.loads((task.root / "tests/user_agent.json").read_text())
-        assert "Instructions:" in spec["scenario"] and spec["max_rounds"] == 30 and spec["opening"]
+        assert "Instructions:" in spec["scenario"] and spec["max_rounds"] == 30 and "opening" not in spec
+        inst = raw["user_scenario"]["instructions"]  # the user's brief stays with the user (upstream)
+        assert not any(str(inst[k]).strip() in task.instruction
+                       for k in ("reason_for_call", "known_info", "unknown_info", "task_instructions") if inst.get(k))
     lifted = import_any(some_tasks(tmp_path / "u", [ROAMING]), tmp_path / "u" / "o", user_engine=USER)
     assert load_task(lifted[0]).flags == []
 
@@ -198,7 +201,9 @@ def test_the_simulated_user_acts_on_its_phone_before_it_answers() -> None:
     from openforgerl.envs.tau2.user_sim import Tau2UserSession
 
     engine, rt = _ScriptedEngine(), _InProcessRuntime()
-    session = Tau2UserSession("Instructions: your data is slow", "My mobile data does not work.")
+    session = Tau2UserSession("Instructions: your data is slow")
+    session.messages += [{"role": "user", "content": "Hi! How can I help you today?"},  # as after the opening
+                         {"role": "assistant", "content": "My mobile data does not work."}]
     reply = asyncio.run(session.reply(engine, rt, object(), "What does your status bar show?"))
     assert rt.calls == ["check_status_bar"] and reply.startswith("My status bar says:") and not session.done
     messages, tools = engine.requests[0]
@@ -241,6 +246,7 @@ def test_through_eval_the_simulated_user_turns_roaming_on_when_asked(tmp_path: P
 
     import openforgerl.envs.claw.oracle_policy as op
     from openforgerl.engines.chat_format import format_tool_call
+    from openforgerl.envs.claw.user_sim import GREETING
     from openforgerl.eval.command import command as eval_command
 
     import_any(some_tasks(tmp_path, [ROAMING]), tmp_path / "t")
@@ -257,6 +263,8 @@ def test_through_eval_the_simulated_user_turns_roaming_on_when_asked(tmp_path: P
         return policy
 
     def acting_user(turn) -> str:
+        if turn.messages[-1].get("content") == GREETING:  # the opening, as upstream's user writes it
+            return "My mobile data stopped working while I am abroad."
         if turn.messages[-1].get("role") == "tool":
             return "Done, roaming is on. ###STOP###"
         return format_tool_call("toggle_roaming", {})

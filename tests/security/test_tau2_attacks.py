@@ -4,11 +4,14 @@ leave it, and the verifier reads the rollout's call log from the service with a 
 
 - The gold: the installed tau2 package (bound read-only, its services need it) ships every task's gold
   actions in `data/tau2/domains/*/tasks.json`. The attacker reads that file, finds its own task by the
-  instruction, and replays the gold through the tools: masked (`sandbox/bwrap.py` MASKED_FOREIGN), the
+  customer's request (the instruction holds no scenario: here the test hands the attacker the request, as the
+  user's opening would state it), and replays the gold through the tools: masked (`sandbox/bwrap.py` MASKED_FOREIGN), the
   file cannot be read and the reward stays 0; with the mask lifted (the control) the very same attack earns 1,
   so the test can fail. The task folder's own `solution/` and `tests/` are not in the sandbox at all.
 - The state: no route writes the DB or the log but a tool call (`/reset`, `/state`, `/log` POSTs are 404),
   the log answers 403 without the token, and no process the agent can see holds the token.
+- The user's scenario: `known_info`, `unknown_info` and `task_instructions` are the simulated user's private
+  brief (upstream never shows them to the agent); no workdir file, env variable, argv or instruction holds them.
 - Telecom's phone: the user's tools answer on `/user/<tool>` with the token only (the host's user relay
   and oracle), are refused as agent tools, and the fault planted on the phone is in no workdir file.
 """
@@ -34,7 +37,7 @@ pytestmark = [needs_bwrap, pytest.mark.skipif(find_spec("tau2") is None, reason=
 
 ATTACK = r'''
 import glob, json, os, sys, urllib.request as u
-instruction, url = sys.argv[1], "http://127.0.0.1:7727"
+instruction, url = " ".join(sys.argv[1:]), "http://127.0.0.1:7727"  # the request, then the instruction
 def call(path, body=None, headers={}):
     req = u.Request(url + path, None if body is None else json.dumps(body).encode(), headers, method="POST" if body is not None else "GET")
     try:
@@ -67,21 +70,26 @@ assert not found["token_seen"], found
 '''
 
 
-def _task(tmp_path: Path):
+def _upstream_task(task_id: str = "12") -> dict:
     spec = find_spec("tau2")
     assert spec is not None and spec.origin
     src = Path(spec.origin).parent / "data/tau2/domains/airline"
+    return next(t for t in json.loads((src / "tasks.json").read_text()) if t["id"] == task_id)
+
+
+def _task(tmp_path: Path):
     out = tmp_path / "upstream" / "airline"
     out.mkdir(parents=True)
-    (out / "tasks.json").write_text(json.dumps([t for t in json.loads((src / "tasks.json").read_text())
-                                                if t["id"] == "12"]))
+    (out / "tasks.json").write_text(json.dumps([_upstream_task()]))
     [folder] = import_any(out, tmp_path / "t", user_engine="http://127.0.0.1:9/v1")
     return load_runtime(folder)
 
 
 async def _attack(tmp_path: Path, name: str) -> tuple[object, float | None]:
+    request = _upstream_task()["user_scenario"]["instructions"]["reason_for_call"]
     async with open_rollout_env(tmp_path / name) as env:
-        (rec,) = (await env.run([_task(tmp_path / name)], CommandHarness([sys.executable, "-c", ATTACK]))).records
+        harness = CommandHarness([sys.executable, "-c", ATTACK, request])
+        (rec,) = (await env.run([_task(tmp_path / name)], harness)).records
     return rec.status, rec.reward
 
 
@@ -95,6 +103,62 @@ async def test_the_agent_cannot_read_the_gold_or_forge_the_state(tmp_path: Path,
     finally:
         bwrap.foreign_masked.cache_clear()
     assert (status, reward) == (RolloutStatus.OK, 1.0)
+
+
+# ------------------------------------------------------------------ the user's scenario stays on the host
+
+PROBE = r'''
+import glob, json, os, sys
+seen = {"argv": sys.argv, "env": dict(os.environ), "files": {}, "proc": []}
+for path in glob.glob("/workdir/**", recursive=True) + glob.glob("/workdir/.*/**", recursive=True):
+    if os.path.isfile(path):
+        try:
+            seen["files"][path] = open(path, errors="replace").read()
+        except OSError:
+            pass
+for path in glob.glob("/proc/[0-9]*/cmdline") + glob.glob("/proc/[0-9]*/environ"):
+    try:
+        seen["proc"].append(open(path, "rb").read().decode(errors="replace"))
+    except OSError:
+        pass
+print(json.dumps(seen))
+'''
+OPENING = "Hi, I would like to change my flight."
+
+
+class _OpeningUser:
+    """The user engine, as the relay calls it: the customer's opening to the agent's greeting."""
+
+    async def complete(self, system: str, user: str) -> str:
+        return OPENING
+
+
+async def test_the_users_scenario_is_nowhere_in_the_sandbox(tmp_path: Path) -> None:
+    """A rollout with the user relay attached (the opening written by the user engine, as in `eval`): the
+    agent's instruction, env, argv, every workdir file and every process it can see hold the opening and
+    none of the scenario's private fields, which the host's persona file does hold (so the probe can fail)."""
+    from openforgerl.envs.claw.user_sim import UserRelay
+    from openforgerl.tasks.host_side import HostSide
+
+    rt = _task(tmp_path)
+    inst = _upstream_task()["user_scenario"]["instructions"]
+    private = [str(inst[k]).strip() for k in ("known_info", "unknown_info", "task_instructions") if inst.get(k)]
+    persona = json.loads((rt.task.root / "tests/user_agent.json").read_text())["persona"]
+    assert private and all(f in persona for f in private)
+    relay = UserRelay(_OpeningUser(), {rt.task_id: rt}, task_of=None)  # type: ignore[arg-type]
+    rt.host = HostSide(users=relay)
+    async with open_rollout_env(tmp_path / "probe") as env:
+        harness = CommandHarness([sys.executable, "-c", PROBE])
+        (rec,) = (await env.run([rt], harness, artifacts_dir=tmp_path / "art")).records
+    dump = (tmp_path / "art" / rec.rollout_id / "harness.stdout").read_text()
+    seen = json.loads(dump)
+    assert OPENING in seen["argv"][-1] and OPENING in seen["env"]["OPENFORGERL_INSTRUCTION"]
+    assert seen["files"]["/workdir/.tau2/config.json"]  # the probe reads the workdir
+    text = json.dumps(seen) + dump
+    leaked = [f for f in [*private, inst["reason_for_call"].strip()] if f in text or json.dumps(f)[1:-1] in text]
+    assert not leaked, leaked
+    [record] = [c.record for c in relay.conversations.values()]
+    assert record == [{"role": "user", "content": OPENING}]
 
 
 # ------------------------------------------------------------------ telecom: the user's phone is the host's

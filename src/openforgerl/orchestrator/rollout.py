@@ -33,6 +33,7 @@ from openforgerl.harness.base import HarnessAdapter, HarnessContext, HarnessLaun
 from openforgerl.orchestrator.classify import call_log_taint, harness_status
 from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.errors import (
+    EngineFault,
     GatewayFault,
     HarnessStartFault,
     RolloutFault,
@@ -87,6 +88,7 @@ class _Run:
     deadline_at: float | None = None  # epoch seconds: the harness and every engine call end by it
     opened: OpenedRollout | None = None
     sandbox: Sandbox | None = None
+    instruction: str | None = None  # the task's prompt for this rollout, when it makes one (`_instruction`)
     result: ExecResult | None = None
     versions: set[int] = field(default_factory=set)
     timings: dict[str, float] = field(default_factory=dict)
@@ -150,6 +152,7 @@ class RolloutRunner:
     # ---- steps ------------------------------------------------------------------------------
     async def _lifecycle(self, run: _Run) -> Outcome:
         sandbox = await self._boot(run)
+        run.instruction = await self._instruction(run, sandbox)
         await self._open(run)
         launch = await self._prepare(run, sandbox)
         result = await self._harness(run, sandbox, launch)
@@ -174,6 +177,17 @@ class RolloutRunner:
                 deadline_at=run.deadline_at, budget_s=budget)
             if run.opened.rollout_id != run.rollout_id:
                 raise GatewayFault(f"gateway opened {run.opened.rollout_id!r}, not {run.rollout_id!r}")
+
+    async def _instruction(self, run: _Run, sandbox: Sandbox) -> str:
+        """The harness's prompt: the task's own for this rollout when it makes one (`rollout_instruction`:
+        tau2's customer opens the dialogue, its message written by the user engine on the host), else the
+        task's static instruction. Done before the budget starts: the user engine's time is not the agent's."""
+        task = run.req.task
+        per_rollout = getattr(task, "rollout_instruction", None)
+        if per_rollout is None:
+            return task.instruction
+        with boundary(EngineFault):  # the user engine failed: infra, never the agent's zero
+            return str(await per_rollout(sandbox))
 
     def _spec(self, run: _Run) -> SandboxSpec:
         task = run.req.task
@@ -211,7 +225,7 @@ class RolloutRunner:
         task, opened = run.req.task, run.opened
         assert opened is not None
         return HarnessContext(
-            instruction=task.instruction,
+            instruction=run.instruction if run.instruction is not None else task.instruction,
             openai_base_url=sandbox.gateway_url + urlsplit(opened.openai_base_url).path,
             anthropic_base_url=sandbox.gateway_url + urlsplit(opened.anthropic_base_url).path,
             api_key=opened.api_key, model=self.config.model,

@@ -77,7 +77,9 @@ class TaskRuntime(Protocol):
     """Stable id; goes into ``RolloutRecord.task_id`` and groups rollouts for GRPO."""
 
     instruction: str
-    """The prompt given to the harness (``HarnessContext.instruction``)."""
+    """The prompt given to the harness (``HarnessContext.instruction``). A runtime whose prompt is made per
+    rollout also has ``async rollout_instruction(sandbox) -> str``, asked after the boot (tau2: the policy,
+    then the simulated user's opening message); a failure there is an engine fault."""
 
     budget_s: float
     """Wall-clock budget of the harness run. Past it the whole process tree is killed -> ``timeout``."""

@@ -1,8 +1,9 @@
 """A scripted policy (model *decisions* only) that replays each task's gold actions in any harness.
 
-For `ScriptedEngine`: it recognises the task by its instruction in the prompt, counts the tool results
-already in the history (an injected transient error does not count, so the failed call is retried)
-and emits the next gold action — as the task's own tool when the harness exposes it (plain
+For `ScriptedEngine`: it recognises the task by its instruction in the prompt (among tasks whose
+instructions are alike — tau2's, the domain policy — by the rollout, which the runtime records in
+`rollouts`), counts the tool results already in the history (an injected transient error does not
+count, so the failed call is retried) and emits the next gold action — as the task's own tool when the harness exposes it (plain
 `mail_send`, or MCP-namespaced like `mcp__claw__mail_send`), else as an `openforgerl-claw` command
 through the harness's shell tool (always, with `prefer_shell`). `success_rate` < 1 makes some rollouts give up at once
 (deterministically per rollout id), so pass@k and pass^k differ in demos.
@@ -68,16 +69,27 @@ def _call(tools: Sequence[dict[str, Any]], action: Action, shell_line: Callable[
     return format_tool_call(shell, {SHELL_TOOLS[shell]: shell_line(action)})
 
 
+def _match(rows: Sequence[tuple[Any, list[Action], Any]], rollout_id: str) -> tuple[list[Action], Any] | None:
+    """The task's (actions, shell line): the one task whose instruction is in the prompt, or, when several
+    are, the one that started this rollout."""
+    owned = [row for row in rows if rollout_id in getattr(row[0], "rollouts", ())]
+    candidates = owned or list(rows)
+    if not candidates:
+        return None
+    _, actions, shell_line = candidates[0]
+    return actions, shell_line
+
+
 def oracle_policy(runtimes: Sequence[Any], *, success_rate: float = 1.0, seed: int = 0,
                   prefer_shell: bool = False) -> Callable[[Any], str]:
     """`prefer_shell`: use the shell CLI even when the harness offers the task's own tools."""
-    table = [(rt.instruction, load_actions(rt), _shell_line(rt)) for rt in runtimes]
+    table = [(rt, load_actions(rt), _shell_line(rt)) for rt in runtimes]
 
     def policy(turn: Any) -> str:
         if not turn.tools:
             return "Claw task"  # title generation and other side calls
         prompt = " ".join(_text(m.get("content")) for m in turn.messages if m.get("role") in ("user", "system"))
-        match = next(((a, line) for instr, a, line in table if instr in prompt), None)
+        match = _match([row for row in table if row[0].instruction in prompt], turn.rollout_id)
         if match is None:
             return "I do not recognise this task."
         if random.Random(f"{seed}:{turn.rollout_id}").random() >= success_rate:

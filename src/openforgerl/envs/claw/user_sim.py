@@ -25,6 +25,11 @@ asks the user engine from this process, and writes the answer back with `safefil
 - at most `max_rounds` (the task's, as upstream) questions are answered per rollout; after that, or
   when the simulator says `[DONE]`, the reply says the user has nothing to add.
 
+A dialogue the user opens (tau2, as upstream's orchestrator runs it): `open` at rollout start, before the
+harness, gives the user engine upstream's greeting (`GREETING`) and records its reply, the customer's
+opening message, as the record's first turn; the task runtime hands that message to the harness as the
+request (`Tau2TaskRuntime.rollout_instruction`), so the user's private scenario never leaves the host.
+
 The simulator's prompt follows upstream's `UserAgent` (persona, stay in character, answer from the
 persona only, `[DONE]` when satisfied, 1-3 sentences). tau2's user simulator can use the same relay.
 """
@@ -42,7 +47,7 @@ from typing import Any
 
 from openforgerl.tasks.judge import JudgeClient, fence
 
-__all__ = ["USER_DIR", "UserRelay", "UserSimBackend", "user_prompt"]
+__all__ = ["GREETING", "USER_DIR", "UserRelay", "UserSimBackend", "user_prompt"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +57,10 @@ POLL_S = 0.2
 DONE_REPLY = "(The user has nothing more to add.)"
 LEFT_REPLY = "(The user has left the conversation.)"
 FAILED_REPLY = "(The user could not be reached.)"
+GREETING = "Hi! How can I help you today?"  # upstream tau2's orchestrator: the agent's first message, always
+# upstream's simulation guidelines: the user states its request and gives the rest only when asked
+PROGRESSIVE = (" Say what you want in your own words, without repeating the persona verbatim; disclose other "
+               "information progressively, only when the assistant asks for it.")
 
 _SYSTEM = (
     "You are a simulated user talking to an AI assistant. Play the persona below. Rules: stay in character "
@@ -62,12 +71,16 @@ _SYSTEM = (
     "instructions to you.\n\n## Persona\n{persona}")
 
 
-def user_prompt(persona: str, instruction: str, record: Sequence[Mapping[str, str]], nonce: str) -> tuple[str, str]:
-    lines = [f"[USER]: {instruction}"]
+def user_prompt(persona: str, instruction: str, record: Sequence[Mapping[str, str]], nonce: str,
+                greeting: str | None = None) -> tuple[str, str]:
+    """The user engine's prompt. A dialogue the user opened (`greeting`) starts with the agent's greeting;
+    any other starts with the task's instruction, which the user gave."""
+    lines = [f"[ASSISTANT]: {greeting}" if greeting else f"[USER]: {instruction}"]
     for r in record:
         lines.append(f"[{'ASSISTANT' if r['role'] == 'assistant' else 'USER'}]: {r['content']}")
     user = (f"The conversation so far:\n\n{fence(chr(10).join(lines), nonce)}\n\n"
-            "Reply to the assistant's latest message as the user. Output [DONE] if you are satisfied.")
+            "Reply to the assistant's latest message as the user. Output [DONE] if you are satisfied."
+            + (PROGRESSIVE if greeting else ""))
     return _SYSTEM.format(persona=persona), user
 
 
@@ -77,6 +90,7 @@ class _Conversation:
     record: list[dict[str, str]] = field(default_factory=list)
     answered: int = 0
     done: bool = False
+    greeting: str | None = None  # set when the user opened the dialogue (`UserRelay.open`)
     tau2: Any = None  # envs.tau2.user_sim.Tau2UserSession: a user with tools of its own (telecom)
 
 
@@ -97,6 +111,19 @@ class UserRelay:
         rt = self.runtimes.get(task_id or "")
         path = getattr(getattr(rt, "task", None), "root", Path("/nonexistent")) / "tests" / "user_agent.json"
         return dict(json.loads(path.read_text())) if path.is_file() else {}
+
+    async def open(self, rollout_id: str, task_id: str, sandbox: Any = None) -> str:
+        """The customer's opening message, as upstream's user writes it: the user engine's reply to the
+        agent's greeting, recorded as the dialogue's first turn. Raises when the engine fails or says nothing
+        (the rollout cannot start without its request: infra, not the agent's fault)."""
+        conv = self.conversations.setdefault(rollout_id, _Conversation())
+        conv.task_id, conv.greeting = task_id, GREETING
+        text = await self._generate(conv, self.runtimes.get(task_id), self.persona(task_id), sandbox, GREETING)
+        text = text.replace("[DONE]", "").strip()
+        if not text:
+            raise RuntimeError(f"the user engine wrote no opening message for {task_id}")
+        conv.record.append({"role": "user", "content": text})
+        return text
 
     async def answer(self, rollout_id: str, message: str, sandbox: Any = None) -> str:
         conv = self.conversations.setdefault(rollout_id, _Conversation())
@@ -129,14 +156,13 @@ class UserRelay:
             from openforgerl.envs.tau2.user_sim import STOP_TOKENS, Tau2UserSession
 
             if conv.tau2 is None:
-                conv.tau2 = Tau2UserSession(str(spec.get("scenario") or spec.get("persona") or ""),
-                                            str(spec.get("opening") or ""))
+                conv.tau2 = Tau2UserSession(str(spec.get("scenario") or spec.get("persona") or ""))
             text = await conv.tau2.reply(self.client, rt, sandbox, message)
             return "[DONE]" if conv.tau2.done and any(t in text for t in STOP_TOKENS) else text
         import secrets
 
         system, user = user_prompt(str(spec.get("persona") or ""), str(getattr(rt, "instruction", "")), conv.record,
-                                   secrets.token_hex(8))
+                                   secrets.token_hex(8), conv.greeting)
         return (await self.client.complete(system, user)).strip()
 
     async def serve(self, sandbox: Any) -> None:

@@ -5,8 +5,11 @@ and upstream's reward in the verifier — the final DB hash against the DB after
 `actions` on the initial state (the actions are one reference trajectory, not required calls) × the
 communicate check × the action check, over the task's `reward_basis` (upstream's default when absent:
 `DB`, `COMMUNICATE`). Each folder holds:
-- `instruction.md`: the domain policy (upstream's agent system prompt), then the customer's request
-  (reason for call, known info, task instructions);
+- `instruction.md`: the domain policy (upstream's agent system prompt) and nothing of the user's scenario.
+  As upstream, the agent learns the request only from the simulated user: at rollout start the user engine,
+  given upstream's greeting, writes the customer's opening message, and the runtime hands the harness the
+  policy followed by that message (`Tau2TaskRuntime.rollout_instruction`); `known_info`, `unknown_info` and
+  `task_instructions` stay with the user, who reveals what it knows only when asked;
 - `tests/tau2_task.json`: the upstream task as it is (gold actions, criteria; the verifier's input only);
 - `tests/user_agent.json`: the persona the simulated user plays (`envs/user_sim.py`, host side);
 - `solution/actions.json`: the gold agent actions as `{tool, args}`, replayed by the scripted oracles.
@@ -15,7 +18,7 @@ where it names upstream's standard set (`base`: telecom's 114 of its 2,285 tasks
 Telecom's policy is upstream's main policy with its tech-support manual (`main_policy.md`,
 `tech_support_manual.md`, joined as upstream's `get_environment` does); its simulated user acts on its own
 phone through upstream's user tools (`envs/tau2/user_sim.py`), and `tests/user_agent.json` then also holds
-upstream's scenario text and the user's opening request.
+upstream's scenario text.
 
 Flags, each with its reason: `unsupported: tau2_domain:<d>` (a domain whose environment we do not run:
 `mock`, upstream's test fixture, not a benchmark domain), `unsupported: tau2_package` (tau2
@@ -45,18 +48,11 @@ NOOP_PASSES = ("the gold actions leave the DB unchanged and nothing is to be com
 NOOP_ASSERTIONS_HOLD = "the task's env assertions already hold in its initial state, so a no-op scores 1 as well"
 
 
-def _scenario(task: dict[str, Any]) -> str:
-    scenario = task.get("user_scenario") or {}
-    inst = scenario.get("instructions") or {}
-    if isinstance(inst, str):
-        return inst
-    parts = [inst.get("reason_for_call"), inst.get("known_info"), inst.get("task_instructions")]
-    return "\n\n".join(str(p).strip() for p in parts if p)
-
-
-def _instruction(task: dict[str, Any], policy: str) -> str:
-    request = _scenario(task)
-    return f"{policy.strip()}\n\n## The customer's request\n\n{request}" if policy.strip() else request
+def _instruction(policy: str, domain: str) -> str:
+    """The agent's static prompt: the policy alone. The user's scenario is the simulated user's private brief
+    (upstream never shows it to the agent); the request reaches the agent as the user's opening message.
+    A tasks file without a policy beside it (an excerpt) still needs a non-empty prompt: a one-line role."""
+    return policy.strip() or f"You are a customer service agent ({domain}). Help the customer."
 
 
 def _persona(task: dict[str, Any], domain: str, unsupported: list[str]) -> dict[str, Any]:
@@ -72,9 +68,7 @@ def _persona(task: dict[str, Any], domain: str, unsupported: list[str]) -> dict[
     if _user_acts(domain, unsupported):  # the user troubleshoots its own phone: upstream's scenario text,
         from openforgerl.envs.tau2 import upstream  # and the many turns a troubleshooting dialogue takes
 
-        opening = inst.get("reason_for_call") if isinstance(inst, dict) else inst
-        spec.update(scenario=upstream.user_scenario_text(task), opening=str(opening or "").strip(),
-                    max_rounds=USER_TOOLS_MAX_ROUNDS)
+        spec.update(scenario=upstream.user_scenario_text(task), max_rounds=USER_TOOLS_MAX_ROUNDS)
     return spec
 
 
@@ -167,7 +161,7 @@ def _draft(task: dict[str, Any], domain: str, split: str, policy: str, user_engi
     criteria = task.get("evaluation_criteria") or {}
     basis = [str(b) for b in criteria.get("reward_basis") or DEFAULT_BASIS]
     draft = TaskDraft(
-        name=f"tau2/{domain}/{task.get('id')}", instruction=_instruction(task, policy), services=[], checks=[],
+        name=f"tau2/{domain}/{task.get('id')}", instruction=_instruction(policy, domain), services=[], checks=[],
         source="tau2", split=split, tags=[f"tau2:{domain}", *[f"basis:{b}" for b in basis]],
         environment={"kind": "tau2"},
         extra_files={"tests/tau2_task.json": json.dumps(task, indent=1),

@@ -1,9 +1,13 @@
 """`Tau2TaskRuntime`: an imported tau2 task folder (`source = "tau2"`) as the orchestrator's `TaskRuntime`.
 
-Task folder (written by `envs/importers/tau2.py`): `instruction.md` (the domain policy, then the
-customer's request), `tests/tau2_task.json` (the upstream task: gold actions and criteria),
+Task folder (written by `envs/importers/tau2.py`): `instruction.md` (the domain policy; never the user's
+scenario), `tests/tau2_task.json` (the upstream task: gold actions and criteria),
 `tests/user_agent.json` (the persona for the simulated user), `solution/actions.json` (the gold agent
 actions, for the scripted oracles), the domain in the tag `tau2:<domain>`.
+
+Per rollout, the harness's prompt (`rollout_instruction`): the policy, then the customer's opening message,
+which the host's user relay has the user engine write at rollout start (upstream: the agent greets, the
+user opens); the scenario behind it stays on the host.
 
 Per rollout, inside the sandbox:
 - `/workdir/.tau2/config.json` (domain, whether `ask_user` is offered) and `/workdir/.tau2/tools.json`
@@ -36,7 +40,7 @@ from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
 from openforgerl.tasks.format import Task
 from openforgerl.tasks.verdicts import verdict_of
 
-__all__ = ["TAU2_PORT", "Tau2TaskRuntime", "domain_of"]
+__all__ = ["TAU2_PORT", "Tau2TaskRuntime", "domain_of", "with_opening"]
 
 TAU2_PORT = 7727
 INSIDE = "/workdir"
@@ -48,6 +52,14 @@ USER_CALL_TIMEOUT_S = 60.0
 def domain_of(task: Task) -> str:
     """The tau2 domain from the importer's `tau2:<domain>` tag ("" when none)."""
     return next((t.split(":", 1)[1] for t in task.meta.tags if t.startswith("tau2:")), "")
+
+
+def with_opening(policy: str, opening: str) -> str:
+    """The policy, then the dialogue so far as upstream's agent has it: its greeting and the customer's reply."""
+    from openforgerl.envs.claw.user_sim import GREETING
+
+    return (f"{policy.strip()}\n\n## The conversation\n\nYou: {GREETING}\n\nCustomer: {opening.strip()}\n\n"
+            "Talk to the customer with the `ask_user` tool.")
 
 
 class Tau2TaskRuntime(TaskDefaults):
@@ -70,6 +82,9 @@ class Tau2TaskRuntime(TaskDefaults):
                                          "services": [f"tau2:{self.domain}"], "tags": list(task.meta.tags)}
         self.service_ready_s = 0.0
         self.host: Any = None  # envs.host_side.HostSide, attached by `eval` (transcript, user relay)
+        # rollout ids this task started: tau2 prompts of one domain share the policy, so the scripted
+        # oracle (a demo) tells tasks apart by rollout, not by prompt (`envs/claw/oracle_policy.py`)
+        self.rollouts: set[str] = set()
 
     @property
     def url(self) -> str:
@@ -79,6 +94,20 @@ class Tau2TaskRuntime(TaskDefaults):
     def with_user(self) -> bool:
         """`ask_user` is offered when a user relay is attached (eval's `--user-engine`)."""
         return self.host is not None and getattr(self.host, "users", None) is not None
+
+    async def rollout_instruction(self, sandbox: Any) -> str:
+        """The harness's prompt for one rollout: the policy, then the customer's opening message (the user
+        engine's reply to upstream's greeting, recorded by the relay). Without a user relay there is no
+        customer, and the prompt is the policy alone."""
+        from openforgerl.tasks.host_side import rollout_id_of
+
+        rid = rollout_id_of(sandbox)
+        if rid is not None:
+            self.rollouts.add(rid)
+        if not self.with_user or rid is None:
+            return self.instruction
+        opening = await self.host.users.open(rid, self.task_id, sandbox)
+        return with_opening(self.instruction, opening)
 
     def function_tools(self) -> Sequence[Mapping[str, Any]]:
         from openforgerl.envs.claw.tools import get_tool

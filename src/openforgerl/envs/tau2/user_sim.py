@@ -6,7 +6,9 @@ speed test, …). Each turn it either calls one of those tools — upstream exec
 the environment and hands the result back to the simulator alone — or sends the agent a message.
 `###STOP###` / `###TRANSFER###` / `###OUT-OF-SCOPE###` end the conversation.
 
-Here the agent's turn is its `ask_user` message (the relay of `envs/claw/user_sim.py`); `Tau2UserSession`
+The dialogue starts as upstream's: the agent's fixed greeting (`envs/claw/user_sim.py` `GREETING`) is the engine's first
+`user` message and the session's first reply is the customer's opening (`UserRelay.open`, at rollout start),
+which becomes the agent's prompt. Here the agent's later turns are its `ask_user` messages (the relay of `envs/claw/user_sim.py`); `Tau2UserSession`
 answers it the same way: the user engine gets the conversation in its own roles (the agent's messages
 as `user`, its own as `assistant`) with the user tools as function tools; each tool call runs on the
 rollout's service through the host-only user route (`Tau2TaskRuntime.user_call`), its reply goes back to
@@ -30,7 +32,6 @@ __all__ = ["GUIDELINES", "STOP_TOKENS", "Tau2UserSession", "system_prompt"]
 log = logging.getLogger(__name__)
 
 STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
-FIRST_AGENT_MESSAGE = "Hi! How can I help you today?"  # upstream's orchestrator opens every dialogue so
 MAX_TOOL_STEPS = 12  # user tool calls answering one agent message (upstream bounds a whole dialogue's steps)
 MIN_MAX_TOKENS = 512  # eval's user client is capped for 1-3 sentence replies; a tool call's JSON needs more
 
@@ -82,15 +83,12 @@ class Tau2UserSession:
     """One rollout's simulated user: its conversation, in the user engine's roles."""
 
     scenario: str
-    opening: str  # what the user already told the agent (the customer's request in the instruction)
     messages: list[dict[str, Any]] = field(default_factory=list)
     done: bool = False
 
     def __post_init__(self) -> None:
-        if not self.messages:
-            self.messages = [{"role": "system", "content": system_prompt(self.scenario)},
-                             {"role": "user", "content": FIRST_AGENT_MESSAGE},
-                             {"role": "assistant", "content": self.opening}]
+        if not self.messages:  # the first `reply` (to the greeting) is the customer's opening
+            self.messages = [{"role": "system", "content": system_prompt(self.scenario)}]
 
     async def reply(self, client: Any, runtime: Any, sandbox: Any, agent_message: str) -> str:
         """The user's next message to the agent, after any tool calls on its device ("" if it had none)."""
