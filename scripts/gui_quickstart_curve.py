@@ -75,7 +75,10 @@ def main() -> int:
     threading.Thread(target=sample, daemon=True).start()
     t0 = time.monotonic()
     loads.append(os.getloadavg()[0])
-    rc = subprocess.call([str(ROOT / ".venv" / "bin" / "openforgerl"), "train", str(ns.config)], cwd=ROOT)
+    # this interpreter, not .venv/bin/openforgerl: a console script keeps the venv it was installed from,
+    # which in a second git worktree is the other checkout's (it trained the other branch's code)
+    cli = "import sys; from openforgerl.cli import main; sys.exit(main())"
+    rc = subprocess.call([sys.executable, "-c", cli, "train", str(ns.config)], cwd=ROOT)
     done.set()
     wall = time.monotonic() - t0
     note = f"load {min(loads):.0f}-{max(loads):.0f}"
