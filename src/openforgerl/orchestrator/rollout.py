@@ -88,7 +88,7 @@ class _Run:
     deadline_at: float | None = None  # epoch seconds: the harness and every engine call end by it
     opened: OpenedRollout | None = None
     sandbox: Sandbox | None = None
-    instruction: str | None = None  # the task's prompt for this rollout, when it makes one (`_instruction`)
+    instruction: str = ""  # the harness's prompt for this rollout (`_instruction`)
     result: ExecResult | None = None
     versions: set[int] = field(default_factory=set)
     timings: dict[str, float] = field(default_factory=dict)
@@ -183,11 +183,9 @@ class RolloutRunner:
         tau2's customer opens the dialogue, its message written by the user engine on the host), else the
         task's static instruction. Done before the budget starts: the user engine's time is not the agent's."""
         task = run.req.task
-        per_rollout = getattr(task, "rollout_instruction", None)
-        if per_rollout is None:
-            return task.instruction
         with boundary(EngineFault):  # the user engine failed: infra, never the agent's zero
-            return str(await per_rollout(sandbox))
+            made = await task.rollout_instruction(sandbox)
+        return task.instruction if made is None else made
 
     def _spec(self, run: _Run) -> SandboxSpec:
         task = run.req.task
@@ -225,7 +223,7 @@ class RolloutRunner:
         task, opened = run.req.task, run.opened
         assert opened is not None
         return HarnessContext(
-            instruction=run.instruction if run.instruction is not None else task.instruction,
+            instruction=run.instruction,
             openai_base_url=sandbox.gateway_url + urlsplit(opened.openai_base_url).path,
             anthropic_base_url=sandbox.gateway_url + urlsplit(opened.anthropic_base_url).path,
             api_key=opened.api_key, model=self.config.model,

@@ -77,9 +77,8 @@ class TaskRuntime(Protocol):
     """Stable id; goes into ``RolloutRecord.task_id`` and groups rollouts for GRPO."""
 
     instruction: str
-    """The prompt given to the harness (``HarnessContext.instruction``). A runtime whose prompt is made per
-    rollout also has ``async rollout_instruction(sandbox) -> str``, asked after the boot (tau2: the policy,
-    then the simulated user's opening message); a failure there is an engine fault."""
+    """The prompt given to the harness (``HarnessContext.instruction``), unless ``rollout_instruction``
+    makes one for the rollout."""
 
     budget_s: float
     """Wall-clock budget of the harness run. Past it the whole process tree is killed -> ``timeout``."""
@@ -119,6 +118,12 @@ class TaskRuntime(Protocol):
         """How to use the task's tools from a shell, for shell-only harnesses ("" when none)."""
         ...
 
+    async def rollout_instruction(self, sandbox: Sandbox) -> str | None:
+        """This rollout's prompt, asked after the boot and before the budget starts, or None for
+        ``instruction`` (tau2: the policy, then the simulated user's opening message, written by the user
+        engine on the host). A failure here is an engine fault, never the agent's."""
+        ...
+
     async def verify(self, sandbox: Sandbox) -> Verdict | tuple[float, Mapping[str, float], str]:
         """Judge the final state of ``sandbox``; raise ``VerifierError`` if the verifier broke."""
         ...
@@ -150,6 +155,10 @@ def _no_hint() -> str:
     return ""
 
 
+async def _static_instruction(sandbox: Any) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """A `TaskRuntime` as data: what a task has, with empty defaults, plus its `verify` callable.
@@ -166,6 +175,7 @@ class TaskSpec:
     mcp_servers: Callable[[], Sequence[McpServer]] = _no_mcp_servers
     function_tools: Callable[[], Sequence[Mapping[str, Any]]] = _no_function_tools
     shell_tools_hint: Callable[[], str] = _no_hint
+    rollout_instruction: Callable[[Any], Awaitable[str | None]] = _static_instruction
     image: str | None = None
     limits: Limits | None = None
     service_ready_s: float = 0.0
@@ -198,3 +208,6 @@ class TaskDefaults:
 
     def shell_tools_hint(self) -> str:
         return _no_hint()
+
+    async def rollout_instruction(self, sandbox: Any) -> str | None:
+        return None
