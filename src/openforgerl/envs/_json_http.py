@@ -41,8 +41,9 @@ class JsonHandler(BaseHTTPRequestHandler):
             return None
         return self.rfile.read(length)
 
-    def _answer_tool_call(self, raw: bytes, call: Callable[[str, Any], tuple[int, Any]]) -> None:
-        prefix = next((p for p in ("/call/", "/tools/") if self.path.startswith(p)), None)
+    def _answer_tool_call(self, raw: bytes, call: Callable[[str, Any], tuple[int, Any]],
+                          prefixes: tuple[str, ...] = ("/call/", "/tools/")) -> None:
+        prefix = next((p for p in prefixes if self.path.startswith(p)), None)
         if prefix is None:
             return self._send(404, {"error": "not found"})
         try:

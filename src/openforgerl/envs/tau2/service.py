@@ -125,15 +125,10 @@ class _Handler(JsonHandler):  # quiet: the call log is the log
         if raw is None:
             return
         if self.path.startswith(USER_ROUTE):
-            return self._user_call(raw) if self._authorized() else self._send(403, {"error": "forbidden"})
+            if not self._authorized():
+                return self._send(403, {"error": "forbidden"})
+            return self._answer_tool_call(raw, self.app.user_call, prefixes=(USER_ROUTE,))
         self._answer_tool_call(raw, self.app.call)
-
-    def _user_call(self, raw: bytes) -> None:
-        try:
-            args = json.loads(raw or b"{}")
-        except ValueError:
-            return self._send(400, {"error": "body must be JSON"})
-        self._send(*self.app.user_call(self.path[len(USER_ROUTE):].split("?")[0], args))
 
 
 def listen(token: str, host: str, port: int) -> tuple[ThreadingHTTPServer, type[_Handler]]:
