@@ -38,7 +38,6 @@ import inspect
 import json
 import math
 import os
-import re
 import sys
 import types
 from collections.abc import Mapping, Sequence
@@ -146,6 +145,10 @@ def trace_messages(transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
     from claw_eval.models.message import Message
     from claw_eval.models.trace import TraceMessage
 
+    from openforgerl.analytics.effects import (
+        normalize_tool,  # here: the verifier of other checks never needs it
+    )
+
     names = _ours_to_theirs()
     out = []
     for m in transcript:
@@ -157,7 +160,7 @@ def trace_messages(transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
             blocks: list[Any] = [TextBlock(text=text)] if text else []
             for tc in m.get("tool_calls") or []:
                 fn = tc.get("function", tc) if isinstance(tc, Mapping) else {}
-                name = re.split(r"__|\.", str(fn.get("name", "")))[-1]  # harness prefixes: mcp__claw__x, claw.x
+                name = normalize_tool(str(fn.get("name", "")))  # harness prefixes: mcp__claw__x, claw.x
                 blocks.append(ToolUseBlock(id=str(tc.get("id", "")), name=names.get(name, name),
                                            input=_arguments(fn.get("arguments"))))
             out.append(TraceMessage(message=Message(role=role, content=blocks)))
