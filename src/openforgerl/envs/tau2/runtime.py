@@ -63,7 +63,9 @@ def with_opening(policy: str, opening: str) -> str:
 
 
 class Tau2TaskRuntime(TaskDefaults):
-    """One tau2 task; stateless across rollouts (the token is per runtime, never shown to the agent)."""
+    """One tau2 task (the token is per runtime, never shown to the agent). Its one piece of state across
+    rollouts, against `TaskRuntime`'s rule, is `rollouts`: the ids of the rollouts it prepared, kept only so
+    the scripted oracle can tell tasks with the same prompt apart (see there)."""
 
     def __init__(self, task: Task, *, port: int = TAU2_PORT, python: str | None = None, **_: Any) -> None:
         self.task = task
