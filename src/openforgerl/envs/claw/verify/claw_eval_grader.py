@@ -49,7 +49,7 @@ import yaml
 
 from openforgerl.envs.claw.verify import checks as _checks
 from openforgerl.envs.claw.verify import spec as _spec
-from openforgerl.envs.claw.verify.graders import GraderUnavailable, _content, _inside
+from openforgerl.envs.claw.verify.graders import GraderUnavailable, _content, _inside, read_task_file
 
 __all__ = ["COMPAT_ROOT", "ClawEvalGraderCheck", "judge_request_key"]
 
@@ -221,17 +221,6 @@ def _compat_on_path() -> None:
         sys.path.insert(0, str(COMPAT_ROOT))
 
 
-def _read(ev: _checks.Evidence, rel: str) -> bytes:
-    from openforgerl.sandbox.base import TamperError
-    from openforgerl.sandbox.safefile import read_under
-
-    assert ev.tests_dir is not None
-    try:  # no link, FIFO or oversized file on the way
-        return read_under(ev.tests_dir, rel)
-    except (OSError, TamperError) as exc:
-        raise GraderUnavailable(f"{rel!r} under {ev.tests_dir}: {exc}") from exc
-
-
 def _grader_class(source: bytes, path: Path) -> type:
     from claw_eval.graders.base import AbstractGrader
 
@@ -290,9 +279,9 @@ def _claw_eval_grader(c: ClawEvalGraderCheck, ev: _checks.Evidence) -> tuple[flo
     from claw_eval.models.task import TaskDefinition
 
     os.environ[PEERS_ENV] = str(ev.tests_dir / Path(c.script).parent / "peers")
-    task = TaskDefinition.model_validate(yaml.safe_load(_read(ev, c.task)) or {})
+    task = TaskDefinition.model_validate(yaml.safe_load(read_task_file(ev, c.task)) or {})
     judge = HostAnsweredJudge(ev.judge_answers or {}, ev.judge_requests)
-    grader_class = _grader_class(_read(ev, c.script), ev.tests_dir / c.script)
+    grader_class = _grader_class(read_task_file(ev, c.script), ev.tests_dir / c.script)
     try:
         scores = _grade(grader_class(), ev, task, judge)
     except GraderUnavailable:

@@ -56,6 +56,7 @@ __all__ = [
     "TextCheck",
     "agent_output",
     "final_text",
+    "read_task_file",
 ]
 
 # Tools whose arguments are the agent's own writing (what Claw-Eval's keyword checks look for).
@@ -186,16 +187,24 @@ def _score(raw: Any) -> float:
     return score
 
 
-def _python_grader(c: PythonGraderCheck, ev: _checks.Evidence) -> tuple[float, str]:
-    if ev.tests_dir is None:
-        raise GraderUnavailable("python_grader needs the tests folder (Evidence.tests_dir)")
+def read_task_file(ev: _checks.Evidence, rel: str) -> bytes:
+    """A file of the task's tests folder (a grader script, its inputs); GraderUnavailable when it cannot be
+    read safely: no link, FIFO or oversized file on the way (the folder is in the sandbox's reach)."""
     from openforgerl.sandbox.base import TamperError
     from openforgerl.sandbox.safefile import read_under
 
-    try:  # no link, FIFO or oversized file on the way: the script is the task's, the folder is in reach
-        source = read_under(ev.tests_dir, c.script)
+    if ev.tests_dir is None:
+        raise GraderUnavailable("a task grader needs the tests folder (Evidence.tests_dir)")
+    try:
+        return read_under(ev.tests_dir, rel)
     except (OSError, TamperError) as exc:
-        raise GraderUnavailable(f"grader script {c.script!r} under {ev.tests_dir}: {exc}") from exc
+        raise GraderUnavailable(f"{rel!r} under {ev.tests_dir}: {exc}") from exc
+
+
+def _python_grader(c: PythonGraderCheck, ev: _checks.Evidence) -> tuple[float, str]:
+    if ev.tests_dir is None:
+        raise GraderUnavailable("python_grader needs the tests folder (Evidence.tests_dir)")
+    source = read_task_file(ev, c.script)
     namespace: dict[str, Any] = {"__name__": "task_grader", "__file__": str(ev.tests_dir / c.script)}
     exec(compile(source, str(ev.tests_dir / c.script), "exec"), namespace)  # trusted task code
     grade = namespace.get("grade")
