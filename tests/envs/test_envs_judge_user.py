@@ -261,6 +261,21 @@ def test_without_the_engines_judged_and_multi_turn_tasks_stay_flagged(tmp_path: 
     assert "needs transcript" not in text  # eval builds the transcript from the call log
 
 
+def test_a_task_runtime_has_a_user_without_tools_unless_it_says_otherwise() -> None:
+    from openforgerl.orchestrator.task_protocol import TaskDefaults, TaskRuntime, TaskSpec
+
+    async def passes(sandbox: Any) -> tuple[float, dict[str, float], str]:
+        return 1.0, {}, ""
+
+    class Minimal(TaskDefaults):
+        task_id, instruction, budget_s = "m", "do it", 1.0
+        verify = staticmethod(passes)
+
+    spec = TaskSpec("s", "do it", passes)
+    assert isinstance(spec, TaskRuntime) and isinstance(Minimal(), TaskRuntime)
+    assert spec.user_tools() == () and Minimal().user_tools() == ()
+
+
 async def test_user_relay_answers_within_max_rounds_and_refuses_links(tmp_path: Path) -> None:
     import asyncio
     from types import SimpleNamespace
@@ -271,7 +286,8 @@ async def test_user_relay_answers_within_max_rounds_and_refuses_links(tmp_path: 
     task_root = tmp_path / "task"
     (task_root / "tests").mkdir(parents=True)
     (task_root / "tests/user_agent.json").write_text(json.dumps({"persona": "You pay 4.9%.", "max_rounds": 2}))
-    runtime = SimpleNamespace(task=SimpleNamespace(root=task_root), instruction="Help me with my loan.")
+    runtime = SimpleNamespace(task=SimpleNamespace(root=task_root), instruction="Help me with my loan.",
+                              user_tools=lambda: ())  # a user without tools: it answers from its persona
     work = tmp_path / "work"
     (work / ".claw/user").mkdir(parents=True)
     sandbox = SimpleNamespace(host_workdir=work, spec=SimpleNamespace(rollout_id="r1"))

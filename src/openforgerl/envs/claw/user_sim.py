@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openforgerl.orchestrator.task_protocol import TaskRuntime
 from openforgerl.tasks.judge import JudgeClient, fence
 
 __all__ = ["GREETING", "USER_DIR", "UserRelay", "UserSimBackend", "user_prompt"]
@@ -99,7 +100,7 @@ class UserRelay:
     """Answers `ask_user` questions with the user engine (see the module docstring)."""
 
     client: JudgeClient
-    runtimes: Mapping[str, Any]  # task id -> runtime (its tests/user_agent.json holds the persona)
+    runtimes: Mapping[str, TaskRuntime]  # task id -> runtime (its tests/user_agent.json holds the persona)
     task_of: Callable[[str], Awaitable[str | None]]  # rollout id -> task id (the gateway's record)
     conversations: dict[str, _Conversation] = field(default_factory=dict)
 
@@ -148,11 +149,11 @@ class UserRelay:
         conv.record.append({"role": "user", "content": reply})
         return reply
 
-    async def _generate(self, conv: _Conversation, rt: Any, spec: Mapping[str, Any], sandbox: Any,
+    async def _generate(self, conv: _Conversation, rt: TaskRuntime | None, spec: Mapping[str, Any], sandbox: Any,
                         message: str) -> str:
         """The user engine's reply: a tau2 user with tools of its own acts on its device first (through the
         runtime's host-only route); any other user answers from its persona alone."""
-        if sandbox is not None and getattr(rt, "user_tools", None) is not None and rt.user_tools():
+        if sandbox is not None and rt is not None and rt.user_tools():
             from openforgerl.envs.tau2.user_sim import STOP_TOKENS, Tau2UserSession
 
             if conv.tau2 is None:
