@@ -334,7 +334,7 @@ async def test_user_relay_answers_within_max_rounds_and_refuses_links(tmp_path: 
     assert "You pay 4.9%." in json.dumps(user.turns[0].messages) and "What is your rate?" in user_text(user.turns[0])
     assert [r["role"] for r in relay.record("r1")] == ["assistant", "user"] * 3
     relay2 = UserRelay(JudgeClient("http://127.0.0.1:9/v1"), {"t": runtime}, task_of)
-    relay2.conversations["r2"] = _Conversation(task_id="t", answered=2)
+    relay2.conversations["r2"] = _Conversation(task_id="t", user_turns=2)
     assert await relay2.answer("r2", "more?") == LEFT_REPLY  # max_rounds reached: no engine call
 
 

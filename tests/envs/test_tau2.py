@@ -399,6 +399,25 @@ def test_the_relay_opens_with_the_users_reply_to_upstreams_greeting(tmp_path: Pa
                                   {"role": "user", "content": "Chen Lee, chen_lee_6825."}]
 
 
+def test_the_users_opening_message_counts_against_max_rounds(tmp_path: Path) -> None:
+    """Upstream tau2's orchestrator counts the user's reply to the greeting as a step like any later one
+    (`Orchestrator.step`); so does the relay: with `max_rounds` 2, the opening and one answer."""
+    from types import SimpleNamespace
+
+    from openforgerl.envs.claw.user_sim import LEFT_REPLY, UserRelay
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/user_agent.json").write_text(json.dumps({"persona": "You fly often.", "max_rounds": 2}))
+    rt = SimpleNamespace(task_id="t", instruction="The policy.", task=SimpleNamespace(root=tmp_path),
+                         user_tools=lambda: ())
+    engine = _RecordingUser("I want to change my flight.", "It is ABC123.", "never asked")
+    relay = UserRelay(engine, {"t": rt}, task_of=None)  # type: ignore[arg-type, dict-item]
+    assert asyncio.run(relay.open("r1", "t")) == "I want to change my flight."
+    assert asyncio.run(relay.answer("r1", "Your booking code?")) == "It is ABC123."
+    assert asyncio.run(relay.answer("r1", "Anything else?")) == LEFT_REPLY
+    assert len(engine.prompts) == 2
+
+
 class _DownUser:
     async def complete(self, system: str, user: str) -> str:
         raise ConnectionError("user engine down")
