@@ -341,10 +341,14 @@ class Config(_Strict):
     def from_yaml(cls, path: str | Path, overrides: Mapping[str, object] | None = None) -> Config:
         """The config in `path` with `overrides` (dotted keys, e.g. `train.steps`) applied; a bad one
         raises `ConfigError` with one line naming every problem."""
-        data = yaml.safe_load(Path(path).read_text()) or {}  # bad YAML: `cli.user_mistake` names line and column
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: a config is a mapping of sections, not {type(data).__name__}")
-        return load_config(data, overrides, source=str(path))
+        return load_config(_read_yaml(path), overrides, source=str(path))
+
+
+def _read_yaml(path: str | Path) -> dict[str, Any]:
+    data = yaml.safe_load(Path(path).read_text()) or {}  # bad YAML: `cli.user_mistake` names line and column
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config is a mapping of sections, not {type(data).__name__}")
+    return data
 
 
 def load_config(data: Mapping[str, Any] | None = None, overrides: Mapping[str, object] | None = None, *,
@@ -358,17 +362,28 @@ def load_config(data: Mapping[str, Any] | None = None, overrides: Mapping[str, o
         raise ConfigError(f"{source}: {_one_line(exc)}") from None
 
 
-def from_flags(config_file: Path | None, flags: Mapping[str, object]) -> Config:
+def from_flags(config_file: Path | None, flags: Mapping[str, object],
+               defaults: Mapping[str, object] | None = None) -> Config:
     """A command's config: its `--config` YAML (else the defaults) with the flags the user gave on top
-    (`flags`: dotted key -> value, None for a flag not given)."""
+    (`flags`: dotted key -> value, None for a flag not given). `defaults` (dotted) are the command's own,
+    under the YAML: what it sets where the YAML says nothing (`openforgerl gateway`'s fixed ports)."""
     given = {key: value for key, value in flags.items() if value is not None}
-    if config_file is not None:
-        return Config.from_yaml(config_file, given)
-    return load_config({}, given, source="flags")
+    data = _read_yaml(config_file) if config_file is not None else {}
+    data = _with_overrides(data, {key: value for key, value in (defaults or {}).items() if not _has(data, key)})
+    return load_config(data, given, source=str(config_file) if config_file is not None else "flags")
 
 
 class ConfigError(UserError, ValueError):
     """A config that cannot run (the message is one line, for the CLI)."""
+
+
+def _has(data: Mapping[str, Any], dotted: str) -> bool:
+    node: Any = data
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def _with_overrides(data: dict[str, Any], overrides: Mapping[str, object]) -> dict[str, Any]:

@@ -203,11 +203,32 @@ def test_the_scripted_oracle_acts_through_a_shell_with_the_tau2_command(tmp_path
 
     [folder] = import_any(DATA / "tau2" / "airline" / "tasks.json", tmp_path)[:1]
     rt = Tau2TaskRuntime(load_task(folder), port=1, python="py")
-    turn = SimpleNamespace(tools=[{"type": "function", "name": "exec_command"}], rollout_id="r",
+    turn = SimpleNamespace(tools=[{"type": "function", "name": "exec_command"}], rollout_id="r", task_id=None,
                            messages=[{"role": "user", "content": rt.instruction}])
     call = oracle_policy([rt])(turn)
     assert "py -m openforgerl.envs.tau2.cli get_reservation_details" in call
     assert "reservation_id" in call and "OPENFORGERL_CLAW_URL=http://127.0.0.1:1" in call
+
+
+def test_the_scripted_oracle_tells_tasks_with_one_prompt_apart_by_the_gateways_task_id(tmp_path: Path) -> None:
+    """tau2 tasks of one domain share their prompt (the policy): the task id the gateway hands the engine
+    with each call picks the gold, with no state kept on the runtimes."""
+    from types import SimpleNamespace
+
+    from openforgerl.envs.claw.oracle_policy import oracle_policy
+
+    def runtime(task_id: str, order: str) -> Any:
+        root = tmp_path / task_id
+        (root / "solution").mkdir(parents=True)
+        (root / "solution/actions.json").write_text(json.dumps([{"tool": "cancel", "args": {"order": order}}]))
+        return SimpleNamespace(task_id=task_id, instruction="The airline policy.", task=SimpleNamespace(root=root),
+                               shell_line=lambda tool, args: f"{tool} {args['order']}")
+
+    policy = oracle_policy([runtime("a", "A1"), runtime("b", "B2")])
+    for task_id, order in [("b", "B2"), ("a", "A1")]:
+        turn = SimpleNamespace(tools=[{"type": "function", "function": {"name": "cancel"}}], rollout_id="r",
+                               task_id=task_id, messages=[{"role": "system", "content": "The airline policy."}])
+        assert order in policy(turn)
 
 
 # ------------------------------------------------------------------ real sandboxes
@@ -376,7 +397,25 @@ def test_the_relay_opens_with_the_users_reply_to_upstreams_greeting(tmp_path: Pa
     assert relay.record("r1") == [{"role": "user", "content": "I'd like to upgrade my flight to business."},
                                   {"role": "assistant", "content": "May I have your user id?"},
                                   {"role": "user", "content": "Chen Lee, chen_lee_6825."}]
-    assert rt.rollouts == {"r1"}
+
+
+def test_the_users_opening_message_counts_against_max_rounds(tmp_path: Path) -> None:
+    """Upstream tau2's orchestrator counts the user's reply to the greeting as a step like any later one
+    (`Orchestrator.step`); so does the relay: with `max_rounds` 2, the opening and one answer."""
+    from types import SimpleNamespace
+
+    from openforgerl.envs.claw.user_sim import LEFT_REPLY, UserRelay
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/user_agent.json").write_text(json.dumps({"persona": "You fly often.", "max_rounds": 2}))
+    rt = SimpleNamespace(task_id="t", instruction="The policy.", task=SimpleNamespace(root=tmp_path),
+                         user_tools=lambda: ())
+    engine = _RecordingUser("I want to change my flight.", "It is ABC123.", "never asked")
+    relay = UserRelay(engine, {"t": rt}, task_of=None)  # type: ignore[arg-type, dict-item]
+    assert asyncio.run(relay.open("r1", "t")) == "I want to change my flight."
+    assert asyncio.run(relay.answer("r1", "Your booking code?")) == "It is ABC123."
+    assert asyncio.run(relay.answer("r1", "Anything else?")) == LEFT_REPLY
+    assert len(engine.prompts) == 2
 
 
 class _DownUser:

@@ -212,6 +212,23 @@ def test_the_simulated_user_acts_on_its_phone_before_it_answers() -> None:
     assert "toggle_roaming" in {t["function"]["name"] for t in tools}
 
 
+def test_the_user_engine_gets_room_for_a_tool_call_when_its_client_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """eval's user client is capped at 128 tokens for 1-3 sentence replies; a tool call's JSON needs more."""
+    from openforgerl.envs.tau2.user_sim import MIN_MAX_TOKENS, Tau2UserSession
+    from openforgerl.tasks.judge import JudgeClient
+
+    caps: list[int] = []
+
+    async def chat(self: JudgeClient, messages: Any, tools: Any = ()) -> dict[str, Any]:
+        caps.append(self.max_tokens)
+        return {"role": "assistant", "content": "Hello."}
+
+    monkeypatch.setattr(JudgeClient, "chat", chat)
+    session = Tau2UserSession("Instructions: say hello")
+    asyncio.run(session.reply(JudgeClient("http://127.0.0.1:9/v1", max_tokens=128), _InProcessRuntime(), None, "Hi"))
+    assert caps == [MIN_MAX_TOKENS]
+
+
 # ------------------------------------------------------------------ real sandboxes
 
 

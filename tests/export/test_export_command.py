@@ -97,3 +97,24 @@ def test_missing_store_is_an_error(tmp_path: Path) -> None:
         app, ["--store", str(tmp_path / "nope.db"), "--out", str(tmp_path / "o.parquet")]
     )
     assert result.exit_code != 0
+
+
+def test_export_takes_the_configs_reconstruction_section_and_flags_win(log_path: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import openforgerl.export.pipeline as pipeline
+
+    used = []
+    reconstruct = pipeline.reconstruct_log
+    monkeypatch.setattr(pipeline, "reconstruct_log", lambda log, options: used.append(options) or reconstruct(log, options))
+    config = tmp_path / "train.yaml"
+    config.write_text("reconstruction: {max_prompt_len: 20, max_response_len: 4000, overflow: drop, "
+                      "compaction_ratio: 0.25, related_prefix_tokens: 8}\n")
+    out = tmp_path / "classic.jsonl"
+    _run("--store", str(log_path), "--out", str(out), "--format", "jsonl", "--classic", "--config", str(config),
+         "--max-response-len", "30", "--overflow", "truncate")
+    [options] = used
+    assert (options.max_prompt_len, options.compaction_ratio, options.related_prefix_tokens) == (20, 0.25, 8)
+    assert (options.max_response_len, options.overflow.value) == (30, "truncate")
+    rows = read_jsonl_rows(out)  # truncated to the YAML's prompt and the flag's response length, none dropped
+    assert len(rows) == 2 and [r["extra_fields"]["dropped"] for r in rows] == [False, False]
+    assert all(len(r["prompt_ids"]) <= 20 and len(r["response_ids"]) <= 30 for r in rows)

@@ -7,7 +7,8 @@ from openai import AsyncOpenAI, PermissionDeniedError
 
 
 async def test_rollout_lifecycle(make_gateway):
-    setup = await make_gateway(lambda t: "hello")
+    tasks_seen: list[str | None] = []  # the engine is told the task each call's rollout plays
+    setup = await make_gateway(lambda t: tasks_seen.append(t.task_id) or "hello")
     url, model = setup.gateway.admin_url, setup.gateway.model_url
     async with aiohttp.ClientSession(headers=setup.gateway.admin_headers()) as http:
         async with http.post(f"{url}/rollouts", json={"task_id": "t9", "harness": "codex", "group_id": "g"}) as r:
@@ -21,6 +22,7 @@ async def test_rollout_lifecycle(make_gateway):
         async with http.get(f"{url}/rollouts/{ro['rollout_id']}") as r:
             info = await r.json()
         assert info["task_id"] == "t9" and info["num_calls"] == 1 and info["infra_tainted"] is False
+        assert tasks_seen == ["t9"]
         async with http.get(f"{url}/rollouts/{ro['rollout_id']}/calls") as r:
             calls = await r.json()
         assert len(calls) == 1 and calls[0]["completion_token_ids"] == setup.engine.produced[0].ids

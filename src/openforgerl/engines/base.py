@@ -23,7 +23,8 @@ class EngineCall:
     """One chat-completions request as the gateway hands it to an engine.
 
     `route_key` (the rollout id) pins a rollout to one replica (prefix-cache reuse); `deadline` is
-    an absolute `loop.time()` after which the engine must give up.
+    an absolute `loop.time()` after which the engine must give up; `task_id` is the task the rollout
+    plays (the gateway's record), which real engines ignore and the scripted oracle reads.
     """
 
     body: dict[str, Any]
@@ -37,6 +38,7 @@ class EngineCall:
     # to engines with `splices_payload = True`): the gateway's lifted image data URLs go back in as
     # the client's bytes, with one copy (gateway/lifted.py; `body` then holds short keys there).
     splice: Callable[[bytes], bytes] | None = None
+    task_id: str | None = None
 
 
 @final

@@ -50,6 +50,7 @@ class Turn:
     call_index: int
     rollout_id: str
     request: dict[str, Any]
+    task_id: str | None = None  # the task the rollout plays, as the gateway recorded it (None over plain HTTP)
 
 
 Policy = Callable[[Turn], str]
@@ -199,7 +200,8 @@ class ScriptedEngine:
         body = call.body
         index = self.calls.get(call.route_key, 0)
         self.calls[call.route_key] = index + 1
-        turn = Turn(_as_parsed(body.get("messages") or []), body.get("tools") or [], index, call.route_key, body)
+        turn = Turn(_as_parsed(body.get("messages") or []), body.get("tools") or [], index, call.route_key, body,
+                    call.task_id)
         sampled = self.policy(turn)
         thinking = self.thinking or "</think>" in sampled
         opts = chat_options(_served(body, thinking), reasoning_parser=self.fmt.reasoning_parser)

@@ -1,4 +1,9 @@
-"""`openforgerl export`: reconstruct a call log into veRL-ready training rows."""
+"""`openforgerl export`: reconstruct a call log into veRL-ready training rows.
+
+The reconstruction settings come from the one config schema (`openforgerl.config`), as the trainer
+reads them: `--config FILE` (its `reconstruction` section, e.g. the training config the log was
+recorded under) with `--max-prompt-len`, `--max-response-len` and `--overflow` given on top.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import orjson
 import typer
 
 from openforgerl.export.pipeline import ExportFormat
-from openforgerl.trajectory.options import OverflowPolicy
+from openforgerl.trajectory.options import OverflowPolicy, ReconstructionOptions
 
 
 def command(
@@ -18,11 +23,12 @@ def command(
     format: Annotated[
         ExportFormat, typer.Option("--format", help="verl | parquet | jsonl")
     ] = ExportFormat.VERL,
+    config: Annotated[Path | None, typer.Option(help="a config YAML (openforgerl.config); flags win")] = None,
     max_prompt_len: Annotated[int | None, typer.Option(help="trainer prompt length")] = None,
     max_response_len: Annotated[int | None, typer.Option(help="trainer response length")] = None,
     overflow: Annotated[
-        OverflowPolicy, typer.Option(help="truncate | drop | split")
-    ] = OverflowPolicy.TRUNCATE,
+        OverflowPolicy | None, typer.Option(help="truncate (default) | drop | split")
+    ] = None,
     classic: Annotated[bool, typer.Option(help="one row per rollout (veRL classic path)")] = False,
     image_token_id: Annotated[
         int | None,
@@ -37,7 +43,7 @@ def command(
     from openforgerl.export.images import ImageMode
     from openforgerl.export.pipeline import export_rows, reconstruct_log, write_rows
     from openforgerl.store.sqlite import SQLiteCallStore
-    from openforgerl.trajectory import ReconstructionOptions, aggregate_by_harness
+    from openforgerl.trajectory import aggregate_by_harness
 
     if not store.exists():
         raise typer.BadParameter(f"no call log at {store}", param_hint="--store")
@@ -46,10 +52,9 @@ def command(
         raise typer.BadParameter(f"--format {format.value} writes {want}, but the path ends in "
                                  f"{out.suffix or 'no suffix'}: name it {out.with_suffix(want).name}",
                                  param_hint="--out")
-    options = ReconstructionOptions(
-        max_prompt_len=max_prompt_len, max_response_len=max_response_len, overflow=overflow,
-        image_token_id=image_token_id,
-    )
+    options = reconstruction_options(config, {
+        "reconstruction.max_prompt_len": max_prompt_len, "reconstruction.max_response_len": max_response_len,
+        "reconstruction.overflow": overflow and overflow.value}, image_token_id)
     log = SQLiteCallStore(store)
     try:
         results = list(reconstruct_log(log, options))
@@ -71,6 +76,15 @@ def command(
     typer.echo(f"wrote {len(rows)} rows from {len(results)} rollouts to {out}")
     for name, m in per_harness.items():
         typer.echo(_summary_line(name, m))
+
+
+def reconstruction_options(config_file: Path | None, flags: dict[str, object],
+                           image_token_id: int | None) -> ReconstructionOptions:
+    """The config's reconstruction contract (`Config.reconstruction_options`) with the flags given on top;
+    `image_token_id` is what this log's model knows, not a config key."""
+    from openforgerl.config import from_flags
+
+    return from_flags(config_file, flags).reconstruction_options(image_token_id=image_token_id)
 
 
 def _summary_line(name: str, m: dict[str, object]) -> str:

@@ -240,7 +240,7 @@ class Call:
             else:
                 engine_body = for_engine(engine_body, got.lifted, fragments=False)
         self.engine_call = EngineCall(engine_body, state.rollout_id, gw.call_deadline(state), self.meta.headers,
-                                      raw_only=not self.adapter.translates, splice=splice)
+                                      raw_only=not self.adapter.translates, splice=splice, task_id=state.task_id)
         self.tape = CallTape(want_media=bool(self.meta.images))
 
 

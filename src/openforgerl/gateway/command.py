@@ -5,6 +5,12 @@ Two listeners: `--host/--port` for model calls (the only one sandboxes may reach
 `--admin-token-file` (first line), else `$OPENFORGERL_ADMIN_TOKEN`; when neither holds one it is
 generated, and written to `--admin-token-file` (mode 0600) when that names a file not there yet,
 so a separately started orchestrator can read it. The token is never printed.
+
+Settings come from the one config schema (`openforgerl.config`), as `train`, `eval` and `rollout` take
+it: `--config FILE` (its `engine`, `store` and `gateway` sections; e.g. the training config whose
+gateway this serves) with the flags given on top. Where neither says, a standalone gateway's own
+defaults hold (`STANDALONE`): model calls on port 8080, the admin API on 127.0.0.1:8081, the call log in
+`runs/calls.db`. It serves engine URLs only (`engine.urls` or `--engine`), never an embedded engine.
 """
 
 from __future__ import annotations
@@ -16,54 +22,79 @@ import os
 import secrets
 import signal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from openforgerl.config import Config
+
+STANDALONE: dict[str, object] = {
+    "engine.kind": "remote", "store.path": "runs/calls.db", "gateway.port": 8080,
+    # the admin API stays on loopback even when `host` is public (the schema's default is `host`)
+    "gateway.admin_host": "127.0.0.1", "gateway.admin_port": 8081}
+"""A standalone gateway's defaults, under the YAML and the flags (embedded gateways take any free port)."""
+
 
 def command(
-    engine: Annotated[list[str], typer.Option("--engine", help="engine base URL (repeat for replicas)")],
-    host: Annotated[str, typer.Option(help="address to bind (keep it loopback unless fronted)")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to serve on")] = 8080,
-    store: Annotated[Path, typer.Option(help="SQLite call log path")] = Path("runs/calls.db"),
-    dialect: Annotated[str, typer.Option(help="engine dialect: vllm or sglang")] = "vllm",
+    config: Annotated[Path | None, typer.Option(help="a config YAML (openforgerl.config); flags win")] = None,
+    engine: Annotated[list[str] | None, typer.Option(
+        "--engine", help="engine base URL (repeat for replicas; default: the config's engine.urls)")] = None,
+    host: Annotated[str | None, typer.Option(help="address to bind (keep it loopback unless fronted)")] = None,
+    port: Annotated[int | None, typer.Option(help="port to serve on (8080)")] = None,
+    store: Annotated[Path | None, typer.Option(help="SQLite call log path (runs/calls.db)")] = None,
+    dialect: Annotated[str | None, typer.Option(help="engine dialect: vllm (default) or sglang")] = None,
     model: Annotated[str | None, typer.Option(help="served model name (default: ask the engine)")] = None,
-    call_deadline_s: Annotated[float, typer.Option(help="per-call upstream deadline, seconds")] = 600.0,
-    pause_wait_s: Annotated[float, typer.Option(help="how long a call waits while paused before 503")] = 30.0,
-    max_in_flight: Annotated[int, typer.Option(help="calls in flight before answering 503")] = 4096,
-    policy_version: Annotated[int, typer.Option(help="policy version to start from")] = 0,
+    call_deadline_s: Annotated[float | None, typer.Option(help="per-call upstream deadline, seconds (600)")] = None,
+    pause_wait_s: Annotated[float | None, typer.Option(help="how long a call waits while paused before 503")] = None,
+    max_in_flight: Annotated[int | None, typer.Option(help="calls in flight before answering 503")] = None,
+    policy_version: Annotated[int | None, typer.Option(help="policy version to start from")] = None,
     max_tokens_cap: Annotated[int | None, typer.Option(help="clamp clients' max_tokens to this")] = None,
     secret: Annotated[str | None, typer.Option(envvar="OPENFORGERL_GATEWAY_SECRET",
                                                help="key-derivation secret shared by gateway replicas")] = None,
-    admin_host: Annotated[str, typer.Option(help="address the admin API binds (never a sandbox's)")] = "127.0.0.1",
-    admin_port: Annotated[int, typer.Option(help="port of the admin API listener")] = 8081,
+    admin_host: Annotated[str | None, typer.Option(
+        help="address the admin API binds (never a sandbox's; 127.0.0.1)")] = None,
+    admin_port: Annotated[int | None, typer.Option(help="port of the admin API listener (8081)")] = None,
     admin_token_file: Annotated[Path | None, typer.Option(
         help="admin bearer token file (read; written when absent and no $OPENFORGERL_ADMIN_TOKEN)")] = None,
-    allow_image_urls: Annotated[bool, typer.Option(
-        help="forward http(s) image URLs for the engine to fetch (recorded by URL only)")] = False,
-    max_image_bytes: Annotated[int, typer.Option(help="largest decoded prompt image, bytes")] = 20 * 1024 * 1024,
-    max_image_pixels: Annotated[int, typer.Option(help="largest prompt image, width x height")] = 40_000_000,
+    allow_image_urls: Annotated[bool | None, typer.Option(
+        "--allow-image-urls/--no-allow-image-urls",
+        help="forward http(s) image URLs for the engine to fetch (recorded by URL only)")] = None,
+    max_image_bytes: Annotated[int | None, typer.Option(help="largest decoded prompt image, bytes")] = None,
+    max_image_pixels: Annotated[int | None, typer.Option(help="largest prompt image, width x height")] = None,
 ) -> None:
     """Serve `/r/<rollout>/v1` (OpenAI) and `/r/<rollout>` (Anthropic) plus the admin API."""
-    if dialect not in ("vllm", "sglang"):
-        raise typer.BadParameter("--dialect must be vllm or sglang")
+    # every flag names a key of the one config schema (openforgerl.config); None: not given
+    flags: dict[str, object] = {
+        "engine.dialect": dialect, "engine.served_model": model, "engine.max_tokens_cap": max_tokens_cap,
+        "store.path": store and str(store), "gateway.host": host, "gateway.port": port,
+        "gateway.admin_host": admin_host, "gateway.admin_port": admin_port, "gateway.call_deadline_s": call_deadline_s,
+        "gateway.pause_wait_s": pause_wait_s, "gateway.max_in_flight": max_in_flight,
+        "gateway.policy_version": policy_version, "gateway.allow_image_urls": allow_image_urls,
+        "gateway.max_image_bytes": max_image_bytes, "gateway.max_image_pixels": max_image_pixels,
+        **({"engine.kind": "remote", "engine.urls": engine} if engine else {})}
+    serve(gateway_config(config, flags), admin_token(admin_token_file), secret)
+
+
+def gateway_config(config_file: Path | None, flags: dict[str, object]) -> Config:
+    """The config a standalone gateway serves: `STANDALONE` < the YAML < the flags given."""
+    from openforgerl.config import from_flags
+
+    config = from_flags(config_file, flags, defaults=STANDALONE)
+    if config.engine.kind != "remote" or not config.engine.urls:
+        raise typer.BadParameter("the gateway serves engine URLs: give --engine URL or engine.urls "
+                                 "(with engine.kind: remote) in --config")
+    return config
+
+
+def serve(config: Config, token: str, secret: str | None) -> None:
+    """Run the gateway of `config` until SIGINT/SIGTERM."""
     try:  # a dependency on Linux (vLLM and SGLang serve on it too): ~15 % less CPU per call
         import uvloop
 
         uvloop.install()
     except ImportError:  # platforms without a uvloop wheel
         pass
-    from openforgerl.config import load_config
-
-    # the flags as the one config schema (openforgerl.config): engine, store and gateway sections
-    config = load_config({}, {
-        "engine.kind": "remote", "engine.urls": engine, "engine.dialect": dialect, "engine.served_model": model,
-        "engine.max_tokens_cap": max_tokens_cap, "store.path": str(store),
-        "gateway": {"host": host, "port": port, "admin_host": admin_host, "admin_port": admin_port,
-                    "call_deadline_s": call_deadline_s, "pause_wait_s": pause_wait_s, "max_in_flight": max_in_flight,
-                    "policy_version": policy_version, "allow_image_urls": allow_image_urls,
-                    "max_image_bytes": max_image_bytes, "max_image_pixels": max_image_pixels}}, source="flags")
-    asyncio.run(_serve(config, admin_token(admin_token_file), secret))
+    asyncio.run(_serve(config, token, secret))
 
 
 def admin_token(token_file: Path | None) -> str:
@@ -124,7 +155,7 @@ def _tune_malloc() -> None:
         mallopt(ctypes.c_int(param), ctypes.c_int(value))
 
 
-async def _serve(config: Any, token: str, secret: str | None) -> None:
+async def _serve(config: Config, token: str, secret: str | None) -> None:
     from openforgerl.stack import open_gateway
 
     async with open_gateway(Path("."), config, admin_token=token, secret=secret) as opened:

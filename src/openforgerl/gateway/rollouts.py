@@ -52,6 +52,7 @@ class RolloutState:
     lease_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     inflight: set[DeadlineGuard] = field(default_factory=set)
     echo: EchoMemory = field(default_factory=EchoMemory)  # raw text of its completions (verbatim.py)
+    task_id: str | None = None  # handed to the engine with each call (the scripted oracle picks its task by it)
 
     def cut_inflight(self) -> None:
         """End every engine call of this rollout still running (their guards raise TimeoutError)."""
@@ -103,7 +104,8 @@ class RolloutRegistry:
         if await self.store.get_rollout(rollout_id) is not None:
             raise GatewayError(409, f"rollout {rollout_id!r} already exists")
         await self.store.put_rollout(record)
-        self._cache[rollout_id] = RolloutState(rollout_id, self.key_for(rollout_id), deadline_at=deadline_at)
+        self._cache[rollout_id] = RolloutState(rollout_id, self.key_for(rollout_id), deadline_at=deadline_at,
+                                               task_id=record.task_id)
         return record, self._cache[rollout_id].api_key
 
     async def state(self, rollout_id: str) -> RolloutState:
@@ -116,7 +118,7 @@ class RolloutRegistry:
             raise GatewayError(404, f"unknown rollout {rollout_id!r}", code="rollout_not_found")
         state = RolloutState(rollout_id, self.key_for(rollout_id), closed=record.closed,
                              tainted=record.infra_tainted, deadline_at=_stored(record, "deadline_at"),
-                             versions=set(record.policy_versions))
+                             versions=set(record.policy_versions), task_id=record.task_id)
         return self._cache.setdefault(rollout_id, state)
 
     async def take_index(self, state: RolloutState) -> int:

@@ -118,6 +118,12 @@ class TaskRuntime(Protocol):
         """How to use the task's tools from a shell, for shell-only harnesses ("" when none)."""
         ...
 
+    def user_tools(self) -> Sequence[Mapping[str, Any]]:
+        """OpenAI function-tool schemas of the *simulated user's* own tools (tau2 telecom: the customer's
+        phone), for the user engine on the host; never handed to the harness. Empty for most tasks: the
+        user then answers from its persona alone."""
+        ...
+
     async def rollout_instruction(self, sandbox: Sandbox) -> str | None:
         """This rollout's prompt, asked after the boot and before the budget starts, or None for
         ``instruction`` (tau2: the policy, then the simulated user's opening message, written by the user
@@ -175,6 +181,7 @@ class TaskSpec:
     mcp_servers: Callable[[], Sequence[McpServer]] = _no_mcp_servers
     function_tools: Callable[[], Sequence[Mapping[str, Any]]] = _no_function_tools
     shell_tools_hint: Callable[[], str] = _no_hint
+    user_tools: Callable[[], Sequence[Mapping[str, Any]]] = _no_function_tools
     rollout_instruction: Callable[[Any], Awaitable[str | None]] = _static_instruction
     image: str | None = None
     limits: Limits | None = None
@@ -208,6 +215,9 @@ class TaskDefaults:
 
     def shell_tools_hint(self) -> str:
         return _no_hint()
+
+    def user_tools(self) -> Sequence[Mapping[str, Any]]:
+        return _no_function_tools()
 
     async def rollout_instruction(self, sandbox: Any) -> str | None:
         return None

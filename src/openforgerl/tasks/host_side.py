@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from openforgerl.tasks.judge import (
+    CLAW_EVAL_FORMS,
     JudgeClient,
     JudgeError,
-    claw_eval_actions_prompt,
     claw_eval_prompt,
     qwenclawbench_prompt,
     summarize_events,
@@ -77,7 +77,8 @@ class HostSide:
         actions = actions_text(messages)
         out = {}
         for name, rubric in rubrics.items():
-            system, user = claw_eval_prompt(task_prompt, conversation, actions or "(no tool calls)", rubric)
+            system, user = claw_eval_prompt("evaluate", task_prompt, {"conversation": conversation, "actions": actions},
+                                            rubric)
             out[name], _ = await self.judge.judge(system, user)
         return out
 
@@ -89,12 +90,9 @@ class HostSide:
             raise JudgeError("the task's grader.py calls an LLM judge and no judge engine was given")
         out = {}
         for r in requests:
-            if r.get("method") == "evaluate_actions":
-                system, user = claw_eval_actions_prompt(str(r.get("task_prompt", "")), str(r.get("actions", "")),
-                                                        str(r.get("rubric", "")))
-            else:
-                system, user = claw_eval_prompt(str(r.get("task_prompt", "")), str(r.get("conversation", "")),
-                                                str(r.get("actions", "")) or "(no tool calls)", str(r.get("rubric", "")))
+            method = str(r.get("method"))
+            system, user = claw_eval_prompt(method if method in CLAW_EVAL_FORMS else "evaluate",
+                                            str(r.get("task_prompt", "")), r, str(r.get("rubric", "")))
             out[str(r["key"])], _ = await self.judge.judge(system, user)
         return out
 

@@ -36,9 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_AGENT_CHARS", "JudgeClient", "JudgeError", "blank_agent_data", "claw_eval_actions_prompt", "claw_eval_prompt", "fence",
-           "parse_score",
-           "qwenclawbench_prompt", "summarize_events"]
+__all__ = ["CLAW_EVAL_FORMS", "MAX_AGENT_CHARS", "ClawEvalForm", "JudgeClient", "JudgeError", "blank_agent_data",
+           "claw_eval_prompt", "fence", "parse_score", "qwenclawbench_prompt", "summarize_events"]
 
 MAX_AGENT_CHARS = 16_000
 _MARKER = re.compile(r"<{2,}\s*/?\s*(?:AGENT|END)[A-Z_ ]*[0-9a-f]*\s*>{2,}", re.I)
@@ -77,23 +76,34 @@ def fence(text: str, nonce: str, cap: int = MAX_AGENT_CHARS) -> str:
     return f"<<<AGENT_DATA {nonce}>>>\n{clean}\n<<<END_AGENT_DATA {nonce}>>>"
 
 
-def claw_eval_prompt(task_prompt: str, conversation: str, actions: str, rubric: str,
+@dataclass(frozen=True)
+class ClawEvalForm:
+    """One of upstream `LLMJudge`'s two prompts: its agent-written sections, each as (heading, the text's
+    key, what an empty text reads as), and what the judge scores."""
+
+    sections: tuple[tuple[str, str, str], ...]
+    subject: str
+
+
+CLAW_EVAL_FORMS: Mapping[str, ClawEvalForm] = {
+    # `evaluate`: an `llm_judge` component, or a grader.py's `judge.evaluate`
+    "evaluate": ClawEvalForm((("Conversation", "conversation", ""), ("Actions Taken", "actions", "(no tool calls)")),
+                             "the assistant"),
+    # a grader.py's `judge.evaluate_actions`: the actions from the service's audit log
+    "evaluate_actions": ClawEvalForm((("Agent Actions (from server audit log)", "actions", ""),),
+                                     "the agent's actions"),
+}
+
+
+def claw_eval_prompt(method: str, task_prompt: str, texts: Mapping[str, Any], rubric: str,
                      nonce: str | None = None) -> tuple[str, str]:
-    """(system, user) for one Claw-Eval `llm_judge` component."""
-    n = nonce or secrets.token_hex(8)
-    user = (f"## Task Prompt\n{task_prompt}\n\n## Conversation\n{fence(conversation, n)}\n\n"
-            f"## Actions Taken\n{fence(actions, n)}\n\n## Rubric\n{rubric}\n\n"
-            'Score the assistant on a 0.0-1.0 scale. Respond with JSON only: '
-            '{"score": <float>, "reasoning": "<brief explanation>"}')
-    return _SYSTEM, user
-
-
-def claw_eval_actions_prompt(task_prompt: str, artifacts: str, rubric: str, nonce: str | None = None) -> tuple[str, str]:
-    """(system, user) for a Claw-Eval grader's `judge.evaluate_actions`: the actions from the service's audit."""
-    n = nonce or secrets.token_hex(8)
-    user = (f"## Task Prompt\n{task_prompt}\n\n## Agent Actions (from server audit log)\n{fence(artifacts, n)}\n\n"
-            f"## Rubric\n{rubric}\n\n"
-            'Score the agent\'s actions on a 0.0-1.0 scale. Respond with JSON only: '
+    """(system, user) for one Claw-Eval judge call, in the form of upstream's `method` (`CLAW_EVAL_FORMS`);
+    `texts` holds the agent-written texts by key (`conversation`, `actions`), each fenced."""
+    form, n = CLAW_EVAL_FORMS[method], nonce or secrets.token_hex(8)
+    blocks = "".join(f"## {heading}\n{fence(str(texts.get(key) or empty), n)}\n\n"
+                     for heading, key, empty in form.sections)
+    user = (f"## Task Prompt\n{task_prompt}\n\n{blocks}## Rubric\n{rubric}\n\n"
+            f"Score {form.subject} on a 0.0-1.0 scale. Respond with JSON only: "
             '{"score": <float>, "reasoning": "<brief explanation>"}')
     return _SYSTEM, user
 

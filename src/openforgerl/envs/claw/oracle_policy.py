@@ -1,8 +1,8 @@
 """A scripted policy (model *decisions* only) that replays each task's gold actions in any harness.
 
 For `ScriptedEngine`: it recognises the task by its instruction in the prompt (among tasks whose
-instructions are alike — tau2's, the domain policy — by the rollout, which the runtime records in
-`rollouts`), counts the tool results already in the history (an injected transient error does not
+instructions are alike — tau2's, the domain policy — by the task id the gateway hands the engine with
+each call, `Turn.task_id`), counts the tool results already in the history (an injected transient error does not
 count, so the failed call is retried) and emits the next gold action — as the task's own tool when the harness exposes it (plain
 `mail_send`, or MCP-namespaced like `mcp__claw__mail_send`), else as an `openforgerl-claw` command
 through the harness's shell tool (always, with `prefer_shell`). `success_rate` < 1 makes some rollouts give up at once
@@ -69,10 +69,10 @@ def _call(tools: Sequence[dict[str, Any]], action: Action, shell_line: Callable[
     return format_tool_call(shell, {SHELL_TOOLS[shell]: shell_line(action)})
 
 
-def _match(rows: Sequence[tuple[Any, list[Action], Any]], rollout_id: str) -> tuple[list[Action], Any] | None:
+def _match(rows: Sequence[tuple[Any, list[Action], Any]], task_id: str | None) -> tuple[list[Action], Any] | None:
     """The task's (actions, shell line): the one task whose instruction is in the prompt, or, when several
-    are, the one that started this rollout."""
-    owned = [row for row in rows if rollout_id in getattr(row[0], "rollouts", ())]
+    are, the one this rollout plays."""
+    owned = [row for row in rows if row[0].task_id == task_id]
     candidates = owned or list(rows)
     if not candidates:
         return None
@@ -89,7 +89,7 @@ def oracle_policy(runtimes: Sequence[Any], *, success_rate: float = 1.0, seed: i
         if not turn.tools:
             return "Claw task"  # title generation and other side calls
         prompt = " ".join(_text(m.get("content")) for m in turn.messages if m.get("role") in ("user", "system"))
-        match = _match([row for row in table if row[0].instruction in prompt], turn.rollout_id)
+        match = _match([row for row in table if row[0].instruction in prompt], turn.task_id)
         if match is None:
             return "I do not recognise this task."
         if random.Random(f"{seed}:{turn.rollout_id}").random() >= success_rate:

@@ -22,8 +22,10 @@ asks the user engine from this process, and writes the answer back with `safefil
 - the persona stays on the host (`tests/user_agent.json`, which the agent never sees);
 - the host keeps its own record of the exchange (`record(rollout_id)`), which the judge reads: an
   agent that writes a forged `a-N.json` only lies to itself;
-- at most `max_rounds` (the task's, as upstream) questions are answered per rollout; after that, or
-  when the simulator says `[DONE]`, the reply says the user has nothing to add.
+- at most `max_rounds` (the task's, as upstream) user messages per rollout; after that, or when the
+  simulator says `[DONE]`, the reply says the user has nothing to add. A dialogue the user opens counts
+  its opening message as one of them, as upstream tau2's orchestrator counts it as a step like any other
+  (its greeting is set up before the first step; the user's reply to it is that step).
 
 A dialogue the user opens (tau2, as upstream's orchestrator runs it): `open` at rollout start, before the
 harness, gives the user engine upstream's greeting (`GREETING`) and records its reply, the customer's
@@ -45,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openforgerl.orchestrator.task_protocol import TaskRuntime
 from openforgerl.tasks.judge import JudgeClient, fence
 
 __all__ = ["GREETING", "USER_DIR", "UserRelay", "UserSimBackend", "user_prompt"]
@@ -88,7 +91,7 @@ def user_prompt(persona: str, instruction: str, record: Sequence[Mapping[str, st
 class _Conversation:
     task_id: str | None = None
     record: list[dict[str, str]] = field(default_factory=list)
-    answered: int = 0
+    user_turns: int = 0  # the user messages so far, the opening included: at most the task's max_rounds
     done: bool = False
     greeting: str | None = None  # set when the user opened the dialogue (`UserRelay.open`)
     tau2: Any = None  # envs.tau2.user_sim.Tau2UserSession: a user with tools of its own (telecom)
@@ -99,7 +102,7 @@ class UserRelay:
     """Answers `ask_user` questions with the user engine (see the module docstring)."""
 
     client: JudgeClient
-    runtimes: Mapping[str, Any]  # task id -> runtime (its tests/user_agent.json holds the persona)
+    runtimes: Mapping[str, TaskRuntime]  # task id -> runtime (its tests/user_agent.json holds the persona)
     task_of: Callable[[str], Awaitable[str | None]]  # rollout id -> task id (the gateway's record)
     conversations: dict[str, _Conversation] = field(default_factory=dict)
 
@@ -123,6 +126,7 @@ class UserRelay:
         if not text:
             raise RuntimeError(f"the user engine wrote no opening message for {task_id}")
         conv.record.append({"role": "user", "content": text})
+        conv.user_turns += 1  # the opening is a user turn of the dialogue's budget (see the module docstring)
         return text
 
     async def answer(self, rollout_id: str, message: str, sandbox: Any = None) -> str:
@@ -131,7 +135,7 @@ class UserRelay:
             conv.task_id = await self.task_of(rollout_id)
         spec = self.persona(conv.task_id)
         conv.record.append({"role": "assistant", "content": message})
-        if conv.done or conv.answered >= int(spec.get("max_rounds") or 3):
+        if conv.done or conv.user_turns >= int(spec.get("max_rounds") or 3):
             reply = DONE_REPLY if conv.done else LEFT_REPLY
         else:
             rt = self.runtimes.get(conv.task_id or "")
@@ -142,17 +146,17 @@ class UserRelay:
                 text = ""
                 reply = FAILED_REPLY
             else:
-                conv.answered += 1
+                conv.user_turns += 1
                 conv.done = "[DONE]" in text or not text
                 reply = DONE_REPLY if conv.done else text
         conv.record.append({"role": "user", "content": reply})
         return reply
 
-    async def _generate(self, conv: _Conversation, rt: Any, spec: Mapping[str, Any], sandbox: Any,
+    async def _generate(self, conv: _Conversation, rt: TaskRuntime | None, spec: Mapping[str, Any], sandbox: Any,
                         message: str) -> str:
         """The user engine's reply: a tau2 user with tools of its own acts on its device first (through the
         runtime's host-only route); any other user answers from its persona alone."""
-        if sandbox is not None and getattr(rt, "user_tools", None) is not None and rt.user_tools():
+        if sandbox is not None and rt is not None and rt.user_tools():
             from openforgerl.envs.tau2.user_sim import STOP_TOKENS, Tau2UserSession
 
             if conv.tau2 is None:

@@ -63,9 +63,7 @@ def with_opening(policy: str, opening: str) -> str:
 
 
 class Tau2TaskRuntime(TaskDefaults):
-    """One tau2 task (the token is per runtime, never shown to the agent). Its one piece of state across
-    rollouts, against `TaskRuntime`'s rule, is `rollouts`: the ids of the rollouts it prepared, kept only so
-    the scripted oracle can tell tasks with the same prompt apart (see there)."""
+    """One tau2 task (the token is per runtime, never shown to the agent; no per-rollout state)."""
 
     def __init__(self, task: Task, *, port: int = TAU2_PORT, python: str | None = None, **_: Any) -> None:
         self.task = task
@@ -84,9 +82,6 @@ class Tau2TaskRuntime(TaskDefaults):
                                          "services": [f"tau2:{self.domain}"], "tags": list(task.meta.tags)}
         self.service_ready_s = 0.0
         self.host: Any = None  # envs.host_side.HostSide, attached by `eval` (transcript, user relay)
-        # rollout ids this task started: tau2 prompts of one domain share the policy, so the scripted
-        # oracle (a demo) tells tasks apart by rollout, not by prompt (`envs/claw/oracle_policy.py`)
-        self.rollouts: set[str] = set()
 
     @property
     def url(self) -> str:
@@ -104,8 +99,6 @@ class Tau2TaskRuntime(TaskDefaults):
         from openforgerl.tasks.host_side import rollout_id_of
 
         rid = rollout_id_of(sandbox)
-        if rid is not None:
-            self.rollouts.add(rid)
         if not self.with_user or rid is None:
             return self.instruction
         opening = await self.host.users.open(rid, self.task_id, sandbox)

@@ -24,8 +24,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field, is_dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from openforgerl.tasks.judge import JudgeClient
 
 __all__ = ["GUIDELINES", "STOP_TOKENS", "Tau2UserSession", "system_prompt"]
 
@@ -94,7 +96,7 @@ class Tau2UserSession:
         """The user's next message to the agent, after any tool calls on its device ("" if it had none)."""
         self.messages.append({"role": "user", "content": agent_message})
         tools = list(runtime.user_tools())
-        if is_dataclass(client) and getattr(client, "max_tokens", MIN_MAX_TOKENS) < MIN_MAX_TOKENS:
+        if isinstance(client, JudgeClient) and client.max_tokens < MIN_MAX_TOKENS:  # test fakes have no cap
             client = replace(client, max_tokens=MIN_MAX_TOKENS)
         for _ in range(MAX_TOOL_STEPS):
             message = await client.chat(self.messages, tools)
