@@ -97,26 +97,29 @@ def test_only_declared_endpoints_are_reachable_and_the_audit_needs_the_token(ser
     assert {c["status"] for c in calls[3:]} == {404}  # the refused ones are audited too, and did nothing
 
 
-def _policy(steps: list[tuple[str, dict]]):
+def _policy(steps: list[tuple[str, dict]], seen: list[str]):
     def factory(runtimes, **kw):
         def policy(turn):
             if not turn.tools:
                 return "title"
             done = [m for m in turn.messages if m.get("role") == "tool"]
+            seen[:] = [str(m.get("content", "")) for m in done]
             calls = [format_tool_call(n, a) for n, a in steps]
             return calls[len(done)] if len(done) < len(calls) else "Posted the ticket to Travel."
         return policy
     return factory
 
 
-def eval_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[tuple[str, dict]]) -> dict:
+def eval_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[tuple[str, dict]],
+              seen: list[str] | None = None) -> dict:
+    """One `eval` rollout of T950 with `zero` whose policy makes `steps`; `seen` gets the tool results."""
     import openforgerl.envs.claw.oracle_policy as op
     from openforgerl.eval.command import command as eval_command
 
     tasks = tmp_path / "tasks"
     if not tasks.is_dir():
         import_any(TASK, tasks)
-    monkeypatch.setattr(op, "oracle_policy", _policy(steps))
+    monkeypatch.setattr(op, "oracle_policy", _policy(steps, [] if seen is None else seen))
     app = typer.Typer()
     app.command()(eval_command)
     res = CliRunner().invoke(app, ["--tasks", str(tasks), "--harness", "zero", "--trials", "1", "--scripted-oracle",

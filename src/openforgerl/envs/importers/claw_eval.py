@@ -427,7 +427,7 @@ def upstream_material(task_dir: Path, spec: dict[str, Any], graded: bool) -> tup
     files = {"mock_services/_base.py": (root / "mock_services" / "_base.py").read_bytes(), **servers,
              **_fixture_files(root, task_dir, services, servers),
              "services.json": json.dumps(manifest, indent=1, ensure_ascii=False).encode()}
-    return {f"{UPSTREAM_DIR}/{k}": v for k, v in files.items()}, frozenset(t["name"] for t in tools)
+    return {f"{UPSTREAM_DIR}/{k}": v for k, v in files.items()}, frozenset(str(t["name"]) for t in tools)
 
 
 def _audit_path(svc: dict[str, Any]) -> str:

@@ -11,9 +11,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from fastapi import FastAPI
-from pydantic import BaseModel
-
 from mock_services._base import add_error_injection
+from pydantic import BaseModel
 
 app = FastAPI(title="Test ledger")
 add_error_injection(app)
