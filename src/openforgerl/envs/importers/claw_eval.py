@@ -374,6 +374,12 @@ def _tool_services(spec: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
     return out
 
 
+def _server_of(svc: dict[str, Any]) -> str:
+    """The mock service folder a service's `command` runs (`python mock_services/<x>/server.py` → x), or ""."""
+    found = re.fullmatch(r"python3?\s+mock_services/([\w-]+)/server\.py", str(svc.get("command") or "").strip())
+    return found.group(1) if found else ""
+
+
 def _upstream_services(spec: dict[str, Any], root: Path | None, graded: bool) -> list[dict[str, Any]]:
     """The task's services that run upstream's code (see the module docstring)."""
     if root is None:
@@ -381,9 +387,8 @@ def _upstream_services(spec: dict[str, Any], root: Path | None, graded: bool) ->
     endpoints = _tool_services(spec)
     out = []
     for svc in spec.get("services") or []:
-        name = str(svc.get("name"))
-        server = root / "mock_services" / name / "server.py"
-        if name in NOT_UPSTREAM or not server.is_file():
+        name, code = str(svc.get("name")), _server_of(svc)
+        if not code or code in NOT_UPSTREAM or not (root / "mock_services" / code / "server.py").is_file():
             continue
         unmapped = any(s == name and t not in TOOLS for t, (s, _, _) in endpoints.items())
         if graded or name not in SERVICES or unmapped:
@@ -420,8 +425,9 @@ def upstream_material(task_dir: Path, spec: dict[str, Any], graded: bool) -> tup
     tools = [{"name": t, "description": str(schemas.get(t, {}).get("description") or ""),
               "input_schema": schemas.get(t, {}).get("input_schema") or {"type": "object", "properties": {}},
               "service": s, "method": m, "path": p} for t, (s, m, p) in endpoints.items() if t in schemas]
-    servers = {f"mock_services/{n}/server.py": (root / "mock_services" / n / "server.py").read_bytes() for n in sorted(names)}
-    manifest = {"services": [{"name": str(s.get("name")), "server": f"mock_services/{s.get('name')}/server.py",
+    codes = sorted({_server_of(s) for s in services})
+    servers = {f"mock_services/{c}/server.py": (root / "mock_services" / c / "server.py").read_bytes() for c in codes}
+    manifest = {"services": [{"name": str(s.get("name")), "server": f"mock_services/{_server_of(s)}/server.py",
                               "env": {str(k): str(v) for k, v in (s.get("env") or {}).items()},
                               "audit": _audit_path(s)} for s in services], "tools": tools}
     files = {"mock_services/_base.py": (root / "mock_services" / "_base.py").read_bytes(), **servers,
