@@ -28,7 +28,7 @@ import pytest
 from openforgerl.envs.claw.client import DEFAULT_PORT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs"))
-from test_claw_eval_services import POST, eval_task  # noqa: E402
+from test_claw_eval_services import POST, eval_task
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 BASE = f"http://127.0.0.1:{DEFAULT_PORT}"

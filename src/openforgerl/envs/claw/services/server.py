@@ -194,7 +194,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port-file", type=Path, default=None, help="write the bound port here when ready")
     ns = ap.parse_args(argv)
     config = json.loads(ns.config.read_text()) if ns.config else {}
-    server = serve(build_app(ns.fixtures, ns.workspace, config, ns.upstream), ns.host, ns.port, ns.token)
+    # listen before loading (upstream's apps take a second or more): an early call waits in the backlog
+    server = serve(None, ns.host, ns.port, ns.token)  # type: ignore[arg-type]
+    server.RequestHandlerClass.app = build_app(ns.fixtures, ns.workspace, config, ns.upstream)  # type: ignore[attr-defined]
     if ns.port_file:
         ns.port_file.write_text(str(server.server_address[1]))
     server.serve_forever()
