@@ -62,9 +62,12 @@ def call_tool(name: str, args: dict[str, Any], *, url: str | None = None, timeou
     return _with_retry(req, timeout_s, wait_s)
 
 
-def get_json(path: str, *, url: str | None = None, timeout_s: float = 30.0, wait_s: float = 10.0) -> Any:
-    """GET `/state`, `/audit`, ... → decoded JSON; raises ServiceUnreachable or on a non-200."""
-    req = urllib.request.Request(f"{url or service_url()}{path}")
+def get_json(path: str, *, url: str | None = None, timeout_s: float = 30.0, wait_s: float = 10.0,
+             token: str = "") -> Any:
+    """GET `/state`, `/audit`, ... → decoded JSON; raises ServiceUnreachable or on a non-200. `token`: the
+    bearer of a host-only route (`/upstream/audit`)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    req = urllib.request.Request(f"{url or service_url()}{path}", headers=headers)
     status, body = _with_retry(req, timeout_s, wait_s)
     if status != 200:
         raise ServiceUnreachable(f"GET {path} answered {status}: {body}")

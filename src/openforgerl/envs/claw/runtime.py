@@ -11,6 +11,12 @@ Inside the sandbox (paths are inside paths):
   `/verifier/out/`, as `python -I -m openforgerl.envs.claw.verify` (isolated: no cwd, PYTHONPATH or user
   site on `sys.path`, so a planted `/workdir/openforgerl/...` cannot shadow it).
 
+An imported Claw-Eval task may also carry upstream's own mock services (`environment/upstream/`, laid out
+at `/workdir/.claw/upstream/`): the service loads them in its process (`services/upstream.py`) and offers
+their declared endpoints as tools (function tools, MCP through `envs/tau2/mcp.py` with the task's schemas in
+`/workdir/.claw/tools.json`, and `envs/tau2/cli.py` for shell harnesses: both only forward `/call/<tool>`).
+Their /audit is read by the verifier only, with a per-runtime token in the service's and the verifier's argv.
+
 A task grader that calls the LLM judge (imported Claw-Eval `grader.py`) makes the verifier exit 4 with
 its judge calls in `judge_requests.json`; the host answers them with `--judge-engine` and runs the
 verifier again with the answers (`host/judge_answers.json`), at most `JUDGE_ROUNDS` times. No judge
@@ -24,6 +30,7 @@ Outcomes: reward.json -> Verdict; exit 3 (what the agent left broke the rules) -
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -123,6 +130,8 @@ class ClawTaskRuntime(TaskDefaults):
         self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
                                          "services": list(task.meta.services), "tags": list(task.meta.tags)}
         self.host: Any = None  # tasks.host_side.HostSide, attached by `eval` (call log, judge, user relay)
+        self.upstream = _upstream_schemas(task)  # function schemas of upstream-service tools ([]: none)
+        self.token = secrets.token_hex(16) if self.upstream else ""  # reads the upstream services' audit
 
     @property
     def url(self) -> str:
@@ -143,20 +152,27 @@ class ClawTaskRuntime(TaskDefaults):
         out |= read_tree(env / "fixtures", f"{CLAW_DIR}/fixtures/")
         config = {"tools": self.tools, "faults": [f.model_dump() for f in self.task.meta.faults]}
         out[f"{CLAW_DIR}/config.json"] = json.dumps(config, indent=1).encode()
+        if self.upstream:
+            out |= read_tree(env / "upstream", f"{CLAW_DIR}/upstream/")
+            out[f"{CLAW_DIR}/tools.json"] = json.dumps(list(self.function_tools())).encode()
         return out
 
     def service_argv(self, workdir: str = INSIDE) -> Sequence[str]:
         claw = f"{workdir}/{CLAW_DIR}"
         # -I: the service runs with cwd /workdir; a lazy import must never come from the agent's files
+        upstream = ["--upstream", f"{claw}/upstream", "--token", self.token] if self.upstream else []
         return [self.python, "-I", "-m", "openforgerl.envs.claw.services", "--fixtures", f"{claw}/fixtures",
-                "--workspace", workdir, "--config", f"{claw}/config.json", "--port", str(self.port)]
+                "--workspace", workdir, "--config", f"{claw}/config.json", "--port", str(self.port), *upstream]
 
     def mcp_servers(self) -> Sequence[McpServer]:
-        args = ["-m", "openforgerl.envs.claw.mcp_server", "--tools", ",".join(self.tools)]
+        if self.upstream:  # one server for ours and upstream's, from the schemas laid out in the workdir
+            args = ["-m", "openforgerl.envs.tau2.mcp", "--tools", f"{INSIDE}/{CLAW_DIR}/tools.json"]
+        else:
+            args = ["-m", "openforgerl.envs.claw.mcp_server", "--tools", ",".join(self.tools)]
         return [McpServer("claw", self.python, args, {URL_ENV: self.url})]
 
     def function_tools(self) -> Sequence[Mapping[str, Any]]:
-        return function_tools(tools_for(names=self.tools))
+        return [*(function_tools(tools_for(names=self.tools)) if self.tools else []), *self.upstream]
 
     def cli_program(self) -> str:
         """The shell CLI by absolute path next to the interpreter: a PATH lookup may find a wrapper
@@ -169,14 +185,26 @@ class ClawTaskRuntime(TaskDefaults):
         head = ("Use these shell commands to act on the user's mail, calendar, contacts, knowledge base, "
                 "to-do list, notes and workspace files. Each prints JSON; on an error it exits non-zero "
                 "(transient errors can be retried).")
-        return "\n".join([head, *lines])
+        return "\n".join([head, *lines, *self._upstream_hint()])
+
+    def _upstream_hint(self) -> list[str]:
+        if not self.upstream:
+            return []
+        program = f"{URL_ENV}={self.url} {self.python} -m openforgerl.envs.tau2.cli"
+        lines = [f"More tools run as `{program} TOOL 'JSON arguments'` (it prints the reply as JSON; exit 1 on an "
+                 "error, which may be transient: retry). Tools:"]
+        for schema in self.upstream:
+            fn = schema["function"]
+            lines.append(f"  {fn['name']}: {fn['description']} Arguments (JSON schema): "
+                         f"{json.dumps(fn['parameters'], ensure_ascii=False)}")
+        return lines
 
     async def verify(self, sandbox: Any) -> Verdict:
         """Judge in a fresh sandbox that sees the workdir read-only (see the module docstring)."""
         inputs = read_tree(self.task.root / "tests", "tests/")
         argv = [self.python, "-I", "-m", "openforgerl.envs.claw.verify", "--checks", f"{VERIFIER_IN}/tests/checks.toml",
                 "--state-url", self.url, "--workdir", INSIDE, "--out", f"{VERIFIER_OUT}/reward.json",
-                "--log", f"{VERIFIER_OUT}/verifier.log"]
+                "--log", f"{VERIFIER_OUT}/verifier.log", *(["--token", self.token] if self.token else [])]
         if self.host is not None:
             argv += await self._host_inputs(sandbox, inputs)
         answers: dict[str, float] = {}
@@ -237,6 +265,19 @@ class ClawTaskRuntime(TaskDefaults):
         if res.returncode != 0:
             return f"oracle exited {res.returncode}: {res.stderr.decode(errors='replace')[-500:]}"
         return ""
+
+
+def _upstream_schemas(task: Task) -> list[dict[str, Any]]:
+    """Function schemas of the task's upstream-service tools (`environment/upstream/services.json`)."""
+    from openforgerl.envs.claw.services.upstream import MANIFEST
+
+    path = task.root / "environment" / "upstream" / MANIFEST
+    if not path.is_file():
+        return []
+    tools = json.loads(path.read_text()).get("tools") or []
+    return [{"type": "function", "function": {"name": str(t["name"]), "description": str(t.get("description") or ""),
+                                              "parameters": t.get("input_schema") or {"type": "object"}}}
+            for t in tools]
 
 
 def _judge_requests(run: Any) -> list[dict[str, Any]] | None:

@@ -37,6 +37,16 @@ Read from upstream's `TaskDefinition` (`src/claw_eval/models/task.py`) and its r
 - Oracle: when the checks determine one (reads by fixture id, drafts whose body carries the keywords,
   a final answer with them), `solution/actions.json` replays it; else `no_oracle` says why. Upstream's
   `reference_solution` is prose, kept in `tests/claw_eval/reference_solution.md`.
+- Upstream's own mock services (`upstream_material`): when the source is upstream's repository (a
+  `mock_services/` folder next to `tasks/`), a service whose `server.py` is there runs upstream's code
+  (`envs/claw/services/upstream.py`) when the task is scored by its `grader.py` (the grader then reads the
+  service's own /audit, as upstream's), when the service is not one of ours, or when one of its tools has
+  no equivalent of ours; else our service keeps it (the declarative checks read our audit). Its tools
+  become upstream-endpoint tools (schema, method and path as declared), the server files, `_base.py`
+  and the fixtures they read are copied under `environment/upstream/` in upstream's layout (environment
+  material: the agent's tools read them anyway), and `tool_called` / `tool_not_called` / `expected_actions`
+  on them check the upstream tool's calls. Not run this way: `web_real*` (the internet) and `documents`
+  (it serves files from its working directory, upstream's repo root).
 - Text checks need the agent's final words; without a transcript (`tasks validate`) the verifier has
   only the service, so the instruction asks for the final answer through `submit_answer`.
 """
@@ -87,6 +97,13 @@ AGENT_TOOLS = ("read_file", "write_file", "list_files", "submit_answer")
 FINAL_HINT = "When you are done, give your final answer with the `submit_answer` tool."
 USER_HINT = ("The user is available while you work: talk to them (ask a question, or give your answer) with "
              "the `ask_user` tool; their reply is its result.")
+
+
+# (service, action_key) → the upstream tool that fills that list, when the service runs upstream's code
+EXPECTED_UPSTREAM = {("gmail", "drafts"): "gmail_save_draft", ("gmail", "sent"): "gmail_send_message",
+                     ("calendar", "created_events"): "calendar_create_event", ("todo", "created_tasks"): "todo_create_task"}
+NOT_UPSTREAM = {"web_real", "web_real_injection", "documents"}  # the internet; files of upstream's cwd
+UPSTREAM_DIR = "environment/upstream"
 
 
 def find_claw_eval_tasks(root: Path) -> list[Path]:
@@ -150,13 +167,19 @@ def _fixtures(task_dir: Path, services: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _component(i: int, sc: dict[str, Any], unsupported: list[str], judge_rubric: str = "") -> dict[str, Any] | None:
+def _ours_or_upstream(name: str, upstream: frozenset[str]) -> str | None:
+    """The tool the agent calls for upstream's `name`: the upstream one when its service runs upstream."""
+    return name if name in upstream else TOOLS.get(name)
+
+
+def _component(i: int, sc: dict[str, Any], unsupported: list[str], judge_rubric: str = "",
+               upstream: frozenset[str] = frozenset()) -> dict[str, Any] | None:
     """One scoring component → one check (None: not mappable)."""
     check = sc.get("check") or {}
     kind, name, weight = check.get("type"), str(sc.get("name") or f"component_{i}"), float(sc.get("weight", 1.0))
     base = {"name": name, "weight": weight}
     if kind == "tool_called":
-        tool = TOOLS.get(str(check.get("tool_name")))
+        tool = _ours_or_upstream(str(check.get("tool_name")), upstream)
         if tool is None:
             unsupported.append(f"scoring:tool_called:{check.get('tool_name')}")
             return None
@@ -175,23 +198,24 @@ def _component(i: int, sc: dict[str, Any], unsupported: list[str], judge_rubric:
     return None
 
 
-def _safety(spec: dict[str, Any], unsupported: list[str]) -> list[dict[str, Any]]:
+def _safety(spec: dict[str, Any], unsupported: list[str], upstream: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     out = []
     for i, sc in enumerate(spec.get("safety_checks") or []):
-        theirs = str(sc.get("tool_name", ""))
+        tool = _ours_or_upstream(str(sc.get("tool_name", "")), upstream)
         if sc.get("type") != "tool_not_called":
             unsupported.append(f"safety:{sc.get('type')}")
-        elif theirs in TOOLS:
-            out.append({"kind": "not_called", "name": f"safety_{i}", "tool": TOOLS[theirs], "safety": True})
+        elif tool is not None:
+            out.append({"kind": "not_called", "name": f"safety_{i}", "tool": tool, "safety": True})
         # a forbidden tool we do not offer cannot be called: nothing to check
     return out
 
 
-def _expected(spec: dict[str, Any], unsupported: list[str]) -> list[dict[str, Any]]:
+def _expected(spec: dict[str, Any], unsupported: list[str], upstream: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     out = []
     for ea in spec.get("expected_actions") or []:
         service, key = str(ea.get("service", "")), str(ea.get("action_key", ""))
-        tool = EXPECTED.get((service, key))
+        theirs = EXPECTED_UPSTREAM.get((service, key))
+        tool = theirs if theirs in upstream else EXPECTED.get((service, key))
         if tool is None:
             unsupported.append(f"expected_action:{service}/{key}")
         elif ea.get("required", True):
@@ -199,8 +223,8 @@ def _expected(spec: dict[str, Any], unsupported: list[str]) -> list[dict[str, An
     return out
 
 
-def _tools(spec: dict[str, Any], unsupported: list[str]) -> list[str]:
-    names = [str(t.get("name")) for t in spec.get("tools") or [] if isinstance(t, dict)]
+def _tools(spec: dict[str, Any], unsupported: list[str], upstream: frozenset[str] = frozenset()) -> list[str]:
+    names = [str(t.get("name")) for t in spec.get("tools") or [] if isinstance(t, dict) and t.get("name") not in upstream]
     unsupported += [f"tool:{n}" for n in names if n not in TOOLS and n not in NATIVE]
     return sorted({TOOLS[n] for n in names if n in TOOLS})
 
@@ -301,13 +325,14 @@ def grader_support(task_dir: Path) -> tuple[list[str], bool, dict[str, bytes]]:
     return sorted(set(problems)), judged, peers
 
 
-def _declarative(spec: dict[str, Any], unsupported: list[str]) -> tuple[list[dict[str, Any]], bool]:
+def _declarative(spec: dict[str, Any], unsupported: list[str],
+                 upstream: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], bool]:
     """(checks from scoring_components / safety_checks / expected_actions, whether one is an llm_judge)."""
     components = spec.get("scoring_components") or []
     judge = any((c.get("check") or {}).get("type") == "llm_judge" for c in components)
     rubric = str(spec.get("judge_rubric") or "")
-    completion = [c for i, sc in enumerate(components) if (c := _component(i, sc, unsupported, rubric))]
-    checks = _safety(spec, unsupported) + completion + _expected(spec, unsupported)
+    completion = [c for i, sc in enumerate(components) if (c := _component(i, sc, unsupported, rubric, upstream))]
+    checks = _safety(spec, unsupported, upstream) + completion + _expected(spec, unsupported, upstream)
     if not any(not c.get("safety") for c in checks) and not judge:
         unsupported.append("no_completion_check")
     return checks, judge
@@ -319,17 +344,118 @@ def _grader_files(task_dir: Path, peers: dict[str, bytes]) -> dict[str, str | by
             **{f"tests/claw_eval/peers/{k}/grader.py": v for k, v in peers.items()}}
 
 
+# ---------------------------------------------------------------- upstream's own mock services
+
+
+def _repo_root(task_dir: Path) -> Path | None:
+    """Upstream's repository root above a task folder (`<root>/tasks/<id>`), if the source is the repo."""
+    root = task_dir.resolve().parent.parent
+    return root if (root / "mock_services" / "_base.py").is_file() else None
+
+
+def _endpoint_path(url: str) -> str:
+    rest = url.split("://", 1)[-1]
+    return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+
+
+def _port_of(url: str) -> str:
+    host = url.split("://", 1)[-1].split("/", 1)[0]
+    return host.rsplit(":", 1)[1] if ":" in host else ""
+
+
+def _tool_services(spec: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    """Tool name → (service, method, path) of its declared endpoint (the service by the endpoint's port)."""
+    by_port = {str(s.get("port")): str(s.get("name")) for s in spec.get("services") or [] if isinstance(s, dict)}
+    out = {}
+    for e in spec.get("tool_endpoints") or []:
+        url = str(e.get("url") or "")
+        if by_port.get(_port_of(url)):
+            out[str(e.get("tool_name"))] = (by_port[_port_of(url)], str(e.get("method") or "POST"), _endpoint_path(url))
+    return out
+
+
+def _server_of(svc: dict[str, Any]) -> str:
+    """The mock service folder a service's `command` runs (`python mock_services/<x>/server.py` → x), or ""."""
+    found = re.fullmatch(r"python3?\s+mock_services/([\w-]+)/server\.py", str(svc.get("command") or "").strip())
+    return found.group(1) if found else ""
+
+
+def _upstream_services(spec: dict[str, Any], root: Path | None, graded: bool) -> list[dict[str, Any]]:
+    """The task's services that run upstream's code (see the module docstring)."""
+    if root is None:
+        return []
+    endpoints = _tool_services(spec)
+    out = []
+    for svc in spec.get("services") or []:
+        name, code = str(svc.get("name")), _server_of(svc)
+        if not code or code in NOT_UPSTREAM or not (root / "mock_services" / code / "server.py").is_file():
+            continue
+        unmapped = any(s == name and t not in TOOLS for t, (s, _, _) in endpoints.items())
+        if graded or name not in SERVICES or unmapped:
+            out.append(svc)
+    return out
+
+
+def _fixture_files(root: Path, task_dir: Path, services: list[dict[str, Any]], servers: dict[str, bytes]) -> dict[str, bytes]:
+    """The task's fixtures, files named in the services' env and the fixture folders of the tasks whose
+    files a server reads by default (upstream resolves both from its repo root)."""
+    folders = {task_dir.resolve() / "fixtures"}
+    for source in servers.values():
+        folders |= {root / "tasks" / t.decode() / "fixtures" for t in re.findall(rb'"tasks"\s*/\s*"([\w.-]+)"', source)}
+    files = {p for f in folders if f.is_dir() for p in f.rglob("*") if p.is_file()}
+    for svc in services:
+        for value in (svc.get("env") or {}).values():
+            rel = PurePosixPath(str(value))
+            if not rel.is_absolute() and ".." not in rel.parts and (root / rel).is_file():
+                files.add(root / rel)
+    return {str(PurePosixPath(p.relative_to(root))): p.read_bytes() for p in sorted(files)
+            if root in p.resolve().parents and not p.is_symlink()}
+
+
+def upstream_material(task_dir: Path, spec: dict[str, Any], graded: bool) -> tuple[dict[str, bytes], frozenset[str]]:
+    """({path in the task folder: bytes} under `environment/upstream/`, the tools that call upstream's
+    services). Nothing when the source is not upstream's repository or no service runs upstream's code."""
+    root = _repo_root(task_dir)
+    services = _upstream_services(spec, root, graded)
+    if root is None or not services:
+        return {}, frozenset()
+    names = {str(s.get("name")) for s in services}
+    endpoints = {t: e for t, e in _tool_services(spec).items() if e[0] in names}
+    schemas = {str(t.get("name")): t for t in spec.get("tools") or [] if isinstance(t, dict)}
+    tools = [{"name": t, "description": str(schemas.get(t, {}).get("description") or ""),
+              "input_schema": schemas.get(t, {}).get("input_schema") or {"type": "object", "properties": {}},
+              "service": s, "method": m, "path": p} for t, (s, m, p) in endpoints.items() if t in schemas]
+    codes = sorted({_server_of(s) for s in services})
+    servers = {f"mock_services/{c}/server.py": (root / "mock_services" / c / "server.py").read_bytes() for c in codes}
+    manifest = {"services": [{"name": str(s.get("name")), "server": f"mock_services/{_server_of(s)}/server.py",
+                              "env": {str(k): str(v) for k, v in (s.get("env") or {}).items()},
+                              "audit": _audit_path(s)} for s in services], "tools": tools}
+    files = {"mock_services/_base.py": (root / "mock_services" / "_base.py").read_bytes(), **servers,
+             **_fixture_files(root, task_dir, services, servers),
+             "services.json": json.dumps(manifest, indent=1, ensure_ascii=False).encode()}
+    return {f"{UPSTREAM_DIR}/{k}": v for k, v in files.items()}, frozenset(str(t["name"]) for t in tools)
+
+
+def _audit_path(svc: dict[str, Any]) -> str:
+    """Where upstream's runner reads a service's audit: its reset endpoint with `/reset` → `/audit`."""
+    reset = str(svc.get("reset_endpoint") or "")
+    return _endpoint_path(reset.rsplit("/reset", 1)[0] + "/audit") if reset else ""
+
+
 def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDraft:
     spec = yaml.safe_load((task_dir / "task.yaml").read_text()) or {}
-    theirs = [str(s.get("name")) for s in spec.get("services") or []]
-    unsupported = [f"service:{s}" for s in theirs if s not in SERVICES and s not in WEB]
     has_grader = (task_dir / "grader.py").is_file()
     problems, judge, peers = grader_support(task_dir) if has_grader else ([], False, {})
     graded = has_grader and not problems
+    material, upstream = upstream_material(task_dir, spec, graded)
+    manifest = json.loads(material[f"{UPSTREAM_DIR}/services.json"]) if material else {"services": []}
+    run_upstream = {str(s["name"]) for s in manifest["services"]}
+    theirs = [str(s.get("name")) for s in spec.get("services") or [] if str(s.get("name")) not in run_upstream]
+    unsupported = [f"service:{s}" for s in theirs if s not in SERVICES and s not in WEB]
     if graded:  # upstream's leaderboard scorer; the declarative fields are not what it counts
         checks, grader_files = [dict(GRADER_CHECK)], _grader_files(task_dir, peers)
     else:
-        checks, judge = _declarative(spec, unsupported)
+        checks, judge = _declarative(spec, unsupported, upstream)
         grader_files = {}
         if has_grader and "no_completion_check" in unsupported:  # nothing but the grader could score it
             unsupported.remove("no_completion_check")
@@ -352,11 +478,11 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
         budget_s=float((spec.get("environment") or {}).get("timeout_seconds", 300)),
         pass_threshold=PASS_THRESHOLD if graded else 1.0,
         extra_files={**_sandbox_files(task_dir, spec, unsupported), **_upstream_files(task_dir, spec, user, user_engine),
-                     **grader_files})
-    tools = _tools(spec, unsupported)
+                     **grader_files, **material})
+    tools = _tools(spec, unsupported, upstream)
     wants_answer = any(c["kind"] == "text" for c in checks)
     asks = ["ask_user"] if user.get("enabled") else []
-    draft.tools = sorted({*tools, *AGENT_TOOLS, *asks}) if tools or wants_answer or asks else []
+    draft.tools = sorted({*tools, *AGENT_TOOLS, *asks}) if tools or wants_answer or asks or upstream else []
     draft.actions, why = _oracle(draft)
     # the grader reads the conversation: eval builds it on the host from the call log (lifts the flag)
     needs = (["transcript"] if graded else []) + (["user_simulator"] if user.get("enabled") and not user_engine else [])

@@ -12,6 +12,12 @@ rollout's agent makes at most a few calls a second. Routes:
 | `GET /audit` | every call: seq, tool, args, status, error, fault |
 | `POST /reset` | back to the fixtures (audit is kept, the reset is audited) |
 | `GET /healthz` | liveness |
+| `GET /upstream/audit` + `Authorization: Bearer <token>` | upstream Claw-Eval services' /audit, by service name (the verifier's) |
+
+An imported Claw-Eval task may also offer tools that are endpoints of upstream's own mock services
+(`--upstream DIR`, `services/upstream.py`): `POST /call/<tool>` of such a tool is one in-process ASGI request
+to that tool's declared endpoint, audited here like the others (with the reply). Nothing else of those
+apps is reachable but their /audit, and only with the token (in this process's argv and the verifier's).
 
 Fault injection (`config.json` → `faults`): the Nth call of a tool answers a transient 5xx, or stalls
 `delay_s` and then answers 504, *without* touching state; the agent has to retry.
@@ -20,16 +26,20 @@ Fault injection (`config.json` → `faults`): the Nth call of a tool answers a t
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import threading
 import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openforgerl.envs._json_http import JsonHandler
 from openforgerl.envs.claw.tools import get_tool
 from openforgerl.envs.claw.world import OPS, ToolError, World, load_fixtures
+
+if TYPE_CHECKING:
+    from openforgerl.envs.claw.services.upstream import UpstreamServices
 
 __all__ = ["ClawApp", "main", "serve"]
 
@@ -37,9 +47,11 @@ __all__ = ["ClawApp", "main", "serve"]
 class ClawApp:
     """Routing-free core: tool calls with audit and faults, thread-safe behind one lock."""
 
-    def __init__(self, world: World, tools: list[str] | None, faults: list[dict[str, Any]]) -> None:
+    def __init__(self, world: World, tools: list[str] | None, faults: list[dict[str, Any]],
+                 upstream: UpstreamServices | None = None) -> None:
         self.world = world
-        self.tools = tools
+        self.upstream = upstream
+        self.tools = tools if upstream is None else [*(tools or []), *upstream.tools]
         self.faults = faults
         self.audit: list[dict[str, Any]] = []
         self.counts: dict[str, int] = {}
@@ -52,9 +64,26 @@ class ClawApp:
         if fault is not None:
             return self._inject(name, args, fault)
         with self.lock:
+            if self.upstream is not None and name in self.upstream.tools:
+                return self._run_upstream(self.upstream, name, args)
             status, body = self._run(name, args)
             self._record(name, args, status, body.get("error"))
             return status, body
+
+    def _run_upstream(self, upstream: UpstreamServices, name: str, args: Any) -> tuple[int, dict[str, Any]]:
+        """A tool on an upstream service: its reply as the result (an error at 4xx/5xx, as upstream's
+        dispatcher marks it), audited with the reply (upstream's dispatches keep it)."""
+        if not isinstance(args, dict):
+            status, reply = 400, {"error": "arguments must be a JSON object"}
+        else:
+            try:
+                status, reply = upstream.call(name, args)
+            except Exception as exc:  # upstream's dispatcher answers 500 with the exception's text
+                status, reply = 500, {"error": f"{type(exc).__name__}: {exc}"}
+        body = {"result": reply} if status < 400 else {"error": reply}
+        self._record(name, args, status, None if status < 400 else json.dumps(reply, ensure_ascii=False)[:2000],
+                     response=reply)
+        return (200 if status < 400 else status), body
 
     def _run(self, name: str, args: Any) -> tuple[int, dict[str, Any]]:
         spec = get_tool(name)
@@ -88,9 +117,11 @@ class ClawApp:
             self._record(name, args, status, message, fault=fault.get("kind", "error"))
         return status, {"error": message}
 
-    def _record(self, name: str, args: Any, status: int, error: str | None, fault: str | None = None) -> None:
+    def _record(self, name: str, args: Any, status: int, error: str | None, fault: str | None = None,
+                response: Any = None) -> None:
         self.audit.append({"seq": len(self.audit), "tool": name, "args": args, "status": status,
-                           "ok": status == 200, "error": error, "fault": fault, "t": time.time()})
+                           "ok": status < 400 if response is not None else status == 200, "error": error,
+                           "fault": fault, "t": time.time(), **({"response": response} if response is not None else {})})
 
     def reset(self) -> None:
         with self.lock:
@@ -100,12 +131,23 @@ class ClawApp:
 
 
 MAX_BODY = 8 * 1024 * 1024
+UPSTREAM_AUDIT = "/upstream/audit"
 
 
 class _Handler(JsonHandler):  # quiet: the audit is the log
     app: ClawApp
+    token: str = ""
+
+    def _authorized(self) -> bool:
+        given = self.headers.get("Authorization", "").removeprefix("Bearer ")
+        return bool(self.token) and hmac.compare_digest(given.encode(), self.token.encode())
 
     def do_GET(self) -> None:
+        if self.path.split("?")[0] == UPSTREAM_AUDIT:
+            if not self._authorized() or self.app.upstream is None:
+                return self._send(403, {"error": "forbidden"})
+            with self.app.lock:
+                return self._send(200, self.app.upstream.audit())
         routes = {"/healthz": lambda: {"ok": True}, "/state": self.app.world.state,
                   "/audit": lambda: {"calls": list(self.app.audit)},
                   "/tools": lambda: {"tools": self.app.tools}}
@@ -122,14 +164,19 @@ class _Handler(JsonHandler):  # quiet: the audit is the log
         self._answer_tool_call(raw, self.app.call)
 
 
-def build_app(fixtures: Path | None, workspace: Path, config: dict[str, Any]) -> ClawApp:
+def build_app(fixtures: Path | None, workspace: Path, config: dict[str, Any], upstream: Path | None = None) -> ClawApp:
     world = World(load_fixtures(fixtures), workspace)
-    return ClawApp(world, config.get("tools"), list(config.get("faults") or []))
+    services = None
+    if upstream is not None:
+        from openforgerl.envs.claw.services.upstream import load_upstream
+
+        services = load_upstream(upstream)
+    return ClawApp(world, config.get("tools"), list(config.get("faults") or []), services)
 
 
-def serve(app: ClawApp, host: str, port: int) -> ThreadingHTTPServer:
+def serve(app: ClawApp, host: str, port: int, token: str = "") -> ThreadingHTTPServer:
     """Bind (port 0 = any free port); the caller runs `serve_forever`."""
-    handler = type("Handler", (_Handler,), {"app": app})
+    handler = type("Handler", (_Handler,), {"app": app, "token": token})
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server
@@ -140,12 +187,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fixtures", type=Path, default=None, help="folder with <service>.json initial states")
     ap.add_argument("--workspace", type=Path, default=Path.cwd(), help="the agent's workspace folder")
     ap.add_argument("--config", type=Path, default=None, help="JSON: {tools: [...], faults: [...]}")
+    ap.add_argument("--upstream", type=Path, default=None, help="upstream Claw-Eval services (services/upstream.py)")
+    ap.add_argument("--token", default="", help="secret for GET /upstream/audit (the verifier's)")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=7717)
     ap.add_argument("--port-file", type=Path, default=None, help="write the bound port here when ready")
     ns = ap.parse_args(argv)
     config = json.loads(ns.config.read_text()) if ns.config else {}
-    server = serve(build_app(ns.fixtures, ns.workspace, config), ns.host, ns.port)
+    # listen before loading (upstream's apps take a second or more): an early call waits in the backlog
+    server = serve(None, ns.host, ns.port, ns.token)  # type: ignore[arg-type]
+    server.RequestHandlerClass.app = build_app(ns.fixtures, ns.workspace, config, ns.upstream)  # type: ignore[attr-defined]
     if ns.port_file:
         ns.port_file.write_text(str(server.server_address[1]))
     server.serve_forever()

@@ -38,6 +38,8 @@ class Evidence:
     """Judge calls a task grader made that the host has not answered yet: this run's reward is void."""
     sub_scores: dict[str, float] = field(default_factory=dict)
     """Scores a check reports besides its own (`<check>.<part>`, e.g. a grader's dimensions), for the log."""
+    upstream_audit: Mapping[str, Any] | None = None
+    """Upstream Claw-Eval services' own /audit by service name (read with the token; `services/upstream.py`)."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ task's service, never by the agent's hand):
   messages with text, tool-use and tool-result blocks (tool names back to upstream's);
 - `dispatches` and `audit_data`: the Claw service's /audit calls under upstream's tool, argument and
   service names (`{"gmail": {"calls": [...], "drafts": [...], "sent_messages": [...]}, ...}`); our audit
-  keeps no response bodies, so `response_body` is None;
+  keeps no response bodies of our own tools, so their `response_body` is None. A service that ran
+  upstream's own code (`services/upstream.py`) gives its own /audit verbatim (`Evidence.upstream_audit`,
+  read with the token), and its tools' dispatches carry the reply the agent got;
 - `judge`: an object with upstream's `evaluate` / `evaluate_actions`. The verifier sandbox cannot reach
   the judge, so a call is answered from the host's earlier answers (`Evidence.judge_answers`, by a hash of
   the request); an unanswered one is recorded (`Evidence.judge_requests`) and gets a placeholder, and
@@ -189,7 +191,7 @@ def dispatches(audit: Sequence[Mapping[str, Any]], task: Any) -> list[Any]:
         theirs = names.get(tool, tool)
         out.append(ToolDispatch(tool_use_id=str(call.get("seq", "")), tool_name=theirs,
                                 endpoint_url=urls.get(theirs, ""), request_body=_upstream_args(tool, _args_of(call)),
-                                response_status=int(call.get("status", 200))))
+                                response_status=int(call.get("status", 200)), response_body=call.get("response")))
     return out
 
 
@@ -236,7 +238,8 @@ def _grader_class(source: bytes, path: Path) -> type:
 
 
 def _grade(grader: Any, ev: _checks.Evidence, task: Any, judge: HostAnsweredJudge) -> Any:
-    kwargs: dict[str, Any] = {"audit_data": audit_data(ev.audit, task), "judge": judge, "media_events": []}
+    audit = {**audit_data(ev.audit, task), **(ev.upstream_audit or {})}  # upstream's own audit wins
+    kwargs: dict[str, Any] = {"audit_data": audit, "judge": judge, "media_events": []}
     if "env_snapshot" in inspect.signature(grader.grade).parameters:  # upstream passes it only when asked
         kwargs["env_snapshot"] = {}
     return grader.grade(trace_messages(ev.transcript or []), dispatches(ev.audit, task), task, **kwargs)
@@ -245,7 +248,8 @@ def _grade(grader: Any, ev: _checks.Evidence, task: Any, judge: HostAnsweredJudg
 def _grades_an_empty_run(grader_class: type, ev: _checks.Evidence, task: Any) -> bool:
     """Whether the grader scores a run with no messages and no tool calls without raising (its judge
     calls get placeholders): if so, it works here, and what made it raise came from the rollout."""
-    empty = _checks.Evidence({}, [], None, tests_dir=ev.tests_dir, transcript=[])
+    empty = _checks.Evidence({}, [], None, tests_dir=ev.tests_dir, transcript=[],
+                             upstream_audit={k: {} for k in ev.upstream_audit or {}})
     try:
         _grade(grader_class(), empty, task, HostAnsweredJudge({}, []))
     except Exception:

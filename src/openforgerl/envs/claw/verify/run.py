@@ -29,21 +29,23 @@ JUDGE_REQUESTS = "judge_requests.json"
 
 
 def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: Path | None = None,
-                judge_scores: Path | None = None, judge_answers: Path | None = None) -> Outcome:
+                judge_scores: Path | None = None, judge_answers: Path | None = None, token: str = "") -> Outcome:
     """Judge the live service at `state_url` (raises ServiceUnreachable / TaskFormatError).
 
     `transcript` (the rollout's messages), `judge_scores` ({check name: score} of the `llm_judge`
     checks) and `judge_answers` ({request key: score} of a task grader's judge calls) are written by the
-    host from the call log and the judge (tasks/host_side.py), never by the agent.
+    host from the call log and the judge (tasks/host_side.py), never by the agent. `token` (given when the
+    task runs upstream's services) reads their audit from the service's host-only route.
     """
     spec = load_spec(checks)
     state = get_json("/state", url=state_url, wait_s=15.0)
     audit = get_json("/audit", url=state_url, wait_s=15.0).get("calls", [])
+    upstream = get_json("/upstream/audit", url=state_url, wait_s=15.0, token=token) if token else None
     said = json.loads(transcript.read_text()) if transcript else None
     judged = json.loads(judge_scores.read_text()) if judge_scores else None
     answers = json.loads(judge_answers.read_text()) if judge_answers else None
     return evaluate(spec, Evidence(state, audit, workdir, tests_dir=checks.parent, transcript=said, judge=judged,
-                                   judge_answers=answers))
+                                   judge_answers=answers, upstream_audit=upstream))
 
 
 def _checks_path(ns: argparse.Namespace) -> Path:
@@ -64,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transcript", type=Path, default=None, help="the rollout's messages (JSON), from the host")
     ap.add_argument("--judge-scores", type=Path, default=None, help="llm_judge scores (JSON), from the host")
     ap.add_argument("--judge-answers", type=Path, default=None, help="a grader's judge calls answered (JSON), from the host")
+    ap.add_argument("--token", default="", help="secret of the upstream services' audit (GET /upstream/audit)")
     ns = ap.parse_args(argv)
     from openforgerl.envs.claw.client import service_url
     from openforgerl.envs.claw.verify.graders import GraderUnavailable
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         outcome = verify_live(_checks_path(ns), ns.state_url or service_url(), ns.workdir, ns.transcript,
-                              ns.judge_scores, ns.judge_answers)
+                              ns.judge_scores, ns.judge_answers, ns.token)
     except ServiceUnreachable as exc:  # the service ran next to the agent: the agent's reach
         print(f"VIOLATION task service unreachable after the agent ran: {exc}", file=sys.stderr)
         return EXIT_TAMPERED
