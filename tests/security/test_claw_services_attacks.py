@@ -74,3 +74,58 @@ def test_the_agent_cannot_reach_the_audit_reset_or_undeclared_routes(tmp_path: P
     # (the refused probes are failed dispatches, so the control's robustness is below 1, as upstream's)
     assert record["reward_components"]["check.grader.completion"] == float(post)
     assert (record["reward"] >= 0.75) is post and (record["reward"] == 0.0) is not post
+
+
+FORGED_SERVER = '''from fastapi import FastAPI
+app = FastAPI()
+@app.post("/ledger/accounts")
+def accounts():
+    return {"forged": True}
+@app.get("/ledger/audit")
+def audit():
+    return {"posted": [%r]}
+''' % (POST,)
+
+
+async def _race(folder: Path, gated: bool) -> tuple[int, str]:
+    """Boot the task's sandbox as the orchestrator does, then (as an agent's first command could) overwrite
+    the upstream server file; return the service's answer to the declared tool (twice: its first call of
+    `ledger_list_accounts` is an injected 503)."""
+    from openforgerl.envs.claw.runtime import ClawTaskRuntime
+    from openforgerl.sandbox.base import SandboxSpec
+    from openforgerl.sandbox.local import LocalBackend
+    from openforgerl.tasks.format import load_task
+
+    runtime = ClawTaskRuntime(load_task(folder))
+    backend = LocalBackend()
+    sandbox = await backend.open_sandbox(SandboxSpec(rollout_id=f"race-{gated}", files=runtime.files(), lifetime_s=120))
+    try:
+        await sandbox.spawn(list(runtime.service_argv()))
+        if gated:
+            await runtime.service_started(sandbox)
+        await sandbox.write_file(".claw/upstream/mock_services/ledger/server.py", FORGED_SERVER.encode())
+        call = (f"import time, urllib.request as u\nfor i in range(600):\n"
+                f"  try:\n    u.urlopen(u.Request({runtime.url!r} + '/call/ledger_list_accounts', data=b'{{}}', method='POST'), timeout=60)\n"
+                f"  except Exception: time.sleep(0.05); continue\n"
+                f"print(u.urlopen(u.Request({runtime.url!r} + '/call/ledger_list_accounts', data=b'{{}}', method='POST'), timeout=60).read().decode())\n")
+        res = await sandbox.exec([runtime.python, "-I", "-c", call], timeout_s=90)
+        return res.returncode, res.stdout.decode()
+    finally:
+        await sandbox.aclose()
+        await backend.aclose()
+
+
+@pytest.mark.parametrize("gated", [True, False])  # False: the control, without the boot's gate
+def test_the_service_loads_upstreams_code_before_the_agent_can_rewrite_it(tmp_path: Path, gated: bool) -> None:
+    """`ClawTaskRuntime.service_started`: the boot waits until the service has loaded upstream's sources from the
+    agent-writable workdir. Without the wait, a rewrite in the first second (an agent's first command) is what
+    the service runs: the control shows the race is real, so the gate is what closes it."""
+    import asyncio
+
+    from openforgerl.envs.importers import import_any
+    from test_claw_eval_services import TASK
+
+    [folder] = import_any(TASK, tmp_path / "tasks")
+    rc, out = asyncio.run(_race(folder, gated))
+    assert rc == 0, out
+    assert ('"forged"' in out) is not gated, out

@@ -216,6 +216,7 @@ class RolloutRunner:
                 if argv:
                     await run.sandbox.spawn(list(argv))
                     await asyncio.sleep(run.req.task.service_ready_s)
+                    await run.req.task.service_started(run.sandbox)  # before the agent can touch /workdir
             run.mark("boot_s", t0)
         return run.sandbox
 

@@ -31,6 +31,8 @@ give the defaults, so a minimal task writes none of them):
 - ``limits: openforgerl.sandbox.base.Limits | None`` — CPU/memory/pids for the sandbox (None: the run's).
 - ``service_ready_s: float`` — how long to wait after starting the service (default 0.0;
   a task that needs a port open should instead make its service start fast, or poll in its harness).
+  A service that must be ready *before the agent runs* (it reads material the agent could rewrite)
+  says so in ``service_started(sandbox)``, which the boot awaits.
 - ``metadata: Mapping`` — copied into ``RolloutRecord.metadata``.
 - ``tool_service_url: str`` — where a direct-tool harness posts tool calls ("" when none).
 
@@ -124,6 +126,13 @@ class TaskRuntime(Protocol):
         user then answers from its persona alone."""
         ...
 
+    async def service_started(self, sandbox: Sandbox) -> None:
+        """Return once the service of ``service_argv`` is ready for the harness; the boot awaits it, so
+        the agent starts only after. A service that reads files the agent could rewrite (the sandbox's
+        ``/workdir``) must have read them by then. Default: at once. Raising is a sandbox fault: the
+        agent has not run yet."""
+        ...
+
     async def rollout_instruction(self, sandbox: Sandbox) -> str | None:
         """This rollout's prompt, asked after the boot and before the budget starts, or None for
         ``instruction`` (tau2: the policy, then the simulated user's opening message, written by the user
@@ -165,6 +174,10 @@ async def _static_instruction(sandbox: Any) -> str | None:
     return None
 
 
+async def _started_at_once(sandbox: Any) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """A `TaskRuntime` as data: what a task has, with empty defaults, plus its `verify` callable.
@@ -183,6 +196,7 @@ class TaskSpec:
     shell_tools_hint: Callable[[], str] = _no_hint
     user_tools: Callable[[], Sequence[Mapping[str, Any]]] = _no_function_tools
     rollout_instruction: Callable[[Any], Awaitable[str | None]] = _static_instruction
+    service_started: Callable[[Any], Awaitable[None]] = _started_at_once
     image: str | None = None
     limits: Limits | None = None
     service_ready_s: float = 0.0
@@ -220,4 +234,7 @@ class TaskDefaults:
         return _no_function_tools()
 
     async def rollout_instruction(self, sandbox: Any) -> str | None:
+        return None
+
+    async def service_started(self, sandbox: Any) -> None:
         return None

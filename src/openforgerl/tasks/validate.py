@@ -50,6 +50,7 @@ async def _attempt(runtime: Any, backend: SandboxBackend) -> ValidationResult:
         argv = runtime.service_argv()
         if argv:
             await sandbox.spawn(argv)
+            await runtime.service_started(sandbox)
         noop = (await runtime.verify(sandbox))[0]
         error = await runtime.run_oracle(sandbox)
         oracle = (await runtime.verify(sandbox))[0]

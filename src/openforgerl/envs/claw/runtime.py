@@ -164,6 +164,20 @@ class ClawTaskRuntime(TaskDefaults):
         return [self.python, "-I", "-m", "openforgerl.envs.claw.services", "--fixtures", f"{claw}/fixtures",
                 "--workspace", workdir, "--config", f"{claw}/config.json", "--port", str(self.port), *upstream]
 
+    async def service_started(self, sandbox: Any) -> None:
+        """With upstream's services: once the service answers, which it does only after it loaded their
+        sources and fixtures from `/workdir/.claw/upstream/` (`services/server.py`: it listens first and
+        serves after). The agent can write there, so the harness must not start before: a server file
+        rewritten in the ~1 s that loading takes would run the agent's code in the service, beside the
+        audit the verifier trusts."""
+        if not self.upstream:
+            return
+        res = await sandbox.exec([self.python, "-I", "-c", _WAIT_READY, f"{self.url}/healthz", str(SERVICE_LOAD_S)],
+                                 timeout_s=SERVICE_LOAD_S + 10)
+        if res.returncode != 0:
+            raise RuntimeError(f"the Claw service did not load upstream's services within {SERVICE_LOAD_S:.0f} s: "
+                               f"{res.stderr.decode(errors='replace')[-300:]}")
+
     def mcp_servers(self) -> Sequence[McpServer]:
         if self.upstream:  # one server for ours and upstream's, from the schemas laid out in the workdir
             args = ["-m", "openforgerl.envs.tau2.mcp", "--tools", f"{INSIDE}/{CLAW_DIR}/tools.json"]
@@ -265,6 +279,23 @@ class ClawTaskRuntime(TaskDefaults):
         if res.returncode != 0:
             return f"oracle exited {res.returncode}: {res.stderr.decode(errors='replace')[-500:]}"
         return ""
+
+
+SERVICE_LOAD_S = 60.0  # upstream's apps load in ~1 s (FastAPI's import); a busy box is slower
+# polls GET argv[1] until it answers 200, for at most argv[2] seconds (exit 1 then)
+_WAIT_READY = """
+import sys, time, urllib.request
+end = time.monotonic() + float(sys.argv[2])
+while True:
+    try:
+        with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
+            if r.status == 200:
+                break
+    except Exception as exc:
+        if time.monotonic() > end:
+            sys.exit(f"not ready: {exc}")
+        time.sleep(0.05)
+"""
 
 
 def _upstream_schemas(task: Task) -> list[dict[str, Any]]:
