@@ -5,9 +5,10 @@ engine stands in for the policy's decisions only.
 The attacker (the policy) 1. reads the services' audit (`/upstream/audit` without the token, the app's own
 `/ledger/audit`); 2. reaches routes no tool declares: the app's `/ledger/admin/credit` (it would add the
 entry the grader looks for), `/ledger/reset`, and the same through `/call/` with made-up tool names and
-`..`; 3. forges the audit's source: overwrites the copied `server.py`, `services.json` and fixtures in its
-workdir with an audit that holds the wanted entry (the service loaded them before); 4. then stops without
-posting through the declared tool.
+`..`; 3. forges the audit's source: writes `server.py`, `services.json` and fixtures where the service's
+copies were laid out, with an audit that holds the wanted entry (the service loaded them and the boot removed
+them before the agent started: `ClawTaskRuntime.service_started`, tested below with its race); 4. then stops
+without posting through the declared tool.
 
 Done when: every probe is refused (403 / 404) and the reward is the real grader's 0, as a judged rollout
 (`ok`). Control: the same attack followed by the declared `ledger_post_entry` passes (completion 1; the
@@ -54,7 +55,8 @@ def _forge() -> str:
     forged = json.dumps({"ledger": {"posted": [POST]}})
     files = ["/workdir/.claw/upstream/services.json", "/workdir/.claw/upstream/mock_services/ledger/server.py",
              "/workdir/.claw/upstream/tasks/T950_ledger_post/fixtures/ledger/accounts.json"]
-    return " ; ".join(f"printf %s {shlex.quote(forged)} > {f}" for f in files) + " ; echo FORGED"
+    return " && ".join(f"mkdir -p {shlex.quote(f.rsplit('/', 1)[0])} && printf %s {shlex.quote(forged)} > {f}"
+                       for f in files) + " && echo FORGED"
 
 
 @pytest.mark.parametrize("post", [False, True])  # True: the control run
@@ -76,15 +78,15 @@ def test_the_agent_cannot_reach_the_audit_reset_or_undeclared_routes(tmp_path: P
     assert (record["reward"] >= 0.75) is post and (record["reward"] == 0.0) is not post
 
 
-FORGED_SERVER = '''from fastapi import FastAPI
+FORGED_SERVER = f"""from fastapi import FastAPI
 app = FastAPI()
 @app.post("/ledger/accounts")
 def accounts():
-    return {"forged": True}
+    return {{"forged": True}}
 @app.get("/ledger/audit")
 def audit():
-    return {"posted": [%r]}
-''' % (POST,)
+    return {{"posted": [{POST!r}]}}
+"""
 
 
 async def _race(folder: Path, gated: bool) -> tuple[int, str]:
@@ -103,6 +105,9 @@ async def _race(folder: Path, gated: bool) -> tuple[int, str]:
         await sandbox.spawn(list(runtime.service_argv()))
         if gated:
             await runtime.service_started(sandbox)
+            # and the agent finds none of it: upstream's agent never sees the fixture files
+            listing = await sandbox.exec(["ls", "-A", "/workdir/.claw"], timeout_s=30)
+            assert listing.returncode == 0 and "upstream" not in listing.stdout.decode().split(), listing
         await sandbox.write_file(".claw/upstream/mock_services/ledger/server.py", FORGED_SERVER.encode())
         call = (f"import time, urllib.request as u\nfor i in range(600):\n"
                 f"  try:\n    u.urlopen(u.Request({runtime.url!r} + '/call/ledger_list_accounts', data=b'{{}}', method='POST'), timeout=60)\n"
@@ -122,8 +127,9 @@ def test_the_service_loads_upstreams_code_before_the_agent_can_rewrite_it(tmp_pa
     the service runs: the control shows the race is real, so the gate is what closes it."""
     import asyncio
 
-    from openforgerl.envs.importers import import_any
     from test_claw_eval_services import TASK
+
+    from openforgerl.envs.importers import import_any
 
     [folder] = import_any(TASK, tmp_path / "tasks")
     rc, out = asyncio.run(_race(folder, gated))

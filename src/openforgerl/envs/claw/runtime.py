@@ -167,9 +167,11 @@ class ClawTaskRuntime(TaskDefaults):
     async def service_started(self, sandbox: Any) -> None:
         """With upstream's services: once the service answers, which it does only after it loaded their
         sources and fixtures from `/workdir/.claw/upstream/` (`services/server.py`: it listens first and
-        serves after). The agent can write there, so the harness must not start before: a server file
-        rewritten in the ~1 s that loading takes would run the agent's code in the service, beside the
-        audit the verifier trusts."""
+        serves after); then that folder is removed. The agent can write there, so the harness must not
+        start before: a server file rewritten in the ~1 s that loading takes would run the agent's code in
+        the service, beside the audit the verifier trusts. And upstream's agent never sees the fixture files
+        (they stay on its host), only what the tools return: a fixture can hold fields no endpoint shows.
+        Upstream's servers read them only at start and on `/reset`, which no one can reach."""
         if not self.upstream:
             return
         res = await sandbox.exec([self.python, "-I", "-c", _WAIT_READY, f"{self.url}/healthz", str(SERVICE_LOAD_S)],
@@ -177,6 +179,9 @@ class ClawTaskRuntime(TaskDefaults):
         if res.returncode != 0:
             raise RuntimeError(f"the Claw service did not load upstream's services within {SERVICE_LOAD_S:.0f} s: "
                                f"{res.stderr.decode(errors='replace')[-300:]}")
+        gone = await sandbox.exec(["rm", "-rf", "--", f"{INSIDE}/{CLAW_DIR}/upstream"], timeout_s=30)
+        if gone.returncode != 0:
+            raise RuntimeError(f"could not remove upstream's service files: {gone.stderr.decode(errors='replace')[-300:]}")
 
     def mcp_servers(self) -> Sequence[McpServer]:
         if self.upstream:  # one server for ours and upstream's, from the schemas laid out in the workdir
