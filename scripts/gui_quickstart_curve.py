@@ -34,10 +34,12 @@ def rows_of(run_dir: Path) -> list[dict]:
 def summary(rows: list[dict]) -> dict:
     rewards = [r["reward"] for r in rows if "reward" in r]
     evals = [r["eval_pass1"] for r in rows if "eval_pass1" in r]
+    trained = [r["train_pass1"] for r in rows if "train_pass1" in r]  # eval.train_group_size
     head, tail = rewards[:5], rewards[-5:]
     return {"steps": len(rewards), "reward_first5": sum(head) / len(head) if head else None,
             "reward_last5": sum(tail) / len(tail) if tail else None,
-            "eval_before": evals[0] if evals else None, "eval_after": evals[-1] if len(evals) > 1 else None}
+            "eval_before": evals[0] if evals else None, "eval_after": evals[-1] if len(evals) > 1 else None,
+            "train_before": trained[0] if trained else None, "train_after": trained[-1] if len(trained) > 1 else None}
 
 
 def plot(run_dir: Path, note: str = "") -> dict:

@@ -250,6 +250,10 @@ class EvalSettings(_Strict):
     """k: rollouts per task and harness (`eval --group-size`, alias `--trials`)."""
     every: int = 0
     """`train`: held-out evaluation every N steps (0: only before and after training)."""
+    train_group_size: int = Field(default=0, ge=0)
+    """`train`: also evaluate the *train* tasks before and after training, this many rollouts per task
+    (0: not): the warm-up policy against the trained one on what it trained on, each measured on its own
+    (`train_pass1` in metrics.jsonl), where the per-step reward mixes policies and is 16 rollouts a point."""
     threshold: float | None = None
     """Success = reward >= threshold (None: each benchmark's own)."""
 

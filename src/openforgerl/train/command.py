@@ -38,7 +38,9 @@ def command(
     summary = asyncio.run(Trainer(cfg, out, console).run(resume=resume))
     console.print(f"[bold]done[/]: {summary.steps} steps, train reward (mean of first / last five steps) "
                   f"{_fmt(summary.first_reward)} -> {_fmt(summary.last_reward)}, "
-                  f"held-out pass@1 {_fmt(summary.eval_before)} -> {_fmt(summary.eval_after)}")
+                  f"held-out pass@1 {_fmt(summary.eval_before)} -> {_fmt(summary.eval_after)}"
+                  + (f", train tasks pass@1 {_fmt(summary.train_before)} -> {_fmt(summary.train_after)}"
+                     if summary.train_before is not None else ""))
     console.print(f"metrics: {out / 'metrics.jsonl'}  curve: {summary.curve}  tensorboard: {out / 'tensorboard'}")
 
 

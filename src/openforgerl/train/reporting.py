@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-COLUMNS = ("step", "reward", "pass_rate", "eval_pass1", "kept", "dropped", "trained_tokens", "loss", "step_s", "policy_version")
+COLUMNS = ("step", "reward", "pass_rate", "eval_pass1", "train_pass1", "kept", "dropped", "trained_tokens", "loss", "step_s", "policy_version")
 
 
 class MetricsLog:
@@ -82,6 +82,10 @@ def plot_reward_curve(rows: Sequence[Mapping[str, Any]], path: Path, *, title: s
     if evals:
         ax.plot([r["step"] for r in evals], [r["eval_pass1"] for r in evals], marker="s",
                 linestyle="--", label="held-out pass@1")
+    trained_on = [r for r in rows if "train_pass1" in r]
+    if trained_on:  # `eval.train_group_size`: the warm-up and the trained policy, each evaluated on the train tasks
+        ax.plot([r["step"] for r in trained_on], [r["train_pass1"] for r in trained_on], marker="D",
+                linestyle=":", color="C3", label="train tasks pass@1 (evaluated)")
     ax.set_xlabel("step")
     ax.set_ylabel("reward / pass rate")
     ax.set_ylim(-0.02, 1.02)

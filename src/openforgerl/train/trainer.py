@@ -60,6 +60,10 @@ class TrainSummary:
     eval_before: float | None
     eval_after: float | None
     curve: Path | None
+    train_before: float | None = None
+    """pass@1 on the train tasks before training (`eval.train_group_size`; None: not evaluated) ..."""
+    train_after: float | None = None
+    """... and after."""
 
 
 def harness_for(cfg: Config, step: int) -> Any:
@@ -150,12 +154,21 @@ class Trainer:
         self.check_logprobs = cfg.train.step0_logprob_tol is not None
 
     async def evaluate(self, stack: Stack, step: int) -> float | None:
+        """Held-out pass@1 (`eval.tasks`, `eval.group_size` rollouts a task)."""
         if not stack.eval_tasks:
             return None
-        ocfg = self.cfg.orchestrator(group_size=self.cfg.eval.group_size, artifacts_dir=self.out_dir / "rollouts",
-                                     min_group_size=1)
-        batch = await run_batch(stack.eval_tasks, harness_for(self.cfg, step), gateway=stack.gateway.access,
-                                backend=stack.backend, config=ocfg, sink=self.sink(stack, "eval"))
+        return await self._pass_rate(stack, stack.eval_tasks, self.cfg.eval.group_size, step, "eval")
+
+    async def evaluate_train(self, stack: Stack, step: int) -> float | None:
+        """pass@1 on the train tasks (`eval.train_group_size` rollouts a task; None when 0)."""
+        if not self.cfg.eval.train_group_size or not stack.train_tasks:
+            return None
+        return await self._pass_rate(stack, stack.train_tasks, self.cfg.eval.train_group_size, step, "eval_train")
+
+    async def _pass_rate(self, stack: Stack, tasks: list[Any], group_size: int, step: int, kind: str) -> float | None:
+        ocfg = self.cfg.orchestrator(group_size=group_size, artifacts_dir=self.out_dir / "rollouts", min_group_size=1)
+        batch = await run_batch(tasks, harness_for(self.cfg, step), gateway=stack.gateway.access,
+                                backend=stack.backend, config=ocfg, sink=self.sink(stack, kind))
         return pass_rate(batch.records)
 
     def sink(self, stack: Stack, kind: str) -> ResultSink:
@@ -247,6 +260,9 @@ class Trainer:
             before = await self.evaluate(stack, first) if first == 0 else None
             if before is not None:
                 self.log.write({"step": first, "eval_pass1": before})
+            train_before = await self.evaluate_train(stack, first) if first == 0 else None
+            if train_before is not None:
+                self.log.write({"step": first, "train_pass1": train_before})
             done = first
             with Live(step_table(self.log.rows()), console=self.console, refresh_per_second=2) as live:
                 for step in range(first, self.cfg.train.steps):
@@ -267,13 +283,17 @@ class Trainer:
             after = await self.evaluate(stack, done)
             if after is not None:
                 self.log.write({"step": done, "eval_pass1": after})
-        return self.summary(before, after)
+            train_after = await self.evaluate_train(stack, done)
+            if train_after is not None:
+                self.log.write({"step": done, "train_pass1": train_after})
+        return self.summary(before, after, train_before, train_after)
 
-    def summary(self, before: float | None, after: float | None) -> TrainSummary:
+    def summary(self, before: float | None, after: float | None, train_before: float | None = None,
+                train_after: float | None = None) -> TrainSummary:
         rows = self.log.rows()
         rewards = [r["reward"] for r in rows if "reward" in r]
         curve = plot_reward_curve(rows, self.out_dir / "reward_curve.png") if rewards else None
         self.log.close()
         head, tail = rewards[:5], rewards[-5:]
         return TrainSummary(self.out_dir, len(rewards), sum(head) / len(head) if head else None,
-                            sum(tail) / len(tail) if tail else None, before, after, curve)
+                            sum(tail) / len(tail) if tail else None, before, after, curve, train_before, train_after)
