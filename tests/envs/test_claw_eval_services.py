@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -97,6 +98,12 @@ def test_only_declared_endpoints_are_reachable_and_the_audit_needs_the_token(ser
     assert {c["status"] for c in calls[3:]} == {404}  # the refused ones are audited too, and did nothing
 
 
+def _exposed(tools: list[dict], name: str) -> str:
+    """The harness's name for tool `name` (a CLI namespaces MCP tools: `mcp__claw__<name>`)."""
+    names = [str((t.get("function") or t).get("name", "")) for t in tools]
+    return next((n for n in names if n == name or n.endswith(("__" + name, "." + name))), name)
+
+
 def _policy(steps: list[tuple[str, dict]], seen: list[str]):
     def factory(runtimes, **kw):
         def policy(turn):
@@ -104,14 +111,14 @@ def _policy(steps: list[tuple[str, dict]], seen: list[str]):
                 return "title"
             done = [m for m in turn.messages if m.get("role") == "tool"]
             seen[:] = [str(m.get("content", "")) for m in done]
-            calls = [format_tool_call(n, a) for n, a in steps]
+            calls = [format_tool_call(_exposed(turn.tools, n), a) for n, a in steps]
             return calls[len(done)] if len(done) < len(calls) else "Posted the ticket to Travel."
         return policy
     return factory
 
 
 def eval_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[tuple[str, dict]],
-              seen: list[str] | None = None) -> dict:
+              seen: list[str] | None = None, harness: str = "zero") -> dict:
     """One `eval` rollout of T950 with `zero` whose policy makes `steps`; `seen` gets the tool results."""
     import openforgerl.envs.claw.oracle_policy as op
     from openforgerl.eval.command import command as eval_command
@@ -122,7 +129,7 @@ def eval_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[tuple
     monkeypatch.setattr(op, "oracle_policy", _policy(steps, [] if seen is None else seen))
     app = typer.Typer()
     app.command()(eval_command)
-    res = CliRunner().invoke(app, ["--tasks", str(tasks), "--harness", "zero", "--trials", "1", "--scripted-oracle",
+    res = CliRunner().invoke(app, ["--tasks", str(tasks), "--harness", harness, "--trials", "1", "--scripted-oracle",
                                    "1.0", "--out", str(tmp_path / "r")])
     assert res.exit_code == 0, (res.output, res.exception)
     [record] = [json.loads(x) for x in (tmp_path / "r" / "rollouts.jsonl").read_text().splitlines()]
@@ -139,3 +146,20 @@ def test_eval_runs_upstreams_service_and_the_grader_reads_its_audit(
     record = eval_task(tmp_path, monkeypatch, steps)
     assert record["status"] == "ok", record
     assert record["reward"] == reward and record["reward_components"]["check.grader"] == reward
+
+
+@needs_bwrap
+@pytest.mark.harness
+@pytest.mark.parametrize("harness", ["claude_code", "codex"])
+def test_a_real_cli_reaches_upstreams_service_through_mcp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          harness: str) -> None:
+    """The same task through an unmodified CLI: the upstream tools are MCP tools (`envs/tau2/mcp.py` over the
+    task's declared schemas), and the grader scores what upstream's service audited."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "eval"))
+    from test_eval_real_clis import _require_installed
+
+    _require_installed(harness)
+    record = eval_task(tmp_path, monkeypatch, [("ledger_list_accounts", {}), ("ledger_list_accounts", {}),
+                                               ("ledger_post_entry", POST)], harness=harness)
+    assert record["status"] == "ok", record
+    assert record["reward"] == 1.0 and record["reward_components"]["check.grader"] == 1.0

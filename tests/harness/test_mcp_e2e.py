@@ -53,3 +53,25 @@ async def test_task_tools_reach_the_harness(name: str, claw: str, make_gateway, 
     # The policy stops once it sees its write in the history. A policy that cannot see it (verbatim history
     # sends that turn back as raw text) kept calling until the budget: 1,251 calls in 240 s for codex.
     assert not out.run.timed_out and len(out.calls) <= 8, (len(out.calls), out.describe()[:500])
+
+
+SLOW_START_S = 8.0  # an MCP server's start on a loaded box: Python + the mcp package took 5.9 s at load 33
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "zero"])
+async def test_a_slow_starting_mcp_server_is_waited_for(name: str, claw: str, make_gateway, tmp_path: Path) -> None:
+    """The task's tools are in the harness's first request even when its MCP server takes seconds to start.
+    A harness that starts without them sends the model a prompt with no task tools: the rollout fails as the
+    model's fault (reward 0) for what was the machine's load. Claude Code 2.1.197 connects `--mcp-config`
+    servers in the background in `-p` mode unless `MCP_CONNECTION_NONBLOCKING` is false (`claude_env`)."""
+    tools = require_installed(name)
+    content = proof_content()
+    gw, _ = await make_gateway(task_tool_policy(content))
+    mcp = McpServer("claw", "/bin/sh", ["-c", f'sleep {SLOW_START_S}; exec "$0" "$@"', sys.executable, "-m",
+                                        "openforgerl.envs.claw.mcp_server", "--tools", ",".join(TOOLS)],
+                    {"OPENFORGERL_CLAW_URL": claw})
+    adapter = get_harness(name)
+    out = await run_rollout(gw, adapter, tools, tmp_path, content, budget_s=240.0, mcp_servers=[mcp],
+                            tools=function_tools(tools_for(names=TOOLS)), tool_service_url=claw)
+    assert out.file_text() == content, out.describe()
+    assert out.rollout.reward == 1.0
