@@ -21,6 +21,7 @@ from openforgerl.harness.install import NpmPackage, install_npm
 from openforgerl.records import WireProtocol
 
 PACKAGE = NpmPackage("claude-code", "@anthropic-ai/claude-code@2.1.197")
+MCP_START_MS = 120_000  # how long an MCP server may take to start before the session goes on without it
 
 
 def claude_env(ctx: HarnessContext) -> dict[str, str]:
@@ -35,6 +36,13 @@ def claude_env(ctx: HarnessContext) -> dict[str, str]:
         "CLAUDE_CODE_SUBAGENT_MODEL": ctx.model,
         "DISABLE_ERROR_REPORTING": "1",
         "DISABLE_BUG_COMMAND": "1",
+        # `-p` waits MCP_CONNECT_TIMEOUT_MS (default 5 s, read in the binary) for the --mcp-config servers,
+        # then goes on without the ones still starting (the model gets a `WaitForMcpServers` tool instead):
+        # on a loaded box the task's tools were missing from a rollout's first request (a 0 the machine
+        # earned; tests/harness/test_mcp_e2e.py starts a server 40 s late). Wait as long as a start may take.
+        "MCP_CONNECTION_NONBLOCKING": "false",
+        "MCP_CONNECT_TIMEOUT_MS": str(MCP_START_MS),
+        "MCP_TIMEOUT": str(MCP_START_MS),
     }
 
 

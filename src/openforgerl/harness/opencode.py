@@ -40,9 +40,13 @@ OPENCODE_ENV = {
 }
 
 
+MCP_START_MS = 120_000
+
+
 def _mcp(servers: list[McpServer]) -> dict[str, object]:
+    # `timeout` (ms): how long a server may take to list its tools before opencode drops it
     return {s.name: {"type": "local", "command": [s.command, *s.args], "environment": dict(s.env),
-                     "enabled": True} for s in servers}
+                     "enabled": True, "timeout": MCP_START_MS} for s in servers}
 
 
 def config(ctx: HarnessContext) -> dict[str, object]:
