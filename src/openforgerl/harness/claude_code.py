@@ -9,6 +9,7 @@ Quirks (measured):
 - 5xx/529/429 retried with backoff, 400 fatal. A stall *after* headers hangs indefinitely: the gateway's
   upstream deadline and the orchestrator's wall clock end it.
 - Sub-agents: `x-claude-code-agent-id` / `x-claude-code-parent-agent-id` headers.
+- `-p` waits 5 s for `--mcp-config` servers, then goes on without the slow ones (see `claude_env`).
 """
 
 from __future__ import annotations
