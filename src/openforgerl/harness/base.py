@@ -53,6 +53,12 @@ class HarnessLaunch:
 
 
 class HarnessAdapter(Protocol):
+    """An adapter may also set `lists_task_tools = True`: its every request lists the tools of the task's MCP
+    servers, so a first prompt without them is the servers' failure, not the model's
+    (`orchestrator/classify.first_prompt_lacks_task_tools`). Not Qwen Code or OpenClaw (each defers MCP
+    tools behind its own `tool_search`), nor `zero` (its tools come in its config, no server to wait for),
+    nor shell-only or GUI harnesses."""
+
     name: str
     version: str
     protocol: WireProtocol

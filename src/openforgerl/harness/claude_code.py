@@ -10,6 +10,8 @@ Quirks (measured):
   upstream deadline and the orchestrator's wall clock end it.
 - Sub-agents: `x-claude-code-agent-id` / `x-claude-code-parent-agent-id` headers.
 - `-p` waits 5 s for `--mcp-config` servers, then goes on without the slow ones (see `claude_env`).
+- With a base URL that is not Anthropic's and no `ENABLE_TOOL_SEARCH`, every MCP tool is listed in each
+  request (`mcp__<server>__<tool>`), not deferred behind its tool search (read in its binary).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class ClaudeCodeHarness:
     name = "claude_code"
     version = "2.1.197"
     protocol = WireProtocol.ANTHROPIC
+    lists_task_tools = True  # every request lists the task's tools (orchestrator checks the first)
 
     def install(self, cache_dir: Path) -> None:
         install_npm(PACKAGE, cache_dir)

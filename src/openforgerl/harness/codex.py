@@ -8,8 +8,11 @@ Quirks (measured, see reference/notes/harnesses.md):
 - A hang *before* response headers is never timed out by Codex: the orchestrator's wall clock must end it.
 - `CODEX_HOME` must not be under /tmp (it warns it cannot create helper binaries there).
 - Sub-agents carry `thread-id` / `x-codex-parent-thread-id` headers; the gateway records them.
-- MCP servers (`[mcp_servers.X]`) start in the background: the first sampling request of a run can go out
-  before their tools are listed; they appear from the next request on (measured with a 4 s Python server).
+- MCP servers (`[mcp_servers.X]`) start in the background, and the first request waits only
+  `mcp_optional_startup_grace_ms` (1 s by default) for them: with a server 8 s late, the first request
+  offered no task tool (a real model answers it without them; the scripted policy only recovered because it
+  retries). `mcp_optional_startup_grace_ms = 0` waits each server's `startup_timeout_sec` (120 s here);
+  `required = true` did not change the first request. MCP tools arrive as a `namespace` tool (`mcp__<server>`).
 - At startup it tries to sync curated plugins from github.com / chatgpt.com; offline (sandbox) this fails
   fast and is harmless. `RUST_LOG` follows `$OPENFORGERL_CODEX_RUST_LOG` (default `error`) for debugging.
 """
@@ -36,6 +39,7 @@ def config_toml(ctx: HarnessContext, stream_idle_timeout_ms: int = 300_000) -> s
         'approval_policy = "never"',
         'sandbox_mode = "danger-full-access"',
         "check_for_update_on_startup = false",
+        "mcp_optional_startup_grace_ms = 0",
         "",
         f"[model_providers.{PROVIDER}]",
         'name = "openforgerl gateway"',
@@ -57,6 +61,7 @@ class CodexHarness:
     name = "codex"
     version = "0.171.0"
     protocol = WireProtocol.RESPONSES
+    lists_task_tools = True  # every request lists the task's tools (orchestrator checks the first)
 
     def install(self, cache_dir: Path) -> None:
         install_npm(PACKAGE, cache_dir)

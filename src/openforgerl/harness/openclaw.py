@@ -10,6 +10,9 @@ Quirks (measured):
   ids are rewritten (underscores stripped): expect chain breaks in reconstruction.
 - `timeoutSeconds` on the provider bounds each request (hang and stall both retried after it).
 - No session header; `--json` prints one envelope (final text, usage, toolSummary, sessionId).
+- MCP tools are never listed in a request: the model finds them through `tool_search` / `tool_describe` /
+  `tool_call` (ids `<server>__<tool>`), which wait for the servers' catalog. A server that takes longer than
+  `connectionTimeoutMs` (30 s by default) to initialize is dropped ("Unknown tool id"); set to 120 s here.
 """
 
 from __future__ import annotations
@@ -48,8 +51,8 @@ def config(ctx: HarnessContext, api: str, timeout_s: int) -> dict[str, object]:
         "update": {"checkOnStart": False},
     }
     if ctx.mcp_servers:
-        servers = {s.name: {"command": s.command, "args": list(s.args), "env": dict(s.env)}
-                   for s in ctx.mcp_servers}
+        servers = {s.name: {"command": s.command, "args": list(s.args), "env": dict(s.env),
+                            "connectionTimeoutMs": 120_000} for s in ctx.mcp_servers}
         cfg["mcp"] = {"servers": servers}
     return cfg
 

@@ -68,6 +68,7 @@ class OpencodeHarness:
     name = "opencode"
     version = "1.18.33"
     protocol = WireProtocol.CHAT
+    lists_task_tools = True  # every request lists the task's tools (orchestrator checks the first)
 
     def install(self, cache_dir: Path) -> None:
         install_npm(PACKAGE, cache_dir)

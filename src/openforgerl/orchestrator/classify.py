@@ -24,7 +24,7 @@ from typing import Any
 from openforgerl.records import CallErrorKind, CallRecord, RolloutStatus
 from openforgerl.sandbox.base import ExecResult
 
-__all__ = ["call_log_taint", "harness_status"]
+__all__ = ["call_log_taint", "first_prompt_lacks_task_tools", "harness_status", "offered_tool_names"]
 
 
 def call_log_taint(calls: Sequence[CallRecord], rollout: Mapping[str, Any] | None = None
@@ -50,6 +50,42 @@ def call_log_taint(calls: Sequence[CallRecord], rollout: Mapping[str, Any] | Non
             return RolloutStatus(status)
         return RolloutStatus.INFRA_GATEWAY
     return None
+
+
+def offered_tool_names(request: Mapping[str, Any]) -> list[str]:
+    """The tool names a harness's request offers the model, in each wire protocol: Chat
+    `tools[].function.name`, Responses and Anthropic `tools[].name`, and the tools inside Codex's
+    `namespace` entries (`mcp__<server>` holds that server's tools)."""
+    names: list[str] = []
+    tools = request.get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        if not isinstance(tool, Mapping):
+            continue
+        if tool.get("type") == "namespace":
+            names += offered_tool_names(tool)
+            continue
+        fn = tool.get("function")
+        name = (fn if isinstance(fn, Mapping) else tool).get("name")
+        if isinstance(name, str):
+            names.append(name)
+    return names
+
+
+def first_prompt_lacks_task_tools(calls: Sequence[CallRecord], task_tools: Sequence[str]) -> bool:
+    """True when the model's first prompt of the rollout offered none of the task's tools, under any
+    prefix the harness gives them (`mcp__claw__mail_send`, `claw_mail_send`, `mail_send`).
+
+    A harness that starts without its tool server (one that was slow on a loaded box, or crashed) asks
+    the model anyway, and the model, without the task's tools, fails: a 0 for the machine's fault. Only
+    the first answered request counts: it is the harness's own, sent before the model decided anything.
+    Later requests are the agent's doing (it has a shell, and can kill the tool server to dodge a 0)."""
+    if not task_tools:
+        return False
+    first = next((c for c in sorted(calls, key=lambda c: c.index) if not c.side_call and c.error is None), None)
+    if first is None:
+        return False
+    offered = offered_tool_names(first.request)
+    return not any(name == tool or name.endswith("_" + tool) for name in offered for tool in task_tools)
 
 
 def harness_status(result: ExecResult) -> RolloutStatus:

@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from openforgerl.harness.base import HarnessAdapter, HarnessContext, HarnessLaunch
-from openforgerl.orchestrator.classify import call_log_taint, harness_status
+from openforgerl.orchestrator.classify import call_log_taint, first_prompt_lacks_task_tools, harness_status
 from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.errors import (
     EngineFault,
@@ -43,7 +43,7 @@ from openforgerl.orchestrator.errors import (
 )
 from openforgerl.orchestrator.gateway_client import GatewayClient, OpenedRollout
 from openforgerl.orchestrator.task_protocol import TaskRuntime
-from openforgerl.records import RolloutOutcome, RolloutRecord, RolloutStatus
+from openforgerl.records import CallRecord, RolloutOutcome, RolloutRecord, RolloutStatus
 from openforgerl.sandbox.base import (
     CommandNotFoundError,
     ExecResult,
@@ -91,6 +91,7 @@ class _Run:
     instruction: str = ""  # the harness's prompt for this rollout (`_instruction`)
     result: ExecResult | None = None
     versions: set[int] = field(default_factory=set)
+    calls: list[CallRecord] = field(default_factory=list)  # the call log, read once the harness ended (`_taint`)
     timings: dict[str, float] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -161,6 +162,9 @@ class RolloutRunner:
         if taint is not None:
             why = "a prompt longer than the engine's context" if taint.is_config else "an infra error"
             return Outcome(taint, error=f"{why} recorded in the call log")
+        if self._tools_missed(run):
+            return Outcome(RolloutStatus.INFRA_HARNESS_START,
+                           error="the model's first prompt had none of the task's tools (its tool server did not start in time)")
         status = harness_status(result)
         if status is RolloutStatus.TIMEOUT:
             return Outcome(status)
@@ -278,7 +282,15 @@ class RolloutRunner:
             info = await self.gateway.get_rollout(run.opened.rollout_id)
         run.versions = {c.policy_version for c in calls}
         run.notes["calls"] = len(calls)
+        run.calls = calls
         return call_log_taint(calls, info)
+
+    def _tools_missed(self, run: _Run) -> bool:
+        """The harness asked the model before the task's tools reached it (see `first_prompt_lacks_task_tools`)."""
+        if not getattr(run.req.harness, "lists_task_tools", False) or not run.req.task.mcp_servers():
+            return False
+        names = [str((t.get("function") or t).get("name")) for t in run.req.task.function_tools()]
+        return first_prompt_lacks_task_tools(run.calls, names)
 
     async def _capture(self, run: _Run, sandbox: Sandbox) -> None:
         """The service audit log and the agent's files, for `analyze` / `view` (best effort, never fails
