@@ -89,10 +89,12 @@ def test_a_grader_that_cannot_run_here_is_flagged_with_why(tmp_path: Path, edit:
     assert load_spec(task.root / "tests/checks.toml").checks[0].kind != "claw_eval_grader"
 
 
-def test_env_snapshot_inputs_and_missing_peers_are_flagged(tmp_path: Path) -> None:
+def test_missing_grader_only_files_and_peers_are_flagged(tmp_path: Path) -> None:
     src = Path(shutil.copytree(DATA / "T906zh_invoice_reply", tmp_path / "src" / "T906zh_invoice_reply"))
-    (src / "task.yaml").write_text((src / "task.yaml").read_text() + "env_snapshot_files: [/workspace/out.txt]\n")
-    assert "unsupported:grader_env_snapshot_files" in load_task(_task(str(src), tmp_path)).flags
+    (src / "task.yaml").write_text((src / "task.yaml").read_text() + "env_snapshot_files: [/workspace/out.txt]\n"
+                                   "sandbox_grader_files: [fixtures/verify.py]\n")
+    flags = load_task(_task(str(src), tmp_path)).flags  # the snapshot itself is taken (test_claw_eval_snapshot.py)
+    assert "unsupported:grader_file_missing:sandbox_grader_files/fixtures/verify.py" in flags
     lonely = Path(shutil.copytree(DATA / "T907_invoice_reply_judged", tmp_path / "solo" / "T907_invoice_reply_judged"))
     assert "unsupported:grader_peer:T906zh_invoice_reply" in load_task(_task(str(lonely), tmp_path / "b")).flags
 

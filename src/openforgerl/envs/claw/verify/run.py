@@ -29,13 +29,15 @@ JUDGE_REQUESTS = "judge_requests.json"
 
 
 def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: Path | None = None,
-                judge_scores: Path | None = None, judge_answers: Path | None = None, token: str = "") -> Outcome:
+                judge_scores: Path | None = None, judge_answers: Path | None = None, token: str = "",
+                env_snapshot: Path | None = None) -> Outcome:
     """Judge the live service at `state_url` (raises ServiceUnreachable / TaskFormatError).
 
     `transcript` (the rollout's messages), `judge_scores` ({check name: score} of the `llm_judge`
     checks) and `judge_answers` ({request key: score} of a task grader's judge calls) are written by the
     host from the call log and the judge (tasks/host_side.py), never by the agent. `token` (given when the
-    task runs upstream's services) reads their audit from the service's host-only route.
+    task runs upstream's services) reads their audit from the service's host-only route. `env_snapshot` is
+    upstream Claw-Eval's snapshot of the agent's final workdir, taken by the host (`envs/claw/snapshot.py`).
     """
     spec = load_spec(checks)
     state = get_json("/state", url=state_url, wait_s=15.0)
@@ -44,8 +46,11 @@ def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: 
     said = json.loads(transcript.read_text()) if transcript else None
     judged = json.loads(judge_scores.read_text()) if judge_scores else None
     answers = json.loads(judge_answers.read_text()) if judge_answers else None
+    snapshot = json.loads(env_snapshot.read_text()) if env_snapshot else None
+    if snapshot is not None and not isinstance(snapshot, dict):
+        raise OSError(f"{env_snapshot}: not a JSON object")
     return evaluate(spec, Evidence(state, audit, workdir, tests_dir=checks.parent, transcript=said, judge=judged,
-                                   judge_answers=answers, upstream_audit=upstream))
+                                   judge_answers=answers, upstream_audit=upstream, env_snapshot=snapshot))
 
 
 def _checks_path(ns: argparse.Namespace) -> Path:
@@ -67,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--judge-scores", type=Path, default=None, help="llm_judge scores (JSON), from the host")
     ap.add_argument("--judge-answers", type=Path, default=None, help="a grader's judge calls answered (JSON), from the host")
     ap.add_argument("--token", default="", help="secret of the upstream services' audit (GET /upstream/audit)")
+    ap.add_argument("--env-snapshot", type=Path, default=None, help="Claw-Eval env snapshot (JSON), from the host")
     ns = ap.parse_args(argv)
     from openforgerl.envs.claw.client import service_url
     from openforgerl.envs.claw.verify.graders import GraderUnavailable
@@ -74,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         outcome = verify_live(_checks_path(ns), ns.state_url or service_url(), ns.workdir, ns.transcript,
-                              ns.judge_scores, ns.judge_answers, ns.token)
+                              ns.judge_scores, ns.judge_answers, ns.token, ns.env_snapshot)
     except ServiceUnreachable as exc:  # the service ran next to the agent: the agent's reach
         print(f"VIOLATION task service unreachable after the agent ran: {exc}", file=sys.stderr)
         return EXIT_TAMPERED
