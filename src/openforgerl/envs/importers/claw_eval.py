@@ -234,14 +234,17 @@ def _tools(spec: dict[str, Any], unsupported: list[str], upstream: frozenset[str
 
 
 def _sandbox_files(task_dir: Path, spec: dict[str, Any], unsupported: list[str]) -> dict[str, bytes]:
+    """Looked up as upstream's runner does: in the task folder, then from the repository root (a task may
+    name another task's fixture, `tasks/<id>/fixtures/...`); laid out at the path as written."""
     out = {}
     for rel in spec.get("sandbox_files") or []:
         path = PurePosixPath(str(rel))
-        source = task_dir / path
-        if path.is_absolute() or ".." in path.parts or not source.is_file():
+        found = [] if path.is_absolute() or ".." in path.parts else \
+            [p for p in (task_dir / path, task_dir.resolve().parent.parent / path) if p.is_file() and not p.is_symlink()]
+        if not found:
             unsupported.append(f"sandbox_file:{rel}")
             continue
-        out[f"environment/workspace/{path}"] = source.read_bytes()
+        out[f"environment/workspace/{path}"] = found[0].read_bytes()
     return out
 
 
