@@ -264,6 +264,7 @@ def _upstream_files(task_dir: Path, spec: dict[str, Any], user: dict[str, Any], 
 
 # The `claw_eval` modules our compatibility package provides (envs/claw/claw_eval_compat/).
 COMPAT_MODULES = {"claw_eval", "claw_eval.graders", "claw_eval.graders.base", "claw_eval.graders.llm_judge",
+                  "claw_eval.graders.pinbench_common",
                   "claw_eval.models", "claw_eval.models.task", "claw_eval.models.trace", "claw_eval.models.content",
                   "claw_eval.models.message", "claw_eval.models.scoring"}
 JUDGE_METHODS = {"evaluate", "evaluate_actions"}  # answered by the host's --judge-engine
@@ -321,6 +322,8 @@ def grader_support(task_dir: Path) -> tuple[list[str], bool, dict[str, bytes]]:
             continue
         judge_bad, calls = _judge_problems(text)
         judged |= calls
+        if re.search(r"^\s*REQUIRE_IMAGE_LOAD\s*=\s*True", text, re.M):  # our runner records no media loads
+            problems.append("grader_media_events")
         problems += _module_problems(_imported_modules(tree)) + judge_bad
         for peer in re.findall(r"load_peer_grader\(\s*[\"']([^\"']+)[\"']", text):
             path = task_dir.parent / peer / "grader.py"
