@@ -163,8 +163,8 @@ def _eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[str],
     res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "tasks"), "--harness", "zero", "--trials", "1",
                                    "--scripted-oracle", "1.0", "--out", str(tmp_path / "r")])
     assert res.exit_code == 0, (res.output, res.exception)
-    [record] = map(json.loads, (tmp_path / "r" / "rollouts.jsonl").read_text().splitlines())
-    return dict(record)
+    records = [json.loads(x) for x in (tmp_path / "r" / "rollouts.jsonl").read_text().splitlines()]
+    return records[-1] if len(records) == 1 else {"all": records}
 
 
 @needs_bwrap
@@ -176,3 +176,17 @@ def test_doing_the_task_scores_above_a_no_op_through_the_real_path(tmp_path: Pat
     assert done["status"] == "ok" and done["reward"] == 1.0
     assert idle["status"] == "ok" and idle["reward"] == pytest.approx(0.2)
     assert wrong["reward"] == pytest.approx(0.8 * 0.2 + 0.2)  # notes only
+
+
+@needs_bwrap
+def test_a_snapshot_our_sandbox_cannot_take_is_infra_never_a_zero(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from openforgerl.sandbox.base import SandboxError
+    from openforgerl.sandbox.local import LocalSandbox
+
+    async def broken(self: LocalSandbox) -> None:
+        raise SandboxError("bwrap setup failed 4 times")
+
+    monkeypatch.setattr(LocalSandbox, "open_workdir_copy", broken)
+    records = _eval(tmp_path, monkeypatch, [SOLVE])["all"]  # infra is retried, never scored
+    assert len(records) > 1 and all(r["status"] == "infra_error:verifier" and r["reward"] is None for r in records)
