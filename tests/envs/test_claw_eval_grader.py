@@ -73,8 +73,8 @@ def test_a_task_with_a_runnable_grader_is_scored_by_it(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("edit", "flag"), [
     (("from claw_eval.models.trace import DimensionScores",
-      "from claw_eval.graders.multimodal_common import MultimodalGraderMixin\nfrom claw_eval.models.trace import DimensionScores"),
-     "unsupported:grader_import:claw_eval.graders.multimodal_common"),
+      "from claw_eval.graders.visual_grader import VisualGraderMixin\nfrom claw_eval.models.trace import DimensionScores"),
+     "unsupported:grader_import:claw_eval.graders.visual_grader"),
     (("scores.robustness = self.compute_robustness(dispatches)",
       "scores.robustness = judge.evaluate_visual('r', [], []).score"), "unsupported:grader_judge:evaluate_visual"),
     (("from typing import Any", "from typing import Any\n\nimport numpy"), "unsupported:grader_import:numpy"),

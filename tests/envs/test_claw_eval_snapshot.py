@@ -190,3 +190,32 @@ def test_a_snapshot_our_sandbox_cannot_take_is_infra_never_a_zero(tmp_path: Path
     monkeypatch.setattr(LocalSandbox, "open_workdir_copy", broken)
     records = _eval(tmp_path, monkeypatch, [SOLVE])["all"]  # infra is retried, never scored
     assert len(records) > 1 and all(r["status"] == "infra_error:verifier" and r["reward"] is None for r in records)
+
+
+def test_the_multimodal_helpers_read_the_snapshot_as_upstreams(monkeypatch: pytest.MonkeyPatch) -> None:
+    from openforgerl.envs.claw.verify.claw_eval_grader import COMPAT_ROOT
+
+    monkeypatch.syspath_prepend(str(COMPAT_ROOT))
+    from claw_eval.graders.multimodal_common import MultimodalGraderMixin as M
+    from claw_eval.models.trace import ToolDispatch
+
+    probe = "cmd:ffprobe -v quiet -print_format json -show_format /workspace/clip.mp4"
+    snap = {"file:/workspace/a.csv": {"content": "x", "mime_type": "text/csv", "encoding": "utf-8"},
+            "file:/workspace/b.png": {"error": "File not found: /workspace/b.png"},
+            probe: {"exit_code": 0, "stdout": '{"format": {"duration": "4.0"}}', "stderr": ""},
+            "cmd:wc -c x": {"exit_code": 1, "stdout": "12 x\n", "stderr": ""}}
+    assert M.check_file_exists(snap, "/workspace/a.csv") and not M.check_file_exists(snap, "/workspace/b.png")
+    assert M.check_file_exists(snap, "/workspace/never.txt") and not M.check_file_exists({}, "/workspace/a.csv")
+    assert M.check_file_format(snap, "/workspace/a.csv", "TEXT/CSV") and not M.check_file_format(None, "/x", "text")
+    assert M.get_ffprobe_metadata(snap, probe) == {"format": {"duration": "4.0"}}
+    assert M.get_ffprobe_metadata(snap, "cmd:wc -c x") is None and M.get_ffprobe_metadata(None, probe) is None
+    assert M.get_snapshot_stdout(snap, "wc -c x") == "12 x\n" and M.get_snapshot_exit_code(snap, "wc -c x") == 1
+    assert M.get_snapshot_exit_code(snap, "missing") is None
+    assert M.compute_text_similarity("a  b", "a b") == 1.0 and M.compute_text_similarity("", "") == 1.0
+    assert M.compute_text_similarity("abc", "") == 0.0
+    assert M.extract_number_from_text("about -3.5 km, then 4") == -3.5 and M.extract_number_from_text("none") is None
+    calls = [ToolDispatch(tool_use_id="1", tool_name="Read", endpoint_url="", request_body={}, response_status=200,
+                          response_body=None),
+             ToolDispatch(tool_use_id="2", tool_name="Read", endpoint_url="", request_body={}, response_status=500,
+                          response_body=None)]
+    assert M.check_tool_usage(calls, "Read") and not M.check_tool_usage(calls, "Read", min_calls=2)

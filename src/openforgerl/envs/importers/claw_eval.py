@@ -264,7 +264,7 @@ def _upstream_files(task_dir: Path, spec: dict[str, Any], user: dict[str, Any], 
 
 # The `claw_eval` modules our compatibility package provides (envs/claw/claw_eval_compat/).
 COMPAT_MODULES = {"claw_eval", "claw_eval.graders", "claw_eval.graders.base", "claw_eval.graders.llm_judge",
-                  "claw_eval.graders.pinbench_common",
+                  "claw_eval.graders.pinbench_common", "claw_eval.graders.multimodal_common",
                   "claw_eval.models", "claw_eval.models.task", "claw_eval.models.trace", "claw_eval.models.content",
                   "claw_eval.models.message", "claw_eval.models.scoring"}
 JUDGE_METHODS = {"evaluate", "evaluate_actions"}  # answered by the host's --judge-engine
