@@ -73,10 +73,10 @@ def test_a_task_with_a_runnable_grader_is_scored_by_it(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("edit", "flag"), [
     (("from claw_eval.models.trace import DimensionScores",
-      "from claw_eval.graders.visual_grader import VisualGraderMixin\nfrom claw_eval.models.trace import DimensionScores"),
-     "unsupported:grader_import:claw_eval.graders.visual_grader"),
+      "from claw_eval.graders.webpage_grader import DynamicWebpageGrader\nfrom claw_eval.models.trace import DimensionScores"),
+     "unsupported:grader_import:claw_eval.graders.webpage_grader"),
     (("scores.robustness = self.compute_robustness(dispatches)",
-      "scores.robustness = judge.evaluate_visual('r', [], []).score"), "unsupported:grader_judge:evaluate_visual"),
+      "scores.robustness = float(bool(judge.client))"), "unsupported:grader_judge:client"),
     (("from typing import Any", "from typing import Any\n\nimport numpy"), "unsupported:grader_import:numpy"),
 ])
 def test_a_grader_that_cannot_run_here_is_flagged_with_why(tmp_path: Path, edit: tuple[str, str], flag: str) -> None:

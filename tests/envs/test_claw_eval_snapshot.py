@@ -219,3 +219,105 @@ def test_the_multimodal_helpers_read_the_snapshot_as_upstreams(monkeypatch: pyte
              ToolDispatch(tool_use_id="2", tool_name="Read", endpoint_url="", request_body={}, response_status=500,
                           response_body=None)]
     assert M.check_tool_usage(calls, "Read") and not M.check_tool_usage(calls, "Read", min_calls=2)
+
+
+# ------------------------------------------------------------------ the vision judge (evaluate_visual)
+
+RED_PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGM4IcIFAAKOAOdVkVssAAAAAElFTkSuQmCC"
+
+
+def _serve_judge(reply: Callable[[dict[str, Any]], str]) -> Any:
+    import contextlib
+    import threading
+
+    from aiohttp import web
+    from judge_helpers import free_port
+
+    @contextlib.contextmanager
+    def served() -> Any:
+        bodies: list[dict[str, Any]] = []
+        port, loop, ready, box = free_port(), asyncio.new_event_loop(), threading.Event(), {}
+
+        async def chat(request: Any) -> Any:
+            body = await request.json()
+            bodies.append(body)
+            return web.json_response({"choices": [{"message": {"role": "assistant", "content": reply(body)}}]})
+
+        async def start() -> None:
+            app = web.Application(client_max_size=64 << 20)
+            app.router.add_post("/v1/chat/completions", chat)
+            box["runner"] = web.AppRunner(app)
+            await box["runner"].setup()
+            await web.TCPSite(box["runner"], "127.0.0.1", port).start()
+            ready.set()
+
+        thread = threading.Thread(target=lambda: (asyncio.set_event_loop(loop), loop.run_until_complete(start()),
+                                                  loop.run_forever()), daemon=True)
+        thread.start()
+        assert ready.wait(30)
+        try:
+            yield f"http://127.0.0.1:{port}/v1", bodies
+        finally:
+            asyncio.run_coroutine_threadsafe(box["runner"].cleanup(), loop).result(10)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+
+    return served()
+
+
+def _visual_eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[str], judge_url: str) -> dict[str, Any]:
+    import openforgerl.envs.claw.oracle_policy as op
+    from openforgerl.eval.command import command as eval_command
+
+    def factory(runtimes: Any, **kw: Any) -> Callable[[Any], str]:
+        def policy(turn: Any) -> str:
+            if not turn.tools:
+                return "title"
+            done = [m for m in turn.messages if m.get("role") == "tool"]
+            return format_tool_call("bash", {"command": steps[len(done)]}) if len(done) < len(steps) else "Done."
+        return policy
+
+    import_any(DATA / "T911_chart_visual", tmp_path / "tasks")
+    monkeypatch.setattr(op, "oracle_policy", factory)
+    app = typer.Typer()
+    app.command()(eval_command)
+    res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "tasks"), "--harness", "zero", "--trials", "1",
+                                   "--scripted-oracle", "1.0", "--out", str(tmp_path / "r"), "--judge-engine", judge_url])
+    assert res.exit_code == 0, (res.output, res.exception)
+    [record] = map(json.loads, (tmp_path / "r" / "rollouts.jsonl").read_text().splitlines())
+    return dict(record)
+
+
+@needs_bwrap
+def test_the_vision_judge_sees_the_agents_chart_and_the_reference_through_the_real_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import base64
+
+    reference = base64.b64encode((DATA / "T911_chart_visual/fixtures/reference.png").read_bytes()).decode()
+    draw = f"echo {RED_PIXEL} | base64 -d > /workspace/chart.png"
+    with _serve_judge(lambda body: '{"score": 0.75, "reasoning": "close to the reference"}') as (url, bodies):
+        drawn = _visual_eval(tmp_path / "drawn", monkeypatch, [draw], url)
+        idle = _visual_eval(tmp_path / "idle", monkeypatch, [], url)
+    assert drawn["status"] == "ok" and drawn["reward"] == pytest.approx(0.8 * (0.2 + 0.8 * 0.75) + 0.2)
+    assert idle["status"] == "ok" and idle["reward"] == pytest.approx(0.2)  # no chart: no judge call
+    [body] = bodies
+    system, user = body["messages"]
+    assert system["content"].startswith("You are a STRICT visual evaluation judge.")
+    urls = [p["image_url"]["url"] for p in user["content"] if p["type"] == "image_url"]
+    assert urls == [f"data:image/png;base64,{reference}", f"data:image/png;base64,{RED_PIXEL}"]
+    texts = " ".join(p["text"] for p in user["content"] if p["type"] == "text")
+    assert "### Reference (1 images)" in texts and "### Candidate (1 images)" in texts and "single red pixel" in texts
+
+
+@needs_bwrap
+def test_a_chart_that_leaves_the_vision_judge_scoreless_is_a_zero_not_infra(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def reply(body: dict[str, Any]) -> str:
+        candidate = any("Candidate" in p.get("text", "") for p in body["messages"][1]["content"])
+        return "I refuse to score this picture." if candidate else '{"score": 0.9, "reasoning": "fine"}'
+
+    draw = f"echo {RED_PIXEL} | base64 -d > /workspace/chart.png"
+    with _serve_judge(reply) as (url, bodies):
+        record = _visual_eval(tmp_path, monkeypatch, [draw], url)
+    assert record["status"] == "ok" and record["reward"] == pytest.approx(0.8 * 0.2 + 0.2)
+    assert len(bodies) == 3  # two tries with the chart, one without it (which scores: the chart's doing)

@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openforgerl.envs.claw.cli import usage_lines
 from openforgerl.envs.claw.client import DEFAULT_PORT, URL_ENV
-from openforgerl.envs.claw.snapshot import SNAPSHOT_INPUT, SnapshotSpec, collect_env_snapshot
+from openforgerl.envs.claw.snapshot import SNAPSHOT_INPUT, SnapshotSpec, collect_env_snapshot, held_images
 from openforgerl.envs.claw.tools import SERVICES, function_tools, get_tool, tools_for
 from openforgerl.envs.claw.verify.run import EXIT_NEEDS_JUDGE, JUDGE_REQUESTS
 from openforgerl.harness.base import McpServer
@@ -231,7 +231,7 @@ class ClawTaskRuntime(TaskDefaults):
         argv = [self.python, "-I", "-m", "openforgerl.envs.claw.verify", "--checks", f"{VERIFIER_IN}/tests/checks.toml",
                 "--state-url", self.url, "--workdir", INSIDE, "--out", f"{VERIFIER_OUT}/reward.json",
                 "--log", f"{VERIFIER_OUT}/verifier.log", *(["--token", self.token] if self.token else [])]
-        snapshot = SnapshotSpec.from_tests(self.task.root / "tests")
+        snapshot, taken = SnapshotSpec.from_tests(self.task.root / "tests"), None
         if snapshot is not None:  # upstream Claw-Eval takes it right after the agent's loop, before grading
             taken = await collect_env_snapshot(sandbox, snapshot, str(Path(self.python).parent))
             inputs[SNAPSHOT_INPUT] = json.dumps(taken, ensure_ascii=False).encode()
@@ -245,19 +245,19 @@ class ClawTaskRuntime(TaskDefaults):
             requests = _judge_requests(run)
             if requests is None:
                 return verdict_of(run)
-            answers |= await self._answer_grader_judge(requests)
+            answers |= await self._answer_grader_judge(requests, held_images(self.task.root / "tests", taken))
             inputs["host/judge_answers.json"] = json.dumps(answers).encode()
             if "--judge-answers" not in argv:
                 argv += ["--judge-answers", f"{VERIFIER_IN}/host/judge_answers.json"]
         raise VerifierError(f"the task's grader still asked for new judge calls after {JUDGE_ROUNDS} rounds")
 
-    async def _answer_grader_judge(self, requests: list[dict[str, Any]]) -> dict[str, float]:
+    async def _answer_grader_judge(self, requests: list[dict[str, Any]], images: Mapping[str, str]) -> dict[str, float]:
         from openforgerl.tasks.judge import JudgeError
 
         if self.host is None or self.host.judge is None:
             raise VerifierError("the task's grader.py calls an LLM judge and no --judge-engine was given")
         try:
-            return await self.host.claw_eval_grader_answers(requests)
+            return await self.host.claw_eval_grader_answers(requests, images)
         except JudgeError as exc:
             raise VerifierError(f"llm judge (grader.py): {exc}") from exc
 

@@ -26,6 +26,7 @@ and stderr are cut at 1 MiB, a file at 8 MiB and the whole snapshot at 64 MiB, a
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import mimetypes
 import os
@@ -39,10 +40,11 @@ from typing import Any
 from openforgerl.orchestrator.task_protocol import VerifierError
 from openforgerl.sandbox.base import SandboxError, TamperError
 
-__all__ = ["MANIFEST", "SNAPSHOT_INPUT", "SnapshotSpec", "collect_env_snapshot", "glob_paths"]
+__all__ = ["MANIFEST", "SNAPSHOT_INPUT", "SnapshotSpec", "collect_env_snapshot", "glob_paths", "held_images"]
 
 MANIFEST = "claw_eval/env_snapshot.json"  # under the task's tests/, written by the importer
 GRADER_FILES = "claw_eval/sandbox_grader_files"  # pushed into the copy after the run
+LOCAL_FILES = "claw_eval/local_grader_files"  # the grader's ground truth, read by the verifier
 SNAPSHOT_INPUT = "host/env_snapshot.json"  # the verifier's input
 ROOTS = ("/workspace/", "/workdir/")
 GLOB_MAX = 50  # upstream's `/glob` max_files
@@ -162,6 +164,18 @@ async def _read(copy: Any, path: str, budget: list[int]) -> dict[str, Any] | Non
         return {"content": data.decode("utf-8", errors="replace"), "mime_type": mime or "text/plain", "encoding": "utf-8"}
     return {"content": base64.b64encode(data).decode("ascii"), "mime_type": mime or "application/octet-stream",
             "encoding": "base64", "size_bytes": len(data)}
+
+
+def held_images(tests: Path, snapshot: Mapping[str, Any] | None) -> dict[str, str]:
+    """{sha256 of the base64 text: the base64 text} of every base64 entry of the host's snapshot and of the
+    task's local grader files: what a grader's visual judge request may name by hash (`claw_eval_grader`)."""
+    out = [str(e["content"]) for e in (snapshot or {}).values()
+           if isinstance(e, Mapping) and e.get("encoding") == "base64" and e.get("content")]
+    local = tests / LOCAL_FILES
+    if local.is_dir():
+        out += [base64.b64encode(p.read_bytes()).decode("ascii") for p in sorted(local.rglob("*"))
+                if p.is_file() and not p.is_symlink()]
+    return {hashlib.sha256(b.encode()).hexdigest(): b for b in out}
 
 
 def glob_paths(listing: Sequence[str], pattern: str) -> list[str]:

@@ -265,9 +265,10 @@ def _upstream_files(task_dir: Path, spec: dict[str, Any], user: dict[str, Any], 
 # The `claw_eval` modules our compatibility package provides (envs/claw/claw_eval_compat/).
 COMPAT_MODULES = {"claw_eval", "claw_eval.graders", "claw_eval.graders.base", "claw_eval.graders.llm_judge",
                   "claw_eval.graders.pinbench_common", "claw_eval.graders.multimodal_common",
+                  "claw_eval.graders.visual_grader",
                   "claw_eval.models", "claw_eval.models.task", "claw_eval.models.trace", "claw_eval.models.content",
                   "claw_eval.models.message", "claw_eval.models.scoring"}
-JUDGE_METHODS = {"evaluate", "evaluate_actions"}  # answered by the host's --judge-engine
+JUDGE_METHODS = {"evaluate", "evaluate_actions", "evaluate_visual"}  # answered by the host's --judge-engine
 THIRD_PARTY_OK = {"pydantic", "yaml"}  # installed wherever the verifier runs
 # task.yaml fields that feed a grader's env_snapshot from the agent's final sandbox (the first three: taken by
 # the host on a copy, envs/claw/snapshot.py) or from the task's own files (local_grader_files: the verifier)
@@ -299,7 +300,8 @@ def _module_problems(modules: set[str]) -> list[str]:
 def _judge_problems(source: str) -> tuple[list[str], bool]:
     """(judge attributes we cannot answer, whether it calls the judge at all)."""
     used = set(re.findall(r"\bjudge\.(\w+)", source))
-    return [f"grader_judge:{a}" for a in sorted(used - JUDGE_METHODS)], bool(used & JUDGE_METHODS)
+    via_mixin = "judge_visual_similarity(" in source  # visual_grader's helper calls judge.evaluate_visual
+    return [f"grader_judge:{a}" for a in sorted(used - JUDGE_METHODS)], bool(used & JUDGE_METHODS) or via_mixin
 
 
 def grader_support(task_dir: Path) -> tuple[list[str], bool, dict[str, bytes]]:

@@ -26,6 +26,7 @@ EXIT_VERIFIER_BROKEN = 2
 EXIT_TAMPERED = 3
 EXIT_NEEDS_JUDGE = 4
 JUDGE_REQUESTS = "judge_requests.json"
+MAX_JUDGE_REQUESTS_BYTES = 6 << 20  # the host reads at most 8 MiB of a verifier's output file
 
 
 def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: Path | None = None,
@@ -88,7 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"verifier error: {exc}", file=sys.stderr)
         return EXIT_VERIFIER_BROKEN
     if outcome.judge_requests:  # no reward: this run's grader saw placeholders where the judge should answer
-        ns.out.with_name(JUDGE_REQUESTS).write_text(json.dumps(outcome.judge_requests, ensure_ascii=False))
+        body = json.dumps(outcome.judge_requests, ensure_ascii=False)
+        if len(body.encode()) > MAX_JUDGE_REQUESTS_BYTES:  # images a grader made itself travel inline
+            print(f"verifier error: the grader's judge requests take {len(body.encode())} bytes "
+                  f"(over {MAX_JUDGE_REQUESTS_BYTES})", file=sys.stderr)
+            return EXIT_VERIFIER_BROKEN
+        ns.out.with_name(JUDGE_REQUESTS).write_text(body)
         print(f"{len(outcome.judge_requests)} judge call(s) for the host to answer", file=sys.stderr)
         return EXIT_NEEDS_JUDGE
     ns.out.write_text(json.dumps(outcome.components(), indent=1))
