@@ -571,7 +571,7 @@ class WorkdirCopy:
         await asyncio.to_thread(write_under, self.work, rel, data)
 
     async def paths(self) -> list[str]:
-        """Every entry of the copy (relative, "/"-separated, folders too), links listed but not followed."""
+        """Every entry of the copy but its folders (relative, "/"-separated), links listed but not followed."""
         return await asyncio.to_thread(_list_tree, self.work, self.MAX_ENTRIES)
 
     async def aclose(self) -> None:
@@ -657,9 +657,10 @@ def _list_tree(root: Path, max_entries: int) -> list[str]:
             continue
         for e in entries:
             path = f"{rel}/{e.name}" if rel else e.name
-            out.append(path)
             if e.is_dir(follow_symlinks=False):
                 todo.append(path)
+            else:
+                out.append(path)
     return sorted(out[:max_entries])
 
 

@@ -29,8 +29,6 @@ import base64
 import hashlib
 import json
 import mimetypes
-import os
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -113,13 +111,11 @@ async def _collect(copy: Any, spec: SnapshotSpec, python_dir: str | None) -> dic
     listing: list[str] | None = None
     for pattern in spec.files:
         if "*" in pattern or "?" in pattern:
-            listing = await copy.paths() if listing is None else listing
+            listing = await copy.paths() if listing is None else listing  # no folders: upstream's glob keeps files
             for path in glob_paths(listing, pattern)[:GLOB_MAX]:
-                entry = await _read(copy, path, budget)
-                if entry is not None:
-                    snapshot[f"file:{path}"] = entry
+                snapshot[f"file:{path}"] = await _read(copy, path, budget)
         else:
-            snapshot[f"file:{pattern}"] = await _read(copy, pattern, budget) or {"error": f"Not a file: {pattern}"}
+            snapshot[f"file:{pattern}"] = await _read(copy, pattern, budget)
     return snapshot
 
 
@@ -141,19 +137,15 @@ def _relative(path: str) -> str | None:
     return "/".join(parts) if parts and ".." not in parts else None
 
 
-async def _read(copy: Any, path: str, budget: list[int]) -> dict[str, Any] | None:
-    """Upstream's `/read` reply for `path` (None: a folder, which upstream's glob leaves out)."""
+async def _read(copy: Any, path: str, budget: list[int]) -> dict[str, Any]:
+    """Upstream's `/read` reply for `path`, read without following a link (not even a parent folder's)."""
     rel = _relative(path)
     if rel is None:
         return {"error": f"outside the workspace: {path}"}
     try:
-        st = os.lstat(copy.work / rel)
-    except OSError:
-        return {"error": f"File not found: {path}"}
-    if stat.S_ISDIR(st.st_mode):
-        return None
-    try:
         data = await copy.read(rel, limit=max(0, min(MAX_FILE, budget[0])))
+    except FileNotFoundError:
+        return {"error": f"File not found: {path}"}
     except (TamperError, OSError) as exc:
         return {"error": f"not read: {exc}"}
     budget[0] -= len(data)
