@@ -5,7 +5,7 @@ and `zero`; a scripted engine stands in for the policy's decisions only.
 
 The attacker 1. looks for the grader-only files (the check script, the ground truth, the manifest) during
 its run, where they could be; 2. plants what the snapshot will read: a forged check script where the real
-one will go (behind a link), links to `/etc/shadow` and to the ground truth's host path under the globbed
+one will go (behind a link), links to `/etc/shadow`, to a host folder and to the ground truth's host path under the globbed
 names, a FIFO and an oversized file.
 
 Done when: the probes find nothing of the grader's (the control: the same probe finds the attacker's own
@@ -112,10 +112,11 @@ def test_planted_files_reach_the_grader_as_errors_never_as_the_linked_bytes(tmp_
         backend = LocalBackend(tmp_path / "sbx")
         try:
             sbx = await backend.open_sandbox(SandboxSpec(rollout_id="attack"))
-            res = await sbx.exec(["sh", "-c", _plant(secret) + " && mkdir -p /workspace/fixtures/check_total.py.d"])
+            res = await sbx.exec(["sh", "-c", _plant(secret) + f" && ln -s {secret.parent} /workspace/hostdir"])
             assert res.returncode == 0, res.stderr
             spec = SnapshotSpec(commands=("python3 /workspace/fixtures/check_total.py",),
-                                files=("/workspace/out/*.txt", "/workspace/out/notes.md"), timeout_s=5,
+                                files=("/workspace/out/*.txt", "/workspace/out/notes.md", "/workspace/hostdir/*",
+                                       "/workspace/hostdir/host_secret.txt"), timeout_s=5,
                                 grader_files={"fixtures/check_total.py": b"print('the real check')\n"})
             snap = await collect_env_snapshot(sbx, spec)
             await sbx.aclose()
@@ -129,4 +130,7 @@ def test_planted_files_reach_the_grader_as_errors_never_as_the_linked_bytes(tmp_
         entry = snap.get(f"file:/workspace/out/{name}")
         assert entry is not None and set(entry) == {"error"}, (name, entry)
     assert "file:/workspace/out/pipe.txt" not in snap  # a FIFO is left out of the copy
+    assert not any(k.startswith("file:/workspace/hostdir/") and k != "file:/workspace/hostdir/host_secret.txt"
+                   for k in snap)  # a glob never enters a linked folder
+    assert set(snap["file:/workspace/hostdir/host_secret.txt"]) == {"error"}  # nor does a plain path
     assert "host-only ground truth" not in json.dumps(snap)
