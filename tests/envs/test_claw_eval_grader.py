@@ -73,8 +73,8 @@ def test_a_task_with_a_runnable_grader_is_scored_by_it(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("edit", "flag"), [
     (("from claw_eval.models.trace import DimensionScores",
-      "from claw_eval.graders.webpage_grader import DynamicWebpageGrader\nfrom claw_eval.models.trace import DimensionScores"),
-     "unsupported:grader_import:claw_eval.graders.webpage_grader"),
+      "from claw_eval.graders.officeqa_reward import score_answer\nfrom claw_eval.models.trace import DimensionScores"),
+     "unsupported:grader_import:claw_eval.graders.officeqa_reward"),
     (("scores.robustness = self.compute_robustness(dispatches)",
       "scores.robustness = float(bool(judge.client))"), "unsupported:grader_judge:client"),
     (("from typing import Any", "from typing import Any\n\nimport numpy"), "unsupported:grader_import:numpy"),

@@ -321,3 +321,60 @@ def test_a_chart_that_leaves_the_vision_judge_scoreless_is_a_zero_not_infra(
         record = _visual_eval(tmp_path, monkeypatch, [draw], url)
     assert record["status"] == "ok" and record["reward"] == pytest.approx(0.8 * 0.2 + 0.2)
     assert len(bodies) == 3  # two tries with the chart, one without it (which scores: the chart's doing)
+
+
+def _has_browser() -> bool:
+    import importlib.util
+
+    from openforgerl.envs.browser.computer import chromium_path
+
+    try:
+        chromium_path()
+    except FileNotFoundError:
+        return False
+    return importlib.util.find_spec("playwright") is not None
+
+
+@needs_bwrap
+@pytest.mark.skipif(not _has_browser(), reason="no Chromium or Playwright")
+def test_a_webpage_recorded_in_the_snapshot_sandbox_goes_to_the_vision_judge(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grader-only script launches Playwright's Chromium unmodified (the host's Chromium through
+    `snapshot.browser_shim`); the webpage base asks the judge twice over every frame."""
+    import openforgerl.envs.claw.oracle_policy as op
+    from openforgerl.eval.command import command as eval_command
+
+    page = "<html><body><div style='background:red;color:white'>Sale</div></body></html>"
+
+    def run(out: Path, steps: list[str], url: str) -> dict[str, Any]:
+        def factory(runtimes: Any, **kw: Any) -> Callable[[Any], str]:
+            def policy(turn: Any) -> str:
+                if not turn.tools:
+                    return "title"
+                done = [m for m in turn.messages if m.get("role") == "tool"]
+                return format_tool_call("bash", {"command": steps[len(done)]}) if len(done) < len(steps) else "Done."
+            return policy
+
+        import_any(DATA / "T912_webpage_banner", out / "tasks")
+        monkeypatch.setattr(op, "oracle_policy", factory)
+        app = typer.Typer()
+        app.command()(eval_command)
+        res = CliRunner().invoke(app, ["--tasks", str(out / "tasks"), "--harness", "zero", "--trials", "1",
+                                       "--scripted-oracle", "1.0", "--out", str(out / "r"), "--judge-engine", url])
+        assert res.exit_code == 0, (res.output, res.exception)
+        [record] = map(json.loads, (out / "r" / "rollouts.jsonl").read_text().splitlines())
+        return dict(record)
+
+    def reply(body: dict[str, Any]) -> str:
+        visual = any("Candidate screenshots" in p.get("text", "") for p in body["messages"][1]["content"])
+        return '{"score": 0.8, "reasoning": "a red banner"}' if visual else '{"score": 0.4, "reasoning": "steady"}'
+
+    with _serve_judge(reply) as (url, bodies):
+        built = run(tmp_path / "built", [f"echo \"{page}\" > /workspace/output.html"], url)
+        idle = run(tmp_path / "idle", [], url)
+    assert built["status"] == "ok" and built["reward"] == pytest.approx(0.8 * round(0.75 * 0.8 + 0.25 * 0.4, 2) + 0.2)
+    assert idle["status"] == "ok" and idle["reward"] == pytest.approx(0.2)  # no page, no frames, no judge call
+    assert len(bodies) == 2
+    for body in bodies:
+        images = [p["image_url"]["url"] for p in body["messages"][1]["content"] if p["type"] == "image_url"]
+        assert len(images) == 3 and all(u.startswith("data:image/png;base64,iVBOR") for u in images)  # ref + 2 frames

@@ -97,10 +97,47 @@ async def collect_env_snapshot(sandbox: Any, spec: SnapshotSpec, python_dir: str
         await copy.aclose()
 
 
+BROWSERS = ".pw-browsers"  # under the copy's own /tmp
+
+
+def browser_shim(tmp: Path) -> dict[str, str]:
+    """Let an unmodified upstream script's `playwright.chromium.launch()` (the webpage tasks' recording
+    script) find a browser: Playwright looks for its own download under `PLAYWRIGHT_BROWSERS_PATH`; there
+    the host's Chromium (Debian's, as the browser environments use) is linked under the revisions the
+    installed Playwright asks for. {} when there is no Playwright or no Chromium (the script then reports
+    its own failure, which the grader reads, as upstream's would)."""
+    from importlib.util import find_spec
+
+    try:
+        from openforgerl.envs.browser.computer import chromium_path
+
+        chromium, spec = chromium_path(), find_spec("playwright")
+    except (FileNotFoundError, ImportError, ValueError):
+        return {}
+    manifest = Path(spec.origin).parent / "driver" / "package" / "browsers.json" if spec and spec.origin else None
+    if manifest is None or not manifest.is_file():
+        return {}
+    revisions = {str(b.get("name")): str(b.get("revision")) for b in json.loads(manifest.read_text()).get("browsers", [])}
+    layouts = {"chromium": ("chromium-{}", ("chrome-linux", "chrome-linux64"), "chrome"),
+               "chromium-headless-shell": ("chromium_headless_shell-{}",
+                                           ("chrome-linux", "chrome-headless-shell-linux64"), "chrome-headless-shell")}
+    for name, (folder, subs, exe) in layouts.items():
+        if name not in revisions:
+            continue
+        for sub in subs:
+            where = tmp / BROWSERS / folder.format(revisions[name]) / sub
+            where.mkdir(parents=True, exist_ok=True)
+            for link in {exe, "headless_shell"}:
+                (where / link).symlink_to(chromium)
+    return {"PLAYWRIGHT_BROWSERS_PATH": f"/tmp/{BROWSERS}"}
+
+
 async def _collect(copy: Any, spec: SnapshotSpec, python_dir: str | None) -> dict[str, Any]:
     for rel, data in spec.grader_files.items():
         await copy.write(rel, data)
     env = {"PATH": f"{python_dir}:{DEFAULT_PATH}" if python_dir else DEFAULT_PATH}
+    if spec.commands:
+        env |= browser_shim(copy.base / "tmp")
     snapshot: dict[str, Any] = {}
     for cmd in spec.commands:  # first: they often make the files read below
         res = await copy.exec(["/bin/sh", "-c", cmd], timeout_s=float(spec.timeout_s), env=env)

@@ -265,10 +265,11 @@ def _upstream_files(task_dir: Path, spec: dict[str, Any], user: dict[str, Any], 
 # The `claw_eval` modules our compatibility package provides (envs/claw/claw_eval_compat/).
 COMPAT_MODULES = {"claw_eval", "claw_eval.graders", "claw_eval.graders.base", "claw_eval.graders.llm_judge",
                   "claw_eval.graders.pinbench_common", "claw_eval.graders.multimodal_common",
-                  "claw_eval.graders.visual_grader",
+                  "claw_eval.graders.visual_grader", "claw_eval.graders.webpage_grader",
                   "claw_eval.models", "claw_eval.models.task", "claw_eval.models.trace", "claw_eval.models.content",
                   "claw_eval.models.message", "claw_eval.models.scoring"}
 JUDGE_METHODS = {"evaluate", "evaluate_actions", "evaluate_visual"}  # answered by the host's --judge-engine
+JUDGING_BASES = {"claw_eval.graders.webpage_grader"}  # bases whose own grade() asks the judge
 THIRD_PARTY_OK = {"pydantic", "yaml"}  # installed wherever the verifier runs
 # task.yaml fields that feed a grader's env_snapshot from the agent's final sandbox (the first three: taken by
 # the host on a copy, envs/claw/snapshot.py) or from the task's own files (local_grader_files: the verifier)
@@ -323,10 +324,11 @@ def grader_support(task_dir: Path) -> tuple[list[str], bool, dict[str, bytes]]:
             problems.append(f"grader_syntax:{name}")
             continue
         judge_bad, calls = _judge_problems(text)
-        judged |= calls
+        modules = _imported_modules(tree)
+        judged |= calls or bool(modules & JUDGING_BASES)
         if re.search(r"^\s*REQUIRE_IMAGE_LOAD\s*=\s*True", text, re.M):  # our runner records no media loads
             problems.append("grader_media_events")
-        problems += _module_problems(_imported_modules(tree)) + judge_bad
+        problems += _module_problems(modules) + judge_bad
         for peer in re.findall(r"load_peer_grader\(\s*[\"']([^\"']+)[\"']", text):
             path = task_dir.parent / peer / "grader.py"
             if peer in peers:
