@@ -73,10 +73,10 @@ def test_a_task_with_a_runnable_grader_is_scored_by_it(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("edit", "flag"), [
     (("from claw_eval.models.trace import DimensionScores",
-      "from claw_eval.graders.multimodal_common import MultimodalGraderMixin\nfrom claw_eval.models.trace import DimensionScores"),
-     "unsupported:grader_import:claw_eval.graders.multimodal_common"),
+      "from claw_eval.graders.officeqa_reward import score_answer\nfrom claw_eval.models.trace import DimensionScores"),
+     "unsupported:grader_import:claw_eval.graders.officeqa_reward"),
     (("scores.robustness = self.compute_robustness(dispatches)",
-      "scores.robustness = judge.evaluate_visual('r', [], []).score"), "unsupported:grader_judge:evaluate_visual"),
+      "scores.robustness = float(bool(judge.client))"), "unsupported:grader_judge:client"),
     (("from typing import Any", "from typing import Any\n\nimport numpy"), "unsupported:grader_import:numpy"),
 ])
 def test_a_grader_that_cannot_run_here_is_flagged_with_why(tmp_path: Path, edit: tuple[str, str], flag: str) -> None:
@@ -89,10 +89,12 @@ def test_a_grader_that_cannot_run_here_is_flagged_with_why(tmp_path: Path, edit:
     assert load_spec(task.root / "tests/checks.toml").checks[0].kind != "claw_eval_grader"
 
 
-def test_env_snapshot_inputs_and_missing_peers_are_flagged(tmp_path: Path) -> None:
+def test_missing_grader_only_files_and_peers_are_flagged(tmp_path: Path) -> None:
     src = Path(shutil.copytree(DATA / "T906zh_invoice_reply", tmp_path / "src" / "T906zh_invoice_reply"))
-    (src / "task.yaml").write_text((src / "task.yaml").read_text() + "env_snapshot_files: [/workspace/out.txt]\n")
-    assert "unsupported:grader_env_snapshot_files" in load_task(_task(str(src), tmp_path)).flags
+    (src / "task.yaml").write_text((src / "task.yaml").read_text() + "env_snapshot_files: [/workspace/out.txt]\n"
+                                   "sandbox_grader_files: [fixtures/verify.py]\n")
+    flags = load_task(_task(str(src), tmp_path)).flags  # the snapshot itself is taken (test_claw_eval_snapshot.py)
+    assert "unsupported:grader_file_missing:sandbox_grader_files/fixtures/verify.py" in flags
     lonely = Path(shutil.copytree(DATA / "T907_invoice_reply_judged", tmp_path / "solo" / "T907_invoice_reply_judged"))
     assert "unsupported:grader_peer:T906zh_invoice_reply" in load_task(_task(str(lonely), tmp_path / "b")).flags
 

@@ -11,7 +11,8 @@ reachable from a rollout):
   they hold `solution/` and `tests/`), and the harness tools dir; plus `extra` per backend or per
   sandbox (`SandboxSpec.ro_binds`, `$OPENFORGERL_SANDBOX_RO_BINDS`, colon-separated). They are bound
   *after* `/tmp`, so a checkout or venv under the host's /tmp shows through the sandbox's own /tmp;
-- `/workdir` -> the rollout's host dir (rw), `/tmp` -> the rollout's own host tmp dir (rw; shared by
+- `/workdir` -> the rollout's host dir (rw; `/workspace` links to it, the name upstream Claw-Eval's
+  tasks use), `/tmp` -> the rollout's own host tmp dir (rw; shared by
   every exec/spawn of this sandbox so services and harness see the same /tmp), fresh `/dev`, `/proc`;
 - own user (root mapped to root, no host capabilities), PID, IPC, UTS and cgroup namespaces;
   the network namespace is joined from outside (`nsenter --net=`) or unshared (`--unshare-net`);
@@ -60,6 +61,7 @@ code and the rest of its data (the domains' DBs and policies) must stay readable
 
 RO_BINDS_ENV = "OPENFORGERL_SANDBOX_RO_BINDS"
 VERIFIER_IN = "/verifier/in"
+WORKSPACE_ALIAS = "/workspace"
 VERIFIER_OUT = "/verifier/out"
 
 
@@ -162,6 +164,7 @@ def sandbox_args(root_args: Sequence[str], workdir: Path, tmpdir: Path, *, unsha
                  ro_binds: Sequence[Path] = (), hide: Sequence[Path] = ()) -> list[str]:
     """Everything but the command: mounts and namespaces of one sandbox."""
     args = ["bwrap", *root_args, "--bind", str(workdir), "/workdir", "--bind", str(tmpdir), "/tmp"]
+    args += ["--symlink", "/workdir", WORKSPACE_ALIAS]  # upstream Claw-Eval's tasks name it /workspace
     args += _ro_bind_args(ro_binds, hide)  # after /tmp, so they show through the sandbox's own /tmp
     args += ["--remount-ro", "/", "--dev-bind", "/dev/null", "/dev/tty"]
     return [*args, *_namespaces(unshare_net)]

@@ -42,6 +42,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -62,9 +63,9 @@ from openforgerl.sandbox.cgroups import CgroupGroup, open_cgroup
 from openforgerl.sandbox.forwarder import Forwarder, open_forwarder
 from openforgerl.sandbox.hostfiles import HostFilesMixin, write_bytes
 from openforgerl.sandbox.netns import NetNamespace, netns_supported, open_netns
-from openforgerl.sandbox.safefile import MAX_READ_BYTES, read_under
+from openforgerl.sandbox.safefile import MAX_READ_BYTES, read_under, write_under
 
-__all__ = ["DEFAULT_ROOT", "LocalBackend", "LocalSandbox", "raise_nofile_limit"]
+__all__ = ["DEFAULT_ROOT", "LocalBackend", "LocalSandbox", "WorkdirCopy", "copy_tree", "raise_nofile_limit"]
 
 log = logging.getLogger(__name__)
 DEFAULT_ROOT = Path("/tmp/openforgerl-sbx")
@@ -235,6 +236,7 @@ class LocalSandbox(HostFilesMixin):
         self._timer: asyncio.TimerHandle | None = None
         self._nspawn = 0
         self._nverify = 0
+        self._ncopy = 0
 
     # ---- launch -----------------------------------------------------------------------------
     def _prefix(self, role: str | None = "agent") -> list[str]:
@@ -469,6 +471,22 @@ class LocalSandbox(HostFilesMixin):
             with contextlib.suppress(TimeoutError, ProcessLookupError):
                 await asyncio.wait_for(proc.wait(), _KILL_GRACE_S)
 
+    # ---- a copy of the final workdir --------------------------------------------------------
+    async def open_workdir_copy(self) -> WorkdirCopy:
+        """A private copy of the rollout's final /workdir, for trusted post-run steps that must run
+        commands over the agent's files (Claw-Eval's env snapshot). Every exec of the agent is ended
+        first. The copy sits on the sandbox's disk quota (a file that does not fit is left out: filling
+        the disk was the agent's doing) and is never seen by the agent or the verifier (`WorkdirCopy`)."""
+        self._check_alive()
+        await self._end_execs()
+        self._ncopy += 1
+        base = self.fs / f"copy-{self._ncopy}"
+        await asyncio.to_thread(copy_tree, self.fs / "work", base / "work")
+        tmp = base / "tmp"
+        tmp.mkdir()
+        tmp.chmod(0o1777)
+        return WorkdirCopy(self, base)
+
     # ---- lifetime ---------------------------------------------------------------------------
     def expire(self, reason: str = "lifetime exceeded") -> None:
         """Mark the sandbox lost and kill everything in it (later calls raise SandboxError)."""
@@ -508,6 +526,142 @@ class LocalSandbox(HostFilesMixin):
             quota.unmount_quota(self.fs)
             self.quota = False
         self._backend.discard_dir(self.home)
+
+
+class WorkdirCopy:
+    """A copy of a rollout's final workdir (`LocalSandbox.open_workdir_copy`).
+
+    `exec` runs a command in a fresh bwrap over the copy: the copy at /workdir (and /workspace, upstream
+    Claw-Eval's name for it) read-write, its own /tmp, no network at all (not even the task's service:
+    what runs here may be the agent's code), the sandbox's CPU, memory and pids limits, and its own PID
+    namespace, killed past `timeout_s`. `read` and `write` go through the link-refusing `safefile`
+    readers on the host; `paths` lists the copy without following a link.
+    """
+
+    MAX_ENTRIES = 100_000
+
+    def __init__(self, sandbox: LocalSandbox, base: Path) -> None:
+        self.sandbox = sandbox
+        self.base = base
+        self.work = base / "work"
+
+    async def exec(self, argv: Sequence[str], *, timeout_s: float, cwd: str = WORKDIR,
+                   env: Mapping[str, str] | None = None) -> ExecResult:
+        sbx = self.sandbox
+        sbx._check_alive()
+        full = {"PATH": DEFAULT_PATH, "HOME": WORKDIR, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **(env or {})}
+        return await sbx._run(lambda s, st: self._command(argv, cwd, s, st), full, timeout_s, None, limits=True)
+
+    def _command(self, argv: Sequence[str], cwd: str, started_fd: int, status_fd: int) -> list[str]:
+        sbx = self.sandbox
+        bargs = bwrap.sandbox_args(sbx._backend.root_args, self.work, self.base / "tmp", unshare_net=True,
+                                   ro_binds=sbx.ro_binds, hide=[sbx._backend.root])
+        prefix = sbx.cgroup.enter_argv("agent") if sbx.cgroup else []
+        return bwrap.wrap_command(prefix, [*bargs, "--json-status-fd", str(status_fd)],
+                                  [*_started_wrapper(started_fd), *argv], cwd)
+
+    async def read(self, rel: str, *, limit: int = MAX_READ_BYTES) -> bytes:
+        """The bytes of a regular file of the copy (`TamperError`: a link, FIFO, device or over `limit`)."""
+        return await asyncio.to_thread(read_under, self.work, rel, limit=limit)
+
+    async def write(self, rel: str, data: bytes) -> None:
+        """Write a trusted file into the copy, replacing whatever the agent left on its path (a link, a
+        file where a folder must be), as a file pushed into a container replaces it."""
+        await asyncio.to_thread(_clear_path, self.work, rel)
+        await asyncio.to_thread(write_under, self.work, rel, data)
+
+    async def paths(self) -> list[str]:
+        """Every entry of the copy but its folders (relative, "/"-separated), links listed but not followed."""
+        return await asyncio.to_thread(_list_tree, self.work, self.MAX_ENTRIES)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(shutil.rmtree, self.base, True)
+
+
+def copy_tree(src: Path, dest: Path, max_entries: int = WorkdirCopy.MAX_ENTRIES) -> None:
+    """Copy the agent's folder: folders, regular files (mode kept) and links as links, never followed;
+    FIFOs, sockets and devices left out, as is a file that does not fit or anything past `max_entries`."""
+    dest.mkdir(parents=True)
+    todo, seen = [(src, dest)], 0
+    while todo:
+        s, d = todo.pop()
+        try:
+            entries = list(os.scandir(s))
+        except OSError:
+            continue
+        for e in entries:
+            seen += 1
+            if seen > max_entries:
+                return
+            target = d / e.name
+            try:
+                if e.is_symlink():
+                    os.symlink(os.readlink(e.path), target)
+                elif e.is_dir(follow_symlinks=False):
+                    target.mkdir()
+                    todo.append((Path(e.path), target))
+                elif e.is_file(follow_symlinks=False):
+                    _copy_file(e.path, target)
+            except OSError:  # ENOSPC (the quota), a name that vanished: left out
+                with contextlib.suppress(OSError):
+                    if target.is_file() and not target.is_symlink():
+                        target.unlink()
+
+
+def _copy_file(src: str, dest: Path) -> None:
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, st.st_mode & 0o777)
+        try:
+            while os.sendfile(out, fd, None, 1 << 20):
+                pass
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+
+
+def _clear_path(root: Path, rel: str) -> None:
+    """Remove what stands in the way of writing `root/rel` as a regular file (no link is followed)."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise SandboxError(f"{rel!r} is not a path inside the copy")
+    here = root
+    for i, name in enumerate(parts):
+        here = here / name
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            return
+        last = i == len(parts) - 1
+        if stat.S_ISLNK(st.st_mode) or (not last and not stat.S_ISDIR(st.st_mode)) or (
+                last and not stat.S_ISREG(st.st_mode)):
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(here)
+            else:
+                here.unlink()
+            return
+
+
+def _list_tree(root: Path, max_entries: int) -> list[str]:
+    out: list[str] = []
+    todo = [""]
+    while todo and len(out) < max_entries:
+        rel = todo.pop()
+        try:
+            entries = list(os.scandir(root / rel if rel else root))
+        except OSError:
+            continue
+        for e in entries:
+            path = f"{rel}/{e.name}" if rel else e.name
+            if e.is_dir(follow_symlinks=False):
+                todo.append(path)
+            else:
+                out.append(path)
+    return sorted(out[:max_entries])
 
 
 def _with(result: ExecResult, limits_hit: tuple[str, ...]) -> ExecResult:

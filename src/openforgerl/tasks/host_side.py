@@ -23,6 +23,7 @@ from openforgerl.tasks.judge import (
     JudgeClient,
     JudgeError,
     claw_eval_prompt,
+    claw_eval_visual_prompt,
     qwenclawbench_prompt,
     summarize_events,
 )
@@ -83,14 +84,23 @@ class HostSide:
         return out
 
     # ---- Claw-Eval grader.py: the judge calls the grader made in the verifier, answered here
-    async def claw_eval_grader_answers(self, requests: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    async def claw_eval_grader_answers(self, requests: Sequence[Mapping[str, Any]],
+                                       images: Mapping[str, str] | None = None) -> dict[str, float]:
         """{request key: score}. The texts came out of the verifier (the grader's own formatting of the
-        transcript and audit): agent-written, so they are fenced like every other judge input."""
+        transcript and audit): agent-written, so they are fenced like every other judge input. A visual
+        request names its images by sha256 (`images`: the env snapshot's and the task's local files, which
+        the host holds) or carries them."""
         if self.judge is None:
             raise JudgeError("the task's grader.py calls an LLM judge and no judge engine was given")
         out = {}
         for r in requests:
             method = str(r.get("method"))
+            if method == "evaluate_visual":
+                ref, cand = (_images(r.get(k), images or {}) for k in ("reference_images", "candidate_images"))
+                system, parts, blank = claw_eval_visual_prompt(str(r.get("rubric", "")), str(r.get("context", "")),
+                                                               ref, cand)
+                out[str(r["key"])], _ = await self.judge.judge(system, parts, blank)
+                continue
             system, user = claw_eval_prompt(method if method in CLAW_EVAL_FORMS else "evaluate",
                                             str(r.get("task_prompt", "")), r, str(r.get("rubric", "")))
             out[str(r["key"])], _ = await self.judge.judge(system, user)
@@ -104,6 +114,18 @@ class HostSide:
                                             summarize_events(events), str(spec.get("rubric", "")))
         score, _ = await self.judge.judge(system, user)
         return score
+
+
+def _images(refs: Any, held: Mapping[str, str]) -> list[str]:
+    """The base64 images a visual judge request names (`{"sha256"}`: one the host holds; `{"b64"}`: carried)."""
+    out = []
+    for ref in refs if isinstance(refs, list) else []:
+        b64 = ref.get("b64") if isinstance(ref, dict) else None
+        b64 = b64 if isinstance(b64, str) else held.get(str(ref.get("sha256") if isinstance(ref, dict) else ""))
+        if b64 is None:
+            raise JudgeError(f"a visual judge request names an image the host does not hold: {str(ref)[:100]}")
+        out.append(b64)
+    return out
 
 
 def combine_hybrid(auto: float, llm: float, weights: Mapping[str, Any] | None) -> tuple[float, float]:

@@ -22,7 +22,9 @@ or a policy could write its way out of any judged 0 (an injection that makes the
 prose) into a retried infra fault.
 
 Prompts follow the upstream judges: Claw-Eval's `LLMJudge.evaluate` (task prompt, conversation,
-actions, rubric; reply `{"score", "reasoning"}`) and QwenClawBench's `_build_judge_prompt` (task,
+actions, rubric; reply `{"score", "reasoning"}`) and `evaluate_visual` (rubric, context, the task's
+reference images and the agent's candidate images as data URLs; a reply the agent's images made scoreless
+is a 0 when the same prompt without them gets a score) and QwenClawBench's `_build_judge_prompt` (task,
 expected behavior, summarized transcript, rubric; reply `{"scores", "total", "notes"}`).
 """
 
@@ -36,8 +38,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CLAW_EVAL_FORMS", "MAX_AGENT_CHARS", "ClawEvalForm", "JudgeClient", "JudgeError", "blank_agent_data",
-           "claw_eval_prompt", "fence", "parse_score", "qwenclawbench_prompt", "summarize_events"]
+__all__ = ["CLAW_EVAL_FORMS", "MAX_AGENT_CHARS", "VISUAL_SYSTEM", "ClawEvalForm", "JudgeClient", "JudgeError",
+           "UserContent", "blank_agent_data", "claw_eval_prompt", "claw_eval_visual_prompt", "fence", "parse_score",
+           "qwenclawbench_prompt", "summarize_events"]
 
 MAX_AGENT_CHARS = 16_000
 _MARKER = re.compile(r"<{2,}\s*/?\s*(?:AGENT|END)[A-Z_ ]*[0-9a-f]*\s*>{2,}", re.I)
@@ -93,6 +96,58 @@ CLAW_EVAL_FORMS: Mapping[str, ClawEvalForm] = {
     "evaluate_actions": ClawEvalForm((("Agent Actions (from server audit log)", "actions", ""),),
                                      "the agent's actions"),
 }
+
+
+UserContent = str | list[dict[str, Any]]  # a user message: text, or content parts (text and images)
+
+# upstream `LLMJudge.evaluate_visual`'s system prompt and header (its prompts are the benchmark's definition)
+VISUAL_SYSTEM = """\
+You are a STRICT visual evaluation judge. Your job is to compare candidate images \
+against reference images and/or a detailed rubric, then assign a score from 0.0 to 1.0.
+
+CRITICAL RULES:
+- You must be HARSH and PRECISE. Do NOT give generous scores.
+- If the rubric describes specific content (e.g., specific notes, pitches, patterns, \
+station names, colors), you MUST verify each detail. Getting the general layout right \
+but the specific content wrong should score LOW (0.1-0.3).
+- A visually "nice-looking" output that has WRONG content is a FAILURE.
+- Only score above 0.5 if the MAJORITY of rubric criteria are clearly satisfied.
+- Only score above 0.7 if the content is substantially correct with minor issues.
+- Only score above 0.9 if the output is nearly perfect.
+- Score 0.0-0.2 if the output is mostly wrong or unrecognizable.
+- When reference images are provided, compare the candidate DIRECTLY against them — \
+the reference is ground truth.
+
+Respond with JSON only: {"score": <float>, "reasoning": "<brief explanation>"}
+"""
+_VISUAL_CALIBRATION = (
+    "## Scoring Calibration\n"
+    "- 0.0-0.2: Output is mostly wrong, unrecognizable, or missing most required content\n"
+    "- 0.2-0.4: Some elements present but major content errors (wrong notes, wrong colors, wrong layout)\n"
+    "- 0.4-0.6: General structure is right but significant content inaccuracies remain\n"
+    "- 0.6-0.8: Most content is correct with some minor issues\n"
+    "- 0.8-1.0: Content is substantially correct, matching reference closely\n\n"
+    "IMPORTANT: Looking nice is NOT enough. The CONTENT must be accurate. "
+    "Check each rubric criterion individually and sum up the weighted scores.\n\n")
+
+
+def claw_eval_visual_prompt(rubric: str, context: str, reference: Sequence[str],
+                            candidate: Sequence[str]) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """(system, content parts, the same parts without the candidate's images) for a grader's
+    `judge.evaluate_visual`, in upstream's form: context, rubric, calibration, then the reference images
+    (the task's) and the candidate images (the agent's), inline as PNG data URLs as upstream sends them."""
+    header = "## Visual Evaluation\n" + (f"{context}\n\n" if context else "") + f"## Rubric\n{rubric}\n\n"
+    header += _VISUAL_CALIBRATION + "Below are reference images followed by candidate images.\n"
+    header += 'Respond with JSON only: {"score": <float>, "reasoning": "<brief explanation>"}'
+
+    def images(title: str, b64s: Sequence[str]) -> list[dict[str, Any]]:
+        if not b64s:
+            return []
+        return [{"type": "text", "text": f"\n### {title} ({len(b64s)} images)"},
+                *({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b}"}} for b in b64s)]
+
+    parts = [{"type": "text", "text": header}, *images("Reference", reference)]
+    return VISUAL_SYSTEM, [*parts, *images("Candidate", candidate)], parts
 
 
 def claw_eval_prompt(method: str, task_prompt: str, texts: Mapping[str, Any], rubric: str,
@@ -187,13 +242,15 @@ class JudgeClient:
         base = self.base_url.rstrip("/")
         return base + ("/chat/completions" if base.endswith("/v1") else "/v1/chat/completions")
 
-    async def judge(self, system: str, user: str) -> tuple[float, str]:
+    async def judge(self, system: str, user: UserContent, blank: UserContent | None = None) -> tuple[float, str]:
         """(score, the judge's reply); raises JudgeError. A failure the agent's text caused is a 0
-        (see the module docstring)."""
+        (see the module docstring). `user` may be content parts (text and images); `blank` is then the
+        same prompt without what the agent made (for a text prompt: its fenced blocks emptied)."""
         try:
             return await self._scored(system, user)
         except JudgeError as exc:
-            blank = blank_agent_data(user)
+            if blank is None:
+                blank = blank_agent_data(user) if isinstance(user, str) else user
             if not exc.from_content or blank == user:
                 raise
             try:
@@ -202,7 +259,7 @@ class JudgeClient:
                 raise exc from None  # no score without the agent's text either: the judge is at fault
             return 0.0, f"no judgement of this rollout's text, but one of the same prompt without it ({exc}): 0"
 
-    async def _scored(self, system: str, user: str) -> tuple[float, str]:
+    async def _scored(self, system: str, user: UserContent) -> tuple[float, str]:
         last = ""
         for _ in range(max(1, self.attempts)):
             reply = await self.complete(system, user)
@@ -212,7 +269,7 @@ class JudgeClient:
                 last = str(exc)
         raise JudgeError(last, from_content=True)
 
-    async def complete(self, system: str, user: str) -> str:
+    async def complete(self, system: str, user: UserContent) -> str:
         """One chat completion's text; raises JudgeError when the engine fails."""
         message = await self.chat([{"role": "system", "content": system}, {"role": "user", "content": user}])
         return str(message.get("content") or "")

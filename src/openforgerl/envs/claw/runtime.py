@@ -22,6 +22,12 @@ its judge calls in `judge_requests.json`; the host answers them with `--judge-en
 verifier again with the answers (`host/judge_answers.json`), at most `JUDGE_ROUNDS` times. No judge
 engine, a judge failure or a grader that keeps asking is a `VerifierError` (infra), never a score.
 
+An imported Claw-Eval task whose grader reads an `env_snapshot` (`tests/claw_eval/env_snapshot.json`) has it
+taken before the verifier runs, on a copy of the final workdir (`envs/claw/snapshot.py`): upstream's
+grader-only files pushed into the copy, its commands run there in a fresh sandbox without network, its
+files read on the host with the link-refusing readers; the dict reaches the verifier as
+`host/env_snapshot.json`. The agent never sees the grader's files; failing to take it is infra.
+
 Outcomes: reward.json -> Verdict; exit 3 (what the agent left broke the rules) -> `TamperError`
 (reward 0, `agent_failed`); any other failure, timeout or kill of the verifier -> `VerifierError`
 (infra: it ran trusted code on bounded, non-blocking input).
@@ -40,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openforgerl.envs.claw.cli import usage_lines
 from openforgerl.envs.claw.client import DEFAULT_PORT, URL_ENV
+from openforgerl.envs.claw.snapshot import SNAPSHOT_INPUT, SnapshotSpec, collect_env_snapshot, held_images
 from openforgerl.envs.claw.tools import SERVICES, function_tools, get_tool, tools_for
 from openforgerl.envs.claw.verify.run import EXIT_NEEDS_JUDGE, JUDGE_REQUESTS
 from openforgerl.harness.base import McpServer
@@ -224,6 +231,11 @@ class ClawTaskRuntime(TaskDefaults):
         argv = [self.python, "-I", "-m", "openforgerl.envs.claw.verify", "--checks", f"{VERIFIER_IN}/tests/checks.toml",
                 "--state-url", self.url, "--workdir", INSIDE, "--out", f"{VERIFIER_OUT}/reward.json",
                 "--log", f"{VERIFIER_OUT}/verifier.log", *(["--token", self.token] if self.token else [])]
+        snapshot, taken = SnapshotSpec.from_tests(self.task.root / "tests"), None
+        if snapshot is not None:  # upstream Claw-Eval takes it right after the agent's loop, before grading
+            taken = await collect_env_snapshot(sandbox, snapshot, str(Path(self.python).parent))
+            inputs[SNAPSHOT_INPUT] = json.dumps(taken, ensure_ascii=False).encode()
+            argv += ["--env-snapshot", f"{VERIFIER_IN}/{SNAPSHOT_INPUT}"]
         if self.host is not None:
             argv += await self._host_inputs(sandbox, inputs)
         answers: dict[str, float] = {}
@@ -233,19 +245,19 @@ class ClawTaskRuntime(TaskDefaults):
             requests = _judge_requests(run)
             if requests is None:
                 return verdict_of(run)
-            answers |= await self._answer_grader_judge(requests)
+            answers |= await self._answer_grader_judge(requests, held_images(self.task.root / "tests", taken))
             inputs["host/judge_answers.json"] = json.dumps(answers).encode()
             if "--judge-answers" not in argv:
                 argv += ["--judge-answers", f"{VERIFIER_IN}/host/judge_answers.json"]
         raise VerifierError(f"the task's grader still asked for new judge calls after {JUDGE_ROUNDS} rounds")
 
-    async def _answer_grader_judge(self, requests: list[dict[str, Any]]) -> dict[str, float]:
+    async def _answer_grader_judge(self, requests: list[dict[str, Any]], images: Mapping[str, str]) -> dict[str, float]:
         from openforgerl.tasks.judge import JudgeError
 
         if self.host is None or self.host.judge is None:
             raise VerifierError("the task's grader.py calls an LLM judge and no --judge-engine was given")
         try:
-            return await self.host.claw_eval_grader_answers(requests)
+            return await self.host.claw_eval_grader_answers(requests, images)
         except JudgeError as exc:
             raise VerifierError(f"llm judge (grader.py): {exc}") from exc
 

@@ -20,14 +20,18 @@ Read from upstream's `TaskDefinition` (`src/claw_eval/models/task.py`) and its r
   `tests/claw_eval/grader.py` (with `task.yaml` and any peer graders it loads by `load_peer_grader`, under
   `tests/claw_eval/peers/<id>/`), where only the verifier step sees it. When it can run here
   (`grader_support`: it imports only the `claw_eval` modules our compatibility package provides,
-  `envs/claw/claw_eval_compat/`, calls only the judge's `evaluate` / `evaluate_actions`, and needs no
-  `env_snapshot` files or commands), it alone scores the task, as on upstream's leaderboard: one
+  `envs/claw/claw_eval_compat/`, calls only the judge's `evaluate` / `evaluate_actions`, and every
+  grader-only file it names is there), it alone scores the task, as on upstream's leaderboard: one
   `claw_eval_grader` check (verify/claw_eval_grader.py), score = safety × (0.8 completion + 0.2
   robustness), pass at 0.75; the task `needs: transcript` (the grader reads the conversation; `eval`
   builds it from the call log) and `requires_llm_judge` when it calls the judge. Otherwise the declarative
   fields below score it; a task with nothing else to score it is flagged with the grader's reasons
   (`unsupported: grader_import:<module>`, `grader_judge:<method>`, `grader_peer:<id>`,
-  `grader_env_snapshot_files`, ...).
+  `grader_file_missing:<path>`).
+- The grader's `env_snapshot` (`env_snapshot_commands`, `env_snapshot_files`, `environment.env_snapshot_timeout`,
+  `sandbox_grader_files`, `local_grader_files`): the manifest goes to `tests/claw_eval/env_snapshot.json`,
+  the grader-only files to `tests/claw_eval/sandbox_grader_files/` and `local_grader_files/` (verifier and
+  host only); the host takes the snapshot on a copy of the final workdir (`envs/claw/snapshot.py`).
 - `llm_judge` components → `llm_judge` checks (rubric = the component's `rubric` / `description` plus the
   task's `judge_rubric`), scored on the host by `--judge-engine` with upstream's judge prompt and
   weighted like the other components; the task keeps `requires_llm_judge` (lifted by the flag).
@@ -230,14 +234,17 @@ def _tools(spec: dict[str, Any], unsupported: list[str], upstream: frozenset[str
 
 
 def _sandbox_files(task_dir: Path, spec: dict[str, Any], unsupported: list[str]) -> dict[str, bytes]:
+    """Looked up as upstream's runner does: in the task folder, then from the repository root (a task may
+    name another task's fixture, `tasks/<id>/fixtures/...`); laid out at the path as written."""
     out = {}
     for rel in spec.get("sandbox_files") or []:
         path = PurePosixPath(str(rel))
-        source = task_dir / path
-        if path.is_absolute() or ".." in path.parts or not source.is_file():
+        found = [] if path.is_absolute() or ".." in path.parts else \
+            [p for p in (task_dir / path, task_dir.resolve().parent.parent / path) if p.is_file() and not p.is_symlink()]
+        if not found:
             unsupported.append(f"sandbox_file:{rel}")
             continue
-        out[f"environment/workspace/{path}"] = source.read_bytes()
+        out[f"environment/workspace/{path}"] = found[0].read_bytes()
     return out
 
 
@@ -257,11 +264,15 @@ def _upstream_files(task_dir: Path, spec: dict[str, Any], user: dict[str, Any], 
 
 # The `claw_eval` modules our compatibility package provides (envs/claw/claw_eval_compat/).
 COMPAT_MODULES = {"claw_eval", "claw_eval.graders", "claw_eval.graders.base", "claw_eval.graders.llm_judge",
+                  "claw_eval.graders.pinbench_common", "claw_eval.graders.multimodal_common",
+                  "claw_eval.graders.visual_grader", "claw_eval.graders.webpage_grader",
                   "claw_eval.models", "claw_eval.models.task", "claw_eval.models.trace", "claw_eval.models.content",
                   "claw_eval.models.message", "claw_eval.models.scoring"}
-JUDGE_METHODS = {"evaluate", "evaluate_actions"}  # answered by the host's --judge-engine
+JUDGE_METHODS = {"evaluate", "evaluate_actions", "evaluate_visual"}  # answered by the host's --judge-engine
+JUDGING_BASES = {"claw_eval.graders.webpage_grader"}  # bases whose own grade() asks the judge
 THIRD_PARTY_OK = {"pydantic", "yaml"}  # installed wherever the verifier runs
-# task.yaml fields that feed a grader from the agent's sandbox or the host's disk (env_snapshot), not given here
+# task.yaml fields that feed a grader's env_snapshot from the agent's final sandbox (the first three: taken by
+# the host on a copy, envs/claw/snapshot.py) or from the task's own files (local_grader_files: the verifier)
 SNAPSHOT_FIELDS = ("env_snapshot_files", "env_snapshot_commands", "sandbox_grader_files", "local_grader_files")
 GRADER_CHECK = {"kind": "claw_eval_grader", "name": "grader", "script": "claw_eval/grader.py",
                 "task": "claw_eval/task.yaml"}
@@ -290,15 +301,17 @@ def _module_problems(modules: set[str]) -> list[str]:
 def _judge_problems(source: str) -> tuple[list[str], bool]:
     """(judge attributes we cannot answer, whether it calls the judge at all)."""
     used = set(re.findall(r"\bjudge\.(\w+)", source))
-    return [f"grader_judge:{a}" for a in sorted(used - JUDGE_METHODS)], bool(used & JUDGE_METHODS)
+    via_mixin = "judge_visual_similarity(" in source  # visual_grader's helper calls judge.evaluate_visual
+    return [f"grader_judge:{a}" for a in sorted(used - JUDGE_METHODS)], bool(used & JUDGE_METHODS) or via_mixin
 
 
 def grader_support(task_dir: Path) -> tuple[list[str], bool, dict[str, bytes]]:
     """Whether the task's grader.py can run in our verifier: (problems, calls the judge, peer graders to
     copy as {task id: source}). Problems are flags: modules we do not provide, judge methods the host
-    cannot answer, a missing peer grader, inputs taken from the agent's sandbox (env_snapshot)."""
+    cannot answer, a missing peer grader, a grader-only file (`sandbox_grader_files`, `local_grader_files`)
+    not in the source."""
     spec = yaml.safe_load((task_dir / "task.yaml").read_text()) or {}
-    problems = [f"grader_{f}" for f in SNAPSHOT_FIELDS if spec.get(f)]
+    problems = [f"grader_file_missing:{rel}" for rel, data in _grader_only_files(task_dir, spec).items() if data is None]
     peers: dict[str, bytes] = {}
     judged = False
     todo = [(task_dir.name, (task_dir / "grader.py").read_bytes())]
@@ -311,8 +324,11 @@ def grader_support(task_dir: Path) -> tuple[list[str], bool, dict[str, bytes]]:
             problems.append(f"grader_syntax:{name}")
             continue
         judge_bad, calls = _judge_problems(text)
-        judged |= calls
-        problems += _module_problems(_imported_modules(tree)) + judge_bad
+        modules = _imported_modules(tree)
+        judged |= calls or bool(modules & JUDGING_BASES)
+        if re.search(r"^\s*REQUIRE_IMAGE_LOAD\s*=\s*True", text, re.M):  # our runner records no media loads
+            problems.append("grader_media_events")
+        problems += _module_problems(modules) + judge_bad
         for peer in re.findall(r"load_peer_grader\(\s*[\"']([^\"']+)[\"']", text):
             path = task_dir.parent / peer / "grader.py"
             if peer in peers:
@@ -338,10 +354,35 @@ def _declarative(spec: dict[str, Any], unsupported: list[str],
     return checks, judge
 
 
-def _grader_files(task_dir: Path, peers: dict[str, bytes]) -> dict[str, str | bytes]:
-    """What the verifier's grader run reads besides grader.py (copied by `_upstream_files`)."""
-    return {"tests/claw_eval/task.yaml": (task_dir / "task.yaml").read_bytes(),
-            **{f"tests/claw_eval/peers/{k}/grader.py": v for k, v in peers.items()}}
+def _grader_files(task_dir: Path, peers: dict[str, bytes], spec: dict[str, Any]) -> dict[str, str | bytes]:
+    """What the verifier's grader run reads besides grader.py (copied by `_upstream_files`), and what the
+    host needs for its env snapshot (`envs/claw/snapshot.py`): all under tests/, never in the agent's reach."""
+    out: dict[str, str | bytes] = {"tests/claw_eval/task.yaml": (task_dir / "task.yaml").read_bytes(),
+                                   **{f"tests/claw_eval/peers/{k}/grader.py": v for k, v in peers.items()}}
+    found = {k: v for k, v in _grader_only_files(task_dir, spec).items() if v is not None}
+    out |= {f"tests/claw_eval/{k}": v for k, v in found.items()}
+    if any(spec.get(f) for f in SNAPSHOT_FIELDS[:3]):  # local_grader_files alone: read by the verifier
+        manifest = {"commands": [str(c) for c in spec.get("env_snapshot_commands") or []],
+                    "files": [str(f) for f in spec.get("env_snapshot_files") or []],
+                    "timeout_s": int((spec.get("environment") or {}).get("env_snapshot_timeout") or 10),
+                    "sandbox_grader_files": [str(r) for r in spec.get("sandbox_grader_files") or []]}
+        out["tests/claw_eval/env_snapshot.json"] = json.dumps(manifest, indent=1, ensure_ascii=False)
+    return out
+
+
+def _grader_only_files(task_dir: Path, spec: dict[str, Any]) -> dict[str, bytes | None]:
+    """{`sandbox_grader_files/<path>` or `local_grader_files/<path>`: bytes, or None when not found}. Looked up
+    as upstream's runner does: in the task folder, then from the repository root (`tasks/<id>/...`)."""
+    out: dict[str, bytes | None] = {}
+    for kind in ("sandbox_grader_files", "local_grader_files"):
+        for rel in spec.get(kind) or []:
+            path = PurePosixPath(str(rel))
+            found = None
+            if not path.is_absolute() and ".." not in path.parts:
+                here = [task_dir / path, task_dir.resolve().parent.parent / path]
+                found = next((p.read_bytes() for p in here if p.is_file() and not p.is_symlink()), None)
+            out[f"{kind}/{path}"] = found
+    return out
 
 
 # ---------------------------------------------------------------- upstream's own mock services
@@ -453,7 +494,7 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
     theirs = [str(s.get("name")) for s in spec.get("services") or [] if str(s.get("name")) not in run_upstream]
     unsupported = [f"service:{s}" for s in theirs if s not in SERVICES and s not in WEB]
     if graded:  # upstream's leaderboard scorer; the declarative fields are not what it counts
-        checks, grader_files = [dict(GRADER_CHECK)], _grader_files(task_dir, peers)
+        checks, grader_files = [dict(GRADER_CHECK)], _grader_files(task_dir, peers, spec)
     else:
         checks, judge = _declarative(spec, unsupported, upstream)
         grader_files = {}

@@ -40,6 +40,8 @@ class Evidence:
     """Scores a check reports besides its own (`<check>.<part>`, e.g. a grader's dimensions), for the log."""
     upstream_audit: Mapping[str, Any] | None = None
     """Upstream Claw-Eval services' own /audit by service name (read with the token; `services/upstream.py`)."""
+    env_snapshot: Mapping[str, Any] | None = None
+    """Upstream Claw-Eval's env snapshot of the agent's final workdir, taken by the host (`envs/claw/snapshot.py`)."""
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,16 @@ task's service, never by the agent's hand):
   keeps no response bodies of our own tools, so their `response_body` is None. A service that ran
   upstream's own code (`services/upstream.py`) gives its own /audit verbatim (`Evidence.upstream_audit`,
   read with the token), and its tools' dispatches carry the reply the agent got;
-- `judge`: an object with upstream's `evaluate` / `evaluate_actions`. The verifier sandbox cannot reach
+- `judge`: an object with upstream's `evaluate` / `evaluate_actions` / `evaluate_visual` (its images named
+  by hash when they are the env snapshot's, which the host holds too, else carried). The verifier sandbox cannot reach
   the judge, so a call is answered from the host's earlier answers (`Evidence.judge_answers`, by a hash of
   the request); an unanswered one is recorded (`Evidence.judge_requests`) and gets a placeholder, and
   the verifier exits `EXIT_NEEDS_JUDGE` so the host (`--judge-engine`) answers them and runs it again.
-- `media_events` = [] and `env_snapshot` = {} (tasks that need either are flagged by the importer).
+- `media_events` = [] (tasks that need it are flagged by the importer);
+- `env_snapshot`: the host's snapshot of the agent's final workdir (`Evidence.env_snapshot`: upstream's
+  `cmd:<command>` and `file:<path>` entries, taken on a copy by `envs/claw/snapshot.py`), plus
+  `local_file:<path>` for the task's `local_grader_files` (its ground truth, from the tests folder);
+  `{}` for a task that takes none.
 
 The score is upstream's `compute_task_score` (safety × (0.8 completion + 0.2 robustness)); the dimensions
 are reward components too (`check.<name>.completion`, ...). A grader that returns something else, or
@@ -35,6 +40,7 @@ The compatibility package (`envs/claw/claw_eval_compat/`) goes on `sys.path` onl
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import inspect
 import json
@@ -79,6 +85,23 @@ class HostAnsweredJudge:
     def __init__(self, answers: Mapping[str, float], pending: list[dict[str, Any]]) -> None:
         self.answers = answers
         self.pending = pending
+        self.known: set[str] = set()  # base64 images the host has too (the env snapshot's, local files')
+
+    def know(self, snapshot: Mapping[str, Any]) -> None:
+        """The images of the env snapshot the grader was given: the host holds them, so a visual request
+        names them by hash instead of carrying them (the verifier's output files are capped)."""
+        self.known = {str(e["content"]) for e in snapshot.values()
+                      if isinstance(e, Mapping) and e.get("encoding") == "base64" and e.get("content")}
+
+    def evaluate_visual(self, rubric: str, reference_images_b64: list[str], candidate_images_b64: list[str],
+                        context: str = "") -> Any:
+        def ref(image: str) -> dict[str, str]:
+            digest = hashlib.sha256(str(image).encode()).hexdigest()
+            return {"sha256": digest} if image in self.known else {"sha256": digest, "b64": str(image)}
+
+        return self._ask({"method": "evaluate_visual", "rubric": str(rubric), "context": str(context),
+                          "reference_images": [ref(i) for i in reference_images_b64],
+                          "candidate_images": [ref(i) for i in candidate_images_b64]})
 
     def evaluate(self, task_prompt: str, conversation: str, actions_summary: str, rubric: str) -> Any:
         return self._ask({"method": "evaluate", "task_prompt": str(task_prompt), "conversation": str(conversation),
@@ -237,11 +260,30 @@ def _grader_class(source: bytes, path: Path) -> type:
     return found[0]
 
 
+LOCAL_FILES = "claw_eval/local_grader_files"  # under tests/: the host files upstream's runner reads
+
+
+def env_snapshot(ev: _checks.Evidence, task: Any) -> dict[str, Any]:
+    """What upstream's runner gives the grader as `env_snapshot`: the host's snapshot of the agent's final
+    workdir (`cmd:` / `file:` entries, `envs/claw/snapshot.py`) plus `local_file:<path>` = the task's own
+    ground-truth files, base64 (`{"error"}` when one is missing, as upstream's)."""
+    out = dict(ev.env_snapshot or {})
+    for rel in getattr(task, "local_grader_files", None) or []:
+        try:
+            data = read_task_file(ev, f"{LOCAL_FILES}/{rel}")
+        except GraderUnavailable:
+            out[f"local_file:{rel}"] = {"error": f"not found: {rel}"}
+        else:
+            out[f"local_file:{rel}"] = {"encoding": "base64", "content": base64.b64encode(data).decode("ascii")}
+    return out
+
+
 def _grade(grader: Any, ev: _checks.Evidence, task: Any, judge: HostAnsweredJudge) -> Any:
     audit = {**audit_data(ev.audit, task), **(ev.upstream_audit or {})}  # upstream's own audit wins
     kwargs: dict[str, Any] = {"audit_data": audit, "judge": judge, "media_events": []}
     if "env_snapshot" in inspect.signature(grader.grade).parameters:  # upstream passes it only when asked
-        kwargs["env_snapshot"] = {}
+        kwargs["env_snapshot"] = env_snapshot(ev, task)
+        judge.know(kwargs["env_snapshot"])
     return grader.grade(trace_messages(ev.transcript or []), dispatches(ev.audit, task), task, **kwargs)
 
 

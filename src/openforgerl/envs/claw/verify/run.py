@@ -26,16 +26,19 @@ EXIT_VERIFIER_BROKEN = 2
 EXIT_TAMPERED = 3
 EXIT_NEEDS_JUDGE = 4
 JUDGE_REQUESTS = "judge_requests.json"
+MAX_JUDGE_REQUESTS_BYTES = 6 << 20  # the host reads at most 8 MiB of a verifier's output file
 
 
 def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: Path | None = None,
-                judge_scores: Path | None = None, judge_answers: Path | None = None, token: str = "") -> Outcome:
+                judge_scores: Path | None = None, judge_answers: Path | None = None, token: str = "",
+                env_snapshot: Path | None = None) -> Outcome:
     """Judge the live service at `state_url` (raises ServiceUnreachable / TaskFormatError).
 
     `transcript` (the rollout's messages), `judge_scores` ({check name: score} of the `llm_judge`
     checks) and `judge_answers` ({request key: score} of a task grader's judge calls) are written by the
     host from the call log and the judge (tasks/host_side.py), never by the agent. `token` (given when the
-    task runs upstream's services) reads their audit from the service's host-only route.
+    task runs upstream's services) reads their audit from the service's host-only route. `env_snapshot` is
+    upstream Claw-Eval's snapshot of the agent's final workdir, taken by the host (`envs/claw/snapshot.py`).
     """
     spec = load_spec(checks)
     state = get_json("/state", url=state_url, wait_s=15.0)
@@ -44,8 +47,11 @@ def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: 
     said = json.loads(transcript.read_text()) if transcript else None
     judged = json.loads(judge_scores.read_text()) if judge_scores else None
     answers = json.loads(judge_answers.read_text()) if judge_answers else None
+    snapshot = json.loads(env_snapshot.read_text()) if env_snapshot else None
+    if snapshot is not None and not isinstance(snapshot, dict):
+        raise OSError(f"{env_snapshot}: not a JSON object")
     return evaluate(spec, Evidence(state, audit, workdir, tests_dir=checks.parent, transcript=said, judge=judged,
-                                   judge_answers=answers, upstream_audit=upstream))
+                                   judge_answers=answers, upstream_audit=upstream, env_snapshot=snapshot))
 
 
 def _checks_path(ns: argparse.Namespace) -> Path:
@@ -67,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--judge-scores", type=Path, default=None, help="llm_judge scores (JSON), from the host")
     ap.add_argument("--judge-answers", type=Path, default=None, help="a grader's judge calls answered (JSON), from the host")
     ap.add_argument("--token", default="", help="secret of the upstream services' audit (GET /upstream/audit)")
+    ap.add_argument("--env-snapshot", type=Path, default=None, help="Claw-Eval env snapshot (JSON), from the host")
     ns = ap.parse_args(argv)
     from openforgerl.envs.claw.client import service_url
     from openforgerl.envs.claw.verify.graders import GraderUnavailable
@@ -74,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         outcome = verify_live(_checks_path(ns), ns.state_url or service_url(), ns.workdir, ns.transcript,
-                              ns.judge_scores, ns.judge_answers, ns.token)
+                              ns.judge_scores, ns.judge_answers, ns.token, ns.env_snapshot)
     except ServiceUnreachable as exc:  # the service ran next to the agent: the agent's reach
         print(f"VIOLATION task service unreachable after the agent ran: {exc}", file=sys.stderr)
         return EXIT_TAMPERED
@@ -82,7 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"verifier error: {exc}", file=sys.stderr)
         return EXIT_VERIFIER_BROKEN
     if outcome.judge_requests:  # no reward: this run's grader saw placeholders where the judge should answer
-        ns.out.with_name(JUDGE_REQUESTS).write_text(json.dumps(outcome.judge_requests, ensure_ascii=False))
+        body = json.dumps(outcome.judge_requests, ensure_ascii=False)
+        if len(body.encode()) > MAX_JUDGE_REQUESTS_BYTES:  # images a grader made itself travel inline
+            print(f"verifier error: the grader's judge requests take {len(body.encode())} bytes "
+                  f"(over {MAX_JUDGE_REQUESTS_BYTES})", file=sys.stderr)
+            return EXIT_VERIFIER_BROKEN
+        ns.out.with_name(JUDGE_REQUESTS).write_text(body)
         print(f"{len(outcome.judge_requests)} judge call(s) for the host to answer", file=sys.stderr)
         return EXIT_NEEDS_JUDGE
     ns.out.write_text(json.dumps(outcome.components(), indent=1))

@@ -1,0 +1,136 @@
+"""Attacks on upstream Claw-Eval's `env_snapshot` (envs/claw/snapshot.py): the host takes it after the
+harness is gone, on a copy of the agent's final workdir, pushes in upstream's grader-only files (scripts
+that hold the answer) and runs the task's commands there. Real bubblewrap sandboxes, gateway, verifier
+and `zero`; a scripted engine stands in for the policy's decisions only.
+
+The attacker 1. looks for the grader-only files (the check script, the ground truth, the manifest) during
+its run, where they could be; 2. plants what the snapshot will read: a forged check script where the real
+one will go (behind a link), links to `/etc/shadow`, to a host folder and to the ground truth's host path under the globbed
+names, a FIFO and an oversized file.
+
+Done when: the probes find nothing of the grader's (the control: the same probe finds the attacker's own
+decoy); every planted entry reaches the grader as an `{error}`, never as the linked file's bytes; the
+reward is the no-op's, scored (`ok`), not infra; and with the grader-only file left out of the copy the
+same forged check is believed (the control that shows the push matters).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from openforgerl.engines.chat_format import format_tool_call
+from openforgerl.envs.importers import import_any
+
+DATA = Path(__file__).resolve().parents[1] / "envs" / "data" / "claw_eval_snapshot"
+TASK = "T908_ledger_total"
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+FORGED = "import json; print(json.dumps({'correct': True}))\n"
+PROBE = ("echo decoy-file > /workspace/decoy_marker.txt; "
+         "find / \\( -name 'check_total*' -o -name 'expected_total*' -o -name 'env_snapshot.json' -o -name grader.py "
+         "-o -name 'decoy_marker*' \\) -not -path '/proc/*' 2>/dev/null; env; cat /proc/self/cmdline; "
+         "ls -laR /workspace/ /tmp")
+
+
+def _plant(truth: Path) -> str:
+    return ("mkdir -p /workspace/out /workspace/fixtures && "
+            f"printf \"{FORGED}\" > /workspace/fake.py && ln -sf /workspace/fake.py /workspace/fixtures/check_total.py && "
+            "ln -sf /etc/shadow /workspace/out/total.txt && "
+            f"ln -sf {truth} /workspace/out/notes.md && ln -sf {truth} /workspace/out/truth.txt && "
+            "mkfifo /workspace/out/pipe.txt && head -c 20000000 /dev/zero > /workspace/out/big.txt")
+
+
+def _eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[str], seen: list[str]) -> dict[str, Any]:
+    import openforgerl.envs.claw.oracle_policy as op
+    from openforgerl.eval.command import command as eval_command
+
+    def factory(runtimes: Any, **kw: Any) -> Callable[[Any], str]:
+        def policy(turn: Any) -> str:
+            if not turn.tools:
+                return "title"
+            # what reached the agent: its context and every tool result (not its own commands' text)
+            seen.extend(str(m.get("content")) for m in turn.messages if m.get("role") != "assistant")
+            seen.append(json.dumps(turn.tools, ensure_ascii=False))
+            done = [m for m in turn.messages if m.get("role") == "tool"]
+            return format_tool_call("bash", {"command": steps[len(done)]}) if len(done) < len(steps) else "Done."
+        return policy
+
+    monkeypatch.setattr(op, "oracle_policy", factory)
+    app = typer.Typer()
+    app.command()(eval_command)
+    res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "tasks"), "--harness", "zero", "--trials", "1",
+                                   "--scripted-oracle", "1.0", "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, (res.output, res.exception)
+    [record] = map(json.loads, (tmp_path / "r" / "rollouts.jsonl").read_text().splitlines())
+    return dict(record)
+
+
+def test_the_grader_only_files_are_out_of_reach_and_planted_links_are_errors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    [folder] = import_any(DATA / TASK, tmp_path / "tasks")
+    truth = folder / "tests/claw_eval/local_grader_files/fixtures/expected_total.txt"
+    seen: list[str] = []
+    record = _eval(tmp_path, monkeypatch, [PROBE, _plant(truth)], seen)
+    said = "\n".join(seen)
+    assert "/workdir/decoy_marker.txt" in said  # control: the probe finds what is there
+    for secret in ("check_total", "expected_total", "env_snapshot.json", "grader.py", "EXPECTED = 1234", "1234"):
+        assert secret not in said, secret
+    assert record["status"] == "ok" and record["reward"] == pytest.approx(0.2)  # the no-op's score, not infra
+
+    # the same attack with upstream's check script left out of the copy: the forged one is believed
+    from openforgerl.envs.claw import snapshot
+
+    real = snapshot.SnapshotSpec.from_tests
+
+    def without_push(tests: Path) -> snapshot.SnapshotSpec | None:
+        spec = real(tests)
+        return None if spec is None else snapshot.SnapshotSpec(spec.commands, spec.files, spec.timeout_s, {})
+
+    monkeypatch.setattr(snapshot.SnapshotSpec, "from_tests", staticmethod(without_push))
+    shutil.rmtree(tmp_path / "r")
+    unpushed = _eval(tmp_path, monkeypatch, [_plant(truth)], [])
+    assert unpushed["reward"] == pytest.approx(0.8 * 0.6 + 0.2)
+
+
+def test_planted_files_reach_the_grader_as_errors_never_as_the_linked_bytes(tmp_path: Path) -> None:
+    from openforgerl.envs.claw.snapshot import SnapshotSpec, collect_env_snapshot
+    from openforgerl.sandbox.base import SandboxSpec
+    from openforgerl.sandbox.local import LocalBackend
+
+    secret = tmp_path / "host_secret.txt"
+    secret.write_text("host-only ground truth\n")
+
+    async def main() -> dict[str, Any]:
+        backend = LocalBackend(tmp_path / "sbx")
+        try:
+            sbx = await backend.open_sandbox(SandboxSpec(rollout_id="attack"))
+            res = await sbx.exec(["sh", "-c", _plant(secret) + f" && ln -s {secret.parent} /workspace/hostdir"])
+            assert res.returncode == 0, res.stderr
+            spec = SnapshotSpec(commands=("python3 /workspace/fixtures/check_total.py",),
+                                files=("/workspace/out/*.txt", "/workspace/out/notes.md", "/workspace/hostdir/*",
+                                       "/workspace/hostdir/host_secret.txt"), timeout_s=5,
+                                grader_files={"fixtures/check_total.py": b"print('the real check')\n"})
+            snap = await collect_env_snapshot(sbx, spec)
+            await sbx.aclose()
+            return snap
+        finally:
+            await backend.aclose()
+
+    snap = asyncio.run(main())
+    assert snap["cmd:python3 /workspace/fixtures/check_total.py"]["stdout"] == "the real check\n"
+    for name in ("total.txt", "truth.txt", "big.txt", "notes.md"):
+        entry = snap.get(f"file:/workspace/out/{name}")
+        assert entry is not None and set(entry) == {"error"}, (name, entry)
+    assert "file:/workspace/out/pipe.txt" not in snap  # a FIFO is left out of the copy
+    assert not any(k.startswith("file:/workspace/hostdir/") and k != "file:/workspace/hostdir/host_secret.txt"
+                   for k in snap)  # a glob never enters a linked folder
+    assert set(snap["file:/workspace/hostdir/host_secret.txt"]) == {"error"}  # nor does a plain path
+    assert "host-only ground truth" not in json.dumps(snap)
