@@ -265,7 +265,9 @@ def _serve_judge(reply: Callable[[dict[str, Any]], str]) -> Any:
     return served()
 
 
-def _visual_eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[str], judge_url: str) -> dict[str, Any]:
+def _visual_eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[str], judge_url: str,
+                 task: str = "T911_chart_visual") -> dict[str, Any]:
+    """`eval` of one imported task with `zero`: the policy runs `steps` as bash calls, then answers."""
     import openforgerl.envs.claw.oracle_policy as op
     from openforgerl.eval.command import command as eval_command
 
@@ -277,7 +279,7 @@ def _visual_eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[st
             return format_tool_call("bash", {"command": steps[len(done)]}) if len(done) < len(steps) else "Done."
         return policy
 
-    import_any(DATA / "T911_chart_visual", tmp_path / "tasks")
+    import_any(DATA / task, tmp_path / "tasks")
     monkeypatch.setattr(op, "oracle_policy", factory)
     app = typer.Typer()
     app.command()(eval_command)
@@ -341,29 +343,11 @@ def test_a_webpage_recorded_in_the_snapshot_sandbox_goes_to_the_vision_judge(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The grader-only script launches Playwright's Chromium unmodified (the host's Chromium through
     `snapshot.browser_shim`); the webpage base asks the judge twice over every frame."""
-    import openforgerl.envs.claw.oracle_policy as op
-    from openforgerl.eval.command import command as eval_command
 
     page = "<html><body><div style='background:red;color:white'>Sale</div></body></html>"
 
     def run(out: Path, steps: list[str], url: str) -> dict[str, Any]:
-        def factory(runtimes: Any, **kw: Any) -> Callable[[Any], str]:
-            def policy(turn: Any) -> str:
-                if not turn.tools:
-                    return "title"
-                done = [m for m in turn.messages if m.get("role") == "tool"]
-                return format_tool_call("bash", {"command": steps[len(done)]}) if len(done) < len(steps) else "Done."
-            return policy
-
-        import_any(DATA / "T912_webpage_banner", out / "tasks")
-        monkeypatch.setattr(op, "oracle_policy", factory)
-        app = typer.Typer()
-        app.command()(eval_command)
-        res = CliRunner().invoke(app, ["--tasks", str(out / "tasks"), "--harness", "zero", "--trials", "1",
-                                       "--scripted-oracle", "1.0", "--out", str(out / "r"), "--judge-engine", url])
-        assert res.exit_code == 0, (res.output, res.exception)
-        [record] = map(json.loads, (out / "r" / "rollouts.jsonl").read_text().splitlines())
-        return dict(record)
+        return _visual_eval(out, monkeypatch, steps, url, task="T912_webpage_banner")
 
     def reply(body: dict[str, Any]) -> str:
         visual = any("Candidate screenshots" in p.get("text", "") for p in body["messages"][1]["content"])
