@@ -17,8 +17,10 @@ same forged check is believed (the control that shows the push matters).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -134,3 +136,69 @@ def test_planted_files_reach_the_grader_as_errors_never_as_the_linked_bytes(tmp_
                    for k in snap)  # a glob never enters a linked folder
     assert set(snap["file:/workspace/hostdir/host_secret.txt"]) == {"error"}  # nor does a plain path
     assert "host-only ground truth" not in json.dumps(snap)
+
+
+# prints what the real check prints for a right answer, then ends the interpreter before the check runs
+SHADOW = ("import os, sys\n"
+          "sys.stdout.write('{\"file_exists\": true, \"value\": 1234, \"correct\": true}\\n')\n"
+          "sys.stdout.flush()\nos._exit(0)\n")
+
+def test_planted_python_modules_never_run_inside_the_check_scripts(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check script imports `json`; the agent plants a `json.py` beside it (where the script's folder puts
+    it first on sys.path), in the workdir (the cwd of `python -c`) and as a user-site `usercustomize.py`
+    (HOME was the workdir): each prints the check's passing verdict and exits. None runs: the reward is the
+    no-op's. Control: with the hardening env left out, the same plant is believed."""
+    from openforgerl.envs.claw import snapshot
+
+    site = "/workspace/.local/lib/python3.11/site-packages"
+    b64 = base64.b64encode(SHADOW.encode()).decode()
+    plant = (f"mkdir -p /workspace/fixtures {site} && echo {b64} | base64 -d > /workspace/fixtures/json.py && "
+             f"cp /workspace/fixtures/json.py /workspace/json.py && cp /workspace/fixtures/json.py {site}/usercustomize.py")
+    import_any(DATA / TASK, tmp_path / "tasks")
+    record = _eval(tmp_path, monkeypatch, [plant], [])
+    assert record["status"] == "ok" and record["reward"] == pytest.approx(0.2), record  # the no-op's score
+
+    monkeypatch.setattr(snapshot, "SAFE_PYTHON", {})
+    shutil.rmtree(tmp_path / "r")
+    believed = _eval(tmp_path, monkeypatch, [plant], [])
+    assert believed["reward"] > 0.2, believed
+
+
+def test_grader_code_runs_without_the_agents_modules_and_the_agents_program_with_its_own(tmp_path: Path) -> None:
+    """Same sandbox, three commands: upstream's check script beside a planted `json.py` (ignored), a `-c` line
+    with the cwd full of planted modules (ignored), the agent's own program importing its sibling module
+    (works, as upstream runs it) and started by the check script (works too: the child gets upstream's env)."""
+    from openforgerl.envs.claw.snapshot import SnapshotSpec, collect_env_snapshot, runs_agent_script
+    from openforgerl.sandbox.base import SandboxSpec
+    from openforgerl.sandbox.local import LocalBackend
+
+    check = (b"import json, subprocess, sys\n"
+             b"out = subprocess.run([sys.executable, '/workspace/decode.py'], capture_output=True, text=True).stdout\n"
+             b"print(json.dumps({'real': True, 'child': out.strip()}))\n")
+    commands = ("python /workspace/fixtures/check.py", "python -c 'import json; print(json.dumps([1]))'",
+                "python /workspace/decode.py 2>&1; echo EXIT_CODE=$?")
+    assert [runs_agent_script(c, ["fixtures/check.py"]) for c in commands] == [False, False, True]
+    b64 = base64.b64encode(SHADOW.encode()).decode()
+    plant = (f"mkdir -p /workspace/fixtures && echo {b64} | base64 -d > /workspace/fixtures/json.py && "
+             "cp /workspace/fixtures/json.py /workspace/json.py && "
+             "printf 'def word():\\n    return \"sibling\"\\n' > /workspace/helper.py && "
+             "printf 'import helper\\nprint(helper.word())\\n' > /workspace/decode.py")
+
+    async def main() -> dict[str, Any]:
+        backend = LocalBackend(tmp_path / "sbx")
+        try:
+            sbx = await backend.open_sandbox(SandboxSpec(rollout_id="shadow"))
+            res = await sbx.exec(["sh", "-c", plant])
+            assert res.returncode == 0, res.stderr
+            spec = SnapshotSpec(commands=commands, timeout_s=20, grader_files={"fixtures/check.py": check})
+            snap = await collect_env_snapshot(sbx, spec, python_dir=str(Path(sys.executable).parent))
+            await sbx.aclose()
+            return snap
+        finally:
+            await backend.aclose()
+
+    snap = asyncio.run(main())
+    assert json.loads(snap[f"cmd:{commands[0]}"]["stdout"]) == {"real": True, "child": "sibling"}, snap
+    assert snap[f"cmd:{commands[1]}"]["stdout"] == "[1]\n", snap
+    assert snap[f"cmd:{commands[2]}"]["stdout"] == "sibling\nEXIT_CODE=0\n", snap

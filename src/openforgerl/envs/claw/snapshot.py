@@ -29,6 +29,7 @@ import base64
 import hashlib
 import json
 import mimetypes
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -50,10 +51,41 @@ MAX_STREAM = 1 << 20
 MAX_FILE = 8 << 20
 MAX_TOTAL = 64 << 20
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The commands run upstream's check scripts over the agent's files: that Python must not import the agent's
+# modules. `python /workspace/fixtures/verify_*.py` puts the script's folder first on sys.path (`-c`, the cwd:
+# /workspace), so a planted `fixtures/json.py` would run inside the check and print its verdict. Grader code
+# runs with no script folder or cwd on sys.path (PYTHONSAFEPATH); our `snapshot_site/sitecustomize.py` hands
+# the programs it starts (the agent's) upstream's environment back. A command that runs the agent's own script
+# (`python /workspace/decode.py`) keeps upstream's sys.path: its siblings are its own modules. HOME is the
+# copy's fresh /tmp (it was /workdir: a user-site `usercustomize.py` there would run in every Python).
+SAFE_PYTHON = {"PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1", "PYTHONPATH": str(Path(__file__).parent / "snapshot_site")}
+COMMAND_HOME = {"HOME": "/tmp"}
 # upstream sandbox server's `/read`: what it returns as text
 TEXT_MIMES = {"application/json", "application/xml", "application/yaml", "application/x-yaml", "application/javascript"}
 TEXT_EXTENSIONS = {".txt", ".md", ".csv", ".json", ".yaml", ".yml", ".xml", ".html", ".htm", ".js", ".ts", ".py", ".sh",
                    ".bash", ".cfg", ".ini", ".toml", ".log", ".sql", ".r", ".rmd"}
+
+
+def runs_agent_script(cmd: str, grader_files: Sequence[str]) -> bool:
+    """Whether every Python a command line starts is `python <script> ...` with a script that is not one of
+    the pushed grader files: the agent's program, run as upstream runs it (`python /workspace/decode.py 2>&1;
+    echo EXIT_CODE=$?`). A grader script, `-c`, `-m` or an unparsable line is grader code."""
+    lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:
+        return False
+    pushed = {f"{root}{rel}" for rel in grader_files for root in ROOTS}
+    segments: list[list[str]] = [[]]
+    for word in words:
+        if word and all(ch in ";&|()" for ch in word):
+            segments.append([])
+        else:
+            segments[-1].append(word)
+    pythons = [seg for seg in segments if seg and PurePosixPath(seg[0]).name.startswith("python")]
+    return bool(pythons) and all(len(seg) > 1 and not seg[1].startswith("-") and seg[1] not in pushed
+                                 for seg in pythons)
 
 
 @dataclass(frozen=True)
@@ -135,12 +167,13 @@ def browser_shim(tmp: Path) -> dict[str, str]:
 async def _collect(copy: Any, spec: SnapshotSpec, python_dir: str | None) -> dict[str, Any]:
     for rel, data in spec.grader_files.items():
         await copy.write(rel, data)
-    env = {"PATH": f"{python_dir}:{DEFAULT_PATH}" if python_dir else DEFAULT_PATH}
+    env = {"PATH": f"{python_dir}:{DEFAULT_PATH}" if python_dir else DEFAULT_PATH, **COMMAND_HOME}
     if spec.commands:
         env |= browser_shim(copy.base / "tmp")
     snapshot: dict[str, Any] = {}
     for cmd in spec.commands:  # first: they often make the files read below
-        res = await copy.exec(["/bin/sh", "-c", cmd], timeout_s=float(spec.timeout_s), env=env)
+        cmd_env = env if runs_agent_script(cmd, list(spec.grader_files)) else {**env, **SAFE_PYTHON}
+        res = await copy.exec(["/bin/sh", "-c", cmd], timeout_s=float(spec.timeout_s), env=cmd_env)
         if res.killed_by_signal is not None:
             raise VerifierError(f"env snapshot: the sandbox of {cmd[:80]!r} was killed from outside")
         snapshot[f"cmd:{cmd}"] = _command_entry(res, spec.timeout_s)
