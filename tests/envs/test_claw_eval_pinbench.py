@@ -8,14 +8,12 @@ for the model's decisions only.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
-from typer.testing import CliRunner
+from scripted_eval import run_eval
 
 from openforgerl.engines.chat_format import format_tool_call
 from openforgerl.envs.claw.verify.checks import Evidence, evaluate
@@ -61,30 +59,19 @@ def test_a_grader_that_needs_media_loads_is_flagged(tmp_path: Path) -> None:
 
 @needs_bwrap
 def test_the_brief_through_eval_beats_a_no_op(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import openforgerl.envs.claw.oracle_policy as op
-    from openforgerl.eval.command import command as eval_command
-
     def run(out: Path, final: str) -> dict[str, Any]:
-        def factory(runtimes: Any, **kw: Any) -> Any:
-            def policy(turn: Any) -> str:
-                if not turn.tools:
-                    return "title"
-                seen = [str(m.get("content")) for m in turn.messages if m.get("role") == "tool"]
-                if not seen and final != "Done.":
-                    return format_tool_call("bash", {"command": "cat /workspace/tasks/T909_shared/fixtures/brief.txt"})
-                assert not seen or "Lisbon" in seen[0]  # the other task's fixture is in the workspace
-                return final
-            return policy
+        def policy(turn: Any) -> str:
+            if not turn.tools:
+                return "title"
+            seen = [str(m.get("content")) for m in turn.messages if m.get("role") == "tool"]
+            if not seen and final != "Done.":
+                return format_tool_call("bash", {"command": "cat /workspace/tasks/T909_shared/fixtures/brief.txt"})
+            assert not seen or "Lisbon" in seen[0]  # the other task's fixture is in the workspace
+            return final
 
         import_any(TASK, out / "tasks")
-        monkeypatch.setattr(op, "oracle_policy", factory)
-        app = typer.Typer()
-        app.command()(eval_command)
-        res = CliRunner().invoke(app, ["--tasks", str(out / "tasks"), "--harness", "zero", "--trials", "1",
-                                       "--scripted-oracle", "1.0", "--out", str(out / "r")])
-        assert res.exit_code == 0, (res.output, res.exception)
-        [record] = map(json.loads, (out / "r" / "rollouts.jsonl").read_text().splitlines())
-        return dict(record)
+        [record] = run_eval(out / "tasks", out / "r", monkeypatch, policy)
+        return record
 
     done, idle = run(tmp_path / "done", BRIEF), run(tmp_path / "idle", "Done.")
     assert (done["status"], done["reward"]) == ("ok", 1.0)

@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
+from scripted_eval import run_eval
 
 from openforgerl.engines.chat_format import format_tool_call
 from openforgerl.envs.claw.services.server import build_app, serve
@@ -105,34 +104,24 @@ def _exposed(tools: list[dict], name: str) -> str:
 
 
 def _policy(steps: list[tuple[str, dict]], seen: list[str]):
-    def factory(runtimes, **kw):
-        def policy(turn):
-            if not turn.tools:
-                return "title"
-            done = [m for m in turn.messages if m.get("role") == "tool"]
-            seen[:] = [str(m.get("content", "")) for m in done]
-            calls = [format_tool_call(_exposed(turn.tools, n), a) for n, a in steps]
-            return calls[len(done)] if len(done) < len(calls) else "Posted the ticket to Travel."
-        return policy
-    return factory
+    def policy(turn):
+        if not turn.tools:
+            return "title"
+        done = [m for m in turn.messages if m.get("role") == "tool"]
+        seen[:] = [str(m.get("content", "")) for m in done]
+        calls = [format_tool_call(_exposed(turn.tools, n), a) for n, a in steps]
+        return calls[len(done)] if len(done) < len(calls) else "Posted the ticket to Travel."
+    return policy
 
 
 def eval_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[tuple[str, dict]],
               seen: list[str] | None = None, harness: str = "zero") -> dict:
     """One `eval` rollout of T950 with `zero` whose policy makes `steps`; `seen` gets the tool results."""
-    import openforgerl.envs.claw.oracle_policy as op
-    from openforgerl.eval.command import command as eval_command
-
     tasks = tmp_path / "tasks"
     if not tasks.is_dir():
         import_any(TASK, tasks)
-    monkeypatch.setattr(op, "oracle_policy", _policy(steps, [] if seen is None else seen))
-    app = typer.Typer()
-    app.command()(eval_command)
-    res = CliRunner().invoke(app, ["--tasks", str(tasks), "--harness", harness, "--trials", "1", "--scripted-oracle",
-                                   "1.0", "--out", str(tmp_path / "r")])
-    assert res.exit_code == 0, (res.output, res.exception)
-    [record] = [json.loads(x) for x in (tmp_path / "r" / "rollouts.jsonl").read_text().splitlines()]
+    [record] = run_eval(tasks, tmp_path / "r", monkeypatch, _policy(steps, [] if seen is None else seen),
+                        harness=harness)
     return record
 
 

@@ -16,10 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
-from typer.testing import CliRunner
+from scripted_eval import bash_steps, run_eval
 
-from openforgerl.engines.chat_format import format_tool_call
 from openforgerl.envs.claw.snapshot import SnapshotSpec, collect_env_snapshot, glob_paths
 from openforgerl.envs.claw.verify.checks import Evidence, evaluate
 from openforgerl.envs.claw.verify.spec import load_spec
@@ -143,27 +141,8 @@ def test_commands_run_on_a_copy_time_out_as_upstreams_and_leave_the_workdir_alon
 def _eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[str],
           seen: list[str] | None = None) -> dict[str, Any]:
     """`eval` with `zero` on T908: the policy runs `steps` as bash calls, then says it is done."""
-    import openforgerl.envs.claw.oracle_policy as op
-    from openforgerl.eval.command import command as eval_command
-
-    def factory(runtimes: Any, **kw: Any) -> Callable[[Any], str]:
-        def policy(turn: Any) -> str:
-            if not turn.tools:
-                return "title"
-            done = [m for m in turn.messages if m.get("role") == "tool"]
-            if seen is not None:
-                seen.extend(str(m.get("content")) for m in done)
-            return format_tool_call("bash", {"command": steps[len(done)]}) if len(done) < len(steps) else "Done."
-        return policy
-
     _task(tmp_path)
-    monkeypatch.setattr(op, "oracle_policy", factory)
-    app = typer.Typer()
-    app.command()(eval_command)
-    res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "tasks"), "--harness", "zero", "--trials", "1",
-                                   "--scripted-oracle", "1.0", "--out", str(tmp_path / "r")])
-    assert res.exit_code == 0, (res.output, res.exception)
-    records = [json.loads(x) for x in (tmp_path / "r" / "rollouts.jsonl").read_text().splitlines()]
+    records = run_eval(tmp_path / "tasks", tmp_path / "r", monkeypatch, bash_steps(steps, seen))
     return records[-1] if len(records) == 1 else {"all": records}
 
 
@@ -268,26 +247,10 @@ def _serve_judge(reply: Callable[[dict[str, Any]], str]) -> Any:
 def _visual_eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[str], judge_url: str,
                  task: str = "T911_chart_visual") -> dict[str, Any]:
     """`eval` of one imported task with `zero`: the policy runs `steps` as bash calls, then answers."""
-    import openforgerl.envs.claw.oracle_policy as op
-    from openforgerl.eval.command import command as eval_command
-
-    def factory(runtimes: Any, **kw: Any) -> Callable[[Any], str]:
-        def policy(turn: Any) -> str:
-            if not turn.tools:
-                return "title"
-            done = [m for m in turn.messages if m.get("role") == "tool"]
-            return format_tool_call("bash", {"command": steps[len(done)]}) if len(done) < len(steps) else "Done."
-        return policy
-
     import_any(DATA / task, tmp_path / "tasks")
-    monkeypatch.setattr(op, "oracle_policy", factory)
-    app = typer.Typer()
-    app.command()(eval_command)
-    res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "tasks"), "--harness", "zero", "--trials", "1",
-                                   "--scripted-oracle", "1.0", "--out", str(tmp_path / "r"), "--judge-engine", judge_url])
-    assert res.exit_code == 0, (res.output, res.exception)
-    [record] = map(json.loads, (tmp_path / "r" / "rollouts.jsonl").read_text().splitlines())
-    return dict(record)
+    [record] = run_eval(tmp_path / "tasks", tmp_path / "r", monkeypatch, bash_steps(steps),
+                        "--judge-engine", judge_url)
+    return record
 
 
 @needs_bwrap

@@ -19,7 +19,8 @@ from openforgerl.envs.claw.services.server import build_app, serve
 from openforgerl.envs.claw.tools import function_tools, tools_for
 from openforgerl.harness.base import McpServer
 from openforgerl.harness.registry import get_harness
-from openforgerl.harness.scripted_policy import task_tool_policy, tool_names
+from openforgerl.harness.scripted_policy import task_tool_policy
+from openforgerl.orchestrator.classify import first_prompt_lacks_task_tools, offered_tool_names
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(600)]
 
@@ -63,15 +64,6 @@ async def test_task_tools_reach_the_harness(name: str, claw: str, make_gateway, 
 SLOW_START_S = {"claude_code": 40.0, "qwen_code": 15.0, "opencode": 40.0, "codex": 40.0, "openclaw-completions": 40.0}
 
 
-def offered_tools(request: dict) -> list[str]:
-    """The tool names a request offers the model; Codex's namespaces opened (`mcp__claw` holding `write_file`
-    is `mcp__claw__write_file`)."""
-    tools = request.get("tools") or []
-    inner = [f"{ns['name']}__{name}" for ns in tools if ns.get("type") == "namespace"
-             for name in tool_names(ns.get("tools") or [])]
-    return tool_names([t for t in tools if t.get("type") != "namespace"]) + inner
-
-
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "zero"])
 async def test_a_slow_starting_mcp_server_is_waited_for(name: str, claw: str, make_gateway, tmp_path: Path) -> None:
     """The task's tools reach the model even when its MCP server takes seconds to start. A harness that goes
@@ -92,12 +84,10 @@ async def test_a_slow_starting_mcp_server_is_waited_for(name: str, claw: str, ma
     # A real model answers the first prompt it gets: the task's tools must be in it, not only in later ones
     # (a scripted policy retries its call until the tool shows up; a model without the tool just answers).
     # Qwen Code and OpenClaw list no MCP tool: the model finds them through their own `tool_search` (and
-    # OpenClaw's `tool_call`), which wait for the servers. The others list it under a prefixed name (Qwen
-    # Code's own `write_file` would pass a bare-name check).
+    # OpenClaw's `tool_call`), which wait for the servers. The others list it: the orchestrator's own check.
     first = next(c for c in out.calls if not c.side_call)
-    offered = offered_tools(first.request)
     deferred = {"qwen_code": "tool_search", "openclaw-completions": "tool_call"}
     if name in deferred:
-        assert deferred[name] in offered, offered
+        assert deferred[name] in offered_tool_names(first.request), offered_tool_names(first.request)
     else:
-        assert any(n != "write_file" and n.endswith("write_file") for n in offered), offered
+        assert not first_prompt_lacks_task_tools([first], ["write_file"]), offered_tool_names(first.request)

@@ -21,16 +21,15 @@ import base64
 import json
 import shutil
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from openforgerl.engines.chat_format import format_tool_call
 from openforgerl.envs.importers import import_any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs"))
+from scripted_eval import bash_steps, run_eval
 
 DATA = Path(__file__).resolve().parents[1] / "envs" / "data" / "claw_eval_snapshot"
 TASK = "T908_ledger_total"
@@ -51,27 +50,14 @@ def _plant(truth: Path) -> str:
 
 
 def _eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[str], seen: list[str]) -> dict[str, Any]:
-    import openforgerl.envs.claw.oracle_policy as op
-    from openforgerl.eval.command import command as eval_command
-
-    def factory(runtimes: Any, **kw: Any) -> Callable[[Any], str]:
-        def policy(turn: Any) -> str:
-            if not turn.tools:
-                return "title"
-            # what reached the agent: its context and every tool result (not its own commands' text)
+    """`eval` with `zero`; `seen` gets what reached the agent: its context, its tools and every tool result."""
+    def policy(turn: Any) -> str:
+        if turn.tools:
             seen.extend(str(m.get("content")) for m in turn.messages if m.get("role") != "assistant")
             seen.append(json.dumps(turn.tools, ensure_ascii=False))
-            done = [m for m in turn.messages if m.get("role") == "tool"]
-            return format_tool_call("bash", {"command": steps[len(done)]}) if len(done) < len(steps) else "Done."
-        return policy
+        return bash_steps(steps)(turn)
 
-    monkeypatch.setattr(op, "oracle_policy", factory)
-    app = typer.Typer()
-    app.command()(eval_command)
-    res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "tasks"), "--harness", "zero", "--trials", "1",
-                                   "--scripted-oracle", "1.0", "--out", str(tmp_path / "r")])
-    assert res.exit_code == 0, (res.output, res.exception)
-    [record] = map(json.loads, (tmp_path / "r" / "rollouts.jsonl").read_text().splitlines())
+    [record] = run_eval(tmp_path / "tasks", tmp_path / "r", monkeypatch, policy)
     return dict(record)
 
 

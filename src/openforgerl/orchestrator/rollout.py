@@ -30,7 +30,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from openforgerl.harness.base import HarnessAdapter, HarnessContext, HarnessLaunch
-from openforgerl.orchestrator.classify import call_log_taint, first_prompt_lacks_task_tools, harness_status
+from openforgerl.orchestrator.classify import (
+    call_log_taint,
+    first_prompt_lacks_task_tools,
+    harness_status,
+    offered_tool_names,
+)
 from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.errors import (
     EngineFault,
@@ -289,7 +294,7 @@ class RolloutRunner:
         """The harness asked the model before the task's tools reached it (see `first_prompt_lacks_task_tools`)."""
         if not getattr(run.req.harness, "lists_task_tools", False) or not run.req.task.mcp_servers():
             return False
-        names = [str((t.get("function") or t).get("name")) for t in run.req.task.function_tools()]
+        names = offered_tool_names({"tools": list(run.req.task.function_tools())})
         return first_prompt_lacks_task_tools(run.calls, names)
 
     async def _capture(self, run: _Run, sandbox: Sandbox) -> None:
