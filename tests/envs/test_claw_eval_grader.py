@@ -73,10 +73,10 @@ def test_a_task_with_a_runnable_grader_is_scored_by_it(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("edit", "flag"), [
     (("from claw_eval.models.trace import DimensionScores",
-      "from claw_eval.graders.officeqa_reward import score_answer\nfrom claw_eval.models.trace import DimensionScores"),
-     "unsupported:grader_import:claw_eval.graders.officeqa_reward"),
+      "from claw_eval.graders.spreadsheet_base import check\nfrom claw_eval.models.trace import DimensionScores"),
+     "unsupported:grader_import:claw_eval.graders.spreadsheet_base"),
     (("scores.robustness = self.compute_robustness(dispatches)",
-      "scores.robustness = float(bool(judge.client))"), "unsupported:grader_judge:client"),
+      "scores.robustness = float(bool(judge.config))"), "unsupported:grader_judge:config"),
     (("from typing import Any", "from typing import Any\n\nimport numpy"), "unsupported:grader_import:numpy"),
 ])
 def test_a_grader_that_cannot_run_here_is_flagged_with_why(tmp_path: Path, edit: tuple[str, str], flag: str) -> None:

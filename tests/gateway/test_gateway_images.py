@@ -198,6 +198,25 @@ async def test_a_rollout_resending_its_last_five_screenshots_stores_each_once(ri
     assert all(r.store.read_blob(i.sha256) is not None for rec in recs for i in rec.images)
 
 
+async def test_the_images_that_reached_the_model_are_claw_evals_media_events(rig):
+    """What a Claw-Eval image-QA grader gets as `media_events`: one `loaded` image per distinct image the
+    gateway recorded in the rollout's prompts, first-seen order, from the real records of a rollout that
+    resends its screenshots; a text-only rollout has none."""
+    from openforgerl.tasks.transcript import media_events
+
+    r = await rig()
+    ro, text_only = await r.rollout(), await r.rollout()
+    c = oai(ro)
+    for window in (SHOTS[:2], SHOTS[1:3], SHOTS[2:3]):
+        content = [{"type": "text", "text": "look"}, *[chat_part(s) for s in window]]
+        await c.chat.completions.create(model="m", messages=[{"role": "user", "content": content}])
+    await oai(text_only).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    events = media_events(await r.records(ro))
+    assert [(e["sha256"], e["modality"], e["status"], e["mime_type"]) for e in events] == [
+        (h, "image", "loaded", "image/png") for h in SHAS[:3]]
+    assert media_events(await r.records(text_only)) == []
+
+
 async def test_text_calls_record_no_images(rig):
     r = await rig()
     ro = await r.rollout()

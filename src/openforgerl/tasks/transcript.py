@@ -8,6 +8,8 @@ sub-agents are left out. Two shapes are produced:
 
 - `messages`: `[{role, content, tool_calls?}]` (chat roles; `Evidence.transcript`, Claw-Eval's text
   checks and judge);
+- `media_events`: Claw-Eval's `MediaLoad` events (image-QA graders: did an image reach the model?), one per
+  distinct image the gateway recorded in the main agent's prompts, in first-seen order;
 - `openclaw_events`: QwenClawBench's `grade(transcript, ...)` input, the OpenClaw session events
   (`{"type": "message", "message": {"role": "assistant" | "user" | "toolResult", "content": [...]}}`,
   assistant blocks `{"type": "text"}` / `{"type": "toolCall", "name", "arguments"}`), as upstream's
@@ -23,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["actions_text", "conversation_text", "messages_from_calls", "openclaw_events"]
+__all__ = ["actions_text", "conversation_text", "media_events", "messages_from_calls", "openclaw_events"]
 
 
 def _text(content: Any) -> str:
@@ -61,10 +63,51 @@ def messages_from_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
         return []
     last = main[-1]
     body = last.engine_request or last.request
-    out = [_plain(m) for m in body.get("messages", []) if isinstance(m, Mapping)]
+    history = [m for m in body.get("messages", []) if isinstance(m, Mapping)]
+    out = [_echoed(m, history[i + 1:]) if _verbatim_turn(m) else _plain(m) for i, m in enumerate(history)]
     if last.response_text is not None:
         out.append(_answer(last.response_text))
     return out
+
+
+def _verbatim_turn(m: Mapping[str, Any]) -> bool:
+    """An assistant turn the gateway put back as the model's raw text (`gateway/verbatim.py`): its tool
+    calls are markup in the content, no longer structured."""
+    return m.get("role") == "assistant" and not m.get("tool_calls") and isinstance(m.get("content"), str)
+
+
+def _echoed(m: Mapping[str, Any], after: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The raw text parsed as the engine's answer was; each tool call gets the id of the tool result that
+    answers it (the harness's id, which the raw text never had), matched by order."""
+    msg = _answer(str(m["content"]))
+    ids = [str(r.get("tool_call_id")) for r in _results(after) if r.get("tool_call_id")]
+    for call, rid in zip(msg.get("tool_calls", []), ids, strict=False):
+        call["id"] = rid
+    return msg
+
+
+def _results(after: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    out = []
+    for r in after:
+        if r.get("role") != "tool":
+            break
+        out.append(r)
+    return out
+
+
+def media_events(calls: Iterable[Any]) -> list[dict[str, Any]]:
+    """Upstream's runner writes a `media_load` event for each attachment it put in the model's input; here
+    the gateway's record of what the engine was sent says it (the images' bytes, hashed), whichever way
+    the harness delivered them (a read tool's image block, a screenshot). A URL image has no bytes here
+    and counts as loaded too: the engine fetched it."""
+    seen: dict[str, dict[str, Any]] = {}
+    for call in _main_calls(list(calls)):
+        for ref in getattr(call, "images", None) or []:
+            key = ref.sha256 or str(ref.url)
+            seen.setdefault(key, {"modality": "image", "source_path": ref.url or f"sha256:{ref.sha256}",
+                                  "mime_type": ref.media_type, "size_bytes": 0, "sha256": ref.sha256,
+                                  "status": "loaded", "note": f"call {call.index} of the gateway's call log"})
+    return list(seen.values())
 
 
 def _plain(m: Mapping[str, Any]) -> dict[str, Any]:

@@ -238,7 +238,7 @@ class ClawTaskRuntime(TaskDefaults):
             argv += ["--env-snapshot", f"{VERIFIER_IN}/{SNAPSHOT_INPUT}"]
         if self.host is not None:
             argv += await self._host_inputs(sandbox, inputs)
-        answers: dict[str, float] = {}
+        answers: dict[str, float | str] = {}
         for _ in range(JUDGE_ROUNDS + 1):
             run = await run_verifier(sandbox, argv, inputs=inputs, outputs=("reward.json", "verifier.log", JUDGE_REQUESTS),
                                      timeout_s=self.task.config.verifier.timeout_sec or 120.0)
@@ -251,7 +251,8 @@ class ClawTaskRuntime(TaskDefaults):
                 argv += ["--judge-answers", f"{VERIFIER_IN}/host/judge_answers.json"]
         raise VerifierError(f"the task's grader still asked for new judge calls after {JUDGE_ROUNDS} rounds")
 
-    async def _answer_grader_judge(self, requests: list[dict[str, Any]], images: Mapping[str, str]) -> dict[str, float]:
+    async def _answer_grader_judge(self, requests: list[dict[str, Any]],
+                                   images: Mapping[str, str]) -> dict[str, float | str]:
         from openforgerl.tasks.judge import JudgeError
 
         if self.host is None or self.host.judge is None:
@@ -273,6 +274,14 @@ class ClawTaskRuntime(TaskDefaults):
         if messages is not None:
             inputs["host/transcript.json"] = transcript_json(messages)
             extra += ["--transcript", f"{VERIFIER_IN}/host/transcript.json"]
+        if (self.task.root / "tests" / "claw_eval" / "grader.py").is_file():  # what upstream's runner also hands it
+            media = await self.host.media_events(sandbox)
+            if media is not None:
+                inputs["host/media_events.json"] = json.dumps(media).encode()
+                extra += ["--media-events", f"{VERIFIER_IN}/host/media_events.json"]
+            if record := self.host.user_record(sandbox):  # the simulated user's side, as the host relayed it
+                inputs["host/user_record.json"] = json.dumps(record, ensure_ascii=False).encode()
+                extra += ["--user-record", f"{VERIFIER_IN}/host/user_record.json"]
         checks = load_spec(self.task.root / "tests" / "checks.toml").checks
         rubrics = {c.name: str(getattr(c, "rubric", "")) for c in checks if c.kind == "llm_judge"}
         if rubrics:

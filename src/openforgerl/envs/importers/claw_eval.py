@@ -266,14 +266,20 @@ def _upstream_files(task_dir: Path, spec: dict[str, Any], user: dict[str, Any], 
 COMPAT_MODULES = {"claw_eval", "claw_eval.graders", "claw_eval.graders.base", "claw_eval.graders.llm_judge",
                   "claw_eval.graders.pinbench_common", "claw_eval.graders.multimodal_common",
                   "claw_eval.graders.visual_grader", "claw_eval.graders.webpage_grader",
+                  "claw_eval.graders.user_agent_clarify_base", "claw_eval.graders.officeqa_reward",
+                  "claw_eval.graders.image_qa_oracle",
                   "claw_eval.models", "claw_eval.models.task", "claw_eval.models.trace", "claw_eval.models.content",
                   "claw_eval.models.message", "claw_eval.models.scoring"}
-JUDGE_METHODS = {"evaluate", "evaluate_actions", "evaluate_visual"}  # answered by the host's --judge-engine
-JUDGING_BASES = {"claw_eval.graders.webpage_grader"}  # bases whose own grade() asks the judge
+# answered by the host's --judge-engine (`client`: the raw chat call T001/T002 make, with `model_id`)
+JUDGE_METHODS = {"evaluate", "evaluate_actions", "evaluate_visual", "client", "model_id"}
+JUDGING_BASES = {"claw_eval.graders.webpage_grader",  # bases whose own grade() asks the judge
+                 "claw_eval.graders.user_agent_clarify_base"}
 THIRD_PARTY_OK = {"pydantic", "yaml"}  # installed wherever the verifier runs
 # task.yaml fields that feed a grader's env_snapshot from the agent's final sandbox (the first three: taken by
 # the host on a copy, envs/claw/snapshot.py) or from the task's own files (local_grader_files: the verifier)
 SNAPSHOT_FIELDS = ("env_snapshot_files", "env_snapshot_commands", "sandbox_grader_files", "local_grader_files")
+# files a base reads beside the task's task.yaml (`task.task_file`): grader-only, copied under tests/claw_eval/
+BASE_FILES = {"claw_eval.graders.image_qa_oracle": "fixtures/oracle.json"}
 GRADER_CHECK = {"kind": "claw_eval_grader", "name": "grader", "script": "claw_eval/grader.py",
                 "task": "claw_eval/task.yaml"}
 
@@ -329,6 +335,8 @@ def grader_support(task_dir: Path) -> tuple[list[str], bool, dict[str, bytes]]:
         if re.search(r"^\s*REQUIRE_IMAGE_LOAD\s*=\s*True", text, re.M):  # our runner records no media loads
             problems.append("grader_media_events")
         problems += _module_problems(modules) + judge_bad
+        problems += [f"grader_file_missing:{BASE_FILES[m]}" for m in modules & BASE_FILES.keys()
+                     if not (task_dir / BASE_FILES[m]).is_file()]
         for peer in re.findall(r"load_peer_grader\(\s*[\"']([^\"']+)[\"']", text):
             path = task_dir.parent / peer / "grader.py"
             if peer in peers:
@@ -361,6 +369,9 @@ def _grader_files(task_dir: Path, peers: dict[str, bytes], spec: dict[str, Any])
                                    **{f"tests/claw_eval/peers/{k}/grader.py": v for k, v in peers.items()}}
     found = {k: v for k, v in _grader_only_files(task_dir, spec).items() if v is not None}
     out |= {f"tests/claw_eval/{k}": v for k, v in found.items()}
+    source = (task_dir / "grader.py").read_text(errors="replace") + "".join(p.decode(errors="replace") for p in peers.values())
+    out |= {f"tests/claw_eval/{rel}": (task_dir / rel).read_bytes() for mod, rel in BASE_FILES.items()
+            if mod in source and (task_dir / rel).is_file()}
     if any(spec.get(f) for f in SNAPSHOT_FIELDS[:3]):  # local_grader_files alone: read by the verifier
         manifest = {"commands": [str(c) for c in spec.get("env_snapshot_commands") or []],
                     "files": [str(f) for f in spec.get("env_snapshot_files") or []],
@@ -437,6 +448,9 @@ def _upstream_services(spec: dict[str, Any], root: Path | None, graded: bool) ->
     return out
 
 
+GRADER_ONLY_FIXTURES = {"oracle.json"}  # image-QA's answers: never copied where a service (and the agent) runs
+
+
 def _fixture_files(root: Path, task_dir: Path, services: list[dict[str, Any]], servers: dict[str, bytes]) -> dict[str, bytes]:
     """The task's fixtures, files named in the services' env and the fixture folders of the tasks whose
     files a server reads by default (upstream resolves both from its repo root)."""
@@ -450,7 +464,7 @@ def _fixture_files(root: Path, task_dir: Path, services: list[dict[str, Any]], s
             if not rel.is_absolute() and ".." not in rel.parts and (root / rel).is_file():
                 files.add(root / rel)
     return {str(PurePosixPath(p.relative_to(root))): p.read_bytes() for p in sorted(files)
-            if root in p.resolve().parents and not p.is_symlink()}
+            if root in p.resolve().parents and not p.is_symlink() and p.name not in GRADER_ONLY_FIXTURES}
 
 
 def upstream_material(task_dir: Path, spec: dict[str, Any], graded: bool) -> tuple[dict[str, bytes], frozenset[str]]:

@@ -32,8 +32,9 @@ class Evidence:
     """The rollout's messages ({role, content}), when the verifier is given them."""
     judge: Mapping[str, float] | None = None
     """Scores of the `llm_judge` checks by name, judged on the host before this verifier ran."""
-    judge_answers: Mapping[str, float] | None = None
-    """The host judge's answers to a task grader's judge calls, by request key (`claw_eval_grader`)."""
+    judge_answers: Mapping[str, float | str] | None = None
+    """The host judge's answers to a task grader's judge calls, by request key (`claw_eval_grader`): a score,
+    or a reply's text for a raw chat call."""
     judge_requests: list[dict[str, Any]] = field(default_factory=list)
     """Judge calls a task grader made that the host has not answered yet: this run's reward is void."""
     sub_scores: dict[str, float] = field(default_factory=dict)
@@ -42,6 +43,10 @@ class Evidence:
     """Upstream Claw-Eval services' own /audit by service name (read with the token; `services/upstream.py`)."""
     env_snapshot: Mapping[str, Any] | None = None
     """Upstream Claw-Eval's env snapshot of the agent's final workdir, taken by the host (`envs/claw/snapshot.py`)."""
+    media_events: Sequence[Mapping[str, Any]] | None = None
+    """Claw-Eval `MediaLoad` events: the images the gateway recorded reaching the model (`tasks/transcript.py`)."""
+    user_record: Sequence[Mapping[str, str]] | None = None
+    """The simulated user's dialogue as the host relayed it (`envs/claw/user_sim.py`), `[{role, content}]`."""
 
 
 @dataclass(frozen=True)

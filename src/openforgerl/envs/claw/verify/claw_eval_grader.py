@@ -17,11 +17,21 @@ task's service, never by the agent's hand):
   upstream's own code (`services/upstream.py`) gives its own /audit verbatim (`Evidence.upstream_audit`,
   read with the token), and its tools' dispatches carry the reply the agent got;
 - `judge`: an object with upstream's `evaluate` / `evaluate_actions` / `evaluate_visual` (its images named
-  by hash when they are the env snapshot's, which the host holds too, else carried). The verifier sandbox cannot reach
+  by hash when they are the env snapshot's, which the host holds too, else carried), and the raw
+  `client.chat.completions.create` / `model_id` two upstream graders use (the reply's text comes back). The verifier sandbox cannot reach
   the judge, so a call is answered from the host's earlier answers (`Evidence.judge_answers`, by a hash of
   the request); an unanswered one is recorded (`Evidence.judge_requests`) and gets a placeholder, and
   the verifier exits `EXIT_NEEDS_JUDGE` so the host (`--judge-engine`) answers them and runs it again.
-- `media_events` = [] (tasks that need it are flagged by the importer);
+- `media_events`: upstream's `MediaLoad` events, one per distinct image the gateway recorded reaching
+  the model in the rollout's prompts (`Evidence.media_events`, from the host's call log); upstream's
+  runner writes one per attachment it put in the model's input;
+- the simulated user's turns (`user_agent` tasks): upstream's runner appends the user agent's reply as a
+  user message `[user_agent]\n<reply>`; here the agent asks through the `ask_user` tool, so each
+  `ask_user` call becomes the assistant's question (text) and its result becomes that user message, with
+  the reply taken from the host's own record of the relay (`Evidence.user_record`), never from the tool
+  result the sandbox returned (the agent can write its own answer file there);
+- `task.task_file`: the imported `task.yaml` (`tests/claw_eval/task.yaml`), as upstream sets it, so a grader
+  finds files beside it (image-QA's `fixtures/oracle.json`, copied there by the importer).
 - `env_snapshot`: the host's snapshot of the agent's final workdir (`Evidence.env_snapshot`: upstream's
   `cmd:<command>` and `file:<path>` entries, taken on a copy by `envs/claw/snapshot.py`), plus
   `local_file:<path>` for the task's `local_grader_files` (its ground truth, from the tests folder);
@@ -41,14 +51,16 @@ The compatibility package (`envs/claw/claw_eval_compat/`) goes on `sys.path` onl
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import inspect
+import itertools
 import json
 import math
 import os
 import sys
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,13 +91,30 @@ def judge_request_key(request: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
 
 
+class _Completions:
+    def __init__(self, judge: HostAnsweredJudge) -> None:
+        self.judge = judge
+
+    def create(self, model: str = "", messages: Sequence[Mapping[str, Any]] = (), **sampling: Any) -> Any:
+        """A chat completion the grader builds itself (upstream's T001/T002 call `judge.client` so): its
+        messages go to the host's judge engine as they are; the reply text comes back. Unanswered yet:
+        empty content (the grader parses nothing out of it and grades on; this run's reward is void)."""
+        said = [{"role": str(m.get("role", "user")), "content": str(m.get("content", ""))} for m in messages]
+        text = self.judge._ask_text({"method": "chat", "messages": said})
+        message = types.SimpleNamespace(role="assistant", content=text)
+        return types.SimpleNamespace(choices=[types.SimpleNamespace(index=0, message=message, finish_reason="stop")])
+
+
 class HostAnsweredJudge:
     """upstream `LLMJudge`'s interface; answers come from the host (see the module docstring)."""
 
-    def __init__(self, answers: Mapping[str, float], pending: list[dict[str, Any]]) -> None:
+    model_id = "judge"  # the host's --judge-engine decides the model; a grader only passes this back
+
+    def __init__(self, answers: Mapping[str, float | str], pending: list[dict[str, Any]]) -> None:
         self.answers = answers
         self.pending = pending
         self.known: set[str] = set()  # base64 images the host has too (the env snapshot's, local files')
+        self.client = types.SimpleNamespace(chat=types.SimpleNamespace(completions=_Completions(self)))
 
     def know(self, snapshot: Mapping[str, Any]) -> None:
         """The images of the env snapshot the grader was given: the host holds them, so a visual request
@@ -117,9 +146,19 @@ class HostAnsweredJudge:
         key = judge_request_key(request)
         if key in self.answers:
             return JudgeResult(score=float(self.answers[key]), reasoning="judged on the host (--judge-engine)")
+        self._pend(key, request)
+        return JudgeResult(score=0.0, reasoning="pending: the host has not judged this yet")
+
+    def _ask_text(self, request: dict[str, Any]) -> str:
+        key = judge_request_key(request)
+        if key in self.answers:
+            return str(self.answers[key])
+        self._pend(key, request)
+        return ""
+
+    def _pend(self, key: str, request: dict[str, Any]) -> None:
         if all(p["key"] != key for p in self.pending):
             self.pending.append({"key": key, **request})
-        return JudgeResult(score=0.0, reasoning="pending: the host has not judged this yet")
 
 
 # ------------------------------------------------------------------ upstream names
@@ -164,8 +203,15 @@ def _path_of(url: str) -> str:
 # ------------------------------------------------------------------ the grader's inputs
 
 
-def trace_messages(transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """Chat messages → upstream trace messages (tool results are user messages, as in the Messages API)."""
+ASK_USER = "ask_user"
+USER_AGENT_TAG = "[user_agent]"
+NO_REPLY = "(no reply recorded)"
+
+
+def trace_messages(transcript: Sequence[Mapping[str, Any]],
+                   user_record: Sequence[Mapping[str, str]] | None = None) -> list[Any]:
+    """Chat messages → upstream trace messages (tool results are user messages, as in the Messages API);
+    `ask_user` exchanges become upstream's user-agent turns (see the module docstring)."""
     from claw_eval.models.content import TextBlock, ToolResultBlock, ToolUseBlock
     from claw_eval.models.message import Message
     from claw_eval.models.trace import TraceMessage
@@ -175,10 +221,15 @@ def trace_messages(transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
     )
 
     names = _ours_to_theirs()
+    exchanges = _exchanges(user_record or [])
+    asked: dict[str, str] = {}  # ask_user call id -> its question
     out = []
     for m in transcript:
         role, text = m.get("role"), _content(m)
-        if role == "tool":
+        if role == "tool" and str(m.get("tool_call_id", "")) in asked:
+            reply = _reply_to(exchanges, asked[str(m.get("tool_call_id", ""))])
+            out.append(TraceMessage(message=Message(role="user", content=[TextBlock(text=f"{USER_AGENT_TAG}\n{reply}")])))
+        elif role == "tool":
             block = ToolResultBlock(tool_use_id=str(m.get("tool_call_id", "")), content=[TextBlock(text=text)])
             out.append(TraceMessage(message=Message(role="user", content=[block])))
         elif role in ("user", "assistant"):
@@ -186,10 +237,33 @@ def trace_messages(transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
             for tc in m.get("tool_calls") or []:
                 fn = tc.get("function", tc) if isinstance(tc, Mapping) else {}
                 name = normalize_tool(str(fn.get("name", "")))  # harness prefixes: mcp__claw__x, claw.x
-                blocks.append(ToolUseBlock(id=str(tc.get("id", "")), name=names.get(name, name),
-                                           input=_arguments(fn.get("arguments"))))
+                args = _arguments(fn.get("arguments"))
+                if name == ASK_USER and role == "assistant":  # upstream's agent asks in plain text
+                    asked[str(tc.get("id", ""))] = str(args.get("message", ""))
+                    blocks.append(TextBlock(text=str(args.get("message", ""))))
+                    continue
+                blocks.append(ToolUseBlock(id=str(tc.get("id", "")), name=names.get(name, name), input=args))
             out.append(TraceMessage(message=Message(role=role, content=blocks)))
     return out
+
+
+def _exchanges(user_record: Sequence[Mapping[str, str]]) -> list[list[str]]:
+    """The relay's [question, reply] pairs in order (an opening the user wrote has no question: skipped)."""
+    out = []
+    for asked, said in itertools.pairwise(user_record):
+        if asked.get("role") == "assistant" and said.get("role") == "user":
+            out.append([str(asked.get("content", "")), str(said.get("content", ""))])
+    return out
+
+
+def _reply_to(exchanges: list[list[str]], question: str) -> str:
+    """The reply to the first unused exchange with this question (a question asked through the shell
+    command instead of the tool is in the record too, so order alone could pair the wrong reply)."""
+    for pair in exchanges:
+        if pair[0] == question:
+            exchanges.remove(pair)
+            return pair[1]
+    return NO_REPLY
 
 
 def _arguments(raw: Any) -> dict[str, Any]:
@@ -280,11 +354,32 @@ def env_snapshot(ev: _checks.Evidence, task: Any) -> dict[str, Any]:
 
 def _grade(grader: Any, ev: _checks.Evidence, task: Any, judge: HostAnsweredJudge) -> Any:
     audit = {**audit_data(ev.audit, task), **(ev.upstream_audit or {})}  # upstream's own audit wins
-    kwargs: dict[str, Any] = {"audit_data": audit, "judge": judge, "media_events": []}
+    from claw_eval.models.trace import MediaLoad
+
+    media = [MediaLoad.model_validate(e) for e in ev.media_events or []]
+    kwargs: dict[str, Any] = {"audit_data": audit, "judge": judge, "media_events": media}
     if "env_snapshot" in inspect.signature(grader.grade).parameters:  # upstream passes it only when asked
         kwargs["env_snapshot"] = env_snapshot(ev, task)
         judge.know(kwargs["env_snapshot"])
-    return grader.grade(trace_messages(ev.transcript or []), dispatches(ev.audit, task), task, **kwargs)
+    with _sleeps_skipped():
+        return grader.grade(trace_messages(ev.transcript or [], ev.user_record), dispatches(ev.audit, task), task,
+                            **kwargs)
+
+
+@contextlib.contextmanager
+def _sleeps_skipped() -> Iterator[None]:
+    """`time.sleep` returns at once while a grader runs. Why: upstream's T001/T002 retry a judge call 30
+    times with sleeps of up to 17 s on any failure, an unparseable reply included; here a request's answer
+    is fixed (the host's, by request key), so a retry can only read the same reply, and the sleeps (~8 min)
+    would time the verifier out: an agent that made the judge answer badly would turn its 0 into infra."""
+    import time
+
+    real = time.sleep
+    time.sleep = lambda seconds: None
+    try:
+        yield
+    finally:
+        time.sleep = real
 
 
 def _grades_an_empty_run(grader_class: type, ev: _checks.Evidence, task: Any) -> bool:
@@ -326,6 +421,7 @@ def _claw_eval_grader(c: ClawEvalGraderCheck, ev: _checks.Evidence) -> tuple[flo
 
     os.environ[PEERS_ENV] = str(ev.tests_dir / Path(c.script).parent / "peers")
     task = TaskDefinition.model_validate(yaml.safe_load(read_task_file(ev, c.task)) or {})
+    task.task_file = str(ev.tests_dir / c.task)  # upstream's loader sets it: graders read files beside it
     judge = HostAnsweredJudge(ev.judge_answers or {}, ev.judge_requests)
     grader_class = _grader_class(read_task_file(ev, c.script), ev.tests_dir / c.script)
     try:

@@ -31,7 +31,8 @@ MAX_JUDGE_REQUESTS_BYTES = 6 << 20  # the host reads at most 8 MiB of a verifier
 
 def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: Path | None = None,
                 judge_scores: Path | None = None, judge_answers: Path | None = None, token: str = "",
-                env_snapshot: Path | None = None) -> Outcome:
+                env_snapshot: Path | None = None, media_events: Path | None = None,
+                user_record: Path | None = None) -> Outcome:
     """Judge the live service at `state_url` (raises ServiceUnreachable / TaskFormatError).
 
     `transcript` (the rollout's messages), `judge_scores` ({check name: score} of the `llm_judge`
@@ -39,6 +40,8 @@ def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: 
     host from the call log and the judge (tasks/host_side.py), never by the agent. `token` (given when the
     task runs upstream's services) reads their audit from the service's host-only route. `env_snapshot` is
     upstream Claw-Eval's snapshot of the agent's final workdir, taken by the host (`envs/claw/snapshot.py`).
+    `media_events` (the images the gateway saw reach the model) and `user_record` (the simulated user's
+    relay, as the host ran it) are the host's too (a task `grader.py`'s `media_events` and `[user_agent]` turns).
     """
     spec = load_spec(checks)
     state = get_json("/state", url=state_url, wait_s=15.0)
@@ -50,8 +53,11 @@ def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: 
     snapshot = json.loads(env_snapshot.read_text()) if env_snapshot else None
     if snapshot is not None and not isinstance(snapshot, dict):
         raise OSError(f"{env_snapshot}: not a JSON object")
+    media = json.loads(media_events.read_text()) if media_events else None
+    user = json.loads(user_record.read_text()) if user_record else None
     return evaluate(spec, Evidence(state, audit, workdir, tests_dir=checks.parent, transcript=said, judge=judged,
-                                   judge_answers=answers, upstream_audit=upstream, env_snapshot=snapshot))
+                                   judge_answers=answers, upstream_audit=upstream, env_snapshot=snapshot,
+                                   media_events=media, user_record=user))
 
 
 def _checks_path(ns: argparse.Namespace) -> Path:
@@ -74,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--judge-answers", type=Path, default=None, help="a grader's judge calls answered (JSON), from the host")
     ap.add_argument("--token", default="", help="secret of the upstream services' audit (GET /upstream/audit)")
     ap.add_argument("--env-snapshot", type=Path, default=None, help="Claw-Eval env snapshot (JSON), from the host")
+    ap.add_argument("--media-events", type=Path, default=None, help="images that reached the model (JSON), from the host")
+    ap.add_argument("--user-record", type=Path, default=None, help="the simulated user's relay (JSON), from the host")
     ns = ap.parse_args(argv)
     from openforgerl.envs.claw.client import service_url
     from openforgerl.envs.claw.verify.graders import GraderUnavailable
@@ -81,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         outcome = verify_live(_checks_path(ns), ns.state_url or service_url(), ns.workdir, ns.transcript,
-                              ns.judge_scores, ns.judge_answers, ns.token, ns.env_snapshot)
+                              ns.judge_scores, ns.judge_answers, ns.token, ns.env_snapshot, ns.media_events,
+                              ns.user_record)
     except ServiceUnreachable as exc:  # the service ran next to the agent: the agent's reach
         print(f"VIOLATION task service unreachable after the agent ran: {exc}", file=sys.stderr)
         return EXIT_TAMPERED
