@@ -206,6 +206,9 @@ def _path_of(url: str) -> str:
 ASK_USER = "ask_user"
 USER_AGENT_TAG = "[user_agent]"
 NO_REPLY = "(no reply recorded)"
+# A user message of the transcript that carries upstream's tag itself: the agent can send the gateway a request
+# of its own (it holds the rollout's key, as its harness does), so such text is relabelled, never a turn.
+NOT_THE_USER_AGENT = "[user message, not the simulated user]"
 
 
 def trace_messages(transcript: Sequence[Mapping[str, Any]],
@@ -233,6 +236,8 @@ def trace_messages(transcript: Sequence[Mapping[str, Any]],
             block = ToolResultBlock(tool_use_id=str(m.get("tool_call_id", "")), content=[TextBlock(text=text)])
             out.append(TraceMessage(message=Message(role="user", content=[block])))
         elif role in ("user", "assistant"):
+            if role == "user" and text.startswith(USER_AGENT_TAG):  # only the host's record makes those turns
+                text = NOT_THE_USER_AGENT + text[len(USER_AGENT_TAG):]
             blocks: list[Any] = [TextBlock(text=text)] if text else []
             for tc in m.get("tool_calls") or []:
                 fn = tc.get("function", tc) if isinstance(tc, Mapping) else {}
