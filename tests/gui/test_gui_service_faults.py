@@ -364,10 +364,10 @@ async def test_an_agent_busy_looping_600_processes_cannot_starve_the_screen_into
     # in stop 30's CI rehearsal, with a 150 s and a 300 s budget) its 600 loops outlast the budget
     assert (record.status, record.reward) in ((RolloutStatus.AGENT_FAILED, 0.0), (RolloutStatus.TIMEOUT, None)), \
         (record.status, record.metadata)  # a timeout is never verified: trained as the agent's failure
-    assert not record.infra_tainted and record.in_batch
+    assert not record.infra_tainted  # never a fault of the environment (a timeout without calls trains nothing)
     shots = [line.split() for line in str(record.metadata.get("harness_stdout_tail", "")).splitlines() if line.strip()]
     if record.status == RolloutStatus.AGENT_FAILED:
-        assert len(shots) == 3 and all(int(n) > 1000 for n, _ in shots), record.metadata["harness_stdout_tail"]
+        assert record.in_batch and len(shots) == 3 and all(int(n) > 1000 for n, _ in shots), record.metadata["harness_stdout_tail"]
     print("status", record.status, "screenshot seconds under the attack:", [s for _, s in shots])
 
 
