@@ -204,7 +204,6 @@ def _path_of(url: str) -> str:
 
 
 ASK_USER = "ask_user"
-USER_AGENT_TAG = "[user_agent]"
 NO_REPLY = "(no reply recorded)"
 # A user message of the transcript that carries upstream's tag itself: the agent can send the gateway a request
 # of its own (it holds the rollout's key, as its harness does), so such text is relabelled, never a turn.
@@ -215,6 +214,7 @@ def trace_messages(transcript: Sequence[Mapping[str, Any]],
                    user_record: Sequence[Mapping[str, str]] | None = None) -> list[Any]:
     """Chat messages → upstream trace messages (tool results are user messages, as in the Messages API);
     `ask_user` exchanges become upstream's user-agent turns (see the module docstring)."""
+    from claw_eval.graders.user_agent_clarify_base import USER_AGENT_TAG  # the tag the base splits at
     from claw_eval.models.content import TextBlock, ToolResultBlock, ToolUseBlock
     from claw_eval.models.message import Message
     from claw_eval.models.trace import TraceMessage
