@@ -4,6 +4,7 @@ with a typed error, and the rollout is infra-tainted (dropped from training, not
 from __future__ import annotations
 
 import asyncio
+import time
 
 import aiohttp
 import openai
@@ -128,3 +129,39 @@ async def test_client_disconnect_mid_stream_is_recorded(make_gateway, via_http):
     assert rec.completion_token_ids == produced.ids[:n] and rec.completion_logprobs == produced.logprobs[:n]
     rollout = await setup.store.get_rollout(ro["rollout_id"])
     assert rollout is not None and not rollout.infra_tainted
+
+
+async def test_the_taint_long_poll_wakes_on_the_taint_and_waits_otherwise(make_gateway):
+    """`GET /rollouts/{id}/taint?wait_s=`: the orchestrator's signal to end a tainted rollout's harness at once.
+    A 4xx of the client's is no taint (the poll waits on); the engine's 5xx wakes it within the call."""
+    setup = await make_gateway(lambda t: "ok")
+    gw = setup.gateway
+    ro = await setup.rollout()
+    rid = ro["rollout_id"]
+    async with aiohttp.ClientSession(headers=gw.admin_headers()) as http:
+        async def poll(wait_s: float) -> tuple[int, dict, float]:
+            t0 = time.monotonic()
+            async with http.get(f"{gw.admin_url}/rollouts/{rid}/taint", params={"wait_s": str(wait_s)}) as r:
+                return r.status, await r.json(), time.monotonic() - t0
+
+        status, body, took = await poll(0.3)
+        assert status == 200 and body["infra_tainted"] is False and took >= 0.3  # nothing happened: it waited
+        waiting = asyncio.create_task(poll(30))
+        await asyncio.sleep(0.2)
+        setup.engine.faults.http_errors = 1
+        with pytest.raises(openai.InternalServerError):
+            await client(ro).chat.completions.create(model="m", messages=MSG)
+        status, body, took = await waiting
+        assert status == 200 and body["infra_tainted"] is True and body["status"] == "infra_error:engine"
+        assert took < 10  # woken by the taint, not by its 30 s
+        for bad in ("-1", "61", "nan", "soon"):
+            async with http.get(f"{gw.admin_url}/rollouts/{rid}/taint", params={"wait_s": bad}) as r:
+                assert r.status == 400 and (await r.json())["error"]["param"] == "wait_s"
+        async with http.get(f"{gw.admin_url}/rollouts/nope/taint", params={"wait_s": "0"}) as r:
+            assert r.status == 404
+    async with aiohttp.ClientSession() as http:  # the admin plane's token, and only on the admin listener
+        async with http.get(f"{gw.admin_url}/rollouts/{rid}/taint", params={"wait_s": "0"}) as r:
+            assert r.status == 401
+        async with http.get(f"{gw.model_url}/rollouts/{rid}/taint", params={"wait_s": "0"},
+                            headers={"Authorization": f"Bearer {ro['api_key']}"}) as r:
+            assert r.status == 404

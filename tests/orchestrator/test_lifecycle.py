@@ -80,6 +80,20 @@ async def test_engine_5xx_without_retries_drops_the_group(make_env) -> None:
     assert {str(r.status) for r in group.records} == {"infra_error:engine"}
 
 
+async def test_a_harness_retrying_a_broken_engine_is_ended_at_the_taint_not_the_budget(make_env) -> None:
+    """Every engine call fails and the harness asks again forever. The first 503 taints the rollout, which
+    is then dropped whatever happens next: the orchestrator ends the harness on the gateway's word instead of
+    running it to its 120 s budget (and the status is the one the call log gives, as at the budget)."""
+    env = await make_env(faults=Faults(http_errors=1_000_000, http_status=503))
+    (rec,) = (await env.run([proof_task(budget_s=120.0)], agent_harness("retry-forever"))).records
+    assert rec.status is RolloutStatus.INFRA_ENGINE and not rec.in_batch and rec.reward is None, rec.metadata
+    assert rec.metadata["harness_ended"] == "infra taint in the call log"
+    assert rec.metadata["timings"]["harness_s"] < 30, rec.metadata["timings"]
+    calls = await env.store.list_calls(rec.rollout_id)
+    assert calls and all(c.is_infra_error for c in calls)
+    assert procs_with("retry-forever") == []  # its process tree went with the cut
+
+
 async def test_engine_deadline_is_infra_engine(make_env) -> None:
     env = await make_env(faults=Faults(hang_before_headers=1), call_deadline_s=1.0)
     (rec,) = (await env.run([proof_task()], agent_harness("ok"))).records

@@ -1,6 +1,6 @@
 """The admin plane: its own listener, its own credential (DESIGN.md principle 7).
 
-Routes: open/inspect/reward/outcome/close rollouts, a call log blob (`GET /blobs/{sha256}`: an
+Routes: open/inspect/reward/outcome/close rollouts, a long-poll for a rollout's infra taint, a call log blob (`GET /blobs/{sha256}`: an
 image's bytes), pause/resume, metrics, health. Every route but
 `/healthz` requires `Authorization: Bearer <admin token>` (checked in constant time); the token is
 held by the orchestrator, trainer, eval and CLI and never enters a sandbox, and the listener's
@@ -160,6 +160,24 @@ async def set_outcome(request: web.Request) -> web.Response:
     return _json(record.model_dump(mode="json"))
 
 
+MAX_TAINT_WAIT_S = 60.0  # below the admin clients' request timeout (GatewayClient: 60 s, one retry)
+
+
+async def wait_taint(request: web.Request) -> web.Response:
+    """Long-poll: the rollout's record once it is infra-tainted or closed, or after `?wait_s=` seconds
+    (default 20, at most 60). The orchestrator ends a tainted rollout's harness on it: the rollout is
+    dropped whatever happens next, so the rest of its budget would be spent for nothing."""
+    raw = request.query.get("wait_s", "20")
+    try:
+        wait_s = float(raw)
+    except ValueError:
+        wait_s = math.nan
+    if not math.isfinite(wait_s) or not 0 <= wait_s <= MAX_TAINT_WAIT_S:
+        raise GatewayError(400, f"'wait_s' must be a number of seconds in [0, {MAX_TAINT_WAIT_S:g}]", param="wait_s")
+    record = await _gw(request).registry.wait_taint(request.match_info["rollout_id"], wait_s)
+    return _json(record.model_dump(mode="json"))
+
+
 async def close_rollout(request: web.Request) -> web.Response:
     record = await _gw(request).registry.close(request.match_info["rollout_id"])
     return _json(record.model_dump(mode="json"))
@@ -246,6 +264,7 @@ def add_admin_routes(app: web.Application) -> None:
     r.add_post("/rollouts", _guarded(open_rollout))
     r.add_get("/rollouts/{rollout_id}", _guarded(get_rollout))
     r.add_get("/rollouts/{rollout_id}/calls", _guarded(list_calls))
+    r.add_get("/rollouts/{rollout_id}/taint", _guarded(wait_taint))
     r.add_get("/blobs/{sha256}", _guarded(get_blob))
     r.add_post("/rollouts/{rollout_id}/reward", _guarded(set_reward))
     r.add_post("/rollouts/{rollout_id}/outcome", _guarded(set_outcome))

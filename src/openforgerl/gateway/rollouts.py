@@ -19,6 +19,7 @@ deadline guards fire, the engine request is closed, so the engine stops generati
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import secrets
@@ -53,6 +54,8 @@ class RolloutState:
     inflight: set[DeadlineGuard] = field(default_factory=set)
     echo: EchoMemory = field(default_factory=EchoMemory)  # raw text of its completions (verbatim.py)
     task_id: str | None = None  # handed to the engine with each call (the scripted oracle picks its task by it)
+    # Set once the taint is stored (or the rollout closes): wakes `GET /rollouts/{id}/taint` long-polls.
+    ended_or_tainted: asyncio.Event = field(default_factory=asyncio.Event)
 
     def cut_inflight(self) -> None:
         """End every engine call of this rollout still running (their guards raise TimeoutError)."""
@@ -158,7 +161,9 @@ class RolloutRegistry:
         state = await self.state(rollout_id)
         state.closed = True
         state.cut_inflight()
-        return await self.update(rollout_id, closed=True, finished_at=time.time())
+        record = await self.update(rollout_id, closed=True, finished_at=time.time())
+        state.ended_or_tainted.set()
+        return record
 
     async def finish(self, rollout_id: str, outcome: RolloutOutcome) -> RolloutRecord:
         """Write the orchestrator's verdict and close the rollout. An infra taint recorded by the
@@ -181,6 +186,7 @@ class RolloutRegistry:
                 changes["drop_reason"] = changes.get("drop_reason") or "infra fault in the call log"
             record = _set_fields(record, {**changes, "closed": True})
             await self.store.put_rollout(record)
+        state.ended_or_tainted.set()
         return record
 
     async def taint(self, state: RolloutState, kind: CallErrorKind) -> None:
@@ -191,6 +197,21 @@ class RolloutRegistry:
         record = await self.store.get_rollout(state.rollout_id)
         status = record.status if record and record.status else taint_status(kind)
         await self.update(state.rollout_id, infra_tainted=True, status=status)
+        state.ended_or_tainted.set()  # stored first: a woken reader of the store sees it
+
+    async def wait_taint(self, rollout_id: str, wait_s: float) -> RolloutRecord:
+        """The stored record once the rollout is infra-tainted or closed, or after `wait_s` (a long-poll:
+        the orchestrator ends a tainted rollout's harness at once instead of at its budget). The store is
+        read at the end either way, so a taint written by another gateway process sharing the store is
+        seen within one wait."""
+        state = await self.state(rollout_id)
+        if not (state.tainted or state.closed):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(state.ended_or_tainted.wait(), wait_s)
+        record = await self.store.get_rollout(rollout_id)
+        if record is None:
+            raise GatewayError(404, f"unknown rollout {rollout_id!r}", code="rollout_not_found")
+        return record
 
     async def note_version(self, state: RolloutState, version: int) -> None:
         """Remember the policy versions a rollout's calls were served by (written on change only)."""

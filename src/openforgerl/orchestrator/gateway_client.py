@@ -47,6 +47,7 @@ class GatewayClient:
         self._headers = {"Authorization": f"Bearer {access.admin_token}"}
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
+        self._watch_session: aiohttp.ClientSession | None = None  # long-polls: never in the main pool
         self._model_url = access.model_url
 
     async def __aenter__(self) -> GatewayClient:
@@ -133,6 +134,21 @@ class GatewayClient:
     async def resume(self) -> int:
         return int((await self._request("POST", "/admin/resume"))["policy_version"])
 
+    async def wait_taint(self, rollout_id: str, wait_s: float) -> dict[str, Any]:
+        """The rollout's record once the gateway has tainted or closed it, or after `wait_s` (a long-poll,
+        one try). Its own session without a connection cap: one is held per running rollout, and the
+        main pool (256) must stay free for call logs and outcomes."""
+        if self._watch_session is None:
+            self._watch_session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None), connector=aiohttp.TCPConnector(limit=0),
+                headers=self._headers)
+        path = f"/rollouts/{rollout_id}/taint?wait_s={wait_s:g}"
+        timeout = aiohttp.ClientTimeout(total=wait_s + 30.0)
+        async with self._watch_session.get(self.base_url + path, timeout=timeout) as resp:
+            if resp.status >= 500:
+                raise GatewayClientError(f"GET {path}: HTTP {resp.status}")
+            return dict(await _json_or_raise(resp))
+
     async def close_rollout(self, rollout_id: str) -> None:
         await self._request("POST", f"/rollouts/{rollout_id}/close", {})
 
@@ -140,6 +156,9 @@ class GatewayClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._watch_session is not None:
+            await self._watch_session.close()
+            self._watch_session = None
 
 
 async def _json_or_raise(resp: aiohttp.ClientResponse) -> Any:

@@ -9,7 +9,11 @@ deadline `deadline_at = now + budget`. The harness runs until that deadline: pas
 kills the whole process tree and the rollout is a `timeout`. The gateway bounds every engine call of
 the rollout by min(its per-call limit, deadline - margin), so a hung engine ends the call (recorded
 `engine_deadline` -> `infra_error:engine`) before the harness's time is up. The sandbox lifetime
-(budget x 2 + margin), which the backend enforces itself, is longer than both.
+(budget x 2 + margin), which the backend enforces itself, is longer than both. A rollout the gateway
+has tainted (an infra error on one of its calls) is dropped whatever happens next, so its harness is
+ended as soon as the gateway says so (`_until_tainted`, a long-poll), not at the budget: a broken engine
+replica would otherwise hold every rollout routed to it for its whole budget (measured: the CLI fault
+tests ran 45-120 s each, to their budgets, while the first infra error came within 5 s of the start).
 
 The rollout record has one writer, the gateway: the orchestrator reports its verdict once, through
 `report` (`POST /rollouts/{id}/outcome`), when the rollout's GRPO group has settled (batch.py).
@@ -23,7 +27,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +67,7 @@ __all__ = ["Outcome", "RolloutRequest", "RolloutRunner"]
 
 log = logging.getLogger(__name__)
 LIFETIME_MARGIN_S = 300.0
+TAINT_WAIT_S = 20.0  # one long-poll of the gateway per running rollout per this many seconds at most
 
 
 @dataclass(frozen=True)
@@ -252,13 +257,51 @@ class RolloutRunner:
     async def _harness(self, run: _Run, sandbox: Sandbox, launch: HarnessLaunch) -> ExecResult:
         t0 = time.monotonic()
         with boundary(SandboxFault, {CommandNotFoundError: HarnessStartFault}):
-            run.result = await sandbox.exec(list(launch.argv), env=dict(launch.env),
-                                            timeout_s=self._time_left(run))
+            run.result = await self._until_tainted(run, sandbox.exec(list(launch.argv), env=dict(launch.env),
+                                                                      timeout_s=self._time_left(run)))
             _refuse_outside_kill(run.result)
         run.mark("harness_s", t0)
         if run.result.limits_hit:  # why the agent failed: "memory" (OOM kill), "pids", "disk", "cpu" (throttled at its quota)
             run.notes["limits_hit"] = list(run.result.limits_hit)
         return run.result
+
+    async def _until_tainted(self, run: _Run, harness: Coroutine[Any, Any, ExecResult]) -> ExecResult:
+        """The harness's result; or, once the gateway has tainted the rollout, an empty one right away:
+        the harness is cut (cancelling its exec kills the sandbox's process group) and `_taint` then
+        reads the call log's infra status, as it would have at the budget."""
+        running = asyncio.ensure_future(harness)
+        watch = asyncio.ensure_future(self._watch_taint(run))
+        t0 = time.monotonic()
+        try:
+            await asyncio.wait({running, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (watch, running):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+        if not running.cancelled():
+            return running.result()
+        run.notes["harness_ended"] = "infra taint in the call log"
+        return ExecResult(returncode=-1, stdout=b"", stderr=b"", duration_s=time.monotonic() - t0)
+
+    async def _watch_taint(self, run: _Run) -> None:
+        """Returns once the gateway reports the rollout infra-tainted; never while it is not. Best
+        effort: a gateway that cannot answer leaves the harness to its budget (the call log decides)."""
+        assert run.opened is not None
+        while True:
+            try:
+                info = await self.gateway.wait_taint(run.opened.rollout_id, TAINT_WAIT_S)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the admin plane is down or slow: poll again later, never fail here
+                log.debug("taint watch of %s: %s", run.opened.rollout_id, exc)
+                await asyncio.sleep(TAINT_WAIT_S)
+                continue
+            if info.get("infra_tainted"):
+                return
+            if info.get("closed"):  # closed from outside: its calls are refused; the harness ends on its own
+                await asyncio.Event().wait()
 
     def _time_left(self, run: _Run) -> float:
         """Seconds until the rollout's deadline (the harness's whole budget when none was set)."""

@@ -1,7 +1,8 @@
 """A scripted "harness" for orchestrator tests: one model call with the official openai SDK.
 
 argv: MODE INSTRUCTION. Modes: ok (write the model's answer to proof.txt, exit 0), fail (write it,
-exit 2), runaway (fork children that ignore SIGTERM, then hang), crash-before-call (exit 1 at once).
+exit 2), runaway (fork children that ignore SIGTERM, then hang), crash-before-call (exit 1 at once),
+retry-forever (ask again every half second while the engine fails, as some real CLIs do).
 """
 
 import os
@@ -22,6 +23,14 @@ if mode == "runaway":
         subprocess.Popen(["sh", "-c", f"trap '' TERM; exec -a {marker} sleep 1000"], start_new_session=True)
     time.sleep(1000)
 client = openai.OpenAI(max_retries=0, timeout=120)
+if mode == "retry-forever":
+    while True:
+        try:
+            client.chat.completions.create(model=os.environ["OPENFORGERL_MODEL"],
+                                           messages=[{"role": "user", "content": instruction}])
+        except openai.APIError:
+            pass
+        time.sleep(0.5)
 reply = client.chat.completions.create(
     model=os.environ["OPENFORGERL_MODEL"], messages=[{"role": "user", "content": instruction}])
 with open("/workdir/proof.txt", "w") as fh:
