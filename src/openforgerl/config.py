@@ -198,6 +198,8 @@ class RolloutSettings(_Strict):
     """Model name handed to the harness config (the gateway serves whatever it is called)."""
     verify_timeout_s: float = 600.0
     keep_output_bytes: int = 4096
+    end_at_taint: bool = True
+    """End a rollout's harness once the gateway has infra-tainted it, not at its budget (it is dropped anyway)."""
 
 
 class ReconstructionSettings(_Strict):
@@ -318,7 +320,7 @@ class Config(_Strict):
             group_size=size, min_group_size=min(r.min_group_size, size), retries=r.retries,
             timeout_policy=r.timeout_policy, max_running=r.max_running, max_booting=r.max_booting,
             budget_s=r.budget_s, model=r.model_name, verify_timeout_s=r.verify_timeout_s,
-            keep_output_bytes=r.keep_output_bytes, artifacts_dir=artifacts_dir)
+            keep_output_bytes=r.keep_output_bytes, end_at_taint=r.end_at_taint, artifacts_dir=artifacts_dir)
         if self.sandbox.tools_dir:
             fields["harness_cache"] = Path(self.sandbox.tools_dir)
         return OrchestratorConfig(**{**fields, **overrides})

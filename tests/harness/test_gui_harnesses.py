@@ -130,6 +130,7 @@ async def run_in_sandbox(harness: str, task: str, tmp_path: Path, make_policy: C
     backend = LocalBackend(root=tmp_path / "sbx")
     store = SQLiteCallStore(tmp_path / "calls.db")
     config = OrchestratorConfig(group_size=1, min_group_size=1, retries=0, model=MODEL_NAME, harness_cache=tools,
+                                end_at_taint=faults is None,  # with faults: the harness's own exit is checked
                                 budget_s=BUDGET_S)
     try:
         policy = make_policy(await oracle_pixels(rt, backend), rt)

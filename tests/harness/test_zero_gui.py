@@ -442,6 +442,7 @@ async def run_in_sandbox(task: str, kind: str, tmp_path: Path, faults: Faults | 
     backend = LocalBackend(root=tmp_path / "sbx")
     store = SQLiteCallStore(tmp_path / "calls.db")
     config = OrchestratorConfig(group_size=1, min_group_size=1, retries=0, model=MODEL_NAME, harness_cache=tmp_path,
+                                end_at_taint=faults is None,  # with faults: the harness's own retries are checked
                                 budget_s=120.0)
     try:
         planned = oracle_to_calls(await oracle_pixels(rt, backend), *rt.screen)

@@ -1,7 +1,7 @@
 """The admin plane: its own listener, its own credential (DESIGN.md principle 7).
 
-Routes: open/inspect/reward/outcome/close rollouts, a long-poll for a rollout's infra taint, a call log blob (`GET /blobs/{sha256}`: an
-image's bytes), pause/resume, metrics, health. Every route but
+Routes: open/inspect/reward/outcome/close rollouts, a long-poll for a rollout's infra taint, a call
+log blob (`GET /blobs/{sha256}`: an image's bytes), pause/resume, metrics, health. Every route but
 `/healthz` requires `Authorization: Bearer <admin token>` (checked in constant time); the token is
 held by the orchestrator, trainer, eval and CLI and never enters a sandbox, and the listener's
 port is never the one a sandbox forwarder or the Kubernetes sandbox NetworkPolicy lets through.
@@ -160,7 +160,7 @@ async def set_outcome(request: web.Request) -> web.Response:
     return _json(record.model_dump(mode="json"))
 
 
-MAX_TAINT_WAIT_S = 60.0  # below the admin clients' request timeout (GatewayClient: 60 s, one retry)
+MAX_TAINT_WAIT_S = 60.0  # a poll held longer would outlive common proxies' idle timeouts (60 s)
 
 
 async def wait_taint(request: web.Request) -> web.Response:

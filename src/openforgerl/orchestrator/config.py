@@ -73,6 +73,9 @@ class OrchestratorConfig:
     """Upper bound on a verifier run; past it the verifier counts as broken (infra)."""
     keep_output_bytes: int = 4096
     """Tail of the harness stdout/stderr kept in `RolloutRecord.metadata`."""
+    end_at_taint: bool = True
+    """End a rollout's harness as soon as the gateway has infra-tainted it (it is dropped whatever happens
+    next); False lets it run to its own end or budget (tests of a harness's own fault handling)."""
     artifacts_dir: Path | None = None
     """If set: full harness stdout/stderr and the adapter's `outputs` files are saved under
     `<artifacts_dir>/<rollout_id>/` (best effort; a missing output file is not an error)."""

@@ -269,6 +269,8 @@ class RolloutRunner:
         """The harness's result; or, once the gateway has tainted the rollout, an empty one right away:
         the harness is cut (cancelling its exec kills the sandbox's process group) and `_taint` then
         reads the call log's infra status, as it would have at the budget."""
+        if not self.config.end_at_taint:
+            return await harness
         running = asyncio.ensure_future(harness)
         watch = asyncio.ensure_future(self._watch_taint(run))
         t0 = time.monotonic()
