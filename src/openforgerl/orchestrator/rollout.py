@@ -276,6 +276,8 @@ class RolloutRunner:
         t0 = time.monotonic()
         try:
             await asyncio.wait({running, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if not running.done() and not watch.result():  # closed from outside: the harness ends on its own
+                await asyncio.wait({running})
         finally:
             for task in (watch, running):
                 if not task.done():
@@ -287,23 +289,20 @@ class RolloutRunner:
         run.notes["harness_ended"] = "infra taint in the call log"
         return ExecResult(returncode=-1, stdout=b"", stderr=b"", duration_s=time.monotonic() - t0)
 
-    async def _watch_taint(self, run: _Run) -> None:
-        """Returns once the gateway reports the rollout infra-tainted; never while it is not. Best
-        effort: a gateway that cannot answer leaves the harness to its budget (the call log decides)."""
+    async def _watch_taint(self, run: _Run) -> bool:
+        """True once the gateway reports the rollout infra-tainted, False once it was closed (its calls are
+        refused); never returns while neither. Best effort: a gateway that cannot answer leaves the harness
+        to its budget (the call log decides)."""
         assert run.opened is not None
         while True:
             try:
                 info = await self.gateway.wait_taint(run.opened.rollout_id, TAINT_WAIT_S)
-            except asyncio.CancelledError:
-                raise
             except Exception as exc:  # the admin plane is down or slow: poll again later, never fail here
                 log.debug("taint watch of %s: %s", run.opened.rollout_id, exc)
                 await asyncio.sleep(TAINT_WAIT_S)
                 continue
-            if info.get("infra_tainted"):
-                return
-            if info.get("closed"):  # closed from outside: its calls are refused; the harness ends on its own
-                await asyncio.Event().wait()
+            if info.get("infra_tainted") or info.get("closed"):
+                return bool(info.get("infra_tainted"))
 
     def _time_left(self, run: _Run) -> float:
         """Seconds until the rollout's deadline (the harness's whole budget when none was set)."""
