@@ -182,18 +182,21 @@ def test_transcript_is_the_main_agents_history_from_the_call_log() -> None:
 
 def test_transcript_reads_tool_calls_back_out_of_verbatim_turns() -> None:
     """The gateway shows the engine an echoed assistant turn as the model's raw text (gateway/verbatim.py):
-    the transcript parses its tool calls back, with the ids of the tool results that answer them."""
+    the transcript matches it to the output the engine sampled and gives its tool calls the ids of the
+    tool results that answer them."""
     raw = "Let me look.\n" + format_tool_call("read_file", {"path": "a"}) + "\n" + format_tool_call("ask_user", {"message": "ok?"})
-    history = [{"role": "user", "content": "Read a"}, {"role": "assistant", "content": raw},
-               {"role": "tool", "tool_call_id": "call_7", "content": "A"},
-               {"role": "tool", "tool_call_id": "call_8", "content": "yes"},
-               {"role": "assistant", "content": "plain words, no calls"}, {"role": "user", "content": "go on"}]
-    msgs = messages_from_calls([_call(0, history, "Done.")])
+    first = [{"role": "user", "content": "Read a"}]
+    second = [*first, {"role": "assistant", "content": raw},
+              {"role": "tool", "tool_call_id": "call_7", "content": "A"},
+              {"role": "tool", "tool_call_id": "call_8", "content": "yes"}]
+    third = [*second, {"role": "assistant", "content": "plain words, no calls"}, {"role": "user", "content": "go on"}]
+    msgs = messages_from_calls([_call(0, first, raw), _call(1, second, "plain words, no calls"), _call(2, third, "Done.")])
     assert msgs[1] == {"role": "assistant", "content": "Let me look.", "tool_calls": [
         {"id": "call_7", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a"}'}},
         {"id": "call_8", "type": "function", "function": {"name": "ask_user", "arguments": '{"message": "ok?"}'}}]}
     assert msgs[4] == {"role": "assistant", "content": "plain words, no calls"}
-    assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "tool", "assistant", "user", "assistant"]
+    # the later user turn is no task turn (the first call's) nor the relay's: the harness never sends one
+    assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "tool", "assistant", "assistant"]
 
 
 # ------------------------------------------------------------------ end to end through `eval`

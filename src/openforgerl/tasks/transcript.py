@@ -1,10 +1,32 @@
-"""A rollout's transcript, built on the host from the gateway's call log (never from the sandbox).
+"""A rollout's transcript, built on the host from the gateway's call log (never from the sandbox), and
+never from a history the agent could have written.
 
-The gateway records every model call with the chat-completions body it sent to the engine
-(`CallRecord.engine_request`, the same shape whatever the harness's wire protocol) and the text the
-engine answered. The conversation of the main agent is the history of its last call plus that call's
-answer: harnesses send the whole history each turn. Side calls (title generation and the like) and
-sub-agents are left out. Two shapes are produced:
+The agent holds its rollout's key, so from its shell it can send the gateway a request of its own whose
+history holds assistant turns it wrote and tool results it made up; reading "the last call's history"
+graded that forgery. So every turn here is witnessed by a record the agent cannot write:
+
+- assistant turns are the engine's sampled outputs the gateway recorded (`CallRecord.response_text`), one
+  per call of the main agent, in call order. A history turn only lends them the harness's tool-call ids,
+  and only when it means the same as a recorded output (`gateway/verbatim.py`'s signatures: content and
+  reasoning up to whitespace, tool calls by name and parsed arguments; a turn the gateway restored as raw
+  text is read as raw text). An assistant turn of a history that matches no earlier output is the
+  client's, never the model's: it is dropped, and so are the tool results that follow it;
+- system and user turns are those of the main agent's first call, sent before the model had sampled
+  anything (the task's prompt, as the harness framed it); the simulated user's replies come from the
+  host's relay record (`HostSide.user_record`), never from here. A user turn that first appears later is
+  dropped;
+- a tool result is taken from the requests that answer its turn directly (whose last witnessed assistant
+  turn is that turn). The harness sends one such request per turn; a second that disagrees on a result
+  is a request the agent made from its shell while that turn's own tools ran, so the result is withheld
+  (`WITHHELD`), never chosen. Where the environment keeps its own audit (Claw services, Claw-Eval's
+  mock services, tau2's service), graders read effects from that audit, not from these texts.
+
+Why drop and withhold rather than label: a label leaves the forged words in front of a string check or a
+judge (a grader that looks for "sent" still finds it), so it can raise a score; an absent turn cannot add
+a tool call, a success or a claim the model never made, and every turn the model did sample stays (the
+forger cannot hide a real action by leaving it out of its history either).
+
+Side calls (title generation and the like) and sub-agents are left out. Three shapes are produced:
 
 - `messages`: `[{role, content, tool_calls?}]` (chat roles; `Evidence.transcript`, Claw-Eval's text
   checks and judge);
@@ -15,17 +37,22 @@ sub-agents are left out. Two shapes are produced:
   assistant blocks `{"type": "text"}` / `{"type": "toolCall", "name", "arguments"}`), as upstream's
   graders and `_summarize_transcript` read them.
 
-Everything here is agent-written text: callers cap and delimit it before a judge sees it.
+Everything here is still model- or tool-written text: callers cap and delimit it before a judge sees it.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["actions_text", "conversation_text", "media_events", "messages_from_calls", "openclaw_events"]
+from openforgerl.gateway.verbatim import Signature, message_signature, raw_signature
+
+__all__ = ["WITHHELD", "actions_text", "conversation_text", "media_events", "messages_from_calls",
+           "openclaw_events"]
+
+WITHHELD = "[tool result withheld: the rollout's requests disagree on it, so the agent may have written it]"
 
 
 def _text(content: Any) -> str:
@@ -35,14 +62,16 @@ def _text(content: Any) -> str:
 
 
 def _main_calls(calls: Sequence[Any]) -> list[Any]:
-    usable = [c for c in calls if not getattr(c, "side_call", False) and c.error is None
-              and isinstance(c.engine_request or c.request, dict)]
+    """The main agent's usable calls in order. The main agent is the one that made the rollout's first
+    root call: the harness makes it before the model has sampled anything, so a flood of requests the
+    agent sends under another agent id from its shell cannot take that place."""
+    usable = sorted((c for c in calls if not getattr(c, "side_call", False) and c.error is None
+                     and isinstance(c.engine_request or c.request, dict)), key=lambda c: c.index)
     if not usable:
         return []
     roots = [c for c in usable if not c.parent_agent_id]
-    pool = roots or usable
-    agent = Counter(c.agent_id for c in pool).most_common(1)[0][0]
-    return sorted((c for c in pool if c.agent_id == agent), key=lambda c: c.index)
+    agent = (roots or usable)[0].agent_id
+    return [c for c in (roots or usable) if c.agent_id == agent]
 
 
 def _answer(text: str) -> dict[str, Any]:
@@ -56,18 +85,9 @@ def _answer(text: str) -> dict[str, Any]:
     return msg
 
 
-def messages_from_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
-    """The main agent's conversation: its last call's messages plus the answer to that call."""
-    main = _main_calls(list(calls))
-    if not main:
-        return []
-    last = main[-1]
-    body = last.engine_request or last.request
-    history = [m for m in body.get("messages", []) if isinstance(m, Mapping)]
-    out = [_echoed(m, history[i + 1:]) if _verbatim_turn(m) else _plain(m) for i, m in enumerate(history)]
-    if last.response_text is not None:
-        out.append(_answer(last.response_text))
-    return out
+def _history(call: Any) -> list[Mapping[str, Any]]:
+    body = call.engine_request or call.request
+    return [m for m in body.get("messages", []) if isinstance(m, Mapping)]
 
 
 def _verbatim_turn(m: Mapping[str, Any]) -> bool:
@@ -76,14 +96,78 @@ def _verbatim_turn(m: Mapping[str, Any]) -> bool:
     return m.get("role") == "assistant" and not m.get("tool_calls") and isinstance(m.get("content"), str)
 
 
-def _echoed(m: Mapping[str, Any], after: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The raw text parsed as the engine's answer was; each tool call gets the id of the tool result that
-    answers it (the harness's id, which the raw text never had), matched by order."""
-    msg = _answer(str(m["content"]))
-    ids = [str(r.get("tool_call_id")) for r in _results(after) if r.get("tool_call_id")]
-    for call, rid in zip(msg.get("tool_calls", []), ids, strict=False):
-        call["id"] = rid
-    return msg
+def _turn_signature(m: Mapping[str, Any]) -> Signature | None:
+    if _verbatim_turn(m):
+        return raw_signature(str(m["content"]))
+    return message_signature(dict(m))
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """One witnessed assistant turn in one request's history: which sampled output it is, the tool-call
+    ids the harness gave it, and the tool results that follow it there."""
+
+    turn: int
+    ids: tuple[str, ...]
+    results: tuple[tuple[str, str], ...]  # (tool_call_id, text)
+
+
+def _witnessed(history: Sequence[Mapping[str, Any]], before: int, sampled: Sequence[Any],
+               sigs: Sequence[Signature]) -> list[_Seen]:
+    """The history's assistant turns that are earlier sampled outputs, matched in order (each output
+    witnesses one turn; an output the harness dropped, a retry's, is skipped over)."""
+    out: list[_Seen] = []
+    nxt = 0
+    for pos, m in enumerate(history):
+        if m.get("role") != "assistant":
+            continue
+        sig = _turn_signature(m)
+        k = next((t for t in range(nxt, len(sampled)) if sampled[t].index < before and sigs[t] == sig), None)
+        if sig is None or k is None:
+            continue  # the client's, not the model's
+        nxt = k + 1
+        results = tuple((str(r.get("tool_call_id") or ""), _text(r.get("content"))) for r in _results(history[pos + 1:]))
+        structured = [str(tc.get("id") or "") for tc in m.get("tool_calls") or [] if isinstance(tc, Mapping)]
+        out.append(_Seen(k, tuple(structured) if any(structured) else tuple(r[0] for r in results), results))
+    return out
+
+
+def _agreed(answers: Sequence[tuple[tuple[str, str], ...]]) -> list[tuple[str, str]]:
+    """The tool results of one turn from every request that answered it directly: kept where they all
+    agree, `WITHHELD` where they do not."""
+    out = []
+    for i in range(max((len(a) for a in answers), default=0)):
+        seen = {a[i] for a in answers if i < len(a)}
+        rid = next(iter(seen))[0] if len({r[0] for r in seen}) == 1 else ""
+        out.append((rid, next(iter(seen))[1] if len(seen) == 1 and all(i < len(a) for a in answers) else WITHHELD))
+    return out
+
+
+def messages_from_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
+    """The main agent's conversation, every turn witnessed (see the module docstring): the first call's
+    system and user turns, then each sampled output with the tool results that answered it."""
+    main = _main_calls(list(calls))
+    if not main:
+        return []
+    out = [_plain(m) for m in _history(main[0]) if m.get("role") in ("system", "user")]
+    sampled = [c for c in main if c.response_text is not None]
+    sigs = [raw_signature(str(c.response_text)) for c in sampled]
+    ids: dict[int, tuple[str, ...]] = {}
+    answers: dict[int, list[tuple[tuple[str, str], ...]]] = {}
+    for call in main:
+        seen = _witnessed(_history(call), call.index, sampled, sigs)
+        for s in seen:
+            ids.setdefault(s.turn, s.ids)
+        if seen and seen[-1].results:  # this request answers its last witnessed turn
+            answers.setdefault(seen[-1].turn, []).append(seen[-1].results)
+    for t, call in enumerate(sampled):
+        msg = _answer(str(call.response_text))
+        for tc, rid in zip(msg.get("tool_calls", []), ids.get(t, ()), strict=False):
+            if rid:
+                tc["id"] = rid
+        out.append(msg)
+        out += [{"role": "tool", "tool_call_id": rid, "content": text} for rid, text in _agreed(answers.get(t, []))]
+    return out
 
 
 def _results(after: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
