@@ -45,10 +45,38 @@ def test_benchmarks_use_their_authors_threshold_and_score() -> None:
     assert q["strict_accuracy"] == 0.5 and q["infra_dropped"] == 1
     t = report["benchmarks"]["tau2"]["harnesses"]["zero"]
     assert t["pass_hat"][1]["value"] == 0.5 and t["config_errors"] == 1 and t["trials"] == 2
-    # the overall table keeps one threshold (1.0): Claw-Eval's 0.8 is not a success there
-    assert report["tasks"]["zero"][0]["task_id"] == "ce/a" and report["tasks"]["zero"][0]["c"] == 0
+    # the overall tables use the same per-benchmark threshold: Claw-Eval's 0.8 is a success there too
+    assert report["tasks"]["zero"][0]["task_id"] == "ce/a" and report["tasks"]["zero"][0]["c"] == 3
+    q_b = next(tc for tc in report["tasks"]["zero"] if tc["task_id"] == "q/b")
+    assert q_b["c"] == 1, "QwenClawBench's 0.9 still fails in the overall table"
     md = to_markdown(report)
     assert "| Claw-Eval | zero | >= 0.75 |" in md and "| QwenClawBench | zero | >= 1.0 |" in md
+    assert "success = reward >= each benchmark's own (Claw-Eval >= 0.75, QwenClawBench >= 1.0" in md
+
+
+def test_a_given_threshold_is_the_one_of_every_table() -> None:
+    report = build_report(_trials(), 3, threshold=0.85, resamples=50, benchmarks=SOURCES)
+    ce_a = report["tasks"]["zero"][0]
+    assert ce_a["task_id"] == "ce/a" and ce_a["c"] == 1  # only the 0.9 passes at 0.85
+    assert report["benchmarks"]["claw-eval"]["protocol"]["threshold"] == 0.85
+    md = to_markdown(report)
+    assert "success = reward >= 0.85" in md and "| Claw-Eval | zero | >= 0.85 |" in md
+
+
+def test_empty_cells_are_na_and_k1_has_no_repeated_column() -> None:
+    only_timeouts = [Trial("t/a", "zero", None, status="timeout"), Trial("t/a", "zero", None, status="timeout")]
+    only_infra = [Trial("own", "codex", None, True, status="infra_error:engine")]
+    report = build_report(only_timeouts + only_infra, 1, resamples=10, benchmarks=SOURCES)
+    md = to_markdown(report)
+    zero_row = next(line for line in md.splitlines() if line.startswith("| zero |"))
+    codex_row = next(line for line in md.splitlines() if line.startswith("| codex |"))
+    assert zero_row.split(" | ")[6] == "n/a", "timeouts have no reward: the mean is n/a, not 0.000"
+    assert codex_row.split(" | ")[6:] == ["n/a", "n/a", "n/a |"], codex_row
+    head = next(line for line in md.splitlines() if line.startswith("| group |"))
+    assert head.count("pass@1") == 1 and "pass^1" in head
+    tau = next(line for line in md.splitlines() if line.startswith("| tau2-bench |"))
+    assert "0.000 (avg reward)" in tau, "two timeouts are a score of 0 in the benchmark's own score"
+    assert "0.000" not in codex_row
 
 
 def test_protocol_is_told_by_the_source() -> None:

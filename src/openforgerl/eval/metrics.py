@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import comb
 
-__all__ = ["CONFIG", "INFRA", "SCORED", "TIMEOUT", "Estimate", "GroupMetrics", "TaskCounts", "Trial",
+__all__ = ["CONFIG", "INFRA", "SCORED", "TIMEOUT", "Estimate", "GroupMetrics", "TaskCounts", "Threshold", "Trial",
            "count_tasks", "group_metrics", "pass_at_k", "pass_hat_k"]
 
 
@@ -94,12 +94,20 @@ def _task_counts(task_id: str, ts: Sequence[Trial], threshold: float) -> TaskCou
                       timeouts, kinds.count(CONFIG), _mean([*rewards, *[0.0] * timeouts]))
 
 
-def count_tasks(trials: Iterable[Trial], threshold: float = 1.0) -> list[TaskCounts]:
-    """Per-task (n, c) with success = reward ≥ threshold (within 1e-6, as tau2 does)."""
+Threshold = float | Mapping[str, float]
+"""One success threshold for every task, or one per task id (a task missing from the map: 1.0)."""
+
+
+def _threshold_of(threshold: Threshold, task_id: str) -> float:
+    return threshold if isinstance(threshold, float | int) else threshold.get(task_id, 1.0)
+
+
+def count_tasks(trials: Iterable[Trial], threshold: Threshold = 1.0) -> list[TaskCounts]:
+    """Per-task (n, c) with success = reward ≥ the task's threshold (within 1e-6, as tau2 does)."""
     by_task: dict[str, list[Trial]] = defaultdict(list)
     for t in trials:
         by_task[t.task_id].append(t)
-    return [_task_counts(task_id, ts, threshold) for task_id, ts in sorted(by_task.items())]
+    return [_task_counts(task_id, ts, _threshold_of(threshold, task_id)) for task_id, ts in sorted(by_task.items())]
 
 
 @dataclass(frozen=True)
@@ -117,17 +125,22 @@ class GroupMetrics:
     tasks: int
     trials: int
     infra_dropped: int
-    mean_reward: float
+    mean_reward: float | None  # None: no scored trial (nothing to average; the report shows n/a)
     pass_at: dict[int, Estimate] = field(default_factory=dict)
     timeouts: int = 0
     config_errors: int = 0
     pass_hat: dict[int, Estimate] = field(default_factory=dict)
-    score: float = 0.0  # mean over tasks of the mean task score, timeouts as 0 (eval/protocols.py)
-    strict_accuracy: float = 0.0  # share of tasks whose mean score is 1 (QwenClawBench)
+    score: float | None = None  # mean over tasks of the mean task score, timeouts as 0 (eval/protocols.py)
+    strict_accuracy: float | None = None  # share of tasks whose mean score is 1 (QwenClawBench)
 
 
 def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
+
+
+def _mean_or_none(xs: Sequence[float]) -> float | None:
+    """A mean over nothing is no number: an empty group reports n/a, not a 0.000 that reads as a result."""
+    return sum(xs) / len(xs) if xs else None
 
 
 def bootstrap(values: Sequence[float], *, resamples: int = 1000, seed: int = 0,
@@ -150,16 +163,16 @@ def _estimate(counts: Sequence[TaskCounts], k: int, fn: Callable[[int, int, int]
     return Estimate(_mean(per_task), lo, hi, len(per_task))
 
 
-def group_metrics(trials: Sequence[Trial], ks: Sequence[int], *, threshold: float = 1.0,
+def group_metrics(trials: Sequence[Trial], ks: Sequence[int], *, threshold: Threshold = 1.0,
                   resamples: int = 1000, seed: int = 0) -> GroupMetrics:
     counts = count_tasks(trials, threshold)
     valid = [tc for tc in counts if tc.n > 0]
     return GroupMetrics(
         tasks=len(valid), trials=sum(tc.n for tc in counts), infra_dropped=sum(tc.infra for tc in counts),
-        mean_reward=_mean([tc.mean_reward for tc in valid if tc.n > tc.timeouts]),  # scored tasks only
+        mean_reward=_mean_or_none([tc.mean_reward for tc in valid if tc.n > tc.timeouts]),  # scored tasks only
         pass_at={k: _estimate(valid, k, pass_at_k, resamples, seed) for k in ks},
         pass_hat={k: _estimate(valid, k, pass_hat_k, resamples, seed) for k in ks},
         timeouts=sum(tc.timeouts for tc in counts), config_errors=sum(tc.config for tc in counts),
-        score=_mean([tc.mean_score for tc in valid]),
-        strict_accuracy=_mean([float(tc.mean_score >= 1.0 - 1e-9) for tc in valid]),
+        score=_mean_or_none([tc.mean_score for tc in valid]),
+        strict_accuracy=_mean_or_none([float(tc.mean_score >= 1.0 - 1e-9) for tc in valid]),
     )

@@ -8,7 +8,7 @@ only there).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -23,34 +23,55 @@ def _ks(k: int) -> list[int]:
     return sorted({1, k})
 
 
+def thresholds(task_ids: Sequence[str], sources: Mapping[str, str], threshold: float | None) -> dict[str, float]:
+    """The success threshold of each task: the one given, else its benchmark's own (eval/protocols.py), else 1.0.
+
+    Every table of a report uses this one map, so a trial passes or fails the same way in the overall
+    tables and in its benchmark's table (a Claw-Eval 0.8 passes in both)."""
+    def own(task_id: str) -> float:
+        bench = protocol_of(sources.get(task_id, ""))
+        return PROTOCOLS[bench].threshold if bench is not None else 1.0
+    return {t: threshold if threshold is not None else own(t) for t in task_ids}
+
+
+def threshold_label(threshold: float | None, sources: Mapping[str, str]) -> str:
+    """The header's words for the thresholds in use."""
+    if threshold is not None:
+        return f"success = reward >= {threshold}"
+    benches = sorted({b for s in sources.values() if (b := protocol_of(s)) is not None})
+    own = ", ".join(f"{PROTOCOLS[b].name} >= {PROTOCOLS[b].threshold}" for b in benches)
+    return "success = reward >= " + (f"each benchmark's own ({own}; other tasks 1.0)" if own else "1.0")
+
+
 def build_report(trials: Sequence[Trial], k: int, *, threshold: float | None = None, resamples: int = 1000,
                  seed: int = 0, benchmarks: Mapping[str, str] | None = None) -> dict[str, Any]:
     """{config, harnesses: {h: metrics}, services: {h: {s: metrics}}, tasks: {h: [counts]},
     benchmarks: {benchmark: {h: metrics under its authors' protocol}}}.
 
     `benchmarks` maps task id → its `source`; tasks of an imported benchmark are also reported under
-    that benchmark's protocol (eval/protocols.py), with its own success threshold. `threshold` (default
-    1.0) is the success threshold of the overall tables only."""
+    that benchmark's protocol (eval/protocols.py). `threshold` None (the default) gives each task its
+    benchmark's own success threshold (1.0 for other tasks) in every table; a number applies to all."""
     ks = _ks(k)
-    threshold = 1.0 if threshold is None else threshold
-    out: dict[str, Any] = {"config": {"k": k, "threshold": threshold, "bootstrap_resamples": resamples,
-                                      "seed": seed, "ci": 0.95},
+    sources = benchmarks or {}
+    per_task = thresholds(sorted({t.task_id for t in trials}), sources, threshold)
+    out: dict[str, Any] = {"config": {"k": k, "threshold": threshold, "success": threshold_label(threshold, sources),
+                                      "bootstrap_resamples": resamples, "seed": seed, "ci": 0.95},
                            "harnesses": {}, "services": {}, "tasks": {}}
     for harness in sorted({t.harness for t in trials}):
         mine = [t for t in trials if t.harness == harness]
-        out["harnesses"][harness] = asdict(group_metrics(mine, ks, threshold=threshold, resamples=resamples, seed=seed))
+        out["harnesses"][harness] = asdict(group_metrics(mine, ks, threshold=per_task, resamples=resamples, seed=seed))
         services = sorted({s for t in mine for s in t.services})
         out["services"][harness] = {
-            s: asdict(group_metrics([t for t in mine if s in t.services], ks, threshold=threshold,
+            s: asdict(group_metrics([t for t in mine if s in t.services], ks, threshold=per_task,
                                     resamples=resamples, seed=seed)) for s in services}
-        out["tasks"][harness] = [asdict(tc) for tc in count_tasks(mine, threshold)]
+        out["tasks"][harness] = [asdict(tc) for tc in count_tasks(mine, per_task)]
     out["infra_dropped"] = [{**asdict(t), "kind": t.kind} for t in trials if t.kind in (INFRA, CONFIG)]
-    out["benchmarks"] = _benchmarks(trials, ks, benchmarks or {}, resamples, seed)
+    out["benchmarks"] = _benchmarks(trials, ks, sources, per_task, resamples, seed)
     return out
 
 
-def _benchmarks(trials: Sequence[Trial], ks: list[int], sources: Mapping[str, str], resamples: int,
-                seed: int) -> dict[str, Any]:
+def _benchmarks(trials: Sequence[Trial], ks: list[int], sources: Mapping[str, str], per_task: Mapping[str, float],
+                resamples: int, seed: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     by_bench: dict[str, list[Trial]] = {}
     for t in trials:
@@ -58,9 +79,10 @@ def _benchmarks(trials: Sequence[Trial], ks: list[int], sources: Mapping[str, st
         if bench is not None:
             by_bench.setdefault(bench, []).append(t)
     for bench, mine in sorted(by_bench.items()):
-        proto = PROTOCOLS[bench]
-        out[bench] = {"protocol": asdict(proto), "harnesses": {
-            h: asdict(group_metrics([t for t in mine if t.harness == h], ks, threshold=proto.threshold,
+        proto = asdict(PROTOCOLS[bench])
+        proto["threshold"] = per_task[mine[0].task_id]  # the one threshold every table of this report uses
+        out[bench] = {"protocol": proto, "harnesses": {
+            h: asdict(group_metrics([t for t in mine if t.harness == h], ks, threshold=per_task,
                                     resamples=resamples, seed=seed))
             for h in sorted({t.harness for t in mine})}}
     return out
@@ -70,19 +92,37 @@ def _cell(e: dict[str, Any]) -> str:
     return f"{e['value']:.3f} [{e['low']:.3f}, {e['high']:.3f}]" if e["tasks"] else "n/a"
 
 
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _pass_heads(k: int) -> list[str]:
+    """pass@1, then pass@k and pass^k; at k=1 pass@1 is not repeated (pass^1 is the same number, kept
+    under its own name for tau2 readers)."""
+    return ["pass@1", f"pass^{k}"] if k == 1 else ["pass@1", f"pass@{k}", f"pass^{k}"]
+
+
+def _pass_cells(m: dict[str, Any], k: int) -> list[str]:
+    cells = [_cell(m["pass_at"][1])] + ([] if k == 1 else [_cell(m["pass_at"][k])])
+    return [*cells, _cell(m["pass_hat"][k])]
+
+
+def _table_head(names: list[str]) -> str:
+    return "| " + " | ".join(names) + " |\n|" + "---|" * len(names)
+
+
 def _row(name: str, m: dict[str, Any], k: int) -> str:
     cells = [name, str(m["tasks"]), str(m["trials"]), str(m.get("timeouts", 0)), str(m["infra_dropped"]),
-             str(m.get("config_errors", 0)), f"{m['mean_reward']:.3f}",
-             _cell(m["pass_at"][1]), _cell(m["pass_at"][k]), _cell(m["pass_hat"][k])]
+             str(m.get("config_errors", 0)), _num(m["mean_reward"]), *_pass_cells(m, k)]
     return "| " + " | ".join(cells) + " |"
 
 
 def to_markdown(report: dict[str, Any]) -> str:
     k = report["config"]["k"]
-    head = (f"| group | tasks | trials | timeouts | infra dropped | config errors | mean reward | pass@1 | "
-            f"pass@{k} | pass^{k} |\n|---|---|---|---|---|---|---|---|---|---|")
-    lines = [f"# Eval report (k={k}, success = reward >= {report['config']['threshold']}, 95% bootstrap CI)",
-             "", "## Per harness", "", head]
+    success = report["config"].get("success") or f"success = reward >= {report['config']['threshold']}"
+    head = _table_head(["group", "tasks", "trials", "timeouts", "infra dropped", "config errors", "mean reward",
+                        *_pass_heads(k)])
+    lines = [f"# Eval report (k={k}, {success}, 95% bootstrap CI)", "", "## Per harness", "", head]
     lines += [_row(h, m, k) for h, m in report["harnesses"].items()]
     lines += ["", "## Per harness and service", "", head]
     for h, per in report["services"].items():
@@ -90,7 +130,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines += _benchmark_lines(report, k)
     dropped = report["infra_dropped"]
     lines += ["", "Timeouts count as failed trials (in n, never successes) and have no reward (left out of "
-              "the mean reward).", "",
+              "the mean reward). n/a: no trial to measure.", "",
               f"Infrastructure-failed and harness-start (config) attempts, excluded from every metric: {len(dropped)}"]
     lines += [f"- {d['harness']} {d['task_id']}: {d['status']}" for d in dropped[:50]]
     return "\n".join(lines) + "\n"
@@ -101,24 +141,24 @@ def _benchmark_lines(report: dict[str, Any], k: int) -> list[str]:
     if not benches:
         return []
     lines = ["", "## Per benchmark (each benchmark's authors' protocol: eval/protocols.py)", "",
-             f"| benchmark | harness | success | tasks | trials | score | pass@1 | pass@{k} | pass^{k} | "
-             "strict acc. | timeouts | infra dropped | config errors |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             _table_head(["benchmark", "harness", "success", "tasks", "trials", "score", *_pass_heads(k),
+                          "strict acc.", "timeouts", "infra dropped", "config errors"])]
     for bench in benches.values():
         proto = bench["protocol"]
         for h, m in bench["harnesses"].items():
-            strict = f"{m['strict_accuracy']:.3f}" if proto["strict_accuracy"] else "–"
+            strict = _num(m["strict_accuracy"]) if proto["strict_accuracy"] else "–"
             lines.append("| " + " | ".join([
                 proto["name"], h, f">= {proto['threshold']}", str(m["tasks"]), str(m["trials"]),
-                f"{m['score']:.3f} ({proto['score']})", _cell(m["pass_at"][1]), _cell(m["pass_at"][k]),
-                _cell(m["pass_hat"][k]), strict, str(m["timeouts"]), str(m["infra_dropped"]),
-                str(m["config_errors"])]) + " |")
+                f"{_num(m['score'])} ({proto['score']})", *_pass_cells(m, k), strict, str(m["timeouts"]),
+                str(m["infra_dropped"]), str(m["config_errors"])]) + " |")
     return lines
 
 
 def _normalise(report: dict[str, Any]) -> dict[str, Any]:
     """JSON keys must be strings; dataclass dicts keyed by k are ints."""
-    return json.loads(json.dumps(report, default=lambda o: asdict(o) if isinstance(o, Estimate) else str(o)))
+    out: dict[str, Any] = json.loads(json.dumps(report, default=lambda o: asdict(o) if isinstance(o, Estimate)
+                                                 else str(o)))
+    return out
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -129,8 +169,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
     k = report["config"]["k"]
     names = list(report["harnesses"])
-    metrics = [("pass@1", lambda m: m["pass_at"][1]), (f"pass@{k}", lambda m: m["pass_at"][k]),
-               (f"pass^{k}", lambda m: m["pass_hat"][k])]
+    every: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = [
+        ("pass@1", lambda m: m["pass_at"][1]), (f"pass@{k}", lambda m: m["pass_at"][k]),
+        (f"pass^{k}", lambda m: m["pass_hat"][k])]
+    metrics = every[1:] if k == 1 else every  # at k=1, pass@k is pass@1: drawn once
     fig, ax = plt.subplots(figsize=(max(4, 1.8 * len(names) + 2), 3.5))
     width = 0.8 / len(metrics)
     for i, (label, get) in enumerate(metrics):
