@@ -16,7 +16,7 @@ and how many concurrent GUI rollouts of a scripted policy complete (README quote
    service and its oracle (a scripted policy through the computer service) and the verifier; all must
    reach reward 1 within the task's budget.
 
-Anchors (reference/notes/gui.md §5, measured on this machine kind): `page.screenshot()` PNG 34 ms;
+Anchors (measured on this machine kind): `page.screenshot()` PNG 34 ms;
 pixel click+type+click 0.16 s; 1 browser 390 MB PSS, 8 browsers 189 MB PSS each; `xdotool click` ~100 ms,
 mss grab 0.2-0.4 ms + to_png 9-10 ms; desktop + headful Chromium 125-213 MB PSS; plan 8-16 concurrent
 GUI rollouts (the 2 cores are the limit). Other jobs share the cores: expect +-30 %.

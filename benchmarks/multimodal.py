@@ -4,7 +4,7 @@ the bytes the call log keeps for a rollout that resends its last five screenshot
 
 One run, same engine for both proxies, rounds interleaved. The engine is a fake vLLM written here
 (`--serve-engine`, its own process, not measured): it answers with vLLM's token fields and, per image
-part, 880 expanded pads (what a 1280x720 screenshot costs Qwen3-VL, reference/notes/gui.md §5.3) plus
+part, 880 expanded pads (what a 1280x720 screenshot costs Qwen3-VL, measured) plus
 the local engine's `openforgerl_images` report, so the gateway records what it would in production.
 Screenshots: synthetic desktop-like PNGs (text lines, windows, a gradient); every call brings one
 new screenshot (each unique: a tEXt chunk numbers it) and resends the four before it, as a GUI agent

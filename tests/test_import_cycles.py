@@ -1,4 +1,4 @@
-"""No import cycles among openforgerl's modules (#16): every `import`/`from ... import` of an openforgerl
+"""No import cycles among openforgerl's modules: every `import`/`from ... import` of an openforgerl
 module counts, inside functions too, except imports under `if TYPE_CHECKING:` and a submodule naming
 its own parent package (which Python has imported first anyway)."""
 

@@ -1,4 +1,4 @@
-"""The records that pass between stages (see DESIGN.md, "Records").
+"""The records that pass between stages (docs/architecture.md).
 
 These are the contract: the gateway writes `CallRecord`s, the orchestrator writes `RolloutRecord`s,
 trajectory/ turns both into `Sample`s. Field names are stable; tools and users rely on them.

@@ -164,7 +164,7 @@ async def test_batched_images_of_different_sizes_match_one_at_a_time(vl_engine):
 
 @pytest.mark.slow
 async def test_recomputed_logprobs_match_the_engine(vl_engine):
-    """Item 5 of issue 17: the trainer's forward (pixels + grids) reproduces the sampled logprobs at step 0."""
+    """The trainer's forward (pixels + grids) reproduces the sampled logprobs at step 0."""
     import torch
 
     from openforgerl.engines.local import SamplingParams

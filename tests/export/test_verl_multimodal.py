@@ -11,7 +11,7 @@ veRL collapses each pad run, re-runs the processor and computes M-RoPE positions
 (`engines/local/vlm.py`) bit for bit, positions are [1, 4, P+R], and refs and inline rows agree.
 
 veRL's `Qwen3VLProcessor` cannot load without torchvision (its video processor); the script drops the
-video processor from `Qwen3VLProcessor.get_attributes` first (reference/notes/gui.md §5.3).
+video processor from `Qwen3VLProcessor.get_attributes` first (measured).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx2
 
-CAPTURES = Path(__file__).parent / "captures"  # copied from shared/reference/harness-captures
+CAPTURES = Path(__file__).parent / "captures"  # request bodies captured from the real CLIs
 
 
 def captures(path_suffix: str) -> list[Path]:

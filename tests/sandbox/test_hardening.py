@@ -1,4 +1,4 @@
-"""Issue 14 items 2, 5, 8 on real bubblewrap sandboxes: the allow-list of binds, exec semantics
+"""Sandbox hardening on real bubblewrap sandboxes: the allow-list of binds, exec semantics
 (a killed command is reported, never re-run), limits on by default, the verifier's own sandbox and
 hostile files in the agent's space."""
 

@@ -316,7 +316,7 @@ async def test_failed_bwrap_setup_is_retried_but_command_failures_are_not(backen
 
 async def test_host_folders_under_tmp_show_through_the_sandbox_tmp(tmp_path: Path) -> None:
     """A checkout or venv under /tmp stays visible (read-only) although each sandbox has its own /tmp,
-    and a program in it is found and runs (issue 13 item 4: it was reported "not found")."""
+    and a program in it is found and runs (it was reported "not found")."""
     import shutil
     import tempfile
 

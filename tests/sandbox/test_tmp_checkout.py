@@ -1,4 +1,4 @@
-"""Issue 13 item 4: a checkout under /tmp. Its tools dir lies under the host's /tmp, which every sandbox
+"""A checkout under /tmp. Its tools dir lies under the host's /tmp, which every sandbox
 hides behind its own /tmp; before the fix `_resolve` reported the npm CLI "not found" and every npm
 harness ended `infra_error:harness_start`. Here the installed tools dir is bind-mounted (not linked:
 a link would resolve out of /tmp) at `/tmp/<checkout>/.tools` and a real CLI (Codex) runs from there

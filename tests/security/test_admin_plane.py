@@ -1,4 +1,4 @@
-"""The admin plane cannot be reached from inside a rollout (issue 14 item 1, DESIGN.md principle 7).
+"""The admin plane cannot be reached from inside a rollout (two planes, docs/threat-model.md).
 
 The attacker (agents/admin_attacker.py) runs as the harness inside a real bubblewrap sandbox, through
 the real forwarder, gateway and orchestrator. It knows the admin port and another rollout's id, and

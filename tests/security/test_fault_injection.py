@@ -2,7 +2,7 @@
 with engine 5xx, hung engines, TCP resets, harness crashes at start, harnesses SIGKILLed from outside,
 lost sandboxes and verifier crashes mixed with honest rollouts (and genuine agent timeouts).
 
-Done when (issue 14): 0 infra-faulted rollouts in the batch, the trainer's loss inputs, the veRL
+Done when: 0 infra-faulted rollouts in the batch, the trainer's loss inputs, the veRL
 loop's output or `export`; export, trainer and veRL select exactly the same rollouts (each through
 its own code path: `trainer.collect`, `verl.agent_loop.rollout_rows`, the `export` command); every
 rollout ends within its budget, a hung engine as `infra_error:engine`, not `timeout`.

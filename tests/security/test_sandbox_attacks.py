@@ -1,5 +1,5 @@
 """Attacks on the sandbox and the verifier, from inside a real bubblewrap sandbox, as the harness,
-through the real gateway and orchestrator (issue 14 items 2, 5, 8). Each must fail: the reward stays
+through the real gateway and orchestrator. Each must fail: the reward stays
 what the work earned (0 here), the status is the agent's (`ok`/`agent_failed`, never infra) unless
 the fault was truly outside the agent's reach, and the orchestrator keeps finishing rollouts.
 

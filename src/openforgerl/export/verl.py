@@ -1,6 +1,6 @@
 """Samples -> veRL ``AgentLoopOutput`` rows (plain dicts with exactly veRL's field names).
 
-veRL contract (reference/notes/rl_stacks.md §3, checked against verl 0.9.1
+veRL contract (checked against verl 0.9.1
 ``verl/experimental/agent_loop/agent_loop.py``):
 
 - **V1 list form** (``trainer.use_v1``): an agent loop may return ``list[AgentLoopOutput]``; the

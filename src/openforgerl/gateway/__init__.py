@@ -8,13 +8,13 @@
     await gw.pause(); version = gw.resume()          # weight sync
     await gw.aclose()
 
-Two planes (DESIGN.md principle 7): `gw.model_url` serves model routes only and is what a sandbox
+Two planes: `gw.model_url` serves model routes only and is what a sandbox
 reaches; `gw.admin_url` serves the admin API on its own listener and needs `Authorization: Bearer
 <gw.admin_token>`. The token is generated at start unless given (`start_gateway(admin_token=...)`,
 `openforgerl gateway --admin-token-file F` or `$OPENFORGERL_ADMIN_TOKEN`). A user's own orchestrator
 gets it from wherever the gateway got it: the same token file or variable (the CLI writes a generated
 token to `--admin-token-file` when that file does not exist yet), or `RunningGateway.access` in-process;
-see docs/threat_model_gateway.md. It must never be passed to a harness.
+see docs/threat-model.md. It must never be passed to a harness.
 
 Modules: `server` (the two apps, start_gateway, `rollout_auth` for model routes), `access` (GatewayAccess:
 what an admin client holds), `calls` (one `Call`: admit, forward, tee, record), `protocols/` (one package

@@ -1,6 +1,6 @@
 """How a holder of the admin credential reaches a gateway: admin URL, admin token, model URL.
 
-The gateway serves two listeners (DESIGN.md principle 7). The model listener (`/r/<rollout>/...`)
+The gateway serves two listeners. The model listener (`/r/<rollout>/...`)
 is the only one a sandbox's forwarder or a Kubernetes sandbox Pod can reach; the admin listener
 (`/rollouts...`, `/admin/...`, `/metrics`) is on its own port and also requires
 `Authorization: Bearer <admin token>`. This module has no heavy imports, so the orchestrator,

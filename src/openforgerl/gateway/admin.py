@@ -1,4 +1,4 @@
-"""The admin plane: its own listener, its own credential (DESIGN.md principle 7).
+"""The admin plane: its own listener, its own credential (docs/gateway-api.md).
 
 Routes: open/inspect/reward/outcome/close rollouts, a long-poll for a rollout's infra taint, a call
 log blob (`GET /blobs/{sha256}`: an image's bytes), pause/resume, metrics, health. Every route but

@@ -1,6 +1,6 @@
 """The gateway's two aiohttp apps, and `start_gateway` to run both in-process (tests, other stages).
 
-Two planes, two listeners (DESIGN.md principle 7):
+Two planes, two listeners (docs/threat-model.md):
 * the model listener serves `/r/{rollout_id}/...` (OpenAI base `/r/{id}/v1`, Anthropic base
   `/r/{id}`) and `/healthz`; a rollout's key authorises that rollout's model calls only. Admin
   paths do not exist here (404 in the protocol's shape). This is the one port a sandbox

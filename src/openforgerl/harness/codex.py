@@ -1,6 +1,6 @@
 """Codex CLI (`@openai/codex`), headless via `codex exec`.
 
-Quirks (measured, see reference/notes/harnesses.md):
+Quirks (measured on the pinned CLI):
 - Always a custom `[model_providers.X]` entry with `wire_api="responses"`: the built-in `openai` provider
   switches to a WebSocket with `previous_response_id` deltas that a stateless gateway cannot record.
 - Speaks OpenAI Responses, always SSE; re-sends the full history each call (one chain).

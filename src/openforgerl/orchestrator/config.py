@@ -25,7 +25,7 @@ def call_deadline_s(budget_s: float | None, configured_s: float | None = None) -
     """The per-call engine limit nested inside a rollout budget: min(configured, budget - margin).
 
     Derived, never restated: a config names the rollout budget, the call limit follows from it
-    (DESIGN.md principle 5: engine call < rollout budget < sandbox lifetime).
+    (nested deadlines: engine call < rollout budget < sandbox lifetime).
     """
     limit = DEFAULT_CALL_DEADLINE_S if configured_s is None else configured_s
     if budget_s is None:

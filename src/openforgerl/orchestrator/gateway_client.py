@@ -1,4 +1,4 @@
-"""Client of the gateway's admin API (DESIGN.md, "Gateway admin API").
+"""Client of the gateway's admin API (docs/gateway-api.md).
 
 The orchestrator talks to the gateway only over HTTP, so the gateway may be in-process, another
 process, or several replicas behind one URL. It holds a `GatewayAccess`: the admin listener's URL

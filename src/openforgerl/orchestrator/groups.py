@@ -1,6 +1,6 @@
 """GRPO groups: n rollouts per task, refilled after infra faults, filtered by policy.
 
-Policy (DESIGN.md principle 4):
+Policy (an infra fault is never the model's failure):
 - an infra-failed rollout is dropped from the batch and from its group's statistics, and its slot is
   retried (a fresh rollout) while the group's retry budget lasts;
 - a timed-out rollout is dropped (`timeout_policy="drop"`, the default) or kept with reward 0

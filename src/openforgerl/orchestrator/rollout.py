@@ -3,7 +3,7 @@
 Each step runs inside `boundary(<Fault>)` (errors.py), so an infrastructure failure anywhere ends
 the rollout as data (`infra_error:<where>`), never as a crash of the batch and never as a reward.
 
-Nested deadlines (DESIGN.md principle 5). The rollout id is chosen here, the sandbox boots first
+Nested deadlines (engine call < rollout budget < sandbox lifetime). The rollout id is chosen here, the sandbox boots first
 (a slow or queued boot never eats the agent's time), then the gateway rollout is opened carrying its
 deadline `deadline_at = now + budget`. The harness runs until that deadline: past it the sandbox
 kills the whole process tree and the rollout is a `timeout`. The gateway bounds every engine call of

@@ -40,7 +40,7 @@ class CommandNotFoundError(Exception):
 class Limits:
     """Per-sandbox resource limits. `None`: the backend's default; `0`: no limit at all.
 
-    The local backend's defaults are on (`local.DEFAULT_LIMITS`, issue 14 item 8); podman and
+    The local backend's defaults are on (`local.DEFAULT_LIMITS`); podman and
     kubernetes keep their own defaults. A breach is the agent's failure: an OOM kill and the pids cap
     end the harness (`ExecResult.limits_hit`), a full disk makes the write fail inside (ENOSPC) — the
     rollout is scored, never dropped as infra.

@@ -1,6 +1,6 @@
 """The bubblewrap command line of a local sandbox (pure functions, no I/O but `lstat`s of host paths).
 
-Layout inside — an allow-list of binds on an empty tmpfs root, never the host root (issue 14: with
+Layout inside — an allow-list of binds on an empty tmpfs root, never the host root (with
 `--ro-bind / /` the task's `solution/solve.sh`, `/etc/shadow`, `/root` and host unix sockets were all
 reachable from a rollout):
 - `SYSTEM_RO_BINDS`: what programs need to run at all (`/usr`, the `/bin`/`/lib*` links, and the

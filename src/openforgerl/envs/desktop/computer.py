@@ -1,6 +1,6 @@
 """`XdotoolComputer`: the action API on an X display (xdotool for input, `mss` for screenshots).
 
-Measured (reference/notes/gui.md §5.2): a click followed at once by typing lost the text, so actions
+Measured: a click followed at once by typing lost the text, so actions
 are spaced by at least `MIN_GAP_S`; long text is typed in chunks (Anthropic's demo: 50 chars, 12 ms).
 No `mousemove --sync`: when the pointer is already at the target it waits ~15 s for a motion event
 that never comes (measured); XTest events of one connection are processed in order anyway.

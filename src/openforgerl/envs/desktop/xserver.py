@@ -1,7 +1,7 @@
 """Own X display per rollout: Xvfb (`-displayfd`, `-noreset`, no TCP) + openbox (undecorated,
 maximized windows: `openbox-rc.xml`).
 
-Measured pitfalls (reference/notes/gui.md §5.2): read `-displayfd` up to the newline before closing the
+Measured pitfalls: read `-displayfd` up to the newline before closing the
 pipe (closing early killed every second Xvfb); without `-noreset` Xvfb resets when the last client
 (a readiness probe) leaves. The X socket lives in the sandbox's own /tmp, so every sandbox has `:0`.
 """

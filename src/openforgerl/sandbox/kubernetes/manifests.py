@@ -5,7 +5,7 @@ would hide infra faults from us). The Pod idles in a keep-alive loop; setup, the
 verifier run through `exec`. The in-cluster gateway is a Deployment behind a ClusterIP Service, and
 a NetworkPolicy lets sandbox Pods talk to that Service (plus DNS) and nothing else.
 
-Two planes (DESIGN.md principle 7): the gateway serves model calls on `gw.port` (the only port of
+Two planes (docs/threat-model.md): the gateway serves model calls on `gw.port` (the only port of
 the Service, the only port the sandbox egress policy allows) and its admin API on `admin_port(gw)`,
 which is in no Service. A second NetworkPolicy, on the gateway Pods, admits the admin port only from
 Pods labelled `app.kubernetes.io/component=orchestrator` (the orchestrator, trainer and eval),

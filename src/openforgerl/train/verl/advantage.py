@@ -3,7 +3,7 @@
 veRL's classic trainer needs exactly one ``AgentLoopOutput`` per row, so an infra-dropped rollout
 travels as a placeholder whose ``response_mask`` is all zero. veRL's own ``grpo`` estimator would still
 put that row's score (0) into its group's mean and std, i.e. train the group as if the fault were the
-model's failure (DESIGN.md principle 4). This estimator takes the same inputs veRL passes to any
+model's failure. This estimator takes the same inputs veRL passes to any
 registered estimator (``token_level_rewards``, ``response_mask``, ``index`` = uid, ``config``) and
 computes each group's mean/std over the rows that have at least one trained token only; dropped rows get
 advantage 0 (and their mask is 0, so they never reach the loss). Registered under

@@ -19,7 +19,7 @@ re-exported here:
   `ping()` is a keep-alive.
 * `error_body(status, message)`, `count_tokens(body, counter)` (-> `{"input_tokens": n}`).
 
-Translation rules (measured on Claude Code 2.1.197, see reference/notes/harnesses.md):
+Translation rules (measured on Claude Code 2.1.197):
 * `system` (string or text blocks, joined without separator) -> the first system message. The
   `x-anthropic-billing-header: ...` block is **dropped**: it is billing metadata, not an
   instruction, and its hash changes between sessions, which would put a different token at the

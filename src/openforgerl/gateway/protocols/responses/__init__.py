@@ -16,7 +16,7 @@ the answer side in `_reply.py`, re-exported here:
   when the engine fails mid-stream. `start()` (optional) sends `response.created` early.
 * `error_body(status, message)` -> `{"error": {...}}` for a non-2xx answer.
 
-Translation rules (measured on Codex 0.171, see reference/notes/harnesses.md):
+Translation rules (measured on Codex 0.171):
 * `instructions` + leading `developer`/`system` items -> one system message; later ones stay in
   place (see `_inline.py`). `input` may be a string.
 * reasoning items -> the next assistant message's `reasoning`; `function_call` items join the
