@@ -1,9 +1,19 @@
 """`view --export DIR`: the same pages as static files, openable from disk without a server.
 
 Layout: `index.html`, `run<i>-p<n>.html` (table pages), `run<i>-r-<id>.html` (rollouts),
-`compare-<task>.html` (first rollout of each side), `files/run<i>/<id>/<path>` (kept files, copied
+`compare-<task>.html` (first rollout of each side), `files/run<i>/<id>/<n>.<ext>` (kept files, copied
 through the same containment check as the server). The table's filters work in the browser, on the
 rows of the page shown.
+
+Kept files are what the agent wrote, so none of them may be active content in the bundle: the live
+server sends them with `Content-Security-Policy: sandbox`, but a bundle opened from disk (file://) or
+served by any static server has no headers, and the browser picks a file's type from its name (and
+sniffs a name without a known extension). Headless Chromium ran the agent's script from `.html`,
+`.svg`, `.xhtml` and extensionless copies. So a kept file is stored under a name the exporter makes
+up (its index in the list), with an extension chosen from its bytes by `site.inert_suffix`: `.txt`
+(text/plain; Chromium sniffs text/plain only for "binary or not", never for markup), `.png` / `.jpg`
+/ `.gif` (a raster image, decoded as an image or not at all), else `.bin` (a download). The agent's
+name is shown, escaped, on the rollout page only.
 """
 
 from __future__ import annotations
@@ -46,6 +56,5 @@ def _copy_files(site: Site, i: int, rollout_id: str, dest: Path) -> None:
     for f in site.artifact_files(site.runs[i], rollout_id):
         src = site.file_path(i, rollout_id, f["rel"])
         if src is not None:
-            target = dest / f["rel"]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, target)
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest / f["bundle_name"])

@@ -28,9 +28,20 @@ from openforgerl.viewer.index import FILTERS, RolloutIndex
 from openforgerl.viewer.safe import safe_file
 from openforgerl.viewer.tokens import Decoder, chain_views, load_decoder
 
-__all__ = ["Links", "Page", "Site"]
+__all__ = ["Links", "Page", "Site", "inert_suffix"]
 
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+_RASTER = ((b"\x89PNG\r\n\x1a\n", ".png"), (b"\xff\xd8\xff", ".jpg"), (b"GIF87a", ".gif"), (b"GIF89a", ".gif"))
+_SNIFF = 8192
+
+
+def inert_suffix(head: bytes) -> str:
+    """The static bundle's extension for a kept file, from its first bytes (never from its name): a raster
+    image's own, `.txt` for text (no NUL), else `.bin`. See `viewer.export` for why."""
+    for magic, suffix in _RASTER:
+        if head.startswith(magic):
+            return suffix
+    return ".bin" if b"\x00" in head else ".txt"
 
 
 class Links:
@@ -59,10 +70,11 @@ class Links:
         query = {"task": task, **({"a": a} if a else {}), **({"b": b} if b else {})}
         return f"/compare?{urlencode(query)}"
 
-    def file(self, run: int, rollout_id: str, rel: str) -> str:
+    def file(self, run: int, rollout_id: str, kept: Mapping[str, Any]) -> str:
+        """A kept file (an `artifact_files` entry): in the bundle under its made-up `bundle_name`."""
         if self.static:
-            return f"files/run{run}/{rollout_id}/{quote(rel)}"
-        return f"/run/{run}/file/{quote(rollout_id)}/{quote(rel)}"
+            return f"files/run{run}/{rollout_id}/{kept['bundle_name']}"
+        return f"/run/{run}/file/{quote(rollout_id)}/{quote(kept['rel'])}"
 
 
 def slug(text: str) -> str:
@@ -183,7 +195,10 @@ class Site:
             if path.is_symlink() or not path.is_file() or safe_file(run.root, rel) is None:
                 continue
             inner = path.relative_to(folder).as_posix()
-            out.append({"rel": inner, "size": path.stat().st_size, "text": _preview(path)})
+            with path.open("rb") as fh:
+                head = fh.read(_SNIFF)
+            out.append({"rel": inner, "size": path.stat().st_size, "text": _preview(path),
+                        "bundle_name": f"{len(out)}{inert_suffix(head)}"})
         return out
 
     def file_path(self, i: int, rollout_id: str, rel: str) -> Path | None:
