@@ -86,6 +86,20 @@ def test_the_readme_shows_the_two_commands_first() -> None:
     assert commands == FIRST_COMMANDS
 
 
+def missing_links(text: str, base: Path) -> list[str]:
+    """Relative Markdown links in `text` whose file does not exist under `base` (URLs and anchors skipped)."""
+    targets = re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", text)
+    return [t for t in targets if "://" not in t and not (base / t).exists()]
+
+
+def test_the_readme_links_resolve() -> None:
+    """GitHub renders the README outside the site, so mkdocs does not check its links."""
+    text = (ROOT / "README.md").read_text()
+    assert "](docs/gateway-api.md)" in text
+    assert not missing_links(text, ROOT)
+    assert missing_links("[x](docs/no-such-page.md) [y](https://example.com/a.md)", ROOT) == ["docs/no-such-page.md"]
+
+
 def _admin_routes() -> set[str]:
     app = web.Application()
     add_admin_routes(app)
