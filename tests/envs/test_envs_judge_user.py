@@ -155,18 +155,21 @@ def test_agent_text_is_fenced_capped_and_cannot_close_the_fence() -> None:
     assert len(big) < 1200 and "characters cut" in big
 
 
-def _call(i: int, messages: list[dict], answer: str, **kw) -> CallRecord:
-    return CallRecord(rollout_id="r", index=i, protocol=WireProtocol.CHAT,
-                      engine_request={"messages": messages}, response_text=answer, **kw)
+def _call(i: int, messages: list[dict], answer: str | None, restored: list[dict] | None = None, **kw) -> CallRecord:
+    """A chat call as the gateway records it: the client's body, and `restored` (the engine's history with
+    the gateway's verbatim turns) when the gateway rewrote any; `answer` is the engine's content."""
+    return CallRecord(rollout_id="r", index=i, protocol=WireProtocol.CHAT, request={"messages": messages},
+                      engine_request=None if restored is None else {"messages": restored}, response_text=answer, **kw)
 
 
 def test_transcript_is_the_main_agents_history_from_the_call_log() -> None:
     first = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Read the crontab"}]
     call = format_tool_call("read_file", {"path": "config/crontab.txt"})
-    tool_turn = [*first, {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "config/crontab.txt"}'}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "30 2 * * * backup.sh"}]
-    calls = [_call(0, first, call), _call(1, tool_turn, "It runs at 02:30."),
+    turn = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "config/crontab.txt"}'}}]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "30 2 * * * backup.sh"}
+    calls = [_call(0, first, None), _call(1, [*first, turn, result], "It runs at 02:30.",
+                                          [*first, {"role": "assistant", "content": call}, result]),
              _call(2, [{"role": "user", "content": "title?"}], "Crontab", side_call=True)]
     msgs = messages_from_calls(calls)
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "assistant"]
@@ -178,23 +181,30 @@ def test_transcript_is_the_main_agents_history_from_the_call_log() -> None:
     summary = summarize_events(events)
     assert 'Tool: read_file({"path": "config/crontab.txt"})' in summary and "Result: " in summary
     assert messages_from_calls([]) == []
+    # the same turn as the client sent it, with no restoration by the gateway, is nobody's word but the client's
+    unvouched = messages_from_calls([calls[0], _call(1, [*first, turn, result], "It runs at 02:30.")])
+    assert [m["role"] for m in unvouched] == ["system", "user", "assistant"]
 
 
 def test_transcript_reads_tool_calls_back_out_of_verbatim_turns() -> None:
     """The gateway shows the engine an echoed assistant turn as the model's raw text (gateway/verbatim.py):
-    the transcript matches it to the output the engine sampled and gives its tool calls the ids of the
-    tool results that answer them."""
+    the transcript reads that text and gives its tool calls the ids of the tool results that answer them."""
     raw = "Let me look.\n" + format_tool_call("read_file", {"path": "a"}) + "\n" + format_tool_call("ask_user", {"message": "ok?"})
     first = [{"role": "user", "content": "Read a"}]
-    second = [*first, {"role": "assistant", "content": raw},
-              {"role": "tool", "tool_call_id": "call_7", "content": "A"},
-              {"role": "tool", "tool_call_id": "call_8", "content": "yes"}]
-    third = [*second, {"role": "assistant", "content": "plain words, no calls"}, {"role": "user", "content": "go on"}]
-    msgs = messages_from_calls([_call(0, first, raw), _call(1, second, "plain words, no calls"), _call(2, third, "Done.")])
+    sent = {"role": "assistant", "content": "Let me look.", "tool_calls": [
+        {"id": "call_7", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a"}'}},
+        {"id": "call_8", "type": "function", "function": {"name": "ask_user", "arguments": '{"message": "ok?"}'}}]}
+    results = [{"role": "tool", "tool_call_id": "call_7", "content": "A"}, {"role": "tool", "tool_call_id": "call_8", "content": "yes"}]
+    plain = {"role": "assistant", "content": "plain words, no calls"}
+    third = [*first, sent, *results, plain, {"role": "user", "content": "go on"}]
+    msgs = messages_from_calls([_call(0, first, "Let me look."),
+                                _call(1, [*first, sent, *results], "plain words, no calls",
+                                      [*first, {"role": "assistant", "content": raw}, *results]),
+                                _call(2, third, "Done.", [*first, {"role": "assistant", "content": raw}, *results, *third[4:]])])
     assert msgs[1] == {"role": "assistant", "content": "Let me look.", "tool_calls": [
         {"id": "call_7", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a"}'}},
         {"id": "call_8", "type": "function", "function": {"name": "ask_user", "arguments": '{"message": "ok?"}'}}]}
-    assert msgs[4] == {"role": "assistant", "content": "plain words, no calls"}
+    assert msgs[4] == {"role": "assistant", "content": "plain words, no calls"}  # the content call 1 answered
     # the later user turn is no task turn (the first call's) nor the relay's: the harness never sends one
     assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "tool", "assistant", "assistant"]
 

@@ -2,29 +2,38 @@
 never from a history the agent could have written.
 
 The agent holds its rollout's key, so from its shell it can send the gateway a request of its own whose
-history holds assistant turns it wrote and tool results it made up; reading "the last call's history"
-graded that forgery. So every turn here is witnessed by a record the agent cannot write:
+history holds assistant turns it wrote and tool results it made up (and then end its harness, so that
+request is the rollout's last); reading "the last call's history" graded that forgery as the model's
+work. So every turn here is witnessed by something the agent cannot write:
 
-- assistant turns are the engine's sampled outputs the gateway recorded (`CallRecord.response_text`), one
-  per call of the main agent, in call order. A history turn only lends them the harness's tool-call ids,
-  and only when it means the same as a recorded output (`gateway/verbatim.py`'s signatures: content and
-  reasoning up to whitespace, tool calls by name and parsed arguments; a turn the gateway restored as raw
-  text is read as raw text). An assistant turn of a history that matches no earlier output is the
-  client's, never the model's: it is dropped, and so are the tool results that follow it;
+- an assistant turn counts only where the gateway itself vouched for it: in a request's history it put
+  back the model's raw text of one of this rollout's sampled completions (`gateway/verbatim.py`: it
+  keeps each completion's sampled ids and restores a turn that means the same), which the record shows as
+  `engine_request` differing from the client's translated request at that turn; or, for a turn of plain
+  text, the text equals the content an earlier call of the main agent answered (`response_text`). The
+  turn is read from that text, never from what the client sent. Any other assistant turn is the
+  client's: it is dropped with the tool results that follow it;
 - system and user turns are those of the main agent's first call, sent before the model had sampled
-  anything (the task's prompt, as the harness framed it); the simulated user's replies come from the
+  anything (the task's prompt as the harness framed it); the simulated user's replies come from the
   host's relay record (`HostSide.user_record`), never from here. A user turn that first appears later is
   dropped;
-- a tool result is taken from the requests that answer its turn directly (whose last witnessed assistant
-  turn is that turn). The harness sends one such request per turn; a second that disagrees on a result
-  is a request the agent made from its shell while that turn's own tools ran, so the result is withheld
-  (`WITHHELD`), never chosen. Where the environment keeps its own audit (Claw services, Claw-Eval's
-  mock services, tau2's service), graders read effects from that audit, not from these texts.
+- a tool result is taken from the requests that answer its turn directly (whose last witnessed turn is
+  that turn). The harness sends one such request per turn; one the agent sends from its shell about an
+  earlier turn is outvoted by nothing: the results of every earlier turn come from that turn's own
+  successors, so rewriting them in a later history changes nothing, and two successors that disagree
+  on a result get `WITHHELD`, never a pick. Where the environment keeps its own audit (Claw services,
+  Claw-Eval's mock services, tau2's service), graders read effects from that audit, not from these texts;
+- the conversation is the history with the most witnessed turns (the latest on a tie), plus that
+  call's answer: a forged request that leaves out a real turn does not hide it.
 
-Why drop and withhold rather than label: a label leaves the forged words in front of a string check or a
-judge (a grader that looks for "sent" still finds it), so it can raise a score; an absent turn cannot add
-a tool call, a success or a claim the model never made, and every turn the model did sample stays (the
-forger cannot hide a real action by leaving it out of its history either).
+Why drop and withhold rather than label: a label leaves the forged words in front of a string check or
+a judge (a grader that looks for "sent" still finds it), so it can raise a score; an absent turn cannot
+add a tool call, a success or a claim the model never made. The cost falls on a gateway run without
+verbatim history (`verbatim_history=False`) or whose engine cannot detokenize: its tool-call turns have
+no witness and are left out, a lower score, never a higher one.
+
+Limit: the results of the turn during which the harness stopped for good are only as good as the
+requests that answered it; if the agent killed its harness in that turn, the one answer may be its own.
 
 Side calls (title generation and the like) and sub-agents are left out. Three shapes are produced:
 
@@ -43,16 +52,17 @@ Everything here is still model- or tool-written text: callers cap and delimit it
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from openforgerl.gateway.verbatim import Signature, message_signature, raw_signature
+from openforgerl.gateway.verbatim import Signature, raw_signature
 
 __all__ = ["WITHHELD", "actions_text", "conversation_text", "media_events", "messages_from_calls",
            "openclaw_events"]
 
-WITHHELD = "[tool result withheld: the rollout's requests disagree on it, so the agent may have written it]"
+WITHHELD = "[tool result withheld: the requests that answered this turn disagree on it]"
 
 
 def _text(content: Any) -> str:
@@ -63,8 +73,8 @@ def _text(content: Any) -> str:
 
 def _main_calls(calls: Sequence[Any]) -> list[Any]:
     """The main agent's usable calls in order. The main agent is the one that made the rollout's first
-    root call: the harness makes it before the model has sampled anything, so a flood of requests the
-    agent sends under another agent id from its shell cannot take that place."""
+    root call: the harness makes it before the model has sampled anything, so requests the agent sends
+    from its shell under another agent id cannot take that place."""
     usable = sorted((c for c in calls if not getattr(c, "side_call", False) and c.error is None
                      and isinstance(c.engine_request or c.request, dict)), key=lambda c: c.index)
     if not usable:
@@ -85,50 +95,61 @@ def _answer(text: str) -> dict[str, Any]:
     return msg
 
 
-def _history(call: Any) -> list[Mapping[str, Any]]:
-    body = call.engine_request or call.request
-    return [m for m in body.get("messages", []) if isinstance(m, Mapping)]
+def _messages(body: Any) -> list[Mapping[str, Any]]:
+    raw = body.get("messages") if isinstance(body, Mapping) else None
+    return [m for m in raw if isinstance(m, Mapping)] if isinstance(raw, list) else []
 
 
-def _verbatim_turn(m: Mapping[str, Any]) -> bool:
-    """An assistant turn the gateway put back as the model's raw text (`gateway/verbatim.py`): its tool
-    calls are markup in the content, no longer structured."""
-    return m.get("role") == "assistant" and not m.get("tool_calls") and isinstance(m.get("content"), str)
+def _sent(call: Any) -> list[Mapping[str, Any]] | None:
+    """The chat history the client's request translates to, before the gateway restored any turn (the
+    adapter's pure translation, as the gateway ran it); None when it no longer translates."""
+    from openforgerl.gateway.protocols import adapter_for
+
+    try:
+        return _messages(adapter_for(call.protocol).engine_body(call.request))
+    except Exception:  # a stored request the adapter refuses now: no turn of it is vouched for
+        return None
 
 
-def _turn_signature(m: Mapping[str, Any]) -> Signature | None:
-    if _verbatim_turn(m):
-        return raw_signature(str(m["content"]))
-    return message_signature(dict(m))
+def _squash(text: str) -> str:
+    return " ".join(text.split())
 
 
 @dataclass(frozen=True)
-class _Seen:
-    """One witnessed assistant turn in one request's history: which sampled output it is, the tool-call
-    ids the harness gave it, and the tool results that follow it there."""
+class _Turn:
+    """One witnessed assistant turn of one request's history."""
 
-    turn: int
-    ids: tuple[str, ...]
-    results: tuple[tuple[str, str], ...]  # (tool_call_id, text)
+    key: tuple[Signature, int]  # its meaning and which repeat of it: the same turn in every history
+    raw: str  # the model's text of it (the gateway's restoration, or the answered content)
+    ids: tuple[str, ...]  # the tool-call ids the harness gave it
+    results: tuple[tuple[str, str], ...]  # the (tool_call_id, text) results that follow it here
 
 
-def _witnessed(history: Sequence[Mapping[str, Any]], before: int, sampled: Sequence[Any],
-               sigs: Sequence[Signature]) -> list[_Seen]:
-    """The history's assistant turns that are earlier sampled outputs, matched in order (each output
-    witnesses one turn; an output the harness dropped, a retry's, is skipped over)."""
-    out: list[_Seen] = []
-    nxt = 0
+def _witnessed(call: Any, answered: set[str]) -> list[_Turn]:
+    """The assistant turns of `call`'s history that the gateway vouched for (module docstring)."""
+    history = _messages(call.engine_request or call.request)
+    sent = _sent(call) if call.engine_request is not None else history
+    if sent is None or len(sent) != len(history):
+        sent = None
+    out: list[_Turn] = []
+    seen: Counter[Signature] = Counter()
     for pos, m in enumerate(history):
         if m.get("role") != "assistant":
             continue
-        sig = _turn_signature(m)
-        k = next((t for t in range(nxt, len(sampled)) if sampled[t].index < before and sigs[t] == sig), None)
-        if sig is None or k is None:
+        client = sent[pos] if sent is not None else m
+        # the gateway's restoration is exactly `{role, content: raw}` (verbatim.py), in place of a turn that said more
+        restored = sent is not None and client != m and set(m) == {"role", "content"} \
+            and isinstance(m.get("content"), str)
+        plain = isinstance(client.get("content"), str) and not client.get("tool_calls") \
+            and _squash(str(client.get("content"))) in answered
+        if not (restored or plain):
             continue  # the client's, not the model's
-        nxt = k + 1
+        raw = str(m["content"] if restored else client.get("content"))
+        sig = raw_signature(raw)
+        seen[sig] += 1
         results = tuple((str(r.get("tool_call_id") or ""), _text(r.get("content"))) for r in _results(history[pos + 1:]))
-        structured = [str(tc.get("id") or "") for tc in m.get("tool_calls") or [] if isinstance(tc, Mapping)]
-        out.append(_Seen(k, tuple(structured) if any(structured) else tuple(r[0] for r in results), results))
+        calls = [str(tc.get("id") or "") for tc in client.get("tool_calls") or [] if isinstance(tc, Mapping)]
+        out.append(_Turn((sig, seen[sig]), raw, tuple(calls) if any(calls) else tuple(r[0] for r in results), results))
     return out
 
 
@@ -138,35 +159,40 @@ def _agreed(answers: Sequence[tuple[tuple[str, str], ...]]) -> list[tuple[str, s
     out = []
     for i in range(max((len(a) for a in answers), default=0)):
         seen = {a[i] for a in answers if i < len(a)}
-        rid = next(iter(seen))[0] if len({r[0] for r in seen}) == 1 else ""
-        out.append((rid, next(iter(seen))[1] if len(seen) == 1 and all(i < len(a) for a in answers) else WITHHELD))
+        agreed = len(seen) == 1 and all(i < len(a) for a in answers)
+        ids = {r[0] for r in seen}
+        out.append((next(iter(ids)) if len(ids) == 1 else "", next(iter(seen))[1] if agreed else WITHHELD))
     return out
 
 
 def messages_from_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
-    """The main agent's conversation, every turn witnessed (see the module docstring): the first call's
-    system and user turns, then each sampled output with the tool results that answered it."""
+    """The main agent's conversation, every turn witnessed (see the module docstring)."""
     main = _main_calls(list(calls))
     if not main:
         return []
-    out = [_plain(m) for m in _history(main[0]) if m.get("role") in ("system", "user")]
-    sampled = [c for c in main if c.response_text is not None]
-    sigs = [raw_signature(str(c.response_text)) for c in sampled]
-    ids: dict[int, tuple[str, ...]] = {}
-    answers: dict[int, list[tuple[tuple[str, str], ...]]] = {}
+    out = [_plain(m) for m in _messages(main[0].engine_request or main[0].request) if m.get("role") in ("system", "user")]
+    answered: set[str] = set()
+    answers: dict[tuple[Signature, int], list[tuple[tuple[str, str], ...]]] = {}
+    best: tuple[int, int, Any, list[_Turn]] | None = None
     for call in main:
-        seen = _witnessed(_history(call), call.index, sampled, sigs)
-        for s in seen:
-            ids.setdefault(s.turn, s.ids)
-        if seen and seen[-1].results:  # this request answers its last witnessed turn
-            answers.setdefault(seen[-1].turn, []).append(seen[-1].results)
-    for t, call in enumerate(sampled):
-        msg = _answer(str(call.response_text))
-        for tc, rid in zip(msg.get("tool_calls", []), ids.get(t, ()), strict=False):
+        turns = _witnessed(call, answered)
+        if turns and turns[-1].results:  # this request answers its last witnessed turn
+            answers.setdefault(turns[-1].key, []).append(turns[-1].results)
+        if best is None or (len(turns), call.index) >= best[:2]:
+            best = (len(turns), call.index, call, turns)
+        if call.response_text:
+            answered.add(_squash(call.response_text))
+    assert best is not None
+    _, _, last, turns = best
+    for turn in turns:
+        msg = _answer(turn.raw)
+        for tc, rid in zip(msg.get("tool_calls", []), turn.ids, strict=False):
             if rid:
                 tc["id"] = rid
         out.append(msg)
-        out += [{"role": "tool", "tool_call_id": rid, "content": text} for rid, text in _agreed(answers.get(t, []))]
+        out += [{"role": "tool", "tool_call_id": rid, "content": text} for rid, text in _agreed(answers.get(turn.key, []))]
+    if last.response_text is not None:
+        out.append(_answer(last.response_text))
     return out
 
 
