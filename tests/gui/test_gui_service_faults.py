@@ -354,14 +354,14 @@ async def test_an_agent_busy_looping_600_processes_cannot_starve_the_screen_into
 
     rt = load_runtime(TASK)
     harness = get_harness("command", argv=["env", f"PY={sys.executable}", "sh", "-c", STARVER])
-    # 300 s: on a box loaded by other work (a CI rehearsal at load ~19) forking the 600 loops and taking three
+    # 300 s: on a box loaded by other work (load ~19) forking the 600 loops and taking three
     # screenshots outran 150 s and the rollout ended `timeout` (the agent's own too, but not what is checked)
     records = await _run(rt, harness, ScriptedEngine(lambda turn: "unused"), tmp_path, retries=1, budget_s=300.0)
     # one attempt: an environment fault would have made it infra and retried it (what the split prevents)
     assert len(records) == 1, [(r.status, r.metadata.get("error")) for r in records]
     [record] = records
     # the agent's own end either way: it exits 1 after its screenshots, or (a box loaded by other work: twice
-    # in stop 30's CI rehearsal, with a 150 s and a 300 s budget) its 600 loops outlast the budget
+    # in CI, with a 150 s and a 300 s budget) its 600 loops outlast the budget
     assert (record.status, record.reward) in ((RolloutStatus.AGENT_FAILED, 0.0), (RolloutStatus.TIMEOUT, None)), \
         (record.status, record.metadata)  # a timeout is never verified: trained as the agent's failure
     assert not record.infra_tainted  # never a fault of the environment (a timeout without calls trains nothing)
