@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -35,13 +36,42 @@ def command(
         raise typer.BadParameter(str(exc), param_hint="CONFIG") from None
     console = Console()
     out = Path(cfg.out_dir)
-    summary = asyncio.run(Trainer(cfg, out, console).run(resume=resume))
+    trainer = Trainer(cfg, out, console)
+    terminated: list[int] = []
+    try:
+        summary = asyncio.run(_until_signalled(trainer.run(resume=resume), terminated))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        again = f"openforgerl train {config}" + (f" --out-dir {out_dir}" if out_dir is not None else "")
+        console.print(_interrupted(trainer, again, "SIGTERM" if terminated else "Ctrl-C"), highlight=False, soft_wrap=True)
+        raise typer.Exit(143 if terminated else 130) from None
+    console.print(f"stopped: {summary.stopped}", highlight=False, soft_wrap=True)
     console.print(f"[bold]done[/]: {summary.steps} steps, train reward (mean of first / last five steps) "
                   f"{_fmt(summary.first_reward)} -> {_fmt(summary.last_reward)}, "
                   f"held-out pass@1 {_fmt(summary.eval_before)} -> {_fmt(summary.eval_after)}"
                   + (f", train tasks pass@1 {_fmt(summary.train_before)} -> {_fmt(summary.train_after)}"
                      if summary.train_before is not None else ""))
     console.print(f"metrics: {out / 'metrics.jsonl'}  curve: {summary.curve}  tensorboard: {out / 'tensorboard'}")
+
+
+async def _until_signalled(run: Any, terminated: list[int]) -> Any:
+    """Run the trainer; SIGTERM cancels it like Ctrl-C does, so every service it opened (the engine's own
+    process among them) is closed on the way out instead of left running."""
+    task = asyncio.ensure_future(run)
+
+    def on_term() -> None:
+        terminated.append(signal.SIGTERM)
+        task.cancel()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_term)
+    return await task
+
+
+def _interrupted(trainer: Any, again: str, how: str) -> str:
+    done, total = trainer.done, trainer.cfg.train.steps
+    if trainer.saved_step:
+        return (f"interrupted ({how}) after step {done} of {total}; the checkpoint continues at step "
+                f"{trainer.saved_step}: resume with `{again} --resume`")
+    return f"interrupted ({how}) after step {done} of {total}; no checkpoint was written yet: start again with `{again}`"
 
 
 def _fmt(value: float | None) -> str:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 COLUMNS = ("step", "reward", "pass_rate", "eval_pass1", "train_pass1", "kept", "dropped", "trained_tokens", "loss", "step_s", "policy_version")
+"""The step table's columns, most important first: a narrow terminal drops them from the right."""
 
 
 class MetricsLog:
@@ -49,13 +52,91 @@ class MetricsLog:
             self._tb.close()
 
 
-def step_table(rows: Sequence[Mapping[str, Any]]) -> Table:
-    table = Table(title="openforgerl train", show_lines=False)
+_CELL_WIDTH = 9  # "0.123" or "1234567" plus rich's padding and border: measured on the quickstart's rows
+
+
+def fitting_columns(width: int) -> tuple[str, ...]:
+    """The leading columns whose headers and cells fit `width` characters (at least step and reward)."""
+    used, cols = 1, list[str]()
     for col in COLUMNS:
-        table.add_column(col, justify="right")
+        need = max(len(col), _CELL_WIDTH - 3) + 3
+        if used + need > width and len(cols) >= 2:
+            break
+        used += need
+        cols.append(col)
+    return tuple(cols)
+
+
+def step_table(rows: Sequence[Mapping[str, Any]], *, width: int | None = None, caption: str | None = None) -> Table:
+    """The last 15 steps; with `width`, only the columns that fit it (rich would cut every cell to `rew…`)."""
+    cols = COLUMNS if width is None else fitting_columns(width)
+    table = Table(title="openforgerl train", show_lines=False, caption=caption)
+    for col in cols:
+        table.add_column(col, justify="right", no_wrap=True)
     for row in rows[-15:]:
-        table.add_row(*(_fmt(row.get(col)) for col in COLUMNS))
+        table.add_row(*(_fmt(row.get(col)) for col in cols))
     return table
+
+
+def clock(seconds: float) -> str:
+    """`1:05`, `12:40`, `1:02:03`."""
+    s = max(0, round(seconds))
+    h, rest = divmod(s, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
+
+
+@dataclass
+class StepProgress:
+    """Elapsed time, ETA and the time budget of a training run, in one line per finished step.
+
+    A run whose output goes to a file or a pipe gets these lines as they happen (a live table is only
+    drawn on a terminal, and rich draws it once, at the end, anywhere else)."""
+
+    total: int  # steps the run is configured for
+    first: int  # the step it started at (after --resume)
+    budget_s: float | None  # train.time_budget_s
+    started: float = field(default_factory=time.monotonic)
+    step_times: list[float] = field(default_factory=list)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def eta(self, done: int) -> float | None:
+        """Seconds until the last step at the mean step time so far (None before the first step)."""
+        if not self.step_times:
+            return None
+        return sum(self.step_times) / len(self.step_times) * (self.total - done)
+
+    def status(self, done: int) -> str:
+        parts = [f"elapsed {clock(self.elapsed())}"]
+        eta = self.eta(done)
+        if eta is not None and done < self.total:
+            parts.append(f"eta {clock(eta)}")
+        if self.budget_s:
+            left = self.budget_s - self.elapsed()
+            parts.append(f"budget {clock(left)} left" if left > 0 else "budget spent")
+            if eta is not None and done < self.total and eta > left:
+                parts.append("the budget ends the run first")
+        return "  ".join(parts)
+
+    def line(self, row: Mapping[str, Any], done: int) -> str:
+        """`step 3/60  reward 0.412  pass 0.375  kept 32  dropped 0  loss 0.0123  21.4 s/step  elapsed ...`."""
+        if "step_s" in row:
+            self.step_times.append(float(row["step_s"]))
+        cells = [f"step {done}/{self.total}"]
+        for key, name in (("reward", "reward"), ("pass_rate", "pass"), ("kept", "kept"), ("dropped", "dropped"),
+                          ("loss", "loss"), ("eval_pass1", "held-out pass@1")):
+            if row.get(key) is not None:
+                cells.append(f"{name} {_fmt(row[key])}")
+        if "step_s" in row:
+            cells.append(f"{float(row['step_s']):.1f} s/step")
+        return "  ".join([*cells, self.status(done)])
+
+    def why_stopped(self, done: int, *, budget_hit: bool) -> str:
+        if budget_hit:
+            return (f"the time budget (train.time_budget_s = {self.budget_s:g} s) stopped the run after step "
+                    f"{done} of {self.total}")
+        return f"all {self.total} steps done" if self.first == 0 else f"steps {self.first + 1}-{self.total} done"
 
 
 def _fmt(value: Any) -> str:

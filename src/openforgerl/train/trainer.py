@@ -18,7 +18,8 @@ import copy
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,7 +33,7 @@ from openforgerl.orchestrator.results import ResultSink
 from openforgerl.records import CallRecord, RolloutRecord, Sample
 from openforgerl.train.checkpoint import load_checkpoint, save_checkpoint
 from openforgerl.train.grpo import RolloutScore, group_advantages
-from openforgerl.train.reporting import MetricsLog, plot_reward_curve, step_table
+from openforgerl.train.reporting import MetricsLog, StepProgress, plot_reward_curve, step_table
 from openforgerl.train.stack import Stack, open_stack, redraw_pool, select_tasks
 from openforgerl.train.update import grpo_update, logprob_check
 from openforgerl.train.vision import SampleVision
@@ -64,6 +65,8 @@ class TrainSummary:
     """pass@1 on the train tasks before training (`eval.train_group_size`; None: not evaluated) ..."""
     train_after: float | None = None
     """... and after."""
+    stopped: str = ""
+    """Why the loop ended: every step done, or the time budget (with the step it stopped after)."""
 
 
 def harness_for(cfg: Config, step: int) -> Any:
@@ -152,6 +155,15 @@ class Trainer:
         self.settings = cfg.train.update_settings()
         self.vision: SampleVision | None = None
         self.check_logprobs = cfg.train.step0_logprob_tol is not None
+        self.version = 0  # the policy version the engine serves
+        self.done = 0  # steps finished (an interrupted run says where it stopped)
+        self.saved_step: int | None = None  # the step the checkpoint on disk continues at
+        self.updating = False  # inside the optimiser step: the weights in memory are half-updated
+        self.progress = StepProgress(cfg.train.steps, 0, cfg.train.time_budget_s)
+
+    def say(self, text: str) -> None:
+        """A progress line, on a terminal and off it (a log file sees it when it happens)."""
+        self.console.print(f"[dim]{self.progress.status(self.done)}[/]  {text}", highlight=False, soft_wrap=True)
 
     async def evaluate(self, stack: Stack, step: int) -> float | None:
         """Held-out pass@1 (`eval.tasks`, `eval.group_size` rollouts a task)."""
@@ -166,6 +178,8 @@ class Trainer:
         return await self._pass_rate(stack, stack.train_tasks, self.cfg.eval.train_group_size, step, "eval_train")
 
     async def _pass_rate(self, stack: Stack, tasks: list[Any], group_size: int, step: int, kind: str) -> float | None:
+        what = "held-out tasks" if kind == "eval" else "train tasks"
+        self.say(f"evaluating pass@1 on {len(tasks)} {what} x {group_size} rollouts (after step {step})")
         ocfg = self.cfg.orchestrator(group_size=group_size, artifacts_dir=self.out_dir / "rollouts", min_group_size=1)
         batch = await run_batch(tasks, harness_for(self.cfg, step), gateway=stack.gateway.access,
                                 backend=stack.backend, config=ocfg, sink=self.sink(stack, kind))
@@ -190,8 +204,10 @@ class Trainer:
         options = self.cfg.reconstruction_options(image_token_id=self.vision.image_token_id if self.vision else None)
         data = await collect(stack.store, batch, options)
         adv = group_advantages(data.scores)
+        self.updating = True
         stats = await asyncio.to_thread(grpo_update, model, opt, data.samples, adv, self.settings, ref_model=ref,
                                         vision=self.vision)
+        self.updating = False
         new_version = await sync_weights(GatewayAdmin(stack.gateway), stack.pusher, model, version + 1)
         rewards = [s.reward for s in data.scores]
         return {**self.step0_check(stats),
@@ -248,6 +264,7 @@ class Trainer:
     async def run(self, *, resume: bool = False) -> TrainSummary:
         torch.manual_seed(self.cfg.seed)
         started = time.monotonic()
+        self.say(f"starting: engine, gateway and sandboxes for {self.cfg.train.steps} steps")
         async with open_stack(self.cfg, self.out_dir) as stack:
             model = load_policy(stack.policy_path)
             self.vision = policy_vision(stack.policy_path, stack.store)
@@ -256,37 +273,70 @@ class Trainer:
             first, version = 0, 0
             if resume:
                 first, version = load_checkpoint(self.out_dir / "checkpoint", model, opt)
+                self.saved_step = first
                 await sync_weights(GatewayAdmin(stack.gateway), stack.pusher, model, version)
+            self.done, self.progress.first = first, first
             before = await self.evaluate(stack, first) if first == 0 else None
             if before is not None:
                 self.log.write({"step": first, "eval_pass1": before})
             train_before = await self.evaluate_train(stack, first) if first == 0 else None
             if train_before is not None:
                 self.log.write({"step": first, "train_pass1": train_before})
-            done = first
-            with Live(step_table(self.log.rows()), console=self.console, refresh_per_second=2) as live:
-                for step in range(first, self.cfg.train.steps):
-                    if self.cfg.train.time_budget_s and time.monotonic() - started > self.cfg.train.time_budget_s:
-                        break
-                    row = await self.step(stack, model, opt, ref, step, version)
-                    version = row["policy_version"]
-                    done = step + 1
-                    if self.cfg.eval.every and done % self.cfg.eval.every == 0 and done < self.cfg.train.steps:
-                        row["eval_pass1"] = await self.evaluate(stack, done)
-                    if due := self.refresh_due(done):
-                        row |= await self.refresh_bands(stack, due, done, version)
-                    self.log.write(row)
-                    live.update(step_table(self.log.rows()))
-                    if self.cfg.train.checkpoint_every and done % self.cfg.train.checkpoint_every == 0:
-                        save_checkpoint(self.out_dir / "checkpoint", model, opt, done, version)
-            save_checkpoint(self.out_dir / "checkpoint", model, opt, done, version)
-            after = await self.evaluate(stack, done)
+            try:
+                budget_hit = await self.loop(stack, model, opt, ref, first, version, started)
+            except asyncio.CancelledError:
+                self.checkpoint_on_interrupt(model, opt)
+                raise
+            version = self.version
+            save_checkpoint(self.out_dir / "checkpoint", model, opt, self.done, version)
+            self.saved_step = self.done
+            after = await self.evaluate(stack, self.done)
             if after is not None:
-                self.log.write({"step": done, "eval_pass1": after})
-            train_after = await self.evaluate_train(stack, done)
+                self.log.write({"step": self.done, "eval_pass1": after})
+            train_after = await self.evaluate_train(stack, self.done)
             if train_after is not None:
-                self.log.write({"step": done, "train_pass1": train_after})
-        return self.summary(before, after, train_before, train_after)
+                self.log.write({"step": self.done, "train_pass1": train_after})
+        summary = self.summary(before, after, train_before, train_after)
+        return replace(summary, stopped=self.progress.why_stopped(self.done, budget_hit=budget_hit))
+
+    async def loop(self, stack: Stack, model: Any, opt: Any, ref: Any, first: int, version: int,
+                   started: float) -> bool:
+        """The steps; True when the time budget ended them early. A terminal gets a live table, anything
+        else a line per step."""
+        self.version = version
+        live = (Live(self.table(), console=self.console, refresh_per_second=2) if self.console.is_terminal
+                else None)
+        with live if live is not None else nullcontext():
+            for step in range(first, self.cfg.train.steps):
+                if self.cfg.train.time_budget_s and time.monotonic() - started > self.cfg.train.time_budget_s:
+                    return True
+                row = await self.step(stack, model, opt, ref, step, self.version)
+                self.version = row["policy_version"]
+                self.done = step + 1
+                if self.cfg.eval.every and self.done % self.cfg.eval.every == 0 and self.done < self.cfg.train.steps:
+                    row["eval_pass1"] = await self.evaluate(stack, self.done)
+                if due := self.refresh_due(self.done):
+                    row |= await self.refresh_bands(stack, due, self.done, self.version)
+                self.log.write(row)
+                line = self.progress.line(row, self.done)
+                if live is not None:
+                    live.update(self.table())
+                else:
+                    self.console.print(line, highlight=False, soft_wrap=True)
+                if self.cfg.train.checkpoint_every and self.done % self.cfg.train.checkpoint_every == 0:
+                    save_checkpoint(self.out_dir / "checkpoint", model, opt, self.done, self.version)
+                    self.saved_step = self.done
+        return False
+
+    def table(self) -> Any:
+        return step_table(self.log.rows(), width=self.console.width, caption=self.progress.status(self.done))
+
+    def checkpoint_on_interrupt(self, model: Any, opt: Any) -> None:
+        """Save the finished steps when the weights in memory are whole (not mid-update), so `--resume`
+        loses no finished step."""
+        if not self.updating and self.done > (self.saved_step or 0):
+            save_checkpoint(self.out_dir / "checkpoint", model, opt, self.done, self.version)
+            self.saved_step = self.done
 
     def summary(self, before: float | None, after: float | None, train_before: float | None = None,
                 train_after: float | None = None) -> TrainSummary:

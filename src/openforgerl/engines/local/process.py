@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from openforgerl.engines.local.vllm_cpu import free_port, stop, wait_healthy
+from openforgerl.engines.local.vllm_cpu import free_port, stop, terminate_with_parent, wait_healthy
 
 
 class LocalEngineProcess:
@@ -43,4 +43,7 @@ class LocalEngineProcess:
 def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # its own session so `stop` can end its group; PDEATHSIG so a parent killed without a chance to
+        # close it (SIGKILL, an OOM kill) does not leave it holding the model's memory
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=terminate_with_parent)
