@@ -190,7 +190,8 @@ def messages_from_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
             if rid:
                 tc["id"] = rid
         out.append(msg)
-        out += [{"role": "tool", "tool_call_id": rid, "content": text} for rid, text in _agreed(answers.get(turn.key, []))]
+        agreed = _agreed(answers.get(turn.key, []))[:len(msg.get("tool_calls", []))]  # one result per call it made
+        out += [{"role": "tool", "tool_call_id": rid, "content": text} for rid, text in agreed]
     if last.response_text is not None:
         out.append(_answer(last.response_text))
     return out
