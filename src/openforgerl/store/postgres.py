@@ -1,0 +1,362 @@
+"""PostgreSQL call log: one log for several gateway replicas (`--store postgresql://user@host/db`).
+
+Same contract and guarantees as the embedded SQLite store (base.py, sqlite.py); what differs is
+where durability comes from and who serialises writers:
+* Durable before the answer: `append_call`, `put_rollout` and `put_blob` return (or their
+  awaitable completes) once PostgreSQL has committed the transaction holding them (the default
+  `synchronous_commit=on`: the commit record is flushed to the server's WAL). There is no local
+  journal: a kill -9 of a replica loses nothing it had answered, and nothing lives on its disk.
+  A cancelled call (which cannot await) is committed before `append_call` returns, the calling
+  thread waiting for it.
+* Group commit: every write goes through one writer thread per store, which commits whatever has
+  queued while the previous commit was in flight as one transaction (no batch window: the server's
+  WAL flush is the window). The event loop never waits on the network.
+* No overwrite: `calls` has PRIMARY KEY (rollout_id, idx) and is written with
+  `INSERT .. ON CONFLICT DO NOTHING`; a row whose key is taken by other bytes goes whole to
+  `call_conflicts`, and one with the same bytes is skipped. Skipping the identical row makes a
+  batch safe to send again when the connection dropped with its COMMIT unanswered (the writer
+  reconnects and retries for up to `_RETRY_S`): the retry can only find its own rows.
+* Unique indices across replicas: `index_leases` keeps one row per rollout, the stop of the last
+  block leased; a lease is one `INSERT .. ON CONFLICT DO UPDATE` that starts past that stop and
+  past every stored index. The row lock it takes serialises replicas leasing for one rollout; a
+  replica that dies leaves a gap (its unused block), never a reuse.
+* Reads go through a connection per reading thread (autocommit), so they see every committed
+  write, this replica's and the others'.
+
+Blobs are `bytea` rows of the `blobs` table, not pack files (`blobfiles.py`) on a path the
+replicas share. Measured on a loaded 2-core box, 400 new 41 KB blobs, CPU of the writing process:
+a bytea row cost 175 us per blob with 16 puts in flight (1.65 ms wall each, group-committed and
+fsync'd by the server; 1.0 ms CPU and 12 ms wall one at a time), a local pack append 36 us (0.1 ms
+wall, not fsync'd) and 390 us with fdatasync (7 ms wall). So packs are cheaper only without their
+fsync, and only on a local disk: shared by replicas they need a network filesystem every replica
+mounts, whose append and flush semantics would decide whether a record committed by one replica
+names a blob another cannot read yet. A row in the same database makes "the blob is committed
+before the record naming it" one order of commits on one server (the writer also puts a batch's
+blobs before its calls), with one thing to run and back up. The cost falls only on calls with a
+new image (seen hashes are remembered). The column is stored EXTERNAL (out of line, uncompressed):
+image bytes are already compressed, so pglz would only spend CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import queue
+import re
+import threading
+import time
+from collections.abc import Awaitable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from openforgerl.errors import UserError
+from openforgerl.records import CallRecord, RolloutRecord
+
+try:
+    import psycopg
+except ImportError:  # the optional `postgres` extra
+    psycopg = None  # type: ignore[assignment]
+
+_SCHEMA = """
+SELECT pg_advisory_xact_lock(7319040113);  -- replicas starting together create the schema once
+CREATE TABLE IF NOT EXISTS calls (
+  rollout_id TEXT NOT NULL,
+  idx INTEGER NOT NULL,
+  body BYTEA NOT NULL,
+  seq BIGSERIAL,
+  PRIMARY KEY (rollout_id, idx)
+);
+CREATE TABLE IF NOT EXISTS rollouts (
+  rollout_id TEXT PRIMARY KEY,
+  body BYTEA NOT NULL,
+  seq BIGSERIAL
+);
+CREATE TABLE IF NOT EXISTS index_leases (
+  rollout_id TEXT PRIMARY KEY,
+  stop INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS blobs (
+  sha256 TEXT PRIMARY KEY,
+  media_type TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  data BYTEA NOT NULL
+);
+ALTER TABLE blobs ALTER COLUMN data SET STORAGE EXTERNAL;
+CREATE TABLE IF NOT EXISTS call_conflicts (
+  rollout_id TEXT NOT NULL,
+  idx INTEGER NOT NULL,
+  body BYTEA NOT NULL,
+  seen_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+"""
+_INSERT_CALLS = """INSERT INTO calls (rollout_id, idx, body)
+SELECT * FROM unnest(%s::text[], %s::int[], %s::bytea[]) ON CONFLICT DO NOTHING"""
+# Run only when the insert above skipped a row: keys already held by OTHER bytes are kept aside.
+_DIVERT_CONFLICTS = """INSERT INTO call_conflicts (rollout_id, idx, body)
+SELECT u.r, u.i, u.b FROM unnest(%s::text[], %s::int[], %s::bytea[]) AS u(r, i, b)
+JOIN calls c ON c.rollout_id = u.r AND c.idx = u.i WHERE c.body <> u.b"""
+_PUT_ROLLOUT = """INSERT INTO rollouts (rollout_id, body) VALUES (%s, %s)
+ON CONFLICT (rollout_id) DO UPDATE SET body = excluded.body"""
+_PUT_BLOB = "INSERT INTO blobs VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
+_STORED_STOP = "(SELECT coalesce(max(idx) + 1, 0) FROM calls WHERE rollout_id = %(r)s)"
+_LEASE = f"""INSERT INTO index_leases AS l (rollout_id, stop) VALUES (%(r)s, {_STORED_STOP} + %(n)s)
+ON CONFLICT (rollout_id) DO UPDATE SET stop = greatest(l.stop, {_STORED_STOP}) + %(n)s
+RETURNING stop"""
+_RETRY_S = 30.0  # how long the writer keeps reconnecting before failing a batch
+_CONNECT_TIMEOUT_S = 5
+_KNOWN_BLOBS = 65536
+_SYNC_WAIT_S = 60.0  # a cancelled call's synchronous commit
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def redacted(url: str) -> str:
+    """`url` without its password (error messages and logs)."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+@dataclass
+class _Job:
+    kind: str  # call | rollout | blob | lease
+    params: tuple[Any, ...]
+    done: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
+
+
+class PostgresCallStore:
+    """Append-only call log in a PostgreSQL database, shared by any number of gateway processes."""
+
+    def __init__(self, url: str) -> None:
+        if psycopg is None:
+            raise UserError("a postgresql:// call log needs the PostgreSQL driver: pip install 'openforgerl[postgres]'")
+        self.url = url
+        self.path = redacted(url)  # what messages name (the SQLite store's `path`)
+        self._conn = self._connect(autocommit=True)  # the writer thread's
+        try:
+            with self._conn.transaction():
+                self._conn.execute(_SCHEMA)
+        except psycopg.Error as exc:  # e.g. a role that may not create tables
+            self._conn.close()
+            raise UserError(f"cannot set up the PostgreSQL call log {self.path}: {_one_line(exc)}") from None
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._closed = False
+        self._readers: list[Any] = []
+        self._readers_lock = threading.Lock()
+        self._read_local = threading.local()
+        self._known_blobs: dict[str, None] = {}
+        self._writer = threading.Thread(target=self._write_loop, name="pgstore-writer", daemon=True)
+        self._writer.start()
+
+    def _connect(self, *, autocommit: bool) -> Any:
+        """A connection, or one line naming what to fix (unreachable server, wrong credentials)."""
+        try:
+            return psycopg.connect(self.url, autocommit=autocommit, connect_timeout=_CONNECT_TIMEOUT_S)
+        except psycopg.Error as exc:
+            raise UserError(f"cannot open the PostgreSQL call log {self.path}: {_one_line(exc)}") from None
+
+    # -- writing -------------------------------------------------------------------------------
+    def _submit(self, kind: str, *params: Any) -> concurrent.futures.Future[Any]:
+        if self._closed:
+            raise RuntimeError(f"call store {self.path} is closed")
+        job = _Job(kind, params)
+        self._queue.put(job)
+        return job.done
+
+    def _write_loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            jobs, stop = [first], False
+            while len(jobs) < 4096:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                jobs.append(more)
+            results, error = self._commit_retrying(jobs)
+            for job, result in zip(jobs, results or [None] * len(jobs), strict=True):
+                if error is None:
+                    job.done.set_result(result)
+                else:
+                    job.done.set_exception(error)
+            if stop:
+                return
+
+    def _commit_retrying(self, jobs: list[_Job]) -> tuple[list[Any] | None, BaseException | None]:
+        """Commit `jobs` as one transaction, reconnecting while the server is away (bounded)."""
+        give_up = time.monotonic() + _RETRY_S
+        delay = 0.05
+        while True:
+            try:
+                if self._conn.closed:
+                    self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S)
+                return self._commit(jobs), None
+            except psycopg.OperationalError as exc:  # connection lost: the batch is safe to resend
+                if time.monotonic() + delay > give_up:
+                    return None, exc
+                if not self._conn.closed:
+                    self._conn.close()
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            except Exception as exc:
+                return None, exc
+
+    def _commit(self, jobs: list[_Job]) -> list[Any]:
+        results: list[Any] = [None] * len(jobs)
+        calls = [job.params for job in jobs if job.kind == "call"]
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            blobs = [job.params for job in jobs if job.kind == "blob"]
+            if blobs:  # before the calls: a record never commits without the blobs it names
+                cur.executemany(_PUT_BLOB, blobs)
+            if calls:
+                columns = [list(col) for col in zip(*calls, strict=True)]
+                cur.execute(_INSERT_CALLS, columns)
+                if cur.rowcount < len(calls):
+                    cur.execute(_DIVERT_CONFLICTS, columns)
+            rollouts = [job.params for job in jobs if job.kind == "rollout"]
+            if rollouts:
+                cur.executemany(_PUT_ROLLOUT, rollouts)
+            for i, job in enumerate(jobs):
+                if job.kind == "lease":
+                    rollout_id, count = job.params
+                    (stop,) = cur.execute(_LEASE, {"r": rollout_id, "n": count}).fetchone()
+                    results[i] = (int(stop) - count, int(stop))
+        return results
+
+    def append_call(self, rollout_id: str, index: int, body: bytes) -> Awaitable[None]:
+        """Committed once the awaitable completes; a caller that cannot await (no loop, or a task
+        being cancelled) has it committed before this returns."""
+        done = self._submit("call", rollout_id, index, body)
+        if _can_wait():
+            return asyncio.wrap_future(done)
+        done.result(_SYNC_WAIT_S)
+        return _APPENDED
+
+    async def lease_indices(self, rollout_id: str, count: int) -> tuple[int, int]:
+        result: tuple[int, int] = await asyncio.wrap_future(self._submit("lease", rollout_id, count))
+        return result
+
+    async def put_rollout(self, rollout: RolloutRecord) -> None:
+        body = orjson.dumps(rollout.model_dump(mode="json"))
+        await asyncio.wrap_future(self._submit("rollout", rollout.rollout_id, body))
+
+    async def put_blob(self, sha256: str, data: bytes, media_type: str) -> None:
+        """Stored once (idempotent across replicas); committed when this returns."""
+        if sha256 in self._known_blobs:
+            return
+        if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+            raise ValueError(f"not a sha256 hex digest: {sha256[:80]!r}")
+        await asyncio.wrap_future(self._submit("blob", sha256, media_type, len(data), data))
+        known = self._known_blobs
+        known[sha256] = None
+        if len(known) > _KNOWN_BLOBS:
+            del known[next(iter(known))]
+
+    # -- reading -------------------------------------------------------------------------------
+    def _reader(self) -> Any:
+        conn = getattr(self._read_local, "conn", None)
+        if conn is None or conn.closed:
+            if self._closed:
+                raise RuntimeError(f"call store {self.path} is closed")
+            conn = self._connect(autocommit=True)
+            self._read_local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        """Rows of `sql`; reconnects once when the server dropped this thread's connection."""
+        try:
+            return list(self._reader().execute(sql, params).fetchall())
+        except psycopg.OperationalError:
+            self._read_local.conn = None
+            return list(self._reader().execute(sql, params).fetchall())
+
+    def _bodies(self, sql: str, params: tuple[Any, ...] = ()) -> list[bytes]:
+        return [bytes(row[0]) for row in self._fetch(sql, params)]
+
+    async def get_rollout(self, rollout_id: str) -> RolloutRecord | None:
+        rows = await asyncio.to_thread(self._bodies, "SELECT body FROM rollouts WHERE rollout_id=%s", (rollout_id,))
+        return RolloutRecord.model_validate_json(rows[0]) if rows else None
+
+    async def list_rollouts(self) -> list[RolloutRecord]:
+        return await asyncio.to_thread(self.read_rollouts)
+
+    async def list_calls(self, rollout_id: str) -> list[CallRecord]:
+        return await asyncio.to_thread(self.read_calls, rollout_id)
+
+    def read_rollouts(self) -> list[RolloutRecord]:
+        return [RolloutRecord.model_validate_json(r) for r in self._bodies("SELECT body FROM rollouts ORDER BY seq")]
+
+    def read_calls(self, rollout_id: str) -> list[CallRecord]:
+        rows = self._bodies("SELECT body FROM calls WHERE rollout_id=%s ORDER BY idx", (rollout_id,))
+        return [CallRecord.model_validate_json(r) for r in rows]
+
+    def read_rollout_ids_with_calls(self) -> list[str]:
+        rows = self._fetch("SELECT rollout_id FROM calls GROUP BY rollout_id ORDER BY min(seq)")
+        return [str(row[0]) for row in rows]
+
+    def read_conflicts(self) -> list[tuple[str, int, bytes]]:
+        """The writes that found their key taken by other bytes (kept aside, never applied)."""
+        rows = self._fetch("SELECT rollout_id, idx, body FROM call_conflicts ORDER BY seen_at")
+        return [(str(r), int(i), bytes(b)) for r, i, b in rows]
+
+    async def get_blob(self, sha256: str) -> bytes | None:
+        return await asyncio.to_thread(self.read_blob, sha256)
+
+    def read_blob(self, sha256: str) -> bytes | None:
+        rows = self._fetch("SELECT data FROM blobs WHERE sha256=%s", (sha256,))
+        return bytes(rows[0][0]) if rows else None
+
+    def read_blob_usage(self) -> tuple[int, int]:
+        ((count, size),) = self._fetch("SELECT count(*), coalesce(sum(size), 0) FROM blobs")
+        return int(count), int(size)
+
+    # -- closing -------------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        await asyncio.to_thread(self._writer.join)
+        self._finish()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._writer.join()
+        self._finish()
+
+    def _finish(self) -> None:
+        self._conn.close()
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+
+
+class _Appended:
+    """An awaitable that is already done (a call committed before `append_call` returned)."""
+
+    def __await__(self) -> Generator[None, None, None]:
+        yield from ()
+
+
+_APPENDED = _Appended()
+
+
+def _can_wait() -> bool:
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return False
+    return task is not None and not task.cancelling()

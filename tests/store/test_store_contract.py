@@ -1,0 +1,226 @@
+"""The call-log contract (store/base.py), run against every store: embedded SQLite and a real PostgreSQL.
+
+The guarantees the gateway relies on: a call reads back byte-exact and in index order; a finished call
+is never overwritten (a second write of its key is kept aside as a conflict); call indices leased by
+several store instances (several gateway processes) never overlap; a call is durable once
+`append_call` is done, across a SIGKILL of the writing process; blobs are stored once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+
+from openforgerl.engines.base import PromptIds
+from openforgerl.records import (
+    CallError,
+    CallErrorKind,
+    CallRecord,
+    RolloutRecord,
+    RolloutStatus,
+    WireProtocol,
+)
+from openforgerl.store import open_store
+from openforgerl.testing.calls import stored
+
+Opener = Callable[[], Any]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """Where a store lives: a SQLite file, or a fresh PostgreSQL database's URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "log.db")
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def opener(location: str) -> Opener:
+    return lambda: open_store(location)
+
+
+def _call(rollout: str, index: int) -> CallRecord:
+    return CallRecord(rollout_id=rollout, index=index, protocol=WireProtocol.CHAT, prompt_token_ids=[1, 2, 3 + index],
+                      completion_token_ids=[7, 8], completion_logprobs=[-0.5, -0.25])
+
+
+def _conflicts(location: str) -> list[tuple[str, int, bytes]]:
+    """What the store kept aside: writes that found their key taken by other bytes."""
+    if location.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(location) as conn:
+            rows = conn.execute("SELECT rollout_id, idx, body FROM call_conflicts").fetchall()
+    else:
+        import sqlite3
+
+        with sqlite3.connect(location) as db:
+            rows = db.execute("SELECT rollout_id, idx, body FROM call_conflicts").fetchall()
+    return [(r, i, bytes(b)) for r, i, b in rows]
+
+
+async def test_append_and_read_back_in_order(opener: Opener) -> None:
+    store = opener()
+    for i in (2, 0, 1):
+        await store.append_call(*stored(_call("r1", i)))
+    await store.append_call(*stored(_call("r2", 0)))
+    await store.put_rollout(RolloutRecord(rollout_id="r1", status=RolloutStatus.OK, reward=1.0))
+    await store.put_rollout(RolloutRecord(rollout_id="r0"))
+    await store.put_rollout(RolloutRecord(rollout_id="r1", status=RolloutStatus.OK, reward=0.5))  # replaced
+    calls = await store.list_calls("r1")
+    assert [c.index for c in calls] == [0, 1, 2] and calls[1].prompt_token_ids == [1, 2, 4]
+    assert (await store.get_rollout("r1")).reward == 0.5
+    assert await store.get_rollout("missing") is None
+    assert sorted(r.rollout_id for r in await store.list_rollouts()) == ["r0", "r1"]
+    await store.aclose()
+    reopened = opener()
+    assert [c.rollout_id for c in reopened.read_calls("r2")] == ["r2"]
+    assert reopened.read_rollout_ids_with_calls() == ["r1", "r2"]
+    assert sorted(r.rollout_id for r in reopened.read_rollouts()) == ["r0", "r1"]
+    reopened.close()
+
+
+async def test_concurrent_appends_round_trip_exactly(opener: Opener) -> None:
+    """Many appends at once (one commit batch) read back identical to what was appended."""
+    store = opener()
+    records = [
+        _call("r", i).model_copy(update={"completion_logprobs": [-0.5, -9999.0, -1.25e-07],
+                                         "request": {"a": [1, {"b": None}], "t": "h\u00e9 \u2603"},
+                                         "error": CallError(kind=CallErrorKind.ENGINE_HTTP, message="m", status=500)})
+        for i in range(300)
+    ]
+    await asyncio.gather(*(store.append_call(*stored(r)) for r in records))
+    back = await store.list_calls("r")
+    assert back == [CallRecord.model_validate_json(r.model_dump_json()) for r in records]
+    assert back[0].is_infra_error and not back[0].trainable
+    await store.aclose()
+
+
+async def test_append_call_round_trips_the_gateway_record(opener: Opener) -> None:
+    from openforgerl.gateway.recording import CallMeta, CallTape, build_record, record_json
+
+    raw_request = b'{"model": "m",  "messages": [{"role": "user", "content": "h\\u00e9"}], "n": 1}'
+    meta = CallMeta("r", 3, WireProtocol.CHAT, orjson.loads(raw_request), None, {"thread-id": "t1"}, 2, 100.0,
+                    False, raw_request)
+    tape = CallTape(prompt=PromptIds(json=b"[5,6,70000]"), token_ids=[1, 2], logprobs=[-0.5, -1e-9], text=["h\u00e9"],
+                    finish_reason="stop", engine_id="e", first_token_at=101.0)
+    store = opener()
+    await store.append_call("r", 3, record_json(meta, tape, None, finished_at=102.0))
+    (back,) = await store.list_calls("r")
+    assert back == build_record(meta, tape, None, finished_at=102.0)
+    await store.aclose()
+
+
+async def test_a_finished_call_is_never_overwritten(opener: Opener, location: str) -> None:
+    """A second write of a call's key (a bug upstream, or another replica) is kept aside as a
+    conflict; the first call stays, and the other calls of the same commit are not held back."""
+    store = opener()
+    first = _call("r", 0)
+    await store.append_call(*stored(first))
+    await store.list_calls("r")
+    twin = first.model_copy(update={"completion_token_ids": [666]})
+    await asyncio.gather(store.append_call(*stored(twin)), store.append_call(*stored(_call("r", 1))))
+    calls = await store.list_calls("r")
+    assert [c.completion_token_ids for c in calls] == [[7, 8], [7, 8]]
+    await store.aclose()
+    ((rid, idx, body),) = _conflicts(location)
+    assert (rid, idx) == ("r", 0) and CallRecord.model_validate_json(body).completion_token_ids == [666]
+
+
+async def test_a_second_store_cannot_overwrite_either(opener: Opener, location: str) -> None:
+    """Two store instances (two gateway processes) writing the same key: one wins, the other is a conflict."""
+    a, b = opener(), opener()
+    one, two = _call("r", 0), _call("r", 0).model_copy(update={"completion_token_ids": [9]})
+    await asyncio.gather(a.append_call(*stored(one)), b.append_call(*stored(two)))
+    await b.list_calls("r")  # b's write is committed too
+    (kept,) = await a.list_calls("r")
+    await a.aclose()
+    await b.aclose()
+    ((_, _, diverted),) = _conflicts(location)
+    assert {tuple(kept.completion_token_ids), tuple(CallRecord.model_validate_json(diverted).completion_token_ids)} == {
+        (7, 8), (9,)}
+
+
+async def test_index_leases_start_past_stored_calls_and_other_stores_leases(opener: Opener) -> None:
+    a, b = opener(), opener()
+    await a.append_call(*stored(_call("r", 0)))
+    await a.append_call(*stored(_call("r", 5)))  # a gap at 1..4
+    await a.list_calls("r")
+    assert await a.lease_indices("r", 4) == (6, 10)
+    assert await b.lease_indices("r", 4) == (10, 14)  # the other store sees a's lease
+    assert await b.lease_indices("fresh", 2) == (0, 2)
+    results = await asyncio.gather(*(s.lease_indices("race", 3) for s in (a, b) for _ in range(5)))
+    assert sorted(start for start, _ in results) == list(range(0, 30, 3))  # disjoint, none twice
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_a_cancelled_task_appends_without_awaiting(opener: Opener) -> None:
+    """The gateway's cancelled call records its last call and re-raises, never awaiting: the call is
+    durable (readable by another store instance) when `append_call` returns."""
+    store, other = opener(), opener()
+
+    async def cancelled() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            store.append_call(*stored(_call("c", 0)))
+            raise
+
+    task = asyncio.create_task(cancelled())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    if hasattr(store, "url"):  # PostgreSQL: committed on the server already; any reader sees it
+        assert [c.index for c in other.read_calls("c")] == [0]
+    assert [c.index for c in store.read_calls("c")] == [0]
+    await store.aclose()
+    await other.aclose()
+
+
+def test_appended_calls_survive_sigkill_of_the_writer(location: str, opener: Opener) -> None:
+    """Once append_call is done, a SIGKILL of the writing process loses nothing."""
+    script = textwrap.dedent(
+        f"""
+        import asyncio, os, signal
+        from openforgerl.records import CallRecord, WireProtocol
+        from openforgerl.store import open_store
+        from openforgerl.testing.calls import stored
+        async def main():
+            store = open_store({location!r})
+            for i in range(50):
+                await store.append_call(*stored(CallRecord(rollout_id="k", index=i, protocol=WireProtocol.CHAT,
+                                                           completion_token_ids=[i])))
+            os.kill(os.getpid(), signal.SIGKILL)
+        asyncio.run(main())
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    store = opener()
+    assert [c.completion_token_ids for c in store.read_calls("k")] == [[i] for i in range(50)]
+    store.close()
+
+
+async def test_blobs_are_stored_once_and_read_back(opener: Opener) -> None:
+    store, other = opener(), opener()
+    data = b"\x89PNG" + bytes(range(256)) * 10
+    sha = hashlib.sha256(data).hexdigest()
+    assert await store.get_blob(sha) is None and store.read_blob(sha) is None
+    await asyncio.gather(*(s.put_blob(sha, data, "image/png") for s in (store, other) for _ in range(3)))
+    assert await store.get_blob(sha) == data and other.read_blob(sha) == data
+    assert store.read_blob_usage() == (1, len(data))
+    assert store.read_blob("../" * 8 + "etc/passwd") is None and store.read_blob("a" * 63) is None
+    with pytest.raises(ValueError):
+        await store.put_blob("../x", data, "image/png")
+    await store.aclose()
+    await other.aclose()
