@@ -22,10 +22,12 @@ need_apt=0
 # browser download cannot work here), a virtual X display with a window manager, xdotool input and a real
 # text editor (mousepad) for the desktop tasks.
 for bin in bwrap podman runc ip busybox chromium Xvfb xdotool openbox mousepad xprop; do command -v "$bin" >/dev/null || need_apt=1; done
+# PostgreSQL's server, for the tests of the call log shared by gateway replicas (Debian keeps initdb out of PATH).
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_apt=1
 if [ "$need_apt" = 1 ]; then
   apt-get update -qq
   apt-get install -y -qq bubblewrap podman runc uidmap iproute2 busybox-static \
-    chromium xvfb xdotool openbox x11-utils mousepad fonts-dejavu-core >/dev/null
+    chromium xvfb xdotool openbox x11-utils mousepad fonts-dejavu-core postgresql >/dev/null
 fi
 
 # The two large venvs install in the background while the project venv and the CLIs install (the work is
