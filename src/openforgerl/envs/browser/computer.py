@@ -17,6 +17,7 @@ import os
 import shutil
 from typing import Any
 
+from openforgerl.envs.browser.origin import OriginGuard, origin_of
 from openforgerl.envs.gui.actions import KEYS, ActionError, Screen
 
 __all__ = ["CHROMIUM", "CHROMIUM_ARGS", "PlaywrightComputer", "chromium_path"]
@@ -46,7 +47,8 @@ def chromium_path() -> str:
 
 
 class PlaywrightComputer:
-    """One browser, one page. `start_url` is opened before the first screenshot."""
+    """One browser, one page. `start_url` is opened before the first screenshot; the page never leaves
+    its origin (`origin.OriginGuard`: anything else is refused, the input answered as the agent's error)."""
 
     def __init__(self, start_url: str, screen: Screen = Screen(), *, headless: bool = True,
                  playwright: Any = None, browser: Any = None, extra_args: list[str] | None = None) -> None:
@@ -62,6 +64,8 @@ class PlaywrightComputer:
             executable_path=chromium_path(), headless=headless, args=[*CHROMIUM_ARGS, *(extra_args or [])])
         viewport = {"width": screen.width, "height": screen.height}
         self.context = self.browser.new_context(viewport=viewport, device_scale_factor=1)
+        self.guard = OriginGuard(origin_of(start_url), start_url)
+        self.guard.install(self.context)
         self.page = self.context.new_page()
         self._navs = self._loads = 0
         self.page.on("request", self._on_request)
@@ -84,9 +88,10 @@ class PlaywrightComputer:
         with contextlib.suppress(Exception):  # the context may be torn down by the navigation itself
             self.page.evaluate("0")
         deadline = LOAD_TIMEOUT_MS / 1000 / SETTLE_S
-        while self._navs != mark[0] and self._loads == mark[1] and deadline > 0:
+        while self._navs != mark[0] and self._loads == mark[1] and not self.guard.refused and deadline > 0:
             self.page.wait_for_timeout(SETTLE_S * 1000)
             deadline -= 1
+        self.guard.check(self.context)
 
     def click(self, x: int, y: int, button: str = "left", count: int = 1) -> None:
         mark = self._mark()
@@ -118,6 +123,7 @@ class PlaywrightComputer:
         self.page.wait_for_timeout(150)  # smooth scrolling
 
     def screenshot(self) -> bytes:
+        self.guard.restore(self.context)
         data: bytes = self.page.screenshot(type="png", timeout=SCREENSHOT_TIMEOUT_MS)
         return data
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from openforgerl.envs.browser.computer import PlaywrightComputer
+from openforgerl.envs.browser.origin import app_url
 from openforgerl.envs.gui.actions import Screen
 
 __all__ = ["BrowserScreen"]
@@ -18,7 +19,7 @@ class BrowserScreen:
     @classmethod
     def open(cls, config: Mapping[str, Any], apps_url: str) -> BrowserScreen:
         w, h = config.get("screen", (1280, 720))
-        return cls(PlaywrightComputer(apps_url + str(config.get("start_url", "/")), Screen(int(w), int(h))))
+        return cls(PlaywrightComputer(app_url(apps_url, str(config.get("start_url", "/"))), Screen(int(w), int(h))))
 
     def locate(self, selector: str) -> dict[str, int]:
         return self.computer.locate(selector)

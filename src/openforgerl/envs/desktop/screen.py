@@ -4,7 +4,8 @@
 - `mousepad` (`file`: a path under /workdir): Debian's Xfce text editor; its saved file is the state;
 - `chromium` (`url`: a path on the apps server): Debian Chromium, headful, tab strip and URL bar
   visible, driven only by xdotool. Playwright launches it (so `locate` can map an element to screen
-  pixels for oracles) but never sends it input.
+  pixels for oracles, and `browser.origin.OriginGuard` keeps it on the apps: a `file://` or any other
+  origin typed into the URL bar is refused) but never sends it input.
 Windows are undecorated and maximized (openbox-rc.xml), so a window's client area is the screen.
 
 The applications run at nice `APP_NICE`: they are what the agent drives (the desktop Chromium runs any
@@ -27,7 +28,7 @@ from typing import Any
 
 from openforgerl.envs.desktop.computer import XdotoolComputer
 from openforgerl.envs.desktop.xserver import XDisplay, open_display
-from openforgerl.envs.gui.actions import ActionError, Screen
+from openforgerl.envs.gui.actions import ActionError, Computer, Screen
 
 __all__ = ["LAUNCHERS", "DesktopScreen"]
 
@@ -41,7 +42,8 @@ def niced(argv: list[str]) -> list[str]:
 
 class DesktopScreen:
     def __init__(self, x: XDisplay, computer: XdotoolComputer) -> None:
-        self.x, self.computer = x, computer
+        self.x = x
+        self.computer: Computer = computer  # a `GuardedComputer` around it once a Chromium runs
         self.browser: Any = None  # (playwright, browser, page) when a Chromium runs
         self.closers: list[Callable[[], None]] = []
 
@@ -100,6 +102,7 @@ def launch_chromium(screen: DesktopScreen, item: Mapping[str, Any], apps_url: st
     from playwright.sync_api import sync_playwright
 
     from openforgerl.envs.browser.computer import CHROMIUM_ARGS, chromium_path
+    from openforgerl.envs.browser.origin import GuardedComputer, OriginGuard, app_url, origin_of
 
     wrapper = Path(tempfile.mkdtemp(prefix="chromium-")) / "chromium"  # Playwright takes no launcher prefix
     wrapper.write_text(f'#!/bin/sh\nexec {shlex.join(niced([chromium_path()]))} "$@"\n')
@@ -108,8 +111,13 @@ def launch_chromium(screen: DesktopScreen, item: Mapping[str, Any], apps_url: st
     browser = pw.chromium.launch(executable_path=str(wrapper), headless=False, env=dict[str, str | float | bool](screen.x.env),
                                  args=[*CHROMIUM_ARGS, "--start-maximized", "--window-position=0,0",
                                        f"--window-size={screen.computer.screen.width},{screen.computer.screen.height}"])
-    page = browser.new_context(no_viewport=True).new_page()
-    page.goto(apps_url + str(item.get("url", "/")), wait_until="load")
+    home = app_url(apps_url, str(item.get("url", "/")))
+    guard = OriginGuard(origin_of(home), home)
+    context = browser.new_context(no_viewport=True)
+    guard.install(context)  # the agent types into its URL bar: only the apps load (see browser.origin)
+    page = context.new_page()
+    page.goto(home, wait_until="load")
+    screen.computer = GuardedComputer(screen.computer, context, guard)
     screen.browser = (pw, browser, page)
     screen.closers += [pw.stop, browser.close]
     _wait_window(screen, "chromium")

@@ -2,7 +2,7 @@
 
 | route | does |
 |---|---|
-| `GET /healthz` | 200 `{"ok": true}` once the screen is up (poll it; the browser takes ~0.5-8 s) |
+| `GET /healthz` | 200 `{"ok": true, "service": id}` once the screen is up (poll it; the browser takes ~0.5-8 s); `id` = `token_id(token)`, which rollout's service this is |
 | `GET /info` | `{width, height, kind, coordinates: "pixels", actions: [...], keys: [...]}` (`kind`: "browser" or "desktop", what a harness names in its tool description) |
 | `GET /screenshot` | the screen now, `image/png`, exactly width x height |
 | `POST /act` body `{"action": "click", "x": 10, "y": 20}` | runs it (see `actions.py`) -> `{"ok": true, "executed": {...}}`; a bad action -> 400 `{"error": ...}` (the agent's error) |
@@ -26,6 +26,7 @@ the thread that started it.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 from collections.abc import Callable
@@ -34,11 +35,16 @@ from typing import Any
 
 from openforgerl.envs.gui.actions import ACTIONS, KEYS, ActionError, Computer, apply
 
-__all__ = ["COMPUTER_PORT", "TOKEN_HEADER", "serve_computer"]
+__all__ = ["COMPUTER_PORT", "TOKEN_HEADER", "serve_computer", "token_id"]
 
 COMPUTER_PORT = 8765
 TOKEN_HEADER = "X-Openforgerl-Token"
 MAX_BODY = 64 * 1024
+
+
+def token_id(token: str) -> str:
+    """A public name for a secret token (a hash prefix: it tells which token a service holds, not the token)."""
+    return hashlib.sha256(b"openforgerl-gui-service:" + token.encode()).hexdigest()[:16] if token else ""
 
 
 class _Faults:
@@ -78,7 +84,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/screenshot":
             return self._screenshot()
         if path == "/healthz":
-            return self._send(200, {"ok": True})
+            return self._send(200, {"ok": True, "service": token_id(self.token)})
         if path == "/__health" and self._authorized():
             return self._health()
         if path == "/info":

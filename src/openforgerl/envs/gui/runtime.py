@@ -8,9 +8,13 @@ Per rollout, inside the sandbox:
 - `/workdir/.gui/config.json` (the environment config; no expected values in it) and the workspace files;
 - the service (`service_argv`): apps on 127.0.0.1:8080, the screen and its computer service on :8765
   (`computer_url`, also `tool_service_url`): what the GUI harness calls;
-- a secret `token` per runtime, in the service's argv and the verifier's argv only. The agent's exec
+- a secret token per rollout, in the service's argv and the verifier's argv only. The agent's exec
   has its own PID namespace (cannot read the service's argv or memory), and no file inside holds it,
-  so the agent can neither read `/__state` nor use `/locate` (the oracle's element lookup).
+  so the agent can neither read `/__state` nor use `/locate` (the oracle's element lookup). Each
+  `service_argv()` call makes a fresh token; `service_started(sandbox)` (before the agent runs) asks
+  that sandbox's computer service which one it holds (`/healthz` names it by `token_id`, a hash) and
+  binds the token to the sandbox, so `verify` and `run_oracle` use that rollout's own token: a token
+  that leaks from one rollout opens nothing in another rollout of the same task.
 After the harness: `gui.verify` in a fresh sandbox (`run_verifier`), which reads the state through
 the token and the read-only workdir. Outcomes as `ClawTaskRuntime.verify` (exit 3 -> TamperError).
 
@@ -34,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from openforgerl.envs.claw.runtime import check_checks_file
-from openforgerl.envs.gui.computer_service import COMPUTER_PORT
+from openforgerl.envs.gui.computer_service import COMPUTER_PORT, token_id
 from openforgerl.envs.gui.registry import SandboxNeeds, get_environment
 from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.sandbox.base import SandboxError, TamperError
@@ -51,6 +55,10 @@ EXIT_TAMPERED = 3
 EXIT_SERVICE_DOWN = 4  # = gui.verify.EXIT_SERVICE_DOWN
 INSIDE = "/workdir"
 ORACLE_TIMEOUT_S = 180.0
+READY_LIMIT_S = 60.0  # = gui.verify.READY_LIMIT_S: a screen slower than this is the environment's failure
+TOKEN_CAP = 4096
+"""Tokens kept per runtime, issued or bound, oldest forgotten first (a sandbox that failed before its
+service answered never binds its token; a rollout's verify may run more than once, so none is popped)."""
 
 
 class GuiServiceDown(SandboxError):
@@ -76,7 +84,7 @@ def check_gui_task(task: Task) -> None:
 
 
 class GuiTaskRuntime(TaskDefaults):
-    """One GUI task; stateless across rollouts (the token is per runtime, never shown to the agent)."""
+    """One GUI task; per rollout only its service's token (bound to the sandbox, never shown to the agent)."""
 
     def __init__(self, task: Task, *, python: str | None = None, **_: Any) -> None:
         self.task = task
@@ -87,7 +95,10 @@ class GuiTaskRuntime(TaskDefaults):
         self.kind = environment_kind(task) or "browser"
         self.environment = get_environment(self.kind)
         self.env_config: dict[str, Any] = json.loads((task.root / "environment" / "gui.json").read_text())
-        self.token = secrets.token_hex(16)
+        self.token = ""
+        """The token of the latest `service_argv()` (for a caller that starts one service by hand)."""
+        self._issued: dict[str, str] = {}  # token_id -> token, issued and not yet bound to a sandbox
+        self._bound: dict[str, str] = {}  # sandbox id -> the token its service holds
         self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
                                          "environment": self.kind, "tags": list(task.meta.tags),
                                          # what `eval` reports per harness x service: the kind, then the web apps
@@ -113,8 +124,27 @@ class GuiTaskRuntime(TaskDefaults):
         return out
 
     def service_argv(self, workdir: str = INSIDE) -> Sequence[str]:
+        """One rollout's service, with a fresh token (bound to its sandbox by `service_started`)."""
+        self.token = secrets.token_hex(16)
+        self._issued[token_id(self.token)] = self.token
+        _trim(self._issued)
         return [self.python, "-I", "-m", "openforgerl.envs.gui.service", "--config", f"{workdir}/{GUI_DIR}/config.json",
                 "--token", self.token, "--apps-port", str(APPS_PORT), "--computer-port", str(COMPUTER_PORT)]
+
+    async def service_started(self, sandbox: Any) -> None:
+        """Wait for the sandbox's screen, then bind the token its service holds to the sandbox."""
+        res = await sandbox.exec([self.python, "-I", "-c", _SERVICE_ID, f"{self.computer_url}/healthz",
+                                  str(READY_LIMIT_S)], timeout_s=READY_LIMIT_S + 15)
+        token = self._issued.pop(res.stdout.decode(errors="replace").strip(), None) if res.returncode == 0 else None
+        if token is None:
+            why = res.stderr.decode(errors="replace")[-300:].strip() or "it names no token this task issued"
+            raise GuiServiceDown(f"GUI environment failed: its service did not come up: {why}")
+        self._bound[sandbox.id] = token
+        _trim(self._bound)
+
+    def token_for(self, sandbox: Any) -> str:
+        """The token of this sandbox's service (`self.token` when it was started without `service_started`)."""
+        return self._bound.get(getattr(sandbox, "id", ""), self.token)
 
     def shell_tools_hint(self) -> str:
         w, h = self.screen
@@ -125,7 +155,7 @@ class GuiTaskRuntime(TaskDefaults):
         inputs = read_tree(self.task.root / "tests", "tests/")
         state_url = f"http://127.0.0.1:{APPS_PORT}" if self.env_config.get("apps") else ""
         argv = [self.python, "-I", "-m", "openforgerl.envs.gui.verify", "--checks", f"{VERIFIER_IN}/tests/checks.toml",
-                "--state-url", state_url, "--token", self.token, "--workdir", INSIDE,
+                "--state-url", state_url, "--token", self.token_for(sandbox), "--workdir", INSIDE,
                 "--computer-url", self.computer_url,
                 "--out", f"{VERIFIER_OUT}/reward.json", "--log", f"{VERIFIER_OUT}/verifier.log"]
         run = await run_verifier(sandbox, argv, inputs=inputs, timeout_s=self.task.config.verifier.timeout_sec or 120.0)
@@ -144,8 +174,28 @@ class GuiTaskRuntime(TaskDefaults):
             return "no solution/actions.json"
         await sandbox.write_file("/tmp/oracle-actions.json", actions.read_bytes())
         argv = [self.python, "-I", "-m", "openforgerl.envs.gui.oracle", "--actions", "/tmp/oracle-actions.json",
-                "--token", self.token, "--url", self.computer_url]
+                "--token", self.token_for(sandbox), "--url", self.computer_url]
         res = await sandbox.exec(argv, timeout_s=ORACLE_TIMEOUT_S)
         if res.returncode != 0:
             return f"oracle exited {res.returncode}: {res.stderr.decode(errors='replace')[-800:]}"
         return ""
+
+
+def _trim(tokens: dict[str, str]) -> None:
+    while len(tokens) > TOKEN_CAP:
+        del tokens[next(iter(tokens))]
+
+
+_SERVICE_ID = """
+import json, sys, time, urllib.request
+end = time.monotonic() + float(sys.argv[2])
+while True:
+    try:
+        with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
+            print(json.loads(r.read()).get("service", ""))
+            break
+    except Exception as exc:
+        if time.monotonic() > end:
+            sys.exit(f"no answer from {sys.argv[1]} within {sys.argv[2]} s: {exc}")
+        time.sleep(0.2)
+"""
