@@ -291,7 +291,17 @@ async def test_service_killed_mid_rollout_is_infra_and_the_retry_is_scored(what:
         retry.metadata.get("timings"), retry.verifier_log)
 
 
+# The agent asks its model first: what it does next is then the model's decision (a harness that ends
+# before its first model call is the environment's failure to start it, whatever it did).
+ASK_MODEL = r"""
+import json, os, urllib.request as u
+body = {"model": os.environ["OPENFORGERL_MODEL"], "messages": [{"role": "user", "content": "attack"}]}
+u.urlopen(u.Request(os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions", json.dumps(body).encode(),
+                    {"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"}),
+          timeout=60).read()
+"""
 KILLER = r"""
+"$PY" -c "$ASK_MODEL"
 "$PY" -c 'import time, urllib.request as u
 for _ in range(600):
     try: u.urlopen("http://127.0.0.1:8765/healthz", timeout=5); break
@@ -314,7 +324,7 @@ async def test_an_agent_killing_what_it_can_fails_itself_never_infra(tmp_path: P
     from openforgerl.tasks.loader import load_runtime
 
     rt = load_runtime(TASK)
-    harness = get_harness("command", argv=["env", f"PY={sys.executable}", "sh", "-c", KILLER])
+    harness = get_harness("command", argv=["env", f"PY={sys.executable}", f"ASK_MODEL={ASK_MODEL}", "sh", "-c", KILLER])
     [record] = await _run(rt, harness, ScriptedEngine(lambda turn: "unused"), tmp_path, retries=1)
     assert record.status == RolloutStatus.AGENT_FAILED and record.reward == 0.0, (record.status, record.metadata)
     assert not record.infra_tainted and record.in_batch
@@ -323,18 +333,31 @@ async def test_an_agent_killing_what_it_can_fails_itself_never_infra(tmp_path: P
     assert _service_pids(rt.token) == []  # and the sandbox took it down at close
 
 
-STARVER = r"""
-"$PY" -c 'import time, urllib.request as u
+# One Python process does the whole attack: it forks its 600 loops blocked on a pipe and releases them at
+# once, and kills them itself when done. A shell forking them one by one beside the ones already spinning
+# gets 1/k of the CPU for the k-th fork (quadratic: the 600-loop `sh` version ran into its 300 s budget in
+# CI); a client started after the loops takes seconds of wall time just to import, and an interpreter's
+# own exit beside 600 loops took ~30 s here (hence `os._exit` after the kills).
+STARVER = ASK_MODEL + r"""
+import os, time, urllib.request as u
 for _ in range(600):
     try: u.urlopen("http://127.0.0.1:8765/healthz", timeout=5); break
-    except OSError: time.sleep(0.2)'
-for i in $(seq 600); do (while :; do :; done) & done
-sleep 2
-"$PY" -c 'import time, urllib.request as u
+    except OSError: time.sleep(0.2)
+r, w = os.pipe()
+loops = []
+for _ in range(600):
+    pid = os.fork()
+    if pid == 0:
+        os.close(w); os.read(r, 1)
+        while True: pass
+    loops.append(pid)
+os.close(r); os.close(w)
+time.sleep(2)
 for _ in range(3):
     t = time.monotonic(); n = len(u.urlopen("http://127.0.0.1:8765/screenshot", timeout=60).read())
-    print(n, round(time.monotonic() - t, 3))'
-exit 1
+    print(n, round(time.monotonic() - t, 3), flush=True)
+for pid in loops: os.kill(pid, 9)
+os._exit(1)
 """
 
 
@@ -345,7 +368,8 @@ async def test_an_agent_busy_looping_600_processes_cannot_starve_the_screen_into
     """The agent's processes share the sandbox's CPU quota with the service but sit in a child group with a
     tenth of its weight (`sandbox.cgroups`): its screenshots are served, no fault is counted, and the rollout
     is the agent's own failure. In one shared group (the split disabled) the screenshots took 5.8-9.8 s with
-    300 loops, and with 600 they pass the service's two 10 s tries: a fault, infra, the agent's 0 dodged.
+    300 loops, and with 600 they pass the service's two 10 s tries: a fault, infra, the agent's 0 dodged
+    (`test_the_cpu_split_keeps_the_service_running_under_600_agent_loops` measures both sides directly).
     The timings are the agent's own client's too (one of its 601 processes), so they are printed, not bounded."""
     from openforgerl.engines.scripted import ScriptedEngine
     from openforgerl.harness.registry import get_harness
@@ -353,22 +377,114 @@ async def test_an_agent_busy_looping_600_processes_cannot_starve_the_screen_into
     from openforgerl.tasks.loader import load_runtime
 
     rt = load_runtime(TASK)
-    harness = get_harness("command", argv=["env", f"PY={sys.executable}", "sh", "-c", STARVER])
-    # 300 s: on a box loaded by other work (load ~19) forking the 600 loops and taking three
-    # screenshots outran 150 s and the rollout ended `timeout` (the agent's own too, but not what is checked)
+    harness = get_harness("command", argv=[sys.executable, "-c", STARVER])
+    # the budget is a cap, not a wait: the attack ends by itself once its three screenshots are served
     records = await _run(rt, harness, ScriptedEngine(lambda turn: "unused"), tmp_path, retries=1, budget_s=300.0)
     # one attempt: an environment fault would have made it infra and retried it (what the split prevents)
     assert len(records) == 1, [(r.status, r.metadata.get("error")) for r in records]
     [record] = records
-    # the agent's own end either way: it exits 1 after its screenshots, or (a box loaded by other work: twice
-    # in CI, with a 150 s and a 300 s budget) its 600 loops outlast the budget
+    # the agent's own end either way: it exits 1 after its screenshots, or (a box loaded by other work) its
+    # 600 loops outlast the budget
     assert (record.status, record.reward) in ((RolloutStatus.AGENT_FAILED, 0.0), (RolloutStatus.TIMEOUT, None)), \
         (record.status, record.metadata)  # a timeout is never verified: trained as the agent's failure
     assert not record.infra_tainted  # never a fault of the environment (a timeout without calls trains nothing)
     shots = [line.split() for line in str(record.metadata.get("harness_stdout_tail", "")).splitlines() if line.strip()]
     if record.status == RolloutStatus.AGENT_FAILED:
         assert record.in_batch and len(shots) == 3 and all(int(n) > 1000 for n, _ in shots), record.metadata["harness_stdout_tail"]
-    print("status", record.status, "screenshot seconds under the attack:", [s for _, s in shots])
+    print("status", record.status, "screenshot seconds under the attack:", [s for _, s in shots],
+          "harness_s", record.metadata["timings"].get("harness_s"))
+
+
+# The victim stands for the screen: from the attack's start (`.go`) to its end (`.stop`) it spins and then
+# writes the CPU seconds it got and the wall seconds it spun. The attacker forks its loops blocked on a pipe,
+# releases them once the victim is ready, and kills them only after the victim has written: a starved victim
+# notices `.go` late, and loops killed on a fixed clock would leave it to spin unopposed (measured: a control
+# that once got 0.43 CPU s in 3 s).
+WINDOW_S = 3.0
+VICTIM = r"""
+import os, sys, time
+d = "/workdir/" + sys.argv[1]
+open(d + ".ready", "w").close()
+while not os.path.exists(d + ".go"): time.sleep(0.02)
+w0, c0 = time.monotonic(), time.process_time()
+check = w0
+while True:
+    now = time.monotonic()
+    if now - check > 0.01:
+        check = now
+        if os.path.exists(d + ".stop"): break
+with open(d + ".out", "w") as f: f.write(f"{time.process_time() - c0:.4f} {time.monotonic() - w0:.4f}")
+"""
+ATTACKER = r"""
+import os, sys, time
+d, window = "/workdir/" + sys.argv[1], float(sys.argv[2])
+while not os.path.exists(d + ".ready"): time.sleep(0.02)
+r, w = os.pipe()
+loops = []
+for _ in range(600):
+    pid = os.fork()
+    if pid == 0:
+        os.close(w); os.read(r, 1)
+        while True: pass
+    loops.append(pid)
+open(d + ".go", "w").close()
+os.close(r); os.close(w)
+time.sleep(window)
+open(d + ".stop", "w").close()
+deadline = time.monotonic() + 60
+while not os.path.exists(d + ".out") and time.monotonic() < deadline: time.sleep(0.05)
+for pid in loops: os.kill(pid, 9)
+os._exit(0)
+"""
+
+
+async def _victim_cpu_share(sbx: Any, name: str, *, in_service_group: bool) -> float:
+    """The share of a core the victim got (CPU seconds / wall seconds) while the agent's 600 loops spun."""
+    import asyncio
+
+    victim = [sys.executable, "-c", VICTIM, name]
+    shared = None
+    if in_service_group:
+        await sbx.spawn(victim)  # as the GUI screen is started: the service group
+    else:
+        shared = asyncio.ensure_future(sbx.exec(victim, timeout_s=120))  # the control: the agent's own group
+    attack = await sbx.exec([sys.executable, "-c", ATTACKER, name, str(WINDOW_S)], timeout_s=120)
+    assert attack.returncode == 0, attack
+    if shared is not None:
+        assert (await shared).returncode == 0
+    for _ in range(600):
+        try:
+            cpu, wall = map(float, (await sbx.read_file(f"/workdir/{name}.out")).split())
+            return cpu / wall
+        except FileNotFoundError:
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"the {name} victim wrote nothing")
+
+
+@pytest.mark.timeout(300)
+async def test_the_cpu_split_keeps_the_service_running_under_600_agent_loops(tmp_path: Path) -> None:
+    """The service group's tenth-weight split, measured on the victim itself: with 600 busy loops in the
+    agent group a process started as the service is (`spawn`) keeps most of a core, while the same process
+    in the agent's own group (the control: what one shared group would give) gets about 2/601 of the CPU.
+    The ratio is bounded (expected ~100-300x; other load on the box scales both sides alike)."""
+    from openforgerl.sandbox.base import SandboxSpec
+    from openforgerl.sandbox.cgroups import cgroup_mode
+    from openforgerl.sandbox.local import LocalBackend
+
+    if cgroup_mode() is None:
+        pytest.skip("no writable cgroup fs (not root): the sandbox has no CPU split to test")
+    backend = LocalBackend(root=tmp_path / "sbx")
+    sbx = await backend.open_sandbox(SandboxSpec(rollout_id="starve", lifetime_s=300))
+    try:
+        assert sbx.cgroup is not None and set(sbx.cgroup.children) == {"agent", "service"}
+        split = await _victim_cpu_share(sbx, "split", in_service_group=True)
+        shared = await _victim_cpu_share(sbx, "shared", in_service_group=False)
+    finally:
+        await sbx.aclose()
+        await backend.aclose()
+    print(f"victim's share of a core under 600 loops: in the service group {split:.3f}, in the agent's {shared:.4f}")
+    assert split > 20 * shared, (split, shared)  # the split protects the service ...
+    assert shared < 0.05, (split, shared)  # ... from an attack that starves it without the split
 
 
 @needs_gui
