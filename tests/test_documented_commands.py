@@ -110,6 +110,10 @@ def test_eval_with_the_scripted_oracle(tmp_path: Path) -> None:
     assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-3000:])
     report = json.loads((tmp_path / "e" / "report.json").read_text())
     assert report
+    # off a terminal, a line per finished trial (a bar would be drawn only once, at the end)
+    progress = [line for line in out.stderr.splitlines() if line.startswith("trials ")]
+    assert [line.split()[1] for line in progress] == ["1/2", "2/2"], out.stderr[-2000:]
+    assert all("elapsed" in line and "eta" in line for line in progress)
 
 
 @requires_bwrap

@@ -39,6 +39,11 @@ CASES = [
     ("import of a missing folder", ["tasks", "import", "nothere", "out"], "no such file or folder"),
     ("export suffix vs format", ["export", "--store", "calls.db", "--format", "jsonl", "--out", "rows.parquet"],
      "name it rows.jsonl"),
+    ("eval of a missing task folder", ["eval", "--tasks", "nothere", "--scripted-oracle", "1"],
+     "no task folder at nothere"),
+    ("rollout of a missing task folder", ["rollout", "--tasks", "nothere", "--n", "1"], "no task folder at nothere"),
+    ("list of a missing task folder", ["tasks", "list", "nothere"], "no task folder at nothere"),
+    ("unknown builtin suite", ["tasks", "list", "builtin:nope"], "unknown task suite 'builtin:nope' (known: builtin:claw"),
 ]
 
 
@@ -62,3 +67,15 @@ def test_port_in_use_is_one_line(tmp_path: Path) -> None:
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
     lines = [line for line in out.stderr.splitlines() if line.strip() and "error:" in line]
     assert len(lines) == 1 and "another server already listens there" in lines[0], out.stderr[-2000:]
+
+
+def test_builtin_suites_work_wherever_a_task_folder_does(tmp_path: Path) -> None:
+    """`builtin:claw` on the command line, as in a config: the same tasks as the shipped folder."""
+    from openforgerl.envs.claw.suite import CLAW_SUITE
+    from openforgerl.tasks.format import find_tasks
+
+    out = _run("tasks", "list", "builtin:claw", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    listed = [line.split("\t")[0] for line in out.stdout.splitlines()]
+    assert len(listed) == len(find_tasks(CLAW_SUITE)) > 50
+    assert "claw/easy-todo-add-01" in listed

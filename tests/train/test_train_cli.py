@@ -94,7 +94,7 @@ def test_the_step_table_fits_an_80_column_terminal() -> None:
 
     rows = [{"step": i, "reward": 0.41234, "pass_rate": 0.375, "kept": 32, "dropped": 0, "trained_tokens": 123456,
              "loss": 0.0123, "step_s": 21.37, "policy_version": i + 1} for i in range(3)]
-    console = Console(width=80, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console = Console(width=80, record=True, file=open(os.devnull, "w"))
     console.print(step_table(rows, width=80))
     text = console.export_text()
     assert "…" not in text, text
@@ -102,7 +102,7 @@ def test_the_step_table_fits_an_80_column_terminal() -> None:
     assert "reward" in text and "0.412" in text
     assert fitting_columns(200) == fitting_columns(10_000), "a wide terminal shows every column"
     # control: without a width the full table does not fit 80 columns and rich cuts its cells
-    console = Console(width=80, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console = Console(width=80, record=True, file=open(os.devnull, "w"))
     console.print(step_table(rows))
     assert "…" in console.export_text()
 

@@ -18,8 +18,9 @@ command = typer.Typer(no_args_is_help=True, add_completion=False,
 def list_tasks(path: Path = typer.Argument(..., help="a task folder or a folder of them")) -> None:
     """One line per task: id, split, difficulty, services, flags."""
     from openforgerl.tasks.format import find_tasks, load_task
+    from openforgerl.tasks.suites import resolve_task_root
 
-    for folder in find_tasks(path):
+    for folder in find_tasks(resolve_task_root(path)):
         t = load_task(folder)
         flags = ",".join(t.flags) or "-"
         typer.echo(f"{t.task_id}\t{t.meta.split}\t{t.meta.difficulty}\t{','.join(t.meta.services) or '-'}\t{flags}")

@@ -124,8 +124,12 @@ async def _run(cfg: Any, runtimes: list[Any], harnesses: list[str], gateway: str
         services = await stack.enter_async_context(open_services(out, cfg, engine=oracle, gateway_url=gateway))
         backend = await _host_side(runtimes, services.access, services.backend, engines, stack)
         sink = ResultSink(out / "rollouts.jsonl")
-        return await run_eval(runtimes, harnesses, gateway=services.access, backend=backend, sink=sink,
-                              config=cfg.eval_orchestrator(artifacts_dir=out / "rollouts"))
+        config = cfg.eval_orchestrator(artifacts_dir=out / "rollouts")
+        from openforgerl.orchestrator.view import ProgressView
+
+        with ProgressView(len(runtimes) * len(harnesses) * config.group_size, label="trials") as view:
+            return await run_eval(runtimes, harnesses, gateway=services.access, backend=backend, sink=sink,
+                                  config=config, on_done=view.done)
     raise AssertionError("unreachable")
 
 

@@ -7,7 +7,7 @@ can show them without counting them. Timeouts are reported as their own column (
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from openforgerl.eval.metrics import Trial
@@ -35,7 +35,8 @@ def records_to_trials(records: Iterable[RolloutRecord], services: Mapping[str, S
 
 
 async def run_eval(runtimes: Sequence[Any], harnesses: Sequence[str], *, gateway: Any, backend: Any,
-                   config: OrchestratorConfig | None = None, sink: Any = None, **fields: Any) -> list[Trial]:
+                   config: OrchestratorConfig | None = None, sink: Any = None,
+                   on_done: Callable[[RolloutRecord], None] | None = None, **fields: Any) -> list[Trial]:
     """`group_size` rollouts (k trials) of every task with every harness, through `run_batch`. `config`:
     the orchestrator's settings (`openforgerl.config.Config.eval_orchestrator()`); without it, built from
     `fields` (`OrchestratorConfig`'s, e.g. `group_size=k`), with min group size 1 and timeouts scored 0."""
@@ -47,7 +48,7 @@ async def run_eval(runtimes: Sequence[Any], harnesses: Sequence[str], *, gateway
     out: list[Trial] = []
     for name in harnesses:
         batch = await run_batch(runtimes, get_harness(name), gateway=gateway, backend=backend,
-                                config=cfg, sink=sink)
+                                config=cfg, sink=sink, on_done=on_done)
         out += [_named(t, name) for t in records_to_trials(batch.records, services)]
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from types import TracebackType
@@ -14,30 +15,38 @@ from rich.table import Table
 from openforgerl.orchestrator.batch import BatchResult
 from openforgerl.records import RolloutRecord, RolloutStatus
 
-__all__ = ["ProgressView", "summary", "write_summary"]
+__all__ = ["ProgressView", "clock", "summary", "write_summary"]
 
 
 class ProgressView:
-    """Counts finished attempts as ok / failed (agent or timeout) / infra (dropped, usually retried)."""
+    """Counts finished attempts as ok / failed (agent or timeout) / infra (dropped, usually retried).
 
-    def __init__(self, total: int, console: Console | None = None) -> None:
+    On a terminal, a live bar; anywhere else (a log file, a pipe, CI) a line per finished rollout with the
+    elapsed time and an ETA, since rich draws a bar off a terminal only once, when it ends."""
+
+    def __init__(self, total: int, console: Console | None = None, *, label: str = "rollouts") -> None:
         self.console = console or Console(stderr=True)
+        self.label = label
+        self.started = time.monotonic()
         self.counts: Counter[str] = Counter()
-        self.progress = Progress(TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(),
+        self.progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("{task.fields[stats]}"), TimeElapsedColumn(),
                                  console=self.console, transient=False)
         self.total = total
         self.task = self.progress.add_task("rollouts", total=total, stats="")
 
     def __enter__(self) -> ProgressView:
-        self.progress.start()
+        self.started = time.monotonic()
+        if self.console.is_terminal:
+            self.progress.start()
         return self
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None,
                  tb: TracebackType | None) -> None:
         done = self.progress.tasks[0].completed
         self.progress.update(self.task, total=done)  # retries not needed after all: close the bar
-        self.progress.stop()
+        if self.console.is_terminal:
+            self.progress.stop()
 
     def done(self, record: RolloutRecord) -> None:
         status = record.status or RolloutStatus.INFRA_GATEWAY
@@ -47,6 +56,18 @@ class ProgressView:
         if status.is_infra:  # its slot is usually retried: one more attempt to wait for
             self.total += 1
         self.progress.update(self.task, advance=1, total=self.total, stats=stats)
+        if not self.console.is_terminal:
+            self.console.print(self.line(record, status), highlight=False, soft_wrap=True)
+
+    def line(self, record: RolloutRecord, status: RolloutStatus) -> str:
+        """`rollouts 3/16  ok  easy-write-file-01 (zero) reward 1.00  ok 2  failed 1  infra 0  elapsed 0:42  eta 2:48`."""
+        done = int(self.progress.tasks[0].completed)
+        elapsed = time.monotonic() - self.started
+        eta = elapsed / done * max(0, self.total - done) if done else 0.0
+        reward = "" if record.reward is None else f" reward {record.reward:.2f}"
+        counts = f"ok {self.counts['ok']}  failed {self.counts['failed']}  infra {self.counts['infra']}"
+        return (f"{self.label} {done}/{self.total}  {status}  {record.task_id} ({record.harness}){reward}  {counts}"
+                f"  elapsed {clock(elapsed)}  eta {clock(eta)}")
 
     def print_summary(self, result: BatchResult) -> None:
         table = Table(title="rollouts by task")
@@ -65,6 +86,13 @@ class ProgressView:
             self.console.print(f"[yellow]warning[/]: {overflow} rollout(s) sent a prompt longer than the engine's "
                                "context (config_error:context, never trained): serve the model with a longer "
                                "context (--max-model-len) or cap max_tokens, or use a harness with a shorter prompt")
+
+
+def clock(seconds: float) -> str:
+    """`1:05`, `12:40`, `1:02:03`."""
+    s = max(0, round(seconds))
+    h, rest = divmod(s, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
 
 
 def summary(result: BatchResult) -> dict[str, object]:

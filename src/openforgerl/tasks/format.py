@@ -200,8 +200,11 @@ def read_tree(root: Path, prefix: str = "") -> dict[str, bytes]:
 
 
 def find_tasks(root: Path | str) -> list[Path]:
-    """Every task folder under `root` (a folder holding task.toml), sorted; `root` itself if it is one."""
-    root = Path(root)
+    """Every task folder under `root` (a folder holding task.toml, or `builtin:<suite>`), sorted; `root`
+    itself if it is one."""
+    from openforgerl.tasks.suites import resolve_task_root
+
+    root = resolve_task_root(root, must_exist=False)
     if (root / "task.toml").is_file():
         return [root]
     return sorted(p.parent for p in root.rglob("task.toml"))

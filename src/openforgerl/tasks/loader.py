@@ -7,6 +7,7 @@ from typing import Any
 
 from openforgerl.tasks.families import family_of
 from openforgerl.tasks.format import find_tasks, load_task
+from openforgerl.tasks.suites import resolve_task_root
 
 __all__ = ["load_runtime", "load_runtimes"]
 
@@ -18,5 +19,6 @@ def load_runtime(root: Path | str, **options: Any) -> Any:
 
 
 def load_runtimes(root: Path | str, **options: Any) -> list[Any]:
-    """The runtimes of every task folder under `root`."""
-    return [load_runtime(p, **options) for p in find_tasks(root)]
+    """The runtimes of every task folder under `root` (a folder, or `builtin:<suite>`; a folder that is
+    not there is a `UserError`, not an empty list)."""
+    return [load_runtime(p, **options) for p in find_tasks(resolve_task_root(root))]

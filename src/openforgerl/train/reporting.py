@@ -12,6 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from openforgerl.orchestrator.view import clock
+
 COLUMNS = ("step", "reward", "pass_rate", "eval_pass1", "train_pass1", "kept", "dropped", "trained_tokens", "loss", "step_s", "policy_version")
 """The step table's columns, most important first: a narrow terminal drops them from the right."""
 
@@ -76,13 +78,6 @@ def step_table(rows: Sequence[Mapping[str, Any]], *, width: int | None = None, c
     for row in rows[-15:]:
         table.add_row(*(_fmt(row.get(col)) for col in cols))
     return table
-
-
-def clock(seconds: float) -> str:
-    """`1:05`, `12:40`, `1:02:03`."""
-    s = max(0, round(seconds))
-    h, rest = divmod(s, 3600)
-    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
 
 
 @dataclass

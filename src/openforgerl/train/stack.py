@@ -15,11 +15,11 @@ from typing import Any
 from openforgerl.config import Config, TaskSelection
 from openforgerl.stack import InProcessPusher, open_services
 from openforgerl.store import SQLiteCallStore
+from openforgerl.tasks.suites import BUILTIN_PREFIX, resolve_task_root
 from openforgerl.train.weight_sync import WeightPusher
 
 __all__ = ["BUILTIN_PREFIX", "InProcessPusher", "Stack", "open_stack", "resolve_task_dir", "select_tasks"]
 
-BUILTIN_PREFIX = "builtin:"
 
 
 @dataclass
@@ -36,16 +36,8 @@ class Stack:
 
 
 def resolve_task_dir(spec: str) -> Path:
-    if spec.startswith(BUILTIN_PREFIX):
-        from openforgerl.envs.claw.suite import CLAW_SUITE
-        from openforgerl.envs.gui.suite.families import GUI_SUITE
-
-        name = spec.removeprefix(BUILTIN_PREFIX)
-        suites = {"claw": CLAW_SUITE, "gui": GUI_SUITE}
-        if name not in suites:
-            raise ValueError(f"unknown builtin task suite {name!r} (known: claw, gui)")
-        return suites[name]
-    return Path(spec)
+    """A selection's `dir`: a folder, or `builtin:<suite>` (tasks/suites.py)."""
+    return resolve_task_root(spec, must_exist=False)
 
 
 def select_tasks(sel: TaskSelection | list[TaskSelection], seed: int) -> list[Any]:
