@@ -19,9 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.synth import vocab
-from openforgerl.synth.toolenv import Collection, Param, Tool, ToolEnv, _params
+from openforgerl.synth.documents import (
+    DocumentError,
+    as_list,
+    as_object,
+    as_scalar_list,
+    as_text,
+    read_document,
+)
+from openforgerl.synth.toolenv import Collection, Param, Tool, ToolEnv, _params, _schema_type
 
-__all__ = ["from_mcp_tools", "from_openapi", "list_mcp_tools", "load_document"]
+__all__ = ["DocumentError", "from_mcp_tools", "from_openapi", "list_mcp_tools", "load_document"]
 
 _VERBS: Sequence[tuple[str, str, frozenset[str]]] = (
     ("final", "answer", frozenset({"submit", "answer", "finish", "respond"})),
@@ -86,14 +94,18 @@ def _finish(name: str, tools: list[Tool], seed: int) -> ToolEnv:
 
 # --- MCP ------------------------------------------------------------------------------------------
 
-def _mcp_tool(d: Mapping[str, Any], env: str) -> Tool:
-    tokens = _tokens(str(d["name"]))
+def _mcp_tool(raw: Any, env: str, where: str) -> Tool:
+    d = as_object(raw, where, optional=False)
+    name = as_text(d.get("name"), f"{where}.name")
+    if not name:
+        raise DocumentError(f"{where}.name: every tool needs a name")
+    tokens = _tokens(name)
     effect, kind = _role(tokens)
     verbs = {v for _, _, vs in _VERBS for v in vs}
     noun = next((t for t in tokens if t not in verbs), env)
     service = _slug(noun).rstrip("s") or _slug(env)
-    schema = d.get("inputSchema") or d.get("input_schema") or {}
-    params = _params(schema, {})
+    field_name = "inputSchema" if d.get("inputSchema") else "input_schema"
+    params = _params(d.get(field_name), {}, f"{where}.{field_name}")
     key = next((p.name for p in params if _is_key(p.name)), "")
     collection = "answer.submitted" if effect == "final" else f"{service}.items"
     fields: dict[str, str] = {}
@@ -103,15 +115,26 @@ def _mcp_tool(d: Mapping[str, Any], env: str) -> Tool:
                              ref_phrase='the {entity} "{label}"') if p.name == key else p for p in params)
     if kind in ("update", "delete", "get") and not key:
         kind = "other"
-    return Tool(str(d["name"]), str(d.get("description", "")), params, effect, kind,  # type: ignore[arg-type]
+    return Tool(name, as_text(d.get("description"), f"{where}.description"), params, effect, kind,  # type: ignore[arg-type]
                 collection, key or "id", fields=fields)
+
+
+def _mcp_tool_list(listing: Any) -> list[Any]:
+    if isinstance(listing, list):
+        return listing
+    listing = as_object(listing, "the document", optional=False)
+    if "tools" not in listing:
+        raise DocumentError("the document has no `tools` list (an MCP tools/list result) and no `openapi` key "
+                            "(an OpenAPI 3 document)")
+    return as_list(listing["tools"], "tools", optional=False)
 
 
 def from_mcp_tools(listing: Mapping[str, Any] | Sequence[Mapping[str, Any]], name: str = "mcp", seed: int = 0
                    ) -> ToolEnv:
-    """A `tools/list` result (`{"tools": [...]}`) or its list of tools → a stub-state environment."""
-    tools = listing.get("tools", []) if isinstance(listing, Mapping) else listing
-    return _finish(_slug(name), [_mcp_tool(t, name) for t in tools], seed)
+    """A `tools/list` result (`{"tools": [...]}`) or its list of tools → a stub-state environment.
+    A value of the wrong type anywhere is a `DocumentError` naming where (`tools[3].inputSchema`)."""
+    tools = [_mcp_tool(t, name, f"tools[{i}]") for i, t in enumerate(_mcp_tool_list(listing))]
+    return _finish(_slug(name), tools, seed)
 
 
 def list_mcp_tools(argv: Sequence[str], timeout_s: float = 30.0, env: Mapping[str, str] | None = None
@@ -142,71 +165,89 @@ def list_mcp_tools(argv: Sequence[str], timeout_s: float = 30.0, env: Mapping[st
 
 # --- OpenAPI --------------------------------------------------------------------------------------
 
-def _resolve(doc: Mapping[str, Any], schema: Mapping[str, Any]) -> Mapping[str, Any]:
+def _resolve(doc: Mapping[str, Any], raw: Any, where: str) -> Mapping[str, Any]:
+    """`raw` as an object, following one local `$ref` (`#/components/schemas/Pet`)."""
+    schema = as_object(raw, where)
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/"):
         node: Any = doc
         for part in ref[2:].split("/"):
-            node = node.get(part, {})
-        return dict(node)
+            node = as_object(node, f"{where}.$ref {ref!r}").get(part)
+        return as_object(node, f"{where}.$ref {ref!r}")
     return schema
 
 
-def _op_params(doc: Mapping[str, Any], op: Mapping[str, Any], shared: Sequence[Any]) -> tuple[Param, ...]:
+def _op_params(doc: Mapping[str, Any], op: Mapping[str, Any], shared: Sequence[Any], where: str
+               ) -> tuple[Param, ...]:
     out: list[Param] = []
-    for raw in [*shared, *op.get("parameters", [])]:
-        p = _resolve(doc, raw)
+    own = as_list(op.get("parameters"), f"{where}.parameters")
+    for i, raw in enumerate([*shared, *own]):
+        at = f"{where}.parameters[{i - len(shared)}]" if i >= len(shared) else f"{where} (path parameters)[{i}]"
+        p = _resolve(doc, raw, at)
         if p.get("in") in ("path", "query"):
-            schema = _resolve(doc, p.get("schema", {}))
-            out.append(Param(str(p["name"]), str(schema.get("type", "string")), str(p.get("description", "")),
-                             bool(p.get("required", p.get("in") == "path")), enum=tuple(map(str, schema.get("enum", ())))))
-    body = op.get("requestBody", {})
-    schema = _resolve(doc, body.get("content", {}).get("application/json", {}).get("schema", {}))
+            schema = _resolve(doc, p.get("schema"), f"{at}.schema")
+            name = as_text(p.get("name"), f"{at}.name")
+            if not name:
+                raise DocumentError(f"{at}.name: every parameter needs a name")
+            out.append(Param(name, _schema_type(schema.get("type"), f"{at}.schema.type"),
+                             as_text(p.get("description"), f"{at}.description"),
+                             bool(p.get("required", p.get("in") == "path")),
+                             enum=as_scalar_list(schema.get("enum"), f"{at}.schema.enum")))
+    body = as_object(op.get("requestBody"), f"{where}.requestBody")
+    content = as_object(body.get("content"), f"{where}.requestBody.content")
+    media = as_object(content.get("application/json"), f"{where}.requestBody.content.application/json")
+    at = f"{where}.requestBody.content.application/json.schema"
+    schema = _resolve(doc, media.get("schema"), at)
     names = {p.name for p in out}
-    out += [p for p in _params(schema, {}) if p.name not in names and p.name != "id"]
+    out += [p for p in _params(schema, {}, at) if p.name not in names and p.name != "id"]
     return tuple(out)
 
 
 def _op_tool(doc: Mapping[str, Any], path: str, method: str, op: Mapping[str, Any], service: str,
-             shared: Sequence[Any]) -> Tool:
+             shared: Sequence[Any], where: str) -> Tool:
     segments = [s for s in path.strip("/").split("/") if s]
     resource = _slug(next((s for s in segments if not s.startswith("{")), service), "_")
     path_params = re.findall(r"{(\w+)}", path)
-    params = _op_params(doc, op, shared)
+    params = _op_params(doc, op, shared, where)
     kind = {"post": "create", "put": "update", "patch": "update", "delete": "delete"}.get(method)
     if kind is None:
         search = [p for p in params if p.required and p.type == "string"]
         kind = "get" if path_params else "search" if len(search) == 1 else "list"
-    name = str(op.get("operationId") or f"{method}_{'_'.join(_slug(s, '_') for s in segments)}")
-    return Tool(name, str(op.get("summary") or op.get("description") or ""), params,
-                "read" if method == "get" else "write", kind, f"{service}.{resource}",  # type: ignore[arg-type]
-                path_params[-1] if path_params else "id")
+    name = as_text(op.get("operationId"), f"{where}.operationId") or \
+        f"{method}_{'_'.join(_slug(s, '_') for s in segments)}"
+    summary = as_text(op.get("summary"), f"{where}.summary") or as_text(op.get("description"), f"{where}.description")
+    return Tool(name, summary, params, "read" if method == "get" else "write", kind,  # type: ignore[arg-type]
+                f"{service}.{resource}", path_params[-1] if path_params else "id")
 
 
 def from_openapi(doc: Mapping[str, Any], name: str | None = None, seed: int = 0) -> ToolEnv:
-    """Every operation of an OpenAPI 3 document → a tool over stub collections (one per resource)."""
-    title = name or str(doc.get("info", {}).get("title", "api"))
+    """Every operation of an OpenAPI 3 document → a tool over stub collections (one per resource).
+    A value of the wrong type anywhere is a `DocumentError` naming where (`paths./pets.get.parameters[0]`)."""
+    doc = as_object(doc, "the document", optional=False)
+    title = name or as_text(as_object(doc.get("info"), "info").get("title"), "info.title", "api")
     service = _slug(title)
     tools = []
-    for path, item in (doc.get("paths") or {}).items():
-        shared = item.get("parameters", [])
+    for path, raw in as_object(doc.get("paths"), "paths").items():
+        item = as_object(raw, f"paths.{path}", optional=False)
+        shared = as_list(item.get("parameters"), f"paths.{path}.parameters")
         for method in ("get", "post", "put", "patch", "delete"):
             if method in item:
-                tools.append(_op_tool(doc, path, method, item[method], service, shared))
+                where = f"paths.{path}.{method}"
+                op = as_object(item[method], where, optional=False)
+                tools.append(_op_tool(doc, str(path), method, op, service, shared, where))
     return _finish(service, tools, seed)
 
 
 def load_document(path: Path) -> ToolEnv:
-    """A `.json` / `.yaml` file: an OpenAPI document (`openapi` key) or an MCP `tools/list` result."""
-    text = path.read_text()
-    if path.suffix in (".yaml", ".yml"):
-        import yaml  # optional: JSON documents need nothing
-
-        data = yaml.safe_load(text)
-    else:
-        data = json.loads(text)
-    if isinstance(data, Mapping) and "openapi" in data:
-        return from_openapi(data, None)
-    if isinstance(data, Mapping) and "result" in data:  # a whole JSON-RPC response
-        data = data["result"]
-    return from_mcp_tools(data, path.stem)
+    """A `.json` / `.yaml` file: an OpenAPI document (`openapi` key) or an MCP `tools/list` result (bare, or
+    a whole JSON-RPC response). Anything else, too large, too deep or of the wrong type at any level is a
+    `DocumentError` whose one line names the file, the place and the fix."""
+    data = read_document(path)
+    try:
+        if isinstance(data, Mapping) and "openapi" in data:
+            return from_openapi(data, None)
+        if isinstance(data, Mapping) and "result" in data:  # a whole JSON-RPC response
+            data = data["result"]
+        return from_mcp_tools(data, path.stem)
+    except DocumentError as exc:
+        raise DocumentError(f"{path}: {exc}") from None

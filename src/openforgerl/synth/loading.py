@@ -8,6 +8,7 @@ import importlib.util
 from pathlib import Path
 
 from openforgerl.synth.claw import claw_env, claw_family_env
+from openforgerl.synth.documents import DocumentError
 from openforgerl.synth.importers import load_document
 from openforgerl.synth.toolenv import ToolEnv, load_toml
 
@@ -41,5 +42,8 @@ def load_env(spec: str | Path | ToolEnv) -> ToolEnv:
     if path.suffix == ".py":
         return _load_module(path).with_answer()
     if path.suffix == ".toml":
-        return load_toml(path).with_answer()
+        try:
+            return load_toml(path).with_answer()
+        except DocumentError as exc:
+            raise DocumentError(exc.args[0] if str(path) in exc.args[0] else f"{path}: {exc}") from None
     return load_document(path).with_answer()

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import copy
 import re
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
+
+from openforgerl.synth.documents import DocumentError, as_list, as_object, as_scalar_list, as_text
 
 __all__ = ["ANSWER_TOOL", "Collection", "Param", "Session", "StubSession", "Tool", "ToolEnv", "ToolFailure",
            "load_toml"]
@@ -306,34 +307,104 @@ class StubSession:
 
 # --- loading --------------------------------------------------------------------------------------
 
-def _params(schema: Mapping[str, Any], overrides: Mapping[str, Any]) -> tuple[Param, ...]:
-    """JSON-schema `{properties, required}` → Params; `overrides[name]` adds kind / ref / ref_phrase."""
-    required = set(schema.get("required", []))
+def _schema_type(value: Any, where: str) -> str:
+    """A property's JSON-schema `type`: a name, or a list of names (`["string", "null"]`: the first non-null)."""
+    if isinstance(value, list):
+        names = [t for t in as_scalar_list(value, where) if t != "null"]
+        return names[0] if names else "string"
+    return as_text(value, where, "string")
+
+
+def _params(schema: Mapping[str, Any], overrides: Mapping[str, Any], where: str = "parameters"
+            ) -> tuple[Param, ...]:
+    """JSON-schema `{properties, required}` → Params; `overrides[name]` adds kind / ref / ref_phrase.
+    A value of the wrong type at any level is a `DocumentError` naming `where` it is."""
+    schema = as_object(schema, where)
+    required = set(as_scalar_list(schema.get("required"), f"{where}.required"))
+    overrides = as_object(overrides, f"{where}.param")
     out = []
-    for name, prop in (schema.get("properties") or {}).items():
-        extra = dict(overrides.get(name, {}))
-        out.append(Param(name, str(prop.get("type", "string")), str(prop.get("description", "")),
-                         name in required, enum=tuple(map(str, prop.get("enum", ()))), **extra))
+    for name, raw in as_object(schema.get("properties"), f"{where}.properties").items():
+        at = f"{where}.properties.{name}"
+        prop = as_object(raw, at, optional=False)
+        extra = _overrides(overrides.get(name), f"{where}.param.{name}")
+        out.append(Param(str(name), _schema_type(prop.get("type"), f"{at}.type"),
+                         as_text(prop.get("description"), f"{at}.description"), name in required,
+                         enum=as_scalar_list(prop.get("enum"), f"{at}.enum"), **extra))
     return tuple(out)
 
 
-def tool_from_dict(d: Mapping[str, Any]) -> Tool:
-    schema = d.get("parameters") or d.get("input_schema") or d.get("inputSchema") or {}
-    return Tool(str(d["name"]), str(d.get("description", "")), _params(schema, d.get("param", {})),
-                d.get("effect", "read"), d.get("kind", "other"), str(d.get("collection", "")),
-                str(d.get("key", "id")), str(d.get("target", "")), dict(d.get("fields", {})), dict(d.get("sets", {})),
-                bool(d.get("destructive", False)), tuple(d.get("forbids", ())), tuple(d.get("templates", ())))
+_OVERRIDABLE = ("kind", "ref", "ref_phrase")
 
 
-def collection_from_dict(d: Mapping[str, Any]) -> Collection:
-    return Collection(str(d["name"]), str(d.get("label", "name")), dict(d.get("fields", {})),
-                      tuple(d.get("records", ())), str(d.get("key", "id")), str(d.get("id_prefix", "")),
-                      dict(d.get("defaults", {})), str(d.get("entity", "")))
+def _overrides(raw: Any, where: str) -> dict[str, str]:
+    out = {str(k): as_text(v, f"{where}.{k}") for k, v in as_object(raw, where).items()}
+    unknown = sorted(set(out) - set(_OVERRIDABLE))
+    if unknown:
+        raise DocumentError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(_OVERRIDABLE)})")
+    return out
+
+
+_EFFECTS = ("read", "write", "final")
+_KINDS = ("create", "update", "delete", "move", "get", "list", "search", "answer", "other")
+
+
+def _choice(value: Any, where: str, choices: tuple[str, ...], default: str) -> Any:
+    text = as_text(value, where, default)
+    if text not in choices:
+        raise DocumentError(f"{where}: {text!r} is not one of {', '.join(choices)}")
+    return text
+
+
+def _record_list(value: Any, where: str) -> tuple[dict[str, Any], ...]:
+    return tuple(dict(as_object(r, f"{where}[{i}]", optional=False)) for i, r in enumerate(as_list(value, where)))
+
+
+def _text_map(value: Any, where: str) -> dict[str, str]:
+    return {str(k): as_text(v, f"{where}.{k}") for k, v in as_object(value, where).items()}
+
+
+def tool_from_dict(d: Mapping[str, Any], where: str = "tools") -> Tool:
+    """One `[[tools]]` table (or any tool object with a JSON-schema `parameters`); bad types raise
+    `DocumentError` naming the field."""
+    d = as_object(d, where, optional=False)
+    name = as_text(d.get("name"), f"{where}.name")
+    if not name:
+        raise DocumentError(f"{where}.name: every tool needs a name")
+    keys = [k for k in ("parameters", "input_schema", "inputSchema") if d.get(k)]
+    schema = d.get(keys[0]) if keys else {}
+    at = f"{where}.{keys[0] if keys else 'parameters'}"
+    return Tool(name, as_text(d.get("description"), f"{where}.description"),
+                _params(schema, as_object(d.get("param"), f"{where}.param"), at),
+                _choice(d.get("effect"), f"{where}.effect", _EFFECTS, "read"),
+                _choice(d.get("kind"), f"{where}.kind", _KINDS, "other"),
+                as_text(d.get("collection"), f"{where}.collection"), as_text(d.get("key"), f"{where}.key", "id"),
+                as_text(d.get("target"), f"{where}.target"), _text_map(d.get("fields"), f"{where}.fields"),
+                dict(as_object(d.get("sets"), f"{where}.sets")),
+                bool(d.get("destructive", False)), as_scalar_list(d.get("forbids"), f"{where}.forbids"),
+                as_scalar_list(d.get("templates"), f"{where}.templates"))
+
+
+def collection_from_dict(d: Mapping[str, Any], where: str = "collections") -> Collection:
+    d = as_object(d, where, optional=False)
+    name = as_text(d.get("name"), f"{where}.name")
+    if not re.fullmatch(r"[\w-]+\.[\w-]+", name):
+        raise DocumentError(f"{where}.name: {name!r} is not `<service>.<list>`")
+    return Collection(name, as_text(d.get("label"), f"{where}.label", "name"), _text_map(d.get("fields"), f"{where}.fields"),
+                      _record_list(d.get("records"), f"{where}.records"), as_text(d.get("key"), f"{where}.key", "id"),
+                      as_text(d.get("id_prefix"), f"{where}.id_prefix"),
+                      dict(as_object(d.get("defaults"), f"{where}.defaults")), as_text(d.get("entity"), f"{where}.entity"))
 
 
 def load_toml(path: Path) -> ToolEnv:
     """A declarative environment: `name`, `[[collections]]`, `[[tools]]` (docs/synthesis.md)."""
-    data = tomllib.loads(path.read_text())
-    return ToolEnv(str(data.get("name", path.stem)), tuple(tool_from_dict(t) for t in data.get("tools", [])),
-                   tuple(collection_from_dict(c) for c in data.get("collections", [])),
-                   dict(data.get("fixtures", {})), dict(data.get("values", {})))
+    from openforgerl.synth.documents import read_document
+
+    data = as_object(read_document(path), str(path))
+    fixtures = as_object(data.get("fixtures"), "fixtures")
+    values = as_object(data.get("values"), "values")
+    return ToolEnv(as_text(data.get("name"), "name", path.stem),
+                   tuple(tool_from_dict(t, f"tools[{i}]") for i, t in enumerate(as_list(data.get("tools"), "tools"))),
+                   tuple(collection_from_dict(c, f"collections[{i}]")
+                         for i, c in enumerate(as_list(data.get("collections"), "collections"))),
+                   {str(k): dict(as_object(v, f"fixtures.{k}", optional=False)) for k, v in fixtures.items()},
+                   {str(k): as_scalar_list(v, f"values.{k}") for k, v in values.items()})
