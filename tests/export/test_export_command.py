@@ -118,3 +118,27 @@ def test_export_takes_the_configs_reconstruction_section_and_flags_win(log_path:
     rows = read_jsonl_rows(out)  # truncated to the YAML's prompt and the flag's response length, none dropped
     assert len(rows) == 2 and [r["extra_fields"]["dropped"] for r in rows] == [False, False]
     assert all(len(r["prompt_ids"]) <= 20 and len(r["response_ids"]) <= 30 for r in rows)
+
+
+async def test_export_says_why_each_dropped_rollout_was_dropped(tmp_path: Path) -> None:
+    """A log whose rollouts nobody judged (opened and closed through the admin API without `in_batch`)
+    exports 0 rows, and the command says why and what to send, not only `wrote 0 rows`."""
+    path = tmp_path / "calls.db"
+    store = SQLiteCallStore(path)
+    for i, kw in enumerate([{"in_batch": None, "group_valid": None}] * 2 + [{"infra_tainted": True}]):
+        calls, rollout = simulated_rollout(i, f"r{i}", **kw)
+        for call in calls:
+            await store.append_call(*stored(call))
+        await store.put_rollout(rollout)
+    await store.aclose()
+    text = _run("--store", str(path), "--out", str(tmp_path / "rows.parquet"))
+    assert "wrote 0 rows from 3 rollouts" in text
+    assert "dropped 3 of 3 rollouts (not trainable):" in text
+    assert "  2 not_in_batch:undecided: no orchestrator decided on it: send `in_batch: true`" in text
+    assert "  1 infra:tainted: an infrastructure fault hit it" in text
+
+
+def test_export_of_trainable_rollouts_prints_no_drop_lines(log_path: Path, tmp_path: Path) -> None:
+    text = _run("--store", str(log_path), "--out", str(tmp_path / "rows.parquet"))
+    assert "dropped 2 of 4 rollouts" in text  # control: the tainted and the unfinished one
+    assert "not_in_batch" not in text

@@ -76,6 +76,8 @@ def command(
     typer.echo(f"wrote {len(rows)} rows from {len(results)} rollouts to {out}")
     for name, m in per_harness.items():
         typer.echo(_summary_line(name, m))
+    for line in drop_lines([r.metrics.dropped_reason for r in results]):
+        typer.echo(line)
 
 
 def reconstruction_options(config_file: Path | None, flags: dict[str, object],
@@ -85,6 +87,34 @@ def reconstruction_options(config_file: Path | None, flags: dict[str, object],
     from openforgerl.config import from_flags
 
     return from_flags(config_file, flags).reconstruction_options(image_token_id=image_token_id)
+
+
+_WHY = (  # reason prefix (trajectory/trainable.py) -> what it means and what to do about it
+    ("infra:", "an infrastructure fault hit it; such rollouts are retried by the orchestrator, never trained"),
+    ("unfinished", "it was never closed: send its outcome (POST /rollouts/{id}/outcome)"),
+    ("status:", "its status is not trained (only ok, agent_failed and a kept timeout are)"),
+    ("not_in_batch:undecided", "no orchestrator decided on it: send `in_batch: true` and `group_valid: true` "
+                               "in its outcome to train it (docs: gateway-api.md, The outcome)"),
+    ("not_in_batch:", "the orchestrator left it out of the batch"),
+    ("group_invalid:undecided", "no orchestrator decided on its group: send `group_valid: true` in its outcome"),
+    ("group_invalid:", "its GRPO group kept fewer than min_group_size rollouts"),
+    ("no_reward", "it has no reward: send `reward` in its outcome"),
+)
+
+
+def drop_lines(reasons: list[str | None]) -> list[str]:
+    """`dropped N of M rollouts:` and one line per reason with its count and what to do, so an export of
+    0 rows says why without opening the metrics file."""
+    from collections import Counter
+
+    counts = Counter(r.split(" ", 1)[0] for r in reasons if r)
+    if not counts:
+        return []
+    lines = [f"dropped {sum(counts.values())} of {len(reasons)} rollouts (not trainable):"]
+    for reason, n in counts.most_common():
+        why = next((text for prefix, text in _WHY if reason.startswith(prefix)), "")
+        lines.append(f"  {n} {reason}" + (f": {why}" if why else ""))
+    return lines
 
 
 def _summary_line(name: str, m: dict[str, object]) -> str:
