@@ -83,7 +83,7 @@ class Services:
 
     access: Any  # openforgerl.gateway.access.GatewayAccess: admin access, what the orchestrator uses
     backend: Any  # a SandboxBackend
-    store: Any = None  # openforgerl.store.SQLiteCallStore
+    store: Any = None  # openforgerl.store.SQLiteCallStore or PostgresCallStore (`open_store`)
     gateway: Any = None  # openforgerl.gateway.server.RunningGateway
     engine_url: str = ""
     pusher: WeightPusher | None = None
@@ -126,9 +126,10 @@ async def open_gateway(out_dir: Path, config: Config, *, engine: Engine | None =
         policy, url, pusher = await _open_engine(engine or config.engine, config.model, Path(out_dir), stack,
                                                  push_weights)
         from openforgerl.gateway.server import start_gateway
-        from openforgerl.store import SQLiteCallStore
+        from openforgerl.store import open_store
 
-        store = SQLiteCallStore(Path(config.store.path or Path(out_dir) / "calls.db"))
+        # a postgresql:// URL: one call log shared by gateway replicas (store/postgres.py)
+        store = open_store(config.store.path or Path(out_dir) / "calls.db")
         stack.push_async_callback(store.aclose)
         gateway = await start_gateway(policy, store, owns_engine=True, admin_token=admin_token, secret=secret,
                                       **config.gateway.server_options(config.call_deadline_s))

@@ -1,7 +1,9 @@
-"""`python -m openforgerl.gateway ...` (same as `openforgerl gateway ...`)."""
+"""`python -m openforgerl.gateway ...` (same as `openforgerl gateway ...`, user mistakes included:
+one `error:` line and exit 2, never a traceback)."""
 
-import typer
+import sys
 
-from openforgerl.gateway.command import command
+from openforgerl.cli import main
 
-typer.run(command)
+sys.argv[1:1] = ["gateway"]
+main()

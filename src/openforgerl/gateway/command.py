@@ -10,7 +10,8 @@ Settings come from the one config schema (`openforgerl.config`), as `train`, `ev
 it: `--config FILE` (its `engine`, `store` and `gateway` sections; e.g. the training config whose
 gateway this serves) with the flags given on top. Where neither says, a standalone gateway's own
 defaults hold (`STANDALONE`): model calls on port 8080, the admin API on 127.0.0.1:8081, the call log in
-`runs/calls.db`. It serves engine URLs only (`engine.urls` or `--engine`), never an embedded engine.
+`runs/calls.db`. Replicas share one call log through `--store postgresql://user@host/db` and one
+`--secret` (rollout keys are derived from it). It serves engine URLs only (`engine.urls` or `--engine`), never an embedded engine.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def command(
         "--engine", help="engine base URL (repeat for replicas; default: the config's engine.urls)")] = None,
     host: Annotated[str | None, typer.Option(help="address to bind (keep it loopback unless fronted)")] = None,
     port: Annotated[int | None, typer.Option(help="port to serve on (8080)")] = None,
-    store: Annotated[Path | None, typer.Option(help="SQLite call log path (runs/calls.db)")] = None,
+    store: Annotated[str | None, typer.Option(
+        help="call log: a SQLite file (runs/calls.db), or postgresql://user@host/db shared by replicas")] = None,
     dialect: Annotated[str | None, typer.Option(help="engine dialect: vllm (default) or sglang")] = None,
     model: Annotated[str | None, typer.Option(help="served model name (default: ask the engine)")] = None,
     call_deadline_s: Annotated[float | None, typer.Option(help="per-call upstream deadline, seconds (600)")] = None,
@@ -66,7 +68,7 @@ def command(
     # every flag names a key of the one config schema (openforgerl.config); None: not given
     flags: dict[str, object] = {
         "engine.dialect": dialect, "engine.served_model": model, "engine.max_tokens_cap": max_tokens_cap,
-        "store.path": store and str(store), "gateway.host": host, "gateway.port": port,
+        "store.path": store, "gateway.host": host, "gateway.port": port,
         "gateway.admin_host": admin_host, "gateway.admin_port": admin_port, "gateway.call_deadline_s": call_deadline_s,
         "gateway.pause_wait_s": pause_wait_s, "gateway.max_in_flight": max_in_flight,
         "gateway.policy_version": policy_version, "gateway.allow_image_urls": allow_image_urls,
@@ -163,7 +165,7 @@ async def _serve(config: Config, token: str, secret: str | None) -> None:
         _tune_gc()
         _tune_malloc()
         print(f"openforgerl gateway: model calls on {gw.model_url}, admin API on {gw.admin_url} "
-              f"(pid {os.getpid()}), store {config.store.path}", flush=True)
+              f"(pid {os.getpid()}), store {opened.store.path}", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
