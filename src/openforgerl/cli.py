@@ -71,7 +71,9 @@ def user_mistake(exc: BaseException, errno: object) -> str | None:
         where = getattr(exc, "problem_mark", None)
         at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return f"not valid YAML{at}: {problem}"
+        name = getattr(where, "name", None)
+        source = f"{name}: " if isinstance(name, str) and not name.startswith("<") else ""
+        return f"{source}not valid YAML{at}: {problem}"
     return None
 
 

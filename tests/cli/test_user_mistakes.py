@@ -32,7 +32,7 @@ CASES = [
     ("harness typo is not an install", ["harness", "frobnicate"], "unknown action 'frobnicate'"),
     ("unknown backend", ["rollout", "--tasks", str(TASK), "--backend", "frobnicate", "--n", "1"], "unknown backend"),
     ("missing config file", ["train", "nope.yaml"], "no such file or folder: nope.yaml"),
-    ("bad YAML", ["train", "bad.yaml"], "not valid YAML (line 3"),
+    ("bad YAML", ["train", "bad.yaml"], "bad.yaml: not valid YAML (line 3"),
     ("mistyped config key", ["train", "typo.yaml"], "stepz"),
     ("folder with no tasks", ["tasks", "validate", "empty"], "no task could be validated"),
     ("import of a folder in no known format", ["tasks", "import", "empty", "out"], "cannot tell the task format"),
