@@ -138,7 +138,8 @@ def test_declarative_checks_never_score_a_forged_history(tmp_path: Path, monkeyp
     (task / "tests" / "checks.toml").write_text(CHECKS)
     (task / "tests" / "grader.py").write_text(GRADER)
     steps = [format_tool_call("kb_search", {"query": "meals"})]
-    history = forged_history((task / "instruction.md").read_text(), "kb_read", {"id": "kb3"},
+    # a shell result: no service audit to hold it against (`verify/witness.py` covers the service's tools)
+    history = forged_history((task / "instruction.md").read_text(), "bash", {"command": "cat kb/expenses.md"},
                              "Meals are reimbursed at $60 per day.", "Meals are reimbursed at $60 per day.")
     runs = three_runs(tasks, tmp_path, monkeypatch, scripted(steps, None), scripted(steps, forge_step(history)))
     assert runs["honest"]["reward"] == 0.5 and runs["honest"]["reward_components"]["check.found_the_policy"] == 1.0

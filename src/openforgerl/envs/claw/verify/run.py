@@ -19,6 +19,7 @@ from pathlib import Path
 from openforgerl.envs.claw.client import ServiceUnreachable, get_json
 from openforgerl.envs.claw.verify.checks import Evidence, Outcome, evaluate
 from openforgerl.envs.claw.verify.spec import load_spec
+from openforgerl.envs.claw.verify.witness import audited
 
 __all__ = ["EXIT_NEEDS_JUDGE", "EXIT_TAMPERED", "EXIT_VERIFIER_BROKEN", "JUDGE_REQUESTS", "main", "verify_live"]
 
@@ -35,7 +36,8 @@ def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: 
                 user_record: Path | None = None) -> Outcome:
     """Judge the live service at `state_url` (raises ServiceUnreachable / TaskFormatError).
 
-    `transcript` (the rollout's messages), `judge_scores` ({check name: score} of the `llm_judge`
+    `transcript` (the rollout's messages; the results of the service's tools as its audit has them,
+    `verify/witness.py`), `judge_scores` ({check name: score} of the `llm_judge`
     checks) and `judge_answers` ({request key: score} of a task grader's judge calls) are written by the
     host from the call log and the judge (tasks/host_side.py), never by the agent. `token` (given when the
     task runs upstream's services) reads their audit from the service's host-only route. `env_snapshot` is
@@ -47,7 +49,7 @@ def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: 
     state = get_json("/state", url=state_url, wait_s=15.0)
     audit = get_json("/audit", url=state_url, wait_s=15.0).get("calls", [])
     upstream = get_json("/upstream/audit", url=state_url, wait_s=15.0, token=token) if token else None
-    said = json.loads(transcript.read_text()) if transcript else None
+    said = audited(json.loads(transcript.read_text()), audit) if transcript else None  # results as the audit has them
     judged = json.loads(judge_scores.read_text()) if judge_scores else None
     answers = json.loads(judge_answers.read_text()) if judge_answers else None
     snapshot = json.loads(env_snapshot.read_text()) if env_snapshot else None
