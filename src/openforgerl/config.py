@@ -118,6 +118,10 @@ class GatewaySettings(_Strict):
     shorter than the rollout budget is refused."""
     pause_wait_s: float = 30.0
     max_in_flight: int = 4096
+    max_in_flight_per_rollout: int = 64
+    """One rollout's calls in flight; one more is a 429 to that rollout only (a flood is its own doing)."""
+    max_log_bytes_per_rollout: int = 512 * 1024 * 1024
+    """One rollout's call log bytes (records and image blobs); a request past it is a 413 to that rollout."""
     policy_version: int = 0
     max_body_bytes: int = 64 * 1024 * 1024
     header_timeout_s: float = 30.0

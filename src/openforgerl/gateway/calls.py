@@ -86,6 +86,9 @@ class Gateway:
     images: ImagePolicy = field(default_factory=ImagePolicy)  # what a prompt image may be (images.py)
     seen_images: SeenImages = field(default_factory=SeenImages)  # payloads already decoded and stored
     verbatim_history: bool = True  # echoed assistant turns reach the engine as sampled (verbatim.py)
+    # One rollout's share (serve_call): past it, that rollout alone gets a 429 / a 413, never another.
+    max_in_flight_per_rollout: int = 64
+    max_log_bytes_per_rollout: int = 512 * 1024 * 1024
 
     def call_deadline(self, state: RolloutState) -> float:
         """This call's engine deadline in loop time: min(per-call limit, rollout deadline - margin)."""
@@ -183,6 +186,19 @@ def check_depth(body: Any, raw: bytes) -> None:
         raise GatewayError(400, f"request body nests deeper than {MAX_BODY_DEPTH} levels") from None
 
 
+# A sampling seed as the engines take it: vLLM validates it into int64 and torch's generator refuses
+# more; orjson reads a longer integer as a float, which an engine may take apart its own way.
+_SEED_MIN, _SEED_MAX = -(2**63), 2**63 - 1
+
+
+def check_seed(engine_body: dict[str, Any]) -> None:
+    """400 when the engine body's `seed` is not a 64-bit integer (`{"seed": 2**70}`): the client's
+    mistake, refused before it is recorded or reaches an engine (two dict reads a call)."""
+    seed = engine_body.get("seed")
+    if seed is not None and not (type(seed) is int and _SEED_MIN <= seed <= _SEED_MAX):
+        raise GatewayError(400, "'seed' must be an integer in the signed 64-bit range", param="seed")
+
+
 def parse_body(raw: bytes) -> dict[str, Any]:
     """`raw` as a JSON object no deeper than `MAX_BODY_DEPTH`, or a 400."""
     try:
@@ -223,6 +239,8 @@ class Call:
     meta: CallMeta = field(init=False)
     engine_call: EngineCall = field(init=False)
     tape: CallTape = field(init=False)
+    reserved: int = field(default=0, init=False)  # call log bytes held for it (its body's length)
+    blob_bytes: int = field(default=0, init=False)  # its new images' bytes, stored in the blob store
 
     @property
     def deadline(self) -> float | None:
@@ -264,6 +282,7 @@ async def admit(call: Call, raw: bytes) -> Admitted:
 async def _admit(call: Call, body: dict[str, Any], raw: bytes, lifted: LiftedUrls | None) -> Admitted:
     gw, adapter = call.gw, call.adapter
     engine_body = adapter.engine_body(body)
+    check_seed(engine_body)
     rewritten = await _verbatim(call, engine_body)
     engine_body = engine_body if rewritten is None else rewritten
     gate = may_have_images(engine_body, raw, adapter.translates)
@@ -272,23 +291,61 @@ async def _admit(call: Call, body: dict[str, Any], raw: bytes, lifted: LiftedUrl
 
 
 async def serve_call(adapter: WireAdapter, request: web.Request, state: RolloutState) -> web.StreamResponse:
-    """Entry point of every model route, once the rollout is authorized (`server.rollout_auth`)."""
+    """Entry point of every model route, once the rollout is authorized (`server.rollout_auth`).
+
+    Each rollout has its share: at most `max_in_flight_per_rollout` calls in flight (one more is a
+    429 to that rollout, counted from before its body is read, so a flood holds no more than its
+    share of the gateway's sockets, memory and `max_in_flight`), and at most
+    `max_log_bytes_per_rollout` bytes of call log (a body that would pass it is a 413, recorded once
+    without the body). Both are the rollout's own doing: refusals, never a taint."""
     gw = request.app[GATEWAY_KEY]
+    if state.calls_in_flight >= gw.max_in_flight_per_rollout:
+        return error_response(adapter, GatewayError(
+            429, f"this rollout already has {gw.max_in_flight_per_rollout} calls in flight",
+            code="rollout_calls_in_flight", headers={"Retry-After": "1"}))
+    state.calls_in_flight += 1
     call = Call(gw, adapter, state, request)
     try:
-        got = await admit(call, await read_raw(request))
-        if got.media is not None:
-            await store_blobs(gw.store, got.media, gw.seen_images)  # durable before the call's record can be
-        version = await gw.gate.enter()
-    except GatewayError as err:
-        return error_response(adapter, err)
-    try:
-        await call.begin(got, version)
-        if got.body.get("stream"):
-            return await _stream(call)
-        return await _complete(call)
+        try:
+            raw = await read_raw(request)
+            if not state.reserve_log(len(raw), gw.max_log_bytes_per_rollout):
+                return error_response(adapter, await _over_quota(call, len(raw)))
+            call.reserved = len(raw)
+            got = await admit(call, raw)
+            if got.media is not None:
+                await store_blobs(gw.store, got.media, gw.seen_images)  # durable before the call's record can be
+                call.blob_bytes = sum(len(data) for data, _ in got.media.blobs.values())
+            version = await gw.gate.enter()
+        except GatewayError as err:
+            state.log_bytes += call.blob_bytes - call.reserved  # refused: nothing recorded but its images
+            return error_response(adapter, err)
+        try:
+            await call.begin(got, version)
+            if got.body.get("stream"):
+                return await _stream(call)
+            return await _complete(call)
+        finally:
+            gw.gate.leave()
     finally:
-        gw.gate.leave()
+        state.calls_in_flight -= 1
+
+
+async def _over_quota(call: Call, size: int) -> GatewayError:
+    """The 413 for a body past its rollout's call log quota. The first such refusal of a rollout is
+    recorded, as a CLIENT_BAD_REQUEST without the body (a few hundred bytes); later ones are not,
+    so a rollout's log stays within its quota plus one short record."""
+    gw, state = call.gw, call.state
+    quota = gw.max_log_bytes_per_rollout
+    message = (f"this rollout's call log is at {state.log_bytes} of its {quota} bytes: "
+               f"a request of {size} bytes does not fit")
+    if not state.quota_noted:
+        state.quota_noted = True
+        meta = CallMeta(state.rollout_id, await gw.registry.take_index(state), call.adapter.wire, {}, None,
+                        harness_headers(call.request.headers), gw.gate.policy_version, time.time(), False)
+        body = record_json(meta, CallTape(), call_error(CallErrorKind.CLIENT_BAD_REQUEST, message, 413))
+        state.log_bytes += len(body)
+        await gw.store.append_call(state.rollout_id, meta.index, body)
+    return GatewayError(413, message, code="rollout_log_quota")
 
 
 def _meta(call: Call, index: int, got: Admitted, version: int) -> CallMeta:
@@ -344,7 +401,9 @@ async def _finish_record(call: Call, error: CallError | None) -> None:
     if meta.images and tape.processor is None:
         tape.processor = await _engine_processor(gw, meta.rollout_id)
     finished_at = time.time()
-    await gw.store.append_call(meta.rollout_id, meta.index, record_json(meta, tape, error, finished_at))
+    body = record_json(meta, tape, error, finished_at)
+    _settle_log(call, body)
+    await gw.store.append_call(meta.rollout_id, meta.index, body)
     outcome = "ok" if error is None else error.kind.value
     gw.metrics.observe(meta.protocol.value, outcome, tape.prompt_length(), len(tape.token_ids),
                        finished_at - meta.started_at)
@@ -364,7 +423,15 @@ async def _fail(call: Call, exc: Exception) -> GatewayError:
 def _record_cancelled(call: Call) -> None:
     """The client (or the server) went away mid-call: record it without awaiting (we are cancelled)."""
     error = call_error(CallErrorKind.CLIENT_DISCONNECTED, "call cancelled (client or server went away)")
-    call.gw.store.append_call(call.meta.rollout_id, call.meta.index, record_json(call.meta, call.tape, error))
+    body = record_json(call.meta, call.tape, error)
+    _settle_log(call, body)
+    call.gw.store.append_call(call.meta.rollout_id, call.meta.index, body)
+
+
+def _settle_log(call: Call, record: bytes) -> None:
+    """Charge the rollout what its call wrote (record and images) in place of the body it reserved."""
+    call.state.log_bytes += len(record) + call.blob_bytes - call.reserved
+    call.reserved = call.blob_bytes = 0
 
 
 async def _verbatim(call: Call, engine_body: dict[str, Any]) -> dict[str, Any] | None:

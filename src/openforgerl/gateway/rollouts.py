@@ -57,6 +57,20 @@ class RolloutState:
     # Set once the taint is stored (or the rollout closes): wakes `GET /rollouts/{id}/taint` long-polls.
     ended_or_tainted: asyncio.Event = field(default_factory=asyncio.Event)
 
+    # Its fair share of the gateway (calls.serve_call): model calls it has in flight, bytes it has
+    # added to the call log (records and image blobs; a call's body is reserved when it arrives),
+    # and whether its first refusal over that quota is recorded (later ones are not: bounded).
+    calls_in_flight: int = 0
+    log_bytes: int = 0
+    quota_noted: bool = False
+
+    def reserve_log(self, nbytes: int, quota: int) -> bool:
+        """Reserve `nbytes` of the call log for a call; False (nothing reserved) past `quota`."""
+        if self.log_bytes + nbytes > quota:
+            return False
+        self.log_bytes += nbytes
+        return True
+
     def cut_inflight(self) -> None:
         """End every engine call of this rollout still running (their guards raise TimeoutError)."""
         for guard in list(self.inflight):

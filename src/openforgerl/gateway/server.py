@@ -250,18 +250,22 @@ async def start_gateway(engine: Engine, store: CallStore, *, host: str = "127.0.
                         shutdown_timeout_s: float = 5.0, header_timeout_s: float = 30.0,
                         body_timeout_s: float = 60.0, deadline_margin_s: float = 2.0,
                         public_model_url: str | None = None, images: ImagePolicy | None = None,
-                        verbatim_history: bool = True) -> RunningGateway:
+                        verbatim_history: bool = True, max_in_flight_per_rollout: int = 64,
+                        max_log_bytes_per_rollout: int = 512 * 1024 * 1024) -> RunningGateway:
     """Serve a gateway for `engine`, recording into `store`, in the running event loop: the model
     listener on `host:port`, the admin listener on `admin_host:admin_port` (default: same host,
     any free port), guarded by `admin_token` (generated when not given). `images`: which prompt
     images are accepted (default: data URLs up to 20 MiB / 40 M pixels, no http URLs).
-    `verbatim_history`: echoed assistant turns reach the engine as the model sampled them (verbatim.py)."""
+    `verbatim_history`: echoed assistant turns reach the engine as the model sampled them (verbatim.py).
+    `max_in_flight_per_rollout` / `max_log_bytes_per_rollout`: one rollout's share of the gateway
+    (`calls.serve_call`): past it that rollout gets a 429 / a 413, and no other rollout notices."""
     token = admin_token or secrets.token_urlsafe(32)
     gw = Gateway(engine, store, RolloutRegistry(store, secret, deadline_margin_s=deadline_margin_s),
                  FlowGate(policy_version=policy_version, pause_wait_s=pause_wait_s, max_in_flight=max_in_flight),
                  Metrics(), call_deadline_s, max_body_bytes, admin_token=token, body_timeout_s=body_timeout_s,
                  deadline_margin_s=deadline_margin_s, images=images or ImagePolicy(),
-                 verbatim_history=verbatim_history)
+                 verbatim_history=verbatim_history, max_in_flight_per_rollout=max_in_flight_per_rollout,
+                 max_log_bytes_per_rollout=max_log_bytes_per_rollout)
     model_runner, bound = await _serve(build_model_app(gw), host, port, shutdown_timeout_s, header_timeout_s)
     admin_runner, admin_bound = await _serve(build_admin_app(gw), admin_host or host, admin_port,
                                              shutdown_timeout_s, header_timeout_s)

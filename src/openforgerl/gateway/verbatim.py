@@ -26,6 +26,8 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from openforgerl.gateway.errors import GatewayError
+
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _SPACE = re.compile(r"\s+")
@@ -69,13 +71,28 @@ def message_signature(message: dict[str, Any]) -> Signature | None:
         return None
     reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
     calls: list[tuple[str, str]] = []
-    for call in message.get("tool_calls") or ():
-        fn = call.get("function") or {} if isinstance(call, dict) else {}
+    for call in tool_calls(message):
+        fn = call.get("function") or {}
         args = _canonical_args(fn.get("arguments"))
         if args is None or not isinstance(fn.get("name"), str):
             return None
         calls.append((fn["name"], args))
     return _squash(f"{reasoning} {text}"), tuple(calls)
+
+
+def tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """An assistant message's `tool_calls`: a list of objects whose `function`, when present, is an
+    object; anything else is the client's malformed request, a 400 (the engine would refuse it too)."""
+    calls = message.get("tool_calls")
+    if calls is None:
+        return []
+    if not isinstance(calls, list):
+        raise GatewayError(400, "an assistant message's 'tool_calls' must be a list", param="tool_calls")
+    for call in calls:
+        if not isinstance(call, dict) or not isinstance(call.get("function") or {}, dict):
+            raise GatewayError(400, "each of an assistant message's 'tool_calls' must be an object with an "
+                                    "object 'function'", param="tool_calls")
+    return calls
 
 
 def raw_signature(raw: str) -> Signature:
@@ -187,8 +204,8 @@ def _exact_key(message: dict[str, Any]) -> Hashable | None:
     if not (content is None or isinstance(content, str)):
         return None
     calls = []
-    for call in message.get("tool_calls") or ():
-        fn = call.get("function") if isinstance(call, dict) else None
+    for call in tool_calls(message):
+        fn = call.get("function")
         if not (isinstance(fn, dict) and isinstance(fn.get("arguments"), str) and isinstance(fn.get("name"), str)):
             return None
         calls.append((fn["name"], fn["arguments"]))
