@@ -250,3 +250,56 @@ def test_an_unreachable_or_refused_postgres_is_one_line_and_exit_2(postgres_serv
     finally:
         proc.kill()
         proc.wait()
+
+
+# ---------------------------------------------------------------------------- close across replicas
+
+
+@pytest.mark.parametrize("shared", ["postgres", "sqlite"])
+async def test_a_close_on_one_replica_cuts_the_calls_in_flight_on_another(shared, request, tmp_path, fmt):
+    """Replica A closes a rollout while replica B serves one of its calls. On PostgreSQL the close is
+    announced (NOTIFY) and B cuts the call at once and refuses the next. Control: two replicas on one
+    SQLite file, which announces nothing: B serves the call to its end (and would serve more)."""
+    import openai
+
+    from openforgerl.gateway.server import start_gateway
+    from openforgerl.records import CallErrorKind
+
+    location = str(request.getfixturevalue("postgres_url")) if shared == "postgres" else str(tmp_path / "calls.db")
+    engine = ScriptedEngine(lambda turn: "word " * 60, fmt=fmt, faults=Faults(token_delay_s=0.05))  # ~3 s a call
+    stores = [open_store(location) for _ in range(2)]
+    a, b = [await start_gateway(engine, store, secret=SECRET) for store in stores]
+    try:
+        ro = await a.open_rollout(task_id="t")
+        rid = ro["rollout_id"]
+        client = AsyncOpenAI(base_url=f"{b.model_url}/r/{rid}/v1", api_key=ro["api_key"], max_retries=0, timeout=30)
+        msgs = [{"role": "user", "content": "go"}]
+        call = asyncio.create_task(client.chat.completions.create(model="m", messages=msgs))
+        for _ in range(200):  # until B's engine step runs
+            state = b.gateway.registry._cache.get(rid)
+            if state is not None and state.inflight:
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("the call never reached the engine")
+        async with aiohttp.ClientSession(headers=a.admin_headers()) as http, \
+                http.post(f"{a.admin_url}/rollouts/{rid}/close") as r:
+            assert r.status == 200
+        closed_at = time.monotonic()
+        if shared == "postgres":
+            with pytest.raises(openai.PermissionDeniedError):
+                await call
+            assert time.monotonic() - closed_at < 1.5  # cut, not served to its end (~3 s)
+            with pytest.raises(openai.PermissionDeniedError):  # and the next call is refused on B
+                await client.chat.completions.create(model="m", messages=msgs)
+            (rec,) = await stores[1].list_calls(rid)
+            assert rec.error is not None and rec.error.kind == CallErrorKind.CLIENT_DISCONNECTED
+        else:
+            answer = await call  # B never learns of the close
+            assert answer.choices[0].finish_reason == "stop" and time.monotonic() - closed_at > 1.5
+        await client.close()
+    finally:
+        for gw in (a, b):
+            await gw.aclose()
+        for store in stores:
+            await store.aclose()

@@ -105,6 +105,7 @@ class RolloutRegistry:
         self.deadline_margin_s = deadline_margin_s
         self._secret = (secret or secrets.token_hex(32)).encode()
         self._cache: dict[str, RolloutState] = {}
+        self._following: set[asyncio.Future[None]] = set()  # re-reads of rollouts other replicas ended
 
     def key_for(self, rollout_id: str) -> str:
         return "ofr-" + hmac.new(self._secret, rollout_id.encode(), hashlib.sha256).hexdigest()[:40]
@@ -233,3 +234,45 @@ class RolloutRegistry:
             return
         state.versions.add(version)
         await self.update(state.rollout_id, policy_versions=sorted(state.versions))
+
+    def follow_store(self) -> None:
+        """Follow the other gateway replicas sharing this store, where the store announces ended
+        rollouts (PostgreSQL: `watch_rollouts`): a close or an infra taint that another replica
+        stored reaches this replica's cached state, which then cuts the rollout's calls in flight
+        here and refuses new ones, as the replica that closed it does. Without it a replica would
+        serve a rollout closed elsewhere until its calls end (measured in
+        tests/gateway/test_gateway_replicas.py)."""
+        watch = getattr(self.store, "watch_rollouts", None)
+        if watch is None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def announced(rollout_id: str | None) -> None:  # on the store's listener thread
+            with contextlib.suppress(RuntimeError):  # this gateway's loop has closed
+                loop.call_soon_threadsafe(self._spawn_follow, rollout_id)
+
+        watch(announced)
+
+    def _spawn_follow(self, rollout_id: str | None) -> None:
+        """Re-read the announced rollout, or (None: announcements may have been missed) every open one."""
+        ids = [rollout_id] if rollout_id is not None else [r for r, s in self._cache.items() if not s.closed]
+        for rid in ids:
+            if rid in self._cache:
+                task = asyncio.ensure_future(self._follow(rid))
+                self._following.add(task)
+                task.add_done_callback(self._following.discard)
+
+    async def _follow(self, rollout_id: str) -> None:
+        state = self._cache.get(rollout_id)
+        if state is None or state.closed:
+            return
+        record = await self.store.get_rollout(rollout_id)
+        if record is None:
+            return
+        if record.infra_tainted and not state.tainted:
+            state.tainted = True
+            state.ended_or_tainted.set()
+        if record.closed and not state.closed:
+            state.closed = True
+            state.cut_inflight()
+            state.ended_or_tainted.set()

@@ -266,6 +266,7 @@ async def start_gateway(engine: Engine, store: CallStore, *, host: str = "127.0.
                  deadline_margin_s=deadline_margin_s, images=images or ImagePolicy(),
                  verbatim_history=verbatim_history, max_in_flight_per_rollout=max_in_flight_per_rollout,
                  max_log_bytes_per_rollout=max_log_bytes_per_rollout)
+    gw.registry.follow_store()  # closes and taints stored by other replicas of a shared log
     model_runner, bound = await _serve(build_model_app(gw), host, port, shutdown_timeout_s, header_timeout_s)
     admin_runner, admin_bound = await _serve(build_admin_app(gw), admin_host or host, admin_port,
                                              shutdown_timeout_s, header_timeout_s)
