@@ -18,11 +18,12 @@ work. So every turn here is witnessed by something the agent cannot write:
   host's relay record (`HostSide.user_record`), never from here. A user turn that first appears later is
   dropped;
 - a tool result is taken from the requests that answer its turn directly (whose last witnessed turn is
-  that turn). The harness sends one such request per turn; one the agent sends from its shell about an
-  earlier turn is outvoted by nothing: the results of every earlier turn come from that turn's own
-  successors, so rewriting them in a later history changes nothing, and two successors that disagree
-  on a result get `WITHHELD`, never a pick. Where the environment keeps its own audit (Claw services,
-  Claw-Eval's mock services, tau2's service), graders read effects from that audit, not from these texts;
+  that turn), at most one per tool call the turn's own text makes. The harness sends one such request
+  per turn, so rewriting an earlier turn's results in a later history changes nothing, and two answers
+  to one turn that disagree (the harness's, and one the agent sent from its shell while that turn's
+  tools ran) get `WITHHELD`, never a pick. Where the environment keeps its own audit, the verifier holds
+  these texts against it too (the Claw services' `/audit`: `envs/claw/verify/witness.py`), and graders
+  read effects from the audit (Claw-Eval's dispatches, tau2's service log), not from these texts;
 - the conversation is the history with the most witnessed turns (the latest on a tie), plus that
   call's answer: a forged request that leaves out a real turn does not hide it.
 
@@ -34,6 +35,7 @@ no witness and are left out, a lower score, never a higher one.
 
 Limit: the results of the turn during which the harness stopped for good are only as good as the
 requests that answered it; if the agent killed its harness in that turn, the one answer may be its own.
+For a task service's tools the audit settles it; a shell or file tool of the harness has no audit.
 
 Side calls (title generation and the like) and sub-agents are left out. Three shapes are produced:
 
