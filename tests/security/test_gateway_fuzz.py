@@ -75,6 +75,9 @@ class InstantEngine:
     async def count_tokens(self, body: dict[str, Any]) -> int:
         return 3
 
+    async def detokenize(self, ids: list[int], route_key: str) -> str | None:
+        return "ok"  # verbatim history then reads every echoed assistant turn of a rollout that was answered
+
     async def aclose(self) -> None:
         return None
 
@@ -177,7 +180,25 @@ def streamed(body: Any, rng: random.Random) -> Any:
     return body
 
 
-BODY_MUTATIONS = [flip, flip, flip, delete, delete, deepen, huge, streamed]
+# Echoed assistant turns whose tool calls are malformed (verbatim history reads each one it is shown).
+BAD_TURNS: list[Any] = [
+    {"role": "assistant", "content": "ok", "tool_calls": 5},
+    {"role": "assistant", "content": "ok", "tool_calls": "x"},
+    {"role": "assistant", "content": "ok", "tool_calls": [7]},
+    {"role": "assistant", "content": "ok", "tool_calls": [{"id": "c", "type": "function", "function": 7}]},
+    {"role": "assistant", "content": "ok", "tool_calls": [{"id": "c", "type": "function", "function": []}]},
+    {"role": "assistant", "content": "ok", "tool_calls": [{"function": {"name": 3, "arguments": {"n": "__BIG__"}}}]},
+]
+
+
+def echo_bad_turn(body: Any, rng: random.Random) -> Any:
+    for key in ("messages", "input"):
+        if isinstance(body, dict) and isinstance(body.get(key), list):
+            body[key].insert(rng.randint(0, len(body[key])), copy.deepcopy(rng.choice(BAD_TURNS)))
+    return body
+
+
+BODY_MUTATIONS = [flip, flip, flip, delete, delete, deepen, huge, streamed, echo_bad_turn]
 
 
 def encode(body: Any, rng: random.Random) -> bytes:
@@ -368,6 +389,10 @@ async def test_ten_thousand_mutated_requests(tmp_path: Path) -> None:
             assert record is not None and not record.infra_tainted, record
             calls = await store.list_calls(ro["rollout_id"])
             assert not [c.error for c in calls if c.error is not None and c.error.kind.is_infra]
+            async with aiohttp.ClientSession(headers=gw.admin_headers()) as http:  # what the taint step reads
+                for path in (f"/rollouts/{ro['rollout_id']}/calls", f"/rollouts/{ro['rollout_id']}"):
+                    async with http.get(gw.admin_url + path) as r:
+                        assert r.status == 200, (path, (await r.read())[:200])
     finally:
         await gw.aclose()
         await store.aclose()
