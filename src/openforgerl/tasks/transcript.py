@@ -13,8 +13,9 @@ work. So every turn here is witnessed by something the agent cannot write:
   text, the text equals the content an earlier call of the main agent answered (`response_text`). The
   turn is read from that text, never from what the client sent. Any other assistant turn is the
   client's: it is dropped with the tool results that follow it;
-- system and user turns are those of the main agent's first call, sent before the model had sampled
-  anything (the task's prompt as the harness framed it); the simulated user's replies come from the
+- system and user turns are those of the main agent's first call that offers tools (a harness's
+  helper prompts go first without any), sent before the model had sampled anything in that loop (the
+  task's prompt as the harness framed it); the simulated user's replies come from the
   host's relay record (`HostSide.user_record`), never from here. A user turn that first appears later is
   dropped;
 - a tool result is taken from the requests that answer its turn directly (whose last witnessed turn is
@@ -172,7 +173,8 @@ def messages_from_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
     main = _main_calls(list(calls))
     if not main:
         return []
-    out = [_plain(m) for m in _messages(main[0].engine_request or main[0].request) if m.get("role") in ("system", "user")]
+    first = next((c for c in main if isinstance(c.request, Mapping) and c.request.get("tools")), main[0])
+    out = [_plain(m) for m in _messages(first.engine_request or first.request) if m.get("role") in ("system", "user")]
     answered: set[str] = set()
     answers: dict[tuple[Signature, int], list[tuple[tuple[str, str], ...]]] = {}
     best: tuple[int, int, Any, list[_Turn]] | None = None
