@@ -189,7 +189,7 @@ class Site:
         folder = run.artifact_dir(rollout_id)
         if folder is None:
             return []
-        out = []
+        out: list[dict[str, Any]] = []
         for path in sorted(folder.rglob("*")):
             rel = path.relative_to(run.root).as_posix()
             if path.is_symlink() or not path.is_file() or safe_file(run.root, rel) is None:

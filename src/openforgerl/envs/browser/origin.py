@@ -27,7 +27,7 @@ __all__ = ["GuardedComputer", "OriginGuard", "app_url", "origin_of"]
 
 PUMP_MS = 250
 """After an xdotool input: how long Playwright's loop runs before the pages are checked. An Enter in the URL
-bar reached the route within 100 ms on an idle machine, not always under load; a navigation that arrives
+bar reached the route within 100 ms once and later once (two tries, on 2 cores at load 17+); one that arrives
 later is still held at the route (nothing loads until the loop runs again, and then it is refused) and is
 reported by the next input."""
 LOAD_TIMEOUT_S = 5.0
