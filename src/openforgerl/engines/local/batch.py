@@ -49,10 +49,10 @@ class BatchKV:
             self.keys, self.values, self.mask = list(keys), list(values), new_mask
             return
         length = max(self.mask.shape[1], new_mask.shape[1])
-        self.keys = [torch.cat([_left_pad(a, length), _left_pad(b, length)]) for a, b in zip(self.keys, keys, strict=True)]
-        self.values = [
-            torch.cat([_left_pad(a, length), _left_pad(b, length)]) for a, b in zip(self.values, values, strict=True)
-        ]
+        # layer by layer in place: a whole new list beside the old one would hold the batch's KV twice
+        for i, (k, v) in enumerate(zip(keys, values, strict=True)):
+            self.keys[i] = torch.cat([_left_pad(self.keys[i], length), _left_pad(k, length)])
+            self.values[i] = torch.cat([_left_pad(self.values[i], length), _left_pad(v, length)])
         self.mask = torch.cat([_pad_mask(self.mask, length), _pad_mask(new_mask, length)])
 
     def keep(self, rows: list[int]) -> None:
@@ -64,13 +64,19 @@ class BatchKV:
         mask = self.mask.index_select(0, idx)
         start = int((mask.sum(0) > 0).nonzero()[0]) if mask.numel() else 0
         self.mask = mask[:, start:]
-        self.keys = [k.index_select(0, idx)[:, :, start:] for k in self.keys]
-        self.values = [v.index_select(0, idx)[:, :, start:] for v in self.values]
+        for i in range(len(self.keys)):  # in place, layer by layer (see `add`)
+            self.keys[i] = self.keys[i].index_select(0, idx)[:, :, start:]
+            self.values[i] = self.values[i].index_select(0, idx)[:, :, start:]
 
     def decode_inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(attention_mask [B, L+1], position_ids [B, 1]) for the next one-token step."""
         attn = torch.cat([self.mask, torch.ones((self.size, 1), dtype=torch.long)], dim=1)
         return attn, self.mask.sum(1, keepdim=True)
+
+    def release(self) -> None:
+        """Drop the references to the layers (a decode step's cache holds them and replaces each as it
+        grows; kept here too, every layer would exist twice until `absorb`). The mask stays."""
+        self.keys, self.values = [], []
 
     def absorb(self, keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
         """Take the grown per-layer tensors after a decode step."""

@@ -130,7 +130,10 @@ async def chat_body(model: TokenModel, req: ChatRequest) -> dict[str, Any]:
 
 async def chat_chunks(model: TokenModel, req: ChatRequest) -> AsyncGenerator[dict[str, Any], None]:
     """The chat.completion.chunk dicts of a stream, in order: role (with prompt ids), one per token
-    that shows something, usage when asked for; a generation error ends it with an error body."""
+    that shows something, usage when asked for; a generation error ends it with an error body.
+    A request the model refuses outright (`ApiError`: over its memory budget) raises before the first
+    chunk, so the server can still answer it with a 400."""
+    events = model.stream_tokens(req.prompt, req.params, req.images)
     opts = req.opts
     head = {"id": new_id("chatcmpl"), "object": "chat.completion.chunk", "created": int(time.time()),
             "model": req.model}
@@ -142,7 +145,7 @@ async def chat_chunks(model: TokenModel, req: ChatRequest) -> AsyncGenerator[dic
         first["openforgerl_images"] = req.images.summary()
     yield first
     state = ChatStreamState(0)
-    async with aclosing(model.stream_tokens(req.prompt, req.params, req.images)) as events:
+    async with aclosing(events):
         async for ev in events:
             if ev.finish_reason and ev.finish_reason.startswith("error:"):
                 yield ApiError(ev.finish_reason[6:], 500, "InternalServerError").body()
@@ -216,9 +219,12 @@ async def stream(model: TokenModel, call: EngineCall, engine_id: str) -> AsyncGe
 
     try:
         req = await prepare(model, exact_tokens(call.body, stream=True))
+        chunks = chat_chunks(model, req)
+        first = await anext(chunks)
     except (ApiError, ImageError, KeyError, ValueError, TypeError) as exc:
         raise refused(exc) from exc
-    async with aclosing(chat_chunks(model, req)) as chunks:
+    yield chunk_of_bodies([first], None, engine_id)
+    async with aclosing(chunks):
         async for body in chunks:
             if "error" in body:
                 raise EngineError(CallErrorKind.ENGINE_HTTP, f"engine answered 500: {body['error']['message']}",

@@ -23,6 +23,7 @@ import torch
 from transformers import DynamicCache
 
 from openforgerl.engines.local.batch import BatchKV
+from openforgerl.engines.local.memory import MemoryBudget
 from openforgerl.engines.local.sampling import SamplingParams, TokenSample, make_generator, sample_rows
 from openforgerl.engines.local.vlm import ProcessedImages, is_vision_model, rope_positions
 
@@ -51,14 +52,27 @@ class Sequence:
     generator: torch.Generator | None = None
     images: ProcessedImages | None = None  # the prompt's images (vision-language models)
     rope_delta: int = 0  # M-RoPE: decode position = text position + rope_delta (set at prefill)
+    finished: bool = False  # ended by the engine (stop, length, abort, error), not by its client going away
+    waited_for_memory: bool = False
 
     def __post_init__(self) -> None:
         self.generator = make_generator(self.params.seed)
+
+    @property
+    def total_len(self) -> int:
+        """The length it may reach: what admission reserves room for."""
+        return len(self.prompt_ids) + self.params.max_tokens
 
 
 def _cache_kwarg(model: Any) -> str:
     """transformers >= 5.2x renamed `past_key_values` to `cache`; support both."""
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _keeps_last_logits(model: Any) -> bool:
+    """The forward can return the last position's logits only (`logits_to_keep=1`): an 8000-token prefill
+    of SmolLM2 otherwise materialises [8000, 49152] float32 logits, 1.5 GiB that no one reads."""
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
 def _out_cache(out: Any) -> Any:
@@ -69,11 +83,14 @@ def _out_cache(out: Any) -> Any:
 class EngineCore:
     """Owns the torch module; all model access happens on its thread."""
 
-    def __init__(self, model: Any, eos_token_ids: tuple[int, ...], max_batch: int = 256) -> None:
+    def __init__(self, model: Any, eos_token_ids: tuple[int, ...], max_batch: int = 256,
+                 budget: MemoryBudget | None = None) -> None:
         self.model = model
         self.eos_token_ids = eos_token_ids
         self.max_batch = max_batch
+        self.budget = budget
         self._cache_kw = _cache_kwarg(model)
+        self._last_logits = {"logits_to_keep": 1} if _keeps_last_logits(model) else {}
         self._mrope = is_vision_model(getattr(model, "config", None))
         self._cv = threading.Condition()
         self._waiting: deque[Sequence] = deque()
@@ -84,6 +101,10 @@ class EngineCore:
         self._stopped = False
         self.steps = 0  # decode forwards run (batching metric)
         self.batched_tokens = 0  # tokens produced by those forwards
+        self.generated_tokens = 0  # every sampled token, prefill's first ones included
+        self.peak_running = 0  # the most sequences ever decoding together
+        self.memory_waits = 0  # sequences that waited because the batch with them would pass the budget
+        self.aborted = 0  # sequences dropped because their client went away before they finished
         self._thread = threading.Thread(target=self._loop, name="openforgerl-engine-core", daemon=True)
         self._thread.start()
 
@@ -134,6 +155,7 @@ class EngineCore:
         with self._cv:
             waiting, self._waiting = list(self._waiting), deque()
         for seq in [*self._running, *waiting]:
+            seq.finished = True
             seq.emit(StepEvent(None, "abort"))
         self._running, self._kv = [], BatchKV()
 
@@ -149,6 +171,7 @@ class EngineCore:
             except Exception as exc:  # a bad step must not kill the server: fail the batch, go on
                 log.exception("engine step failed")
                 for seq in [*self._running, *admitted]:
+                    seq.finished = True
                     seq.emit(StepEvent(None, f"error:{exc}"))
                 self._running, self._kv = [], BatchKV()
 
@@ -164,10 +187,34 @@ class EngineCore:
                     break
                 self._cv.wait()
             calls, self._calls = list(self._calls), deque()
-            admitted: list[Sequence] = []
-            while not self._paused and self._waiting and len(self._running) + len(admitted) < self.max_batch:
-                admitted.append(self._waiting.popleft())
+            admitted = [] if self._paused else self._admit()
         self._run_calls(calls)
+        return admitted
+
+    def _admit(self) -> list[Sequence]:
+        """Waiting sequences that join now, in arrival order: while the batch has rows left and, with a
+        budget, while the batch with the next one fits it (that one then waits at the head: first come,
+        first served, so a long prompt is not starved by short ones behind it). Called under the lock."""
+        admitted: list[Sequence] = []
+        lengths = [s.total_len for s in self._running if not s.cancelled]
+        while self._waiting and len(lengths) < self.max_batch:
+            head = self._waiting[0]
+            if head.cancelled:  # its client left while it waited
+                self._waiting.popleft()
+                self.aborted += not head.finished
+                continue
+            if self.budget is not None and not self.budget.fits(lengths, len(head.prompt_ids), head.total_len):
+                if lengths:
+                    self.memory_waits += not head.waited_for_memory
+                    head.waited_for_memory = True
+                    break
+                self._waiting.popleft()  # alone it cannot fit: the HTTP layer refuses these; say so anyway
+                head.finished = True
+                head.emit(StepEvent(None, "error:" + (self.budget.refusal(len(head.prompt_ids), head.total_len)
+                                                      or "over the memory budget")))
+                continue
+            admitted.append(self._waiting.popleft())
+            lengths.append(head.total_len)
         return admitted
 
     @staticmethod
@@ -179,6 +226,7 @@ class EngineCore:
                 fut.set_exception(exc)
 
     def _step(self, admitted: list[Sequence]) -> None:
+        self._drop_finished()  # rows whose clients left free their KV before the next prefill needs it
         for seq in admitted:
             if not seq.cancelled:
                 self._prefill(seq)
@@ -189,10 +237,11 @@ class EngineCore:
 
     def _prefill(self, seq: Sequence) -> None:
         ids = torch.tensor([seq.prompt_ids], dtype=torch.long)
-        out = self.model(input_ids=ids, use_cache=True, **self._prefill_inputs(seq))
+        out = self.model(input_ids=ids, use_cache=True, **self._last_logits, **self._prefill_inputs(seq))
         cache = _out_cache(out)
         self._kv.add([layer.keys for layer in cache.layers], [layer.values for layer in cache.layers])
         self._running.append(seq)
+        self.peak_running = max(self.peak_running, len(self._running))
         self._deliver([seq], out.logits[:, -1, :])
 
     def _prefill_inputs(self, seq: Sequence) -> dict[str, Any]:
@@ -215,6 +264,7 @@ class EngineCore:
             pos = self._mrope_positions(pos)
         ids = torch.tensor([[s.output_ids[-1]] for s in self._running], dtype=torch.long)
         cache = DynamicCache(ddp_cache_data=list(zip(self._kv.keys, self._kv.values, strict=True)))
+        self._kv.release()  # the cache holds them now: each layer's old tensor is freed as it grows
         kw = {self._cache_kw: cache}
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, **kw)
         layers = _out_cache(out).layers
@@ -230,11 +280,12 @@ class EngineCore:
         samples = sample_rows(
             logits, [s.params for s in seqs], [s.generator for s in seqs], [self._banned(s) for s in seqs]
         )
+        self.generated_tokens += len(seqs)
         for seq, sample in zip(seqs, samples, strict=True):
             seq.output_ids.append(sample.token_id)
             reason, stop_reason = self._finish_reason(seq, sample.token_id)
             if reason:
-                seq.cancelled = True  # leaves the batch at the next _drop_finished
+                seq.cancelled = seq.finished = True  # leaves the batch at the next _drop_finished
             seq.emit(StepEvent(sample, reason, stop_reason))
 
     def _finish_reason(self, seq: Sequence, tid: int) -> tuple[str | None, str | int | None]:
@@ -253,6 +304,7 @@ class EngineCore:
 
     def _drop_finished(self) -> None:
         keep = [i for i, s in enumerate(self._running) if not s.cancelled]
+        self.aborted += sum(1 for s in self._running if s.cancelled and not s.finished)
         if len(keep) != len(self._running):
             self._running = [self._running[i] for i in keep]
             self._kv.keep(keep)

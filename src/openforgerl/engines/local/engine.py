@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 from openforgerl.engines import base
 from openforgerl.engines.local import chat as chat_face
 from openforgerl.engines.local.core import EngineCore, Sequence, StepEvent
+from openforgerl.engines.local.memory import budget_for
 from openforgerl.engines.local.model import LoadedModel, load_model
+from openforgerl.engines.local.requests import ApiError
 from openforgerl.engines.local.sampling import SamplingParams
 from openforgerl.engines.local.vlm import ProcessedImages
 
@@ -65,10 +67,14 @@ class LocalEngine:
     it (`stream_tokens`/`generate` take prompt ids and `SamplingParams`).
     """
 
-    def __init__(self, loaded: LoadedModel, *, max_batch: int = 256, engine_id: str = "local") -> None:
+    def __init__(self, loaded: LoadedModel, *, max_batch: int = 256, engine_id: str = "local",
+                 memory_budget: str | int | None = None) -> None:
+        """`memory_budget`: bytes (or a size such as "4GiB") the running sequences may take, see `memory.py`;
+        None = half of the memory available now."""
         self.loaded = loaded
         self.chat = loaded.chat
-        self.core = EngineCore(loaded.model, loaded.eos_token_ids, max_batch=max_batch)
+        self.budget = budget_for(loaded.model, loaded.dtype_bytes, memory_budget)
+        self.core = EngineCore(loaded.model, loaded.eos_token_ids, max_batch=max_batch, budget=self.budget)
         self.weight_version: str | int | None = 0
         self.engine_id = engine_id
 
@@ -110,11 +116,20 @@ class LocalEngine:
         await asyncio.to_thread(self.shutdown)
 
     # -- tokens -------------------------------------------------------------------------------
-    async def stream_tokens(self, prompt_ids: list[int], params: SamplingParams,
-                            images: ProcessedImages | None = None) -> AsyncGenerator[StepEvent, None]:
+    def stream_tokens(self, prompt_ids: list[int], params: SamplingParams,
+                      images: ProcessedImages | None = None) -> AsyncGenerator[StepEvent, None]:
         """Yield one event per sampled token; the last one carries the finish reason.
 
-        `images`: the prompt's processed images (a vision-language model; pads already expanded)."""
+        `images`: the prompt's processed images (a vision-language model; pads already expanded).
+        Raises `ApiError` (a 400) at once, before anything is queued, for a request that could not fit the
+        memory budget even alone; closing the generator (its client went away) drops the sequence."""
+        why = self.budget.refusal(len(prompt_ids), len(prompt_ids) + params.max_tokens)
+        if why is not None:
+            raise ApiError(why)
+        return self._stream_tokens(prompt_ids, params, images)
+
+    async def _stream_tokens(self, prompt_ids: list[int], params: SamplingParams,
+                             images: ProcessedImages | None) -> AsyncGenerator[StepEvent, None]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[StepEvent] = asyncio.Queue()
         stops = StopStrings(self.chat.decode, params.stop) if params.stop else None

@@ -30,6 +30,10 @@ class LoadedModel:
     eos_token_ids: tuple[int, ...]
     vision: Any = None  # vlm.VisionProcessor for a vision-language model, else None
 
+    @property
+    def dtype_bytes(self) -> int:
+        return int(next(self.model.parameters()).element_size())
+
 
 def resolve_model_path(model: str) -> Path:
     """`tiny` / `tiny-vl` → the committed tiny models; `smollm2` → converted SmolLM2 dir; else a directory."""

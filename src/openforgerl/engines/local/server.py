@@ -80,9 +80,11 @@ async def _sse(resp: web.StreamResponse, data: Any) -> None:
 
 
 async def _stream_chat(request: web.Request, chunks: AsyncGenerator[dict[str, Any], None]) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-    await resp.prepare(request)
     async with aclosing(chunks):
+        first = await anext(chunks)  # a refusal (over the memory budget) raises here: still a plain 400
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        await _sse(resp, first)
         async for chunk in chunks:
             await _sse(resp, chunk)
     await _sse(resp, b"[DONE]")
@@ -209,10 +211,16 @@ async def reset_prefix_cache(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    core = _engine(request).core
+    engine = _engine(request)
+    core = engine.core
     text = (f"openforgerl_engine_running {core.num_running}\nopenforgerl_engine_waiting {core.num_waiting}\n"
             f"openforgerl_engine_decode_steps_total {core.steps}\n"
-            f"openforgerl_engine_decode_tokens_total {core.batched_tokens}\n")
+            f"openforgerl_engine_decode_tokens_total {core.batched_tokens}\n"
+            f"openforgerl_engine_generated_tokens_total {core.generated_tokens}\n"
+            f"openforgerl_engine_peak_running {core.peak_running}\n"
+            f"openforgerl_engine_memory_waits_total {core.memory_waits}\n"
+            f"openforgerl_engine_aborted_total {core.aborted}\n"
+            f"openforgerl_engine_memory_budget_bytes {engine.budget.limit}\n")
     return web.Response(text=text, content_type="text/plain")
 
 
@@ -239,8 +247,12 @@ def create_app(engine: LocalEngine) -> web.Application:
 
 
 async def serve(engine: LocalEngine, host: str = "127.0.0.1", port: int = 8000) -> web.AppRunner:
-    """Start the app on host:port and return the runner (call `runner.cleanup()` to stop)."""
-    runner = web.AppRunner(create_app(engine), access_log=None)
+    """Start the app on host:port and return the runner (call `runner.cleanup()` to stop).
+
+    `handler_cancellation`: when a client disconnects, aiohttp cancels its handler, which closes the token
+    stream and drops the sequence from the batch (without it, a gateway that gave up on a request left the
+    engine generating up to max_tokens for no one)."""
+    runner = web.AppRunner(create_app(engine), access_log=None, handler_cancellation=True)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner
