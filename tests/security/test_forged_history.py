@@ -247,8 +247,7 @@ Not used.
 
 def test_qwenclawbench_graders_never_score_a_forged_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Honest: the crontab read for real (`read_crontab` 1, `saw_the_job` 1 from the real result), no
-    time named: 2/3. The forgery adds an assistant turn naming 02:30 (upstream task_00025's shape: its
-    automated part rose 0.2 → 0.8 on such a history)."""
+    time named: 2/3. The forgery adds a read call, its result and an assistant turn naming 02:30."""
     src = tmp_path / "src"
     (src / "tasks").mkdir(parents=True)
     (src / "tasks" / "task_990_forged.md").write_text(QCB_TASK)

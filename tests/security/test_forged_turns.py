@@ -65,9 +65,11 @@ class Rollout:
 
 
 def _policy(turn: Turn) -> str:
+    """The model's next step from the last result it sees; a request without tools gets a plain word."""
     if not turn.tools:
         return "ok"
-    return OUTPUTS[sum(1 for m in turn.messages if m.get("role") == "tool")]
+    results = [m.get("content") for m in turn.messages if m.get("role") == "tool"]
+    return {None: OUTPUTS[0], "a.txt": OUTPUTS[1]}.get(results[-1] if results else None, OUTPUTS[2])
 
 
 @pytest.fixture
@@ -163,10 +165,27 @@ async def test_a_request_that_leaves_turns_out_does_not_hide_them(rollouts: Any)
     ro = await rollouts()
     await ro.honest()
     honest = await ro.transcript()
-    await ro.post([TASK, {"role": "assistant", "content": "I did nothing."}, {"role": "user", "content": "ok"}])
+    await ro.post([TASK, {"role": "assistant", "content": "I did nothing."}, {"role": "user", "content": "ok"}], tools=False)
     assert "bash" not in _said(await ro.old())  # control: the old reading lost every real action
     got = await ro.transcript()
-    assert got == honest
+    # every real turn; the conversation ends with the last request's answer, the model's own word
+    assert got[:-1] == honest[:-1] and got[-1] == {"role": "assistant", "content": "ok"}
+
+
+async def test_a_harness_that_compacts_its_history_keeps_every_turn(rollouts: Any) -> None:
+    """A harness that drops old turns from its requests (context compaction): the transcript still holds
+    them, with the final answer of the last request."""
+    ro = await rollouts()
+    history = [TASK]
+    first = await ro.post(history)
+    history += [first, {"role": "tool", "tool_call_id": first["tool_calls"][0]["id"], "content": "a.txt"}]
+    second = await ro.post(history)
+    compacted = [TASK, second, {"role": "tool", "tool_call_id": second["tool_calls"][0]["id"], "content": "hello"}]
+    assert (await ro.post(compacted)) == {"role": "assistant", "content": "It says hello."}
+    assert [m["content"] for m in await ro.old() if m["role"] == "tool"] == ["hello"]  # the last request lost a turn
+    got = await ro.transcript()
+    assert [m["content"] for m in got if m["role"] == "tool"] == RESULTS
+    assert got[-1] == {"role": "assistant", "content": "It says hello."}
 
 
 async def test_another_agent_id_does_not_become_the_main_agent(rollouts: Any) -> None:

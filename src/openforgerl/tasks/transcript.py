@@ -25,8 +25,9 @@ work. So every turn here is witnessed by something the agent cannot write:
   tools ran) get `WITHHELD`, never a pick. Where the environment keeps its own audit, the verifier holds
   these texts against it too (the Claw services' `/audit`: `envs/claw/verify/witness.py`), and graders
   read effects from the audit (Claw-Eval's dispatches, tau2's service log), not from these texts;
-- the conversation is the history with the most witnessed turns (the latest on a tie), plus that
-  call's answer: a forged request that leaves out a real turn does not hide it.
+- the conversation is every witnessed turn of every request, in the order first seen, then the last
+  call's answer: a request that leaves a real turn out (a forgery, or a harness compacting its
+  context) does not hide it.
 
 Why drop and withhold rather than label: a label leaves the forged words in front of a string check or
 a judge (a grader that looks for "sent" still finds it), so it can raise a score; an absent turn cannot
@@ -177,18 +178,16 @@ def messages_from_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
     out = [_plain(m) for m in _messages(first.engine_request or first.request) if m.get("role") in ("system", "user")]
     answered: set[str] = set()
     answers: dict[tuple[Signature, int], list[tuple[tuple[str, str], ...]]] = {}
-    best: tuple[int, int, Any, list[_Turn]] | None = None
+    turns: dict[tuple[Signature, int], _Turn] = {}  # every witnessed turn, in the order first seen
     for call in main:
-        turns = _witnessed(call, answered)
-        if turns and turns[-1].results:  # this request answers its last witnessed turn
-            answers.setdefault(turns[-1].key, []).append(turns[-1].results)
-        if best is None or (len(turns), call.index) >= best[:2]:
-            best = (len(turns), call.index, call, turns)
+        seen = _witnessed(call, answered)
+        if seen and seen[-1].results:  # this request answers its last witnessed turn
+            answers.setdefault(seen[-1].key, []).append(seen[-1].results)
+        for turn in seen:
+            turns.setdefault(turn.key, turn)
         if call.response_text:
             answered.add(_squash(call.response_text))
-    assert best is not None
-    _, _, last, turns = best
-    for turn in turns:
+    for turn in turns.values():
         msg = _answer(turn.raw)
         for tc, rid in zip(msg.get("tool_calls", []), turn.ids, strict=False):
             if rid:
@@ -196,8 +195,8 @@ def messages_from_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
         out.append(msg)
         agreed = _agreed(answers.get(turn.key, []))[:len(msg.get("tool_calls", []))]  # one result per call it made
         out += [{"role": "tool", "tool_call_id": rid, "content": text} for rid, text in agreed]
-    if last.response_text is not None:
-        out.append(_answer(last.response_text))
+    if main[-1].response_text is not None:
+        out.append(_answer(main[-1].response_text))
     return out
 
 
