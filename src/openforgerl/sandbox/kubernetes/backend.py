@@ -22,8 +22,10 @@ from openforgerl.sandbox.kubernetes import janitor
 from openforgerl.sandbox.kubernetes.client import KubeApi, KubeApiError, Obj
 from openforgerl.sandbox.kubernetes.config import ANNOTATION_ROLLOUT, LABEL_BACKEND, KubernetesConfig
 from openforgerl.sandbox.kubernetes.errors import (
+    CLUSTER_FIX,
     ApiUnavailable,
     KubeSandboxError,
+    NoCluster,
     PodCreateRejected,
 )
 from openforgerl.sandbox.kubernetes.informer import PodInformer
@@ -66,12 +68,38 @@ class KubernetesBackend:
     async def open(cls, config: KubernetesConfig | None = None, *, kubeconfig: str | Path | None = None,
                    server: str | None = None) -> KubernetesBackend:
         """Connect with lightkube (kubeconfig file, bare server URL, or in-cluster discovery) and start."""
+        from lightkube import ConfigError
+
         from openforgerl.sandbox.kubernetes.lightkube_api import LightkubeApi
 
         cfg = config or KubernetesConfig.from_env()
-        backend = cls(LightkubeApi.from_kubeconfig(kubeconfig, server=server, namespace=cfg.namespace), cfg)
-        await backend.start()
+        try:
+            api = LightkubeApi.from_kubeconfig(kubeconfig, server=server, namespace=cfg.namespace)
+        except ConfigError as e:
+            raise NoCluster(f"no Kubernetes cluster configured ({e}): {CLUSTER_FIX}") from e
+        backend = cls(api, cfg)
+        try:
+            await backend.first_contact()
+            await backend.start()
+        except BaseException as e:
+            await backend.aclose()
+            if isinstance(e, ApiUnavailable):  # it answered the first list, then kept failing
+                raise NoCluster(f"the Kubernetes API server kept failing ({e}): {CLUSTER_FIX}") from e
+            raise
         return backend
+
+    async def first_contact(self) -> None:
+        """One list before the informer starts: an address nothing listens on, or credentials the API
+        server refuses, is the user's setup to fix, not an outage to retry for a minute."""
+        try:
+            await self.api.list_pods(self.config.namespace, sandbox_selector(self.config))
+        except KubeApiError as e:
+            if e.code == 0:
+                raise NoCluster(f"cannot reach the Kubernetes API server ({e}): {CLUSTER_FIX}") from e
+            if e.code in (401, 403):
+                raise NoCluster(f"the Kubernetes API server refused to list pods in namespace "
+                                f"{self.config.namespace!r} ({e}): give the orchestrator the Role in "
+                                "deploy/k8s/rbac.yaml, or a kubeconfig whose user holds it") from e
 
     async def start(self) -> None:
         """Sync the informer, reap leftovers of an earlier run with our backend id, start the janitor."""

@@ -11,12 +11,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from openforgerl import __version__
+
 MANAGED_BY = "openforgerl"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_ROLLOUT = "openforgerl.io/rollout-id"
 LABEL_BACKEND = "openforgerl.io/backend-id"
 ANNOTATION_ROLLOUT = "openforgerl.io/rollout-id"
+GATEWAY_IMAGE = "openforgerl/gateway"  # the images the deploy base names (`deploy/k8s`, `images:`)
+ROLLOUT_IMAGE = "openforgerl/rollout"
 ENV_PREFIX = "OPENFORGERL_K8S_"
 ENV_FIELDS = {"NAMESPACE": "namespace", "IMAGE": "default_image", "GATEWAY_URL": "gateway_url",
               "BACKEND_ID": "backend_id", "RUNTIME_CLASS": "runtime_class_name",
@@ -38,10 +42,20 @@ class GatewayService:
     name: str = "openforgerl-gateway"
     namespace: str = "openforgerl"
     port: int = 8000
-    image: str = "ghcr.io/openforgerl/openforgerl:latest"
+    image: str = f"{GATEWAY_IMAGE}:{__version__}"
     replicas: int = 1
     store_path: str = "/data/calls.sqlite"
     engine_urls: tuple[str, ...] = ()
+    store_secret: str | None = None
+    """A Secret (key `url`) holding a `postgresql://` call log shared by every replica; None keeps the
+    SQLite file on the Pod's own volume, which is only sound for one replica (lost with the Pod)."""
+    key_secret: str | None = None
+    """A Secret (key `secret`) read into `$OPENFORGERL_GATEWAY_SECRET`: replicas must derive the same
+    rollout keys, or a call landing on another replica than the one that opened its rollout is a 401."""
+    admin_token_required: bool = False
+    """Refuse to start without the admin-token Secret (the deploy base) instead of making up a token."""
+    requests: tuple[str, str] = ("500m", "512Mi")  # (cpu, memory)
+    limits: tuple[str, str] = ("2", "2Gi")
 
     @property
     def url(self) -> str:

@@ -10,7 +10,17 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from openforgerl.errors import UserError
 from openforgerl.sandbox.base import SandboxError
+
+CLUSTER_FIX = ("set KUBECONFIG to the kubeconfig of a reachable cluster, or run the orchestrator in a Pod "
+               "whose ServiceAccount holds deploy/k8s/rbac.yaml's Role (in-cluster config)")
+
+
+class NoCluster(UserError):
+    """The backend cannot start: no kubeconfig, no in-cluster config, an API server nothing answers
+    at, or credentials it refuses. The user's setup, so one line naming the fix (never an infra fault:
+    no rollout has started)."""
 
 
 class KubeSandboxError(SandboxError):

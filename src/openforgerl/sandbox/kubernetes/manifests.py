@@ -194,32 +194,66 @@ def admin_secret_name(gw: GatewayService) -> str:
     return f"{gw.name}-admin"
 
 
+STORE_URL_ENV = "OPENFORGERL_STORE_URL"
+
+
 def gateway_args(gw: GatewayService) -> list[str]:
-    args = ["gateway", "--host", "0.0.0.0", "--port", str(gw.port), "--store", gw.store_path,
+    # `$(VAR)` is expanded by the kubelet from the container's env: the URL stays in the Secret
+    store = f"$({STORE_URL_ENV})" if gw.store_secret else gw.store_path
+    args = ["gateway", "--host", "0.0.0.0", "--port", str(gw.port), "--store", store,
             "--admin-host", "0.0.0.0", "--admin-port", str(admin_port(gw))]
     for url in gw.engine_urls:
         args += ["--engine", url]
     return args
 
 
-def render_gateway_deployment(gw: GatewayService) -> Manifest:
-    """The gateway itself (stateless per call; the call log lives on its volume)."""
-    def probe() -> Manifest:
-        return {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5}
+def secret_env(name: str, secret: str, key: str, *, optional: bool) -> Manifest:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": optional}}}
 
-    ctr = {
+
+def gateway_env(gw: GatewayService) -> list[Manifest]:
+    env = [secret_env("OPENFORGERL_ADMIN_TOKEN", admin_secret_name(gw), "token",
+                      optional=not gw.admin_token_required)]
+    if gw.key_secret:
+        env.append(secret_env("OPENFORGERL_GATEWAY_SECRET", gw.key_secret, "secret", optional=False))
+    if gw.store_secret:
+        env.append(secret_env(STORE_URL_ENV, gw.store_secret, "url", optional=False))
+    return env
+
+
+def gateway_probes(gw: GatewayService) -> Manifest:
+    """The admin listener's `/healthz` (the one unauthenticated admin route): a Pod whose admin plane is
+    down cannot be driven, so it is not Ready. Liveness is slower to fire: a busy event loop is not dead."""
+    def get() -> Manifest:
+        return {"path": "/healthz", "port": "admin"}
+
+    return {
+        "readinessProbe": {"httpGet": get(), "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 2},
+        "livenessProbe": {"httpGet": get(), "initialDelaySeconds": 10, "periodSeconds": 10,
+                          "timeoutSeconds": 5, "failureThreshold": 6},
+    }
+
+
+def render_gateway_deployment(gw: GatewayService) -> Manifest:
+    """The gateway itself; its call log is `gw.store_secret`'s PostgreSQL (shared by replicas) or a
+    SQLite file on the Pod's own volume (one replica only)."""
+    ctr: Manifest = {
         "name": "gateway",
         "image": gw.image,
         "command": ["openforgerl"],
         "args": gateway_args(gw),
         "ports": [{"name": "http", "containerPort": gw.port, "protocol": "TCP"},
                   {"name": "admin", "containerPort": admin_port(gw), "protocol": "TCP"}],
-        "env": [{"name": "OPENFORGERL_ADMIN_TOKEN", "valueFrom": {"secretKeyRef": {
-            "name": admin_secret_name(gw), "key": "token", "optional": True}}}],
-        "readinessProbe": probe(),
-        "livenessProbe": probe(),
-        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        "env": gateway_env(gw),
+        "resources": {"requests": {"cpu": gw.requests[0], "memory": gw.requests[1]},
+                      "limits": {"cpu": gw.limits[0], "memory": gw.limits[1]}},
+        **gateway_probes(gw),
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
+    pod: Manifest = {"automountServiceAccountToken": False, "enableServiceLinks": False, "containers": [ctr]}
+    if not gw.store_secret:
+        ctr["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+        pod["volumes"] = [{"name": "data", "emptyDir": {}}]
     labels = gateway_labels(gw)
     return {
         "apiVersion": "apps/v1",
@@ -228,11 +262,34 @@ def render_gateway_deployment(gw: GatewayService) -> Manifest:
         "spec": {
             "replicas": gw.replicas,
             "selector": {"matchLabels": dict(labels)},
-            "template": {
-                "metadata": {"labels": dict(labels)},
-                "spec": {"containers": [ctr], "volumes": [{"name": "data", "emptyDir": {}}]},
-            },
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
         },
+    }
+
+
+def render_gateway_admin_service(gw: GatewayService) -> Manifest:
+    """The admin plane's Service: reachable only from admin clients (`render_gateway_network_policy`).
+    Never the sandboxes' `gateway_url`, and never on the sandbox egress policy's allowed port."""
+    labels = gateway_labels(gw)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{gw.name}-admin", "namespace": gw.namespace, "labels": labels},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": dict(labels),
+            "ports": [{"name": "admin", "port": admin_port(gw), "targetPort": "admin", "protocol": "TCP"}],
+        },
+    }
+
+
+def render_gateway_pdb(gw: GatewayService) -> Manifest:
+    """At most one replica down at a time for a voluntary disruption (a node drain)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": gw.name, "namespace": gw.namespace, "labels": gateway_labels(gw)},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": gateway_labels(gw)}},
     }
 
 
