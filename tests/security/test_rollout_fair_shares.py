@@ -46,7 +46,8 @@ async def _post(http: aiohttp.ClientSession, ro: dict[str, str], body: dict[str,
         return r.status, await r.json(content_type=None)
 
 
-async def _flood_then_call(tmp_path: Path, fmt: ChatFormat, share: int) -> tuple[list[int], tuple[int, Any], Any]:
+async def _flood_then_call(tmp_path: Path, fmt: ChatFormat, share: int
+                           ) -> tuple[list[int], tuple[int, Any], Any, str]:
     """Rollout A floods with calls the engine never answers; then rollout B makes one call."""
     faults = Faults(hang_before_headers=min(FLOOD, share, GLOBAL_CAP))  # every admitted flood call hangs
     engine = ScriptedEngine(lambda t: "ok", fmt=fmt, faults=faults)
@@ -64,31 +65,35 @@ async def _flood_then_call(tmp_path: Path, fmt: ChatFormat, share: int) -> tuple
                 if gw.gateway.gate.in_flight + len(refused) == FLOOD:
                     break
             victim = await _post(http, b, _chat())
+            async with http.get(gw.admin_url + "/metrics", headers=gw.admin_headers()) as r:
+                metrics = await r.text()
             refusal = next((t.result()[1] for t in flood if t.done()), None)
             for task in flood:  # the flooder goes away: its hanging calls are cancelled with it
                 task.cancel()
             await asyncio.wait_for(asyncio.gather(*flood, return_exceptions=True), 10)
         info = (await store.get_rollout(a["rollout_id"]))
         assert info is not None and not info.infra_tainted
-        return refused, victim, refusal
+        return refused, victim, refusal, metrics
     finally:
         await gw.aclose()
         await store.aclose()
 
 
 async def test_a_flooding_rollout_gets_429s_and_another_rollout_is_served(tmp_path: Path, fmt: ChatFormat) -> None:
-    refused, (status, body), refusal = await _flood_then_call(tmp_path, fmt, SHARE)
+    refused, (status, body), refusal, metrics = await _flood_then_call(tmp_path, fmt, SHARE)
     assert refused == [429] * (FLOOD - SHARE)  # only its own share was admitted
     err = refusal["error"]
     assert err["code"] == "rollout_calls_in_flight" and err["type"] and err["message"]
     assert status == 200, body
     assert body["choices"][0]["message"]["content"] == "ok"
+    assert f'openforgerl_gateway_share_refusals_total{{reason="rollout_calls_in_flight"}} {FLOOD - SHARE}' in metrics
 
 
 async def test_control_without_a_share_the_flood_takes_the_gateway(tmp_path: Path, fmt: ChatFormat) -> None:
-    refused, (status, body), _ = await _flood_then_call(tmp_path, fmt, share=10_000)
+    refused, (status, body), _, metrics = await _flood_then_call(tmp_path, fmt, share=10_000)
     assert refused == [503] * (FLOOD - GLOBAL_CAP)
     assert status == 503 and body["error"]["code"] == "overloaded"  # the victim pays for the flood
+    assert "share_refusals_total{" not in metrics
 
 
 def _log_bytes(db: Path, rollout_id: str) -> int:

@@ -300,6 +300,7 @@ async def serve_call(adapter: WireAdapter, request: web.Request, state: RolloutS
     without the body). Both are the rollout's own doing: refusals, never a taint."""
     gw = request.app[GATEWAY_KEY]
     if state.calls_in_flight >= gw.max_in_flight_per_rollout:
+        gw.metrics.share_refusals["rollout_calls_in_flight"] += 1
         return error_response(adapter, GatewayError(
             429, f"this rollout already has {gw.max_in_flight_per_rollout} calls in flight",
             code="rollout_calls_in_flight", headers={"Retry-After": "1"}))
@@ -335,6 +336,7 @@ async def _over_quota(call: Call, size: int) -> GatewayError:
     recorded, as a CLIENT_BAD_REQUEST without the body (a few hundred bytes); later ones are not,
     so a rollout's log stays within its quota plus one short record."""
     gw, state = call.gw, call.state
+    gw.metrics.share_refusals["rollout_log_quota"] += 1
     quota = gw.max_log_bytes_per_rollout
     message = (f"this rollout's call log is at {state.log_bytes} of its {quota} bytes: "
                f"a request of {size} bytes does not fit")

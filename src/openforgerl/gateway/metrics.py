@@ -16,6 +16,9 @@ class Metrics:
         self.completion_tokens = 0
         self.seconds_sum = 0.0
         self.rollouts_opened = 0
+        # Calls refused for passing their rollout's share (`calls.serve_call`), by the refusal's code:
+        # a rollout flooding the gateway or filling its log shows here, not as failed calls of others.
+        self.share_refusals: Counter[str] = Counter()
 
     def observe(self, protocol: str, outcome: str, prompt: int, completion: int, seconds: float) -> None:
         self.calls[(protocol, outcome)] += 1
@@ -28,6 +31,9 @@ class Metrics:
         for (protocol, outcome), n in sorted(self.calls.items()):
             lines.append(f'openforgerl_gateway_calls_total{{protocol="{protocol}",outcome="{outcome}"}} {n}')
         total = sum(self.calls.values())
+        lines.append("# TYPE openforgerl_gateway_share_refusals_total counter")
+        for code, n in sorted(self.share_refusals.items()):
+            lines.append(f'openforgerl_gateway_share_refusals_total{{reason="{code}"}} {n}')
         lines += [
             "# TYPE openforgerl_gateway_prompt_tokens_total counter",
             f"openforgerl_gateway_prompt_tokens_total {self.prompt_tokens}",
