@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -187,8 +188,14 @@ def test_a_disconnected_non_streaming_client_stops_its_generation(roomy: Backgro
 
 
 def test_the_startup_line_names_the_limit(roomy: BackgroundServer) -> None:
-    line = roomy.engine.budget.startup_line(8192)
+    line = roomy.engine.budget.startup_line(8192, 256)
     assert line.startswith("memory budget ") and "available at start" in line and "8192 tokens" in line, line
+    assert "run at once" in line
+    shape = roomy.engine.budget.shape
+    budget = replace(roomy.engine.budget, limit=shape.need([CONTEXT], CONTEXT, CONTEXT), source="--memory-budget X")
+    assert budget.startup_line(CONTEXT, 256).endswith("so up to 2 run at once; the rest wait in order")
+    assert budget.startup_line(CONTEXT, 1).endswith("so up to 1 run at once (--max-batch); the rest wait in order")
+    assert "requests that long get a 400" in budget.startup_line(8192, 256)
 
 
 @pytest.mark.parametrize(("text", "size"), [("4GiB", 4 * 2**30), ("512MiB", 512 * 2**20), ("1.5G", 1_500_000_000),

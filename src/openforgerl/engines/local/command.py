@@ -49,7 +49,7 @@ def command(
         engine.loaded.name = served_model_name
     if max_model_len:  # vLLM's --max-model-len: past the trained context the text degrades, the ids stay exact
         engine.loaded.max_model_len = max_model_len
-    logging.getLogger(__name__).info("%s", engine.budget.startup_line(engine.max_model_len))
+    logging.getLogger(__name__).info("%s", engine.budget.startup_line(engine.max_model_len, max_batch))
 
     async def main() -> None:
         runner = await serve(engine, host, port)

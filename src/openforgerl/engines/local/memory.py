@@ -108,20 +108,23 @@ class MemoryBudget:
                 f"{total - prompt} generated), over the engine's memory budget of {_mib(self.limit)}; lower "
                 "max_tokens or shorten the prompt")
 
-    def full_context(self, max_model_len: int) -> int:
-        """How many full-context sequences fit at once (0: not even one)."""
+    def full_context(self, max_model_len: int, cap: int) -> int:
+        """How many full-context sequences fit at once, counting up to `cap` (0: not even one)."""
         n = 0
-        while n < 4096 and self.shape.need([max_model_len] * n, max_model_len, max_model_len) <= self.limit:
+        while n < cap and self.shape.need([max_model_len] * n, max_model_len, max_model_len) <= self.limit:
             n += 1
         return n
 
-    def startup_line(self, max_model_len: int) -> str:
+    def startup_line(self, max_model_len: int, max_batch: int) -> str:
+        """The one line the engine logs at start: the limit, where it came from, and what it means."""
         one = self.shape.need([], max_model_len, max_model_len)
-        n = self.full_context(max_model_len)
-        room = (f"{n} at once" if n < 4096 else "4096+ at once") if n else \
-            "NONE: requests that long are refused; lower --max-model-len or raise --memory-budget"
-        return (f"memory budget {_mib(self.limit)} ({self.source}): a full-context sequence ({max_model_len} tokens) "
-                f"needs ~{_mib(one)}, {room}; requests beyond the budget wait in order")
+        head = (f"memory budget {_mib(self.limit)} ({self.source}): a full-context sequence ({max_model_len} tokens) "
+                f"needs ~{_mib(one)}")
+        n = self.full_context(max_model_len, max_batch)
+        if n == 0:
+            return f"{head}, more than the budget: requests that long get a 400; lower --max-model-len or raise it"
+        capped = " (--max-batch)" if n == max_batch else ""
+        return f"{head}, so up to {n} run at once{capped}; the rest wait in order"
 
 
 def _mib(n: int) -> str:
