@@ -242,7 +242,7 @@ def test_orchestrator_role_holds_exactly_what_the_backend_calls(rendered):
     role = rendered[("Role", "openforgerl-orchestrator")]
     grants = {(res, verb) for r in role["rules"] for res in r["resources"] for verb in r["verbs"]}
     assert grants == {("pods", v) for v in ("create", "delete", "get", "list", "watch")} | {
-        ("pods/exec", "create"), ("pods/log", "get")}
+        ("pods/exec", "get"), ("pods/exec", "create"), ("pods/log", "get")}
     assert all(r["apiGroups"] == [""] for r in role["rules"])
     binding = rendered[("RoleBinding", "openforgerl-orchestrator")]
     assert binding["roleRef"]["kind"] == "Role" and binding["subjects"][0]["name"] == "openforgerl-orchestrator"

@@ -55,11 +55,12 @@ GATEWAY = GatewayService(
     store_secret=STORE_SECRET, key_secret=KEY_SECRET, admin_token_required=True,
 )
 SANDBOXES = KubernetesConfig(namespace=NAMESPACE, default_image=f"{ROLLOUT_IMAGE}:{__version__}", gateway=GATEWAY)
-# (pods: what the backend creates, watches and deletes; exec: setup, harness, verifier; log: a failed
-# boot's reason). Nothing cluster-wide, no Secrets, no Deployments.
+# pods: what the backend creates, watches, deletes (and reads back on a 409); exec: setup, harness and
+# verifier over a websocket, which is a GET, so authorized as `get`, and from Kubernetes 1.35 also as
+# `create`; log: a sandbox's output. Nothing cluster-wide, no Secrets, no Deployments.
 ORCHESTRATOR_RULES = (
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete", "get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
 )
 
