@@ -7,6 +7,8 @@ and a rollout past its quota gets a 413 on every protocol, in that protocol's sh
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import random
 import sqlite3
@@ -95,3 +97,32 @@ async def test_image_blobs_count_against_the_quota(vlm_gateway: tuple[RunningGat
     state = await gw.gateway.registry.state(rid)
     assert state.log_bytes == calls + blobs  # the count is what the host holds, blobs included
     assert statuses[-1] == 413 and calls + blobs <= 200_000 + 20_000
+
+
+async def test_a_call_that_never_began_gives_its_reservation_back(make_gateway) -> None:
+    """A body is reserved when it arrives; a client that leaves while its call waits out a weight-sync
+    pause wrote nothing, and its rollout gets the bytes back (else a harness's retries would use up
+    its quota)."""
+    setup = await make_gateway(lambda t: "ok", pause_wait_s=30.0)
+    ro = await setup.rollout()
+    state = await setup.gateway.gateway.registry.state(ro["rollout_id"])
+    body = {"model": "m", "messages": [{"role": "user", "content": "x" * 50_000}]}
+    await setup.gateway.pause(0)
+    async with aiohttp.ClientSession() as http:
+        post = asyncio.create_task(http.post(ro["openai_base_url"] + "/chat/completions", json=body,
+                                             headers={"Authorization": f"Bearer {ro['api_key']}"}))
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if state.log_bytes:
+                break
+        assert state.log_bytes > 50_000  # control: held while the call waits at the pause
+        post.cancel()  # the client goes away
+        with contextlib.suppress(asyncio.CancelledError):
+            await post
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if not state.log_bytes:
+            break
+    assert state.log_bytes == 0 and state.calls_in_flight == 0
+    setup.gateway.resume()
+    assert await setup.records(ro["rollout_id"]) == []

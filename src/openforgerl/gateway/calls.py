@@ -318,8 +318,11 @@ async def serve_call(adapter: WireAdapter, request: web.Request, state: RolloutS
                 call.blob_bytes = sum(len(data) for data, _ in got.media.blobs.values())
             version = await gw.gate.enter()
         except GatewayError as err:
-            state.log_bytes += call.blob_bytes - call.reserved  # refused: nothing recorded but its images
+            _settle_log(call, b"")  # refused: nothing recorded but its images
             return error_response(adapter, err)
+        except asyncio.CancelledError:  # the client went away before its call began (a body, a pause)
+            _settle_log(call, b"")
+            raise
         try:
             await call.begin(got, version)
             if got.body.get("stream"):
