@@ -3,7 +3,8 @@
 While paused, new calls wait (up to `pause_wait_s`) and in-flight calls drain; a call that waits
 longer, or arrives when `max_in_flight` calls are running, gets 503, which every real harness
 retries (never 429/400, which Codex and Claude Code treat as fatal). `resume` bumps the policy
-version that is stamped on every record.
+version that is stamped on every record. One rollout's own share is checked before this gate
+(`calls.serve_call`): past it the 429 is meant to end that harness, whose flood is its own doing.
 """
 
 from __future__ import annotations
