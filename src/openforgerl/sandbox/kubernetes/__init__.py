@@ -3,7 +3,8 @@
 No cluster exists on the project's machines: tests drive this backend through the real lightkube
 client against `openforgerl.testing.fake_kube` (a simulation), and against a real cluster only when
 `KUBECONFIG` is set (`pytest -m k8s`). `manifests` renders the in-cluster gateway Deployment,
-Service and the sandbox NetworkPolicy; `gateway_url` is the Service's DNS name.
+Service and the sandbox NetworkPolicy; `gateway_url` is the Service's DNS name. `deploy` writes the
+kustomize base `deploy/k8s` from the same renderers.
 """
 
 from openforgerl.sandbox.kubernetes.backend import KubernetesBackend

@@ -2,7 +2,10 @@
 
 Sandboxes reach the gateway as `http://<service>.<namespace>.svc.cluster.local:<port>/r/<rollout>/v1`
 (`KubernetesConfig.effective_gateway_url`). Creation is idempotent: 409 means it is already there.
-To apply by hand: `python -m openforgerl.sandbox.kubernetes.gateway --namespace rl | kubectl apply -f -`.
+This is the one-replica gateway the backend can create for itself (its call log on the Pod's own
+volume); what a user applies is the kustomize base `deploy/k8s` (`deploy.py`): three replicas on a
+shared PostgreSQL call log and one rollout-key secret. `python -m openforgerl.sandbox.kubernetes.gateway`
+prints these objects.
 """
 
 from __future__ import annotations
