@@ -224,3 +224,23 @@ async def test_blobs_are_stored_once_and_read_back(opener: Opener) -> None:
         await store.put_blob("../x", data, "image/png")
     await store.aclose()
     await other.aclose()
+
+
+async def test_a_stale_put_never_reopens_a_closed_rollout_on_postgres(opener: Opener, location: str) -> None:
+    """Two replicas' read-modify-writes of one record: B read it open, A closed it, then B writes
+    its stale copy back. PostgreSQL keeps the close (and a taint); the control, the embedded store,
+    applies the stale put (its replicas are one process's, which serialises them itself)."""
+    a, b = opener(), opener()
+    await a.put_rollout(RolloutRecord(rollout_id="r"))
+    stale = await b.get_rollout("r")
+    await a.put_rollout(RolloutRecord(rollout_id="r", closed=True, infra_tainted=True, status=RolloutStatus.OK))
+    await b.put_rollout(stale.model_copy(update={"policy_versions": [3]}))
+    kept = await a.get_rollout("r")
+    if location.startswith("postgresql://"):
+        assert kept.closed and kept.infra_tainted and kept.status == RolloutStatus.OK
+        await b.put_rollout(kept.model_copy(update={"reward": 2.0}))  # a put that keeps it closed applies
+        assert (await a.get_rollout("r")).reward == 2.0
+    else:
+        assert not kept.closed
+    await a.aclose()
+    await b.aclose()

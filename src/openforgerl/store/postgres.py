@@ -22,6 +22,11 @@ where durability comes from and who serialises writers:
   replica that dies leaves a gap (its unused block), never a reuse.
 * Reads go through a connection per reading thread (autocommit), so they see every committed
   write, this replica's and the others'.
+* Closing and tainting a rollout are sticky: a put that would reopen a closed record or clear its
+  infra taint is not applied. The gateway updates a record by read-modify-write under a lock of
+  its own process, so a replica that read the record just before another replica closed it would
+  otherwise write it back open (seen as a lost close); the stale write's other fields are lost
+  instead, which a closed rollout no longer needs.
 * Ended rollouts are announced: a put of a closed or infra-tainted rollout record also sends
   `NOTIFY openforgerl_rollouts` with its id, in the same transaction (delivered only if it commits).
   `watch_rollouts` hands those ids to a callback from a listener thread, so a replica that did not
@@ -77,6 +82,8 @@ CREATE TABLE IF NOT EXISTS calls (
 CREATE TABLE IF NOT EXISTS rollouts (
   rollout_id TEXT PRIMARY KEY,
   body BYTEA NOT NULL,
+  closed BOOLEAN NOT NULL DEFAULT false,
+  tainted BOOLEAN NOT NULL DEFAULT false,
   seq BIGSERIAL
 );
 CREATE TABLE IF NOT EXISTS index_leases (
@@ -103,8 +110,13 @@ SELECT * FROM unnest(%s::text[], %s::int[], %s::bytea[]) ON CONFLICT DO NOTHING"
 _DIVERT_CONFLICTS = """INSERT INTO call_conflicts (rollout_id, idx, body)
 SELECT u.r, u.i, u.b FROM unnest(%s::text[], %s::int[], %s::bytea[]) AS u(r, i, b)
 JOIN calls c ON c.rollout_id = u.r AND c.idx = u.i WHERE c.body <> u.b"""
-_PUT_ROLLOUT = """INSERT INTO rollouts (rollout_id, body) VALUES (%s, %s)
-ON CONFLICT (rollout_id) DO UPDATE SET body = excluded.body"""
+# Closing and tainting are sticky: a put that would reopen a closed record or clear a taint is a
+# replica's stale read-modify-write (it read the record before another replica closed it) and is
+# not applied; any other put replaces the record.
+_PUT_ROLLOUT = """INSERT INTO rollouts AS r (rollout_id, body, closed, tainted) VALUES (%s, %s, %s, %s)
+ON CONFLICT (rollout_id) DO UPDATE
+SET body = excluded.body, closed = excluded.closed, tainted = excluded.tainted
+WHERE (excluded.closed OR NOT r.closed) AND (excluded.tainted OR NOT r.tainted)"""
 _PUT_BLOB = "INSERT INTO blobs VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
 _STORED_STOP = "(SELECT coalesce(max(idx) + 1, 0) FROM calls WHERE rollout_id = %(r)s)"
 _LEASE = f"""INSERT INTO index_leases AS l (rollout_id, stop) VALUES (%(r)s, {_STORED_STOP} + %(n)s)
@@ -233,8 +245,8 @@ class PostgresCallStore:
                     cur.execute(_DIVERT_CONFLICTS, columns)
             rollouts = [job.params for job in jobs if job.kind == "rollout"]
             if rollouts:
-                cur.executemany(_PUT_ROLLOUT, [(rid, body) for rid, body, _ in rollouts])
-                for rid in dict.fromkeys(rid for rid, _, ended in rollouts if ended):
+                cur.executemany(_PUT_ROLLOUT, rollouts)
+                for rid in dict.fromkeys(rid for rid, _, closed, tainted in rollouts if closed or tainted):
                     cur.execute(_NOTIFY, (rid,))
             for i, job in enumerate(jobs):
                 if job.kind == "lease":
@@ -258,8 +270,9 @@ class PostgresCallStore:
 
     async def put_rollout(self, rollout: RolloutRecord) -> None:
         body = orjson.dumps(rollout.model_dump(mode="json"))
-        ended = rollout.closed or rollout.infra_tainted  # announced to every replica (`watch_rollouts`)
-        await asyncio.wrap_future(self._submit("rollout", rollout.rollout_id, body, ended))
+        # closed or tainted: sticky (`_PUT_ROLLOUT`), and announced to every replica (`watch_rollouts`)
+        await asyncio.wrap_future(self._submit("rollout", rollout.rollout_id, body, rollout.closed,
+                                               rollout.infra_tainted))
 
     def watch_rollouts(self, callback: Callable[[str | None], None]) -> None:
         """Call `callback(rollout_id)` (from a listener thread) each time any store on this database
