@@ -172,7 +172,9 @@ def _resolve(doc: Mapping[str, Any], raw: Any, where: str) -> Mapping[str, Any]:
     if isinstance(ref, str) and ref.startswith("#/"):
         node: Any = doc
         for part in ref[2:].split("/"):
-            node = as_object(node, f"{where}.$ref {ref!r}").get(part)
+            node = as_object(node, f"{where}.$ref {ref!r}").get(part.replace("~1", "/").replace("~0", "~"))
+        if node is None:
+            raise DocumentError(f"{where}.$ref {ref!r}: points at nothing in the document")
         return as_object(node, f"{where}.$ref {ref!r}")
     return schema
 
