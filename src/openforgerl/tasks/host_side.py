@@ -65,7 +65,8 @@ class HostSide:
         return out
 
     async def messages(self, sandbox: Any) -> list[dict[str, Any]] | None:
-        """The main agent's messages from the call log (None: no call log here)."""
+        """The main agent's messages from the call log, each turn witnessed by the gateway's records, never
+        a history the agent sent (tasks/transcript.py); None: no call log here."""
         rid = rollout_id_of(sandbox)
         if self.calls is None or rid is None:
             return None
