@@ -119,7 +119,8 @@ class GatewaySettings(_Strict):
     pause_wait_s: float = 30.0
     max_in_flight: int = 4096
     max_in_flight_per_rollout: int = 64
-    """One rollout's calls in flight; one more is a 429 to that rollout only (a flood is its own doing)."""
+    """One rollout's calls in flight (at most half of `max_in_flight`); one more is a 429 to that rollout
+    only (a flood is its own doing)."""
     max_log_bytes_per_rollout: int = 512 * 1024 * 1024
     """One rollout's call log bytes (records and image blobs); a request past it is a 413 to that rollout."""
     policy_version: int = 0

@@ -46,14 +46,18 @@ async def _post(http: aiohttp.ClientSession, ro: dict[str, str], body: dict[str,
         return r.status, await r.json(content_type=None)
 
 
-async def _flood_then_call(tmp_path: Path, fmt: ChatFormat, share: int
+async def _flood_then_call(tmp_path: Path, fmt: ChatFormat, share: int | None
                            ) -> tuple[list[int], tuple[int, Any], Any, str]:
-    """Rollout A floods with calls the engine never answers; then rollout B makes one call."""
-    faults = Faults(hang_before_headers=min(FLOOD, share, GLOBAL_CAP))  # every admitted flood call hangs
+    """Rollout A floods with calls the engine never answers; then rollout B makes one call.
+    `share`: the per-rollout setting (None: the default); 0: no share at all (the control)."""
+    faults = Faults()
     engine = ScriptedEngine(lambda t: "ok", fmt=fmt, faults=faults)
     store = SQLiteCallStore(tmp_path / f"calls-{share}.db")
-    gw = await start_gateway(engine, store, max_in_flight=GLOBAL_CAP, max_in_flight_per_rollout=share,
-                             pause_wait_s=0.1)
+    kw = {} if not share else {"max_in_flight_per_rollout": share}
+    gw = await start_gateway(engine, store, max_in_flight=GLOBAL_CAP, pause_wait_s=0.1, **kw)
+    if share == 0:
+        gw.gateway.max_in_flight_per_rollout = FLOOD + 1  # the gateway as it was: one global limit
+    faults.hang_before_headers = min(FLOOD, gw.gateway.max_in_flight_per_rollout, GLOBAL_CAP)  # all admitted hang
     try:
         a, b = await gw.open_rollout(task_id="flooder"), await gw.open_rollout(task_id="victim")
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
@@ -79,18 +83,20 @@ async def _flood_then_call(tmp_path: Path, fmt: ChatFormat, share: int
         await store.aclose()
 
 
-async def test_a_flooding_rollout_gets_429s_and_another_rollout_is_served(tmp_path: Path, fmt: ChatFormat) -> None:
-    refused, (status, body), refusal, metrics = await _flood_then_call(tmp_path, fmt, SHARE)
-    assert refused == [429] * (FLOOD - SHARE)  # only its own share was admitted
+@pytest.mark.parametrize(("share", "admitted"), [(SHARE, SHARE), (None, GLOBAL_CAP // 2)], ids=["set", "default"])
+async def test_a_flooding_rollout_gets_429s_and_another_rollout_is_served(
+        tmp_path: Path, fmt: ChatFormat, share: int | None, admitted: int) -> None:
+    refused, (status, body), refusal, metrics = await _flood_then_call(tmp_path, fmt, share)
+    assert refused == [429] * (FLOOD - admitted)  # only its own share was admitted
     err = refusal["error"]
     assert err["code"] == "rollout_calls_in_flight" and err["type"] and err["message"]
     assert status == 200, body
     assert body["choices"][0]["message"]["content"] == "ok"
-    assert f'openforgerl_gateway_share_refusals_total{{reason="rollout_calls_in_flight"}} {FLOOD - SHARE}' in metrics
+    assert f'openforgerl_gateway_share_refusals_total{{reason="rollout_calls_in_flight"}} {FLOOD - admitted}' in metrics
 
 
 async def test_control_without_a_share_the_flood_takes_the_gateway(tmp_path: Path, fmt: ChatFormat) -> None:
-    refused, (status, body), _, metrics = await _flood_then_call(tmp_path, fmt, share=10_000)
+    refused, (status, body), _, metrics = await _flood_then_call(tmp_path, fmt, share=0)
     assert refused == [503] * (FLOOD - GLOBAL_CAP)
     assert status == 503 and body["error"]["code"] == "overloaded"  # the victim pays for the flood
     assert "share_refusals_total{" not in metrics

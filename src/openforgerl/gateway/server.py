@@ -258,13 +258,15 @@ async def start_gateway(engine: Engine, store: CallStore, *, host: str = "127.0.
     images are accepted (default: data URLs up to 20 MiB / 40 M pixels, no http URLs).
     `verbatim_history`: echoed assistant turns reach the engine as the model sampled them (verbatim.py).
     `max_in_flight_per_rollout` / `max_log_bytes_per_rollout`: one rollout's share of the gateway
-    (`calls.serve_call`): past it that rollout gets a 429 / a 413, and no other rollout notices."""
+    (`calls.serve_call`): past it that rollout gets a 429 / a 413, and no other rollout notices. The
+    calls share is at most half of `max_in_flight`, so no one rollout can hold the whole gateway."""
     token = admin_token or secrets.token_urlsafe(32)
     gw = Gateway(engine, store, RolloutRegistry(store, secret, deadline_margin_s=deadline_margin_s),
                  FlowGate(policy_version=policy_version, pause_wait_s=pause_wait_s, max_in_flight=max_in_flight),
                  Metrics(), call_deadline_s, max_body_bytes, admin_token=token, body_timeout_s=body_timeout_s,
                  deadline_margin_s=deadline_margin_s, images=images or ImagePolicy(),
-                 verbatim_history=verbatim_history, max_in_flight_per_rollout=max_in_flight_per_rollout,
+                 verbatim_history=verbatim_history,
+                 max_in_flight_per_rollout=rollout_share(max_in_flight_per_rollout, max_in_flight),
                  max_log_bytes_per_rollout=max_log_bytes_per_rollout)
     gw.registry.follow_store()  # closes and taints stored by other replicas of a shared log
     model_runner, bound = await _serve(build_model_app(gw), host, port, shutdown_timeout_s, header_timeout_s)
@@ -274,6 +276,13 @@ async def start_gateway(engine: Engine, store: CallStore, *, host: str = "127.0.
     admin_url = f"http://{_reachable(admin_host or host)}:{admin_bound}"
     return RunningGateway(gw.model_url, admin_url, token, bound, admin_bound, gw,
                           (model_runner, admin_runner), owns_engine)
+
+
+def rollout_share(per_rollout: int, max_in_flight: int) -> int:
+    """One rollout's calls in flight: as configured, but at most half the gateway's. A gateway of one
+    call cannot be shared: its own limit (503) is the only one."""
+    share = min(per_rollout, max_in_flight // 2)
+    return share if share >= 1 else max_in_flight + 1
 
 
 def _reachable(host: str) -> str:
