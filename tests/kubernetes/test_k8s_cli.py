@@ -43,16 +43,16 @@ def test_no_kubeconfig_is_one_line_naming_the_fix(tmp_path: Path):
 
 
 def test_unreachable_api_server_is_one_line_naming_the_fix(tmp_path: Path):
-    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig, port = tmp_path / "kubeconfig", closed_port()
     kubeconfig.write_text(f"""apiVersion: v1
 kind: Config
-clusters: [{{name: c, cluster: {{server: "https://127.0.0.1:{closed_port()}"}}}}]
+clusters: [{{name: c, cluster: {{server: "https://127.0.0.1:{port}"}}}}]
 users: [{{name: u, user: {{}}}}]
 contexts: [{{name: c, context: {{cluster: c, user: u}}}}]
 current-context: c
 """)
     line = assert_one_line(run_cli(tmp_path, kubeconfig))
-    assert "cannot reach the Kubernetes API server" in line
+    assert f"cannot reach the Kubernetes API server at https://127.0.0.1:{port}" in line
 
 
 def test_debug_keeps_the_traceback(tmp_path: Path):

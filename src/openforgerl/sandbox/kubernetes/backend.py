@@ -95,7 +95,8 @@ class KubernetesBackend:
             await self.api.list_pods(self.config.namespace, sandbox_selector(self.config))
         except KubeApiError as e:
             if e.code == 0:
-                raise NoCluster(f"cannot reach the Kubernetes API server ({e}): {CLUSTER_FIX}") from e
+                where = getattr(self.api, "server", "") or "(unknown address)"
+                raise NoCluster(f"cannot reach the Kubernetes API server at {where} ({e}): {CLUSTER_FIX}") from e
             if e.code in (401, 403):
                 raise NoCluster(f"the Kubernetes API server refused to list pods in namespace "
                                 f"{self.config.namespace!r} ({e}): give the orchestrator the Role in "

@@ -52,6 +52,7 @@ def server_config(url: str) -> KubeConfig:
 class LightkubeApi:
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
+        self.server = ""  # the API server's URL, for error messages
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path | None = None, *, server: str | None = None,
@@ -59,8 +60,10 @@ class LightkubeApi:
         """From a kubeconfig file, a bare server URL (tests), or the usual discovery when both are None."""
         config = server_config(server) if server else (KubeConfig.from_file(path) if path else None)
         timeout = httpx2.Timeout(timeout_s)
-        return cls(AsyncClient(config=config, namespace=namespace, timeout=timeout,
-                               trust_env=config is None))
+        api = cls(AsyncClient(config=config, namespace=namespace, timeout=timeout, trust_env=config is None))
+        # what lightkube itself discovers when config is None: $KUBECONFIG, ~/.kube/config, in-cluster
+        api.server = (config or KubeConfig.from_env()).get().cluster.server
+        return api
 
     async def create(self, obj: Obj) -> Obj:
         try:
