@@ -110,7 +110,10 @@ def _sent(call: Any) -> list[Mapping[str, Any]] | None:
     from openforgerl.gateway.protocols import adapter_for
 
     try:
-        return _messages(adapter_for(call.protocol).engine_body(call.request))
+        adapter = adapter_for(call.protocol)
+        # Chat passes the body as it came (its engine_body only validates); a stored body's images are
+        # blob references, which its validation need not accept
+        return _messages(adapter.engine_body(call.request) if adapter.translates else call.request)
     except Exception:  # a stored request the adapter refuses now: no turn of it is vouched for
         return None
 
