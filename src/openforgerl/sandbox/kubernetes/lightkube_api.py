@@ -62,7 +62,8 @@ class LightkubeApi:
         timeout = httpx2.Timeout(timeout_s)
         api = cls(AsyncClient(config=config, namespace=namespace, timeout=timeout, trust_env=config is None))
         # what lightkube itself discovers when config is None: $KUBECONFIG, ~/.kube/config, in-cluster
-        api.server = (config or KubeConfig.from_env()).get().cluster.server
+        single = (config or KubeConfig.from_env()).get()
+        api.server = single.cluster.server if single is not None else ""
         return api
 
     async def create(self, obj: Obj) -> Obj:
