@@ -216,6 +216,8 @@ async def test_three_replicas_on_one_postgres_lose_nothing_when_one_is_killed(po
     unfinished = [ro.rollout_id for ro in rollouts if not (ro.closed and ro.status is not None)]
     assert unfinished == []  # every stored rollout ended with a status
     assert len(rollouts) >= ROLLOUTS - len(run.abandoned)
+    print(f"{len(run.finished)} finished calls over {len(rollouts)} rollouts, {run.cut} cut by the kill, "
+          f"{len(run.abandoned)} opens unanswered; served per replica: {dict(served)}")
 
 
 def test_an_unreachable_or_refused_postgres_is_one_line_and_exit_2(postgres_server, tmp_path):
