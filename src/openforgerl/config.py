@@ -102,7 +102,8 @@ class EngineSettings(_Strict):
 
 class StoreSettings(_Strict):
     path: str | None = None
-    """The SQLite call log (default `<out_dir>/calls.db`; `openforgerl gateway`: `runs/calls.db`)."""
+    """The call log: a SQLite file (default `<out_dir>/calls.db`; `openforgerl gateway`: `runs/calls.db`),
+    or a `postgresql://user@host/db` URL, one log shared by several gateway replicas (store/postgres.py)."""
 
 
 class GatewaySettings(_Strict):
