@@ -93,9 +93,9 @@ def test_the_trainer_update_settings_come_from_the_train_section() -> None:
     assert (settings.clip_high, settings.epochs) == (0.3, 2)
 
 
-def test_the_readmes_yaml_example_is_the_quickstart_config() -> None:
+def test_the_docs_yaml_example_is_the_quickstart_config() -> None:
     import yaml
 
-    readme = (EXAMPLES.parent / "README.md").read_text()
-    block = readme.split("`examples/quickstart.yaml`:\n\n```yaml\n", 1)[1].split("```", 1)[0]
+    page = (EXAMPLES.parent / "docs" / "getting-started.md").read_text()
+    block = page.split("## The quickstart", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     assert load_config(yaml.safe_load(block)) == Config.from_yaml(EXAMPLES / "quickstart.yaml")
