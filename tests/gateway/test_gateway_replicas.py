@@ -305,3 +305,24 @@ async def test_a_close_on_one_replica_cuts_the_calls_in_flight_on_another(shared
             await gw.aclose()
         for store in stores:
             await store.aclose()
+
+
+@pytest.mark.parametrize("shared", ["postgres", "sqlite"])
+async def test_an_agents_rollout_id_with_a_nul_is_a_404(shared, request, tmp_path, fmt):
+    """The rollout id in a model URL is the agent's to choose: `%00` in it is an unknown rollout (404 in
+    the OpenAI error shape) on either store, not a 500 from the PostgreSQL driver (the store test holds
+    the control: the driver raises on such a key)."""
+    from openforgerl.gateway.server import start_gateway
+
+    location = str(request.getfixturevalue("postgres_url")) if shared == "postgres" else str(tmp_path / "calls.db")
+    store = open_store(location)
+    gw = await start_gateway(ScriptedEngine(lambda turn: "hi", fmt=fmt), store, secret=SECRET)
+    try:
+        async with aiohttp.ClientSession() as http, http.post(
+                f"{gw.model_url}/r/abc%00def/v1/chat/completions", headers={"Authorization": "Bearer ofr-x"},
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}) as r:
+            assert r.status == 404, await r.text()
+            assert (await r.json())["error"]["code"] == "rollout_not_found"
+    finally:
+        await gw.aclose()
+        await store.aclose()

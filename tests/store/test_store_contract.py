@@ -244,3 +244,23 @@ async def test_a_stale_put_never_reopens_a_closed_rollout_on_postgres(opener: Op
         assert not kept.closed
     await a.aclose()
     await b.aclose()
+
+
+async def test_a_rollout_id_with_a_nul_names_nothing_and_is_refused_alone(opener: Opener, location: str) -> None:
+    """An agent picks the rollout id of its model URL (`/r/<id>/v1`): one with a NUL must find no rollout
+    (a 404), never crash the read. A write of one is refused alone, not failing its commit batch.
+    Control: the PostgreSQL driver itself raises on such a key (so the store's check is what answers)."""
+    store = opener()
+    bad = "r\x00'; DROP TABLE calls; --"
+    assert await store.get_rollout(bad) is None and await store.list_calls(bad) == []
+    assert store.read_calls(bad) == []
+    await store.append_call(*stored(_call("ok", 0)))
+    if location.startswith("postgresql://"):
+        import psycopg
+
+        with pytest.raises(ValueError):
+            await store.put_rollout(RolloutRecord(rollout_id=bad))
+        with psycopg.connect(location) as conn, pytest.raises(psycopg.DataError):
+            conn.execute("SELECT body FROM rollouts WHERE rollout_id=%s", (bad,))
+    assert [c.index for c in await store.list_calls("ok")] == [0]
+    await store.aclose()

@@ -184,6 +184,8 @@ class PostgresCallStore:
     def _submit(self, kind: str, *params: Any) -> concurrent.futures.Future[Any]:
         if self._closed:
             raise RuntimeError(f"call store {self.path} is closed")
+        if any(isinstance(p, str) and "\x00" in p for p in params):  # refused here, not by the whole batch
+            raise ValueError("a rollout id or media type with a NUL character cannot be stored")
         job = _Job(kind, params)
         self._queue.put(job)
         return job.done
@@ -330,7 +332,11 @@ class PostgresCallStore:
         return conn
 
     def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        """Rows of `sql`; reconnects once when the server dropped this thread's connection."""
+        """Rows of `sql`; reconnects once when the server dropped this thread's connection. A key
+        with a NUL names nothing (PostgreSQL text cannot hold one, so none was stored): no rows,
+        where the driver would raise, and an agent's `/r/<id with %00>/v1` would be a 500, not a 404."""
+        if any(isinstance(p, str) and "\x00" in p for p in params):
+            return []
         try:
             return list(self._reader().execute(sql, params).fetchall())
         except psycopg.OperationalError:
