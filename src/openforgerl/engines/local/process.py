@@ -24,10 +24,13 @@ class LocalEngineProcess:
 
     @classmethod
     async def start(cls, model: str | Path, log_path: Path, *, threads: int = 1,
-                    ready_timeout_s: float = 180.0) -> LocalEngineProcess:
+                    ready_timeout_s: float = 180.0, memory_budget: str | None = None) -> LocalEngineProcess:
+        """`memory_budget`: the engine's --memory-budget (e.g. "4GiB"); None = its default, half the memory
+        available when it starts."""
         port = free_port()
+        budget = ["--memory-budget", memory_budget] if memory_budget else []
         proc = _spawn([sys.executable, "-m", "openforgerl.engines.local", "--model", str(model),
-                       "--port", str(port), "--threads", str(threads)], log_path)
+                       "--port", str(port), "--threads", str(threads), *budget], log_path)
         url = f"http://127.0.0.1:{port}"
         try:
             await asyncio.to_thread(wait_healthy, url, proc, ready_timeout_s)
