@@ -264,3 +264,24 @@ async def test_a_rollout_id_with_a_nul_names_nothing_and_is_refused_alone(opener
             conn.execute("SELECT body FROM rollouts WHERE rollout_id=%s", (bad,))
     assert [c.index for c in await store.list_calls("ok")] == [0]
     await store.aclose()
+
+
+async def test_postgres_writer_reconnects_when_the_server_drops_it(postgres_url: str) -> None:
+    """The server ends every connection of the store (a restart, a failover, an idle-timeout proxy):
+    the next appends and reads reconnect and succeed, each call stored once. Control: the connections
+    were really terminated (the store's writer connection is a new one)."""
+    import psycopg
+
+    store = open_store(postgres_url)
+    await store.append_call(*stored(_call("r", 0)))
+    assert store.read_calls("r")
+    before = store._conn.info.backend_pid
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                               "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()[0]
+    assert killed >= 2  # the writer's connection and this thread's reader
+    await asyncio.gather(*(store.append_call(*stored(_call("r", i))) for i in range(1, 20)))
+    assert [c.index for c in await store.list_calls("r")] == list(range(20))
+    assert [c.index for c in store.read_calls("r")] == list(range(20))
+    assert store._conn.info.backend_pid != before
+    await store.aclose()
