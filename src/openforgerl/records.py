@@ -24,24 +24,33 @@ class WireProtocol(StrEnum):
 
 
 class CallErrorKind(StrEnum):
-    """Typed errors recorded on a call. All but CLIENT_* taint the rollout as infrastructure failure.
+    """Typed errors recorded on a call; `rollout_status` says what each means for its rollout.
 
     `rollout_status` is the one error-kind -> status table (gateway taint and orchestrator
-    classification both read it): engine faults, including the per-call deadline, are
-    `infra_error:engine`; the gateway's own faults `infra_error:gateway`; what the client did
-    (a malformed request, a disconnect) is never infra.
+    classification both read it; the rule behind it is stated once, in `orchestrator/classify.py`):
+    a component outside the sandbox that failed on its own is infra (`infra_error:engine`,
+    `infra_error:gateway`); whatever follows from what the agent sent (its sizes, parameters, context
+    length, request rate, how long it let the model write) is never infra.
     """
 
     ENGINE_HTTP = "engine_http"  # engine answered 5xx (or an unexpected status)
     ENGINE_CONNECTION = "engine_connection"  # connect/reset/EOF talking to the engine
-    ENGINE_DEADLINE = "engine_deadline"  # the gateway's per-call upstream deadline fired
+    # the engine made no progress (no byte) for the stall window and then failed its health probe: a
+    # hung engine (the gateway's own probe, not the agent's request, is the evidence)
+    ENGINE_DEADLINE = "engine_deadline"
     ENGINE_PROTOCOL = "engine_protocol"  # engine reply lacked token ids / was malformed
     GATEWAY_INTERNAL = "gateway_internal"  # a bug or overload inside the gateway
     CLIENT_DISCONNECTED = "client_disconnected"  # the harness went away mid-stream
     CLIENT_BAD_REQUEST = "client_bad_request"  # the harness sent something we refused (4xx)
     # the engine refused the prompt (+ max_tokens) as longer than its context: a configuration error
-    # (harness prompt vs model), neither the model's failure nor a retryable infra fault
+    # when it is the harness's own first prompt (see `orchestrator/classify.py`)
     CONTEXT_OVERFLOW = "context_overflow"
+    # the call was still running when its rollout's time ran out (deadline - margin): the rollout is a
+    # `timeout`, whatever the engine was doing (a long answer is the agent's own choice)
+    ROLLOUT_DEADLINE = "rollout_deadline"
+    # the per-call limit fired while a healthy engine was still answering (a long answer the client
+    # asked for): the client's 504, never infra
+    CALL_LIMIT = "call_limit"
 
     @property
     def rollout_status(self) -> RolloutStatus | None:
@@ -149,12 +158,14 @@ class RolloutStatus(StrEnum):
 _STATUS_BY_KIND: dict[CallErrorKind, RolloutStatus | None] = {
     CallErrorKind.ENGINE_HTTP: RolloutStatus.INFRA_ENGINE,
     CallErrorKind.ENGINE_CONNECTION: RolloutStatus.INFRA_ENGINE,
-    CallErrorKind.ENGINE_DEADLINE: RolloutStatus.INFRA_ENGINE,  # a hung engine is the engine's fault
+    CallErrorKind.ENGINE_DEADLINE: RolloutStatus.INFRA_ENGINE,  # stalled and failed its health probe
     CallErrorKind.ENGINE_PROTOCOL: RolloutStatus.INFRA_ENGINE,
     CallErrorKind.GATEWAY_INTERNAL: RolloutStatus.INFRA_GATEWAY,
     CallErrorKind.CLIENT_DISCONNECTED: None,
     CallErrorKind.CLIENT_BAD_REQUEST: None,  # a client's malformed request is never infra
-    CallErrorKind.CONTEXT_OVERFLOW: RolloutStatus.CONFIG_CONTEXT,
+    CallErrorKind.CONTEXT_OVERFLOW: RolloutStatus.CONFIG_CONTEXT,  # only the first prompt's (classify.py)
+    CallErrorKind.ROLLOUT_DEADLINE: RolloutStatus.TIMEOUT,
+    CallErrorKind.CALL_LIMIT: None,
 }
 
 

@@ -103,19 +103,21 @@ async def _post(ro: dict[str, str], stream: bool) -> tuple[int, bytes]:
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["nonstream", "stream"])
-async def test_rollout_deadline_cuts_a_hung_engine_call(gateway, watched, store, stream):
-    """Per-call limit 600 s, rollout deadline 3 s away, margin 2 s: the call ends after ~1 s as
-    `engine_deadline`, the rollout is `infra_error:engine`, and the engine saw its request closed."""
+async def test_a_hung_engine_is_cut_at_its_stall_window_as_infra(gateway, watched, store, stream):
+    """Per-call limit 600 s, rollout deadline 10 s away, stall window 0.5 s: the engine sends nothing
+    and fails its health probe, so the call ends after ~1 s as `engine_deadline`, the rollout is
+    `infra_error:engine`, and the engine saw its request closed."""
     if stream:
         watched.engine.faults.stall_streams, watched.engine.faults.stall_after = 1, 3
     else:
         watched.engine.faults.hang_before_headers = 1
     gw = await gateway(call_deadline_s=600.0, deadline_margin_s=2.0)
-    ro = await gw.open_rollout(deadline_at=time.time() + 3.0)
+    gw.gateway.stall_s = 0.5
+    ro = await gw.open_rollout(deadline_at=time.time() + 10.0)
     t0 = time.monotonic()
     status, body = await _post(ro, stream)
     took = time.monotonic() - t0
-    assert took < 2.5, took
+    assert took < 3.0, took
     if stream:
         assert status == 200 and b"deadline" in body  # headers were out: the error is in-stream
     else:
@@ -125,7 +127,54 @@ async def test_rollout_deadline_cuts_a_hung_engine_call(gateway, watched, store,
     record = await store.get_rollout(ro["rollout_id"])
     assert record is not None and record.infra_tainted and record.status == RolloutStatus.INFRA_ENGINE
     (seen,) = await watched.wait_ended()
-    assert seen.cut and seen.ended is not None and seen.ended - seen.started < 2.5
+    assert seen.cut and seen.ended is not None and seen.ended - seen.started < 3.0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["nonstream", "stream"])
+async def test_a_long_answer_at_the_rollout_deadline_is_a_timeout_not_infra(gateway, watched, store, stream):
+    """A healthy engine still writing a long answer (here ~3 s of paced tokens; a client's huge
+    `max_tokens` on a real engine) when its rollout's time is up: the call is cut at deadline - margin
+    and recorded `rollout_deadline` (the rollout's `timeout`), never `engine_deadline`: a client cannot
+    turn its 0 into a retry by asking for more tokens. The stall window (0.75 s here) passes without a
+    byte on the non-streamed call, and the engine's passed probe lets it go on. Control: the hung
+    engine above, with the same windows, is infra."""
+    watched.engine.faults.token_delay_s = 0.05
+    gw = await gateway(call_deadline_s=600.0, deadline_margin_s=2.0)
+    ro = await gw.open_rollout(deadline_at=time.time() + 4.0)
+    t0 = time.monotonic()
+    status, body = await _post(ro, stream)
+    took = time.monotonic() - t0
+    assert 1.5 < took < 3.5, took
+    assert (status == 200 if stream else status == 504) and b"deadline" in body
+    (rec,) = await store.list_calls(ro["rollout_id"])
+    assert rec.error is not None and rec.error.kind == CallErrorKind.ROLLOUT_DEADLINE
+    assert rec.error.kind.rollout_status is RolloutStatus.TIMEOUT
+    record = await store.get_rollout(ro["rollout_id"])
+    assert record is not None and not record.infra_tainted and record.status is None
+    (seen,) = await watched.wait_ended()
+    assert seen.cut  # the engine stopped generating all the same
+
+
+async def test_the_per_call_limit_on_a_healthy_engine_is_the_clients_not_infra(gateway, watched, store):
+    """The per-call limit (1 s) fires while a healthy engine streams a long answer: `call_limit`, no
+    taint. Control: the same limit on an engine that hangs (and so fails its probe) is infra."""
+    watched.engine.faults.token_delay_s = 0.05
+    gw = await gateway(call_deadline_s=1.0)
+    ro = await gw.open_rollout()
+    status, body = await _post(ro, True)
+    assert status == 200 and b"deadline" in body
+    (rec,) = await store.list_calls(ro["rollout_id"])
+    assert rec.error is not None and rec.error.kind == CallErrorKind.CALL_LIMIT and rec.completion_token_ids
+    record = await store.get_rollout(ro["rollout_id"])
+    assert record is not None and not record.infra_tainted
+    watched.engine.faults.hang_before_headers = 1
+    hung = await gw.open_rollout()
+    status, _ = await _post(hung, False)
+    assert status == 504
+    (rec,) = await store.list_calls(hung["rollout_id"])
+    assert rec.error is not None and rec.error.kind == CallErrorKind.ENGINE_DEADLINE
+    record = await store.get_rollout(hung["rollout_id"])
+    assert record is not None and record.infra_tainted
 
 
 async def test_calls_after_the_rollout_deadline_are_refused_and_not_recorded(gateway, store):

@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from openforgerl.engines.scripted import ScriptedEngine, Turn, scripted_app
+from openforgerl.engines.scripted import ENGINE_KEY, ScriptedEngine, Turn, scripted_app
 from openforgerl.harness.base import HarnessContext, HarnessLaunch
 from openforgerl.harness.generic import CommandHarness
 from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, VerifierError
@@ -165,8 +165,8 @@ async def _faults(request: web.Request, handler: Any) -> web.StreamResponse:
         assert request.transport is not None
         request.transport.abort()  # RST: the connection dies under the gateway's feet
         return web.Response(status=500)
-    if fault == "stall":
-        await asyncio.Event().wait()
+    if fault == "stall":  # a wedged engine: it also fails its health probe while the request hangs
+        await request.app[ENGINE_KEY].hang()
     return await handler(request)
 
 

@@ -153,7 +153,8 @@ class OpenAICompatEngine:
 
     def __init__(self, urls: list[str] | str, *, dialect: Dialect | str = Dialect.VLLM, model: str | None = None,
                  api_key: str | None = None, keepalive_s: float = 30.0, connect_timeout_s: float = 10.0,
-                 read_idle_s: float | None = None, max_tokens_cap: int | None = None) -> None:
+                 read_idle_s: float | None = None, max_tokens_cap: int | None = None,
+                 max_tokens_clamp: int | None = None) -> None:
         urls = [urls] if isinstance(urls, str) else urls
         if not urls:
             raise ValueError("at least one engine URL is required")
@@ -161,6 +162,9 @@ class OpenAICompatEngine:
         self.dialect = Dialect(dialect)
         self.model = model
         self.max_tokens_cap = max_tokens_cap  # clamp client max_tokens (Claude Code asks for 32000)
+        # clamp only, never added to a body without one: the budget-derived default (`Config.max_tokens_cap`),
+        # which may exceed a small model's context, where vLLM refuses prompt + max_tokens > context
+        self.max_tokens_clamp = max_tokens_clamp
         self._extract = _Extract(self.dialect)
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._keepalive_s = keepalive_s
@@ -209,6 +213,17 @@ class OpenAICompatEngine:
             self._processors[key] = found if isinstance(found, dict) else None
         return self._processors[key]
 
+    async def healthy(self, route_key: str) -> bool:
+        """The replica serving `route_key` answers `GET /health` with 200 (vLLM and SGLang both serve
+        it, outside their request queue): the gateway's stall check asks it, never a rollout."""
+        upstream = self.pick(route_key)
+        try:
+            async with self._client().get(upstream.root + "/health", headers=self._headers) as resp:
+                await resp.read()
+                return resp.status == 200
+        except (aiohttp.ClientError, OSError):
+            return False
+
     async def _list_models(self, upstream: Upstream) -> list[str]:
         body = await self._get_json(upstream.api + "/models")
         return [m["id"] for m in body.get("data") or []]
@@ -239,6 +254,10 @@ class OpenAICompatEngine:
                 out[key] = min(out[key], self.max_tokens_cap)
             if not keys:
                 out["max_tokens"] = self.max_tokens_cap
+        elif self.max_tokens_clamp is not None:
+            for key in ("max_tokens", "max_completion_tokens"):
+                if isinstance(out.get(key), int):
+                    out[key] = min(out[key], self.max_tokens_clamp)
         headers = dict(self._headers)
         headers["Content-Type"] = "application/json"
         if self.dialect == Dialect.VLLM:

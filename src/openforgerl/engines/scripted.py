@@ -156,6 +156,8 @@ class _Replay:
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams, images: Any = None) -> Generation:
         done = self.done
+        if self.token_delay_s:  # a paced engine takes as long for a whole answer as for its stream
+            await asyncio.sleep(self.token_delay_s * len(done.ids))
         finish = "length" if done.finish_reason == "length" else "stop"
         tops = [_top(t, lp, params.logprobs) for t, lp in zip(done.ids, done.logprobs, strict=True)]
         return Generation(list(done.ids), list(done.logprobs), tops, finish, None)
@@ -179,6 +181,7 @@ class ScriptedEngine:
         self.model = model
         self.engine_id = engine_id
         self.faults = faults or Faults()
+        self.hanging = 0  # calls held by a hang or stall fault right now: the engine is then unhealthy
         self.calls: dict[str, int] = {}
         self.produced: list[Completion] = []  # every completion, in order (tests compare records)
         self.keep_produced = keep_produced
@@ -236,7 +239,7 @@ class ScriptedEngine:
             n = 0
             async for chunk in chunks:
                 if stall and n >= self.faults.stall_after:
-                    await asyncio.Event().wait()
+                    await self.hang()
                 n += 1
                 yield chunk
 
@@ -246,9 +249,21 @@ class ScriptedEngine:
         except ApiError as exc:
             raise chat_face.refused(exc) from exc
 
+    async def hang(self) -> None:
+        """Hang until cancelled, failing the health probe meanwhile (a wedged engine)."""
+        self.hanging += 1
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.hanging -= 1
+
+    async def healthy(self, route_key: str) -> bool:
+        """The health probe (`GET /health` over HTTP): fails while a hang or stall fault holds a call."""
+        return self.hanging == 0
+
     async def _before_headers(self) -> None:
         if self.faults.take("hang_before_headers"):
-            await asyncio.Event().wait()
+            await self.hang()
         if self.faults.take("http_errors"):
             status = self.faults.http_status
             raise EngineError(CallErrorKind.ENGINE_HTTP, f"scripted fault {status}", status=status)
@@ -322,7 +337,7 @@ async def _handle_chat(request: Any) -> Any:
     body = orjson.loads(await request.read())
     call = EngineCall(body, request.headers.get("x-route-key") or body.get("user") or "http")
     if engine.faults.take("hang_before_headers"):
-        await asyncio.Event().wait()
+        await engine.hang()
     if engine.faults.take("http_errors"):
         err = {"error": {"message": "scripted fault", "type": "server_error", "code": engine.faults.http_status}}
         return web.json_response(err, status=engine.faults.http_status)
@@ -348,7 +363,7 @@ async def _stream_http(request: Any, engine: ScriptedEngine, chunks: AsyncGenera
         n = 0
         async for body in chunks:
             if stall and n >= engine.faults.stall_after:
-                await asyncio.Event().wait()
+                await engine.hang()
             n += 1
             await resp.write(_sse(body))
     await resp.write(b"data: [DONE]\n\n")
@@ -374,6 +389,13 @@ async def _handle_detokenize(request: Any) -> Any:
     return web.json_response({"prompt": engine.fmt.decode(list(body.get("tokens") or []))})
 
 
+async def _handle_health(request: Any) -> Any:
+    from aiohttp import web
+
+    engine: ScriptedEngine = request.app[ENGINE_KEY]
+    return await _ok() if await engine.healthy("") else web.Response(status=503, text="wedged")
+
+
 async def _handle_models(request: Any) -> Any:
     from aiohttp import web
 
@@ -392,7 +414,7 @@ def scripted_app(engine: ScriptedEngine) -> Any:
     app.router.add_get("/v1/models", _handle_models)
     app.router.add_post("/tokenize", _handle_tokenize)
     app.router.add_post("/detokenize", _handle_detokenize)
-    app.router.add_get("/health", lambda _r: _ok())
+    app.router.add_get("/health", _handle_health)
     return app
 
 

@@ -10,8 +10,12 @@ final bytes go out (the whole body for non-streamed calls; the terminal events f
 gateway killed right after a call finished loses nothing; a client that went away mid-stream still
 gets its tokens recorded, with error CLIENT_DISCONNECTED.
 Each engine step runs under a deadline guard registered with its rollout: the guard fires at
-min(per-call limit, rollout deadline - margin), or when the rollout is closed, and the engine
-request is then closed (its generator or HTTP request ends), so the engine stops generating.
+min(per-call limit, rollout deadline - margin), or when the rollout is closed, or when the engine sent
+nothing for the stall window and then failed its health probe (deadlines.py), and the engine request is
+then closed (its generator or HTTP request ends), so the engine stops generating. Which of them fired
+decides the record: the rollout's deadline is `rollout_deadline` (a timeout), the per-call limit on an
+engine that passes its probe is `call_limit` (the client's long answer), and only an engine that fails
+its probe (after a stall, or at the limit) is `engine_deadline` (infra).
 A client that disconnects cancels its handler (aiohttp `handler_cancellation`), with the same effect.
 Input checks (size, read timeout, JSON, nesting depth, images) happen before a call is admitted: a
 client's malformed request is a 4xx and never recorded as a gateway fault. A Chat body's image data
@@ -36,7 +40,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
 from openforgerl.engines.base import Engine, EngineCall, EngineChunk, EngineError
-from openforgerl.gateway.deadlines import DeadlineWatch
+from openforgerl.gateway.deadlines import DeadlineGuard, DeadlineWatch
 from openforgerl.gateway.errors import GatewayError, error_response
 from openforgerl.gateway.flow import FlowGate
 from openforgerl.gateway.images import (
@@ -86,17 +90,45 @@ class Gateway:
     images: ImagePolicy = field(default_factory=ImagePolicy)  # what a prompt image may be (images.py)
     seen_images: SeenImages = field(default_factory=SeenImages)  # payloads already decoded and stored
     verbatim_history: bool = True  # echoed assistant turns reach the engine as sampled (verbatim.py)
+    # No byte from the engine for this long (at most a quarter of the time the rollout has left, so a
+    # hung engine is found before the rollout's deadline) -> its health probe decides: a failed probe is
+    # infra, a passed one lets the call go on (a healthy engine that is slow is never cut as infra).
+    stall_s: float = 30.0
+    probe_timeout_s: float = 5.0  # a health probe not answered within this is a failed one
+
+    async def engine_healthy(self, route_key: str) -> bool:
+        """The engine serving `route_key` answers its health probe (`Engine.healthy`, optional): the
+        gateway's own request, which nothing a rollout sends can make fail. An engine without a probe
+        is taken as unhealthy once it stalled (the behaviour before probes existed)."""
+        probe = getattr(self.engine, "healthy", None)
+        if probe is None:
+            return False
+        try:
+            async with asyncio.timeout(self.probe_timeout_s):
+                return bool(await probe(route_key))
+        except Exception:
+            return False
+
+    def stall_window(self, state: RolloutState) -> float:
+        if state.deadline_at is None:
+            return self.stall_s
+        return max(0.5, min(self.stall_s, (state.deadline_at - time.time()) / 4))
     # One rollout's share (serve_call): past it, that rollout alone gets a 429 / a 413, never another.
     max_in_flight_per_rollout: int = 64
     max_log_bytes_per_rollout: int = 512 * 1024 * 1024
 
     def call_deadline(self, state: RolloutState) -> float:
         """This call's engine deadline in loop time: min(per-call limit, rollout deadline - margin)."""
+        return self.call_deadlines(state)[0]
+
+    def call_deadlines(self, state: RolloutState) -> tuple[float, bool]:
+        """(`call_deadline`, whether it is the rollout's own deadline rather than the per-call limit)."""
         loop_now = asyncio.get_running_loop().time()
         limit = loop_now + self.call_deadline_s
         if state.deadline_at is None:
-            return limit
-        return min(limit, loop_now + (state.deadline_at - self.deadline_margin_s - time.time()))
+            return limit, False
+        cut = loop_now + (state.deadline_at - self.deadline_margin_s - time.time())
+        return (cut, True) if cut <= limit else (limit, False)
 
 
 GATEWAY_KEY = web.AppKey("gateway", Gateway)
@@ -239,6 +271,8 @@ class Call:
     meta: CallMeta = field(init=False)
     engine_call: EngineCall = field(init=False)
     tape: CallTape = field(init=False)
+    rollout_cut: bool = field(init=False, default=False)  # the deadline is the rollout's (`call_deadlines`)
+    guard: DeadlineGuard | None = field(init=False, default=None)  # the last engine step's (why it fired)
     reserved: int = field(default=0, init=False)  # call log bytes held for it (its body's length)
     blob_bytes: int = field(default=0, init=False)  # its new images' bytes, stored in the blob store
 
@@ -257,7 +291,8 @@ class Call:
                 splice = got.lifted.splice  # into its serialised payload: one copy
             else:
                 engine_body = for_engine(engine_body, got.lifted, fragments=False)
-        self.engine_call = EngineCall(engine_body, state.rollout_id, gw.call_deadline(state), self.meta.headers,
+        deadline, self.rollout_cut = gw.call_deadlines(state)
+        self.engine_call = EngineCall(engine_body, state.rollout_id, deadline, self.meta.headers,
                                       raw_only=not self.adapter.translates, splice=splice, task_id=state.task_id)
         self.tape = CallTape(want_media=bool(self.meta.images))
 
@@ -369,26 +404,35 @@ def _meta(call: Call, index: int, got: Admitted, version: int) -> CallMeta:
 
 
 @contextmanager
-def _watched(call: Call) -> Iterator[None]:
-    """One engine step under its deadline, cut early when the rollout ends (`cut_inflight`)."""
-    inflight = call.state.inflight
-    with call.gw.deadlines.guard(call.deadline) as guard:
+def _watched(call: Call) -> Iterator[DeadlineGuard]:
+    """One engine step under its deadline and stall check, cut early when the rollout ends (`cut_inflight`)."""
+    gw, state = call.gw, call.state
+    inflight = state.inflight
+    route_key = state.rollout_id
+
+    async def probe() -> bool:
+        return await gw.engine_healthy(route_key)
+
+    with gw.deadlines.guard(call.deadline, rollout_cut=call.rollout_cut, stall_s=gw.stall_window(state),
+                            probe=probe) as guard:
+        call.guard = guard
         inflight.add(guard)
         try:
-            yield
+            yield guard
         finally:
             inflight.discard(guard)
 
 
-def _classify(exc: BaseException, state: RolloutState | None = None) -> tuple[CallError, GatewayError]:
-    """The recorded error and the client-facing refusal for an engine-side failure."""
+def _classify(exc: BaseException, state: RolloutState | None = None,
+              timeout_kind: CallErrorKind = CallErrorKind.ENGINE_DEADLINE) -> tuple[CallError, GatewayError]:
+    """The recorded error and the client-facing refusal for an engine-side failure (`timeout_kind`:
+    which deadline a `TimeoutError` was, `_timeout_kind`)."""
     if isinstance(exc, TimeoutError) and state is not None and state.closed:
         # The rollout ended (close/outcome) while this call ran: the orchestrator's doing, not a fault.
         return call_error(CallErrorKind.CLIENT_DISCONNECTED, "rollout closed while the call was in flight"), \
             GatewayError(403, "rollout closed", code="rollout_closed")
-    if isinstance(exc, TimeoutError):  # the per-call limit or the rollout's deadline (infra_error:engine)
-        return call_error(CallErrorKind.ENGINE_DEADLINE, "gateway call deadline exceeded"), GatewayError(
-            504, "upstream engine deadline exceeded")
+    if isinstance(exc, TimeoutError):
+        return call_error(timeout_kind, _TIMEOUT_TEXT[timeout_kind]), GatewayError(504, _TIMEOUT_TEXT[timeout_kind])
     if isinstance(exc, EngineError):
         if exc.is_client_error:  # the engine's 400 reaches the client; a context overflow is a config error
             kind = CallErrorKind.CONTEXT_OVERFLOW if exc.is_context_overflow else CallErrorKind.CLIENT_BAD_REQUEST
@@ -418,9 +462,28 @@ async def _finish_record(call: Call, error: CallError | None) -> None:
         _note_sampled(call)
 
 
+_TIMEOUT_TEXT = {
+    CallErrorKind.ENGINE_DEADLINE: "upstream engine deadline exceeded: no progress and a failed health probe",
+    CallErrorKind.ROLLOUT_DEADLINE: "rollout deadline reached while the call was running",
+    CallErrorKind.CALL_LIMIT: "per-call deadline exceeded while the engine was still answering",
+}
+
+
+def _timeout_kind(call: Call) -> CallErrorKind:
+    """Which deadline cut the call (deadlines.py): the rollout's is a timeout; the per-call limit on an
+    engine that passed its health probe is the long answer the client asked for; only an engine that
+    failed its probe (after a stall, or at the limit) is infra."""
+    reason = call.guard.reason if call.guard is not None else ""
+    if reason == "rollout":
+        return CallErrorKind.ROLLOUT_DEADLINE
+    if reason == "limit":
+        return CallErrorKind.CALL_LIMIT
+    return CallErrorKind.ENGINE_DEADLINE
+
+
 async def _fail(call: Call, exc: Exception) -> GatewayError:
     """Record an engine-side failure (classified once, here); the refusal the client gets."""
-    recorded, refusal = _classify(exc, call.state)
+    recorded, refusal = _classify(exc, call.state, _timeout_kind(call))
     await _finish_record(call, recorded)
     return refusal
 
@@ -513,8 +576,8 @@ class _Relay:
     async def run(self, first: EngineChunk) -> web.StreamResponse:
         call = self.call
         try:
-            with _watched(call):
-                await self._pump(first)
+            with _watched(call) as guard:
+                await self._pump(first, guard)
             call.tape.settle()  # events forwarded unread are read now; a malformed one is the engine's fault
         except ConnectionResetError as exc:
             await _aclose(self.chunks)
@@ -530,12 +593,13 @@ class _Relay:
         await _finish_record(call, None)
         return await self._end(self.writer.finish())
 
-    async def _pump(self, first: EngineChunk) -> None:
+    async def _pump(self, first: EngineChunk, guard: DeadlineGuard) -> None:
         """Relay chunk by chunk (never buffered), holding back only the final chunks until the record
         is durable. One loop, no call per chunk: with a paced engine every token is a chunk."""
         resp, writer, tape, held, chunks = self.resp, self.writer, self.call.tape, self.held, self.chunks
         chunk = first
         while True:
+            guard.moved = True  # progress: the stall window restarts (deadlines.py)
             tape.take_chunk(chunk)
             out = writer.feed(chunk)
             if held or chunk.final:
