@@ -35,7 +35,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from openforgerl.errors import UserError
-from openforgerl.orchestrator.config import call_deadline_s, check_call_deadline
+from openforgerl.orchestrator.config import call_deadline_s, check_call_deadline, max_tokens_cap
 
 if TYPE_CHECKING:
     from openforgerl.orchestrator.config import OrchestratorConfig
@@ -94,7 +94,8 @@ class EngineSettings(_Strict):
     served_model: str | None = None
     """`remote` only: the model name the servers serve (default: ask them)."""
     max_tokens_cap: int | None = None
-    """Clamp clients' `max_tokens` to this before forwarding."""
+    """Clamp clients' `max_tokens` to this before forwarding (None: derived from the rollout budget,
+    `Config.max_tokens_cap`)."""
     max_tokens: int = 96
     """Sampling of the trainer's own harnesses (`zero`, `zero-gui`)."""
     temperature: float = 1.0
@@ -314,6 +315,12 @@ class Config(_Strict):
         """The gateway's per-call limit, nested inside the rollout budget: the one derivation."""
         return call_deadline_s(self.rollout.budget_s, self.gateway.call_deadline_s)
 
+    @property
+    def max_tokens_cap(self) -> int:
+        """The clamp on one answer's `max_tokens`: `engine.max_tokens_cap`, else derived from the rollout
+        budget (`orchestrator.config.max_tokens_cap`: the one derivation, and why)."""
+        return max_tokens_cap(self.rollout.budget_s, self.engine.max_tokens_cap)
+
     def orchestrator(self, *, group_size: int | None = None, artifacts_dir: Path | None = None,
                      **overrides: Any) -> OrchestratorConfig:
         """The orchestrator's contract for this config; `group_size` (default `rollout.group_size`) lets
@@ -357,7 +364,8 @@ class Config(_Strict):
 
 
 def _read_yaml(path: str | Path) -> dict[str, Any]:
-    data = yaml.safe_load(Path(path).read_text()) or {}  # bad YAML: `cli.user_mistake` names line and column
+    with open(path) as stream:  # a named stream: `cli.user_mistake` names the file, line and column of bad YAML
+        data = yaml.safe_load(stream) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config is a mapping of sections, not {type(data).__name__}")
     return data

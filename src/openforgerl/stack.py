@@ -124,7 +124,7 @@ async def open_gateway(out_dir: Path, config: Config, *, engine: Engine | None =
     replicas) are secrets, so never part of the config."""
     async with AsyncExitStack() as stack:
         policy, url, pusher = await _open_engine(engine or config.engine, config.model, Path(out_dir), stack,
-                                                 push_weights)
+                                                 push_weights, clamp=config.max_tokens_cap)
         from openforgerl.gateway.server import start_gateway
         from openforgerl.store import open_store
 
@@ -138,7 +138,7 @@ async def open_gateway(out_dir: Path, config: Config, *, engine: Engine | None =
 
 
 async def _open_engine(engine: EngineSettings | Engine, model: str, out_dir: Path, stack: AsyncExitStack,
-                       push_weights: bool) -> tuple[Engine, str, WeightPusher | None]:
+                       push_weights: bool, clamp: int | None = None) -> tuple[Engine, str, WeightPusher | None]:
     """(the engine the gateway forwards to, its server URL, the weight pusher if asked) for `engine`."""
     if not isinstance(engine, EngineSettings):
         return engine, "", None
@@ -176,5 +176,5 @@ async def _open_engine(engine: EngineSettings | Engine, model: str, out_dir: Pat
 
         pusher = DiskReloadPusher(urls, weights, dialect="vllm" if engine.kind == "local" else engine.dialect)
     remote = OpenAICompatEngine(urls, dialect=engine.dialect, model=engine.served_model,
-                                max_tokens_cap=engine.max_tokens_cap)
+                                max_tokens_cap=engine.max_tokens_cap, max_tokens_clamp=clamp)
     return remote, urls[0], pusher

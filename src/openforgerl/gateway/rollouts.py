@@ -182,7 +182,7 @@ class RolloutRegistry:
 
     async def finish(self, rollout_id: str, outcome: RolloutOutcome) -> RolloutRecord:
         """Write the orchestrator's verdict and close the rollout. An infra taint recorded by the
-        gateway wins over a non-infra status: a rollout hit by an infra fault is never scored."""
+        gateway wins over a scored or timed-out status: a rollout hit by an infra fault is never scored."""
         state = await self.state(rollout_id)
         state.closed = True
         state.cut_inflight()
@@ -195,7 +195,9 @@ class RolloutRegistry:
             changes["metadata"] = {**record.metadata, **changes.get("metadata", {})}
             if outcome.status.is_infra:  # one flag every reader of the record can trust
                 changes["infra_tainted"] = True
-            if record.infra_tainted and not outcome.status.is_infra:
+            # a config error (the harness's first prompt overflowed) stands: it decides the rollout
+            # whatever failed after it, and a retry would fail the same way (orchestrator/classify.py)
+            if record.infra_tainted and not outcome.status.is_infra and not outcome.status.is_config:
                 changes["status"] = record.status or RolloutStatus.INFRA_ENGINE
                 changes["in_batch"] = False
                 changes["drop_reason"] = changes.get("drop_reason") or "infra fault in the call log"

@@ -10,7 +10,7 @@ from typing import Literal
 from openforgerl.sandbox.base import Limits
 
 __all__ = ["DEFAULT_CALL_DEADLINE_S", "OrchestratorConfig", "call_deadline_s", "check_call_deadline",
-           "deadline_margin_s"]
+           "deadline_margin_s", "max_tokens_cap"]
 
 DEFAULT_CALL_DEADLINE_S = 600.0
 """The gateway's per-call engine limit when nothing else bounds it."""
@@ -31,6 +31,28 @@ def call_deadline_s(budget_s: float | None, configured_s: float | None = None) -
     if budget_s is None:
         return limit
     return max(0.1, min(limit, budget_s - deadline_margin_s(budget_s)))
+
+
+# The fastest single-answer decode the served models reach (tokens/s: small models on one GPU; a CPU
+# engine is far slower). Only used to bound one answer by its rollout's budget, so the fast end.
+DECODE_TOKENS_PER_S = 100.0
+DEFAULT_TASK_BUDGET_S = 300.0  # the task format's default `budget_s` (tasks/format.py)
+
+
+def max_tokens_cap(budget_s: float | None, configured: int | None = None) -> int:
+    """The most tokens the gateway lets one answer ask for: `configured`, else derived from the budget.
+
+    Why: an answer still being written when its rollout's time is up only ends the rollout as a
+    timeout, and meanwhile it holds an engine slot every other rollout on that replica shares. One
+    answer may take at most half the budget at the fastest decode rate (`DECODE_TOKENS_PER_S`), so
+    an agent keeps time for its tools and next turn: a 300 s budget gives 15000 tokens, so a client's
+    `max_tokens: 32000` (Claude Code) or 100000 is clamped, and one that sends none (zero, Codex) gets
+    the cap instead of vLLM's whole remaining context. A cap under 1024 would cut ordinary tool-call
+    turns, so it never goes below that."""
+    if configured is not None:
+        return configured
+    budget = budget_s if budget_s is not None else DEFAULT_TASK_BUDGET_S
+    return max(1024, int(budget / 2 * DECODE_TOKENS_PER_S))
 
 
 def check_call_deadline(call_deadline: float | None, budget_s: float | None) -> None:

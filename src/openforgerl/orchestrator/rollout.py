@@ -7,8 +7,10 @@ Nested deadlines (engine call < rollout budget < sandbox lifetime). The rollout 
 (a slow or queued boot never eats the agent's time), then the gateway rollout is opened carrying its
 deadline `deadline_at = now + budget`. The harness runs until that deadline: past it the sandbox
 kills the whole process tree and the rollout is a `timeout`. The gateway bounds every engine call of
-the rollout by min(its per-call limit, deadline - margin), so a hung engine ends the call (recorded
-`engine_deadline` -> `infra_error:engine`) before the harness's time is up. The sandbox lifetime
+the rollout by min(its per-call limit, deadline - margin): a call cut at the rollout's deadline is
+`rollout_deadline` -> `timeout` (a long answer is the agent's), and a hung engine (no byte for the
+stall window, then a failed health probe) ends the call as `engine_deadline` -> `infra_error:engine`
+before the harness's time is up. The sandbox lifetime
 (budget x 2 + margin), which the backend enforces itself, is longer than both. A rollout the gateway
 has tainted (an infra error on one of its calls) is dropped whatever happens next, so its harness is
 ended as soon as the gateway says so (`_until_tainted`, a long-poll), not at the budget: a broken engine
@@ -35,10 +37,9 @@ from urllib.parse import urlsplit
 
 from openforgerl.harness.base import HarnessAdapter, HarnessContext, HarnessLaunch
 from openforgerl.orchestrator.classify import (
-    call_log_taint,
     first_prompt_lacks_task_tools,
-    harness_status,
     offered_tool_names,
+    rollout_status,
 )
 from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.errors import (
@@ -101,7 +102,7 @@ class _Run:
     instruction: str = ""  # the harness's prompt for this rollout (`_instruction`)
     result: ExecResult | None = None
     versions: set[int] = field(default_factory=set)
-    calls: list[CallRecord] = field(default_factory=list)  # the call log, read once the harness ended (`_taint`)
+    calls: list[CallRecord] = field(default_factory=list)  # the call log, read once the harness ended (`_read_log`)
     timings: dict[str, float] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -168,16 +169,10 @@ class RolloutRunner:
         launch = await self._prepare(run, sandbox)
         result = await self._harness(run, sandbox, launch)
         await self._keep_artifacts(run, sandbox, launch, result)
-        taint = await self._taint(run)
-        if taint is not None:
-            why = "a prompt longer than the engine's context" if taint.is_config else "an infra error"
-            return Outcome(taint, error=f"{why} recorded in the call log")
-        if self._tools_missed(run):
-            return Outcome(RolloutStatus.INFRA_HARNESS_START,
-                           error="the model's first prompt had none of the task's tools (its tool server did not start in time)")
-        status = harness_status(result)
-        if status is RolloutStatus.TIMEOUT:
-            return Outcome(status)
+        info = await self._read_log(run)
+        status, why = rollout_status(result, run.calls, info, tools_missed=self._tools_missed(run))
+        if status not in (RolloutStatus.OK, RolloutStatus.AGENT_FAILED):  # classify.py decides; no verdict
+            return Outcome(status, error=why)
         return await self._judge(run, sandbox, status)
 
     async def _open(self, run: _Run) -> None:
@@ -267,8 +262,8 @@ class RolloutRunner:
 
     async def _until_tainted(self, run: _Run, harness: Coroutine[Any, Any, ExecResult]) -> ExecResult:
         """The harness's result; or, once the gateway has tainted the rollout, an empty one right away:
-        the harness is cut (cancelling its exec kills the sandbox's process group) and `_taint` then
-        reads the call log's infra status, as it would have at the budget."""
+        the harness is cut (cancelling its exec kills the sandbox's process group) and `_read_log` then
+        reads the call log's infra status, as it would have at the budget (classify.py)."""
         if not self.config.end_at_taint:
             return await harness
         running = asyncio.ensure_future(harness)
@@ -323,8 +318,9 @@ class RolloutRunner:
         await asyncio.to_thread(_write_files, dest, files)
         run.notes["artifacts"] = str(dest)
 
-    async def _taint(self, run: _Run) -> RolloutStatus | None:
-        """Infra errors the gateway recorded on this rollout's calls (engine 5xx, deadlines)."""
+    async def _read_log(self, run: _Run) -> dict[str, Any]:
+        """The gateway's call log of this rollout (into `run.calls`) and its stored record: what the host
+        saw, whatever the harness printed (classify.py reads both)."""
         assert run.opened is not None
         with boundary(GatewayFault):
             calls = await self.gateway.list_calls(run.opened.rollout_id)
@@ -332,7 +328,7 @@ class RolloutRunner:
         run.versions = {c.policy_version for c in calls}
         run.notes["calls"] = len(calls)
         run.calls = calls
-        return call_log_taint(calls, info)
+        return info
 
     def _tools_missed(self, run: _Run) -> bool:
         """The harness asked the model before the task's tools reached it (see `first_prompt_lacks_task_tools`)."""
