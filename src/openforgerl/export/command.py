@@ -18,7 +18,8 @@ from openforgerl.trajectory.options import OverflowPolicy, ReconstructionOptions
 
 
 def command(
-    store: Annotated[Path, typer.Option(help="SQLite call log written by the gateway")],
+    store: Annotated[str, typer.Option(
+        help="the call log written by the gateway: a SQLite file, or a postgresql://user@host/db URL")],
     out: Annotated[Path, typer.Option(help="output file (.parquet or .jsonl)")],
     format: Annotated[
         ExportFormat, typer.Option("--format", help="verl | parquet | jsonl")
@@ -42,10 +43,10 @@ def command(
     """Reconstruct chains from a call log and write veRL AgentLoopOutput rows (+ metrics JSON)."""
     from openforgerl.export.images import ImageMode
     from openforgerl.export.pipeline import export_rows, reconstruct_log, write_rows
-    from openforgerl.store.sqlite import SQLiteCallStore
+    from openforgerl.store import is_postgres_url, open_store
     from openforgerl.trajectory import aggregate_by_harness
 
-    if not store.exists():
+    if not is_postgres_url(store) and not Path(store).exists():
         raise typer.BadParameter(f"no call log at {store}", param_hint="--store")
     want = ".jsonl" if format is ExportFormat.JSONL else ".parquet"
     if out.suffix != want:  # a JSONL file named .parquet (or the reverse) breaks whatever reads it next
@@ -55,12 +56,14 @@ def command(
     options = reconstruction_options(config, {
         "reconstruction.max_prompt_len": max_prompt_len, "reconstruction.max_response_len": max_response_len,
         "reconstruction.overflow": overflow and overflow.value}, image_token_id)
-    log = SQLiteCallStore(store)
+    log = open_store(store)  # a PostgreSQL server that is unreachable, or refuses us: one line, exit 2
+    # where a reader of `ref` rows finds the bytes: the file, or the URL without its password
+    blob_store = log.path if is_postgres_url(store) else str(Path(store).resolve())
     try:
         results = list(reconstruct_log(log, options))
         rows = export_rows(results, format, classic=classic, image_token_id=image_token_id,
                            images=ImageMode.INLINE if inline_images else ImageMode.REF,
-                           read_blob=log.read_blob, blob_store=str(store.resolve()))
+                           read_blob=log.read_blob, blob_store=str(blob_store))
     finally:
         log.close()
     write_rows(rows, format, out)
