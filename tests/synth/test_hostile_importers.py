@@ -183,3 +183,31 @@ def test_an_unparseable_document_is_one_line(tmp_path: Path, name: str, text: st
 def test_a_document_under_the_limits_loads_by_path(tmp_path: Path) -> None:
     (tmp_path / "tools.json").write_text(json.dumps({"jsonrpc": "2.0", "id": 2, "result": MCP}))
     assert load_document(tmp_path / "tools.json").tool("notes_get") is not None
+
+
+SERVER = """
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("id") == 2:
+        print("a log line, not JSON")
+        print("[" * 5000 + "]" * 5000)
+        print(json.dumps({"jsonrpc": "2.0", "id": 2, "result": RESULT}), flush=True)
+"""
+
+
+@pytest.mark.parametrize(("result", "ok"), [(MCP, True), ([MCP], False), ("tools", False)])
+def test_a_hostile_mcp_server_reply_is_skipped_or_refused(tmp_path: Path, result: Any, ok: bool) -> None:
+    """Log lines and 5000-deep lines on a server's stdout are skipped; a result that is not an object is a
+    DocumentError; a well-formed one (the control) imports."""
+    import sys
+
+    from openforgerl.synth.importers import list_mcp_tools
+
+    (tmp_path / "server.py").write_text(SERVER.replace("RESULT", repr(result)))
+    argv = [sys.executable, str(tmp_path / "server.py")]
+    if ok:
+        assert {t.name for t in from_mcp_tools(list_mcp_tools(argv)).tools} >= {"notes_add"}
+    else:
+        with pytest.raises(DocumentError, match="tools/list result: expected an object"):
+            list_mcp_tools(argv)

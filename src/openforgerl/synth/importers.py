@@ -152,15 +152,24 @@ def list_mcp_tools(argv: Sequence[str], timeout_s: float = 30.0, env: Mapping[st
         proc.stdin.write("".join(json.dumps(m) + "\n" for m in msgs))
         proc.stdin.flush()
         for line in proc.stdout:  # stdin stays open until the answer is in: EOF would stop the server
-            reply = json.loads(line)
-            if reply.get("id") == 2:
+            reply = _json_line(line)
+            if isinstance(reply, dict) and reply.get("id") == 2:
                 if "error" in reply:
-                    raise RuntimeError(f"tools/list failed: {reply['error']}")
-                return dict(reply["result"])
+                    raise RuntimeError(f"tools/list failed: {str(reply['error'])[:500]}")
+                return dict(as_object(reply.get("result"), "the server's tools/list result", optional=False))
         raise RuntimeError("MCP server closed its output before answering tools/list")
     finally:
         proc.kill()
         proc.wait(timeout_s)
+
+
+def _json_line(line: str) -> Any:
+    """One stdout line of an MCP server: its JSON, or None for what is not (a log line, nesting past the
+    parser's limit) — the server is someone else's program."""
+    try:
+        return json.loads(line)
+    except (json.JSONDecodeError, RecursionError):
+        return None
 
 
 # --- OpenAPI --------------------------------------------------------------------------------------
