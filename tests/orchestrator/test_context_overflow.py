@@ -59,3 +59,17 @@ def test_an_overflow_after_the_model_answered_is_the_agents_doing_not_a_config_e
     # an engine fault after the answer still counts as infra
     assert call_log_taint([_call(0), _call(1, overflow), _call(2, CallErrorKind.ENGINE_DEADLINE)]) \
         is RolloutStatus.INFRA_ENGINE
+
+
+def test_the_first_prompts_overflow_decides_whatever_follows_it() -> None:
+    """A harness that loops (overflow -> summary -> overflow) until a call is cut at the deadline, or
+    that meets an engine fault later, is still the same setup error: never infra, never retried."""
+    overflow = CallErrorKind.CONTEXT_OVERFLOW
+    loop = [_call(0, overflow), _call(1), _call(2, overflow), _call(3, CallErrorKind.ROLLOUT_DEADLINE)]
+    assert call_log_taint(loop) is RolloutStatus.CONFIG_CONTEXT
+    assert call_log_taint([*loop[:3], _call(3, CallErrorKind.ENGINE_HTTP)]) is RolloutStatus.CONFIG_CONTEXT
+    assert call_log_taint(loop, {"infra_tainted": True, "status": "infra_error:engine"}) \
+        is RolloutStatus.CONFIG_CONTEXT
+    # control: the same loop after the model answered first is the agent's own timeout, not config or infra
+    answered = [_call(0), *[c.model_copy(update={"index": c.index + 1}) for c in loop]]
+    assert call_log_taint(answered) is RolloutStatus.TIMEOUT

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.orchestrator.classify import call_log_taint, harness_status
+from openforgerl.orchestrator.classify import call_log_taint, harness_status, rollout_status
 from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.errors import (
     GatewayFault,
@@ -102,3 +102,19 @@ def test_relative_tools_dir_is_resolved_against_the_callers_directory(tmp_path, 
     monkeypatch.chdir(tmp_path)
     config = OrchestratorConfig(harness_cache=Path(".tools"))
     assert config.harness_cache == tmp_path / ".tools"
+
+
+def test_rollout_status_weighs_the_call_log_then_the_harness() -> None:
+    """classify.rollout_status: the one decision (see its module docstring for the rule)."""
+    exited = ExecResult(1, b"", b"boom")
+    assert rollout_status(exited, [])[0] is RolloutStatus.INFRA_HARNESS_START  # no call: the model decided nothing
+    assert rollout_status(ExecResult(0, b"", b""), [])[0] is RolloutStatus.INFRA_HARNESS_START
+    assert rollout_status(ExecResult(-9, b"", b"", timed_out=True), [])[0] is RolloutStatus.TIMEOUT
+    assert rollout_status(exited, [_call(None)]) == (RolloutStatus.AGENT_FAILED, "")  # control: it asked
+    cut = [_call(None), _call(CallErrorKind.ROLLOUT_DEADLINE).model_copy(update={"index": 1})]
+    assert rollout_status(exited, cut)[0] is RolloutStatus.TIMEOUT  # cut at the deadline: a timeout
+    limit = [_call(None), _call(CallErrorKind.CALL_LIMIT).model_copy(update={"index": 1})]
+    assert rollout_status(exited, limit)[0] is RolloutStatus.AGENT_FAILED  # a long answer: its own
+    hung = [_call(None), _call(CallErrorKind.ENGINE_DEADLINE).model_copy(update={"index": 1})]
+    assert rollout_status(ExecResult(-9, b"", b"", timed_out=True), hung)[0] is RolloutStatus.INFRA_ENGINE
+    assert rollout_status(exited, [_call(None)], tools_missed=True)[0] is RolloutStatus.INFRA_HARNESS_START

@@ -14,9 +14,10 @@ Each attempt is one of four kinds (`Trial.kind`), each reported in its own colum
   the mean reward, not folded in as 0;
 - `infra`: an infrastructure fault (engine, gateway, sandbox, verifier; a hung engine is
   `infra_error:engine`): not a trial, excluded from every metric;
-- `config`: the harness could not start (`infra_error:harness_start`, e.g. its CLI is missing) or its
-  prompt does not fit the model's context (`config_error:context`): a setup problem, not a trial
-  either, counted apart from the other infra faults.
+- `config`: the harness could not start (`infra_error:harness_start`: its CLI is missing, or it ended
+  before its first model call, as the gateway's call log shows) or its first prompt does not fit the
+  model's context (`config_error:context`): a setup problem, not a trial either (the model decided
+  nothing), counted apart from the other infra faults.
 """
 
 from __future__ import annotations
