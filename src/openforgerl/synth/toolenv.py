@@ -315,7 +315,7 @@ def _schema_type(value: Any, where: str) -> str:
     return as_text(value, where, "string")
 
 
-def _params(schema: Mapping[str, Any], overrides: Mapping[str, Any], where: str = "parameters"
+def _params(schema: Any, overrides: Any, where: str = "parameters"
             ) -> tuple[Param, ...]:
     """JSON-schema `{properties, required}` → Params; `overrides[name]` adds kind / ref / ref_phrase.
     A value of the wrong type at any level is a `DocumentError` naming `where` it is."""
