@@ -35,9 +35,11 @@ add a tool call, a success or a claim the model never made. The cost falls on a 
 verbatim history (`verbatim_history=False`) or whose engine cannot detokenize: its tool-call turns have
 no witness and are left out, a lower score, never a higher one.
 
-Limit: the results of the turn during which the harness stopped for good are only as good as the
+Limits: the results of the turn during which the harness stopped for good are only as good as the
 requests that answered it; if the agent killed its harness in that turn, the one answer may be its own.
-For a task service's tools the audit settles it; a shell or file tool of the harness has no audit.
+Likewise a branch the agent drives from its shell with its key: the model's answers there are its own
+samples, but the results that follow them are what the agent relayed. For a task service's tools the
+audit settles both; a shell or file tool of the harness has no audit.
 
 Side calls (title generation and the like) and sub-agents are left out. Three shapes are produced:
 
