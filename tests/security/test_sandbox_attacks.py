@@ -43,8 +43,10 @@ def proof_task() -> ProofFileTask:
 
 
 def attacker(script: str) -> CommandHarness:
-    """A harness that runs `script` with sh (the instruction arrives as $0)."""
-    return CommandHarness(["sh", "-c", script])
+    """A harness that asks the model once, then runs `script` with sh (the instruction arrives as $0):
+    an agent acts only after a model answer, and a harness that ends before its first model call is
+    infra (orchestrator/classify.py), not the agent's outcome these attacks must end in."""
+    return CommandHarness(["sh", "-c", f"{CALL_MODEL} >/dev/null; {script}"])
 
 
 async def _one(env, task, script: str, **config: Any):
@@ -245,7 +247,7 @@ async def test_memory_hog_is_the_agents_failure(attack_env) -> None:
 async def test_harness_sigkilled_from_outside_is_infra_and_never_rerun(attack_env) -> None:
     """Before: `exec` took the missing exit code for a bwrap setup failure and ran the harness again in
     the same sandbox (28 of 28 injected kills ended `ok`, trained on a log mixing two runs)."""
-    script = f"{CALL_MODEL}; echo ran >> /workdir/runs.txt; sleep 60"
+    script = "echo ran >> /workdir/runs.txt; sleep 60"  # after the one model call `attacker` makes
     running = asyncio.ensure_future(_one(attack_env, proof_task(), script))
     proc = await _harness_launcher(attack_env)
     os.kill(proc.pid, signal.SIGKILL)
