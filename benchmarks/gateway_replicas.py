@@ -12,6 +12,7 @@ box's cores, so more replicas than cores measure contention, not scale-out; run 
 has a core to see that.
 
     python benchmarks/gateway_replicas.py --seconds 5
+    python benchmarks/gateway_replicas.py --blobs     # the blob storage choice (store/postgres.py)
 """
 
 from __future__ import annotations
@@ -168,11 +169,52 @@ async def run_setup(name: str, engine: Proc, stores: list[str], seconds: float, 
           flush=True)
 
 
+async def blob_costs(url: str, count: int = 400) -> None:
+    """`--blobs`: CPU and wall per new 41 KB blob, a bytea row of the PostgreSQL store (one at a time,
+    and 16 in flight) against a pack-file append (`store/blobfiles.py`), plain and fdatasync'd."""
+    import hashlib
+    import resource
+
+    from openforgerl.store.blobfiles import BlobFiles
+    from openforgerl.store.postgres import PostgresCallStore
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    for in_flight in (1, 16):
+        blobs = [os.urandom(41_000) for _ in range(count)]
+        store = PostgresCallStore(url)
+        gate = asyncio.Semaphore(in_flight)
+
+        async def put(data: bytes, store: PostgresCallStore = store, gate: asyncio.Semaphore = gate) -> None:
+            async with gate:
+                await store.put_blob(hashlib.sha256(data).hexdigest(), data, "image/png")
+
+        t, c = time.monotonic(), cpu()
+        await asyncio.gather(*(put(b) for b in blobs))
+        wall, used = time.monotonic() - t, cpu() - c
+        await store.aclose()
+        print(f"bytea row, {in_flight:>2} in flight   {used / count * 1e6:6.0f} us CPU  {wall / count * 1e3:6.2f} ms wall")
+    for durable in (False, True):
+        blobs = [os.urandom(41_000) for _ in range(count)]
+        with tempfile.TemporaryDirectory() as tmp:
+            files = BlobFiles(Path(tmp), durable=durable)
+            t, c = time.monotonic(), cpu()
+            for data in blobs:
+                files.put(hashlib.sha256(data).hexdigest(), data)
+            wall, used = time.monotonic() - t, cpu() - c
+            files.close()
+        name = "pack append, fdatasync" if durable else "pack append         "
+        print(f"{name}   {used / count * 1e6:6.0f} us CPU  {wall / count * 1e3:6.2f} ms wall")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--replicas", default="1,2,4")
+    parser.add_argument("--blobs", action="store_true", help="only compare blob storage: bytea rows vs pack files")
     args = parser.parse_args()
     from openforgerl.testing.postgres import find_bindir, start
 
@@ -180,6 +222,12 @@ async def main() -> None:
     if bindir is None:
         raise SystemExit("error: PostgreSQL server binaries not found (apt-get install postgresql)")
     server = start(bindir)
+    if args.blobs:
+        try:
+            await blob_costs(server.create_database("blobs"))
+        finally:
+            server.stop()
+        return
     engine = await start_engine()
     print(f"{os.cpu_count()} cores; C={args.concurrency}, {args.seconds:g} s per setup, 32-token answers")
     print(f"{'setup':<13} {'calls/s':>8} {'gw us/call':>9} {'pg us/call':>7}   {'p50 ms':>6} {'p99 ms':>6}")

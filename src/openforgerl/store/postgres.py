@@ -35,10 +35,11 @@ where durability comes from and who serialises writers:
   connection reconnects and reports None: anything may have changed meanwhile.
 
 Blobs are `bytea` rows of the `blobs` table, not pack files (`blobfiles.py`) on a path the
-replicas share. Measured on a loaded 2-core box, 400 new 41 KB blobs, CPU of the writing process:
-a bytea row cost 175 us per blob with 16 puts in flight (1.65 ms wall each, group-committed and
-fsync'd by the server; 1.0 ms CPU and 12 ms wall one at a time), a local pack append 36 us (0.1 ms
-wall, not fsync'd) and 390 us with fdatasync (7 ms wall). So packs are cheaper only without their
+replicas share. Measured (`benchmarks/gateway_replicas.py --blobs`, a loaded 2-core box, 400 new
+41 KB blobs, CPU of the writing process, two runs): a bytea row cost 175 us per blob with 16 puts
+in flight (1.7-2.0 ms wall each, group-committed and fsync'd by the server; 0.9-1.0 ms CPU and
+11-12 ms wall one at a time), a local pack append 36-48 us (0.1-0.2 ms wall, not fsync'd) and
+355-390 us with fdatasync (6-7 ms wall). So packs are cheaper only without their
 fsync, and only on a local disk: shared by replicas they need a network filesystem every replica
 mounts, whose append and flush semantics would decide whether a record committed by one replica
 names a blob another cannot read yet. A row in the same database makes "the blob is committed
