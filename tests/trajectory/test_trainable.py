@@ -43,9 +43,13 @@ def test_one_error_kind_to_status_table(kind: CallErrorKind, status: RolloutStat
     assert kind.is_infra is (status is not None and status.is_infra)
 
 
-def test_the_table_covers_every_kind_with_an_infra_or_config_status_or_none() -> None:
+def test_the_table_covers_every_kind_with_an_infra_or_config_status_a_timeout_or_none() -> None:
     for kind in CallErrorKind:
-        assert kind.rollout_status is None or kind.rollout_status.is_infra or kind.rollout_status.is_config
+        status = kind.rollout_status
+        assert status is None or status.is_infra or status.is_config or status is RolloutStatus.TIMEOUT
+    # a call cut at its rollout's deadline is the rollout's timeout, never infra (orchestrator/classify.py)
+    assert CallErrorKind.ROLLOUT_DEADLINE.rollout_status is RolloutStatus.TIMEOUT
+    assert not CallErrorKind.ROLLOUT_DEADLINE.is_infra and not CallErrorKind.CALL_LIMIT.is_infra
 
 
 def test_a_kept_rollout_in_a_valid_group_with_a_reward_is_trained() -> None:
