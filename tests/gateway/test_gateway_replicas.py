@@ -326,3 +326,43 @@ async def test_an_agents_rollout_id_with_a_nul_is_a_404(shared, request, tmp_pat
     finally:
         await gw.aclose()
         await store.aclose()
+
+
+@pytest.mark.parametrize("shared", ["postgres", "sqlite"])
+async def test_a_taint_on_one_replica_wakes_the_taint_long_poll_on_another(shared, request, tmp_path, fmt):
+    """The orchestrator long-polls `GET /rollouts/{id}/taint` on replica A; the engine fails a call the
+    rollout makes through replica B (an infra fault: B taints the rollout). On PostgreSQL A answers at
+    once with the taint; the control, two replicas on one SQLite file, answers only when its wait ends."""
+    import openai
+
+    from openforgerl.gateway.server import start_gateway
+
+    location = str(request.getfixturevalue("postgres_url")) if shared == "postgres" else str(tmp_path / "calls.db")
+    engine = ScriptedEngine(lambda turn: "hi", fmt=fmt, faults=Faults(http_errors=1, http_status=500))
+    stores = [open_store(location) for _ in range(2)]
+    a, b = [await start_gateway(engine, store, secret=SECRET) for store in stores]
+    try:
+        ro = await a.open_rollout(task_id="t")
+        wait_s = 4.0
+        async with aiohttp.ClientSession(headers=a.admin_headers()) as http:
+            poll = asyncio.create_task(http.get(f"{a.admin_url}/rollouts/{ro['rollout_id']}/taint?wait_s={wait_s}"))
+            await asyncio.sleep(0.3)  # the poll is parked on A
+            client = AsyncOpenAI(base_url=f"{b.model_url}/r/{ro['rollout_id']}/v1", api_key=ro["api_key"],
+                                 max_retries=0)
+            started = time.monotonic()
+            with pytest.raises(openai.APIStatusError):
+                await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+            await client.close()
+            async with await poll as r:
+                record = await r.json()
+            waited = time.monotonic() - started
+        assert record["infra_tainted"] is True  # read from the store at the end either way
+        if shared == "postgres":
+            assert waited < 2.0
+        else:
+            assert waited > wait_s - 1.0
+    finally:
+        for gw in (a, b):
+            await gw.aclose()
+        for store in stores:
+            await store.aclose()
