@@ -102,6 +102,7 @@ class DeadlineGuard:
             self.expire("rollout" if self.rollout_cut else "limit")
         elif self._probing is None:
             self._probing = loop.create_task(self._probe(at_limit=True))
+        # else: the stall probe in flight ends the step when it returns (`_probe` sees the deadline passed)
 
     def check_stall(self, now: float, loop: asyncio.AbstractEventLoop) -> None:
         if self.moved:
@@ -121,8 +122,8 @@ class DeadlineGuard:
         if not healthy:
             self._watch._guards.pop(self, None)
             self.expire("stall")
-        elif at_limit:  # healthy and still answering: the long answer the client asked for
-            self.expire("limit")
+        elif at_limit or (self.deadline is not None and self.deadline <= asyncio.get_running_loop().time()):
+            self.expire("limit")  # healthy and still answering: the long answer the client asked for
         else:  # slow, not hung: the next window starts now
             self._quiet_since = asyncio.get_running_loop().time()
 
