@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Build the rollout and gateway images from what a registry-less Debian machine reaches (Debian's apt
+# mirror, PyPI, the CLIs setup installed from npm): no `FROM`, no pull. deploy/images/Containerfile.* say
+# the same contents the usual way for a machine with a registry.
+#
+#   root      mmdebstrap --variant=minbase bookworm + ca-certificates python3 bash coreutils git procps
+#             libstdc++6 (node's only library beyond libc)
+#   venv      /opt/openforgerl/venv: Debian's python3.11 + openforgerl with its base dependencies pinned by
+#             locks/project.txt (zero, the Claw services / tool CLI / MCP server, the verifiers)
+#   rollout   + /usr/local/bin/node (the host's: the pinned CLIs need Node >= 20, bookworm ships 18)
+#             + /opt/openforgerl/tools/npm/<cli> copied from the installed .tools tree
+#   gateway   root + venv only
+#
+# Tags: openforgerl/{rollout,gateway}:<version> and :<version>-<first 12 hex of sha256(locks/project.txt)>.
+# Cached: an image whose hashed tag exists is skipped (a second run takes about a second).
+# Usage: scripts/build_images.sh [cli ...]   (default: codex claude-code; `none` for zero only)
+# Needs root, podman and mmdebstrap (apt-get install podman mmdebstrap).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+for bin in podman mmdebstrap python3.11; do
+  command -v "$bin" >/dev/null || { echo "build_images: $bin missing: apt-get install podman mmdebstrap python3.11" >&2; exit 2; }
+done
+[ "$(id -u)" = 0 ] || { echo "build_images: run as root (mmdebstrap builds the root as root, podman is rootful here)" >&2; exit 2; }
+
+version="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)"
+lockhash="$(sha256sum locks/project.txt | cut -c1-12)"
+tools="${OPENFORGERL_TOOLS:-$repo/.tools}"
+clis=("$@")
+[ ${#clis[@]} -gt 0 ] || clis=(codex claude-code)
+[ "${clis[*]}" = none ] && clis=()
+for cli in "${clis[@]}"; do
+  [ -d "$tools/npm/$cli" ] || { echo "build_images: $tools/npm/$cli missing: run scripts/install_harnesses.sh first" >&2; exit 2; }
+done
+node_bin="$(command -v node || true)"
+if [ ${#clis[@]} -gt 0 ]; then
+  [ -n "$node_bin" ] || { echo "build_images: node missing on this machine (the CLIs need Node >= 20)" >&2; exit 2; }
+  major="$("$node_bin" -p 'process.versions.node.split(".")[0]')"
+  [ "$major" -ge 20 ] || { echo "build_images: node $major found, the pinned CLIs need >= 20" >&2; exit 2; }
+fi
+
+rollout="localhost/openforgerl/rollout:$version-$lockhash"
+gateway="localhost/openforgerl/gateway:$version-$lockhash"
+if podman image exists "$rollout" && podman image exists "$gateway"; then
+  echo "build_images: cached $rollout and $gateway"
+  exit 0
+fi
+
+t0=$(date +%s)
+stage="$(mktemp -d /var/tmp/openforgerl-images.XXXXXX)"
+trap 'rm -rf "$stage"' EXIT
+root="$stage/root"
+# Docs, man pages and locales are a third of a minbase root and nothing inside reads them.
+mmdebstrap --quiet --variant=minbase --include=ca-certificates,python3,bash,coreutils,git,procps,libstdc++6 \
+  --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+  --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+  --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*' \
+  bookworm "$root" http://deb.debian.org/debian
+echo "build_images: debian root $(du -sh "$root" | cut -f1) after $(( $(date +%s) - t0 )) s"
+
+# The venv is made here with the host's python3.11 (Debian bookworm's, the same interpreter the root has at
+# /usr/bin/python3.11), so pip uses this machine's index configuration and wheel cache.
+venv="$root/opt/openforgerl/venv"
+python3.11 -m venv "$venv"
+grep -E '^[A-Za-z0-9_.-]+==' locks/project.txt > "$stage/constraints.txt"
+"$venv/bin/pip" install -q -c "$stage/constraints.txt" "$repo"
+"$venv/bin/pip" uninstall -q -y pip setuptools >/dev/null 2>&1 || true
+# console scripts name the staging path; inside they live at /opt/openforgerl/venv
+grep -rlI "^#!$venv/bin/python" "$venv/bin" | xargs -r sed -i "1s|^#!$venv/bin/python|#!/opt/openforgerl/venv/bin/python|"
+find "$venv" -name __pycache__ -prune -exec rm -rf {} +
+sed -i "s|$venv|/opt/openforgerl/venv|g" "$venv/pyvenv.cfg"
+"$venv/bin/python" -c 'import openforgerl.harness.zero, openforgerl.envs.claw.services, openforgerl.envs.claw.mcp_server, openforgerl.envs.claw.verify'
+echo "build_images: venv $(du -sh "$venv" | cut -f1)"
+
+import_root() {  # import_root <tag> <extra tag>: the root as one layer
+  tar -C "$root" --numeric-owner -cf - . | podman import --quiet \
+    --change 'ENV PATH=/opt/openforgerl/venv/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin' \
+    --change 'ENV LANG=C.UTF-8' --change 'WORKDIR /workdir' --change 'CMD ["/bin/bash"]' - "$1" >/dev/null
+  podman tag "$1" "$2"
+}
+mkdir -p "$root/workdir"
+import_root "$gateway" "localhost/openforgerl/gateway:$version"
+
+if [ ${#clis[@]} -gt 0 ]; then
+  install -m 0755 "$node_bin" "$root/usr/local/bin/node"
+fi
+mkdir -p "$root/opt/openforgerl/tools/npm"
+for cli in "${clis[@]}"; do
+  cp -a "$tools/npm/$cli" "$root/opt/openforgerl/tools/npm/$cli"
+done
+import_root "$rollout" "localhost/openforgerl/rollout:$version"
+
+echo "build_images: built in $(( $(date +%s) - t0 )) s (CLIs: ${clis[*]:-none})"
+podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep "openforgerl/\(rollout\|gateway\):$version"
