@@ -54,21 +54,22 @@ async def test_a_harness_that_ends_before_its_first_model_call_is_infra_retried_
     assert counts.n == 1 and counts.c == 0
 
 
-@pytest.mark.parametrize("mode", ["ok", "huge-max-tokens"])
+@pytest.mark.parametrize("mode", ["ok", "huge-max-tokens", "parallel-long"])
 async def test_an_answer_still_running_at_the_rollout_deadline_is_a_timeout_not_infra(make_env, mode) -> None:
     """The model writes a long answer (paced like a real engine; or the client asks max_tokens 100000):
     at the rollout's deadline - 2 s the call is cut as `rollout_deadline`, and the rollout is a
     `timeout` under the documented policy (dropped; kept as 0 under `zero`), never retried as infra.
     The non-streamed call sends no byte for the stall window, and the engine's passed health probe
-    lets it go on."""
+    lets it go on. `parallel-long` is the same attack eight calls at once: none of them is infra."""
     env = await make_env(policy=long_policy, faults=Faults(token_delay_s=0.05))
     task = proof_task(budget_s=15.0)
     result = await env.run([task], agent_harness(mode), retries=2)
     (rec,) = result.records  # no retry: not infra
     assert rec.status is RolloutStatus.TIMEOUT and not rec.infra_tainted, rec.metadata
     assert not rec.in_batch and rec.drop_reason == "timeout"
-    (call,) = await env.store.list_calls(rec.rollout_id)
-    assert call.error is not None and call.error.kind is CallErrorKind.ROLLOUT_DEADLINE
+    calls = await env.store.list_calls(rec.rollout_id)
+    assert len(calls) == (8 if mode == "parallel-long" else 1)
+    assert all(c.error is not None and c.error.kind is CallErrorKind.ROLLOUT_DEADLINE for c in calls), calls
     stored = await env.store.get_rollout(rec.rollout_id)
     assert stored is not None and stored.status is RolloutStatus.TIMEOUT and not stored.infra_tainted
     (zero,) = (await env.run([task], agent_harness(mode), timeout_policy="zero")).records

@@ -6,7 +6,8 @@ error and exit 1 at once), exit-0-before-call (exit 0 without asking), retry-for
 half second while the engine fails, as some real CLIs do), huge-max-tokens (ask with max_tokens 100000,
 write the answer, exit 0), overflow-loop (a prompt too long for the context, then a summary call, then
 the long prompt again, until something other than a 400 ends it, as opencode did with SmolLM2),
-answer-then-overflow-loop (one ordinary call first, then the same loop).
+answer-then-overflow-loop (one ordinary call first, then the same loop), parallel-long (eight
+calls at once, each asking max_tokens 100000, then exit 1 when any fails).
 """
 
 import os
@@ -48,6 +49,16 @@ if mode in ("overflow-loop", "answer-then-overflow-loop"):
             client.chat.completions.create(model=model, messages=[{"role": "user", "content": instruction + " pad" * 600}])
         except openai.BadRequestError:
             client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Summarize: " + instruction}])
+if mode == "parallel-long":
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(_: int) -> str:
+        return client.chat.completions.create(model=os.environ["OPENFORGERL_MODEL"], max_tokens=100000,
+                                              messages=[{"role": "user", "content": instruction}]).choices[0].message.content or ""
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(ask, range(8)))
+    sys.exit(0)
 extra = {"max_tokens": 100000} if mode == "huge-max-tokens" else {}
 reply = client.chat.completions.create(
     model=os.environ["OPENFORGERL_MODEL"], messages=[{"role": "user", "content": instruction}], **extra)
