@@ -11,6 +11,12 @@ where the same host-side forwarder as the local backend exposes the gateway at 1
 without root, `--network none`. /workdir and /tmp are host dirs bind-mounted (so files are laid
 out and read without `podman exec`); the image root is mounted read-only.
 
+Services (`spawn`) run in their own container on the same network (a sidecar), so the verifier
+(`run_verifier`) can run in a FRESH container after the agent's container is removed, with the task's
+service still answering on 127.0.0.1: it sees /workdir read-only, its inputs read-only at
+/verifier/in and an empty writable /verifier/out, and nothing the agent started survives into it.
+Without root (`--network none`) the containers share the loopback of a holder container instead.
+
 Timeouts: each exec runs as its own process group inside the container (runc gives exec'd
 processes their own session); on timeout the group is SIGKILLed from inside. A process that starts
 yet another session survives until `aclose`, which removes the container and everything in it.
@@ -33,10 +39,13 @@ from openforgerl.sandbox.base import (
     ExecResult,
     SandboxError,
     SandboxSpec,
+    VerifierRun,
 )
+from openforgerl.sandbox.bwrap import VERIFIER_IN, VERIFIER_OUT
 from openforgerl.sandbox.forwarder import Forwarder, open_forwarder
 from openforgerl.sandbox.hostfiles import HostFilesMixin
 from openforgerl.sandbox.netns import NetNamespace, netns_supported, open_netns
+from openforgerl.sandbox.safefile import MAX_READ_BYTES, read_under, write_under
 
 __all__ = ["CONTAINERS_CONF", "PodmanBackend", "PodmanSandbox", "write_containers_conf"]
 
@@ -51,6 +60,7 @@ runtime = "runc"
 """
 DEFAULT_ROOT = Path("/tmp/openforgerl-podman")
 LABEL = "openforgerl.sandbox"
+VERIFIER_PATH = "/opt/openforgerl/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _WRAP = ('mkdir -p /tmp/.ofrl; echo $$ > "$0"; '
          'command -v "$1" >/dev/null 2>&1 || { : > "$0.missing"; exit 127; }; exec "$@"')
 
@@ -139,17 +149,23 @@ class PodmanSandbox(HostFilesMixin):
         self._lost: str | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._kill_task: asyncio.Future[tuple[int, bytes, bytes]] | None = None
+        self._network = "none"
+        self._others: list[str] = []  # service and verifier containers, removed at aclose
+        self._holder: str | None = None  # the loopback holder without root
+        self._agent_gone = False
         self.violations: list[str] = []
 
     async def start(self) -> None:
         await asyncio.to_thread(self._layout)
-        network = "none"
         if self._backend.network == "netns":
-            network = await self._open_network()
-        rc, _, err = await self._backend.run("run", "-d", *self._run_args(network), self.spec.image or "",
-                                             "sleep", "2147483647")
-        if rc != 0:
-            raise SandboxError(f"podman run failed ({rc}): {err.decode(errors='replace')[-500:]}")
+            self._network = await self._open_network()
+        else:
+            self._holder = f"{self.container}-net"
+            await self._run_detached(self._holder, ["--network", "none", "--read-only", "--init",
+                                                    "--label", f"{LABEL}={self.id}", "--entrypoint", ""],
+                                     ["sleep", "2147483647"])
+            self._network = f"container:{self._holder}"
+        await self._run_detached(self.container, self._run_args(), ["sleep", "2147483647"])
         self._timer = asyncio.get_running_loop().call_later(self.spec.lifetime_s, self.expire)
 
     def _layout(self) -> None:
@@ -172,9 +188,14 @@ class PodmanSandbox(HostFilesMixin):
             self.gateway_url = f"http://127.0.0.1:{port}"
         return f"ns:{self.netns.path}"
 
-    def _run_args(self, network: str) -> list[str]:
+    async def _run_detached(self, name: str, args: Sequence[str], argv: Sequence[str]) -> None:
+        rc, _, err = await self._backend.run("run", "-d", "--name", name, *args, self.spec.image or "", *argv)
+        if rc != 0:
+            raise SandboxError(f"podman run failed ({rc}): {err.decode(errors='replace')[-500:]}")
+
+    def _run_args(self) -> list[str]:
         lim = self.spec.limits
-        args = ["--name", self.container, "--label", f"{LABEL}={self.id}", "--network", network,
+        args = ["--label", f"{LABEL}={self.id}", "--network", self._network,
                 "--read-only", "--init", "--hostname", "sandbox", "--workdir", WORKDIR, "--entrypoint", "",
                 "-v", f"{self.home / 'work'}:{WORKDIR}", "-v", f"{self.host_tmpdir}:/tmp",
                 "-e", f"HOME={WORKDIR}/.home"]
@@ -194,6 +215,11 @@ class PodmanSandbox(HostFilesMixin):
         if self._closed:
             raise SandboxError(f"sandbox {self.id} is closed")
 
+    def _check_agent(self) -> None:
+        self._check_alive()
+        if self._agent_gone:
+            raise SandboxError(f"sandbox {self.id}: the agent's container was removed for the verifier")
+
     def _exec_args(self, argv: Sequence[str], env: Mapping[str, str] | None, cwd: str,
                    detach: bool, interactive: bool) -> tuple[list[str], Path]:
         self._n += 1
@@ -207,7 +233,7 @@ class PodmanSandbox(HostFilesMixin):
                    cwd: str = WORKDIR, timeout_s: float | None = None,
                    stdin: bytes | None = None) -> ExecResult:
         """`podman exec`; on timeout the command's process group is SIGKILLed inside."""
-        self._check_alive()
+        self._check_agent()
         t0 = time.monotonic()
         args, pidfile = self._exec_args(argv, env, cwd, False, stdin is not None)
         proc = await asyncio.create_subprocess_exec(
@@ -255,12 +281,79 @@ class PodmanSandbox(HostFilesMixin):
 
     async def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
                     cwd: str = WORKDIR) -> None:
-        """`podman exec -d`; killed with the container at `aclose`."""
+        """A service in its own container on the sandbox's network, with the same /workdir and /tmp and
+        limits; it outlives the agent's container (the verifier may query it) and goes at `aclose`."""
         self._check_alive()
-        args, _ = self._exec_args(argv, env, cwd, True, False)
-        rc, _, err = await self._backend.run(*args)
+        self._n += 1
+        name = f"{self.container}-svc{self._n}"
+        args = [*self._run_args(), "--workdir", cwd]
+        for k, v in (env or {}).items():
+            args += ["-e", f"{k}={v}"]
+        self._others.append(name)
+        await self._run_detached(name, args, ["sh", "-c", _WRAP, f"/tmp/.ofrl/{self._n}.pid", *argv])
+
+    async def run_verifier(self, argv: Sequence[str], *, inputs: Mapping[str, bytes],
+                           env: Mapping[str, str] | None = None,
+                           timeout_s: float | None = None) -> VerifierRun:
+        """Run a trusted verifier in a fresh container once the agent's container is gone.
+
+        The agent's container (the harness and everything it started) is removed first; services keep
+        running in theirs. The verifier's container sees the rollout's /workdir read-only, an empty
+        /tmp, `inputs` read-only at /verifier/in and an empty writable /verifier/out (its cwd), on the
+        sandbox's network, without the agent's limits (the agent's memory use cannot starve it). argv[0]
+        must be an absolute path outside /workdir and /tmp: nothing of the agent's is ever executed."""
+        self._check_alive()
+        if not argv or not argv[0].startswith("/") or self._writable(argv[0]) is not None:
+            raise SandboxError(f"verifier program {argv[0] if argv else ''!r} is not a trusted image path")
+        await self._remove_agent()
+        self._n += 1
+        name, base = f"{self.container}-verify{self._n}", self.home / f"verifier-{self._n}"
+        await asyncio.to_thread(_layout_verifier, base, inputs)
+        venv = {"PATH": VERIFIER_PATH, "HOME": VERIFIER_OUT, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **(env or {})}
+        args = ["run", "--rm", "--name", name, "--label", f"{LABEL}={self.id}", "--network", self._network,
+                "--read-only", "--init", "--hostname", "sandbox", "--entrypoint", "", "--workdir", VERIFIER_OUT,
+                "-v", f"{self.home / 'work'}:{WORKDIR}:ro", "-v", f"{base / 'in'}:{VERIFIER_IN}:ro",
+                "-v", f"{base / 'out'}:{VERIFIER_OUT}", "-v", f"{base / 'tmp'}:/tmp"]
+        for k, v in venv.items():
+            args += ["-e", f"{k}={v}"]
+        self._others.append(name)
+        t0 = time.monotonic()
+        try:
+            result = await self._run_verifier_container(name, [*args, self.spec.image or "", *argv], timeout_s, t0)
+            outputs = await asyncio.to_thread(_collect_outputs, base / "out")
+        finally:
+            await asyncio.to_thread(shutil.rmtree, base, True)
+        return VerifierRun(result, outputs)
+
+    async def _run_verifier_container(self, name: str, args: Sequence[str], timeout_s: float | None,
+                                      t0: float) -> ExecResult:
+        proc = await asyncio.create_subprocess_exec(
+            self._backend.podman, *args, env=self._backend.env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        out, err = _read(proc.stdout), _read(proc.stderr)
+        timed_out = False
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            timed_out = True
+            await self._backend.run("rm", "-f", "-t", "0", name, timeout_s=60)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+        rc = proc.returncode if proc.returncode is not None else -9
+        return ExecResult(rc, await out, await err, timed_out, time.monotonic() - t0)
+
+    async def _remove_agent(self) -> None:
+        """End every exec and remove the agent's container (idempotent)."""
+        if self._agent_gone:
+            return
+        self._agent_gone = True
+        for proc in list(self._procs):
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        rc, _, err = await self._backend.run("rm", "-f", "-t", "0", self.container, timeout_s=60)
         if rc != 0:
-            raise SandboxError(f"podman exec -d failed ({rc}): {err.decode(errors='replace')[-300:]}")
+            raise SandboxError(f"could not remove the agent's container: {err.decode(errors='replace')[-300:]}")
 
     def _writable(self, path: str) -> tuple[Path, str] | None:
         """(host dir, relative path) of a path under /workdir or /tmp, else None (read-only inside).
@@ -279,7 +372,7 @@ class PodmanSandbox(HostFilesMixin):
             for proc in list(self._procs):
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
-            self._kill_task = asyncio.ensure_future(self._backend.run("kill", self.container))
+            self._kill_task = asyncio.ensure_future(self._backend.run("kill", self.container, *self._others))
 
     async def aclose(self) -> None:
         """Remove the container (all its processes), the namespace and the host dirs. Idempotent."""
@@ -291,7 +384,9 @@ class PodmanSandbox(HostFilesMixin):
         for proc in list(self._procs):
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-        await self._backend.run("rm", "-f", "-t", "0", self.container)
+        await self._backend.run("rm", "-f", "-i", "-t", "0", self.container, *self._others)
+        if self._holder is not None:  # last: the others share its network
+            await self._backend.run("rm", "-f", "-i", "-t", "0", self._holder)
         if self._forwarder is not None:
             await self._forwarder.aclose()
         if self.netns is not None:
@@ -299,6 +394,20 @@ class PodmanSandbox(HostFilesMixin):
         await asyncio.to_thread(shutil.rmtree, self.home, True)
         self._backend._open.discard(self)
 
+
+
+def _layout_verifier(base: Path, inputs: Mapping[str, bytes]) -> None:
+    for d in ("in", "out", "tmp"):
+        (base / d).mkdir(parents=True)
+    (base / "tmp").chmod(0o1777)
+    for rel, data in inputs.items():
+        write_under(base / "in", rel, data)
+
+
+def _collect_outputs(out: Path) -> dict[str, bytes]:
+    """The verifier's own files (trusted writer; still bounded, links not followed)."""
+    return {str(p.relative_to(out)): read_under(out, str(p.relative_to(out)), limit=MAX_READ_BYTES)
+            for p in sorted(out.rglob("*")) if p.is_file() and not p.is_symlink()}
 
 
 def _inside(work: Path, rel: str) -> Path:
