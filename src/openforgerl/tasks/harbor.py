@@ -10,7 +10,9 @@ and converted QwenClawBench tasks (tests/grade.py). Loaded in place; no service 
   automated score). Under `eval` the transcript is built on the host from the call log (OpenClaw events,
   tasks/transcript.py; without a call log an empty list is passed), and a `tests/judge.json` task
   (QwenClawBench `hybrid` / `llm_judge`) is then judged on the host by `--judge-engine` and combined as
-  upstream's `_combine_grades` does (tasks/host_side.py).
+  upstream's `_combine_grades` does (tasks/host_side.py). A failed judge drops the trial as infra only when
+  its answer could change the score: a hybrid below the automated threshold (or with no judge weight) is
+  scored without it.
 
 Every verifier runs apart from the agent (`sandbox.verifier.run_verifier`: after the harness's processes
 are gone, in a fresh sandbox where `/workdir` is read-only): the task's tests arrive as inputs under
@@ -34,7 +36,7 @@ from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, Verifi
 from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
 from openforgerl.tasks.families import TaskFamily, register_family
 from openforgerl.tasks.format import Task, check_verifier_file, read_tree
-from openforgerl.tasks.host_side import combine_hybrid, transcript_json
+from openforgerl.tasks.host_side import combine_hybrid, hybrid_without_judge, transcript_json
 from openforgerl.tasks.judge import JudgeError
 from openforgerl.tasks.transcript import openclaw_events
 from openforgerl.tasks.verdicts import parse_reward
@@ -189,7 +191,13 @@ class HarborTaskRuntime(TaskDefaults):
         try:
             llm = await self.host.qwenclawbench_score(spec, openclaw_events(messages or []))
         except JudgeError as exc:
-            raise VerifierError(f"llm judge: {exc}") from exc
+            decided = None if spec.get("grading_type") == "llm_judge" else \
+                hybrid_without_judge(auto.reward, spec.get("weights"))
+            if decided is None:  # the judge's answer could change the score: no score without it
+                raise VerifierError(f"llm judge: {exc}") from exc
+            return Verdict(decided, {**dict(auto.components), "automated": auto.reward, "reward": decided},
+                           f"{auto.log}automated={auto.reward:.3f} score={decided:.3f} (the judge failed, "
+                           f"and no answer of it could change this score: {exc})\n")
         if spec.get("grading_type") == "llm_judge":
             score, simple = llm, llm
         else:

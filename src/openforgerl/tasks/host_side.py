@@ -35,7 +35,7 @@ from openforgerl.tasks.transcript import (
     openclaw_events,
 )
 
-__all__ = ["AUTO_PENALTY_THRESHOLD", "HostSide", "attach", "combine_hybrid", "rollout_id_of"]
+__all__ = ["AUTO_PENALTY_THRESHOLD", "HostSide", "attach", "combine_hybrid", "hybrid_without_judge", "rollout_id_of"]
 
 AUTO_PENALTY_THRESHOLD = 0.75  # QwenClawBench lib_grading: below it the judge's share is zeroed
 
@@ -162,6 +162,20 @@ def combine_hybrid(auto: float, llm: float, weights: Mapping[str, Any] | None) -
     simple = (auto * wa + llm * wl) / (wa + wl)
     penalized = (auto * wa + (0.0 if auto < AUTO_PENALTY_THRESHOLD else llm) * wl) / (wa + wl)
     return penalized, simple
+
+
+def hybrid_without_judge(auto: float, weights: Mapping[str, Any] | None) -> float | None:
+    """The hybrid score when no judge answer can change it, else None. Upstream's `_combine_grades` zeroes
+    the judge's share below `AUTO_PENALTY_THRESHOLD`, and a zero judge weight has no share: then the
+    penalized score (the one reported and thresholded) is the automated part's alone, and a judge that
+    failed is no reason to drop the trial as infra (the simple score, which does move, is not reported)."""
+    w = dict(weights or {"automated": 0.5, "llm_judge": 0.5})
+    wa, wl = float(w.get("automated", 0.5)), float(w.get("llm_judge", 0.5))
+    if wa + wl <= 0:
+        wa = wl = 0.5
+    if auto < AUTO_PENALTY_THRESHOLD or wl == 0:
+        return auto * wa / (wa + wl)
+    return None
 
 
 def transcript_json(messages: Sequence[Mapping[str, Any]] | None, *, events: bool = False) -> bytes:
