@@ -2,7 +2,7 @@
 
 | route | does |
 |---|---|
-| `GET /healthz` | 200 `{"ok": true, "service": id}` once the screen is up (poll it; the browser takes ~0.5-8 s); `id` = `token_id(token)`, which rollout's service this is |
+| `GET /healthz` | 200 `{"ok": true}` once the screen is up (poll it; the browser takes ~0.5-8 s) |
 | `GET /info` | `{width, height, kind, coordinates: "pixels", actions: [...], keys: [...]}` (`kind`: "browser" or "desktop", what a harness names in its tool description) |
 | `GET /screenshot` | the screen now, `image/png`, exactly width x height |
 | `POST /act` body `{"action": "click", "x": 10, "y": 20}` | runs it (see `actions.py`) -> `{"ok": true, "executed": {...}}`; a bad action -> 400 `{"error": ...}` (the agent's error) |
@@ -84,7 +84,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/screenshot":
             return self._screenshot()
         if path == "/healthz":
-            return self._send(200, {"ok": True, "service": token_id(self.token)})
+            return self._send(200, {"ok": True})
         if path == "/__health" and self._authorized():
             return self._health()
         if path == "/info":

@@ -11,9 +11,9 @@ Per rollout, inside the sandbox:
 - a secret token per rollout, in the service's argv and the verifier's argv only. The agent's exec
   has its own PID namespace (cannot read the service's argv or memory), and no file inside holds it,
   so the agent can neither read `/__state` nor use `/locate` (the oracle's element lookup). Each
-  `service_argv()` call makes a fresh token; `service_started(sandbox)` (before the agent runs) asks
-  that sandbox's computer service which one it holds (`/healthz` names it by `token_id`, a hash) and
-  binds the token to the sandbox, so `verify` and `run_oracle` use that rollout's own token: a token
+  `service_argv()` call makes a fresh token; `service_started(sandbox)` (before the agent runs) reads
+  which one that sandbox's service holds (`SERVICE_ID_FILE`, written by the service once its screen is
+  served: `token_id`, a hash) and binds the token to the sandbox, so `verify` and `run_oracle` use that rollout's own token: a token
   that leaks from one rollout opens nothing in another rollout of the same task.
 After the harness: `gui.verify` in a fresh sandbox (`run_verifier`), which reads the state through
 the token and the read-only workdir. Outcomes as `ClawTaskRuntime.verify` (exit 3 -> TamperError).
@@ -31,9 +31,11 @@ could take the service down on purpose.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -56,6 +58,11 @@ EXIT_SERVICE_DOWN = 4  # = gui.verify.EXIT_SERVICE_DOWN
 INSIDE = "/workdir"
 ORACLE_TIMEOUT_S = 180.0
 READY_LIMIT_S = 60.0  # = gui.verify.READY_LIMIT_S: a screen slower than this is the environment's failure
+SERVICE_ID_FILE = "/tmp/.gui-service-id"
+"""Read by the host (`read_file`, no process in the sandbox) before the agent runs, so the agent cannot
+have written it; a probe run inside (`exec`) is one more bubblewrap start per rollout, and one failed
+under load."""
+ID_POLL_S = 0.2
 TOKEN_CAP = 4096
 """Tokens kept per runtime, issued or bound, oldest forgotten first (a sandbox that failed before its
 service answered never binds its token; a rollout's verify may run more than once, so none is popped)."""
@@ -129,16 +136,22 @@ class GuiTaskRuntime(TaskDefaults):
         self._issued[token_id(self.token)] = self.token
         _trim(self._issued)
         return [self.python, "-I", "-m", "openforgerl.envs.gui.service", "--config", f"{workdir}/{GUI_DIR}/config.json",
-                "--token", self.token, "--apps-port", str(APPS_PORT), "--computer-port", str(COMPUTER_PORT)]
+                "--token", self.token, "--apps-port", str(APPS_PORT), "--computer-port", str(COMPUTER_PORT),
+                "--id-file", SERVICE_ID_FILE]
 
     async def service_started(self, sandbox: Any) -> None:
         """Wait for the sandbox's screen, then bind the token its service holds to the sandbox."""
-        res = await sandbox.exec([self.python, "-I", "-c", _SERVICE_ID, f"{self.computer_url}/healthz",
-                                  str(READY_LIMIT_S)], timeout_s=READY_LIMIT_S + 15)
-        token = self._issued.pop(res.stdout.decode(errors="replace").strip(), None) if res.returncode == 0 else None
+        named, deadline = "", time.monotonic() + READY_LIMIT_S
+        while not named and time.monotonic() < deadline:
+            try:
+                named = (await sandbox.read_file(SERVICE_ID_FILE)).decode(errors="replace").strip()
+            except Exception:  # not written yet (the screen is starting)
+                await asyncio.sleep(ID_POLL_S)
+        token = self._issued.pop(named, None)
         if token is None:
-            why = res.stderr.decode(errors="replace")[-300:].strip() or "it names no token this task issued"
-            raise GuiServiceDown(f"GUI environment failed: its service did not come up: {why}")
+            why = (f"it names {named[:40]!r}, none of the {len(self._issued)} tokens this task issued" if named
+                   else f"its screen was not served within {READY_LIMIT_S:.0f} s")
+            raise GuiServiceDown(f"GUI environment failed: {why}")
         self._bound[sandbox.id] = token
         _trim(self._bound)
 
@@ -185,17 +198,3 @@ def _trim(tokens: dict[str, str]) -> None:
     while len(tokens) > TOKEN_CAP:
         del tokens[next(iter(tokens))]
 
-
-_SERVICE_ID = """
-import json, sys, time, urllib.request
-end = time.monotonic() + float(sys.argv[2])
-while True:
-    try:
-        with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
-            print(json.loads(r.read()).get("service", ""))
-            break
-    except Exception as exc:
-        if time.monotonic() > end:
-            sys.exit(f"no answer from {sys.argv[1]} within {sys.argv[2]} s: {exc}")
-        time.sleep(0.2)
-"""

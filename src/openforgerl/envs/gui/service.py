@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.gui.computer_service import COMPUTER_PORT, serve_computer
+from openforgerl.envs.gui.computer_service import COMPUTER_PORT, serve_computer, token_id
 from openforgerl.envs.gui.registry import get_environment
 
 __all__ = ["FONTS_CONF", "main", "start_apps"]
@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--token", default="", help="secret for the state and locate routes")
     ap.add_argument("--apps-port", type=int, default=8080)
     ap.add_argument("--computer-port", type=int, default=COMPUTER_PORT)
+    ap.add_argument("--id-file", type=Path, default=None,
+                    help="written once the screen is served: which token this service holds (`token_id`, a hash)")
     ns = ap.parse_args(argv)
     os.environ.setdefault("FONTCONFIG_FILE", str(FONTS_CONF))  # inherited by Chromium, Xvfb's clients
     config = json.loads(ns.config.read_text())
@@ -59,6 +61,8 @@ def main(argv: list[str] | None = None) -> None:
     screen = get_environment(config["kind"]).open_screen(config, apps_url)
     server = serve_computer(screen.computer, ns.computer_port, token=ns.token, locate=screen.locate,
                             ready_s=seconds_since_start(), kind=config["kind"])
+    if ns.id_file is not None:
+        ns.id_file.write_text(token_id(ns.token))
     try:
         server.serve_forever()
     finally:
