@@ -3,7 +3,8 @@ served by a plain static server (`python -m http.server` from the bundle's folde
 
 The payloads beacon to a local server (an image request and a `fetch`) and raise an `alert`. The control
 opens the same bytes under the agent's own names, from disk and over HTTP: they run there, so a bundle that
-kept those names (or let Chromium sniff them) would fail this test.
+kept those names (or let Chromium sniff them) would fail this test. An image URL a rollout sent is shown on
+its page but not fetched (the pages' CSP); control: the same page without the policy fetches it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from analytics._rundir import png, record, write_run
+from analytics._rundir import ChainWriter, png, record, write_run
 
 from openforgerl.records import RolloutStatus
 from openforgerl.viewer.export import export_site
@@ -203,11 +204,33 @@ def test_control_the_payloads_run_under_the_agents_names(browser: Any, beacon: B
 @pytest.fixture(scope="module")
 def bundle(beacon: Beacon, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("evil")
-    run = write_run(root / "run", [(record(RID, "claw/evil-01", "zero", RolloutStatus.OK, 1.0), [])],
+    run = write_run(root / "run", [(record(RID, "claw/evil-01", "zero", RolloutStatus.OK, 1.0), _image_calls(beacon.url))],
                     files={RID: payloads(beacon.url)})
     out = root / "bundle"
     export_site(Site.open([run], tokenizer="tiny"), out)
     return out
+
+
+def _image_calls(beacon: str) -> list[Any]:
+    """A request whose images are URLs on the beacon (the harness wrote them; the viewer shows images)."""
+    w = ChainWriter(RID)
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "look"},
+                                         {"type": "image_url", "image_url": {"url": f"{beacon}/imageurl-img"}}]}]
+    w.call({"messages": msgs}, "done", finish="stop")
+    return w.calls
+
+
+def test_image_urls_a_rollout_sent_do_not_call_out(browser: Any, beacon: Beacon, bundle: Path, tmp_path: Path) -> None:
+    page_html = (bundle / f"run0-r-{RID}.html").read_text()
+    assert f"{beacon.url}/imageurl-img" in page_html  # the page shows the image ...
+    control = tmp_path / "control.html"  # ... which any page without the policy fetches
+    control.write_text(page_html.replace('http-equiv="Content-Security-Policy"', 'name="x"'))
+    beacon.hits.clear()
+    _visit(browser, [control.as_uri()])
+    assert "/imageurl-img" in beacon.hits
+    beacon.hits.clear()
+    _visit(browser, [(bundle / f"run0-r-{RID}.html").as_uri()])
+    assert beacon.hits == []
 
 
 def _kept_links(bundle: Path) -> dict[str, str]:
