@@ -100,3 +100,25 @@ def test_cli_admin_token_comes_from_the_file_the_environment_or_is_generated_int
     assert admin_token(None) == "from-env" and admin_token(path) == made
     assert admin_token(tmp_path / "new") == "from-env" == (tmp_path / "new").read_text().strip()
     assert GatewayAccess.from_env("http://h:1/", token_file=path).admin_token == made
+
+
+async def test_an_sdk_pointed_at_the_gateway_root_is_told_the_rollout_path(make_gateway):
+    """The official SDK with base_url=<gateway>/v1 (no /r/<rollout>) gets a 404 that names the right path;
+    the same call on the rollout's base URL is answered (control)."""
+    import openai
+
+    setup = await make_gateway(lambda t: "ok")
+    gw = setup.gateway
+    ro = await setup.rollout()
+    wrong = openai.AsyncOpenAI(base_url=gw.model_url + "/v1", api_key=ro["api_key"], max_retries=0)
+    with pytest.raises(openai.NotFoundError) as caught:
+        await wrong.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    message = caught.value.body["message"] if isinstance(caught.value.body, dict) else str(caught.value)
+    assert "/r/<rollout_id>/v1" in message and "openai_base_url" in message, message
+    right = openai.AsyncOpenAI(base_url=ro["openai_base_url"], api_key=ro["api_key"], max_retries=0)
+    answer = await right.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert answer.choices[0].message.content == "ok"
+    async with aiohttp.ClientSession() as http:  # a model call sent to the admin listener
+        url = gw.admin_url + f"/r/{ro['rollout_id']}/v1/chat/completions"
+        async with http.post(url, json={}, headers=gw.admin_headers()) as r:
+            assert r.status == 404 and "model listener" in (await r.json())["error"]["message"]

@@ -18,7 +18,7 @@ from aiohttp import web
 _OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                  404: "not_found_error", 405: "invalid_request_error", 408: "invalid_request_error",
                  409: "conflict_error", 413: "invalid_request_error", 415: "invalid_request_error",
-                 422: "invalid_request_error", 502: "server_error", 503: "server_error",
+                 422: "invalid_request_error", 429: "rate_limit_error", 502: "server_error", 503: "server_error",
                  504: "server_error"}
 
 

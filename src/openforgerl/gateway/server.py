@@ -141,6 +141,19 @@ def _encoding_ok(request: web.Request) -> bool:
     return request.headers.get("Content-Encoding", "").strip().lower() in _ENCODINGS
 
 
+def _not_found_hint(request: web.Request, admin: bool) -> str | None:
+    """The right path for the common wrong ones: an SDK pointed at the gateway's root instead of a
+    rollout's base URL, or a model call sent to the admin listener."""
+    path = request.path
+    if not admin and not path.startswith("/r/"):
+        return (f"no route for {request.method} {path}: model calls go to /r/<rollout_id>/v1/... (OpenAI) or "
+                "/r/<rollout_id>/v1/messages (Anthropic); use the openai_base_url or anthropic_base_url that "
+                "POST /rollouts on the admin listener returned")
+    if admin and path.startswith("/r/"):
+        return f"no route for {request.method} {path}: model calls go to the model listener (--port), not the admin one"
+    return None
+
+
 def _json_errors(admin: bool) -> Any:
     """Middleware: 415 for an unknown body encoding; aiohttp's own refusals (405, 413, 404...) and
     stray bugs as JSON bodies in the plane's shape. No traceback text ever reaches a client."""
@@ -155,7 +168,8 @@ def _json_errors(admin: bool) -> Any:
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
-            return error_response(_shape_of(request, admin), GatewayError(exc.status, exc.reason))
+            reason = _not_found_hint(request, admin) if exc.status == 404 else None
+            return error_response(_shape_of(request, admin), GatewayError(exc.status, reason or exc.reason))
         except GatewayError as err:
             return error_response(_shape_of(request, admin), err)
         except Exception:
