@@ -28,8 +28,16 @@ MAX_DEPTH = 64
 recursive walk after them (repr, deepcopy, json.dumps) raise RecursionError."""
 
 
+MAX_MESSAGE = 500
+
+
 class DocumentError(UserError, ValueError):
-    """A tool document that cannot be read as one; the message names where and what is wrong."""
+    """A tool document that cannot be read as one; the message names where and what is wrong. It is one
+    line however the document names its keys: unprintable characters are escaped, the length capped."""
+
+    def __init__(self, message: str) -> None:
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in message)
+        super().__init__(text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "...")
 
 
 def _kind(value: Any) -> str:
