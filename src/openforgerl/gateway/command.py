@@ -49,6 +49,10 @@ def command(
     call_deadline_s: Annotated[float | None, typer.Option(help="per-call upstream deadline, seconds (600)")] = None,
     pause_wait_s: Annotated[float | None, typer.Option(help="how long a call waits while paused before 503")] = None,
     max_in_flight: Annotated[int | None, typer.Option(help="calls in flight before answering 503")] = None,
+    max_in_flight_per_rollout: Annotated[int | None, typer.Option(
+        help="one rollout's calls in flight before a 429 to that rollout (64; at most half of --max-in-flight)")] = None,
+    max_log_bytes_per_rollout: Annotated[int | None, typer.Option(
+        help="one rollout's call-log bytes, records and images, before a 413 to that rollout (512 MiB)")] = None,
     policy_version: Annotated[int | None, typer.Option(help="policy version to start from")] = None,
     max_tokens_cap: Annotated[int | None, typer.Option(help="clamp clients' max_tokens to this")] = None,
     secret: Annotated[str | None, typer.Option(envvar="OPENFORGERL_GATEWAY_SECRET",
@@ -71,6 +75,8 @@ def command(
         "store.path": store, "gateway.host": host, "gateway.port": port,
         "gateway.admin_host": admin_host, "gateway.admin_port": admin_port, "gateway.call_deadline_s": call_deadline_s,
         "gateway.pause_wait_s": pause_wait_s, "gateway.max_in_flight": max_in_flight,
+        "gateway.max_in_flight_per_rollout": max_in_flight_per_rollout,
+        "gateway.max_log_bytes_per_rollout": max_log_bytes_per_rollout,
         "gateway.policy_version": policy_version, "gateway.allow_image_urls": allow_image_urls,
         "gateway.max_image_bytes": max_image_bytes, "gateway.max_image_pixels": max_image_pixels,
         **({"engine.kind": "remote", "engine.urls": engine} if engine else {})}
