@@ -18,8 +18,8 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-for bin in podman mmdebstrap python3.11; do
-  command -v "$bin" >/dev/null || { echo "build_images: $bin missing: apt-get install podman mmdebstrap python3.11" >&2; exit 2; }
+for bin in podman mmdebstrap /usr/bin/python3.11; do
+  command -v "$bin" >/dev/null || { echo "build_images: $bin missing: apt-get install podman mmdebstrap python3.11-venv" >&2; exit 2; }
 done
 [ "$(id -u)" = 0 ] || { echo "build_images: run as root (mmdebstrap builds the root as root, podman is rootful here)" >&2; exit 2; }
 
@@ -58,10 +58,11 @@ mmdebstrap --quiet --variant=minbase --include=ca-certificates,python3,bash,core
   bookworm "$root" http://deb.debian.org/debian
 echo "build_images: debian root $(du -sh "$root" | cut -f1) after $(( $(date +%s) - t0 )) s"
 
-# The venv is made here with the host's python3.11 (Debian bookworm's, the same interpreter the root has at
-# /usr/bin/python3.11), so pip uses this machine's index configuration and wheel cache.
+# The venv is made here with Debian's /usr/bin/python3.11 (the interpreter the root has at the same path;
+# never a python3.11 found first on PATH, e.g. pyenv's, whose path the venv would record), so pip uses this
+# machine's index configuration and wheel cache.
 venv="$root/opt/openforgerl/venv"
-python3.11 -m venv "$venv"
+/usr/bin/python3.11 -m venv "$venv"
 grep -E '^[A-Za-z0-9_.-]+==' locks/project.txt > "$stage/constraints.txt"
 "$venv/bin/pip" install -q -c "$stage/constraints.txt" "$repo"
 "$venv/bin/pip" uninstall -q -y pip setuptools >/dev/null 2>&1 || true
@@ -69,7 +70,7 @@ grep -E '^[A-Za-z0-9_.-]+==' locks/project.txt > "$stage/constraints.txt"
 grep -rlI "^#!$venv/bin/python" "$venv/bin" | xargs -r sed -i "1s|^#!$venv/bin/python|#!/opt/openforgerl/venv/bin/python|"
 find "$venv" -name __pycache__ -prune -exec rm -rf {} +
 sed -i "s|$venv|/opt/openforgerl/venv|g" "$venv/pyvenv.cfg"
-"$venv/bin/python" -c 'import openforgerl.harness.zero, openforgerl.envs.claw.services, openforgerl.envs.claw.mcp_server, openforgerl.envs.claw.verify'
+chroot "$root" /opt/openforgerl/venv/bin/python -I -c 'import openforgerl.harness.zero, openforgerl.envs.claw.services, openforgerl.envs.claw.mcp_server, openforgerl.envs.claw.verify'
 echo "build_images: venv $(du -sh "$venv" | cut -f1)"
 
 import_root() {  # import_root <tag> <extra tag>: the root as one layer
