@@ -348,7 +348,7 @@ def test_validate_on_a_fully_flagged_set_says_why_and_fails(tmp_path: Path) -> N
     assert res.exit_code == 1, res.output
     assert "0/0" not in res.output
     line = next(x for x in res.output.splitlines() if x.startswith("0 runnable of 3 tasks: "))
-    assert {"3 needs user_simulator", "1 needs judge", "1 needs transcript"} <= set(line.split(": ", 1)[1].split(", "))
+    assert {"3 needs user_simulator", "1 needs judge", "2 needs transcript"} <= set(line.split(": ", 1)[1].split(", "))
 
 
 def test_import_command_prints_the_counts(tmp_path: Path) -> None:

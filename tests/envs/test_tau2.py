@@ -70,9 +70,10 @@ def assert_no_scenario(text: str, task: dict[str, Any]) -> None:
 def test_excerpt_maps_to_tau2_folders_scored_by_upstream(tmp_path: Path) -> None:
     tasks = imported(DATA / "tau2" / "airline" / "tasks.json", tmp_path)
     first = tasks["tau2/airline/airline-0"]
-    for task in tasks.values():  # upstream's agent never sees the user's scenario: no policy here, a role line
-        raw = json.loads((task.root / "tests/tau2_task.json").read_text())
-        assert task.instruction == "You are a customer service agent (airline). Help the customer."
+    policy = (upstream_domain("airline") / "policy.md").read_text().strip()
+    for task in tasks.values():  # upstream's agent never sees the user's scenario; no policy beside the
+        raw = json.loads((task.root / "tests/tau2_task.json").read_text())  # excerpt: the package's
+        assert task.instruction == policy and "tau2_policy:package" in task.meta.tags
         assert_no_scenario((task.root / "instruction.md").read_text(), raw)
     assert "EHGLP3" not in first.instruction and "emma_kim_9957" not in first.instruction
     assert not (first.root / "tests/checks.toml").exists()  # the family verifies, not Claw checks
@@ -84,7 +85,7 @@ def test_excerpt_maps_to_tau2_folders_scored_by_upstream(tmp_path: Path) -> None
     assert set(first.flags) == {"needs:user_simulator", "needs:transcript"}
     assert "Persona" not in json.loads((first.root / "tests/user_agent.json").read_text())["persona"]
     judged = tasks["tau2/airline/airline-1"]
-    assert {"requires_llm_judge", "unsupported:tau2_nl_assertions"} <= set(judged.flags)
+    assert {"requires_llm_judge", "needs:transcript"} <= set(judged.flags)  # lifted by eval's --judge-engine
     assert "Persona: Calm, brief." in json.loads((judged.root / "tests/user_agent.json").read_text())["persona"]
     assert isinstance(load_runtime(first.root), Tau2TaskRuntime)
 

@@ -34,13 +34,13 @@ import json
 import math
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["CLAW_EVAL_FORMS", "MAX_AGENT_CHARS", "VISUAL_SYSTEM", "ClawEvalForm", "JudgeClient", "JudgeError",
-           "UserContent", "blank_agent_data", "claw_eval_prompt", "claw_eval_visual_prompt", "fence", "parse_score",
-           "qwenclawbench_prompt", "summarize_events"]
+           "UserContent", "blank_agent_data", "claw_eval_prompt", "claw_eval_visual_prompt", "fence",
+           "nl_assertions_parser", "parse_score", "qwenclawbench_prompt", "summarize_events", "tau2_nl_prompt"]
 
 MAX_AGENT_CHARS = 16_000
 _MARKER = re.compile(r"<{2,}\s*/?\s*(?:AGENT|END)[A-Z_ ]*[0-9a-f]*\s*>{2,}", re.I)
@@ -176,6 +176,58 @@ def qwenclawbench_prompt(prompt: str, expected: str, transcript_summary: str, ru
     return _SYSTEM, user
 
 
+# tau2's NL-assertion judge (`NLAssertionsEvaluator.evaluate_nl_assertions`): its instructions and reply
+# format, the conversation as `role: content` lines, the expected outcomes after it. Ours fences the
+# conversation (agent-written) and puts the outcomes (the task's) after the data.
+_TAU2_NL_SYSTEM = _SYSTEM + """
+
+TASK
+- You will be given a list of expected outcomes and a conversation that was collected during a test case run.
+- The conversation is between an agent and a customer.
+- Your job is to evaluate whether the agent satisfies each of the expected outcomes.
+- Grade each expected outcome individually.
+
+FORMAT
+- Your response should be a JSON object with the following fields:
+- `reasoning`: a short explanation for your classification
+- `metExpectation`: `true` if the agent satisfies the expected outcomes, `false` otherwise
+- `expectedOutcome`: repeat the expectation from the input that you are grading
+
+Example response structure:
+{"results": [{"expectedOutcome": "<one of the expected outcomes from the input>", "reasoning": "<reasoning trace>",
+  "metExpectation": <false or true>}]}"""
+
+
+def tau2_nl_prompt(conversation: str, assertions: Sequence[str], nonce: str | None = None) -> tuple[str, str]:
+    """(system, user) for one tau2 task's NL assertions, all graded in one call as upstream grades them."""
+    n = nonce or secrets.token_hex(8)
+    return _TAU2_NL_SYSTEM, f"conversation:\n{fence(conversation, n)}\n\nexpectedOutcomes:\n{json.dumps(list(assertions))}"
+
+
+def _json_object(text: str) -> Any:
+    raw = re.sub(r"^```(?:json)?\s*|\s*```$", "", text.strip())
+    start, end = raw.find("{"), raw.rfind("}")
+    try:
+        return json.loads(raw[start:end + 1]) if 0 <= start < end else None
+    except ValueError:
+        return None
+
+
+def nl_assertions_parser(assertions: Sequence[str]) -> Callable[[str], float]:
+    """A reply parser for `JudgeClient.judge`: 1.0 when every assertion is met, else 0.0 (upstream's
+    all-or-nothing). Stricter than upstream in one way: the reply must grade every assertion (upstream's
+    `all()` over an empty `results` list would pass them all), else it is no judgement (`JudgeError`)."""
+    def parse(text: str) -> float:
+        data = _json_object(text)
+        results = data.get("results") if isinstance(data, dict) else None
+        met = [r.get("metExpectation") for r in results if isinstance(r, dict)] if isinstance(results, list) else []
+        if len(met) != len(assertions) or not all(isinstance(m, bool) for m in met):
+            raise JudgeError(f"the judge did not grade each of the {len(assertions)} NL assertions with a "
+                             f"true/false metExpectation: {text[:300]!r}")
+        return 1.0 if all(met) else 0.0
+    return parse
+
+
 def summarize_events(events: Sequence[Mapping[str, Any]]) -> str:
     """QwenClawBench's transcript summary for its judge: tool calls, tool results (200 chars), user text."""
     parts: list[str] = []
@@ -242,29 +294,32 @@ class JudgeClient:
         base = self.base_url.rstrip("/")
         return base + ("/chat/completions" if base.endswith("/v1") else "/v1/chat/completions")
 
-    async def judge(self, system: str, user: UserContent, blank: UserContent | None = None) -> tuple[float, str]:
+    async def judge(self, system: str, user: UserContent, blank: UserContent | None = None,
+                    parse: Callable[[str], float] = parse_score) -> tuple[float, str]:
         """(score, the judge's reply); raises JudgeError. A failure the agent's text caused is a 0
         (see the module docstring). `user` may be content parts (text and images); `blank` is then the
-        same prompt without what the agent made (for a text prompt: its fenced blocks emptied)."""
+        same prompt without what the agent made (for a text prompt: its fenced blocks emptied). `parse`
+        reads the score from a reply (raising JudgeError when it holds none)."""
         try:
-            return await self._scored(system, user)
+            return await self._scored(system, user, parse)
         except JudgeError as exc:
             if blank is None:
                 blank = blank_agent_data(user) if isinstance(user, str) else user
             if not exc.from_content or blank == user:
                 raise
             try:
-                await self._scored(system, blank)
+                await self._scored(system, blank, parse)
             except JudgeError:
                 raise exc from None  # no score without the agent's text either: the judge is at fault
             return 0.0, f"no judgement of this rollout's text, but one of the same prompt without it ({exc}): 0"
 
-    async def _scored(self, system: str, user: UserContent) -> tuple[float, str]:
+    async def _scored(self, system: str, user: UserContent,
+                      parse: Callable[[str], float] = parse_score) -> tuple[float, str]:
         last = ""
         for _ in range(max(1, self.attempts)):
             reply = await self.complete(system, user)
             try:
-                return parse_score(reply), reply
+                return parse(reply), reply
             except JudgeError as exc:
                 last = str(exc)
         raise JudgeError(last, from_content=True)

