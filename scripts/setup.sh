@@ -18,15 +18,15 @@ PY="${PYTHON:-python3.11}"
 if [ "${OPENFORGERL_FRESH:-0}" = 1 ]; then rm -rf "$VENV" .venv-vllm .venv-verl; fi
 
 need_apt=0
-# Sandboxes (bubblewrap, podman), and the GUI environments: Debian's Chromium driven by Playwright (its own
+# Sandboxes (bubblewrap, podman; mmdebstrap builds the rollout image, scripts/build_images.sh), and the GUI environments: Debian's Chromium driven by Playwright (its own
 # browser download cannot work here), a virtual X display with a window manager, xdotool input and a real
 # text editor (mousepad) for the desktop tasks.
-for bin in bwrap podman runc ip busybox chromium Xvfb xdotool openbox mousepad xprop; do command -v "$bin" >/dev/null || need_apt=1; done
+for bin in bwrap podman runc mmdebstrap ip busybox chromium Xvfb xdotool openbox mousepad xprop; do command -v "$bin" >/dev/null || need_apt=1; done
 # PostgreSQL's server, for the tests of the call log shared by gateway replicas (Debian keeps initdb out of PATH).
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_apt=1
 if [ "$need_apt" = 1 ]; then
   apt-get update -qq
-  apt-get install -y -qq bubblewrap podman runc uidmap iproute2 busybox-static \
+  apt-get install -y -qq bubblewrap podman runc mmdebstrap uidmap iproute2 busybox-static \
     chromium xvfb xdotool openbox x11-utils mousepad fonts-dejavu-core postgresql >/dev/null
 fi
 
