@@ -18,9 +18,9 @@ PY="${PYTHON:-python3.11}"
 if [ "${OPENFORGERL_FRESH:-0}" = 1 ]; then rm -rf "$VENV" .venv-vllm .venv-verl; fi
 
 need_apt=0
-# Sandboxes (bubblewrap, podman; mmdebstrap builds the rollout image, scripts/build_images.sh), and the GUI environments: Debian's Chromium driven by Playwright (its own
-# browser download cannot work here), a virtual X display with a window manager, xdotool input and a real
-# text editor (mousepad) for the desktop tasks.
+# Sandboxes (bubblewrap, podman; mmdebstrap builds the rollout image, scripts/build_images.sh), and the GUI
+# environments: Debian's Chromium driven by Playwright (its own browser download cannot work here), a virtual
+# X display with a window manager, xdotool input and a real text editor (mousepad) for the desktop tasks.
 for bin in bwrap podman runc mmdebstrap ip busybox chromium Xvfb xdotool openbox mousepad xprop; do command -v "$bin" >/dev/null || need_apt=1; done
 # PostgreSQL's server, for the tests of the call log shared by gateway replicas (Debian keeps initdb out of PATH).
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_apt=1
