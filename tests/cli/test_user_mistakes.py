@@ -79,3 +79,21 @@ def test_builtin_suites_work_wherever_a_task_folder_does(tmp_path: Path) -> None
     listed = [line.split("\t")[0] for line in out.stdout.splitlines()]
     assert len(listed) == len(find_tasks(CLAW_SUITE)) > 50
     assert "claw/easy-todo-add-01" in listed
+
+
+def test_engine_port_in_use_is_one_line_before_the_weights_load(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        out = _run("engine", "--model", "tiny", "--port", str(taken.getsockname()[1]), cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert "another server already listens there" in out.stderr
+    assert "serving on" not in out.stderr and "budget" not in out.stderr, "it failed before loading the model"
+
+
+def test_engine_help_is_whole_sentences(tmp_path: Path) -> None:
+    out = subprocess.run([CLI, "engine", "--help"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "COLUMNS": "120"})
+    text = " ".join(out.stdout.replace("│", " ").split())  # rich wraps option help inside a box
+    assert out.returncode == 0 and "Serve a local model behind vLLM's token API." in text
+    assert "--model" in text and "vision-language model) or `smollm2`" in text and "--memory-budget" in text

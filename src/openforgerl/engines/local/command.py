@@ -3,28 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+from typing import Annotated
+
+import typer
 
 
 def command(
-    model: str = "tiny",
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    served_model_name: str | None = None,
-    dtype: str = "float32",
-    threads: int | None = None,
-    max_batch: int = 256,
-    max_model_len: int | None = None,
-    memory_budget: str | None = None,
+    model: Annotated[str, typer.Option(
+        help="a model directory, `tiny` (bundled tool-calling model), `tiny-vl` (bundled vision-language "
+             "model) or `smollm2`")] = "tiny",
+    host: Annotated[str, typer.Option(help="address to bind (keep it loopback)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to serve on")] = 8000,
+    served_model_name: Annotated[str | None, typer.Option(help="model name clients send (default: MODEL's)")] = None,
+    dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16")] = "float32",
+    threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's)")] = None,
+    max_batch: Annotated[int, typer.Option(help="sequences decoded together at most")] = 256,
+    max_model_len: Annotated[int | None, typer.Option(
+        help="context length in tokens (default: the model's); longer prompts get a 400")] = None,
+    memory_budget: Annotated[str | None, typer.Option(
+        help="KV cache and working memory of running sequences, e.g. 4GiB (default: half the memory "
+             "available at start); requests beyond it wait, one that can never fit gets a 400")] = None,
 ) -> None:
-    """Serve MODEL (a model directory, `tiny` for the bundled tool-calling model, `tiny-vl` for the
-    bundled vision-language model, or `smollm2`).
+    """Serve a local model behind vLLM's token API.
 
-    Speaks the subset of vLLM's OpenAI API the gateway uses (chat/completions with return_token_ids
-    and logprobs, streaming, hermes tool calls, image_url parts for a vision model, /tokenize,
-    dev-mode weight reload).
-
-    --memory-budget (e.g. 4GiB; default half the memory available at start) bounds the KV cache and
-    working memory of the running sequences: requests beyond it wait, one that cannot fit alone gets a 400.
+    Speaks the subset of vLLM's OpenAI API the gateway uses: chat/completions with return_token_ids
+    and logprobs, streaming, hermes tool calls, image_url parts for a vision model, /tokenize and
+    dev-mode weight reload.
     """
     import logging
 
@@ -43,6 +48,7 @@ def command(
             parse_size(memory_budget)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    _check_port_free(host, port)  # before the weights load (18 s for smollm2), not after
     engine = LocalEngine.from_pretrained(model, dtype=dtype, threads=threads, max_batch=max_batch,
                                          memory_budget=memory_budget)
     if served_model_name:
@@ -64,3 +70,10 @@ def command(
         asyncio.run(main())
     except KeyboardInterrupt:
         pass
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Raise the bind's own OSError (EADDRINUSE: one line from the CLI) when another server listens there."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is fine
+        probe.bind((host, port))
