@@ -67,6 +67,7 @@ def test_port_in_use_is_one_line(tmp_path: Path) -> None:
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
     lines = [line for line in out.stderr.splitlines() if line.strip() and "error:" in line]
     assert len(lines) == 1 and "another server already listens there" in lines[0], out.stderr[-2000:]
+    assert not (tmp_path / "c.db").exists(), "a start that fails on its port creates no call log"
 
 
 def test_builtin_suites_work_wherever_a_task_folder_does(tmp_path: Path) -> None:

@@ -163,9 +163,24 @@ def _tune_malloc() -> None:
         mallopt(ctypes.c_int(param), ctypes.c_int(value))
 
 
+def _check_ports_free(config: Config) -> None:
+    """Raise the bind's own OSError (one line from the CLI) for a port another server holds, before the call
+    log is created or opened: a failed start leaves no new store behind."""
+    import socket
+
+    admin_host = config.gateway.admin_host or config.gateway.host  # unset: the model listener's address
+    for host, port in ((config.gateway.host, config.gateway.port), (admin_host, config.gateway.admin_port)):
+        if not port:  # 0: any free port
+            continue
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp binds: TIME_WAIT is fine
+            probe.bind((host, port))
+
+
 async def _serve(config: Config, token: str, secret: str | None) -> None:
     from openforgerl.stack import open_gateway
 
+    _check_ports_free(config)
     async with open_gateway(Path("."), config, admin_token=token, secret=secret) as opened:
         gw = opened.gateway
         _tune_gc()
