@@ -17,7 +17,7 @@ from openforgerl.eval.runner import records_to_trials
 from openforgerl.orchestrator.view import ProgressView
 from openforgerl.records import CallErrorKind, RolloutStatus
 
-LONG = "abracadabra " * 400  # ~800 tokens: 16-40 s at the paces below, longer than every budget here
+LONG = "abracadabra " * 600  # ~1200 tokens: 60 s at the pace below, longer than every budget here
 
 
 def long_policy(turn: Turn) -> str:
@@ -62,7 +62,7 @@ async def test_an_answer_still_running_at_the_rollout_deadline_is_a_timeout_not_
     The non-streamed call sends no byte for the stall window, and the engine's passed health probe
     lets it go on. `parallel-long` is the same attack eight calls at once: none of them is infra."""
     env = await make_env(policy=long_policy, faults=Faults(token_delay_s=0.05))
-    task = proof_task(budget_s=15.0)
+    task = proof_task(budget_s=25.0)  # room for the harness's start on a loaded box (seen: 13 s)
     result = await env.run([task], agent_harness(mode), retries=2)
     (rec,) = result.records  # no retry: not infra
     assert rec.status is RolloutStatus.TIMEOUT and not rec.infra_tainted, rec.metadata
