@@ -117,9 +117,10 @@ class MemoryBudget:
 
     def startup_line(self, max_model_len: int, max_batch: int) -> str:
         """The one line the engine logs at start: the limit, where it came from, and what it means."""
-        one = self.shape.need([], max_model_len, max_model_len)
+        kv = self.shape.batch_bytes([max_model_len])
+        prefill = self.shape.need([], max_model_len, max_model_len) - kv
         head = (f"memory budget {_mib(self.limit)} ({self.source}): a full-context sequence ({max_model_len} tokens) "
-                f"needs ~{_mib(one)}")
+                f"keeps ~{_mib(kv)} of KV cache, its prefill ~{_mib(prefill)} more while it runs")
         n = self.full_context(max_model_len, max_batch)
         if n == 0:
             return f"{head}, more than the budget: requests that long get a 400; lower --max-model-len or raise it"
