@@ -3,23 +3,33 @@
 A call is a GUI call when its request holds images. Its frame is the last image of its request
 (what the model saw when it answered); its actions are the `computer`-style tool calls it made
 (read from the next request, like every tool call): Anthropic `computer` `{action, coordinate: [x, y]}`,
-OpenAI `computer_call` `{type: click, x, y}`, or any tool whose arguments carry `x`/`y` or
-`coordinate`. Coordinates are screen pixels of that screenshot.
+OpenAI `computer_call` `{type: click, x, y}`, zero-gui's (Qwen3-VL's) `computer_use`
+`{action, coordinate: [x, y]}` in 0-1000 units of the screen, or any tool whose arguments carry
+`x`/`y` or `coordinate` in screen pixels.
+
+Images: the gateway records a screenshot's bytes once in the call log's blob store and leaves
+`openforgerl-blob:sha256:<hex>` in the stored request where the data URL was. `resolve_image` turns
+such a reference back into a `data:` URL of the stored bytes (a page may load nothing from elsewhere,
+and the bundle must work from disk), and its width and height come from the bytes' header.
 """
 
 from __future__ import annotations
 
 import base64
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from openforgerl.analytics.events import ToolEvent
 from openforgerl.analytics.wire import request_items
-from openforgerl.records import CallRecord
+from openforgerl.records import BLOB_REF_PREFIX, CallRecord
 
-__all__ = ["Click", "Frame", "gui_frames", "image_size"]
+__all__ = ["BlobReader", "Click", "Frame", "gui_frames", "image_size", "media_type", "resolve_image"]
+
+BlobReader = Callable[[str], bytes | None]
+ZERO_GUI_TOOL = "computer_use"
+ZERO_GUI_SCALE = 1000  # zero-gui's coordinates: 0-1000 of each screen axis (harness/zero_gui/tool.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +47,35 @@ class Frame:
     width: int
     height: int
     clicks: tuple[Click, ...]
+    sha256: str = ""
+    """The blob the screenshot was read from ("" for an image recorded inline)."""
+    missing: bool = False
+    """A blob reference whose bytes the call log does not hold (shown as a note, not an empty box)."""
+
+
+def media_type(raw: bytes) -> str:
+    if raw[:8] == b"\x89PNG\r\n\x1a\n":
+        return "image/png"
+    if raw[:3] == b"\xff\xd8\xff":
+        return "image/jpeg"
+    if raw[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if raw[:4] == b"RIFF" and raw[8:12] == b"WEBP":
+        return "image/webp"
+    return "application/octet-stream"
+
+
+def resolve_image(url: str, read_blob: BlobReader | None) -> tuple[str, str, bool]:
+    """(a displayable URL, the blob's sha256 or "", missing): a blob reference becomes a `data:` URL of
+    the stored bytes; a stored blob that is not a raster image is never labelled as one."""
+    if not url.startswith(BLOB_REF_PREFIX):
+        return url, "", False
+    sha = url[len(BLOB_REF_PREFIX):]
+    raw = read_blob(sha) if read_blob is not None else None
+    kind = media_type(raw) if raw is not None else ""
+    if raw is None or not kind.startswith("image/"):
+        return "", sha, True
+    return f"data:{kind};base64,{base64.b64encode(raw).decode()}", sha, False
 
 
 def image_size(data_url: str) -> tuple[int, int]:
@@ -46,28 +85,40 @@ def image_size(data_url: str) -> tuple[int, int]:
     except (IndexError, ValueError):
         return 0, 0
     if raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) >= 24:
-        return struct.unpack(">II", raw[16:24])
+        w, h = struct.unpack(">II", raw[16:24])
+        return int(w), int(h)
     i = 2
     while raw[:2] == b"\xff\xd8" and i + 9 < len(raw):
         marker, length = raw[i + 1], struct.unpack(">H", raw[i + 2:i + 4])[0]
         if marker in (0xC0, 0xC1, 0xC2):
             h, w = struct.unpack(">HH", raw[i + 5:i + 9])
-            return w, h
+            return int(w), int(h)
         i += 2 + length
     return 0, 0
 
 
-def _point(args: Mapping[str, Any]) -> tuple[float, float] | None:
-    coord = args.get("coordinate") or args.get("coordinates") or args.get("position")
-    if isinstance(coord, list | tuple) and len(coord) >= 2 and all(isinstance(v, int | float) for v in coord[:2]):
-        return float(coord[0]), float(coord[1])
-    x, y = args.get("x"), args.get("y")
-    if isinstance(x, int | float) and isinstance(y, int | float):
-        return float(x), float(y)
+def _pair(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, list | tuple) and len(value) >= 2 and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in value[:2]):
+        return float(value[0]), float(value[1])
     return None
 
 
-def gui_frames(calls: Sequence[CallRecord], events: Sequence[ToolEvent]) -> list[Frame]:
+def _point(tool: str, args: Mapping[str, Any], width: int, height: int) -> tuple[float, float] | None:
+    point = _pair(args.get("coordinate") or args.get("coordinates") or args.get("position"))
+    if point is None:
+        x, y = args.get("x"), args.get("y")
+        point = _pair([x, y])
+    if point is None or tool != ZERO_GUI_TOOL or not width or not height:
+        return point
+    # zero-gui converts 0-1000 to pixels as `min(int(v * size / 1000 + 0.5), size - 1)`: the same here,
+    # so the marker sits on the pixel the computer service clicked
+    return (min(int(point[0] * width / ZERO_GUI_SCALE + 0.5), width - 1),
+            min(int(point[1] * height / ZERO_GUI_SCALE + 0.5), height - 1))
+
+
+def gui_frames(calls: Sequence[CallRecord], events: Sequence[ToolEvent],
+               read_blob: BlobReader | None = None) -> list[Frame]:
     frames = []
     by_call: dict[int, list[ToolEvent]] = {}
     for e in events:
@@ -77,12 +128,13 @@ def gui_frames(calls: Sequence[CallRecord], events: Sequence[ToolEvent]) -> list
         images = [i.image for i in request_items(call.protocol, call.request) if i.image]
         if not images:
             continue
+        url, sha, missing = resolve_image(images[-1], read_blob)
+        w, h = image_size(url) if url.startswith("data:") else (0, 0)
         clicks: list[Click] = []
         for e in by_call.get(call.index, []):
-            point = _point(e.args)
+            point = _point(e.tool, e.args, w, h)
             if point is not None:
                 action = str(e.args.get("action") or e.args.get("type") or e.tool)
                 clicks.append(Click(point[0], point[1], action, f"{len(clicks) + 1}: {action} ({point[0]:g}, {point[1]:g})"))
-        w, h = image_size(images[-1])
-        frames.append(Frame(call.index, images[-1], w, h, tuple(clicks)))
+        frames.append(Frame(call.index, url, w, h, tuple(clicks), sha, missing))
     return frames

@@ -6,7 +6,7 @@ from typing import Any
 
 import jinja2
 
-from openforgerl.viewer.site import Links, Page, pretty
+from openforgerl.viewer.site import Links, Page, outcome, pretty
 
 __all__ = ["Renderer"]
 
@@ -23,7 +23,7 @@ class Renderer:
     def __init__(self, links: Links) -> None:
         self.env = jinja2.Environment(loader=jinja2.PackageLoader("openforgerl.viewer", "templates"),
                                       autoescape=True, undefined=jinja2.StrictUndefined)
-        self.env.globals.update(links=links, fmt=fmt, pretty=pretty)
+        self.env.globals.update(links=links, fmt=fmt, pretty=pretty, outcome=outcome)
 
     def render(self, page: Page) -> str:
         return self.env.get_template(page.template).render(**page.context)

@@ -7,10 +7,12 @@ goes through `RunDir` (records, call log) or `safe.safe_file` (artifacts).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -22,13 +24,33 @@ from openforgerl.analytics.report import passed
 from openforgerl.analytics.rundir import RunDir, TaskIndex, family_of
 from openforgerl.analytics.wire import WireItem, request_items
 from openforgerl.records import CallRecord, RolloutRecord
+from openforgerl.store.blobfiles import BlobFiles
 from openforgerl.viewer.align import align_events
-from openforgerl.viewer.gui import gui_frames
-from openforgerl.viewer.index import FILTERS, RolloutIndex
+from openforgerl.viewer.gui import BlobReader, gui_frames, resolve_image
+from openforgerl.viewer.index import FILTERS, RolloutIndex, RolloutRow
 from openforgerl.viewer.safe import safe_file
 from openforgerl.viewer.tokens import Decoder, chain_views, load_decoder
 
-__all__ = ["Links", "Page", "Site", "inert_suffix"]
+__all__ = ["BEHAVIOUR_HELP", "Links", "Page", "Site", "blob_reader", "default_pair", "inert_suffix", "outcome"]
+
+BEHAVIOUR_HELP = {
+    "sv": "self-verification: 1 if a successful write is read back (same resource) before the answer; "
+          "– without a successful write",
+    "sv_frac": "verified writes / successful writes",
+    "tc": "distinct tools called (any outcome)",
+    "tc_norm": "tool coverage: share of the offered tools that were called",
+    "tc_req": "share of the gold (required) tools that were called",
+    "er": "error recovery: share of errors followed within 4 events by a success of the same tool; "
+          "– without errors",
+    "errors": "error events (a failed call or an injected fault)",
+    "cfs": "catastrophic first step: 1 if the first write fails, misses every gold resource or trips a "
+           "safety check (lower is better); – without a write",
+    "pc": "plan completion: gold actions matched in order by successful calls / gold actions",
+    "iba": "inspect before act: 1 if a read of the first write's service comes before it; – without a write",
+    "loop": "longest run of identical consecutive calls (tool + arguments)",
+    "rep_ratio": "calls that repeat an earlier identical call / calls",
+}
+"""What each behaviour column means (analytics/metrics.py defines them); "–" is "not defined here"."""
 
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 _RASTER = ((b"\x89PNG\r\n\x1a\n", ".png"), (b"\xff\xd8\xff", ".jpg"), (b"GIF87a", ".gif"), (b"GIF89a", ".gif"))
@@ -77,6 +99,15 @@ class Links:
         return f"/run/{run}/file/{quote(rollout_id)}/{quote(kept['rel'])}"
 
 
+def outcome(passed: bool, status: str | None, tainted: bool = False) -> str:
+    """The one colour class of a rollout's result, from its score, so a status and a reward never disagree:
+    `infra` (grey: an infra or config error or a tainted rollout, no score for the policy), `pass` (green)
+    or `fail` (red, a reward-0 `ok` included). The status itself is shown as neutral text."""
+    if tainted or str(status or "").startswith(("infra_error", "config_error")):
+        return "infra"
+    return "pass" if passed else "fail"
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
 
@@ -120,6 +151,10 @@ class Site:
     def indexes(self) -> list[RolloutIndex]:
         return [RolloutIndex(r) for r in self.runs]
 
+    @cached_property
+    def blob_readers(self) -> list[BlobReader]:
+        return [blob_reader(r) for r in self.runs]
+
     def run(self, i: int) -> tuple[RunDir, RolloutIndex] | None:
         return (self.runs[i], self.indexes[i]) if 0 <= i < len(self.runs) else None
 
@@ -159,11 +194,14 @@ class Site:
         audit = run.audit(rollout_id)
         events = rollout_events(calls, audit)
         chains, excluded = chain_views(calls, self.decoder)
+        read_blob = self.blob_readers[i]
         return Page("rollout.html", {
-            "i": i, "run": run.label, "r": record, "calls": self._call_views(calls, events), "events": events,
-            "audit": audit, "chains": chains, "excluded": excluded, "frames": gui_frames(calls, events),
+            "i": i, "run": run.label, "r": record, "calls": self._call_views(calls, events, read_blob),
+            "events": events, "audit": audit, "chains": chains, "excluded": excluded,
+            "frames": gui_frames(calls, events, read_blob),
             "files": self.artifact_files(run, rollout_id), "checks": _checks(record),
-            "behaviour": self._behaviour(record, events, calls), "family": family_of(record.task_id),
+            "behaviour": self._behaviour(record, events, calls), "behaviour_help": BEHAVIOUR_HELP,
+            "result": outcome(passed(record), record.status, bool(record.infra_tainted)), "family": family_of(record.task_id),
             "compare_ok": bool(record.task_id)})
 
     def compare_page(self, task: str, a: str | None = None, b: str | None = None) -> Page | None:
@@ -172,8 +210,8 @@ class Site:
         right = self.indexes[right_i].for_task(task)
         if not left or not right:
             return None
-        pick_a = next((r for r in left if r.rollout_id == a), left[0])
-        default_b = right[1] if right_i == left_i and len(right) > 1 else right[0]
+        default_a, default_b = default_pair(left, right, same_run=left_i == right_i)
+        pick_a = next((r for r in left if r.rollout_id == a), default_a)
         pick_b = next((r for r in right if r.rollout_id == b), default_b)
         sides: list[dict[str, Any]] = []
         for idx, pick, choices in ((left_i, pick_a, left), (right_i, pick_b, right)):
@@ -210,7 +248,8 @@ class Site:
             return None
         return safe_file(run.root, f"rollouts/{rollout_id}/{rel}")
 
-    def _call_views(self, calls: Sequence[CallRecord], events: Sequence[ToolEvent]) -> list[CallView]:
+    def _call_views(self, calls: Sequence[CallRecord], events: Sequence[ToolEvent],
+                    read_blob: BlobReader | None = None) -> list[CallView]:
         prev: dict[str | None, list[WireItem]] = {}
         out = []
         for call in sorted(calls, key=lambda c: c.index):
@@ -220,7 +259,8 @@ class Site:
             new = items[len(before):] if extends else items
             prev[call.agent_id] = items
             mine = tuple(e for e in events if e.call_index == call.index)
-            out.append(CallView(call, tuple(new), not extends and bool(before), mine))
+            shown = tuple(replace(it, image=resolve_image(it.image, read_blob)[0]) if it.image else it for it in new)
+            out.append(CallView(call, shown, not extends and bool(before), mine))
         return out
 
     def _behaviour(self, record: RolloutRecord, events: list[ToolEvent], calls: list[CallRecord]) -> dict[str, Any]:
@@ -231,8 +271,48 @@ class Site:
                              forbidden=tuple(GoldAction(t, a) for t, a in task.forbidden) if task else (),
                              model_calls=len(calls))
         values = behaviour(facts).as_dict()
-        keys = ("sv", "sv_frac", "tc", "tc_norm", "tc_req", "er", "errors", "cfs", "pc", "iba", "loop", "rep_ratio")
-        return {k: values[k] for k in keys}
+        return {k: values[k] for k in BEHAVIOUR_HELP}
+
+
+def default_pair(left: Sequence[RolloutRow], right: Sequence[RolloutRow], *, same_run: bool
+                 ) -> tuple[RolloutRow, RolloutRow]:
+    """The two rollouts a side by side of one run opens with: a pass (left) and a fail (right) of the task
+    when the run has both (scored rollouts only: an infra error says nothing of the policy), else its
+    first two. Two runs open with each one's first rollout of the task (run against run)."""
+    if not same_run:
+        return left[0], right[0]
+
+    def scored(rows: Sequence[RolloutRow], want: bool) -> list[RolloutRow]:
+        return [r for r in rows if r.passed == want and outcome(r.passed, r.status, r.infra_reason == "tainted") != "infra"]
+    for a_pass in (True, False):
+        for first in scored(left, a_pass):
+            second = next((r for r in scored(right, not a_pass) if r.rollout_id != first.rollout_id), None)
+            if second is not None:
+                return first, second
+    fallback = right[1] if same_run and len(right) > 1 else right[0]
+    return left[0], fallback
+
+
+def blob_reader(run: RunDir) -> BlobReader:
+    """The run's stored image bytes by sha256, read-only: the call log's pack files (`store.blobfiles`, which
+    checks each blob against its hash), else the `blobs` table of a log written before them."""
+    files = BlobFiles(Path(f"{run.db_path}.blobs"))
+
+    def read(sha256: str) -> bytes | None:
+        data = files.read(sha256)
+        if data is not None:
+            return data
+        conn = run.connect()
+        if conn is None:
+            return None
+        try:
+            row = conn.execute("SELECT data FROM blobs WHERE sha256=?", (sha256,)).fetchone()
+        except sqlite3.OperationalError:  # a log with no blobs table
+            row = None
+        finally:
+            conn.close()
+        return bytes(row[0]) if row is not None and hashlib.sha256(bytes(row[0])).hexdigest() == sha256 else None
+    return read
 
 
 def _checks(record: RolloutRecord) -> list[tuple[str, float]]:

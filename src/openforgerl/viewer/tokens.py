@@ -5,6 +5,11 @@ harness inserted: tool output, template glue) and its logprob; each chain says w
 `BreakEvent` of `trajectory.breaks`: sub-agent, compaction, prefix mismatch, new context, rewind,
 length) and calls left out of every chain say why (`ExcludeCause`). The view uses the same
 `build_chains` the trainer uses, so what it shows is what would be trained.
+
+An image is hundreds of placeholder tokens (`<|image_pad|>`: 880 for a 1280x720 screenshot in
+Qwen3-VL), which buried the text around it: each run of one placeholder token with one mask becomes
+a single `TokenSpan` (`count` > 1, `label` "image 2 · 880 tokens"), its mask and logprobs kept in
+its title. Images are numbered through the whole chain, hidden prompt head included.
 """
 
 from __future__ import annotations
@@ -19,11 +24,13 @@ from openforgerl.trajectory.building import build_chains, exclude_cause
 from openforgerl.trajectory.chains import Chain
 from openforgerl.trajectory.options import ReconstructionOptions
 
-__all__ = ["ChainView", "TokenSpan", "chain_views", "load_decoder"]
+__all__ = ["ChainView", "TokenSpan", "chain_views", "collapse_images", "load_decoder"]
 
 Decoder = Callable[[int], str]
 PROMPT_TAIL = 400
-"""Prompt tokens shown before the response (the head is collapsed)."""
+"""Prompt spans shown before the response (the head is collapsed; an image run is one span)."""
+PLACEHOLDERS = frozenset({"<|image_pad|>", "<|video_pad|>", "<image>", "<|image|>", "<image_soft_token>"})
+"""Decoded texts of the vision placeholder tokens a chat template repeats once per image patch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +41,20 @@ class TokenSpan:
     logprob: float | None
     heat: float
     """0 (p≈1, confident) .. 1 (p≈0): the colour of a trained token."""
+    count: int = 1
+    """Tokens this span stands for: > 1 for a collapsed image placeholder run."""
+    label: str = ""
+    """The chip's text for a collapsed run ("image 1 · 880 tokens")."""
+
+    @property
+    def title(self) -> str:
+        """What a hover shows: id, mask and logprob (for a run: its count and mean logprob)."""
+        mask = "mask 1, trained" if self.trained else "mask 0, not trained"
+        lp = f" · logprob {self.logprob:.3f}" if self.logprob is not None else ""
+        if self.count > 1:
+            lp = f" · mean logprob {self.logprob:.3f}" if self.logprob is not None else ""
+            return f"{self.label}: {self.count} × {self.text} (id {self.token_id}) · {mask}{lp}"
+        return f"id {self.token_id} · {mask}{lp}" if self.trained else f"id {self.token_id} ({mask})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,12 +119,47 @@ def chain_views(calls: Sequence[CallRecord], decode: Decoder, options: Reconstru
     return [_view(chain, decode) for chain in build.chains], excluded
 
 
+def collapse_images(spans: Sequence[TokenSpan], first_image: int = 1) -> list[TokenSpan]:
+    """Each run of one placeholder token with one mask as a single span, numbered from `first_image`."""
+    out: list[TokenSpan] = []
+    run: list[TokenSpan] = []
+    image = first_image
+
+    def flush() -> None:
+        nonlocal image
+        if len(run) > 1:
+            lps = [t.logprob for t in run if t.logprob is not None]
+            mean = sum(lps) / len(lps) if lps else None
+            out.append(TokenSpan(run[0].text, run[0].token_id, run[0].trained, mean,
+                                 _heat(mean) if mean is not None else 0.0, len(run),
+                                 f"image {image} · {len(run)} tokens"))
+            image += 1
+        else:
+            out.extend(run)
+        run.clear()
+
+    for span in spans:
+        if run and (span.token_id != run[0].token_id or span.trained != run[0].trained):
+            flush()
+        if span.text in PLACEHOLDERS:
+            run.append(span)
+        else:
+            flush()
+            out.append(span)
+    flush()
+    return out
+
+
 def _view(chain: Chain, decode: Decoder) -> ChainView:
     tokens, plen, mask, lps = chain.tokens, chain.prompt_len, chain.mask, chain.logprobs
-    start = max(0, plen - PROMPT_TAIL)
-    prompt = tuple(TokenSpan(decode(t), t, False, None, 0.0) for t in tokens[start:plen])
-    response = tuple(TokenSpan(decode(t), t, bool(m), lp if m else None, _heat(lp) if m else 0.0)
-                     for t, m, lp in zip(tokens[plen:], mask, lps, strict=False))
+    full_prompt = collapse_images([TokenSpan(decode(t), t, False, None, 0.0) for t in tokens[:plen]])
+    shown = full_prompt[-PROMPT_TAIL:]
+    start = sum(t.count for t in full_prompt[:len(full_prompt) - len(shown)])
+    prompt = tuple(shown)
+    images_before = sum(1 for t in full_prompt if t.count > 1)
+    response = tuple(collapse_images(
+        [TokenSpan(decode(t), t, bool(m), lp if m else None, _heat(lp) if m else 0.0)
+         for t, m, lp in zip(tokens[plen:], mask, lps, strict=False)], images_before + 1))
     trained = [lp for m, lp in zip(mask, lps, strict=False) if m]
     event = chain.started_by
     detail = ""
