@@ -245,3 +245,79 @@ def test_an_agent_that_makes_the_nl_judge_answer_prose_scores_0_and_a_broken_jud
         _nl_score(rt, judge.url, passed, injected)
     with serve_policy(lambda t: '{"results": []}') as judge, pytest.raises(VerifierError, match="each of the 1"):
         _nl_score(rt, judge.url, passed)
+
+
+# ------------------------------------------------------------------ Claw-Eval fields that change behaviour
+
+
+def _claw_eval_task(tmp_path: Path, name: str, edit) -> Path:
+    import shutil
+
+    import yaml
+
+    folder = tmp_path / "claw" / "tasks" / name
+    shutil.copytree(DATA / "claw_eval" / "T901_email_reply_draft", folder)
+    spec = yaml.safe_load((folder / "task.yaml").read_text())
+    (folder / "task.yaml").write_text(yaml.safe_dump(edit(spec), sort_keys=False))
+    return folder
+
+
+def _turns(n: int):
+    return lambda spec: dict(spec, environment=dict(spec["environment"], max_turns=n))
+
+
+def test_claw_eval_max_turns_reaches_the_harness_turn_limit(tmp_path: Path) -> None:
+    from openforgerl.harness.base import HarnessContext
+    from openforgerl.harness.zero.adapter import ZeroHarness
+    from openforgerl.tasks.loader import load_runtime
+
+    [folder] = import_any(_claw_eval_task(tmp_path, "T901_email_reply_draft", _turns(2)), tmp_path / "out")
+    rt = load_runtime(folder)
+    assert load_task(folder).meta.max_turns == 2 and rt.max_turns == 2
+
+    def argv_turns(ctx_turns: int | None, own: int = 30) -> str:
+        ctx = HarnessContext("do it", "http://g/v1", "http://g", "k", "m", max_turns=ctx_turns)
+        argv = list(ZeroHarness(max_turns=own).launch(ctx, tmp_path).argv)
+        return argv[argv.index("--max-turns") + 1]
+    assert argv_turns(rt.max_turns) == "2" and argv_turns(None) == "30"  # control: no task cap, zero's own
+    assert argv_turns(rt.max_turns, own=1) == "1"  # the lower of the two
+
+
+def test_claw_eval_prompt_attachments_are_flagged_not_dropped(tmp_path: Path) -> None:
+    def attach(spec: dict) -> dict:
+        return dict(spec, prompt=dict(spec["prompt"], attachments=["fixtures/chart.png"]))
+
+    [plain] = import_any(_claw_eval_task(tmp_path, "T901_email_reply_draft", lambda s: s), tmp_path / "a")
+    [with_file] = import_any(_claw_eval_task(tmp_path / "b", "T901_email_reply_draft", attach), tmp_path / "b")
+    assert not any("attachments" in f for f in load_task(plain).flags)  # control
+    assert any(f.startswith("unsupported:claw_eval_attachments:1") for f in load_task(with_file).flags)
+    # an attachment that is also a sandbox file is in the workspace where the prompt names it: not flagged
+    laid_out = _claw_eval_task(tmp_path / "c", "T901_email_reply_draft",
+                               lambda s: dict(attach(s), sandbox_files=["fixtures/chart.png"]))
+    (laid_out / "fixtures" / "chart.png").write_bytes(b"\x89PNG\r\n")
+    [in_workspace] = import_any(laid_out, tmp_path / "c" / "out")
+    assert not any("attachments" in f for f in load_task(in_workspace).flags)
+
+
+@pytest.mark.skipif(not __import__("shutil").which("bwrap"), reason="bubblewrap not installed")
+def test_a_claw_eval_turn_cap_stops_zero_through_eval(tmp_path: Path) -> None:
+    """The scripted oracle needs several turns: under upstream's cap of 1 it cannot finish; under 25 it does."""
+    import typer
+    from typer.testing import CliRunner
+
+    from openforgerl.eval.command import command as eval_command
+
+    app = typer.Typer()
+    app.command()(eval_command)
+    rewards = {}
+    for cap in (1, 25):
+        tasks = tmp_path / f"t{cap}"
+        import_any(_claw_eval_task(tmp_path / f"s{cap}", "T901_email_reply_draft", _turns(cap)), tasks)
+        res = CliRunner().invoke(app, ["--tasks", str(tasks), "--harness", "zero", "--trials", "1",
+                                       "--scripted-oracle", "1.0", "--out", str(tmp_path / f"r{cap}")])
+        assert res.exit_code == 0, res.output
+        report = json.loads((tmp_path / f"r{cap}" / "report.json").read_text())
+        rewards[cap] = report["tasks"]["zero"][0]["mean_reward"]
+    assert rewards[25] == 1.0 and rewards[1] < 1.0, rewards
+    [capped] = [json.loads(x) for x in (tmp_path / "r1" / "rollouts.jsonl").read_text().splitlines()]
+    assert capped["metadata"]["calls"] == 1 and "turn cap" in capped["metadata"]["harness_stdout_tail"]

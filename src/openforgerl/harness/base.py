@@ -40,6 +40,7 @@ class HarnessContext:
     shell_tools_hint: str = ""  # how to use the task's tools from a shell, for shell-only harnesses
     tools: Sequence[Mapping[str, object]] = ()  # OpenAI function tools, for direct-tool harnesses
     tool_service_url: str = ""  # where direct-tool harnesses POST `/tools/{name}` calls (the task's service)
+    max_turns: int | None = None  # the task's own turn cap; an adapter with a turn limit takes the lower
 
 
 @dataclass(frozen=True)

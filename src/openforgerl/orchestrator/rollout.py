@@ -238,7 +238,8 @@ class RolloutRunner:
             anthropic_base_url=sandbox.gateway_url + urlsplit(opened.anthropic_base_url).path,
             api_key=opened.api_key, model=self.config.model,
             mcp_servers=tuple(task.mcp_servers()), shell_tools_hint=task.shell_tools_hint(),
-            tools=tuple(task.function_tools()), tool_service_url=task.tool_service_url)
+            tools=tuple(task.function_tools()), tool_service_url=task.tool_service_url,
+            max_turns=getattr(task, "max_turns", None))
 
     async def _prepare(self, run: _Run, sandbox: Sandbox) -> HarnessLaunch:
         """The adapter's config files and command line, written into the sandbox."""

@@ -214,6 +214,7 @@ class TaskDefaults:
     service_ready_s: float = 0.0
     metadata: Mapping[str, Any] = _EMPTY
     tool_service_url: str = ""
+    max_turns: int | None = None  # the task's own turn cap (HarnessContext.max_turns)
 
     def files(self) -> Mapping[str, bytes]:
         return _no_files()

@@ -63,6 +63,9 @@ class OpenforgeMeta(BaseModel):
     """Why this imported task cannot run here (e.g. a service we do not implement); flagged, not run."""
     needs: list[str] = Field(default_factory=list)
     """What this task needs that is not given (e.g. `user_simulator`, `transcript`); flagged, not run."""
+    max_turns: int | None = Field(None, ge=1)
+    """The task's own cap on the agent's turns (Claw-Eval `environment.max_turns`); a harness with a turn
+    limit (`zero`) runs with the lower of its own and this one."""
     no_oracle: str = ""
     """Why the task ships no oracle ("" = it has one); `tasks validate` skips it, `eval` still runs it."""
     source: str = ""

@@ -132,6 +132,7 @@ class ClawTaskRuntime(TaskDefaults):
         self.task_id = task.task_id
         self.instruction = task.instruction
         self.budget_s = task.budget_s
+        self.max_turns = task.meta.max_turns  # Claw-Eval's own cap: the harness takes the lower
         self.port = port
         self.python = python or sys.executable
         self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,

@@ -51,6 +51,11 @@ Read from upstream's `TaskDefinition` (`src/claw_eval/models/task.py`) and its r
   material: the agent's tools read them anyway), and `tool_called` / `tool_not_called` / `expected_actions`
   on them check the upstream tool's calls. Not run this way: `web_real*` (the internet) and `documents`
   (it serves files from its working directory, upstream's repo root).
+- `environment.max_turns` (upstream's runner stops the agent there) → `max_turns` in the task's metadata,
+  which a harness with a turn limit (`zero`) applies as the lower of its own and the task's;
+  `environment.timeout_seconds` → the task's budget. `prompt.attachments` (image/audio blocks upstream
+  sends with the prompt) not also in `sandbox_files` → `unsupported: claw_eval_attachments`: no harness
+  here is handed them (one in `sandbox_files` is in the workspace, where the prompt names it).
 - Text checks need the agent's final words; without a transcript (`tasks validate`) the verifier has
   only the service, so the instruction asks for the final answer through `submit_answer`.
 """
@@ -518,6 +523,10 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
     user = spec.get("user_agent") or {}
     prompt = spec.get("prompt") or {}
     instruction = str(prompt.get("text", "") if isinstance(prompt, dict) else prompt)
+    attachments = prompt.get("attachments") if isinstance(prompt, dict) else None
+    unseen = [a for a in attachments or [] if a not in (spec.get("sandbox_files") or [])]
+    if unseen:  # upstream sends them as image/audio blocks of the prompt; one not in the workspace is never seen
+        unsupported.append(f"claw_eval_attachments:{len(unseen)} file(s) sent with the prompt, not in sandbox_files")
     if user.get("enabled"):  # upstream appends the suffix to the agent's system prompt
         suffix = str(user.get("system_prompt_suffix") or "").strip()
         instruction = "\n\n".join(x for x in (instruction.rstrip(), suffix, USER_HINT) if x)
@@ -542,8 +551,16 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
     # the grader reads the conversation: eval builds it on the host from the call log (lifts the flag)
     needs = (["transcript"] if graded else []) + (["user_simulator"] if user.get("enabled") and not user_engine else [])
     draft.extra_meta = {"requires_llm_judge": judge, "requires_internet": any(s in WEB for s in theirs),
-                        "unsupported": sorted(set(unsupported)), "needs": needs, "no_oracle": why}
+                        "unsupported": sorted(set(unsupported)), "needs": needs, "no_oracle": why,
+                        **_turn_cap(spec)}
     return draft
+
+
+def _turn_cap(spec: dict[str, Any]) -> dict[str, int]:
+    """Upstream's `environment.max_turns` (its runner stops the agent there): the task's own turn cap,
+    which a harness with a turn limit (`zero`) applies; {} when the task gives none."""
+    turns = (spec.get("environment") or {}).get("max_turns")
+    return {"max_turns": int(turns)} if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0 else {}
 
 
 # ---------------------------------------------------------------- oracle: derived from the checks

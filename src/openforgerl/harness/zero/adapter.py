@@ -36,7 +36,7 @@ class ZeroHarness:
         spec = {"tools": list(ctx.tools), "service_url": ctx.tool_service_url}
         argv = [self.python, "-m", "openforgerl.harness.zero", ctx.instruction, "--model", ctx.model,
                 "--tools-json", tools_path, "--workdir", ctx.workdir, "--builtins", self.builtins,
-                "--max-turns", str(self.max_turns), "--wall-clock", str(self.wall_clock_s),
+                "--max-turns", str(min(self.max_turns, ctx.max_turns or self.max_turns)), "--wall-clock", str(self.wall_clock_s),
                 "--call-timeout", str(self.call_timeout_s), "--transcript", transcript]
         argv += [arg for flag, v in self.sampling.items() if v is not None for arg in (flag, str(v))]
         # zero runs the task's tools itself, so it gets the environment the task gives its MCP servers
