@@ -321,3 +321,32 @@ def test_a_claw_eval_turn_cap_stops_zero_through_eval(tmp_path: Path) -> None:
     assert rewards[25] == 1.0 and rewards[1] < 1.0, rewards
     [capped] = [json.loads(x) for x in (tmp_path / "r1" / "rollouts.jsonl").read_text().splitlines()]
     assert capped["metadata"]["calls"] == 1 and "turn cap" in capped["metadata"]["harness_stdout_tail"]
+
+
+@needs_tau2
+@needs_bwrap
+def test_retail_nl_assertions_are_scored_through_eval_with_a_judge_engine(tmp_path: Path) -> None:
+    """The verifier sandbox scores the DB (`--nl-on-host`), the host's judge the assertions: met → 1,
+    not met → 0 on the same gold trajectory."""
+    import typer
+    from judge_helpers import serve_policy, user_text
+    from typer.testing import CliRunner
+
+    from openforgerl.eval.command import command as eval_command
+
+    source = _repo_tasks(tmp_path, "retail", ["1"], _nl([CONFIRM]))
+    import_any(source, tmp_path / "t")
+    app = typer.Typer()
+    app.command()(eval_command)
+    rewards, prompts = {}, []
+    for met in ("true", "false"):
+        with serve_policy(lambda t: "Hi, I want to exchange an item. [DONE]") as user, \
+                serve_policy(lambda t, met=met: ALL_MET % (CONFIRM, met)) as judge:
+            res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "t"), "--harness", "zero", "--trials", "1",
+                                           "--scripted-oracle", "1.0", "--out", str(tmp_path / met),
+                                           "--user-engine", user.url, "--judge-engine", judge.url])
+        assert res.exit_code == 0, res.output
+        rewards[met] = json.loads((tmp_path / met / "report.json").read_text())["tasks"]["zero"][0]["mean_reward"]
+        prompts += [user_text(t) for t in judge.turns]
+    assert rewards == {"true": 1.0, "false": 0.0}
+    assert len(prompts) == 2 and all(CONFIRM in p and "Hi, I want to exchange" in p for p in prompts)
