@@ -51,6 +51,8 @@ class Frame:
     """The blob the screenshot was read from ("" for an image recorded inline)."""
     missing: bool = False
     """A blob reference whose bytes the call log does not hold (shown as a note, not an empty box)."""
+    actions: tuple[str, ...] = ()
+    """The call's other actions, with no point on the screen (`type 'text'`, `key`, `terminate`)."""
 
 
 def media_type(raw: bytes) -> str:
@@ -131,10 +133,14 @@ def gui_frames(calls: Sequence[CallRecord], events: Sequence[ToolEvent],
         url, sha, missing = resolve_image(images[-1], read_blob)
         w, h = image_size(url) if url.startswith("data:") else (0, 0)
         clicks: list[Click] = []
+        others: list[str] = []
         for e in by_call.get(call.index, []):
             point = _point(e.tool, e.args, w, h)
+            action = str(e.args.get("action") or e.args.get("type") or e.tool)
             if point is not None:
-                action = str(e.args.get("action") or e.args.get("type") or e.tool)
                 clicks.append(Click(point[0], point[1], action, f"{len(clicks) + 1}: {action} ({point[0]:g}, {point[1]:g})"))
-        frames.append(Frame(call.index, url, w, h, tuple(clicks), sha, missing))
+            else:
+                detail = e.args.get("text") or e.args.get("keys") or e.args.get("status") or ""
+                others.append(f"{action} {detail!r}" if detail else action)
+        frames.append(Frame(call.index, url, w, h, tuple(clicks), sha, missing, tuple(others)))
     return frames

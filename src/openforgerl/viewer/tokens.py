@@ -24,7 +24,7 @@ from openforgerl.trajectory.building import build_chains, exclude_cause
 from openforgerl.trajectory.chains import Chain
 from openforgerl.trajectory.options import ReconstructionOptions
 
-__all__ = ["ChainView", "TokenSpan", "chain_views", "collapse_images", "load_decoder"]
+__all__ = ["ChainView", "TokenSpan", "chain_view", "chain_views", "collapse_images", "load_decoder"]
 
 Decoder = Callable[[int], str]
 PROMPT_TAIL = 400
@@ -116,7 +116,7 @@ def chain_views(calls: Sequence[CallRecord], decode: Decoder, options: Reconstru
     ordered = sorted(calls, key=lambda c: c.index)
     build = build_chains(ordered, options or ReconstructionOptions())
     excluded = [(c.index, str(cause)) for c in ordered if (cause := exclude_cause(c)) is not None]
-    return [_view(chain, decode) for chain in build.chains], excluded
+    return [chain_view(chain, decode) for chain in build.chains], excluded
 
 
 def collapse_images(spans: Sequence[TokenSpan], first_image: int = 1) -> list[TokenSpan]:
@@ -150,7 +150,7 @@ def collapse_images(spans: Sequence[TokenSpan], first_image: int = 1) -> list[To
     return out
 
 
-def _view(chain: Chain, decode: Decoder) -> ChainView:
+def chain_view(chain: Chain, decode: Decoder) -> ChainView:
     tokens, plen, mask, lps = chain.tokens, chain.prompt_len, chain.mask, chain.logprobs
     full_prompt = collapse_images([TokenSpan(decode(t), t, False, None, 0.0) for t in tokens[:plen]])
     shown = full_prompt[-PROMPT_TAIL:]
