@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from _model_call import CALL_MODEL
 
 from openforgerl.harness.generic import CommandHarness
 from openforgerl.records import RolloutStatus
@@ -89,7 +90,7 @@ async def test_admin_plane_is_unreachable_from_inside_the_sandbox(attack_env) ->
     assert stored is not None and stored.reward == 0.0
 
     honest = proof_task(instruction="write the magic word", task_id="honest")
-    harness = CommandHarness(["sh", "-c", "echo abracadabra > /workdir/proof.txt"])
+    harness = CommandHarness(["sh", "-c", f"{CALL_MODEL} >/dev/null; echo abracadabra > /workdir/proof.txt"])
     (ok,) = (await attack_env.run([honest], harness)).records
     assert ok.status is RolloutStatus.OK and ok.reward == 1.0, ok.verifier_log
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _model_call import CALL_MODEL
 
 from openforgerl.harness.generic import CommandHarness
 from openforgerl.records import RolloutStatus
@@ -30,11 +31,6 @@ SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/t
 pytestmark = [needs_bwrap]
 
 HONEST = "echo 'budget review' > /workdir/plan.md"
-CALL_MODEL = (f"{sys.executable} -c \"import json, os, urllib.request as u; "
-              "r = u.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions', "
-              "json.dumps({'model': 'm', 'messages': [{'role': 'user', 'content': 'hi'}]}).encode(), "
-              "{'Authorization': 'Bearer ' + os.environ['OPENAI_API_KEY'], 'Content-Type': 'application/json'}); "
-              "print(u.urlopen(r, timeout=60).status)\"")
 
 
 def proof_task() -> ProofFileTask:
