@@ -52,9 +52,14 @@ def _version_tag() -> str:
 @pytest.fixture(scope="session")
 def rollout_image() -> str:
     """scripts/build_images.sh (a no-op when the tag exists); missing tools fail in CI, skip elsewhere."""
+    from openforgerl.harness.install import tools_dir
+
     missing = [b for b in ("podman", "mmdebstrap") if shutil.which(b) is None]
+    reason = f"{' and '.join(missing)} missing: apt-get install {' '.join(missing)}"
+    clis = [c for c in ("codex", "claude-code") if not (tools_dir() / "npm" / c).is_dir()]
+    if clis and not missing:
+        missing, reason = clis, f"the image needs {', '.join(clis)}: run scripts/install_harnesses.sh"
     if missing:
-        reason = f"{' and '.join(missing)} missing: apt-get install {' '.join(missing)}"
         if os.environ.get("CI") or os.environ.get("OPENFORGERL_REQUIRE_HARNESSES"):
             pytest.fail(reason)
         pytest.skip(reason)
