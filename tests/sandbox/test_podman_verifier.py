@@ -35,9 +35,11 @@ CHECK = ("ps -o pid,args > /verifier/out/ps.txt; cat /workdir/answer.txt > /veri
          "wget -q -O - http://127.0.0.1:8088/state.txt > /verifier/out/service.txt; echo done > /verifier/out/reward.json")
 
 
-@pytest.fixture
-async def podman(tmp_path: Path) -> AsyncIterator[tuple[PodmanBackend, str]]:
-    b = PodmanBackend(root=tmp_path / "podman")
+@pytest.fixture(params=["netns", "none"])
+async def podman(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[PodmanBackend, str]]:
+    """Both network modes: our loopback namespace (root) and `--network none`, where the containers share
+    a holder container's loopback instead (what a machine without root gets)."""
+    b = PodmanBackend(root=tmp_path / "podman", network=request.param)
     image = await ensure_busybox_image(b)
     yield b, image
     await b.aclose()
