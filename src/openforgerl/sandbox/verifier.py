@@ -2,9 +2,10 @@
 
 `run_verifier(sandbox, argv, inputs=...)` uses the backend's own `run_verifier` when it has one
 (local: a fresh bwrap after the harness's PID namespace is gone, the workdir read-only, see
-`LocalSandbox.run_verifier`). Other backends (podman, kubernetes) fall back to an exec in the same
-sandbox with the inputs and outputs in a fresh folder under its /tmp — weaker (the agent's files
-share the container), noted as such; the verifier must still never import from the workdir
+`LocalSandbox.run_verifier`; podman: a fresh container after the agent's is removed,
+`PodmanSandbox.run_verifier`). Kubernetes falls back to an exec in the same sandbox with the inputs
+and outputs in a fresh folder under its /tmp — weaker (the agent's files share the container), noted
+as such; the verifier must still never import from the workdir
 (`python -I`, cwd outside it).
 
 `argv` names its input and output folders as `bwrap.VERIFIER_IN` / `VERIFIER_OUT` (`/verifier/in`,
