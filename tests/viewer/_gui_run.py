@@ -23,8 +23,9 @@ def gui_missing() -> str:
     return str(missing())
 
 
-async def record_gui_run(run_dir: Path, task: str = TASK) -> str:
-    """Run one zero-gui rollout of `task` into `run_dir` (calls.db + its blobs); its rollout id."""
+async def record_gui_run(run_dir: Path, task: str = TASK, *, give_up: bool = False) -> str:
+    """Run one zero-gui rollout of `task` into `run_dir` (calls.db + its blobs); its rollout id.
+    `give_up`: the policy ends the task at once, claiming success (an `ok` rollout the verifier scores 0)."""
     for p in (HARNESS_TESTS, GUI_TESTS):
         if str(p) not in sys.path:
             sys.path.insert(0, str(p))
@@ -46,7 +47,8 @@ async def record_gui_run(run_dir: Path, task: str = TASK) -> str:
     config = OrchestratorConfig(group_size=1, min_group_size=1, retries=0, model=MODEL_NAME,
                                 harness_cache=run_dir.parent, budget_s=120.0)
     try:
-        planned = oracle_to_calls(await oracle_pixels(rt, backend), *rt.screen)
+        planned = ([{"action": "terminate", "status": "success"}] if give_up
+                   else oracle_to_calls(await oracle_pixels(rt, backend), *rt.screen))
         gateway = await start_gateway(ScriptedEngine(replay_policy(planned)), store, call_deadline_s=60.0)
         try:
             batch = await run_batch([rt], get_harness("zero-gui", kind="browser", wall_clock_s=100),

@@ -52,6 +52,8 @@ _FRAME = re.compile(r'<div class="frame" id="frame-(\d+)">(.*?)</div>\s*(?=<div 
 class Recorded:
     run: Path
     rollout_id: str
+    gave_up: str
+    """A second rollout of the same task whose policy ended it at once: status ok, reward 0."""
     calls: list[CallRecord]
     blobs: dict[str, bytes]
     """sha256 -> the bytes the gateway stored, read back through the store's own reader."""
@@ -60,6 +62,9 @@ class Recorded:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     run = tmp_path_factory.mktemp("gui") / "run"
+    # the failure first: the run's first two rollouts are then (fail, pass), so the side by side's
+    # pass-then-fail default is told apart from "the first two"
+    gave_up = asyncio.run(record_gui_run(run, give_up=True))
     rid = asyncio.run(record_gui_run(run))
     store = SQLiteCallStore(run / "calls.db")
     try:
@@ -68,7 +73,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     finally:
         asyncio.run(store.aclose())
     assert calls and all(blobs.values()), "the gateway stored no screenshot"
-    return Recorded(run, rid, calls, {k: v for k, v in blobs.items() if v is not None})
+    return Recorded(run, rid, gave_up, calls, {k: v for k, v in blobs.items() if v is not None})
 
 
 def _expected_clicks(calls: list[CallRecord]) -> dict[int, list[tuple[int, int]]]:
@@ -140,6 +145,20 @@ def test_control_without_the_blob_store_there_is_no_image_and_a_note(recorded: R
         _check_screens(html, recorded)
     assert not _IMAGE.findall(html) and html.count("is not in the call log's blob store") == len(
         [c for c in recorded.calls if c.images])
+
+
+def test_a_reward_0_ok_is_red_and_side_by_side_opens_on_the_pass_and_the_fail(recorded: Recorded) -> None:
+    site = Site.open([recorded.run])
+    failed = site.indexes[0].get(recorded.gave_up)
+    assert failed is not None and (failed.status, failed.reward) == ("ok", 0.0)  # what the user saw in green
+    page = _live_page(site, f"/run/0/rollout/{recorded.gave_up}")
+    assert re.search(r'<td class="st" id="status">ok</td><td><span class="res fail" id="reward"', page)
+    table = _live_page(site, "/run/0")
+    assert re.findall(r'<td class="st">ok</td><td><span class="res (\w+)"', table) == ["fail", "pass"]
+    compare = _live_page(site, "/compare?task=gui/board-add-01")
+    sides = re.findall(r'/run/0/rollout/(\w+)"', compare)[:2]
+    assert sides == [recorded.rollout_id, recorded.gave_up], sides
+    assert re.findall(r'class="res (\w+) side-result"', compare) == ["pass", "fail"]
 
 
 def _variance(png: bytes) -> float:
