@@ -132,6 +132,9 @@ def gui_frames(calls: Sequence[CallRecord], events: Sequence[ToolEvent],
             continue
         url, sha, missing = resolve_image(images[-1], read_blob)
         w, h = image_size(url) if url.startswith("data:") else (0, 0)
+        if not w and sha and not missing:  # GIF, WebP: the size the gateway read from the header
+            ref = next((r for r in call.images if r.sha256 == sha), None)
+            w, h = (ref.width, ref.height) if ref is not None else (0, 0)
         clicks: list[Click] = []
         others: list[str] = []
         for e in by_call.get(call.index, []):
