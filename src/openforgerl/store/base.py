@@ -13,7 +13,8 @@ it can never point at a missing blob (the gateway awaits the put before the call
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import asyncio
+from collections.abc import Awaitable, Generator
 from typing import Protocol
 
 from openforgerl.records import CallRecord, RolloutRecord
@@ -67,3 +68,23 @@ class CallStore(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+class _Appended:
+    """An awaitable that is already done: what an append returns once its call is durable (no future to
+    make)."""
+
+    def __await__(self) -> Generator[None, None, None]:
+        yield from ()
+
+
+APPENDED = _Appended()
+
+
+def can_wait() -> bool:
+    """A running loop whose current task is not being cancelled (so the caller can await a commit)."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop in this thread
+        return False
+    return task is not None and not task.cancelling()

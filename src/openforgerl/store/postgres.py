@@ -57,7 +57,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,7 @@ import orjson
 
 from openforgerl.errors import UserError
 from openforgerl.records import CallRecord, RolloutRecord
+from openforgerl.store.base import APPENDED, can_wait
 
 try:
     import psycopg
@@ -262,10 +263,10 @@ class PostgresCallStore:
         """Committed once the awaitable completes; a caller that cannot await (no loop, or a task
         being cancelled) has it committed before this returns."""
         done = self._submit("call", rollout_id, index, body)
-        if _can_wait():
+        if can_wait():
             return asyncio.wrap_future(done)
         done.result(_SYNC_WAIT_S)
-        return _APPENDED
+        return APPENDED
 
     async def lease_indices(self, rollout_id: str, count: int) -> tuple[int, int]:
         result: tuple[int, int] = await asyncio.wrap_future(self._submit("lease", rollout_id, count))
@@ -409,21 +410,3 @@ class PostgresCallStore:
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
-
-
-class _Appended:
-    """An awaitable that is already done (a call committed before `append_call` returned)."""
-
-    def __await__(self) -> Generator[None, None, None]:
-        yield from ()
-
-
-_APPENDED = _Appended()
-
-
-def _can_wait() -> bool:
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        return False
-    return task is not None and not task.cancelling()

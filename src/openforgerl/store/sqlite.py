@@ -43,12 +43,13 @@ import asyncio
 import queue
 import sqlite3
 import threading
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import orjson
 
 from openforgerl.records import CallRecord, RolloutRecord
+from openforgerl.store.base import APPENDED, can_wait
 from openforgerl.store.blobfiles import BlobFiles
 from openforgerl.store.journal import CallJournal, replay_orphans
 
@@ -307,12 +308,12 @@ class SQLiteCallStore:
         (it records its last call without awaiting)."""
         if not self.durable:
             self._append_journaled(rollout_id, index, body)
-            return _APPENDED
-        if _can_wait():
+            return APPENDED
+        if can_wait():
             return self._queued(_INSERT_CALL, (rollout_id, index, body))
         self._check_open()
         self._commit_calls([(rollout_id, index, body)])
-        return _APPENDED
+        return APPENDED
 
     async def put_rollout(self, rollout: RolloutRecord) -> None:
         body = orjson.dumps(rollout.model_dump(mode="json"))
@@ -435,25 +436,6 @@ class SQLiteCallStore:
             self._journal.close(remove=self._ingested >= self._journal.appended)
         with self._write_lock:
             self._conn.close()
-
-
-class _Appended:
-    """An awaitable that is already done: what a journaled append returns (no future to make)."""
-
-    def __await__(self) -> Generator[None, None, None]:
-        yield from ()
-
-
-_APPENDED = _Appended()
-
-
-def _can_wait() -> bool:
-    """A running loop whose current task is not being cancelled (so the caller can await)."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # no running loop in this thread
-        return False
-    return task is not None and not task.cancelling()
 
 
 def _by_loop(jobs: list[_Job]) -> dict[asyncio.AbstractEventLoop, list[_Job]]:
