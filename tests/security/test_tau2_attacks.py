@@ -38,6 +38,10 @@ pytestmark = [needs_bwrap, pytest.mark.skipif(find_spec("tau2") is None, reason=
 ATTACK = r'''
 import glob, json, os, sys, urllib.request as u
 instruction, url = " ".join(sys.argv[1:]), "http://127.0.0.1:7727"  # the request, then the instruction
+# an agent acts only after a model answer (a harness that ends before its first model call is infra)
+u.urlopen(u.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", json.dumps({"model": "m",
+          "messages": [{"role": "user", "content": "hi"}]}).encode(), {"Content-Type": "application/json",
+          "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]}), timeout=60)
 def call(path, body=None, headers={}):
     req = u.Request(url + path, None if body is None else json.dumps(body).encode(), headers, method="POST" if body is not None else "GET")
     try:
