@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from openforgerl.harness.generic import CommandHarness
 from openforgerl.orchestrator.task_protocol import TaskSpec, Verdict
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import Sandbox
 from openforgerl.tasks import Task, TaskFamily, load_runtime, register_family
+from openforgerl.testing.harnesses import after_a_model_call
 from openforgerl.testing.markers import needs_bwrap
 from openforgerl.testing.rollouts import open_rollout_env
 
@@ -48,6 +48,6 @@ async def test_a_family_defined_outside_the_package_runs_through_the_orchestrato
     results: dict[str, Any] = {}
     async with open_rollout_env(tmp_path) as env:
         for name, script in {"solves": "echo 3 > counter.txt", "no-op": "true"}.items():
-            (rec,) = (await env.run([runtime], CommandHarness(["sh", "-c", script]))).records
+            (rec,) = (await env.run([runtime], after_a_model_call(script))).records
             results[name] = (rec.status, rec.reward)
     assert results == {"solves": (RolloutStatus.OK, 1.0), "no-op": (RolloutStatus.OK, 0.0)}

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _model_call import CALL_MODEL
 
 from openforgerl.harness.generic import CommandHarness
 from openforgerl.records import RolloutStatus
+from openforgerl.testing.harnesses import CALL_MODEL
 from openforgerl.testing.markers import needs_bwrap
 from openforgerl.testing.tasks import ProofFileTask
 

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _model_call import CALL_MODEL
 
 from openforgerl.harness.generic import CommandHarness
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import Limits
+from openforgerl.testing.harnesses import after_a_model_call
 from openforgerl.testing.markers import needs_bwrap
 from openforgerl.testing.tasks import ProofFileTask
 
@@ -39,10 +39,8 @@ def proof_task() -> ProofFileTask:
 
 
 def attacker(script: str) -> CommandHarness:
-    """A harness that asks the model once, then runs `script` with sh (the instruction arrives as $0):
-    an agent acts only after a model answer, and a harness that ends before its first model call is
-    infra (orchestrator/classify.py), not the agent's outcome these attacks must end in."""
-    return CommandHarness(["sh", "-c", f"{CALL_MODEL} >/dev/null; {script}"])
+    """A harness that asks the model once, then runs `script` with sh (the instruction arrives as $0)."""
+    return after_a_model_call(script)
 
 
 async def _one(env, task, script: str, **config: Any):
