@@ -33,7 +33,7 @@ CASES = [
     ("unknown backend", ["rollout", "--tasks", str(TASK), "--backend", "frobnicate", "--n", "1"], "unknown backend"),
     ("missing config file", ["train", "nope.yaml"], "no such file or folder: nope.yaml"),
     ("bad YAML", ["train", "bad.yaml"], "bad.yaml: not valid YAML (line 3"),
-    ("mistyped config key", ["train", "typo.yaml"], "stepz"),
+    ("mistyped config key", ["train", "typo.yaml"], "error: typo.yaml: unknown key stepz"),
     ("folder with no tasks", ["tasks", "validate", "empty"], "no task could be validated"),
     ("import of a folder in no known format", ["tasks", "import", "empty", "out"], "cannot tell the task format"),
     ("import of a missing folder", ["tasks", "import", "nothere", "out"], "no such file or folder"),
@@ -98,3 +98,11 @@ def test_engine_help_is_whole_sentences(tmp_path: Path) -> None:
     text = " ".join(out.stdout.replace("│", " ").split())  # rich wraps option help inside a box
     assert out.returncode == 0 and "Serve a local model behind vLLM's token API." in text
     assert "--model" in text and "vision-language model) or `smollm2`" in text and "--memory-budget" in text
+
+
+def test_the_documented_config_error_is_the_real_output(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    documented = page.split("stops with one line:\n\n```\n", 1)[1].split("\n```", 1)[0]
+    (tmp_path / "c.yaml").write_text("model: tiny\nrollout: {grup_size: 4}\n")
+    out = _run("train", "c.yaml", cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == documented, (out.stderr, documented)

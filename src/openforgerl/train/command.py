@@ -24,16 +24,13 @@ def command(
     from rich.console import Console
     from transformers.utils import logging as hf_logging
 
-    from openforgerl.config import Config, ConfigError
+    from openforgerl.config import Config
     from openforgerl.train.trainer import Trainer
 
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # the step table is the progress display; no per-push bars
     flags = {"out_dir": None if out_dir is None else str(out_dir), "train.steps": steps,
              "engine.kind": "remote" if engine else None, "engine.urls": engine or None}
-    try:
-        cfg = Config.from_yaml(config, {k: v for k, v in flags.items() if v is not None})
-    except ConfigError as exc:
-        raise typer.BadParameter(str(exc), param_hint="CONFIG") from None
+    cfg = Config.from_yaml(config, {k: v for k, v in flags.items() if v is not None})  # a ConfigError: one line
     console = Console()
     out = Path(cfg.out_dir)
     trainer = Trainer(cfg, out, console)
