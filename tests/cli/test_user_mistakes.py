@@ -43,6 +43,8 @@ CASES = [
      "no task folder at nothere"),
     ("rollout of a missing task folder", ["rollout", "--tasks", "nothere", "--n", "1"], "no task folder at nothere"),
     ("list of a missing task folder", ["tasks", "list", "nothere"], "no task folder at nothere"),
+    ("missing podman image", ["rollout", "--tasks", str(TASK), "--backend", "podman", "--image",
+                              "openforgerl/not-built:0", "--n", "1"], "is not present in podman's store"),
     ("unknown builtin suite", ["tasks", "list", "builtin:nope"], "unknown task suite 'builtin:nope' (known: builtin:claw"),
 ]
 

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openforgerl.errors import UserError
 from openforgerl.sandbox.base import SandboxBackend
 
 if TYPE_CHECKING:
@@ -22,7 +23,13 @@ async def _local(root: Path, settings: SandboxSettings | None) -> SandboxBackend
 async def _podman(root: Path, settings: SandboxSettings | None) -> SandboxBackend:
     from openforgerl.sandbox.podman import PodmanBackend
 
-    return PodmanBackend()
+    backend = PodmanBackend()
+    image = settings.image if settings is not None else None
+    if image and not await backend.image_exists(image):  # one line now, not an infra error per rollout
+        await backend.aclose()
+        raise UserError(f"image {image!r} is not present in podman's store (images are never pulled): build it "
+                        "with `bash scripts/build_images.sh`, or `podman load` / `podman pull` it yourself")
+    return backend
 
 
 async def _kubernetes(root: Path, settings: SandboxSettings | None) -> SandboxBackend:
