@@ -14,8 +14,9 @@ it can never point at a missing blob (the gateway awaits the put before the call
 from __future__ import annotations
 
 import asyncio
+import queue
 from collections.abc import Awaitable, Generator
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from openforgerl.records import CallRecord, RolloutRecord
 
@@ -88,3 +89,21 @@ def can_wait() -> bool:
     except RuntimeError:  # no running loop in this thread
         return False
     return task is not None and not task.cancelling()
+
+
+_Job = TypeVar("_Job")
+
+
+def drain(jobs: queue.SimpleQueue[_Job | None], first: _Job, limit: int = 4096) -> tuple[list[_Job], bool]:
+    """`first` and whatever else is already queued (at most `limit` in all: one transaction's batch), and
+    whether the stop sentinel (None) came among them."""
+    batch = [first]
+    while len(batch) < limit:
+        try:
+            more = jobs.get_nowait()
+        except queue.Empty:
+            return batch, False
+        if more is None:
+            return batch, True
+        batch.append(more)
+    return batch, False

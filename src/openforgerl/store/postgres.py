@@ -65,7 +65,7 @@ import orjson
 
 from openforgerl.errors import UserError
 from openforgerl.records import CallRecord, RolloutRecord
-from openforgerl.store.base import APPENDED, can_wait
+from openforgerl.store.base import APPENDED, can_wait, drain
 
 try:
     import psycopg
@@ -197,16 +197,7 @@ class PostgresCallStore:
             first = self._queue.get()
             if first is None:
                 return
-            jobs, stop = [first], False
-            while len(jobs) < 4096:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                jobs.append(more)
+            jobs, stop = drain(self._queue, first)
             results, error = self._commit_retrying(jobs)
             for job, result in zip(jobs, results or [None] * len(jobs), strict=True):
                 if error is None:

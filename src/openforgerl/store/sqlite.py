@@ -49,7 +49,7 @@ from pathlib import Path
 import orjson
 
 from openforgerl.records import CallRecord, RolloutRecord
-from openforgerl.store.base import APPENDED, can_wait
+from openforgerl.store.base import APPENDED, can_wait, drain
 from openforgerl.store.blobfiles import BlobFiles
 from openforgerl.store.journal import CallJournal, replay_orphans
 
@@ -227,17 +227,7 @@ class SQLiteCallStore:
             first = self._next_job()
             if first is None:
                 return
-            jobs = [first]
-            stop = False
-            while len(jobs) < 4096:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                jobs.append(more)
+            jobs, stop = drain(self._queue, first)
             error = self._commit(jobs)
             journaled = sum(1 for job in jobs if job[2] is None)
             with self._committed:
