@@ -46,8 +46,9 @@ def command(
                   f"{_fmt(summary.first_reward)} -> {_fmt(summary.last_reward)}, "
                   f"held-out pass@1 {_fmt(summary.eval_before)} -> {_fmt(summary.eval_after)}"
                   + (f", train tasks pass@1 {_fmt(summary.train_before)} -> {_fmt(summary.train_after)}"
-                     if summary.train_before is not None else ""))
-    console.print(f"metrics: {out / 'metrics.jsonl'}  curve: {summary.curve}  tensorboard: {out / 'tensorboard'}")
+                     if summary.train_before is not None else ""), soft_wrap=True)
+    console.print(f"metrics: {out / 'metrics.jsonl'}  curve: {summary.curve}  tensorboard: {out / 'tensorboard'}",
+                  soft_wrap=True)  # whole lines in a log file, where rich would wrap at 80 columns
 
 
 async def _until_signalled(run: Any, terminated: list[int]) -> Any:
