@@ -35,7 +35,6 @@ EVERYWHERE = {
     "a stop number": re.compile(r"\b[Ss]tops? \d+\b"),
     "a stop reference": re.compile(r"(?i)\b(?:this|last|next|previous|earlier) stop\b|\bstops ago\b"),
     "an issue number": re.compile(r"(?i)\bissues? #?\d+\b|\(#\d+\)|(?<![\w&#/{}])#\d+'s\b"),
-    "a round or rehearsal reference": re.compile(r"(?i)\bthis round\b|\bCI rehearsal\b"),
 }
 # In Markdown prose a bare `#13` is an issue reference (headings need a space after `#`).
 PROSE_ONLY = {"an issue reference": re.compile(r"(?<![\w&#/{}\[(])#\d{1,3}(?=[\s)'’,.:;–-]|$)", re.MULTILINE)}
@@ -148,10 +147,10 @@ def test_no_tracked_file_speaks_of_the_process() -> None:
 
 
 @pytest.mark.parametrize(("name", "text"), [
-    ("README.md", "Built at stop 29, measured this round."),
+    ("README.md", "Built at stop 29, measured then."),
     ("docs/x.md", "Status by issue (#13–#20): see #16's regression check."),
     ("src/a.py", '"""The admin plane (issue 14 item 1, ' + "DESIGN" + '.md principle 7)."""'),
-    ("tests/b.py", "# in stop 30's CI rehearsal"),
+    ("tests/b.py", "# in stop 30's CI run"),
     ("tests/c.py", '"""No import cycles (#16)."""'),
     ("src/d.py", "Measured (reference/notes/gui.md §5.2)."),
 ])
@@ -166,7 +165,7 @@ def test_the_patterns_catch_process_language(name: str, text: str) -> None:
     ("docs/a.md", "See [the token](threat-model.md#getting-the-admin-token) and `#!/usr/bin/env bash`."),
     ("src/world.py", '{"subject": "Tech Weekly #112"}'),
     ("src/site.py", 'labels = [f"{labels[0]}#0", f"{labels[1]}#1"]'),
-    ("docs/b.md", "## Heading\n\nStop the gateway; the janitor runs each round; a round trip for Codex."),
+    ("docs/b.md", "## Heading\n\nStop the gateway; the janitor runs each pass; a round trip for Codex."),
 ])
 def test_the_patterns_leave_product_text_alone(name: str, text: str) -> None:
     assert not process_language(name, text)

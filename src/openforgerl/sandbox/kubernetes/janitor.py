@@ -35,7 +35,7 @@ async def delete_all(api: KubeApi, namespace: str, pods: list[Obj]) -> list[str]
             await api.delete("Pod", namespace, name)
             reaped.append(name)
         except KubeApiError:
-            continue  # next round
+            continue  # the next reap pass tries it again
     return reaped
 
 
