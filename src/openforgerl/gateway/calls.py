@@ -95,6 +95,9 @@ class Gateway:
     # infra, a passed one lets the call go on (a healthy engine that is slow is never cut as infra).
     stall_s: float = 30.0
     probe_timeout_s: float = 5.0  # a health probe not answered within this is a failed one
+    # One rollout's share (serve_call): past it, that rollout alone gets a 429 / a 413, never another.
+    max_in_flight_per_rollout: int = 64
+    max_log_bytes_per_rollout: int = 512 * 1024 * 1024
 
     async def engine_healthy(self, route_key: str) -> bool:
         """The engine serving `route_key` answers its health probe (`Engine.healthy`, optional): the
@@ -113,9 +116,6 @@ class Gateway:
         if state.deadline_at is None:
             return self.stall_s
         return max(0.5, min(self.stall_s, (state.deadline_at - time.time()) / 4))
-    # One rollout's share (serve_call): past it, that rollout alone gets a 429 / a 413, never another.
-    max_in_flight_per_rollout: int = 64
-    max_log_bytes_per_rollout: int = 512 * 1024 * 1024
 
     def call_deadline(self, state: RolloutState) -> float:
         """This call's engine deadline in loop time: min(per-call limit, rollout deadline - margin)."""
