@@ -153,8 +153,12 @@ async def start_gateway(name: str, engine: str, store: Path, log_dir: Path, src:
     """The gateway of this checkout, or of the source tree `src` (an older revision, `--gateway-rev`)."""
     port, admin_port, token = free_port(), free_port(), secrets.token_urlsafe(16)
     env = {"OPENFORGERL_ADMIN_TOKEN": token, **({"PYTHONPATH": str(src)} if src is not None else {})}
+    # Every call of a run goes to one rollout, where real load spreads over many: lift this checkout's
+    # per-rollout share of calls in flight (64) so C=256 measures the proxy, not a rollout's 429s
+    # (an older revision has no share, and no such flag).
+    share = ["--max-in-flight-per-rollout", "2048"] if src is None else []
     p = spawn(name, [sys.executable, "-m", "openforgerl.gateway", "--engine", engine + "/v1", "--port", str(port),
-                     "--admin-port", str(admin_port), "--store", str(store)], env=env, log_dir=log_dir)
+                     "--admin-port", str(admin_port), "--store", str(store), *share], env=env, log_dir=log_dir)
     admin = f"http://127.0.0.1:{admin_port}"
     await wait_ready(admin + "/healthz", p)
     auth = {"Authorization": f"Bearer {token}"}
