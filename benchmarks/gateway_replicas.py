@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,14 +30,9 @@ from pathlib import Path
 
 import aiohttp
 import psutil
+from gateway_overhead import free_port, wait_ready  # benchmarks/ is the script's folder on sys.path
 
 TOKEN, SECRET = "bench-admin-token", "bench-key-secret"
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -68,35 +62,22 @@ def _spawn(module_args: list[str], env: dict[str, str]) -> subprocess.Popen[byte
                             stderr=subprocess.DEVNULL)
 
 
-async def _wait_up(url: str) -> None:
-    async with aiohttp.ClientSession() as http:
-        for _ in range(600):
-            try:
-                async with http.get(url) as r:
-                    if r.status < 500:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up")
-
-
 async def start_engine() -> Proc:
-    port = _port()
+    port = free_port()
     text = " ".join(f"w{i}" for i in range(32))
     popen = _spawn(["openforgerl.engines.scripted", "--port", str(port), "--text", text], dict(os.environ))
     proc = Proc(popen, f"http://127.0.0.1:{port}")
-    await _wait_up(proc.model_url + "/v1/models")
+    await wait_ready(proc.model_url + "/v1/models", popen, 60)
     return proc
 
 
 async def start_gateway(engine_url: str, store: str) -> Proc:
-    port, admin = _port(), _port()
+    port, admin = free_port(), free_port()
     env = {**os.environ, "OPENFORGERL_ADMIN_TOKEN": TOKEN, "OPENFORGERL_GATEWAY_SECRET": SECRET}
     popen = _spawn(["openforgerl.gateway", "--engine", engine_url + "/v1", "--model", "m", "--port", str(port),
                     "--admin-port", str(admin), "--store", store], env)
     proc = Proc(popen, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin}")
-    await _wait_up(proc.admin_url + "/healthz")
+    await wait_ready(proc.admin_url + "/healthz", popen, 60)
     return proc
 
 
