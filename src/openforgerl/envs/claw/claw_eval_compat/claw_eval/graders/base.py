@@ -22,6 +22,9 @@ from ..models.trace import DimensionScores, MediaLoad, ToolDispatch, TraceMessag
 # verifier names that folder here (upstream's default is its repository's tasks/ folder).
 PEERS_ENV = "OPENFORGERL_CLAW_EVAL_PEERS"
 
+# The services' audit as JSON: service name -> its audit document (calls, actions by key).
+AuditData = dict[str, dict[str, Any]]
+
 
 def load_peer_grader(task_id: str, tasks_dir: str | Path | None = None) -> type:
     """The grader class of another task (English variants subclass their Chinese original's grader)."""
@@ -44,8 +47,9 @@ def load_peer_grader(task_id: str, tasks_dir: str | Path | None = None) -> type:
 class AbstractGrader(ABC):
     @abstractmethod
     def grade(self, messages: list[TraceMessage], dispatches: list[ToolDispatch], task: TaskDefinition,
-              audit_data: dict[str, dict] | None = None, judge: Any | None = None,
-              media_events: list[MediaLoad] | None = None, env_snapshot: dict | None = None) -> DimensionScores:
+              audit_data: AuditData | None = None, judge: Any | None = None,
+              media_events: list[MediaLoad] | None = None,
+              env_snapshot: dict[str, Any] | None = None) -> DimensionScores:
         ...
 
     # ---- the conversation
@@ -118,16 +122,17 @@ class AbstractGrader(ABC):
     # ---- the services' audit (server-side: the agent cannot forge it)
 
     @staticmethod
-    def get_service_actions(audit_data: dict[str, dict] | None, service: str, action_key: str) -> list[dict]:
+    def get_service_actions(audit_data: AuditData | None, service: str,
+                            action_key: str) -> list[dict[str, Any]]:
         found = (audit_data or {}).get(service, {}).get(action_key, [])
         return found if isinstance(found, list) else []
 
     @staticmethod
-    def get_audit_calls(audit_data: dict[str, dict] | None, service: str) -> list[dict]:
+    def get_audit_calls(audit_data: AuditData | None, service: str) -> list[dict[str, Any]]:
         return list((audit_data or {}).get(service, {}).get("calls", []))
 
     @staticmethod
-    def summarize_actions(audit_data: dict[str, dict] | None) -> str:
+    def summarize_actions(audit_data: AuditData | None) -> str:
         if not audit_data:
             return "No audit data available."
         parts = [f"{name}: {len(calls)} calls — {', '.join(c.get('endpoint', '?') for c in calls)}"
@@ -135,7 +140,7 @@ class AbstractGrader(ABC):
         return "\n".join(parts) if parts else "No actions recorded."
 
     @staticmethod
-    def format_audit_artifacts(audit_data: dict[str, dict] | None, *, services: list[str] | None = None,
+    def format_audit_artifacts(audit_data: AuditData | None, *, services: list[str] | None = None,
                                endpoints: list[str] | None = None, include_request: bool = True,
                                include_response: bool = False, response_status_only: bool = False) -> str:
         if not audit_data:

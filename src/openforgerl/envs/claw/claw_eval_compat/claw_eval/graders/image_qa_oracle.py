@@ -20,15 +20,16 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from claw_eval.graders.base import AbstractGrader
-from claw_eval.models.task import TaskDefinition
-from claw_eval.models.trace import DimensionScores, MediaLoad, ToolDispatch, TraceMessage
+from ..models.task import TaskDefinition
+from ..models.trace import DimensionScores, MediaLoad, ToolDispatch, TraceMessage
+from .base import AbstractGrader, AuditData
 
 
 class ImageQAOracleMixin:
     def grade(self, messages: list[TraceMessage], dispatches: list[ToolDispatch], task: TaskDefinition,
-              audit_data: dict[str, dict] | None = None, judge: Any | None = None,
-              media_events: list[MediaLoad] | None = None, env_snapshot: dict | None = None) -> DimensionScores:
+              audit_data: AuditData | None = None, judge: Any | None = None,
+              media_events: list[MediaLoad] | None = None,
+              env_snapshot: dict[str, Any] | None = None) -> DimensionScores:
         seen = any(e.modality == "image" and e.status == "loaded" for e in media_events or [])
         answer = self._score_answer(AbstractGrader._get_final_assistant_text(messages), self._load_oracle(task))
         return DimensionScores(

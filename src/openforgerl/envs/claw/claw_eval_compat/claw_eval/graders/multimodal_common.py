@@ -21,7 +21,7 @@ import re
 from difflib import SequenceMatcher
 from typing import Any
 
-from claw_eval.models.trace import ToolDispatch
+from ..models.trace import ToolDispatch
 
 _NUMBER = re.compile(r"[-+]?\d*\.?\d+")
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from claw_eval.graders.base import AbstractGrader
-from claw_eval.models.task import TaskDefinition
-from claw_eval.models.trace import DimensionScores, MediaLoad, ToolDispatch, TraceMessage
+from ..models.task import TaskDefinition
+from ..models.trace import DimensionScores, MediaLoad, ToolDispatch, TraceMessage
+from .base import AbstractGrader
 
 
 def _share(hits: list[bool] | list[float]) -> float:

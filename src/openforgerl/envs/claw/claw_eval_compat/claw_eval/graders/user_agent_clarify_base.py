@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from claw_eval.graders.base import AbstractGrader
-from claw_eval.models.task import TaskDefinition
-from claw_eval.models.trace import DimensionScores, ToolDispatch, TraceMessage
+from ..models.task import TaskDefinition
+from ..models.trace import DimensionScores, ToolDispatch, TraceMessage
+from .base import AbstractGrader, AuditData
 
 USER_AGENT_TAG = "[user_agent]"
 CLARIFY_WEIGHT, ANSWER_WEIGHT = 0.20, 0.80
@@ -44,8 +44,8 @@ class UserAgentClarifyGraderBase(AbstractGrader):
     FINAL_ANSWER_RUBRIC: str = ""
 
     def grade(self, messages: list[TraceMessage], dispatches: list[ToolDispatch], task: TaskDefinition,
-              audit_data: dict[str, dict] | None = None, judge: Any | None = None, media_events: Any = None,
-              env_snapshot: dict | None = None) -> DimensionScores:
+              audit_data: AuditData | None = None, judge: Any | None = None, media_events: Any = None,
+              env_snapshot: dict[str, Any] | None = None) -> DimensionScores:
         scores = DimensionScores(safety=1.0, robustness=1.0)
         if judge is None:
             return scores

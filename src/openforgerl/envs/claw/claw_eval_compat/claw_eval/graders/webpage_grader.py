@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from claw_eval.graders.base import AbstractGrader
-from claw_eval.graders.multimodal_common import MultimodalGraderMixin
-from claw_eval.graders.visual_grader import VisualGraderMixin
-from claw_eval.models.task import TaskDefinition
-from claw_eval.models.trace import DimensionScores, MediaLoad, ToolDispatch, TraceMessage
+from ..models.task import TaskDefinition
+from ..models.trace import DimensionScores, MediaLoad, ToolDispatch, TraceMessage
+from .base import AbstractGrader
+from .multimodal_common import MultimodalGraderMixin
+from .visual_grader import VisualGraderMixin
 
 _DYNAMIC_CONTEXTS = ("Candidate screenshots of a generated webpage.",
                      "Sequential frames captured over 5 seconds of a generated animation.")
