@@ -22,7 +22,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
     ({"rollout_budget_s": 60}, "unknown key rollout_budget_s (did you mean rollout.budget_s?)"),
     ({"eval": {"tasks": {"splt": "test"}}}, "unknown key eval.tasks.splt (did you mean eval.tasks.split?)"),
     ({"tasks": [{"dri": "x"}]}, "unknown key tasks.0.dri (did you mean tasks.0.dir?)"),
-    ({"sandbox": {"backend": "nope"}}, "sandbox.backend: unknown backend 'nope' (local | podman | kubernetes)"),
+    ({"sandbox": {"backend": "nope"}}, "sandbox.backend: unknown backend 'nope' (known: local | podman | kubernetes)"),
     ({"rollout": {"retries": -1}}, "rollout.retries: Input should be greater than or equal to 0"),
     ({"zzz": 1}, "unknown key zzz (valid here: model, engine,"),
 ])

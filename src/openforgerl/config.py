@@ -181,7 +181,7 @@ class SandboxSettings(_Strict):
         from openforgerl.sandbox.registry import BACKENDS
 
         if name not in BACKENDS:
-            raise ValueError(f"unknown backend {name!r} ({' | '.join(BACKENDS)})")
+            raise ValueError(str(BACKENDS.unknown(name)))
         return name
 
 

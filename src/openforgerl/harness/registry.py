@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from openforgerl.harness.base import HarnessAdapter
@@ -17,43 +18,43 @@ from openforgerl.harness.qwen_code import QwenCodeHarness
 from openforgerl.harness.ui_tars import UiTarsHarness
 from openforgerl.harness.zero.adapter import ZeroHarness
 from openforgerl.harness.zero_gui.adapter import ZeroGuiHarness
+from openforgerl.registry import Registry
 
-FACTORIES: dict[str, Callable[..., HarnessAdapter]] = {
-    "codex": CodexHarness,
-    "claude_code": ClaudeCodeHarness,
-    "openclaw": OpenClawHarness,
-    "openclaw-completions": lambda **kw: OpenClawHarness(api="openai-completions", **kw),
-    "openclaw-responses": lambda **kw: OpenClawHarness(api="openai-responses", **kw),
-    "openclaw-messages": lambda **kw: OpenClawHarness(api="anthropic-messages", **kw),
-    "qwen_code": QwenCodeHarness,
-    "opencode": OpencodeHarness,
-    "mini_swe_agent": MiniSweAgentHarness,
-    "zero": ZeroHarness,
-    "zero-gui": ZeroGuiHarness,
-    "ui-tars": UiTarsHarness,
-    "browser-use": BrowserUseHarness,
-    "command": CommandHarness,
-}
-ALIASES = {"claude": "claude_code", "claude-code": "claude_code", "qwen": "qwen_code", "qwen-code": "qwen_code",
-           "mini": "mini_swe_agent", "mini-swe-agent": "mini_swe_agent"}
+HARNESSES: Registry[Callable[..., HarnessAdapter]] = Registry("harness")
+"""Harness name -> factory(**options) -> adapter."""
+
+for _name, _factory, _aliases in (
+    ("codex", CodexHarness, ()),
+    ("claude_code", ClaudeCodeHarness, ("claude", "claude-code")),
+    ("openclaw", OpenClawHarness, ()),
+    ("openclaw-completions", partial(OpenClawHarness, api="openai-completions"), ()),
+    ("openclaw-responses", partial(OpenClawHarness, api="openai-responses"), ()),
+    ("openclaw-messages", partial(OpenClawHarness, api="anthropic-messages"), ()),
+    ("qwen_code", QwenCodeHarness, ("qwen", "qwen-code")),
+    ("opencode", OpencodeHarness, ()),
+    ("mini_swe_agent", MiniSweAgentHarness, ("mini", "mini-swe-agent")),
+    ("zero", ZeroHarness, ()),
+    ("zero-gui", ZeroGuiHarness, ()),
+    ("ui-tars", UiTarsHarness, ()),
+    ("browser-use", BrowserUseHarness, ()),
+    ("command", CommandHarness, ()),
+):
+    HARNESSES.register(_name, _factory, aliases=_aliases)
 INSTALLABLE = ("codex", "claude_code", "qwen_code", "openclaw", "opencode", "mini_swe_agent", "ui-tars", "browser-use")
 
 
-def register_harness(name: str, factory: Callable[..., HarnessAdapter], *, aliases: tuple[str, ...] = ()) -> None:
-    """Serve `name` (configs' `harness`, `--harness`, `RolloutRecord.harness`) with `factory(**options)`."""
-    FACTORIES[name] = factory
-    ALIASES.update({alias: name for alias in aliases})
+def register_harness(name: str, factory: Callable[..., HarnessAdapter], *, aliases: tuple[str, ...] = (),
+                     replace: bool = False) -> None:
+    """Serve `name` (configs' `harness`, `--harness`, `RolloutRecord.harness`) with `factory(**options)`;
+    a name or alias already served is an error unless `replace`."""
+    HARNESSES.register(name, factory, aliases=aliases, replace=replace)
 
 
 def harness_names() -> list[str]:
-    return sorted(FACTORIES)
+    return sorted(HARNESSES.names())
 
 
 def get_harness(name: str, **options: Any) -> HarnessAdapter:
-    """The adapter for `name` (aliases accepted); `options` go to its constructor (e.g. openclaw `api`)."""
-    key = ALIASES.get(name, name)
-    if key not in FACTORIES:
-        from openforgerl.errors import UnknownNameError
-
-        raise UnknownNameError(f"unknown harness {name!r}; known: {', '.join(harness_names())}")
-    return FACTORIES[key](**options)
+    """The adapter for `name` (aliases accepted); `options` go to its constructor (e.g. openclaw `api`).
+    An unknown name is an `UnknownNameError` naming the nearest harness."""
+    return HARNESSES.get(name)(**options)

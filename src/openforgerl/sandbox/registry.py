@@ -7,7 +7,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openforgerl.errors import UserError
+from openforgerl.errors import UnknownNameError, UserError
+from openforgerl.registry import Registry
 from openforgerl.sandbox.base import SandboxBackend
 
 if TYPE_CHECKING:
@@ -42,26 +43,23 @@ async def _kubernetes(root: Path, settings: SandboxSettings | None) -> SandboxBa
 Factory = Callable[[Path, "SandboxSettings | None"], Awaitable[SandboxBackend]]
 """(where a local backend keeps its sandboxes, the config's `sandbox` section) -> an open backend."""
 
-BACKENDS: dict[str, Factory] = {
-    "local": _local,  # bubblewrap
-    "podman": _podman,
-    "kubernetes": _kubernetes,
-}
+class UnknownBackend(UnknownNameError, ValueError):
+    """An unknown backend name (still a ValueError for callers that validate settings with it)."""
 
 
-def register_backend(name: str, factory: Factory) -> None:
-    """Serve `name` (configs' `sandbox.backend`, `--backend`) with `factory`; a later call replaces it."""
-    BACKENDS[name] = factory
+BACKENDS: Registry[Factory] = Registry("backend", error=UnknownBackend)
+BACKENDS.register("local", _local)  # bubblewrap
+BACKENDS.register("podman", _podman)
+BACKENDS.register("kubernetes", _kubernetes)
 
 
-class UnknownBackend(ValueError):
-    pass
+def register_backend(name: str, factory: Factory, *, replace: bool = False) -> None:
+    """Serve `name` (configs' `sandbox.backend`, `--backend`) with `factory`; a name already served is
+    an error unless `replace`."""
+    BACKENDS.register(name, factory, replace=replace)
 
 
 async def make_backend(name: str, root: Path, settings: SandboxSettings | None = None) -> SandboxBackend:
     """The backend `name`; `root` is where a local backend keeps its sandboxes, `settings` the config's
-    `sandbox` section (backend options)."""
-    factory = BACKENDS.get(name)
-    if factory is None:
-        raise UnknownBackend(f"unknown backend {name!r} ({' | '.join(BACKENDS)})")
-    return await factory(root, settings)
+    `sandbox` section (backend options). An unknown name is an `UnknownBackend` naming the nearest one."""
+    return await BACKENDS.get(name)(root, settings)

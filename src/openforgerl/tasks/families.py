@@ -5,8 +5,8 @@ defines one in its own file), never a new branch here.
 
 Environment packages register themselves when imported; the installed ones are found through the
 `openforgerl.environments` entry points (pyproject.toml) the first time a family is looked up or
-registered, so this package never imports them (Harbor-style folders, tasks/harbor.py, are found the same
-way). Families registered after those are asked first (a user family can take over `checks`).
+registered (`registry.Registry`), so this package never imports them (Harbor-style folders, tasks/harbor.py,
+are found the same way). Families registered by code are asked first (a user family can take over `checks`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from openforgerl.registry import Registry
 from openforgerl.tasks.errors import TaskFormatError
 
 if TYPE_CHECKING:
     from openforgerl.orchestrator.task_protocol import TaskRuntime
     from openforgerl.tasks.format import Task
 
-__all__ = ["ENTRY_POINTS", "TaskFamily", "environment_kind", "family_of", "register_family"]
+__all__ = ["ENTRY_POINTS", "FAMILIES", "TaskFamily", "environment_kind", "family_of", "register_family"]
 
 ENTRY_POINTS = "openforgerl.environments"
 
@@ -43,36 +44,20 @@ class TaskFamily:
     """Validates the folder at load (raises `TaskFormatError`): the family's own files and fields."""
 
 
-_BUILTIN: list[TaskFamily] = []  # registered while the installed environments load
-_USER: list[TaskFamily] = []  # registered any other time: asked first
-_phase = "unloaded"  # -> "loading" -> "loaded"
-
-
-def _load_environments() -> None:
-    """Import every installed environment package once (each registers its families)."""
-    global _phase
-    if _phase != "unloaded":
-        return
-    _phase = "loading"
-    from importlib.metadata import entry_points  # here: in-sandbox tools import this module too
-
-    try:
-        for point in entry_points(group=ENTRY_POINTS):
-            point.load()
-    finally:
-        _phase = "loaded"
+FAMILIES: Registry[TaskFamily] = Registry("task family", group=ENTRY_POINTS)
+"""Family name -> family; the installed environment packages register theirs when first looked up."""
 
 
 def register_family(family: TaskFamily) -> TaskFamily:
-    """Add a family; it takes over the kinds and verifiers it names from every earlier one."""
-    (_BUILTIN if _phase == "loading" else _USER).append(family)
-    return family
+    """Add a family; it takes over the kinds and verifiers it names from every earlier one (a family
+    registered by code from the installed environments' ones). Its name must be new."""
+    return FAMILIES.register(family.name, family)
 
 
 def _claimed(attr: str) -> dict[str, TaskFamily]:
     """Every claimed value of `attr` ("kinds" or "verifiers") -> the family asked first for it."""
     table: dict[str, TaskFamily] = {}
-    for family in (*_BUILTIN, *_USER):  # later ones overwrite: users last
+    for _, family in FAMILIES.items():  # later ones overwrite: code-registered ones last
         table.update(dict.fromkeys(getattr(family, attr), family))
     return table
 
@@ -84,7 +69,6 @@ def environment_kind(task: Task) -> str | None:
 
 def family_of(task: Task) -> TaskFamily:
     """The family that runs `task`; a folder no installed family runs is a `TaskFormatError`."""
-    _load_environments()
     kind = environment_kind(task)
     key, attr, field = ((kind, "kinds", "environment.kind") if kind is not None
                         else (task.meta.verifier, "verifiers", "metadata.openforgerl.verifier"))

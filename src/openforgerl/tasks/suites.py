@@ -10,18 +10,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from openforgerl.errors import UserError
+from openforgerl.registry import Registry, nearest
 
-__all__ = ["BUILTIN_PREFIX", "SUITE_ENTRY_POINTS", "builtin_suites", "resolve_task_root"]
+__all__ = ["BUILTIN_PREFIX", "SUITES", "SUITE_ENTRY_POINTS", "builtin_suites", "resolve_task_root"]
 
 BUILTIN_PREFIX = "builtin:"
 SUITE_ENTRY_POINTS = "openforgerl.suites"
 
 
-def builtin_suites() -> dict[str, Path]:
-    """Every installed suite: name -> its folder (loading each entry point imports only that suite)."""
-    from importlib.metadata import entry_points
+def _suite_path(loaded: object) -> Path:
+    return Path(str(loaded))
 
-    return {point.name: Path(point.load()) for point in entry_points(group=SUITE_ENTRY_POINTS)}
+
+SUITES: Registry[Path] = Registry("task suite", group=SUITE_ENTRY_POINTS, adopt=_suite_path)
+"""Suite name -> its folder (looking one name up loads only that suite's entry point)."""
+
+
+def builtin_suites() -> dict[str, Path]:
+    """Every installed suite: name -> its folder."""
+    return dict(SUITES.items())
 
 
 def resolve_task_root(spec: Path | str, *, must_exist: bool = True) -> Path:
@@ -30,11 +37,12 @@ def resolve_task_root(spec: Path | str, *, must_exist: bool = True) -> Path:
     text = str(spec)
     if text.startswith(BUILTIN_PREFIX):
         name = text.removeprefix(BUILTIN_PREFIX)
-        suites = builtin_suites()
-        if name not in suites:
-            known = ", ".join(BUILTIN_PREFIX + n for n in sorted(suites)) or "none installed"
-            raise UserError(f"unknown task suite {text!r} (known: {known})")
-        return suites[name]
+        if name not in SUITES:
+            close = nearest(name, SUITES.names())
+            hint = f"; did you mean {BUILTIN_PREFIX + close!r}?" if close is not None else ""
+            known = ", ".join(BUILTIN_PREFIX + n for n in sorted(SUITES.names())) or "none installed"
+            raise UserError(f"unknown task suite {text!r}{hint} (known: {known})")
+        return SUITES.get(name)
     path = Path(spec)
     if must_exist and not path.exists():
         raise UserError(f"no task folder at {path}: give a task folder (holding task.toml), a folder of them, "

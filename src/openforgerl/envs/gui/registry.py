@@ -8,12 +8,13 @@ which also makes its kind a task family run by `GuiTaskRuntime`);
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["BUILTIN", "GuiEnvironment", "OpenScreen", "SandboxNeeds", "get_environment", "kinds", "register"]
+from openforgerl.registry import Registry
+
+__all__ = ["BUILTIN", "KINDS", "GuiEnvironment", "OpenScreen", "SandboxNeeds", "get_environment", "kinds", "register"]
 
 BUILTIN = ("openforgerl.envs.browser", "openforgerl.envs.desktop")
 
@@ -48,28 +49,17 @@ class GuiEnvironment:
     needs: SandboxNeeds = SandboxNeeds()
 
 
-_REGISTRY: dict[str, GuiEnvironment] = {}
+KINDS: Registry[GuiEnvironment] = Registry("GUI environment kind", modules=BUILTIN)
+"""Kind -> environment; an unknown kind is an `UnknownNameError` (a KeyError)."""
 
 
 def register(env: GuiEnvironment) -> GuiEnvironment:
-    _REGISTRY[env.kind] = env
-    return env
-
-
-def _load_builtins() -> None:
-    for module in BUILTIN:
-        importlib.import_module(module)
+    return KINDS.register(env.kind, env)
 
 
 def get_environment(kind: str) -> GuiEnvironment:
-    if kind not in _REGISTRY:
-        _load_builtins()
-    try:
-        return _REGISTRY[kind]
-    except KeyError:
-        raise KeyError(f"unknown GUI environment kind {kind!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+    return KINDS.get(kind)
 
 
 def kinds() -> list[str]:
-    _load_builtins()
-    return sorted(_REGISTRY)
+    return sorted(KINDS.names())

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from openforgerl.engines.base import EngineChunk, EngineResult
 from openforgerl.gateway.errors import GatewayError
 from openforgerl.records import WireProtocol
+from openforgerl.registry import Registry
 
 
 class StreamWriter(Protocol):
@@ -62,23 +63,24 @@ class WireAdapter(ABC):
         """The request's leading system/instructions values, unflattened (`recording.is_side_call`)."""
 
 
-_ADAPTERS: dict[WireProtocol, WireAdapter] = {}
+PROTOCOLS: Registry[WireAdapter] = Registry("wire protocol")
+"""`WireProtocol` value -> its adapter; `protocols/__init__.py` imports every built-in one."""
 A = TypeVar("A", bound=type[WireAdapter])
 
 
 def register(cls: A) -> A:
     """Class decorator: serve `cls.wire` with one instance of `cls` (adapters are stateless)."""
-    _ADAPTERS[cls.wire] = cls()
+    PROTOCOLS.register(cls.wire.value, cls())
     return cls
 
 
 def adapter_for(wire: WireProtocol) -> WireAdapter:
-    return _ADAPTERS[wire]
+    return PROTOCOLS.get(wire.value)
 
 
 def adapters() -> list[WireAdapter]:
     """Every registered protocol, in registration order (the order its routes are matched in)."""
-    return list(_ADAPTERS.values())
+    return [adapter for _, adapter in PROTOCOLS.items()]
 
 
 class ChunkTranslator(Protocol):
