@@ -40,7 +40,7 @@ import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -51,9 +51,13 @@ from openforgerl.envs.claw.tools import SERVICES, function_tools, get_tool, tool
 from openforgerl.envs.claw.verify.run import EXIT_NEEDS_JUDGE, JUDGE_REQUESTS
 from openforgerl.harness.base import McpServer
 from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, VerifierError
+from openforgerl.sandbox.base import VerifierRun
 from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
 from openforgerl.tasks.format import Task, check_verifier_file, read_tree, validate_model
 from openforgerl.tasks.verdicts import verdict_of
+
+if TYPE_CHECKING:
+    from openforgerl.tasks.host_side import HostSide
 
 __all__ = ["ClawTaskRuntime", "check_checks_file", "check_claw_task", "claw_tool_names"]
 
@@ -137,18 +141,15 @@ class ClawTaskRuntime(TaskDefaults):
         self.python = python or sys.executable
         self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
                                          "services": list(task.meta.services), "tags": list(task.meta.tags)}
-        self.host: Any = None  # tasks.host_side.HostSide, attached by `eval` (call log, judge, user relay)
+        self.host: HostSide | None = None  # attached by `eval` (call log, judge, user relay)
         self.upstream = _upstream_schemas(task)  # function schemas of upstream-service tools ([]: none)
         self.token = secrets.token_hex(16) if self.upstream else ""  # reads the upstream services' audit
+        # Where direct-tool harnesses (`zero`) POST `/tools/<name>` (HarnessContext.tool_service_url).
+        self.tool_service_url = self.url
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def tool_service_url(self) -> str:
-        """Where direct-tool harnesses (`zero`) POST `/tools/<name>` (HarnessContext.tool_service_url)."""
-        return self.url
 
     @property
     def tools(self) -> list[str]:
@@ -238,7 +239,7 @@ class ClawTaskRuntime(TaskDefaults):
             inputs[SNAPSHOT_INPUT] = json.dumps(taken, ensure_ascii=False).encode()
             argv += ["--env-snapshot", f"{VERIFIER_IN}/{SNAPSHOT_INPUT}"]
         if self.host is not None:
-            argv += await self._host_inputs(sandbox, inputs)
+            argv += await self._host_inputs(self.host, sandbox, inputs)
         answers: dict[str, float | str] = {}
         for _ in range(JUDGE_ROUNDS + 1):
             run = await run_verifier(sandbox, argv, inputs=inputs, outputs=("reward.json", "verifier.log", JUDGE_REQUESTS),
@@ -263,32 +264,32 @@ class ClawTaskRuntime(TaskDefaults):
         except JudgeError as exc:
             raise VerifierError(f"llm judge (grader.py): {exc}") from exc
 
-    async def _host_inputs(self, sandbox: Any, inputs: dict[str, bytes]) -> list[str]:
+    async def _host_inputs(self, host: HostSide, sandbox: Any, inputs: dict[str, bytes]) -> list[str]:
         """The transcript (from the call log) and the `llm_judge` scores (from the judge), both made on the
         host after the harness is gone, as verifier inputs; a judge failure is infra (`VerifierError`)."""
         from openforgerl.envs.claw.verify.spec import load_spec
         from openforgerl.tasks.host_side import transcript_json
         from openforgerl.tasks.judge import JudgeError
 
-        messages = await self.host.messages(sandbox)
+        messages = await host.messages(sandbox)
         extra: list[str] = []
         if messages is not None:
             inputs["host/transcript.json"] = transcript_json(messages)
             extra += ["--transcript", f"{VERIFIER_IN}/host/transcript.json"]
         if (self.task.root / "tests" / "claw_eval" / "grader.py").is_file():  # what upstream's runner also hands it
-            media = await self.host.media_events(sandbox)
+            media = await host.media_events(sandbox)
             if media is not None:
                 inputs["host/media_events.json"] = json.dumps(media).encode()
                 extra += ["--media-events", f"{VERIFIER_IN}/host/media_events.json"]
-            if record := self.host.user_record(sandbox):  # the simulated user's side, as the host relayed it
+            if record := host.user_record(sandbox):  # the simulated user's side, as the host relayed it
                 inputs["host/user_record.json"] = json.dumps(record, ensure_ascii=False).encode()
                 extra += ["--user-record", f"{VERIFIER_IN}/host/user_record.json"]
         checks = load_spec(self.task.root / "tests" / "checks.toml").checks
         rubrics = {c.name: str(getattr(c, "rubric", "")) for c in checks if c.kind == "llm_judge"}
         if rubrics:
             try:
-                scores = await self.host.claw_eval_scores(self.task.instruction, rubrics, messages or [],
-                                                          self.host.user_record(sandbox))
+                scores = await host.claw_eval_scores(self.task.instruction, rubrics, messages or [],
+                                                          host.user_record(sandbox))
             except JudgeError as exc:
                 raise VerifierError(f"llm judge: {exc}") from exc
             inputs["host/judge.json"] = json.dumps(scores).encode()
@@ -338,17 +339,16 @@ def _upstream_schemas(task: Task) -> list[dict[str, Any]]:
             for t in tools]
 
 
-def _judge_requests(run: Any) -> list[dict[str, Any]] | None:
+def _judge_requests(run: VerifierRun) -> list[dict[str, Any]] | None:
     """The judge calls a verifier run is waiting for (None: it did not ask; it finished or failed)."""
     res = run.result
     if res.returncode != EXIT_NEEDS_JUDGE or res.timed_out:
         return None
     try:
-        requests = json.loads(run.outputs.get(JUDGE_REQUESTS, b""))
+        requests: object = json.loads(run.outputs.get(JUDGE_REQUESTS, b""))
     except ValueError as exc:
         raise VerifierError(f"verifier asked for the judge without a readable {JUDGE_REQUESTS}") from exc
-    ok = isinstance(requests, list) and 0 < len(requests) <= MAX_JUDGE_REQUESTS and all(
-        isinstance(r, dict) and isinstance(r.get("key"), str) for r in requests)
-    if not ok:
+    if not (isinstance(requests, list) and 0 < len(requests) <= MAX_JUDGE_REQUESTS and all(
+            isinstance(r, dict) and isinstance(r.get("key"), str) for r in requests)):
         raise VerifierError(f"verifier's {JUDGE_REQUESTS} is not 1..{MAX_JUDGE_REQUESTS} keyed requests")
     return requests

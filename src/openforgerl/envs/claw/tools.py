@@ -37,8 +37,9 @@ class Param:
     def accepts(self, value: object) -> bool:
         if self.type == "integer" and isinstance(value, bool):
             return False
-        ok = isinstance(value, _JSON_TYPES[self.type])
-        return ok and (self.type != "array" or all(isinstance(v, str) for v in value))  # type: ignore[union-attr]
+        if not isinstance(value, _JSON_TYPES[self.type]):
+            return False
+        return not isinstance(value, list) or all(isinstance(v, str) for v in value)
 
 
 @dataclass(frozen=True)

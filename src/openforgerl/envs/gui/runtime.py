@@ -111,6 +111,7 @@ class GuiTaskRuntime(TaskDefaults):
                                          # what `eval` reports per harness x service: the kind, then the web apps
                                          "services": [self.kind, *sorted(self.env_config.get("apps") or {})]}
         self.computer_url = f"http://127.0.0.1:{COMPUTER_PORT}"
+        self.tool_service_url = self.computer_url
         self.screen = tuple(self.env_config.get("screen", (1280, 720)))
 
     @property
@@ -120,10 +121,6 @@ class GuiTaskRuntime(TaskDefaults):
     @property
     def ro_binds(self) -> tuple[str, ...]:
         return self.needs.ro_binds
-
-    @property
-    def tool_service_url(self) -> str:
-        return self.computer_url
 
     def files(self) -> Mapping[str, bytes]:
         out = read_tree(self.task.root / "environment" / "workspace")

@@ -30,6 +30,7 @@ import hmac
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -148,9 +149,9 @@ class _Handler(JsonHandler):  # quiet: the audit is the log
                 return self._send(403, {"error": "forbidden"})
             with self.app.lock:
                 return self._send(200, self.app.upstream.audit())
-        routes = {"/healthz": lambda: {"ok": True}, "/state": self.app.world.state,
-                  "/audit": lambda: {"calls": list(self.app.audit)},
-                  "/tools": lambda: {"tools": self.app.tools}}
+        routes: dict[str, Callable[[], object]] = {
+            "/healthz": lambda: {"ok": True}, "/state": self.app.world.state,
+            "/audit": lambda: {"calls": list(self.app.audit)}, "/tools": lambda: {"tools": self.app.tools}}
         handler = routes.get(self.path.split("?")[0])
         self._send(200, handler()) if handler else self._send(404, {"error": "not found"})
 

@@ -29,10 +29,11 @@ FAILED = "[the task's service recorded this call as failed ({status}): {error}]"
 
 def _canonical(arguments: Any) -> str:
     if isinstance(arguments, str):
+        text: str = arguments
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            arguments = json.loads(text) if text.strip() else {}
         except ValueError:
-            return arguments
+            return text
     return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
 
 
