@@ -29,7 +29,7 @@ from openforgerl.sandbox.kubernetes.errors import (
     PodCreateRejected,
 )
 from openforgerl.sandbox.kubernetes.informer import PodInformer
-from openforgerl.sandbox.kubernetes.manifests import render_pod, sandbox_selector
+from openforgerl.sandbox.kubernetes.manifests import render_pod, render_verifier_pod, sandbox_selector
 from openforgerl.sandbox.kubernetes.ratelimit import BootGate
 from openforgerl.sandbox.kubernetes.sandbox import KubernetesSandbox
 from openforgerl.sandbox.kubernetes.status import boot_timeout_fault, fault, is_running
@@ -128,6 +128,24 @@ class KubernetesBackend:
                 await (sandbox.aclose() if sandbox else self.release(name))
             raise
         return sandbox
+
+    async def open_verifier(self, spec: SandboxSpec, n: int) -> KubernetesSandbox:
+        """A fresh Pod for the rollout's `n`-th verifier run (`KubernetesSandbox.run_verifier`)."""
+        manifest = render_verifier_pod(spec, self.config, n)
+        check_manifest(manifest)
+        name = manifest["metadata"]["name"]
+        self.known.add(name)
+        try:
+            async with self.gate.slot():
+                await self._create(manifest)
+                await self._wait_running(name, min(self.config.boot_timeout_s, spec.lifetime_s))
+        except BaseException as e:
+            if is_foreign(e):
+                self.known.discard(name)
+            else:
+                await self.release(name)
+            raise
+        return KubernetesSandbox(self, name, spec, asyncio.get_running_loop().time() + spec.lifetime_s)
 
     async def _create(self, manifest: Obj) -> None:
         retries = self.config.create_retries

@@ -36,6 +36,7 @@ from openforgerl.sandbox.kubernetes.config import (
 
 Manifest = dict[str, Any]
 POD_PREFIX = "ofrl-"
+LABEL_ROLE = "openforgerl.io/role"  # "verifier" on a verifier's Pod; absent on the agent's
 KEEPALIVE = (
     "echo openforgerl sandbox ready; trap 'exit 0' TERM INT; "
     "while :; do sleep 3600 & wait $!; done"
@@ -162,6 +163,30 @@ def render_pod(spec: SandboxSpec, cfg: KubernetesConfig) -> Manifest:
         },
         "spec": pod_spec(spec, cfg),
     }
+
+
+VERIFIER_MOUNT = "/verifier"  # `bwrap.VERIFIER_IN` and `VERIFIER_OUT` live under it
+
+
+def verifier_pod_name(rollout_id: str, n: int) -> str:
+    return pod_name(f"{rollout_id}.verify{n}")
+
+
+def render_verifier_pod(spec: SandboxSpec, cfg: KubernetesConfig, n: int) -> Manifest:
+    """A fresh Pod for the rollout's `n`-th verifier run, created after the agent's Pod is gone.
+
+    The same image, labels (the informer and janitor see it), securityContext and network policy as the
+    agent's Pod, but none of the task's env and only the default limits (the agent's limits were sized
+    for the agent; its memory use must not starve the verifier). The workdir and the verifier's inputs
+    arrive over exec; `/verifier` is an emptyDir of its own."""
+    bare = SandboxSpec(rollout_id=spec.rollout_id, image=spec.image, lifetime_s=spec.lifetime_s)
+    pod = render_pod(bare, cfg)
+    pod["metadata"]["name"] = verifier_pod_name(spec.rollout_id, n)
+    pod["metadata"]["labels"][LABEL_ROLE] = "verifier"
+    ctr = pod["spec"]["containers"][0]
+    ctr["volumeMounts"].append({"name": "verifier", "mountPath": VERIFIER_MOUNT})
+    pod["spec"]["volumes"].append({"name": "verifier", "emptyDir": {"sizeLimit": cfg.workdir_size_limit}})
+    return pod
 
 
 def gateway_labels(gw: GatewayService) -> dict[str, str]:

@@ -10,16 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import math
+import posixpath
 import time
+import uuid
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from openforgerl.sandbox.base import WORKDIR, CommandNotFoundError, ExecResult, SandboxError, SandboxSpec
+from openforgerl.sandbox.base import (
+    WORKDIR,
+    CommandNotFoundError,
+    ExecResult,
+    SandboxError,
+    SandboxSpec,
+    VerifierRun,
+)
+from openforgerl.sandbox.bwrap import VERIFIER_IN, VERIFIER_OUT
 from openforgerl.sandbox.kubernetes import commands
 from openforgerl.sandbox.kubernetes.client import ExecOutput, ExecTimedOut, Obj
 from openforgerl.sandbox.kubernetes.errors import KubeSandboxError, PodLost, SandboxExpired
 from openforgerl.sandbox.kubernetes.status import fault
+from openforgerl.sandbox.safefile import MAX_READ_BYTES
 
 if TYPE_CHECKING:
     from openforgerl.sandbox.kubernetes.backend import KubernetesBackend
@@ -27,6 +38,8 @@ if TYPE_CHECKING:
 KILLED = (124, 137)  # `timeout` exit codes: TERM-ed / KILL-ed at the budget
 NOT_FOUND = (b"not found", b"No such file", b"cannot execute", b"Permission denied")
 FAULT_GRACE_S = 5.0  # how long to wait for the watch to explain a broken exec
+VERIFIER_PATH = "/opt/openforgerl/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SEAL = 'mkdir -p -- "$0" && chmod -R a-w -- "$1" "$2"'
 
 
 class KubernetesSandbox:
@@ -41,6 +54,9 @@ class KubernetesSandbox:
         self._expired = False
         self._closed = False
         self._spawned = 0
+        self._spec = spec
+        self._workdir: bytes | None = None  # the agent's workdir, cleaned, once its Pod is gone
+        self._verifies = 0
         self._timer = asyncio.get_running_loop().call_at(deadline, self._expire)
 
     def remaining_s(self) -> float:
@@ -51,6 +67,9 @@ class KubernetesSandbox:
         self._backend.schedule_delete(self.pod_name)
 
     def _check_usable(self) -> None:
+        if self._workdir is not None:
+            raise PodLost(f"sandbox {self.id}: the agent's pod was removed for the verifier", pod=self.pod_name,
+                          reason="Verified")
         if self._closed:
             raise PodLost(f"sandbox {self.id} is closed", pod=self.pod_name, reason="Closed")
         if self._expired or self.remaining_s() <= 0:
@@ -120,6 +139,64 @@ class KubernetesSandbox:
             blob = commands.tar_bytes(spec.files, spec.copy_dirs)
             await self.exec_checked(commands.untar_argv(WORKDIR), stdin=blob, what="lay out files")
 
+    async def run_verifier(self, argv: Sequence[str], *, inputs: Mapping[str, bytes],
+                           env: Mapping[str, str] | None = None,
+                           timeout_s: float | None = None) -> VerifierRun:
+        """Run a trusted verifier in a fresh Pod once the agent's Pod is gone.
+
+        The agent's workdir is copied out (a tar over exec, re-packed by `commands.clean_tar`), the
+        agent's Pod is deleted and waited for (the harness and everything it left running go with it),
+        then a verifier Pod (`manifests.render_verifier_pod`) gets that workdir, `inputs` at
+        /verifier/in, both made read-only, and runs argv with /verifier/out (empty) as its cwd and a
+        PATH of image folders only. A later run (a grader's second round) gets a fresh Pod of its own
+        over the same copy. argv[0] must be an absolute path outside /workdir and /tmp.
+
+        A sandbox that started a task service runs the verifier in the agent's Pod instead (inputs and
+        outputs in a fresh folder): the service holds the state the verifier reads, in that Pod's
+        memory, so deleting the Pod would take the state with it."""
+        if not argv or not argv[0].startswith("/") or _agents(argv[0]):
+            raise SandboxError(f"verifier program {argv[0] if argv else ''!r} is not a trusted image path")
+        venv = {"PATH": VERIFIER_PATH, "HOME": VERIFIER_OUT, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **(env or {})}
+        if self._spawned:
+            return await self._verify_in_place(argv, inputs, venv, timeout_s)
+        if self._workdir is None:
+            self._check_usable()
+            raw = await self.exec_checked(commands.tar_out_argv(WORKDIR), what="copy the workdir out")
+            self._workdir = commands.clean_tar(raw, WORKDIR)
+            self._timer.cancel()
+            await self._backend.release(self.pod_name)
+        if self._closed:
+            raise PodLost(f"sandbox {self.id} is closed", pod=self.pod_name, reason="Closed")
+        self._verifies += 1
+        verifier = await self._backend.open_verifier(self._spec, self._verifies)
+        try:
+            return await verifier.verify_here(argv, inputs, venv, timeout_s, self._workdir)
+        finally:
+            await verifier.aclose()
+
+    async def verify_here(self, argv: Sequence[str], inputs: Mapping[str, bytes], env: Mapping[str, str],
+                          timeout_s: float | None, workdir: bytes) -> VerifierRun:
+        """In a verifier Pod: lay out the workdir and the inputs read-only, run argv, read /verifier/out."""
+        await self.exec_checked(commands.untar_argv(WORKDIR), stdin=workdir, what="lay out the workdir")
+        await self.exec_checked(commands.untar_argv(VERIFIER_IN), stdin=commands.tar_bytes(inputs, {}),
+                                what="lay out the verifier's inputs")
+        # every capability is dropped, so without write bits even root cannot write there
+        await self.exec_checked(["sh", "-c", SEAL, VERIFIER_OUT, WORKDIR, VERIFIER_IN], what="seal the inputs")
+        result = await self.exec(argv, env=env, cwd=VERIFIER_OUT, timeout_s=timeout_s)
+        raw = await self.exec_checked(commands.tar_out_argv(VERIFIER_OUT), what="read the verifier's outputs")
+        return VerifierRun(result, commands.regular_files(raw, MAX_READ_BYTES))
+
+    async def _verify_in_place(self, argv: Sequence[str], inputs: Mapping[str, bytes], env: Mapping[str, str],
+                               timeout_s: float | None) -> VerifierRun:
+        base = f"/tmp/.openforgerl-verifier-{uuid.uuid4().hex[:12]}"
+        await self.exec_checked(commands.untar_argv(f"{base}/in"), stdin=commands.tar_bytes(inputs, {}),
+                                what="lay out the verifier's inputs")
+        await self.exec_checked(["mkdir", "-p", f"{base}/out"], what="make the verifier's output folder")
+        moved = [base + a[len("/verifier"):] if a.startswith("/verifier") else a for a in argv]
+        result = await self.exec(moved, env=env, cwd=f"{base}/out", timeout_s=timeout_s)
+        raw = await self.exec_checked(commands.tar_out_argv(f"{base}/out"), what="read the verifier's outputs")
+        return VerifierRun(result, commands.regular_files(raw, MAX_READ_BYTES))
+
     async def logs(self) -> bytes:
         """The keep-alive container's log (what the Pod itself printed)."""
         return await self._backend.api.logs(self._cfg.namespace, self.pod_name, self._cfg.container_name)
@@ -133,3 +210,9 @@ class KubernetesSandbox:
         self._closed = True
         self._timer.cancel()
         await self._backend.release(self.pod_name)
+
+
+def _agents(path: str) -> bool:
+    """A path in the agent's space (its workdir or /tmp), where it could have left a program."""
+    p = PurePosixPath(posixpath.normpath(path))
+    return any(p == PurePosixPath(root) or PurePosixPath(root) in p.parents for root in (WORKDIR, "/tmp"))
