@@ -1,0 +1,210 @@
+"""The import rules, measured on the source tree: the core (everything outside an environment package)
+imports no environment, environments import no other environment, few pairs of packages import each
+other, and no modules form an import circle. Each count is a ratchet: it may only go down, and the
+numbers below are lowered as imports are removed.
+
+Every `import` / `from ... import` counts, inside functions and under `if TYPE_CHECKING:` too (a
+type-only import is still a dependency a reader has to follow); a submodule naming its own parent
+package does not (Python has imported the parent first anyway).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import openforgerl
+
+SRC = Path(openforgerl.__file__).resolve().parents[1]
+ROOT = "openforgerl"
+ENVS = f"{ROOT}.envs"
+SHARED_IN_ENVS = frozenset({"importers", "command", "_json_http"})
+"""Modules under envs/ that are no environment: the importers for several of them and the `tasks` CLI."""
+
+# The ratchet: today's counts. Lower them when an import goes; the goal is 0 / 0 / <= 5 / 0.
+CORE_TO_ENV = 28
+BETWEEN_ENVS = 28
+MUTUAL_PAIRS = 16
+CIRCLES = 6
+
+
+@dataclass(frozen=True)
+class Layers:
+    core_to_env: list[tuple[str, str]]
+    between_envs: list[tuple[str, str]]
+    mutual_pairs: list[tuple[str, str]]
+    circles: list[list[str]]
+
+    def counts(self) -> tuple[int, int, int, int]:
+        return len(self.core_to_env), len(self.between_envs), len(self.mutual_pairs), len(self.circles)
+
+
+def modules(src: Path) -> dict[str, Path]:
+    out = {}
+    for path in (src / ROOT).rglob("*.py"):
+        name = ".".join(path.relative_to(src).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def _absolute(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    parts = importer.split(".")[: len(importer.split(".")) - node.level + (1 if is_package else 0)]
+    return ".".join([*parts, *([node.module] if node.module else [])])
+
+
+def _targets(path: Path, importer: str, known: dict[str, Path]) -> Iterator[str]:
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = _absolute(node, importer, is_package)
+            subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known]
+            yield from subs or [base]
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+
+
+def graph(src: Path) -> dict[str, set[str]]:
+    """Module -> the openforgerl modules it imports (a dotted name is cut to the longest known module)."""
+    known = modules(src)
+
+    def resolve(target: str) -> str | None:
+        parts = target.split(".")
+        while parts and ".".join(parts) not in known:
+            parts.pop()
+        return ".".join(parts) or None
+
+    out: dict[str, set[str]] = {}
+    for name, path in known.items():
+        found = {resolve(t) for t in _targets(path, name, known) if t.startswith(ROOT)}
+        out[name] = {t for t in found if t is not None and t != name and not name.startswith(t + ".")}
+    return out
+
+
+def environment(module: str) -> str | None:
+    """`openforgerl.envs.claw.world` -> `claw`; None for the core and the shared modules under envs/."""
+    parts = module.split(".")
+    if module.startswith(ENVS + ".") and parts[2] not in SHARED_IN_ENVS:
+        return parts[2]
+    return None
+
+
+def package(module: str) -> str:
+    """The unit pairs are counted between: a top-level package or module, each environment its own."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if environment(module) else ".".join(parts[:2])
+
+
+def _circles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(g):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(g[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(g.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def measure(src: Path) -> Layers:
+    g = graph(src)
+    edges = [(a, b) for a in sorted(g) for b in sorted(g[a])]
+    core_to_env = [(a, b) for a, b in edges if environment(a) is None and environment(b) is not None]
+    between = [(a, b) for a, b in edges if None is not environment(a) != environment(b) is not None]
+    arrows = {(package(a), package(b)) for a, b in edges if package(a) != package(b)}
+    mutual = sorted((p, q) for p, q in arrows if p < q and (q, p) in arrows)
+    return Layers(core_to_env, between, mutual, _circles(g))
+
+
+def _report(layers: Layers) -> str:
+    lines = [f"core -> environment: {len(layers.core_to_env)}", *(f"  {a} -> {b}" for a, b in layers.core_to_env),
+             f"between environments: {len(layers.between_envs)}", *(f"  {a} -> {b}" for a, b in layers.between_envs),
+             f"packages importing each other: {len(layers.mutual_pairs)}",
+             *(f"  {p} <-> {q}" for p, q in layers.mutual_pairs),
+             f"import circles: {len(layers.circles)}", *(f"  {' / '.join(c)}" for c in layers.circles)]
+    return "\n".join(lines)
+
+
+def test_the_import_rules_hold_at_least_as_well_as_today() -> None:
+    layers = measure(SRC)
+    print(_report(layers))
+    limits = (CORE_TO_ENV, BETWEEN_ENVS, MUTUAL_PAIRS, CIRCLES)
+    assert all(n <= limit for n, limit in zip(layers.counts(), limits, strict=True)), _report(layers)
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_a_clean_tree_counts_nothing(tmp_path: Path) -> None:
+    src = _write(tmp_path, {
+        "openforgerl/__init__.py": "", "openforgerl/records.py": "",
+        "openforgerl/envs/__init__.py": "", "openforgerl/envs/command.py": "from openforgerl import records\n",
+        "openforgerl/envs/claw/__init__.py": "from openforgerl.records import X\nfrom . import world\n",
+        "openforgerl/envs/claw/world.py": "from .. import command\n",
+        "openforgerl/stack.py": "import openforgerl.records\n",
+    })
+    assert measure(src).counts() == (0, 0, 0, 0)
+
+
+def test_each_forbidden_import_is_flagged(tmp_path: Path) -> None:
+    """Control: one import of each forbidden kind in a synthetic tree is counted once, by name."""
+    src = _write(tmp_path, {
+        "openforgerl/__init__.py": "", "openforgerl/records.py": "",
+        "openforgerl/stack.py": "def run():\n    from openforgerl.envs.claw import world\n",
+        "openforgerl/envs/__init__.py": "",
+        "openforgerl/envs/claw/__init__.py": "", "openforgerl/envs/claw/world.py": "",
+        "openforgerl/envs/tau2/__init__.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..claw.world import World\n"),
+        "openforgerl/gateway/__init__.py": "from openforgerl.train import loop\n",
+        "openforgerl/train/__init__.py": "", "openforgerl/train/loop.py": "from openforgerl.gateway import Gateway\n",
+        "openforgerl/config.py": "from openforgerl.sandbox import registry\n",
+        "openforgerl/sandbox/__init__.py": "", "openforgerl/sandbox/registry.py": "import openforgerl.config\n",
+    })
+    layers = measure(src)
+    assert layers.core_to_env == [("openforgerl.stack", "openforgerl.envs.claw.world")]
+    assert layers.between_envs == [("openforgerl.envs.tau2", "openforgerl.envs.claw.world")]
+    assert layers.mutual_pairs == [("openforgerl.config", "openforgerl.sandbox"),
+                                   ("openforgerl.gateway", "openforgerl.train")]
+    assert layers.circles == [["openforgerl.config", "openforgerl.sandbox.registry"],
+                              ["openforgerl.gateway", "openforgerl.train.loop"]]
+    limits = (0, 0, 0, 0)
+    assert not all(n <= limit for n, limit in zip(layers.counts(), limits, strict=True))  # the ratchet fails
