@@ -66,3 +66,25 @@ def test_smollm2_answer_comes_back_as_content_over_http():
         assert streamed == msg.content
     finally:
         server.close()
+
+
+def test_serving_files_are_replaced_whole_never_rewritten_in_place(tmp_path, monkeypatch):
+    """Parallel workers call ensure_smollm2_dir while others load the model: a reader must never see a
+    truncated template (control: the stale file a reader holds open keeps its content, which an in-place
+    rewrite would have replaced under it)."""
+    from openforgerl.engines.local.smollm2 import TEMPLATE, ensure_smollm2_dir
+
+    monkeypatch.setenv("OPENFORGERL_CACHE", str(tmp_path))
+    out = cache_dir()
+    out.mkdir(parents=True)
+    for name in ("config.json", "tokenizer.json"):  # converted already: only the serving files are written
+        (out / name).write_text("{}")
+    (out / "chat_template.jinja").write_text("stale template")
+    with open(out / "chat_template.jinja") as reader:  # a process loading the model meanwhile
+        assert ensure_smollm2_dir() == out
+        assert reader.read() == "stale template"
+    assert (out / "chat_template.jinja").read_text() == TEMPLATE.read_text()
+    inode = (out / "chat_template.jinja").stat().st_ino
+    ensure_smollm2_dir()
+    assert (out / "chat_template.jinja").stat().st_ino == inode  # the same content is left alone
+    assert not list(out.glob(".*.tmp"))

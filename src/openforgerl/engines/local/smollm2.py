@@ -15,6 +15,7 @@ Needs the `smollm2` extra (gguf, accelerate) for the conversion.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -69,25 +70,40 @@ def convert(gguf: Path, out: Path) -> None:
     AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
 
 
+def _write_atomically(path: Path, text: str) -> None:
+    """Replace `path` by a complete file in one rename: another process loading the model meanwhile (a
+    second engine, a parallel test worker) reads the old or the new file, never a truncated one."""
+    if path.exists() and path.read_text() == text:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def write_serving_files(out: Path) -> None:
     """The chat template with tools and the parser settings (see the module docstring)."""
     from openforgerl.engines.chat_format import PARSERS_FILE
 
-    (out / "chat_template.jinja").write_text(TEMPLATE.read_text())
-    (out / PARSERS_FILE).write_text(json.dumps(PARSERS, indent=2) + "\n")
+    _write_atomically(out / "chat_template.jinja", TEMPLATE.read_text())
+    _write_atomically(out / PARSERS_FILE, json.dumps(PARSERS, indent=2) + "\n")
 
 
 def ensure_smollm2_dir() -> Path:
     out = cache_dir()
-    if not ((out / "config.json").exists() and (out / "tokenizer.json").exists()):
-        out.mkdir(parents=True, exist_ok=True)
-        downloads = out.parent / "downloads"
-        downloads.mkdir(exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-            convert(find_gguf(downloads), Path(tmp))
-            for item in Path(tmp).iterdir():
-                item.replace(out / item.name)
-    write_serving_files(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # One conversion at a time per cache: processes started together (parallel test workers, two engines)
+    # would otherwise download into and unzip from the same half-written files in `downloads`.
+    with open(out.parent / ".smollm2.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not ((out / "config.json").exists() and (out / "tokenizer.json").exists()):
+            out.mkdir(exist_ok=True)
+            downloads = out.parent / "downloads"
+            downloads.mkdir(exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+                convert(find_gguf(downloads), Path(tmp))
+                for item in Path(tmp).iterdir():
+                    item.replace(out / item.name)
+        write_serving_files(out)
     return out
 
 
