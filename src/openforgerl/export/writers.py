@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type hints (no py.typed)
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # as above
 
 from openforgerl.export.verl import AGENT_LOOP_FIELDS
 
@@ -55,7 +55,7 @@ def write_parquet(
 
 
 def read_parquet_rows(path: Path) -> list[dict[str, Any]]:
-    rows = pq.read_table(path).to_pylist()
+    rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()  # one dict per row, by column name
     for row in rows:
         _decode(row, _JSON_COLUMNS)
         if isinstance(row.get("extra_fields"), dict):

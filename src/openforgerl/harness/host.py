@@ -14,8 +14,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
-import psutil
+import psutil  # type: ignore[import-untyped]  # ships no type hints; types-psutil is not locked
 
 from openforgerl.harness.base import HarnessLaunch
 
@@ -78,6 +79,6 @@ async def run_on_host(launch: HarnessLaunch, cwd: Path, budget_s: float) -> Host
     return HostRun(code, texts[0], texts[1], timed_out, time.monotonic() - start)
 
 
-def _read(fh: object) -> str:
-    fh.seek(0)  # type: ignore[attr-defined]
-    return fh.read().decode(errors="replace")  # type: ignore[attr-defined]
+def _read(fh: IO[bytes]) -> str:
+    fh.seek(0)
+    return fh.read().decode(errors="replace")

@@ -42,19 +42,18 @@ class ChatClient:
         payload = json.dumps(body).encode()
         attempt = 0
         while True:
+            status: int | None = None  # None: no HTTP answer at all
             try:
-                status, headers, data = self._post(payload, timeout)
+                code, headers, data = self._post(payload, timeout)
             except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out
-                status, headers, data, why = None, {}, b"", f"connection error: {exc!r}"
+                headers, why = {}, f"connection error: {exc!r}"
             else:
-                if status == 200:
-                    try:
-                        return json.loads(data)
-                    except ValueError as exc:
-                        raise ModelAPIError(f"answer is not JSON: {data[:200]!r}", status) from exc
-                why = f"HTTP {status}: {data[:500].decode(errors='replace')}"
-                if not (status in RETRY_STATUSES or status >= 500):
-                    raise ModelAPIError(why, status)
+                status = code
+                if code == 200:
+                    return _json_object(data, code)
+                why = f"HTTP {code}: {data[:500].decode(errors='replace')}"
+                if not (code in RETRY_STATUSES or code >= 500):
+                    raise ModelAPIError(why, code)
             if attempt >= self.max_retries:
                 raise ModelAPIError(why, status)
             wait = _retry_after(headers) or min(_BACKOFF_S * 2**attempt, _MAX_BACKOFF_S) * random.uniform(0.75, 1.0)
@@ -79,6 +78,16 @@ class ChatClient:
             raise TimeoutError(f"no answer within {timeout:.1f}s") from exc
         finally:
             conn.close()
+
+
+def _json_object(data: bytes, status: int) -> dict[str, Any]:
+    try:
+        answer = json.loads(data)
+    except ValueError as exc:
+        raise ModelAPIError(f"answer is not JSON: {data[:200]!r}", status) from exc
+    if not isinstance(answer, dict):
+        raise ModelAPIError(f"answer is not a JSON object: {data[:200]!r}", status)
+    return answer
 
 
 def _retry_after(headers: dict[str, str]) -> float | None:

@@ -45,9 +45,12 @@ def initial_messages(instruction: str) -> list[dict[str, Any]]:
 
 def _assistant_message(completion: dict[str, Any]) -> dict[str, Any]:
     try:
-        return drop_none(completion["choices"][0]["message"])
+        message = drop_none(completion["choices"][0]["message"])
     except (KeyError, IndexError, TypeError) as exc:
         raise ModelAPIError(f"answer has no choices[0].message: {str(completion)[:200]}") from exc
+    if not isinstance(message, dict):
+        raise ModelAPIError(f"answer's choices[0].message is not an object: {str(completion)[:200]}")
+    return message
 
 
 def _tool_results(message: dict[str, Any], tools: ToolBox) -> list[dict[str, Any]]:
