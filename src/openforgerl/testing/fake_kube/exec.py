@@ -17,6 +17,7 @@ import signal
 
 from aiohttp import WSMsgType, web
 
+from openforgerl.testing.fake_kube.bwrap import Container
 from openforgerl.testing.fake_kube.faults import Faults
 from openforgerl.testing.fake_kube.kubelet import Kubelet
 from openforgerl.testing.fake_kube.store import ApiStatus, Store
@@ -46,7 +47,7 @@ class ExecHandler:
     def __init__(self, store: Store, kubelet: Kubelet, faults: Faults) -> None:
         self.store, self.kubelet, self.faults = store, kubelet, faults
 
-    def _container(self, ns: str, name: str):  # -> Container; raises the API's own errors
+    def _container(self, ns: str, name: str) -> Container:  # raises the API's own errors
         pod = self.store.get("pods", ns, name)
         rt = self.kubelet.pods.get((ns, name))
         if rt is None or rt.container is None or rt.terminated or pod["status"].get("phase") != "Running":

@@ -26,7 +26,7 @@ class Faults:
 
     def take(self, name: str) -> bool:
         """Consume one unit of a counter fault; True if it fired."""
-        left = getattr(self, name)
+        left: int = getattr(self, name)  # every counter fault is an int field
         if left > 0:
             setattr(self, name, left - 1)
         return left > 0

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from openforgerl.testing.fake_kube.faults import Faults
 from openforgerl.testing.fake_kube.kubelet import Kubelet
@@ -63,7 +64,7 @@ def error_response(e: ApiStatus) -> web.Response:
 
 
 @web.middleware
-async def status_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+async def status_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every `ApiStatus` raised by a handler becomes a `Status` body with its HTTP code."""
     try:
         return await handler(request)

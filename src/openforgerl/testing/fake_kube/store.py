@@ -9,6 +9,7 @@ synchronous code on the event loop, so a snapshot and a subscription taken toget
 from __future__ import annotations
 
 import asyncio
+import builtins  # `Store.list` shadows the builtin inside the class
 import copy
 import uuid
 from collections import deque
@@ -172,7 +173,7 @@ class Store:
                 if p == plural and namespace in (None, ns) and matches(o)]
 
     def subscribe(self, plural: str, namespace: str | None, since_rv: int | None,
-                  matches: Callable[[Obj], bool]) -> tuple[Subscription, list[Event]]:
+                  matches: Callable[[Obj], bool]) -> tuple[Subscription, builtins.list[Event]]:
         """Atomically: the logged events after `since_rv` plus a queue of all later ones.
 
         `since_rv=None` means "from now", with synthetic ADDED events for the current objects."""

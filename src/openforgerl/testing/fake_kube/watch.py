@@ -62,7 +62,8 @@ class WatchStream:
         for event in backlog:
             await resp.write(event_line(event.type, event.obj))
         if self.faults.take("watch_drops"):
-            request.transport and request.transport.abort()
+            if request.transport is not None:
+                request.transport.abort()
             return
         if self.faults.take("watch_resets"):
             self.store.compact()
