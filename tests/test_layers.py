@@ -24,7 +24,7 @@ SHARED_IN_ENVS = frozenset({"importers", "command", "_json_http"})
 """Modules under envs/ that are no environment: the importers for several of them and the `tasks` CLI."""
 
 # The ratchet: today's counts. Lower them when an import goes; the goal is 0 / 0 / <= 5 / 0.
-CORE_TO_ENV = 28
+CORE_TO_ENV = 26
 BETWEEN_ENVS = 28
 MUTUAL_PAIRS = 16
 CIRCLES = 6

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from analytics._rundir import ChainWriter, chat_history, record, write_run
 from openforgerl.analytics.capture import capture_rollout, write_capture
 from openforgerl.analytics.report import analyze, to_markdown
-from openforgerl.analytics.rundir import RunDir, TaskIndex, family_of
+from openforgerl.analytics.rundir import RunDir, TaskIndex, suite_family
 from openforgerl.cli import app
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import ExecResult
@@ -65,10 +65,10 @@ def test_analyze_command_writes_json_markdown_png(tmp_path: Path) -> None:
     assert "Behaviour analytics" in (out / "analytics.md").read_text()
 
 
-def test_family_of() -> None:
-    assert family_of("claw/calendar-create-01-error-retry") == "calendar-create"
-    assert family_of("claw/calendar-day-answer") == "calendar-day-answer"
-    assert family_of(None) == "?"
+def test_suite_family_is_the_name_up_to_its_first_number() -> None:
+    assert suite_family("claw/calendar-create-01-error-retry") == "calendar-create"
+    assert suite_family("claw/calendar-day-answer") == "calendar-day-answer"
+    assert suite_family(None) == "?"
 
 
 class _LocalSandbox:

@@ -15,7 +15,7 @@ from typing import Any
 from openforgerl.analytics.bootstrap import Estimate, bootstrap_mean
 from openforgerl.analytics.events import rollout_events
 from openforgerl.analytics.metrics import GoldAction, RolloutBehaviour, RolloutFacts, behaviour
-from openforgerl.analytics.rundir import RunDir, TaskIndex, family_of
+from openforgerl.analytics.rundir import RunDir, TaskIndex, suite_family
 from openforgerl.records import RolloutRecord
 
 __all__ = ["METRICS", "collect_facts", "passed", "summarize", "to_markdown", "write_report"]
@@ -77,7 +77,7 @@ def _facts(run: RunDir, rec: RolloutRecord, calls: list[Any], tasks: TaskIndex, 
     events = tuple(rollout_events(calls, run.audit(rec.rollout_id)))
     return RolloutFacts(
         rollout_id=rec.rollout_id, events=events, passed=passed(rec), task_id=rec.task_id or "?",
-        harness=rec.harness or "?", family=family_of(rec.task_id), run=_label(run, rec, by_version),
+        harness=rec.harness or "?", family=suite_family(rec.task_id), run=_label(run, rec, by_version),
         reward=rec.reward, offered=frozenset(task.offered) if task else frozenset(),
         gold=tuple(GoldAction(t, a) for t, a in task.gold) if task else (),
         forbidden=tuple(GoldAction(t, a) for t, a in task.forbidden) if task else (),

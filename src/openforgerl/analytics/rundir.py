@@ -21,14 +21,15 @@ from typing import Any
 
 from openforgerl.records import CallRecord, RolloutRecord
 
-__all__ = ["ROLLOUT_FILES", "RunDir", "TaskFacts", "TaskIndex", "family_of"]
+__all__ = ["ROLLOUT_FILES", "RunDir", "TaskFacts", "TaskIndex", "suite_family"]
 
 ROLLOUT_FILES = {"train_rollouts.jsonl": "train", "eval_rollouts.jsonl": "eval", "rollouts.jsonl": "eval"}
 ARTIFACTS = "rollouts"
 
 
-def family_of(task_id: str | None) -> str:
-    """`claw/calendar-create-01-error-retry` → `calendar-create`: the name up to its first number."""
+def suite_family(task_id: str | None) -> str:
+    """`claw/calendar-create-01-error-retry` → `calendar-create`: the suite family a task was generated
+    from, the name up to its first number (not the `tasks.TaskFamily` that runs the folder)."""
     name = (task_id or "?").rsplit("/", 1)[-1]
     words = name.split("-")
     head = []
@@ -129,9 +130,9 @@ class TaskIndex:
 
     @classmethod
     def default(cls) -> TaskIndex:
-        from openforgerl.envs.claw.suite import CLAW_SUITE
+        from openforgerl.tasks.suites import DEFAULT_TASKS, resolve_task_root
 
-        return cls([Path(CLAW_SUITE)])
+        return cls([resolve_task_root(DEFAULT_TASKS)])
 
     @cached_property
     def _roots(self) -> dict[str, Path]:

@@ -12,10 +12,13 @@ from pathlib import Path
 from openforgerl.errors import UserError
 from openforgerl.registry import Registry, nearest
 
-__all__ = ["BUILTIN_PREFIX", "SUITES", "SUITE_ENTRY_POINTS", "builtin_suites", "resolve_task_root"]
+__all__ = ["BUILTIN_PREFIX", "DEFAULT_TASKS", "SUITES", "SUITE_ENTRY_POINTS", "builtin_suites", "resolve_task_root"]
 
 BUILTIN_PREFIX = "builtin:"
 SUITE_ENTRY_POINTS = "openforgerl.suites"
+DEFAULT_TASKS = BUILTIN_PREFIX + "claw"
+"""The task set used where none is named (the config's `tasks.dir`, veRL's task roots, analytics' task
+index): a suite found through its entry point, so the core imports no environment for it."""
 
 
 def _suite_path(loaded: object) -> Path:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from openforgerl.analytics.rundir import RunDir, family_of
+from openforgerl.analytics.rundir import RunDir, suite_family
 from openforgerl.records import RolloutRecord
 
 __all__ = ["FILTERS", "RolloutIndex", "RolloutRow"]
@@ -77,7 +77,7 @@ class RolloutIndex:
             self._db.execute("UPDATE idx SET calls = coalesce((SELECT n FROM counts WHERE counts.rollout_id = idx.rollout_id), 0)")
             self._db.commit()
             self._db.execute("DETACH DATABASE run")
-        families = {t: family_of(t) for (t,) in self._db.execute("SELECT DISTINCT task_id FROM idx")}
+        families = {t: suite_family(t) for (t,) in self._db.execute("SELECT DISTINCT task_id FROM idx")}
         self._db.executemany("UPDATE idx SET family=? WHERE task_id IS ?", [(f, t) for t, f in families.items()])
         for col in ("task_id", "harness", "status", "policy_version", "kind"):
             self._db.execute(f"CREATE INDEX i_{col} ON idx({col})")

@@ -21,7 +21,7 @@ from urllib.parse import quote, urlencode
 from openforgerl.analytics.events import ToolEvent, rollout_events
 from openforgerl.analytics.metrics import GoldAction, RolloutFacts, behaviour
 from openforgerl.analytics.report import passed
-from openforgerl.analytics.rundir import RunDir, TaskIndex, family_of
+from openforgerl.analytics.rundir import RunDir, TaskIndex, suite_family
 from openforgerl.analytics.wire import WireItem, request_items
 from openforgerl.records import CallRecord, RolloutRecord
 from openforgerl.store.blobfiles import BlobFiles
@@ -201,7 +201,7 @@ class Site:
             "frames": gui_frames(calls, events, read_blob),
             "files": self.artifact_files(run, rollout_id), "checks": _checks(record),
             "behaviour": self._behaviour(record, events, calls), "behaviour_help": BEHAVIOUR_HELP,
-            "result": outcome(passed(record), record.status, bool(record.infra_tainted)), "family": family_of(record.task_id),
+            "result": outcome(passed(record), record.status, bool(record.infra_tainted)), "family": suite_family(record.task_id),
             "compare_ok": bool(record.task_id)})
 
     def compare_page(self, task: str, a: str | None = None, b: str | None = None) -> Page | None:

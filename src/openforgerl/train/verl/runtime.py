@@ -41,12 +41,12 @@ def loop_config(kwargs: Mapping[str, Any]) -> Config:
 
 
 def task_roots(config: Config) -> list[Path]:
-    """Folders searched for a row's task (``verl.task_roots``; default: the built-in Claw suite)."""
+    """Folders searched for a row's task (``verl.task_roots``; default: the default suite, `builtin:claw`)."""
     if config.verl.task_roots:
         return [Path(r) for r in config.verl.task_roots]
-    from openforgerl.envs.claw.suite import CLAW_SUITE
+    from openforgerl.tasks.suites import DEFAULT_TASKS, resolve_task_root
 
-    return [CLAW_SUITE]
+    return [resolve_task_root(DEFAULT_TASKS)]
 
 
 def _plain(value: Any) -> Any:
