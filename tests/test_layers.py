@@ -26,8 +26,8 @@ SHARED_IN_ENVS = frozenset({"importers", "command", "_json_http"})
 # The ratchet: today's counts. Lower them when an import goes; the goal is 0 / 0 / <= 5 / 0.
 CORE_TO_ENV = 26
 BETWEEN_ENVS = 28
-MUTUAL_PAIRS = 16
-CIRCLES = 6
+MUTUAL_PAIRS = 15
+CIRCLES = 5
 
 
 @dataclass(frozen=True)

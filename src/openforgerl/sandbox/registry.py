@@ -5,14 +5,29 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from openforgerl.errors import UnknownNameError, UserError
 from openforgerl.registry import Registry
 from openforgerl.sandbox.base import SandboxBackend
 
 if TYPE_CHECKING:
-    from openforgerl.config import SandboxSettings
+    from openforgerl.sandbox.kubernetes.config import KubernetesConfig
+
+
+class KubernetesOptions(Protocol):
+    def build(self) -> KubernetesConfig: ...
+
+
+class SandboxSettings(Protocol):
+    """What a backend factory reads from the config's `sandbox` section (`config.SandboxSettings` is
+    one): named here so the sandbox layer does not import the config above it."""
+
+    @property
+    def image(self) -> str | None: ...
+
+    @property
+    def kubernetes(self) -> KubernetesOptions: ...
 
 
 async def _local(root: Path, settings: SandboxSettings | None) -> SandboxBackend:
@@ -40,7 +55,7 @@ async def _kubernetes(root: Path, settings: SandboxSettings | None) -> SandboxBa
     return await KubernetesBackend.open(settings.kubernetes.build() if settings is not None else None)
 
 
-Factory = Callable[[Path, "SandboxSettings | None"], Awaitable[SandboxBackend]]
+Factory = Callable[[Path, SandboxSettings | None], Awaitable[SandboxBackend]]
 """(where a local backend keeps its sandboxes, the config's `sandbox` section) -> an open backend."""
 
 class UnknownBackend(UnknownNameError, ValueError):
