@@ -27,7 +27,7 @@ SHARED_IN_ENVS = frozenset({"importers", "command", "_json_http"})
 CORE_TO_ENV = 26
 BETWEEN_ENVS = 28
 MUTUAL_PAIRS = 15
-CIRCLES = 5
+CIRCLES = 4
 
 
 @dataclass(frozen=True)

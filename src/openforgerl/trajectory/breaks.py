@@ -5,13 +5,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from openforgerl.trajectory.images import image_pruned, shares_image
 from openforgerl.trajectory.tokens import common_prefix_len
 
-if TYPE_CHECKING:
-    from openforgerl.trajectory.chains import Chain
+
+class ChainView(Protocol):
+    """What a break is judged against (`chains.Chain` is one): named here so this module, which
+    `chains` imports, does not import it back."""
+
+    @property
+    def tokens(self) -> Sequence[int]: ...
+
+    @property
+    def image_keys(self) -> Sequence[str]: ...
+
+    def is_sampled_at(self, position: int) -> bool: ...
+
+
+C = TypeVar("C", bound=ChainView)
 
 
 class BreakCause(StrEnum):
@@ -51,7 +64,7 @@ class BreakEvent:
         return str(self.cause)
 
 
-def closest_chain(prompt: Sequence[int], chains: Sequence[Chain]) -> tuple[Chain, int]:
+def closest_chain(prompt: Sequence[int], chains: Sequence[C]) -> tuple[C, int]:
     """The chain sharing the longest prefix with ``prompt`` (most recent first; a chain no longer
     than the best prefix so far cannot beat it and is not compared)."""
     best, best_cpl = chains[-1], common_prefix_len(prompt, chains[-1].tokens)
@@ -65,7 +78,7 @@ def closest_chain(prompt: Sequence[int], chains: Sequence[Chain]) -> tuple[Chain
 
 def classify_break(
     prompt: Sequence[int],
-    chain: Chain,
+    chain: ChainView,
     cpl: int,
     *,
     compaction_ratio: float,
@@ -90,7 +103,7 @@ def classify_break(
     return BreakCause.PREFIX_MISMATCH, at_sampled
 
 
-def _pruned(chain: Chain, keys: Sequence[str], cpl: int, prompt_len: int, related: int) -> bool:
+def _pruned(chain: ChainView, keys: Sequence[str], cpl: int, prompt_len: int, related: int) -> bool:
     if cpl == prompt_len or not image_pruned(chain.image_keys, keys):
         return False
     return cpl >= related or shares_image(chain.image_keys, keys)
