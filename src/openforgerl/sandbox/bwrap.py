@@ -137,7 +137,8 @@ def _ro_bind_args(ro_binds: Sequence[Path], hide: Sequence[Path] = ()) -> list[s
 
 
 def masked_mounts() -> list[tuple[str, Path | None]]:
-    return [(str(_package() / rel), None) for rel in MASKED_IN_PACKAGE] + [(str(p), None) for p in foreign_masked()]
+    masked: list[tuple[str, Path | None]] = [(str(_package() / rel), None) for rel in MASKED_IN_PACKAGE]
+    return masked + [(str(p), None) for p in foreign_masked()]
 
 
 @cache

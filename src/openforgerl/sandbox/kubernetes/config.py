@@ -22,9 +22,6 @@ ANNOTATION_ROLLOUT = "openforgerl.io/rollout-id"
 GATEWAY_IMAGE = "openforgerl/gateway"  # the images the deploy base names (`deploy/k8s`, `images:`)
 ROLLOUT_IMAGE = "openforgerl/rollout"
 ENV_PREFIX = "OPENFORGERL_K8S_"
-ENV_FIELDS = {"NAMESPACE": "namespace", "IMAGE": "default_image", "GATEWAY_URL": "gateway_url",
-              "BACKEND_ID": "backend_id", "RUNTIME_CLASS": "runtime_class_name",
-              "SERVICE_ACCOUNT": "service_account_name", "PRIORITY_CLASS": "priority_class_name"}
 
 
 @dataclass(frozen=True)
@@ -108,5 +105,14 @@ class KubernetesConfig:
         """Defaults overridden by `OPENFORGERL_K8S_{NAMESPACE,IMAGE,GATEWAY_URL,BACKEND_ID,...}`
         (what `openforgerl rollout --backend kubernetes` uses)."""
         env = os.environ if environ is None else environ
-        found = {attr: env[ENV_PREFIX + key] for key, attr in ENV_FIELDS.items() if env.get(ENV_PREFIX + key)}
-        return dataclasses.replace(cls(), **found)
+        base = cls()
+
+        def given(key: str) -> str | None:  # an empty variable counts as unset
+            return env.get(ENV_PREFIX + key) or None
+
+        return dataclasses.replace(
+            base, namespace=given("NAMESPACE") or base.namespace, default_image=given("IMAGE") or base.default_image,
+            gateway_url=given("GATEWAY_URL") or base.gateway_url, backend_id=given("BACKEND_ID") or base.backend_id,
+            runtime_class_name=given("RUNTIME_CLASS") or base.runtime_class_name,
+            service_account_name=given("SERVICE_ACCOUNT") or base.service_account_name,
+            priority_class_name=given("PRIORITY_CLASS") or base.priority_class_name)

@@ -54,7 +54,7 @@ def gateway_yaml(cfg: KubernetesConfig) -> str:
     objs = gateway_objects(cfg)
     for obj in objs:
         check_manifest(obj)
-    return yaml.safe_dump_all(objs, sort_keys=False)
+    return str(yaml.safe_dump_all(objs, sort_keys=False))
 
 
 def main(argv: list[str] | None = None) -> None:

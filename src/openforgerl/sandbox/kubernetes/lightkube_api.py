@@ -71,7 +71,9 @@ class LightkubeApi:
             created = await self._client.create(codecs.from_dict(obj))
         except (ApiError, httpx2.HTTPError) as e:
             raise api_error(e) from e
-        return created.to_dict()
+        # lightkube's GenericResource.to_dict (one of the resources from_dict may build) has no annotations
+        out: Obj = created.to_dict()  # type: ignore[no-untyped-call]
+        return out
 
     async def get_pod(self, namespace: str, name: str) -> Obj | None:
         try:
@@ -122,7 +124,7 @@ class LightkubeApi:
         except Exception as e:  # any other end of the stream without an exit status
             raise ExecChannelLost(f"exec in pod {name} broke: {type(e).__name__}: {e}",
                                   pod=name) from e
-        return ExecOutput(res.exit_code, res.stdout or b"", res.stderr or b"")
+        return ExecOutput(res.exit_code, _raw(res.stdout), _raw(res.stderr))
 
     async def logs(self, namespace: str, name: str, container: str) -> bytes:
         try:
@@ -134,3 +136,10 @@ class LightkubeApi:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _raw(captured: str | bytes | None) -> bytes:
+    """A captured stream as bytes (`decode=None` asks lightkube for bytes; nothing captured is b"")."""
+    if isinstance(captured, str):
+        return captured.encode()
+    return captured or b""

@@ -28,7 +28,7 @@ FATAL_WAITING = {"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfig
 
 
 def name_of(pod: Pod) -> str:
-    return pod.get("metadata", {}).get("name", "?")
+    return str(pod.get("metadata", {}).get("name", "?"))
 
 
 def phase(pod: Pod) -> str:
@@ -79,8 +79,8 @@ def fault(pod: Pod) -> KubeSandboxError | None:
         cls = ImagePullFailed if reason in IMAGE_WAITING else BootTimeout
         return cls(f"pod {name} cannot start: {reason}", pod=name, reason=reason)
     if phase(pod) in ("Failed", "Succeeded") or terminated(pod):
-        reason = status.get("reason") or next((t.get("reason") for t in terminated(pod)), None)
-        return PodLost(f"pod {name} ended: phase {phase(pod)} ({reason})", pod=name, reason=reason)
+        why: str | None = status.get("reason") or next((t.get("reason") for t in terminated(pod)), None)
+        return PodLost(f"pod {name} ended: phase {phase(pod)} ({why})", pod=name, reason=why)
     return None
 
 

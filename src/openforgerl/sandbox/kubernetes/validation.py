@@ -161,7 +161,8 @@ def semantic_problems(obj: dict[str, Any]) -> list[str]:
 
 def schema_problems(obj: dict[str, Any], versions: Iterable[str] = SCHEMA_VERSIONS) -> list[str]:
     """Strict JSON-schema validation per Kubernetes version (needs `kubernetes-validate`)."""
-    import kubernetes_validate  # optional (dev) dependency, 100+ MB of schemas
+    # optional (dev) dependency, 100+ MB of schemas; it ships no type hints
+    import kubernetes_validate  # type: ignore[import-untyped]
 
     out = []
     for version in versions:
