@@ -2,7 +2,10 @@
 image (scripts/build_images.sh): the Claw task's service, tool CLI and verifier work inside it to a verified
 result. The task's oracle actions through the Claw CLI give reward 1; the control, the same verifier before
 any action, gives 0 (the check can fail). Its locked-down settings hold: the root is read-only, /workdir
-writable, no capabilities, no network but loopback (`--network none`)."""
+writable, no capabilities, no network but loopback (`--network none`). The verifier's own Pod
+(`manifests.render_verifier_pod`) runs there too, through the same steps as `KubernetesSandbox.verify_here`:
+the agent's workdir and the inputs sealed (no write bit, no capability: root cannot write them), the image's
+Python, never one the agent left; the control, a wrong answer, scores 0."""
 
 from __future__ import annotations
 
@@ -24,8 +27,10 @@ from openforgerl.envs.claw.client import URL_ENV
 from openforgerl.envs.claw.oracle_policy import _shell_line, load_actions
 from openforgerl.sandbox.base import SandboxSpec
 from openforgerl.sandbox.bwrap import VERIFIER_IN, VERIFIER_OUT
+from openforgerl.sandbox.kubernetes import commands
 from openforgerl.sandbox.kubernetes.config import KubernetesConfig
-from openforgerl.sandbox.kubernetes.manifests import render_pod
+from openforgerl.sandbox.kubernetes.manifests import render_pod, render_verifier_pod
+from openforgerl.sandbox.kubernetes.sandbox import SEAL, VERIFIER_PATH
 from openforgerl.sandbox.podman import write_containers_conf
 from openforgerl.tasks.loader import load_runtime
 
@@ -112,3 +117,68 @@ def test_rendered_pod_under_kube_play_runs_the_task_to_a_verified_result(pod: Po
     versions = pod.sh("node --version && /opt/openforgerl/tools/npm/codex/node_modules/.bin/codex --version && "
                       "/opt/openforgerl/tools/npm/claude-code/node_modules/.bin/claude --version")
     assert versions.returncode == 0 and b"v20." in versions.stdout, versions
+
+
+@pytest.fixture
+def verifier_pod(rollout_image: str, tmp_path: Path) -> Iterator[Pod]:  # noqa: F811
+    """The verifier's Pod as `manifests.render_verifier_pod` renders it, under `podman kube play`."""
+    import os
+
+    env = {**os.environ, "CONTAINERS_CONF": str(write_containers_conf(tmp_path / "podman"))}
+    cfg = KubernetesConfig(image_pull_policy="Never")
+    manifest = render_verifier_pod(SandboxSpec(rollout_id=f"kube-verify-{os.getpid()}", image=rollout_image), cfg, 1)
+    (tmp_path / "verifier.yaml").write_text(yaml.safe_dump(manifest))
+    name = manifest["metadata"]["name"]
+    played = subprocess.run(["podman", "kube", "play", "--network", "none", str(tmp_path / "verifier.yaml")],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert played.returncode == 0, played.stderr
+    try:
+        yield Pod(f"{name}-{cfg.container_name}", env)
+    finally:
+        subprocess.run(["podman", "pod", "rm", "-f", "-t", "0", name], capture_output=True, env=env, timeout=120)
+
+
+def _agent_workdir(answer: bytes) -> bytes:
+    """A workdir as it leaves an agent's Pod: the answer, a link out of the workdir, a planted program."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for rel, data in {"./answer.txt": answer, "./bin/python3": b"#!/bin/sh\necho '{\"reward\": 1}'\n"}.items():
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode = len(data), 0o755
+            tf.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("./out")
+        link.type, link.linkname = tarfile.SYMTYPE, VERIFIER_OUT
+        tf.addfile(link)
+    return commands.clean_tar(buf.getvalue(), "/workdir")
+
+
+def _verify_in(pod: Pod, answer: bytes) -> tuple[float, bytes]:
+    """The steps of `KubernetesSandbox.verify_here`, through `podman exec`: the reward and the seal probe."""
+    assert pod.sh(shlex.join(commands.untar_argv("/workdir")), stdin=_agent_workdir(answer)).returncode == 0
+    assert pod.sh(shlex.join(commands.untar_argv(VERIFIER_IN)),
+                  stdin=commands.tar_bytes({"expected": b"42\n"}, {})).returncode == 0
+    assert pod.sh(shlex.join(["sh", "-c", SEAL, VERIFIER_OUT, "/workdir", VERIFIER_IN])).returncode == 0
+    probe = pod.sh("touch /workdir/w 2>/dev/null && echo workdir-writable; "
+                   f"touch {VERIFIER_IN}/w 2>/dev/null && echo inputs-writable; ls -l /workdir/out; "
+                   f"PATH={VERIFIER_PATH}; cd {VERIFIER_OUT} && touch ok && command -v python3")
+    script = ("import json, pathlib; a = pathlib.Path('/workdir/answer.txt').read_bytes(); "
+              f"e = pathlib.Path('{VERIFIER_IN}/expected').read_bytes(); "
+              "pathlib.Path('reward.json').write_text(json.dumps({'reward': float(a == e)}))")
+    ran = pod.sh(f"cd {VERIFIER_OUT} && PATH={VERIFIER_PATH} python3 -I -c {shlex.quote(script)}")
+    assert ran.returncode == 0, ran.stderr
+    out = pod.sh(shlex.join(commands.tar_out_argv(VERIFIER_OUT)))
+    files = commands.regular_files(out.stdout, 1 << 20)
+    return float(json.loads(files["reward.json"])["reward"]), probe.stdout
+
+
+def test_rendered_verifier_pod_under_kube_play_sees_the_workdir_sealed(verifier_pod: Pod) -> None:
+    reward, probe = _verify_in(verifier_pod, b"42\n")
+    assert reward == 1.0
+    assert b"writable" not in probe  # no write bit and no capability: even root cannot write there
+    assert b"/opt/openforgerl/venv/bin/python3" in probe  # the image's, never the workdir's bin/python3
+    assert b"-> /verifier/out" not in probe  # the link out of the workdir was left out
+
+
+def test_control_rendered_verifier_pod_scores_a_wrong_answer_zero(verifier_pod: Pod) -> None:
+    reward, _ = _verify_in(verifier_pod, b"41\n")
+    assert reward == 0.0
