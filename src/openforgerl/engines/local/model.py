@@ -36,16 +36,21 @@ class LoadedModel:
 
 
 def resolve_model_path(model: str) -> Path:
-    """`tiny` / `tiny-vl` → the committed tiny models; `smollm2` → converted SmolLM2 dir; else a directory."""
+    """`tiny` / `tiny-vl` → the committed tiny models; `smollm2` → converted SmolLM2 dir; `smollm2-tools` →
+    its tool-call warm-up (built on first use); else a directory."""
     if model in PRESETS:
         return PRESETS[model]
     if model == "smollm2":
         from openforgerl.engines.local.smollm2 import ensure_smollm2_dir
 
         return ensure_smollm2_dir()
+    if model == "smollm2-tools":
+        from openforgerl.engines.local.smollm2_tools import ensure_smollm2_tools_dir
+
+        return ensure_smollm2_tools_dir()
     path = Path(model).expanduser()
     if not (path / "config.json").exists():
-        raise FileNotFoundError(f"{path} has no config.json (expected a model directory, 'tiny' or 'smollm2')")
+        raise FileNotFoundError(f"{path} has no config.json (expected a model directory, 'tiny', 'smollm2' or 'smollm2-tools')")
     return path
 
 
