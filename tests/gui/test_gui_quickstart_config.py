@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from openforgerl.config import Config
-from openforgerl.train.stack import select_tasks
+from openforgerl.train.services import select_tasks
 from openforgerl.train.trainer import harness_for
 
 CONFIG = Path(__file__).resolve().parents[2] / "examples" / "gui_quickstart.yaml"

@@ -10,7 +10,7 @@ import pytest
 from openforgerl.config import Config, TaskSelection
 from openforgerl.envs.claw.suite import CLAW_SUITE
 from openforgerl.synth.calibrate import calibrate
-from openforgerl.train.stack import select_tasks
+from openforgerl.train.services import select_tasks
 
 
 def test_band_selection_pools_with_other_selections(tmp_path: Path) -> None:
@@ -29,7 +29,7 @@ def test_band_selection_pools_with_other_selections(tmp_path: Path) -> None:
 
 
 def test_a_band_that_every_task_left_keeps_the_previous_pool(tmp_path: Path) -> None:
-    from openforgerl.train.stack import redraw_pool
+    from openforgerl.train.services import redraw_pool
 
     names = ["easy-todo-add-01", "easy-todo-add-02"]
     for name in names:

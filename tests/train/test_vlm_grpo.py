@@ -27,7 +27,7 @@ from openforgerl.records import Sample
 from openforgerl.store.sqlite import SQLiteCallStore
 from openforgerl.train.grpo import RolloutScore, group_advantages
 from openforgerl.train.policy import vision_response_logprobs
-from openforgerl.train.stack import InProcessPusher
+from openforgerl.train.services import InProcessPusher
 from openforgerl.train.trainer import GatewayAdmin, load_policy, policy_vision
 from openforgerl.train.update import UpdateSettings, grpo_update, logprob_check
 from openforgerl.train.vision import SampleVision, VisionInputError
@@ -188,7 +188,7 @@ async def test_trainer_steps_on_tiny_vl_check_logprobs_and_push_both_towers(
     from openforgerl.config import Config
     from openforgerl.orchestrator.batch import BatchResult
     from openforgerl.orchestrator.groups import GroupResult
-    from openforgerl.train.stack import Stack
+    from openforgerl.train.services import TrainServices
     from openforgerl.train.trainer import Trainer
 
     counter = iter(range(1000))
@@ -205,12 +205,13 @@ async def test_trainer_steps_on_tiny_vl_check_logprobs_and_push_both_towers(
     cfg = Config(model="tiny-vl", eval={"tasks": None}, out_dir=str(tmp_path),
                       train={"steps": 2, "lr": 1e-3, "micro_batch": 2, "max_grad_norm": 1e9, "step0_logprob_tol": TOL})
     trainer = Trainer(cfg, tmp_path)
-    stack = Stack(cfg, env.server.url, InProcessPusher(env.server), env.store, env.gateway, None, ["click"], [], path)
+    services = TrainServices(cfg, env.server.url, InProcessPusher(env.server), env.store, env.gateway, None,
+                             ["click"], [], path)
     model = load_policy(path)
     trainer.vision = policy_vision(path, env.store)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
-    first = await trainer.step(stack, model, opt, None, 0, 0)
-    second = await trainer.step(stack, model, opt, None, 1, first["policy_version"])
+    first = await trainer.step(services, model, opt, None, 0, 0)
+    second = await trainer.step(services, model, opt, None, 1, first["policy_version"])
     print(f"\ntrainer step 0: {first}\ntrainer step 1: {second}")
     assert first["step0_logprob_check"] is True and first["step0_logprob_max_diff"] < TOL
     assert "step0_logprob_check" not in second, "checked once, at the first step"

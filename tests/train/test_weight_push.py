@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from openforgerl.engines.local.model import resolve_model_path
-from openforgerl.train.stack import InProcessPusher
+from openforgerl.train.services import InProcessPusher
 from openforgerl.train.weight_sync import DiskReloadPusher
 
 PROMPT = [1, 5, 9, 14, 2, 7]

@@ -1,6 +1,6 @@
 """Calibration with a live policy, for `tasks synthesize --calibrate`: `calibrate_embedded` opens the
-embedded default stack exactly as `train` does (`train.stack.open_stack`), `calibrate_on_gateway` uses a
-running gateway. Apart from `synth/calibrate.py` because it imports `train`, which imports that module
+embedded default services exactly as `train` does (`train.services.open_train_services`),
+`calibrate_on_gateway` uses a running gateway. Apart from `synth/calibrate.py` because it imports `train`, which imports that module
 (the `refresh_every` hook): one direction each, no import cycle."""
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ def _policy_config(model: str | None, config: Path | None) -> Any:
 
 def calibrate_embedded(root: Path, *, k: int = 4, model: str | None = None, config: Path | None = None,
                        work_dir: Path | None = None, threshold: float = 1.0) -> list[Calibration]:
-    """`tasks synthesize --calibrate` without `--gateway`: open the embedded default stack exactly as
-    `train` opens it (`train.stack.open_stack`: local engine on the model, call log, gateway, sandbox
-    backend) and run k rollouts per task under `root` with the harness `train` would build."""
+    """`tasks synthesize --calibrate` without `--gateway`: open the embedded default services exactly as
+    `train` opens it (`train.services.open_train_services`: local engine on the model, call log, gateway,
+    sandbox backend) and run k rollouts per task under `root` with the harness `train` would build."""
     import tempfile
 
     from openforgerl.config import TaskSelection
-    from openforgerl.train.stack import open_stack
+    from openforgerl.train.services import open_train_services
     from openforgerl.train.trainer import harness_for
 
     policy = _policy_config(model, config)
@@ -40,9 +40,9 @@ def calibrate_embedded(root: Path, *, k: int = 4, model: str | None = None, conf
     paths = _task_paths(root)
 
     async def rollouts(out_dir: Path) -> dict[str, list[float | None]]:
-        async with open_stack(cfg, out_dir) as stack:
-            return await measure(stack.train_tasks, k, harness_for(cfg, 0), gateway=stack.gateway.access,
-                                 backend=stack.backend, config=cfg.orchestrator(group_size=k))
+        async with open_train_services(cfg, out_dir) as services:
+            return await measure(services.train_tasks, k, harness_for(cfg, 0),
+                                 gateway=services.gateway.access, backend=services.backend, config=cfg.orchestrator(group_size=k))
 
     with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
         measured = asyncio.run(rollouts(work_dir or Path(tmp)))

@@ -34,7 +34,7 @@ from openforgerl.records import CallRecord, RolloutRecord, Sample
 from openforgerl.train.checkpoint import load_checkpoint, save_checkpoint
 from openforgerl.train.grpo import RolloutScore, group_advantages
 from openforgerl.train.reporting import MetricsLog, StepProgress, plot_reward_curve, step_table
-from openforgerl.train.stack import Stack, open_stack, redraw_pool, select_tasks
+from openforgerl.train.services import TrainServices, open_train_services, redraw_pool, select_tasks
 from openforgerl.train.update import grpo_update, logprob_check
 from openforgerl.train.vision import SampleVision
 from openforgerl.train.weight_sync import sync_weights
@@ -165,50 +165,53 @@ class Trainer:
         """A progress line, on a terminal and off it (a log file sees it when it happens)."""
         self.console.print(f"[dim]{self.progress.status(self.done)}[/]  {text}", highlight=False, soft_wrap=True)
 
-    async def evaluate(self, stack: Stack, step: int) -> float | None:
+    async def evaluate(self, services: TrainServices, step: int) -> float | None:
         """Held-out pass@1 (`eval.tasks`, `eval.group_size` rollouts a task)."""
-        if not stack.eval_tasks:
+        if not services.eval_tasks:
             return None
-        return await self._pass_rate(stack, stack.eval_tasks, self.cfg.eval.group_size, step, "eval")
+        return await self._pass_rate(services, services.eval_tasks, self.cfg.eval.group_size, step, "eval")
 
-    async def evaluate_train(self, stack: Stack, step: int) -> float | None:
+    async def evaluate_train(self, services: TrainServices, step: int) -> float | None:
         """pass@1 on the train tasks (`eval.train_group_size` rollouts a task; None when 0)."""
-        if not self.cfg.eval.train_group_size or not stack.train_tasks:
+        if not self.cfg.eval.train_group_size or not services.train_tasks:
             return None
-        return await self._pass_rate(stack, stack.train_tasks, self.cfg.eval.train_group_size, step, "eval_train")
+        return await self._pass_rate(services, services.train_tasks, self.cfg.eval.train_group_size, step,
+                                     "eval_train")
 
-    async def _pass_rate(self, stack: Stack, tasks: list[Any], group_size: int, step: int, kind: str) -> float | None:
+    async def _pass_rate(self, services: TrainServices, tasks: list[Any], group_size: int, step: int,
+                         kind: str) -> float | None:
         what = "held-out tasks" if kind == "eval" else "train tasks"
         self.say(f"evaluating pass@1 on {len(tasks)} {what} x {group_size} rollouts (after step {step})")
         ocfg = self.cfg.orchestrator(group_size=group_size, artifacts_dir=self.out_dir / "rollouts", min_group_size=1)
-        batch = await run_batch(tasks, harness_for(self.cfg, step), gateway=stack.gateway.access,
-                                backend=stack.backend, config=ocfg, sink=self.sink(stack, kind))
+        batch = await run_batch(tasks, harness_for(self.cfg, step), gateway=services.gateway.access,
+                                backend=services.backend, config=ocfg, sink=self.sink(services, kind))
         return pass_rate(batch.records)
 
-    def sink(self, stack: Stack, kind: str) -> ResultSink:
+    def sink(self, services: TrainServices, kind: str) -> ResultSink:
         """Every rollout attempt, with its status, into the call log and `<kind>_rollouts.jsonl`."""
         return ResultSink(self.out_dir / f"{kind}_rollouts.jsonl")
 
-    def tasks_for(self, stack: Stack, step: int) -> list[Any]:
+    def tasks_for(self, services: TrainServices, step: int) -> list[Any]:
         rng = random.Random(self.cfg.seed * 100_003 + step)
-        k = min(self.cfg.train.tasks_per_step, len(stack.train_tasks))
-        return rng.sample(stack.train_tasks, k)
+        k = min(self.cfg.train.tasks_per_step, len(services.train_tasks))
+        return rng.sample(services.train_tasks, k)
 
-    async def step(self, stack: Stack, model: Any, opt: Any, ref: Any, step: int, version: int) -> dict[str, Any]:
+    async def step(self, services: TrainServices, model: Any, opt: Any, ref: Any, step: int,
+                   version: int) -> dict[str, Any]:
         t0 = time.monotonic()
-        batch = await run_batch(self.tasks_for(stack, step), harness_for(self.cfg, step),
-                                gateway=stack.gateway.access, backend=stack.backend,
+        batch = await run_batch(self.tasks_for(services, step), harness_for(self.cfg, step),
+                                gateway=services.gateway.access, backend=services.backend,
                                 config=self.cfg.orchestrator(artifacts_dir=self.out_dir / "rollouts"),
-                                sink=self.sink(stack, "train"))
+                                sink=self.sink(services, "train"))
         t_roll = time.monotonic() - t0
         options = self.cfg.reconstruction_options(image_token_id=self.vision.image_token_id if self.vision else None)
-        data = await collect(stack.store, batch, options)
+        data = await collect(services.store, batch, options)
         adv = group_advantages(data.scores)
         self.updating = True
         stats = await asyncio.to_thread(grpo_update, model, opt, data.samples, adv, self.settings, ref_model=ref,
                                         vision=self.vision)
         self.updating = False
-        new_version = await sync_weights(GatewayAdmin(stack.gateway), stack.pusher, model, version + 1)
+        new_version = await sync_weights(GatewayAdmin(services.gateway), services.pusher, model, version + 1)
         rewards = [s.reward for s in data.scores]
         return {**self.step0_check(stats),
             "step": step, "reward": sum(rewards) / len(rewards) if rewards else 0.0,
@@ -224,7 +227,7 @@ class Trainer:
         sels = self.cfg.tasks if isinstance(self.cfg.tasks, list) else [self.cfg.tasks]
         return [s for s in sels if s.refresh_every and done % s.refresh_every == 0 and done < self.cfg.train.steps]
 
-    async def refresh_bands(self, stack: Stack, sels: list[TaskSelection], step: int, version: int
+    async def refresh_bands(self, services: TrainServices, sels: list[TaskSelection], step: int, version: int
                             ) -> dict[str, Any]:
         """Re-calibrate each selection's whole pool with the weights the engine serves now (pushed at the
         end of the step), rewrite the pass rates and redraw the training pool from the new bands."""
@@ -235,18 +238,19 @@ class Trainer:
         for sel in sels:
             runtimes = select_tasks(sel.model_copy(update={"pass_rate": None, "limit": None}), self.cfg.seed)
             measured = await measure(runtimes, sel.refresh_k, harness_for(self.cfg, step),
-                                     gateway=stack.gateway.access, backend=stack.backend,
-                                     config=self.cfg.orchestrator(group_size=sel.refresh_k), sink=self.sink(stack, "refresh"))
+                                     gateway=services.gateway.access, backend=services.backend,
+                                     config=self.cfg.orchestrator(group_size=sel.refresh_k),
+                                     sink=self.sink(services, "refresh"))
             done = calibrate([rt.task.root for rt in runtimes], recorded(measured), sel.refresh_k,
                              policy=f"train@v{version}")
             pool += len(runtimes)
             rates += [c.pass_rate for c in done if c.pass_rate is not None]
             band += len(select_tasks(sel, self.cfg.seed))
-        redrawn = redraw_pool(self.cfg.tasks, self.cfg.seed, stack.train_tasks)
-        if redrawn is stack.train_tasks:
+        redrawn = redraw_pool(self.cfg.tasks, self.cfg.seed, services.train_tasks)
+        if redrawn is services.train_tasks:
             self.console.print(f"[yellow]step {step}: the refreshed bands are empty; keeping the previous pool[/]")
-        stack.train_tasks = redrawn
-        return {"refresh_pool": pool, "refresh_band": band, "refresh_train_tasks": len(stack.train_tasks),
+        services.train_tasks = redrawn
+        return {"refresh_pool": pool, "refresh_band": band, "refresh_train_tasks": len(services.train_tasks),
                 "refresh_pass_mean": sum(rates) / len(rates) if rates else None, "refresh_policy_version": version,
                 "refresh_s": time.monotonic() - t0}
 
@@ -265,41 +269,41 @@ class Trainer:
         torch.manual_seed(self.cfg.seed)
         started = time.monotonic()
         self.say(f"starting: engine, gateway and sandboxes for {self.cfg.train.steps} steps")
-        async with open_stack(self.cfg, self.out_dir) as stack:
-            model = load_policy(stack.policy_path)
-            self.vision = policy_vision(stack.policy_path, stack.store)
+        async with open_train_services(self.cfg, self.out_dir) as services:
+            model = load_policy(services.policy_path)
+            self.vision = policy_vision(services.policy_path, services.store)
             opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.train.lr, weight_decay=self.cfg.train.weight_decay)
             ref = copy.deepcopy(model).eval() if self.cfg.train.kl_coef > 0 else None
             first, version = 0, 0
             if resume:
                 first, version = load_checkpoint(self.out_dir / "checkpoint", model, opt)
                 self.saved_step = first
-                await sync_weights(GatewayAdmin(stack.gateway), stack.pusher, model, version)
+                await sync_weights(GatewayAdmin(services.gateway), services.pusher, model, version)
             self.done, self.progress.first = first, first
-            before = await self.evaluate(stack, first) if first == 0 else None
+            before = await self.evaluate(services, first) if first == 0 else None
             if before is not None:
                 self.log.write({"step": first, "eval_pass1": before})
-            train_before = await self.evaluate_train(stack, first) if first == 0 else None
+            train_before = await self.evaluate_train(services, first) if first == 0 else None
             if train_before is not None:
                 self.log.write({"step": first, "train_pass1": train_before})
             try:
-                budget_hit = await self.loop(stack, model, opt, ref, first, version, started)
+                budget_hit = await self.loop(services, model, opt, ref, first, version, started)
             except asyncio.CancelledError:
                 self.checkpoint_on_interrupt(model, opt)
                 raise
             version = self.version
             save_checkpoint(self.out_dir / "checkpoint", model, opt, self.done, version)
             self.saved_step = self.done
-            after = await self.evaluate(stack, self.done)
+            after = await self.evaluate(services, self.done)
             if after is not None:
                 self.log.write({"step": self.done, "eval_pass1": after})
-            train_after = await self.evaluate_train(stack, self.done)
+            train_after = await self.evaluate_train(services, self.done)
             if train_after is not None:
                 self.log.write({"step": self.done, "train_pass1": train_after})
         summary = self.summary(before, after, train_before, train_after)
         return replace(summary, stopped=self.progress.why_stopped(self.done, budget_hit=budget_hit))
 
-    async def loop(self, stack: Stack, model: Any, opt: Any, ref: Any, first: int, version: int,
+    async def loop(self, services: TrainServices, model: Any, opt: Any, ref: Any, first: int, version: int,
                    started: float) -> bool:
         """The steps; True when the time budget ended them early. A terminal gets a live table, anything
         else a line per step."""
@@ -310,13 +314,13 @@ class Trainer:
             for step in range(first, self.cfg.train.steps):
                 if self.cfg.train.time_budget_s and time.monotonic() - started > self.cfg.train.time_budget_s:
                     return True
-                row = await self.step(stack, model, opt, ref, step, self.version)
+                row = await self.step(services, model, opt, ref, step, self.version)
                 self.version = row["policy_version"]
                 self.done = step + 1
                 if self.cfg.eval.every and self.done % self.cfg.eval.every == 0 and self.done < self.cfg.train.steps:
-                    row["eval_pass1"] = await self.evaluate(stack, self.done)
+                    row["eval_pass1"] = await self.evaluate(services, self.done)
                 if due := self.refresh_due(self.done):
-                    row |= await self.refresh_bands(stack, due, self.done, self.version)
+                    row |= await self.refresh_bands(services, due, self.done, self.version)
                 self.log.write(row)
                 line = self.progress.line(row, self.done)
                 if live is not None:

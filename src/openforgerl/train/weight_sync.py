@@ -2,8 +2,8 @@
 
 Protocol: pause the gateway (new calls wait, in-flight calls drain), push weights, resume the gateway
 (which bumps and returns the policy version stamped on every later CallRecord). Pushers: in-process
-for the embedded engine (`train/stack.py`), HTTP reload-from-disk for vLLM (`/collective_rpc reload_weights`,
-needs VLLM_SERVER_DEV_MODE=1) and SGLang (`/update_weights_from_disk`).
+for the embedded engine (`train/services.py`), HTTP reload-from-disk for vLLM
+(`/collective_rpc reload_weights`, needs VLLM_SERVER_DEV_MODE=1) and SGLang (`/update_weights_from_disk`).
 """
 
 from __future__ import annotations

@@ -18,12 +18,13 @@ from openforgerl.store import SQLiteCallStore
 from openforgerl.tasks.suites import BUILTIN_PREFIX, resolve_task_root
 from openforgerl.train.weight_sync import WeightPusher
 
-__all__ = ["BUILTIN_PREFIX", "InProcessPusher", "Stack", "open_stack", "resolve_task_dir", "select_tasks"]
+__all__ = ["BUILTIN_PREFIX", "InProcessPusher", "TrainServices", "open_train_services", "resolve_task_dir",
+           "select_tasks"]
 
 
 
 @dataclass
-class Stack:
+class TrainServices:
     config: Config
     engine_url: str
     pusher: WeightPusher
@@ -82,7 +83,7 @@ def _in_band(path: Path, band: tuple[float, float]) -> bool:
 
 
 @asynccontextmanager
-async def open_stack(config: Config, out_dir: Path) -> AsyncIterator[Stack]:
+async def open_train_services(config: Config, out_dir: Path) -> AsyncIterator[TrainServices]:
     """The services of `openforgerl.stack.open_services` (the composition root) for this config, plus
     its training and evaluation tasks and the policy the trainer loads."""
     from openforgerl.engines.local.model import resolve_model_path
@@ -95,5 +96,5 @@ async def open_stack(config: Config, out_dir: Path) -> AsyncIterator[Stack]:
         raise ValueError(f"no training tasks match {[sel.model_dump() for sel in sels]}")
     async with open_services(out_dir, config, push_weights=True) as services:
         assert services.pusher is not None  # push_weights: an EngineSettings engine then always has one
-        yield Stack(config, services.engine_url, services.pusher, services.store, services.gateway,
-                    services.backend, train, evals, policy_path)
+        yield TrainServices(config, services.engine_url, services.pusher, services.store, services.gateway,
+                            services.backend, train, evals, policy_path)
