@@ -13,7 +13,7 @@ Then the sizing for `--concurrent` rollouts, from those figures and three inputs
 property of the workload, not of openforgerl), `--rollout-mib` and `--rollout-cpus` (what an environment
 Pod needs), `--screenshot-kib` (one new screenshot per call, GUI rollouts only).
 
-    python benchmarks/cluster_sizing.py --concurrent 1000 --call-interval-s 5
+    python benchmarks/cluster_sizing.py --concurrent 1000 --call-interval-s 5 0.5
 """
 
 from __future__ import annotations
@@ -140,7 +140,8 @@ async def main() -> None:
     ap.add_argument("--rollouts", type=int, default=32, help="measured rollouts, all at once")
     ap.add_argument("--turns", type=int, default=10, help="calls per measured rollout")
     ap.add_argument("--concurrent", type=int, default=1000)
-    ap.add_argument("--call-interval-s", type=float, default=5.0)
+    ap.add_argument("--call-interval-s", type=float, nargs="+", default=[5.0],
+                    help="seconds between a rollout's calls; several values give one sizing each")
     ap.add_argument("--rollout-mib", type=float, default=1024.0, help="an environment Pod's memory request")
     ap.add_argument("--rollout-cpus", type=float, default=1.0, help="an environment Pod's CPU request")
     ap.add_argument("--screenshot-kib", type=float, default=55.0)
@@ -152,10 +153,10 @@ async def main() -> None:
     print(f"per call: gateway {per.gateway_us:.0f} us CPU, PostgreSQL {per.postgres_us:.0f} us CPU, "
           f"{per.commits:.2f} commits, {per.rows:.2f} rows written, {per.wal_bytes / 1024:.1f} KiB WAL, "
           f"{per.db_bytes / 1024:.1f} KiB database growth")
-    print(f"sizing for {args.concurrent} concurrent rollouts:")
-    for line in sizing(per, args.concurrent, args.call_interval_s, args.rollout_mib, args.rollout_cpus,
-                       args.screenshot_kib):
-        print("  " + line)
+    for interval in args.call_interval_s:
+        print(f"sizing for {args.concurrent} concurrent rollouts, {interval:g} s between a rollout's calls:")
+        for line in sizing(per, args.concurrent, interval, args.rollout_mib, args.rollout_cpus, args.screenshot_kib):
+            print("  " + line)
 
 
 if __name__ == "__main__":
