@@ -1,12 +1,17 @@
 """Real-model fidelity: each real CLI driven by a real model (SmolLM2-135M by default) on Claw tasks.
 
-For every harness: rollout statuses, calls, chains, merge rate and every break cause, plus the first
-prompt's token count. The gateway clamps (or adds) `max_tokens` with `--max-tokens-cap` so a small model's
-rambling stays short. Run against a served engine:
+For every harness: rollout statuses, calls and tool calls per rollout, chains, merge rate, every break with
+its cause, seconds to the first tool call, and the first prompt's token count. A break where the harness
+rewrote its own history is named: `harness_rewrite:dropped_truncated_turn` (the model's previous reply hit
+`max_tokens`, `finish_reason=length`, and the next prompt no longer holds it as sampled) and
+`harness_rewrite:reasked_empty_reply` (the previous reply had no visible text and the harness asked again).
+The gateway clamps (or adds) `max_tokens` with `--cap`; a cap below the model's longest tool call truncates
+calls and causes the first kind. Run against a served engine, or let it serve one (`--serve`):
 
+    python benchmarks/real_model.py --serve smollm2-tools --harness zero --harness mini_swe_agent \
+        --task todo-complete-03 --task contacts-answer-03 --cap 128 --out runs/real_model
     openforgerl engine --model smollm2 --port 18230 &            # 8192 context
-    python benchmarks/real_model.py --engine http://127.0.0.1:18230 --harness codex --harness zero \
-        --task easy-write-file-01 --task easy-todo-add-01 --n 2 --out runs/real_model
+    python benchmarks/real_model.py --engine http://127.0.0.1:18230 --harness codex --task easy-write-file-01
 
 Writes `OUT/<harness>/{calls.db,results.jsonl,report.json}` and prints one JSON line per harness.
 """
@@ -132,18 +137,19 @@ def explain_breaks(calls_db: Path, tokenizer_dir: Path | None = None, window: in
             by_rollout.setdefault(rec["rollout_id"], []).append(rec)
     found: list[dict[str, Any]] = []
     for rid, recs in by_rollout.items():
-        seen: list[list[int]] = []
-        for rec in sorted(recs, key=lambda r: r["index"]):
+        seen: list[tuple[list[int], dict[str, Any]]] = []
+        for rec in sorted(recs, key=lambda r: int(r["index"])):
             prompt = rec["prompt_token_ids"]
-            best, best_cpl = None, -1
-            for chain in seen:
+            best, best_cpl, source = None, -1, None
+            for chain, src in seen:
                 cpl = common_prefix_len(prompt, chain)
                 if cpl > best_cpl:
-                    best, best_cpl = chain, cpl
-            if best is not None and best_cpl < len(best):
+                    best, best_cpl, source = chain, cpl, src
+            if best is not None and source is not None and best_cpl < len(best):
                 found.append({
                     "rollout": rid[:8], "call": rec["index"], "prompt_len": len(prompt), "chain_len": len(best),
                     "common_prefix": best_cpl, "agent": rec.get("agent_id"),
+                    "cause": break_cause(prompt, best_cpl, source, tok),
                     "chain_side": tok.decode(best[max(0, best_cpl - window):best_cpl + window],
                                              skip_special_tokens=False),
                     "prompt_side": tok.decode(prompt[max(0, best_cpl - window):best_cpl + window],
@@ -151,19 +157,78 @@ def explain_breaks(calls_db: Path, tokenizer_dir: Path | None = None, window: in
                     "chain_next": tok.decode(best[best_cpl:best_cpl + window], skip_special_tokens=False),
                     "prompt_next": tok.decode(prompt[best_cpl:best_cpl + window], skip_special_tokens=False),
                 })
-            seen.append(prompt + (rec.get("completion_token_ids") or []))
+            seen.append((prompt + (rec.get("completion_token_ids") or []), rec))
     return found
+
+
+def break_cause(prompt: list[int], common: int, source: dict[str, Any], tok: Any) -> str:
+    """Why `prompt` left the chain of the earlier call `source`: the harness rewrote its own history when the
+    divergence is inside `source`'s sampled reply (the history up to it is intact) and that reply was
+    truncated or had no visible text; otherwise the prompt's shape against the chain."""
+    sampled_from = len(source["prompt_token_ids"])
+    if common >= sampled_from:
+        if source.get("finish_reason") == "length":
+            return "harness_rewrite:dropped_truncated_turn"
+        if not tok.decode(source.get("completion_token_ids") or [], skip_special_tokens=True).strip():
+            return "harness_rewrite:reasked_empty_reply"
+        return "prefix_mismatch:sampled"  # the harness re-serialized a complete reply differently
+    if common == len(prompt):
+        return "rewind"
+    return "prefix_mismatch:context" if common > 0.5 * sampled_from else "new_context"
+
+
+def rollout_figures(out: Path) -> list[dict[str, Any]]:
+    """Per rollout: status, calls (not side calls), the model's tool calls, and seconds from the rollout's
+    start to the end of its first tool call (None when it made none)."""
+    import sqlite3
+
+    starts = {r["rollout_id"]: r for r in (json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()
+                                           if x.strip())}
+    con = sqlite3.connect(out / "calls.db")
+    try:
+        rows = [json.loads(r[0]) for r in con.execute("SELECT body FROM calls")]
+    finally:
+        con.close()
+    figures = []
+    for rid, rec in starts.items():
+        calls = sorted((c for c in rows if c.get("rollout_id") == rid and not c.get("side_call")),
+                       key=lambda c: int(c["index"]))
+        tools = [c for c in calls if c.get("finish_reason") == "tool_calls"]
+        first = (tools[0]["finished_at"] - rec["started_at"]) if tools and rec.get("started_at") else None
+        figures.append({"rollout": rid[:8], "task": rec.get("task_id"), "status": rec.get("status"),
+                        "reward": rec.get("reward"), "calls": len(calls), "tool_calls": len(tools),
+                        "finish": dict(Counter(str(c.get("finish_reason")) for c in calls)),
+                        "first_tool_call_s": round(first, 1) if first is not None else None})
+    return figures
+
+
+def summary(harness: str, rep: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The per-harness line: statuses, calls and tool calls per rollout, merge figures, named breaks."""
+    agg = rep["per_harness"].get(harness) or next(iter(rep["per_harness"].values()), {})
+    rollouts = rollout_figures(out)
+    breaks = explain_breaks(out / "calls.db") if (out / "calls.db").exists() else []
+    firsts = [r["first_tool_call_s"] for r in rollouts if r["first_tool_call_s"] is not None]
+    return {"harness": harness, "statuses": rep["statuses"], "first_prompt_tokens": rep["first_prompt_tokens"],
+            "calls_per_rollout": [r["calls"] for r in rollouts],
+            "tool_calls_per_rollout": [r["tool_calls"] for r in rollouts],
+            "rewards": [r["reward"] for r in rollouts],
+            "first_tool_call_s": sorted(firsts),
+            **{k: agg.get(k) for k in ("calls", "trainable_calls", "chains", "merge_rate", "break_causes")},
+            "named_breaks": dict(Counter(b["cause"] for b in breaks))}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", default="", help="engine base URL (openforgerl engine --model smollm2)")
+    ap.add_argument("--serve", default="", help="serve this model (smollm2-tools, smollm2, a folder) in an "
+                    "engine process of its own instead of --engine")
+    ap.add_argument("--threads", type=int, default=1, help="--serve: the engine's threads")
     ap.add_argument("--harness", action="append", default=[])
     ap.add_argument("--task", action="append", default=None, help="builtin Claw task name (repeat)")
     ap.add_argument("--n", type=int, default=1)
-    ap.add_argument("--cap", type=int, default=64, help="max_tokens cap (added when the client sends none)")
+    ap.add_argument("--cap", type=int, default=128, help="max_tokens cap (added when the client sends none)")
     ap.add_argument("--budget", type=float, default=300.0)
-    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--model", default="", help="model name the harnesses are told (default: --serve's)")
     ap.add_argument("--tools-dir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=Path("runs/real_model"))
     ap.add_argument("--explain", type=Path, default=None, help="only decode the breaks of this calls.db")
@@ -172,15 +237,28 @@ def main() -> None:
         for item in explain_breaks(args.explain):
             print(json.dumps(item, ensure_ascii=False))
         return
+    if bool(args.engine) == bool(args.serve):
+        raise SystemExit("real_model: give exactly one of --engine URL or --serve MODEL")
     tasks = copy_tasks(args.task or ["easy-write-file-01"], Path(tempfile.mkdtemp(prefix="real-model-tasks-")))
-    for harness in args.harness:
-        rep = asyncio.run(measure(harness, tasks, args.engine, args.out / harness, n=args.n, cap=args.cap,
-                                  budget_s=args.budget, model=args.model, tools=args.tools_dir))
-        agg = rep["per_harness"].get(harness, {})
-        print(json.dumps({"harness": harness, "statuses": rep["statuses"],
-                          "first_prompt_tokens": rep["first_prompt_tokens"],
-                          **{k: agg.get(k) for k in ("calls", "trainable_calls", "chains", "merge_rate",
-                                                     "break_causes")}}), flush=True)
+    proc = None
+    if args.serve:
+        from openforgerl.engines.local.process import LocalEngineProcess
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        proc = asyncio.run(LocalEngineProcess.start(args.serve, args.out / "engine.log", threads=args.threads,
+                                                    ready_timeout_s=1800))
+    url = proc.url if proc is not None else args.engine
+    try:
+        for harness in args.harness:
+            out = args.out / harness
+            rep = asyncio.run(measure(harness, tasks, url, out, n=args.n, cap=args.cap, budget_s=args.budget,
+                                      model=args.model or args.serve or "smollm2", tools=args.tools_dir))
+            line = summary(harness, rep, out)
+            (out / "summary.json").write_text(json.dumps(line, indent=2, default=str))
+            print(json.dumps(line, default=str), flush=True)
+    finally:
+        if proc is not None:
+            proc.close()
 
 
 if __name__ == "__main__":
