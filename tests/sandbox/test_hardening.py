@@ -241,14 +241,14 @@ async def test_eight_fifos_do_not_starve_anything(backend: LocalBackend) -> None
 
 def test_an_orphaned_namespace_init_is_killed_not_waited_for() -> None:
     """A launcher killed before its child armed the parent-death signal leaves the child (PID 1 of its
-    own PID namespace) running; `_wait_gone` kills it instead of timing out."""
+    own PID namespace) running; `wait_gone` kills it instead of timing out."""
     import asyncio
     import shutil
     import signal
     import subprocess
     import time
 
-    from openforgerl.sandbox.local import _gone, _wait_gone
+    from openforgerl.sandbox.launcher import gone, wait_gone
 
     if shutil.which("unshare") is None:
         pytest.skip("util-linux unshare missing")
@@ -263,7 +263,7 @@ def test_an_orphaned_namespace_init_is_killed_not_waited_for() -> None:
     assert child is not None
     launcher.send_signal(signal.SIGKILL)
     launcher.wait()
-    assert not _gone(child)  # orphaned, still sleeping
+    assert not gone(child)  # orphaned, still sleeping
     t0 = time.monotonic()
-    asyncio.run(_wait_gone(child))
-    assert _gone(child) and time.monotonic() - t0 < 5
+    asyncio.run(wait_gone(child))
+    assert gone(child) and time.monotonic() - t0 < 5
