@@ -20,13 +20,13 @@ import openforgerl
 SRC = Path(openforgerl.__file__).resolve().parents[1]
 ROOT = "openforgerl"
 ENVS = f"{ROOT}.envs"
-SHARED_IN_ENVS = frozenset({"importers", "command", "_json_http"})
+SHARED_IN_ENVS = frozenset({"importers", "command"})
 """Modules under envs/ that are no environment: the importers for several of them and the `tasks` CLI."""
 
 # The ratchet: today's counts. Lower them when an import goes; the goal is 0 / 0 / <= 5 / 0.
 CORE_TO_ENV = 26
 BETWEEN_ENVS = 28
-MUTUAL_PAIRS = 15
+MUTUAL_PAIRS = 14
 CIRCLES = 4
 
 

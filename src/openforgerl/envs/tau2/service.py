@@ -31,7 +31,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs._json_http import JsonHandler
+from openforgerl.env.json_service import JsonHandler
 from openforgerl.envs.tau2 import upstream
 
 __all__ = ["Tau2App", "main"]

@@ -35,7 +35,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openforgerl.envs._json_http import JsonHandler
+from openforgerl.env.json_service import JsonHandler
 from openforgerl.envs.claw.tools import get_tool
 from openforgerl.envs.claw.world import OPS, ToolError, World, load_fixtures
 

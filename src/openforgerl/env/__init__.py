@@ -1,0 +1,11 @@
+"""The environment SDK: what environment packages (`openforgerl.envs.*`) build on, at ground level.
+
+It imports nothing of openforgerl above records, errors and the sandbox contract, so an environment
+that uses it stays a plug-in: the core never imports an environment, and environments never import
+each other (`tests/test_layers.py` counts both).
+
+- `json_service`: the JSON-over-HTTP request handler the in-sandbox tool services share.
+
+Importing this package imports nothing else (in-sandbox services import one module of it on a
+rollout's clock).
+"""
