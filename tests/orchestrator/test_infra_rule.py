@@ -5,6 +5,7 @@ agent sent (a long answer, a huge max_tokens, a prompt it grew past the context)
 
 from __future__ import annotations
 
+import asyncio
 from io import StringIO
 
 import pytest
@@ -63,7 +64,9 @@ async def test_an_answer_still_running_at_the_rollout_deadline_is_a_timeout_not_
     lets it go on. `parallel-long` is the same attack eight calls at once: none of them is infra."""
     env = await make_env(policy=long_policy, faults=Faults(token_delay_s=0.05))
     task = proof_task(budget_s=25.0)  # room for the harness's start on a loaded box (seen: 13 s)
-    result = await env.run([task], agent_harness(mode), retries=2)
+    # Both policies' rollouts at once: each waits out its deadline, so one after the other took 47 s.
+    result, zero_run = await asyncio.gather(env.run([task], agent_harness(mode), retries=2),
+                                            env.run([task], agent_harness(mode), timeout_policy="zero"))
     (rec,) = result.records  # no retry: not infra
     assert rec.status is RolloutStatus.TIMEOUT and not rec.infra_tainted, rec.metadata
     assert not rec.in_batch and rec.drop_reason == "timeout"
@@ -72,7 +75,7 @@ async def test_an_answer_still_running_at_the_rollout_deadline_is_a_timeout_not_
     assert all(c.error is not None and c.error.kind is CallErrorKind.ROLLOUT_DEADLINE for c in calls), calls
     stored = await env.store.get_rollout(rec.rollout_id)
     assert stored is not None and stored.status is RolloutStatus.TIMEOUT and not stored.infra_tainted
-    (zero,) = (await env.run([task], agent_harness(mode), timeout_policy="zero")).records
+    (zero,) = zero_run.records
     assert zero.status is RolloutStatus.TIMEOUT and zero.in_batch and zero.reward == 0.0
 
 
