@@ -8,6 +8,8 @@ Start-up takes 1-5 minutes on a loaded 2-core machine (torch.compile warm-up).
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,22 @@ from openforgerl.engines.chat_format import TINY_ASSETS
 from openforgerl.engines.local import vllm_cpu
 
 VLLM_START_TIMEOUT = float(os.environ.get("OPENFORGERL_VLLM_START_TIMEOUT", "900"))
+# How long a server gets to exit on SIGTERM before its process group is killed: vllm-cpu's clean shutdown
+# outlasted its guard's 10 s grace, so stopping both servers at the session's end held the last test about
+# 21 s. The tests are done with the server by then: nothing it could still flush is read.
+STOP_GRACE_S = 2.0
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the server's process group, a short wait, then SIGKILL the group (guard included)."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_GRACE_S)  # the guard exits last: it SIGKILLs its group, itself included
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 @pytest.fixture(scope="session")
@@ -43,11 +61,11 @@ def vllm_server(tiny_model_dir: Path) -> Iterator[str]:
     try:
         vllm_cpu.wait_healthy(url, proc, VLLM_START_TIMEOUT)
     except Exception as exc:
-        vllm_cpu.stop(proc)
+        _stop(proc)
         tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
         pytest.fail(f"vllm-cpu did not start: {exc}\n{tail}")
     yield url
-    vllm_cpu.stop(proc)
+    _stop(proc)
 
 
 @pytest.fixture(scope="session")
@@ -113,11 +131,11 @@ def vllm_vl_server(tiny_vl_dir: Path) -> Iterator[str]:
     try:
         vllm_cpu.wait_healthy(url, proc, VLLM_START_TIMEOUT)
     except Exception as exc:
-        vllm_cpu.stop(proc)
+        _stop(proc)
         tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
         pytest.fail(f"vllm-cpu did not start on tiny-vl: {exc}\n{tail}")
     yield url
-    vllm_cpu.stop(proc)
+    _stop(proc)
 
 
 @pytest.fixture(scope="session")
