@@ -22,7 +22,8 @@ import pydantic_core
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from openforgerl.gateway.calls import GATEWAY_KEY, Gateway, check_depth, read_raw
+from openforgerl.gateway.body import check_depth
+from openforgerl.gateway.calls import GATEWAY_KEY, Gateway, read_raw
 from openforgerl.gateway.errors import GatewayError, error_response
 from openforgerl.records import RolloutOutcome
 
