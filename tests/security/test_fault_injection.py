@@ -57,8 +57,10 @@ def _plan() -> FaultPlan:
     3 of 4 agents genuinely time out (the honest survivor is in a group below its minimum size)."""
     tasks: dict[str, TaskPlan] = {}
     kinds = ["engine-5xx", "engine-reset", "engine-stall", "harness-start", "sigkill", "lose", "verifier-crash"]
-    specs = [TaskPlan("honest")] * 18 + [TaskPlan(k, 1 + i % 2) for k in kinds for i in range(4)]
-    specs += [TaskPlan("engine-5xx", 100)] * 2 + [TaskPlan("timeout", 3)] * 2
+    # Those that wait (timeouts run into the budget, a stall into its window, a fault into its retries) go
+    # first: the batch launches in task order, and last in line the timeouts' 30 s was the batch's tail.
+    specs = [TaskPlan("timeout", 3)] * 2 + [TaskPlan("engine-5xx", 100)] * 2
+    specs += [TaskPlan(k, 1 + i % 2) for k in kinds for i in range(4)] + [TaskPlan("honest")] * 18
     for i, spec in enumerate(specs):
         tasks[f"ft-{i:02d}"] = spec
     return FaultPlan(tasks)
