@@ -81,9 +81,10 @@ async def _main(cfg: Any, opts: dict[str, Any]) -> Counter[str]:
     from openforgerl.orchestrator.view import ProgressView, write_summary
 
     out = Path(cfg.out_dir)
-    config = cfg.orchestrator(artifacts_dir=out / "artifacts")
-    runtimes = _load_tasks(opts["tasks"], opts["limit"], cfg.sandbox.image or "")
-    harness = _harness(cfg.harness, opts["harness_command"])
+    python, tools = in_image_paths(cfg.sandbox.backend, cfg.sandbox.tools_dir)
+    config = cfg.orchestrator(artifacts_dir=out / "artifacts", **({"harness_cache": tools} if tools else {}))
+    runtimes = _load_tasks(opts["tasks"], opts["limit"], cfg.sandbox.image or "", python)
+    harness = _harness(cfg.harness, opts["harness_command"], python)
     view = ProgressView(len(runtimes) * config.group_size)
     async with _stack(cfg, opts, runtimes) as (gateway, sbx):
         sink = ResultSink(out / "results.jsonl")
@@ -95,11 +96,23 @@ async def _main(cfg: Any, opts: dict[str, Any]) -> Counter[str]:
     return result.counts()
 
 
-def _load_tasks(path: Path, limit: int, image: str) -> list[Any]:
+def in_image_paths(backend: str, tools_dir: str | None) -> tuple[str | None, Path | None]:
+    """(Python, harness CLIs folder) inside the sandbox where it is not the host: podman and Kubernetes
+    run the rollout image, which sees nothing of the host's venv or `.tools/`, so the task's service,
+    tool CLI and `zero` take the image's Python and the adapters the image's CLIs (an explicit
+    `--tools-dir` still wins). (None, None) for the local backend, whose sandbox shows the host's."""
+    from openforgerl.sandbox.podman import IMAGE_PYTHON, IMAGE_TOOLS
+
+    if backend not in ("podman", "kubernetes"):
+        return None, None
+    return IMAGE_PYTHON, None if tools_dir else IMAGE_TOOLS
+
+
+def _load_tasks(path: Path, limit: int, image: str, python: str | None = None) -> list[Any]:
     from openforgerl.tasks.flags import summarize_flags, unmet
     from openforgerl.tasks.loader import load_runtimes
 
-    every = load_runtimes(path)
+    every = load_runtimes(path, **({"python": python} if python else {}))
     left = [unmet(list(getattr(getattr(rt, "task", None), "flags", []))) for rt in every]
     runtimes = [rt for rt, flags in zip(every, left, strict=True) if not flags]  # a flagged task never runs
     summary = summarize_flags(left)
@@ -124,7 +137,7 @@ def _with_image(rt: Any, image: str) -> Any:
     return rt
 
 
-def _harness(name: str | dict[str, float], argv: str) -> Any:
+def _harness(name: str | dict[str, float], argv: str, python: str | None = None) -> Any:
     from openforgerl.harness.generic import CommandHarness
     from openforgerl.harness.registry import get_harness
 
@@ -134,6 +147,8 @@ def _harness(name: str | dict[str, float], argv: str) -> Any:
         if not argv:
             raise typer.BadParameter("--harness command needs --command 'ARGV'")
         return CommandHarness(shlex.split(argv))
+    if python and name == "zero":
+        return get_harness(name, python=python)
     return get_harness(name)
 
 
