@@ -8,8 +8,8 @@ On the Chat pass-through the gate (`may_have_images`) costs the cheaper of a wal
 and one substring scan, so the text hot path pays nothing else.
 
 Per image: the data URL's base64 is decoded, its size checked (`ImagePolicy.max_bytes`, 413), its
-header parsed for width and height without decoding pixels (PNG, JPEG, GIF, WebP by hand, other
-formats through Pillow's lazy `Image.open`; undecodable 400, over `max_pixels` 413), and its bytes
+header parsed for width and height without decoding pixels (image_header.py: PNG, JPEG, GIF, WebP by
+hand, other formats through Pillow's lazy `Image.open`; undecodable 400, over `max_pixels` 413), and its bytes
 hashed (sha256). The record lists `ImageRef`s in prompt order; each distinct image goes to the blob
 store once; the stored request and engine request hold `BLOB_REF_PREFIX` references where the
 inline base64 was (`stored_copy`).
@@ -18,7 +18,7 @@ Why the header, not the pixels (measured on a 1280x720 PNG screenshot): Pillow's
 ~8 ms, eight times everything else the gateway does for the call, and the engine decodes the image
 anyway; the header takes under 1 us. An image whose header parses but whose pixel data is broken
 (a truncated IDAT) reaches the engine, which refuses it (vLLM and the local engine answer 400), and
-the gateway passes that on as a 400 in the client's protocol (`calls._classify`), recorded as
+the gateway passes that on as a 400 in the client's protocol (`forward._classify`), recorded as
 `client_bad_request`: the client still gets an honest 4xx, never a 5xx
 (test_gateway_images.py::test_an_image_whose_header_parses_but_pixels_do_not_is_the_engines_400).
 A cheaper check in between (Pillow's `verify`, a CRC walk, ~22 us) would still miss a deflate
@@ -39,9 +39,7 @@ from __future__ import annotations
 
 import binascii
 import hashlib
-import io
 import re
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -49,11 +47,15 @@ from typing import TYPE_CHECKING, Any
 import pybase64
 
 from openforgerl.gateway.errors import GatewayError
+from openforgerl.gateway.image_header import image_header
 from openforgerl.records import BLOB_REF_PREFIX, ImageRef
 from openforgerl.store.base import CallStore
 
 if TYPE_CHECKING:
     from openforgerl.gateway.lifted import LiftedUrls
+
+__all__ = ["ImagePolicy", "PromptImages", "Replacements", "SeenImages", "find_images", "fingerprint", "image_header",
+           "may_have_images", "store_blobs", "stored_copy", "swap_strings", "with_engine_grids"]
 
 _URL_REFUSED = ("image URLs are not accepted: the gateway does not fetch images (a rollout could make it "
                 "reach internal addresses, and the record could not keep the pixels); send the image inline "
@@ -370,89 +372,6 @@ def _b64decode(payload: str) -> bytes:
         return pybase64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
         return binascii.a2b_base64(payload.encode("ascii"))
-
-
-# --------------------------------------------------------------------------- headers
-
-
-def image_header(data: bytes) -> tuple[str, int, int]:
-    """(media type, width, height) from the header alone; GatewayError(400) when not an image."""
-    try:
-        found = _sniff(data)
-    except (struct.error, IndexError, ValueError):
-        found = None
-    if found is None:
-        found = _pillow_header(data)
-    if found[1] <= 0 or found[2] <= 0:
-        raise GatewayError(400, "image has no pixels (width or height is 0)")
-    return found
-
-
-def _sniff(data: bytes) -> tuple[str, int, int] | None:
-    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
-        w, h = struct.unpack(">II", data[16:24])
-        return "image/png", w, h
-    if data[:2] == b"\xff\xd8":
-        return _jpeg(data)
-    if data[:6] in (b"GIF87a", b"GIF89a"):
-        w, h = struct.unpack("<HH", data[6:10])
-        return "image/gif", w, h
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return _webp(data)
-    return None
-
-
-_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # start-of-frame markers (not DHT, JPG, DAC)
-
-
-def _jpeg(data: bytes) -> tuple[str, int, int] | None:
-    pos = 2
-    while pos + 9 < len(data):
-        if data[pos] != 0xFF:
-            return None
-        marker = data[pos + 1]
-        if marker == 0xFF:  # fill byte
-            pos += 1
-            continue
-        if marker in (0x01, *range(0xD0, 0xD8)):  # standalone markers carry no length
-            pos += 2
-            continue
-        (length,) = struct.unpack(">H", data[pos + 2:pos + 4])
-        if marker in _SOF:
-            h, w = struct.unpack(">HH", data[pos + 5:pos + 9])
-            return "image/jpeg", w, h
-        if length < 2:
-            return None
-        pos += 2 + length
-    return None
-
-
-def _webp(data: bytes) -> tuple[str, int, int] | None:
-    chunk = data[12:16]
-    if chunk == b"VP8 " and data[23:26] == b"\x9d\x01\x2a":
-        w, h = struct.unpack("<HH", data[26:30])
-        return "image/webp", w & 0x3FFF, h & 0x3FFF
-    if chunk == b"VP8L" and data[20] == 0x2F:
-        (bits,) = struct.unpack("<I", data[21:25])
-        return "image/webp", (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
-    if chunk == b"VP8X":
-        w = int.from_bytes(data[24:27], "little") + 1
-        h = int.from_bytes(data[27:30], "little") + 1
-        return "image/webp", w, h
-    return None
-
-
-def _pillow_header(data: bytes) -> tuple[str, int, int]:
-    """Other formats Pillow knows (BMP, TIFF, ...): `Image.open` reads the header only."""
-    from PIL import Image
-
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            mime = Image.MIME.get(image.format or "", "application/octet-stream")
-            return mime, int(image.width), int(image.height)
-    except Exception:  # Pillow's plugins raise many types on garbage: all of them mean "not an image"
-        raise GatewayError(400, "image could not be decoded (not PNG, JPEG, GIF, WebP or another "
-                                "format Pillow reads)") from None
 
 
 # --------------------------------------------------------------------------- records and blobs
