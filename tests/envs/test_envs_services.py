@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from openforgerl.env.tool_client import call_tool, get_json
 from openforgerl.envs.claw import cli as claw_cli
-from openforgerl.envs.claw.client import call_tool, get_json
 
 SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
 
@@ -56,7 +56,7 @@ def test_reset_restores_fixtures_and_is_audited(claw_service) -> None:
     assert get_json("/state")["todo"]["items"][0]["done"] is True
     import urllib.request
 
-    from openforgerl.envs.claw.client import service_url
+    from openforgerl.env.tool_client import service_url
 
     urllib.request.urlopen(urllib.request.Request(service_url() + "/reset", data=b"", method="POST")).read()
     assert get_json("/state")["todo"]["items"][0]["done"] is False

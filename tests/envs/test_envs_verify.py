@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.envs.claw.client import call_tool
+from openforgerl.env.tool_client import call_tool
 from openforgerl.envs.claw.verify.checks import Evidence, evaluate
 from openforgerl.envs.claw.verify.run import main as verify_main
 from openforgerl.envs.claw.verify.spec import parse_spec

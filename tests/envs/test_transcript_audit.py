@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.claw.client import call_tool, get_json
+from openforgerl.env.tool_client import call_tool, get_json
 from openforgerl.envs.claw.verify.checks import Evidence, evaluate
 from openforgerl.envs.claw.verify.run import verify_live
 from openforgerl.envs.claw.verify.spec import load_spec

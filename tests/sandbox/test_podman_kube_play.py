@@ -23,7 +23,7 @@ import yaml
 from sbx_helpers import needs_root
 from test_podman_rollouts import IMAGE_PYTHON, SUITE, rollout_image  # noqa: F401  (the session fixture)
 
-from openforgerl.envs.claw.client import URL_ENV
+from openforgerl.env.tool_client import URL_ENV
 from openforgerl.envs.claw.oracle_policy import _shell_line, load_actions
 from openforgerl.sandbox.base import SandboxSpec
 from openforgerl.sandbox.bwrap import VERIFIER_IN, VERIFIER_OUT

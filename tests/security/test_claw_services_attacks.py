@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.envs.claw.client import DEFAULT_PORT
+from openforgerl.env.tool_client import DEFAULT_PORT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs"))
 from test_claw_eval_services import POST, eval_task

@@ -25,7 +25,7 @@ import typer
 from typer.testing import CliRunner
 
 from openforgerl.engines.chat_format import format_tool_call
-from openforgerl.envs.claw.client import DEFAULT_PORT
+from openforgerl.env.tool_client import DEFAULT_PORT
 from openforgerl.envs.importers import import_any
 
 DATA = Path(__file__).resolve().parents[1] / "envs" / "data"

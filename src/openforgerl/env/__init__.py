@@ -4,7 +4,8 @@ It imports nothing of openforgerl above records, errors and the sandbox contract
 that uses it stays a plug-in: the core never imports an environment, and environments never import
 each other (`tests/test_layers.py` counts both).
 
-- `json_service`: the JSON-over-HTTP request handler the in-sandbox tool services share.
+- `json_service`: the JSON-over-HTTP request handler the in-sandbox tool services share;
+- `tool_client`: the stdlib client of a tool service (`call_tool`, `get_json`, `with_retry`).
 
 Importing this package imports nothing else (in-sandbox services import one module of it on a
 rollout's clock).

@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from openforgerl.envs.claw.client import ServiceUnreachable, call_tool
+from openforgerl.env.tool_client import ServiceUnreachable, call_tool
 from openforgerl.envs.claw.tools import TOOLS, Param, ToolSpec
 
 __all__ = ["build_parser", "main", "usage_lines"]

@@ -18,7 +18,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from openforgerl.envs.claw.client import ServiceUnreachable, call_tool
+from openforgerl.env.tool_client import ServiceUnreachable, call_tool
 from openforgerl.envs.claw.tools import TOOLS, ToolSpec, tools_for
 
 __all__ = ["build_server", "main"]

@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from openforgerl.env.tool_client import DEFAULT_PORT, URL_ENV
 from openforgerl.envs.claw.cli import usage_lines
-from openforgerl.envs.claw.client import DEFAULT_PORT, URL_ENV
 from openforgerl.envs.claw.snapshot import SNAPSHOT_INPUT, SnapshotSpec, collect_env_snapshot, held_images
 from openforgerl.envs.claw.tools import SERVICES, function_tools, get_tool, tools_for
 from openforgerl.envs.claw.verify.run import EXIT_NEEDS_JUDGE, JUDGE_REQUESTS

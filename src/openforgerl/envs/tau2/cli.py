@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from openforgerl.envs.claw.client import ServiceUnreachable, call_tool
+from openforgerl.env.tool_client import ServiceUnreachable, call_tool
 
 __all__ = ["main"]
 

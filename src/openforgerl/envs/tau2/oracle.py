@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.claw.client import ServiceUnreachable, call_tool
+from openforgerl.env.tool_client import ServiceUnreachable, call_tool
 
 
 def _play(action: dict[str, Any], url: str, token: str) -> int:

@@ -34,7 +34,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from openforgerl.envs.claw.client import URL_ENV
+from openforgerl.env.tool_client import URL_ENV
 from openforgerl.harness.base import McpServer
 from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, VerifierError
 from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier

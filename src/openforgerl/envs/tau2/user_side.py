@@ -28,12 +28,12 @@ ROUTE = "user"
 
 def call_user_tool(url: str, token: str, tool: str, args: Mapping[str, Any], timeout_s: float = 30.0) -> tuple[int, Any]:
     """POST one user-side tool call with the token → (HTTP status, decoded JSON body)."""
-    from openforgerl.envs.claw.client import _with_retry
+    from openforgerl.env.tool_client import with_retry
 
     req = urllib.request.Request(f"{url.rstrip('/')}/{ROUTE}/{tool}", data=json.dumps(dict(args)).encode(),
                                  method="POST", headers={"Content-Type": "application/json",
                                                          "Authorization": f"Bearer {token}"})
-    return _with_retry(req, timeout_s, wait_s=20.0)  # the service may still be loading its domain
+    return with_retry(req, timeout_s, wait_s=20.0)  # the service may still be loading its domain
 
 
 def run_calls(url: str, token: str, calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -45,7 +45,7 @@ def run_calls(url: str, token: str, calls: Sequence[Mapping[str, Any]]) -> list[
 
 
 def main(argv: list[str] | None = None) -> None:
-    from openforgerl.envs.claw.client import ServiceUnreachable
+    from openforgerl.env.tool_client import ServiceUnreachable
 
     ap = argparse.ArgumentParser(prog="python -m openforgerl.envs.tau2.user_side")
     ap.add_argument("--url", required=True)

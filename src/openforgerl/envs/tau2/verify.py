@@ -39,10 +39,10 @@ def said_in(transcript: Sequence[Mapping[str, Any]], asked: Sequence[str]) -> li
 
 
 def read_log(url: str, token: str, timeout_s: float = 45.0) -> dict[str, Any]:
-    from openforgerl.envs.claw.client import _with_retry
+    from openforgerl.env.tool_client import with_retry
 
     req = urllib.request.Request(f"{url.rstrip('/')}/log", headers={"Authorization": f"Bearer {token}"})
-    status, body = _with_retry(req, timeout_s, wait_s=20.0)  # the service may still be starting, under load
+    status, body = with_retry(req, timeout_s, wait_s=20.0)  # the service may still be starting, under load
     if status != 200 or not isinstance(body, dict):
         raise RuntimeError(f"GET /log answered {status}")
     return body

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.claw.client import call_tool
+from openforgerl.env.tool_client import call_tool
 
 MAX_OUTPUT = 16_000
 

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from openforgerl.envs.claw.client import ServiceUnreachable, get_json
+from openforgerl.env.tool_client import ServiceUnreachable, get_json
 from openforgerl.envs.claw.verify.checks import Evidence, Outcome, evaluate
 from openforgerl.envs.claw.verify.spec import load_spec
 from openforgerl.envs.claw.verify.witness import audited
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--media-events", type=Path, default=None, help="images that reached the model (JSON), from the host")
     ap.add_argument("--user-record", type=Path, default=None, help="the simulated user's relay (JSON), from the host")
     ns = ap.parse_args(argv)
-    from openforgerl.envs.claw.client import service_url
+    from openforgerl.env.tool_client import service_url
     from openforgerl.envs.claw.verify.graders import GraderUnavailable
     from openforgerl.tasks.errors import TaskFormatError
 

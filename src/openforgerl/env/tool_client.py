@@ -1,7 +1,8 @@
-"""Tiny stdlib client for the Claw service (used by the MCP server, the shell CLI and the verifier).
+"""Tiny stdlib client for an environment's tool service (Claw's and tau2's MCP servers, shell CLIs and
+verifiers, and `zero`'s direct tools use it).
 
 stdlib only so that the CLI starts fast inside a sandbox. A refused connection is retried for a few
-seconds because the service may still be starting when the harness makes its first call.
+seconds because the service may still be starting when the harness makes its first call (`with_retry`).
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-__all__ = ["DEFAULT_PORT", "URL_ENV", "ServiceUnreachable", "call_tool", "get_json", "service_url"]
+__all__ = ["DEFAULT_PORT", "URL_ENV", "ServiceUnreachable", "call_tool", "get_json", "service_url",
+           "with_retry"]
 
 DEFAULT_PORT = 7717
 URL_ENV = "OPENFORGERL_CLAW_URL"
 
 
 class ServiceUnreachable(Exception):
-    """The Claw service did not answer at all (not running, crashed)."""
+    """The tool service did not answer at all (not running, crashed)."""
 
 
 def service_url() -> str:
@@ -39,7 +41,8 @@ def _request(req: urllib.request.Request, timeout_s: float) -> tuple[int, Any]:
             return exc.code, {"error": body.decode(errors="replace")}
 
 
-def _with_retry(req: urllib.request.Request, timeout_s: float, wait_s: float) -> tuple[int, Any]:
+def with_retry(req: urllib.request.Request, timeout_s: float, wait_s: float) -> tuple[int, Any]:
+    """`req` -> (HTTP status, decoded JSON body); a refused connection is retried for `wait_s` seconds."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -59,7 +62,7 @@ def call_tool(name: str, args: dict[str, Any], *, url: str | None = None, timeou
     data = json.dumps(args).encode()
     req = urllib.request.Request(f"{(url or service_url()).rstrip('/')}/{route}/{name}", data=data, method="POST",
                                  headers={"Content-Type": "application/json"})
-    return _with_retry(req, timeout_s, wait_s)
+    return with_retry(req, timeout_s, wait_s)
 
 
 def get_json(path: str, *, url: str | None = None, timeout_s: float = 30.0, wait_s: float = 10.0,
@@ -68,7 +71,7 @@ def get_json(path: str, *, url: str | None = None, timeout_s: float = 30.0, wait
     bearer of a host-only route (`/upstream/audit`)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     req = urllib.request.Request(f"{url or service_url()}{path}", headers=headers)
-    status, body = _with_retry(req, timeout_s, wait_s)
+    status, body = with_retry(req, timeout_s, wait_s)
     if status != 200:
         raise ServiceUnreachable(f"GET {path} answered {status}: {body}")
     return body
