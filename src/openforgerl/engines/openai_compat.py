@@ -11,6 +11,7 @@ Replicas: a rollout is pinned to one replica by a stable hash of its id (prefix-
 two gateway replicas agree on the pin); calls without a rollout go round-robin.
 Connections: aiohttp pool whose keep-alive is shorter than the engine's, and a request that meets a
 stale pooled connection (closed by the engine while idle) is retried once.
+Reading the answers (per dialect, from the parsed bodies or straight from the bytes) is openai_answers.py.
 """
 
 from __future__ import annotations
@@ -18,11 +19,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-import re
 import zlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import aiohttp
@@ -30,19 +29,26 @@ import orjson
 import yarl
 
 from openforgerl.engines.base import EngineCall, EngineChunk, EngineError, EngineResult, PromptIds
+from openforgerl.engines.openai_answers import (
+    DONE,
+    DONE_EVENT,
+    ERROR_KEY,
+    FINISHED,
+    NO_CHOICES,
+    Dialect,
+    Extract,
+    chunk_of_bodies,
+    data_of,
+    error_message,
+    protocol_error,
+    scan_events,
+    split_prompt_ids,
+)
 from openforgerl.records import CallErrorKind
 
-_ERROR_KEY = b'"error"'
-_NO_CHOICES = b'"choices":[]'  # a usage-only event: the last before [DONE]
+__all__ = ["Dialect", "OpenAICompatEngine", "Upstream", "chunk_of_bodies", "scan_events", "split_prompt_ids"]
+
 _STALE = (aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionResetError)
-_FINISHED = b'"finish_reason":"'  # a non-null finish reason (the key cannot occur inside a string)
-_DONE = b"[DONE]"
-_DONE_EVENT = b"data: [DONE]\n\n"
-
-
-class Dialect(StrEnum):
-    VLLM = "vllm"
-    SGLANG = "sglang"
 
 
 @dataclass(frozen=True)
@@ -68,82 +74,6 @@ class Upstream:
         return cls(root, root.split("://", 1)[-1])
 
 
-def _logprobs(choice: dict[str, Any]) -> list[float]:
-    content = (choice.get("logprobs") or {}).get("content") or []
-    return [entry["logprob"] for entry in content]
-
-
-def _protocol_error(message: str) -> EngineError:
-    return EngineError(CallErrorKind.ENGINE_PROTOCOL, message)
-
-
-class _Extract:
-    """Reads ids/logprobs out of a dialect's bodies (pure; one instance per dialect)."""
-
-    def __init__(self, dialect: Dialect) -> None:
-        self.dialect = dialect
-
-    def result(self, body: dict[str, Any], prompt_split: bool = False
-               ) -> tuple[list[int] | None, list[int], list[float], str | None]:
-        """Prompt ids, sampled ids, logprobs, finish reason; `prompt_split`: the prompt ids were
-        already cut out of the body (`split_prompt_ids`), so None stands for them here."""
-        choices = body.get("choices") or []
-        if not choices:
-            raise _protocol_error("engine answer has no choices")
-        choice = choices[0]
-        if self.dialect == Dialect.VLLM:
-            prompt, ids = body.get("prompt_token_ids"), choice.get("token_ids")
-            lps = _logprobs(choice)
-        else:
-            prompt, ids, lps = self._sglang(body, choice)
-        if (prompt is None and not prompt_split) or ids is None:
-            raise _protocol_error("engine answer lacks token ids (is return_token_ids supported?)")
-        return prompt, ids, lps, choice.get("finish_reason")
-
-    @staticmethod
-    def _sglang(body: dict[str, Any], choice: dict[str, Any]) -> tuple[Any, Any, list[float]]:
-        ext = body.get("sglext") or {}
-        meta = choice.get("meta_info") or body.get("meta_info") or {}
-        prompt = choice.get("prompt_token_ids") or ext.get("input_ids")
-        ids = choice.get("response_token_ids") or choice.get("token_ids") or ext.get("output_ids")
-        lps = _logprobs(choice) or [t[0] for t in meta.get("output_token_logprobs") or []]
-        return prompt, ids, lps
-
-    @staticmethod
-    def events(bodies: list[dict[str, Any]], raw: bytes | None, engine_id: str) -> EngineChunk:
-        """One EngineChunk for the chunk dicts of one network read (a tight loop: hot path)."""
-        ids: list[int] = []
-        lps: list[float] = []
-        text: list[str] = []
-        prompt, finish = None, None
-        for body in bodies:
-            if "prompt_token_ids" in body:
-                prompt = body["prompt_token_ids"]
-            choices = body.get("choices")
-            if choices:
-                c0 = choices[0]
-                if tids := c0.get("token_ids"):
-                    ids += tids
-                if (lp := c0.get("logprobs")) and (content := lp.get("content")):
-                    lps += [e["logprob"] for e in content]
-                if (delta := c0.get("delta")) and (piece := delta.get("content")):
-                    text.append(piece)
-                if c0.get("finish_reason") is not None:
-                    finish = c0["finish_reason"]
-            elif (ext := body.get("sglext")) is not None:  # SGLang's final ids chunk
-                ids += ext.get("output_ids") or []
-                prompt = ext.get("input_ids", prompt)
-        final = finish is not None or not bodies[-1].get("choices")
-        prompt_ids = None if prompt is None else PromptIds(ids=prompt)
-        return EngineChunk(bodies[-1], ids, lps, prompt_ids, finish, engine_id, raw,
-                           bodies if len(bodies) > 1 else None, "".join(text), final)
-
-
-# One chunk's ids, logprobs, text and finish out of parsed chunk dicts: also how the local engine's
-# in-process stream reads the chunk dicts it would have sent over the wire.
-chunk_of_bodies = _Extract.events
-
-
 class OpenAICompatEngine:
     """The gateway's client for one or more OpenAI-compatible engine replicas."""
 
@@ -165,7 +95,7 @@ class OpenAICompatEngine:
         # clamp only, never added to a body without one: the budget-derived default (`Config.max_tokens_cap`),
         # which may exceed a small model's context, where vLLM refuses prompt + max_tokens > context
         self.max_tokens_clamp = max_tokens_clamp
-        self._extract = _Extract(self.dialect)
+        self._extract = Extract(self.dialect)
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._keepalive_s = keepalive_s
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s, sock_read=read_idle_s)
@@ -197,7 +127,7 @@ class OpenAICompatEngine:
         if self.model is None:
             names = await self._list_models(upstream)
             if not names:
-                raise _protocol_error("engine serves no model")
+                raise protocol_error("engine serves no model")
             self.model = names[0]
         return self.model
 
@@ -233,7 +163,8 @@ class OpenAICompatEngine:
             async with self._client().get(url, headers=self._headers) as resp:
                 data = await resp.read()
                 if resp.status != 200:
-                    raise EngineError(CallErrorKind.ENGINE_HTTP, _message(data, resp.status), status=resp.status)
+                    raise EngineError(CallErrorKind.ENGINE_HTTP, error_message(data, resp.status),
+                                      status=resp.status)
                 found: dict[str, Any] = orjson.loads(data)
                 return found
         except aiohttp.ClientError as exc:
@@ -292,7 +223,8 @@ class OpenAICompatEngine:
                 return resp
             data = await resp.read()
             resp.release()
-            raise EngineError(CallErrorKind.ENGINE_HTTP, _message(data, resp.status), status=resp.status, body=data)
+            raise EngineError(CallErrorKind.ENGINE_HTTP, error_message(data, resp.status), status=resp.status,
+                              body=data)
         raise AssertionError("unreachable")
 
     # -- Engine protocol -----------------------------------------------------------------------
@@ -313,7 +245,7 @@ class OpenAICompatEngine:
                 split, body = None, orjson.loads(raw)
             prompt, ids, lps, finish = self._extract.result(body, prompt_split=split is not None)
         except (orjson.JSONDecodeError, AttributeError, TypeError, KeyError) as exc:
-            raise _protocol_error(f"malformed engine answer: {exc!r}") from exc
+            raise protocol_error(f"malformed engine answer: {exc!r}") from exc
         ids_of_prompt = PromptIds(json=split[1]) if split is not None else PromptIds(ids=prompt)
         return EngineResult(body, ids_of_prompt, ids, lps, finish, upstream.engine_id, raw)
 
@@ -354,11 +286,11 @@ class OpenAICompatEngine:
         pacing every token is its own read, and reading each one alone cost more than forwarding
         it. Only an error event is read at once. Other callers get every read parsed."""
         if raw_only and self.dialect == Dialect.VLLM:
-            done = complete.endswith(_DONE_EVENT)
-            body = complete[: -len(_DONE_EVENT)] if done else complete
+            done = complete.endswith(DONE_EVENT)
+            body = complete[: -len(DONE_EVENT)] if done else complete
             if not body:
                 return [], done
-            if _ERROR_KEY not in body:  # the key cannot occur inside a string value
+            if ERROR_KEY not in body:  # the key cannot occur inside a string value
                 return self._unread(body, engine_id), done
         chunk, done = self._parse_read(complete, engine_id)
         return ([] if chunk is None else [chunk]), done
@@ -366,7 +298,7 @@ class OpenAICompatEngine:
     def _unread(self, body: bytes, engine_id: str) -> list[EngineChunk]:
         """Unread chunks for `body`, cut before its first final event (finish reason or usage-only),
         so that the events before it go out now instead of being held back with it."""
-        hits = [at for at in (body.find(_FINISHED), body.find(_NO_CHOICES)) if at >= 0]
+        hits = [at for at in (body.find(FINISHED), body.find(NO_CHOICES)) if at >= 0]
         if not hits:
             return [EngineChunk({}, engine_id=engine_id, raw=body, decode=self._decode_events)]
         before = body.rfind(b"\n\n", 0, min(hits))
@@ -388,10 +320,10 @@ class OpenAICompatEngine:
         done = False
         raw = complete
         for block in complete.split(b"\n\n")[:-1]:
-            payload = _data_of(block)
+            payload = data_of(block)
             if payload is None:
                 continue
-            if payload == _DONE:
+            if payload == DONE:
                 done = True
                 raw = complete[: complete.find(block)]
                 break
@@ -401,12 +333,13 @@ class OpenAICompatEngine:
         try:
             bodies = orjson.loads(b"[" + b",".join(payloads) + b"]")
         except orjson.JSONDecodeError as exc:
-            raise _protocol_error(f"malformed engine chunk: {exc!r}") from exc
+            raise protocol_error(f"malformed engine chunk: {exc!r}") from exc
         for body in bodies:
             if not isinstance(body, dict):
-                raise _protocol_error("engine chunk is not a JSON object")
+                raise protocol_error("engine chunk is not a JSON object")
             if "error" in body and "choices" not in body:
-                raise EngineError(CallErrorKind.ENGINE_HTTP, _message(orjson.dumps(body), 500), status=500)
+                raise EngineError(CallErrorKind.ENGINE_HTTP, error_message(orjson.dumps(body), 500),
+                                  status=500)
         return self._extract.events(bodies, raw, engine_id), done
 
     async def models(self) -> list[str]:
@@ -425,7 +358,7 @@ class OpenAICompatEngine:
         except aiohttp.ClientError as exc:
             raise EngineError(CallErrorKind.ENGINE_CONNECTION, repr(exc)) from exc
         if resp.status != 200:
-            raise EngineError(CallErrorKind.ENGINE_HTTP, _message(data, resp.status), status=resp.status)
+            raise EngineError(CallErrorKind.ENGINE_HTTP, error_message(data, resp.status), status=resp.status)
         out = orjson.loads(data)
         return int(out.get("count") or len(out.get("tokens") or []))
 
@@ -452,109 +385,3 @@ class OpenAICompatEngine:
         if self._session is not None:
             await self._session.close()
             await asyncio.sleep(0)
-
-
-_PROMPT_IDS_KEY = b'"prompt_token_ids":['
-_ID_CHARS = b"0123456789,"
-_TOKEN_IDS = re.compile(rb'"token_ids":\[([0-9][0-9,]*)\]')
-_LOGPROB = re.compile(rb'"logprob":(-?[0-9][0-9.eE+-]*)[,}]')
-# The delta shapes the scan knows: content (maybe after the role; group 1 is its JSON string),
-# reasoning (not part of the response text), empty. Any other (tool calls, ...) goes to the parser.
-_DELTA = re.compile(rb'"delta":\{(?:(?:"role":"assistant",)?"content":("(?:[^"\\]|\\.)*")|\}|"reasoning(?:_content)?":")')
-
-
-def _array_bytes(raw: bytes, key: bytes, start_at: int = 0) -> bytes | None:
-    """The compact array of non-negative ints after `key` (which ends in `[`), as bytes."""
-    at = raw.find(key, start_at)
-    if at < 0:
-        return None
-    start = at + len(key) - 1
-    end = raw.find(b"]", start) + 1
-    ids = raw[start:end]
-    if end == 0 or ids.translate(None, _ID_CHARS) != b"[]" or b",," in ids or ids[1:2] == b"," or ids[-2:-1] == b",":
-        return None
-    return ids
-
-
-def scan_events(raw: bytes) -> EngineChunk | None:
-    """A run of vLLM chat.completion.chunk events read from their bytes, without parsing them:
-    sampled ids and their logprobs (counts must agree), the content text, the finish reason, and
-    the prompt ids kept as the engine's own JSON array. None when the run holds anything the scan
-    is not certain of (top-k logprobs, tool calls, another delta shape, an error), so the caller
-    parses it. Sound because these keys cannot occur inside a string value (quotes are escaped).
-    On a 128-token stream it costs about half of parsing every event."""
-    if _ERROR_KEY in raw or b'"top_logprobs":[{' in raw:
-        return None
-    # Framing: every event is one `data: {...}` line (what is inside is taken on trust, with the
-    # counts below cross-checked; a malformed event sends the run to the parser, which says so).
-    if not (raw.startswith(b"data: {") and raw.endswith(b"}\n\n")
-            and raw.count(b"}\n\ndata: {") == raw.count(b"\n\n") - 1 == raw.count(b"\n") // 2 - 1):
-        return None
-    deltas = _DELTA.findall(raw)
-    if len(deltas) != raw.count(b'"delta":'):
-        return None
-    texts = [t for t in deltas if t]
-    try:
-        ids = [int(x) for m in _TOKEN_IDS.findall(raw) for x in m.split(b",")]
-        lps = [float(x) for x in _LOGPROB.findall(raw)]
-        text = "".join(orjson.loads(b"[" + b",".join(texts) + b"]")) if texts else ""
-    except (ValueError, orjson.JSONDecodeError):
-        return None
-    if len(ids) != len(lps):
-        return None
-    prompt = None
-    if _PROMPT_IDS_KEY in raw:
-        prompt = _array_bytes(raw, _PROMPT_IDS_KEY)
-        if prompt is None:
-            return None
-    at = raw.rfind(_FINISHED)
-    finish = raw[at + len(_FINISHED) : raw.index(b'"', at + len(_FINISHED))].decode() if at >= 0 else None
-    return EngineChunk({}, ids, lps, None if prompt is None else PromptIds(json=prompt), finish, "", raw, None,
-                       text, finish is not None)
-
-
-def split_prompt_ids(raw: bytes) -> tuple[bytes, bytes] | None:
-    """A vLLM answer's top-level `prompt_token_ids` cut out of its compact JSON: (the body without
-    them, the ids as their JSON array bytes). None when the bytes are not laid out that way, and
-    the caller parses the whole body.
-
-    Why: the gateway stores prompt ids but never reads them, and parsing a 20k-token prompt's ids
-    costs more than everything else the gateway does per call. The key cannot occur inside a string
-    value (its quotes would be escaped), and the array is checked to hold only digits and commas,
-    so the bytes spliced into the record are a valid JSON array of ints.
-    """
-    at = raw.rfind(_PROMPT_IDS_KEY)
-    if at < 0:
-        return None
-    ids = _array_bytes(raw, _PROMPT_IDS_KEY, at)
-    if ids is None:
-        return None
-    end = at + len(_PROMPT_IDS_KEY) - 1 + len(ids)
-    if raw[at - 1 : at] == b",":
-        return raw[: at - 1] + raw[end:], ids
-    if raw[end : end + 1] == b",":
-        return raw[:at] + raw[end + 1 :], ids
-    return None
-
-
-def _data_of(block: bytes) -> bytes | None:
-    """The `data:` payload of one SSE event block (None for comments / named non-data events)."""
-    if block[:6] == b"data: " and b"\n" not in block:
-        return block[6:]
-    block = block.strip(b"\r\n")
-    lines = [ln[5:].lstrip(b" ") for ln in block.replace(b"\r\n", b"\n").split(b"\n") if ln.startswith(b"data:")]
-    return b"\n".join(lines) if lines else None
-
-
-def _message(data: bytes, status: int) -> str:
-    """A readable error message from an engine's error body (OpenAI or FastAPI shape)."""
-    try:
-        body = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return f"engine answered {status}: {data[:500].decode('utf-8', 'replace')}"
-    if isinstance(body, dict):
-        err = body.get("error", body.get("detail", body.get("message")))
-        if isinstance(err, dict):
-            err = err.get("message", err)
-        return f"engine answered {status}: {err}"
-    return f"engine answered {status}: {body}"
