@@ -26,7 +26,7 @@ SHARED_IN_ENVS = frozenset({"importers", "command"})
 # The ratchet: today's counts. Lower them when an import goes; the goal is 0 / 0 / <= 5 / 0.
 CORE_TO_ENV = 25
 BETWEEN_ENVS = 23
-MUTUAL_PAIRS = 13
+MUTUAL_PAIRS = 12
 CIRCLES = 4
 
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from openforgerl.envs.claw.tools import TOOLS, ToolSpec, get_tool
+from openforgerl.envs.claw.tools import TOOLS, ToolSpec, get_tool, normalize_tool
 
 __all__ = ["Effect", "classify", "claw_tool_from_shell", "effect_of", "normalize_tool", "resources_of"]
 
@@ -36,7 +36,6 @@ class Effect(StrEnum):
 _CLAW_READ_VERBS = {"read", "list", "search", "find"}
 _BY_SERVICE_COMMAND = {(t.service, t.command): t for t in TOOLS}
 _CLAW_PROGRAMS = ("openforgerl-claw", "openforgerl.envs.claw.cli")
-_MCP_SEPARATORS = ("__", ".", "/", "-", "_")
 
 # Harness-native tools, lower-cased name -> (effect, service)
 _NATIVE: dict[str, tuple[Effect, str]] = {
@@ -63,17 +62,6 @@ _SHELL_WRITE = {"rm", "mv", "cp", "mkdir", "touch", "chmod", "chown", "ln", "rmd
 _GIT_WRITE = {"commit", "add", "rm", "mv", "checkout", "reset", "merge", "rebase", "apply", "push", "stash"}
 _REDIRECT = re.compile(r"(?<![0-9&])>>?\s*([^\s;&|]+)")
 _ID_KEYS = ("id", "path", "title", "message_id", "event_id", "file_path", "filename", "notebook_path", "url")
-
-
-def normalize_tool(name: str) -> str:
-    """The registry name of a Claw tool behind an MCP prefix, else `name` unchanged."""
-    if get_tool(name) is not None:
-        return name
-    for tool in TOOLS:
-        for sep in _MCP_SEPARATORS:
-            if name.endswith(sep + tool.name):
-                return tool.name
-    return name
 
 
 def claw_tool_from_shell(command: str) -> tuple[str, dict[str, Any]] | None:

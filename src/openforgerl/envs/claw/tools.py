@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SERVICES", "TOOLS", "Param", "ToolSpec", "function_tools", "get_tool", "tools_for"]
+__all__ = ["SERVICES", "TOOLS", "Param", "ToolSpec", "function_tools", "get_tool", "normalize_tool",
+           "tools_for"]
 
 SERVICES = ("mail", "calendar", "contacts", "kb", "todo", "notes", "files", "answer", "user")
 """Service names; `files` is the agent's workspace, `answer` collects a final answer, `user` reaches the
@@ -150,6 +151,20 @@ _BY_NAME = {t.name: t for t in TOOLS}
 
 def get_tool(name: str) -> ToolSpec | None:
     return _BY_NAME.get(name)
+
+
+_MCP_SEPARATORS = ("__", ".", "/", "-", "_")  # how harnesses prefix an MCP server's tools: mcp__claw__x, claw.x
+
+
+def normalize_tool(name: str) -> str:
+    """The registry name of a Claw tool behind an MCP prefix, else `name` unchanged."""
+    if get_tool(name) is not None:
+        return name
+    for tool in TOOLS:
+        for sep in _MCP_SEPARATORS:
+            if name.endswith(sep + tool.name):
+                return tool.name
+    return name
 
 
 def tools_for(services: Iterable[str] = (), names: Sequence[str] = ()) -> tuple[ToolSpec, ...]:

@@ -219,9 +219,7 @@ def trace_messages(transcript: Sequence[Mapping[str, Any]],
     from claw_eval.models.message import Message
     from claw_eval.models.trace import TraceMessage
 
-    from openforgerl.analytics.effects import (
-        normalize_tool,  # here: the verifier of other checks never needs it
-    )
+    from openforgerl.envs.claw.tools import normalize_tool  # here: other checks' verifier never needs it
 
     names = _ours_to_theirs()
     exchanges = _exchanges(user_record or [])

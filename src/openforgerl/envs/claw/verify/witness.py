@@ -39,7 +39,7 @@ def _canonical(arguments: Any) -> str:
 
 def _calls(message: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(tool_call_id, service tool name, canonical arguments) of an assistant turn's tool calls."""
-    from openforgerl.analytics.effects import normalize_tool  # harness prefixes: mcp__claw__x, claw.x
+    from openforgerl.envs.claw.tools import normalize_tool  # harness prefixes: mcp__claw__x, claw.x
 
     out = []
     for tc in message.get("tool_calls") or []:
