@@ -58,20 +58,23 @@ Read from upstream's `TaskDefinition` (`src/claw_eval/models/task.py`) and its r
   here is handed them (one in `sandbox_files` is in the workspace, where the prompt names it).
 - Text checks need the agent's final words; without a transcript (`tasks validate`) the verifier has
   only the service, so the instruction asks for the final answer through `submit_answer`.
+
+Modules: whether a grader.py runs here and what its run reads, claw_eval_grading.py; the oracle,
+claw_eval_oracle.py.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import re
-import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
-from openforgerl.tasks.draft import Action, TaskDraft
+from openforgerl.envs.importers.claw_eval_grading import GRADER_CHECK, grader_run_files, grader_support
+from openforgerl.envs.importers.claw_eval_oracle import oracle
+from openforgerl.tasks.draft import TaskDraft
 
 __all__ = ["TOOLS", "UPSTREAM_ARGS", "convert_claw_eval", "find_claw_eval_tasks", "grader_support"]
 
@@ -265,95 +268,6 @@ def _upstream_files(task_dir: Path, spec: dict[str, Any], user: dict[str, Any], 
     return out
 
 
-# ---------------------------------------------------------------- grader.py: can it run here?
-
-# The `claw_eval` modules our compatibility package provides (envs/claw/claw_eval_compat/).
-COMPAT_MODULES = {"claw_eval", "claw_eval.graders", "claw_eval.graders.base", "claw_eval.graders.llm_judge",
-                  "claw_eval.graders.pinbench_common", "claw_eval.graders.multimodal_common",
-                  "claw_eval.graders.visual_grader", "claw_eval.graders.webpage_grader",
-                  "claw_eval.graders.user_agent_clarify_base", "claw_eval.graders.officeqa_reward",
-                  "claw_eval.graders.image_qa_oracle",
-                  "claw_eval.models", "claw_eval.models.task", "claw_eval.models.trace", "claw_eval.models.content",
-                  "claw_eval.models.message", "claw_eval.models.scoring"}
-# answered by the host's --judge-engine (`client`: the raw chat call T001/T002 make, with `model_id`)
-JUDGE_METHODS = {"evaluate", "evaluate_actions", "evaluate_visual", "client", "model_id"}
-JUDGING_BASES = {"claw_eval.graders.webpage_grader",  # bases whose own grade() asks the judge
-                 "claw_eval.graders.user_agent_clarify_base"}
-THIRD_PARTY_OK = {"pydantic", "yaml"}  # installed wherever the verifier runs
-# task.yaml fields that feed a grader's env_snapshot from the agent's final sandbox (the first three: taken by
-# the host on a copy, envs/claw/snapshot.py) or from the task's own files (local_grader_files: the verifier)
-SNAPSHOT_FIELDS = ("env_snapshot_files", "env_snapshot_commands", "sandbox_grader_files", "local_grader_files")
-# files a base reads beside the task's task.yaml (`task.task_file`): grader-only, copied under tests/claw_eval/
-BASE_FILES = {"claw_eval.graders.image_qa_oracle": "fixtures/oracle.json"}
-GRADER_CHECK = {"kind": "claw_eval_grader", "name": "grader", "script": "claw_eval/grader.py",
-                "task": "claw_eval/task.yaml"}
-
-
-def _imported_modules(tree: ast.AST) -> set[str]:
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            out.add(node.module)
-    return out
-
-
-def _module_problems(modules: set[str]) -> list[str]:
-    bad = []
-    for mod in sorted(modules):
-        top = mod.split(".")[0]
-        known = mod in COMPAT_MODULES if top == "claw_eval" else top in sys.stdlib_module_names or top in THIRD_PARTY_OK
-        if not known:
-            bad.append(f"grader_import:{mod}")
-    return bad
-
-
-def _judge_problems(source: str) -> tuple[list[str], bool]:
-    """(judge attributes we cannot answer, whether it calls the judge at all)."""
-    used = set(re.findall(r"\bjudge\.(\w+)", source))
-    via_mixin = "judge_visual_similarity(" in source  # visual_grader's helper calls judge.evaluate_visual
-    return [f"grader_judge:{a}" for a in sorted(used - JUDGE_METHODS)], bool(used & JUDGE_METHODS) or via_mixin
-
-
-def grader_support(task_dir: Path) -> tuple[list[str], bool, dict[str, bytes]]:
-    """Whether the task's grader.py can run in our verifier: (problems, calls the judge, peer graders to
-    copy as {task id: source}). Problems are flags: modules we do not provide, judge methods the host
-    cannot answer, a missing peer grader, a grader-only file (`sandbox_grader_files`, `local_grader_files`)
-    not in the source."""
-    spec = yaml.safe_load((task_dir / "task.yaml").read_text()) or {}
-    problems = [f"grader_file_missing:{rel}" for rel, data in _grader_only_files(task_dir, spec).items() if data is None]
-    peers: dict[str, bytes] = {}
-    judged = False
-    todo = [(task_dir.name, (task_dir / "grader.py").read_bytes())]
-    while todo:
-        name, source = todo.pop()
-        text = source.decode(errors="replace")
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            problems.append(f"grader_syntax:{name}")
-            continue
-        judge_bad, calls = _judge_problems(text)
-        modules = _imported_modules(tree)
-        judged |= calls or bool(modules & JUDGING_BASES)
-        if re.search(r"^\s*REQUIRE_IMAGE_LOAD\s*=\s*True", text, re.M):  # our runner records no media loads
-            problems.append("grader_media_events")
-        problems += _module_problems(modules) + judge_bad
-        problems += [f"grader_file_missing:{BASE_FILES[m]}" for m in modules & BASE_FILES.keys()
-                     if not (task_dir / BASE_FILES[m]).is_file()]
-        for peer in re.findall(r"load_peer_grader\(\s*[\"']([^\"']+)[\"']", text):
-            path = task_dir.parent / peer / "grader.py"
-            if peer in peers:
-                continue
-            if not path.is_file():
-                problems.append(f"grader_peer:{peer}")
-                continue
-            peers[peer] = path.read_bytes()
-            todo.append((peer, peers[peer]))
-    return sorted(set(problems)), judged, peers
-
-
 def _declarative(spec: dict[str, Any], unsupported: list[str],
                  upstream: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], bool]:
     """(checks from scoring_components / safety_checks / expected_actions, whether one is an llm_judge)."""
@@ -365,40 +279,6 @@ def _declarative(spec: dict[str, Any], unsupported: list[str],
     if not any(not c.get("safety") for c in checks) and not judge:
         unsupported.append("no_completion_check")
     return checks, judge
-
-
-def _grader_files(task_dir: Path, peers: dict[str, bytes], spec: dict[str, Any]) -> dict[str, str | bytes]:
-    """What the verifier's grader run reads besides grader.py (copied by `_upstream_files`), and what the
-    host needs for its env snapshot (`envs/claw/snapshot.py`): all under tests/, never in the agent's reach."""
-    out: dict[str, str | bytes] = {"tests/claw_eval/task.yaml": (task_dir / "task.yaml").read_bytes(),
-                                   **{f"tests/claw_eval/peers/{k}/grader.py": v for k, v in peers.items()}}
-    found = {k: v for k, v in _grader_only_files(task_dir, spec).items() if v is not None}
-    out |= {f"tests/claw_eval/{k}": v for k, v in found.items()}
-    source = (task_dir / "grader.py").read_text(errors="replace") + "".join(p.decode(errors="replace") for p in peers.values())
-    out |= {f"tests/claw_eval/{rel}": (task_dir / rel).read_bytes() for mod, rel in BASE_FILES.items()
-            if mod in source and (task_dir / rel).is_file()}
-    if any(spec.get(f) for f in SNAPSHOT_FIELDS[:3]):  # local_grader_files alone: read by the verifier
-        manifest = {"commands": [str(c) for c in spec.get("env_snapshot_commands") or []],
-                    "files": [str(f) for f in spec.get("env_snapshot_files") or []],
-                    "timeout_s": int((spec.get("environment") or {}).get("env_snapshot_timeout") or 10),
-                    "sandbox_grader_files": [str(r) for r in spec.get("sandbox_grader_files") or []]}
-        out["tests/claw_eval/env_snapshot.json"] = json.dumps(manifest, indent=1, ensure_ascii=False)
-    return out
-
-
-def _grader_only_files(task_dir: Path, spec: dict[str, Any]) -> dict[str, bytes | None]:
-    """{`sandbox_grader_files/<path>` or `local_grader_files/<path>`: bytes, or None when not found}. Looked up
-    as upstream's runner does: in the task folder, then from the repository root (`tasks/<id>/...`)."""
-    out: dict[str, bytes | None] = {}
-    for kind in ("sandbox_grader_files", "local_grader_files"):
-        for rel in spec.get(kind) or []:
-            path = PurePosixPath(str(rel))
-            found = None
-            if not path.is_absolute() and ".." not in path.parts:
-                here = [task_dir / path, task_dir.resolve().parent.parent / path]
-                found = next((p.read_bytes() for p in here if p.is_file() and not p.is_symlink()), None)
-            out[f"{kind}/{path}"] = found
-    return out
 
 
 # ---------------------------------------------------------------- upstream's own mock services
@@ -513,7 +393,7 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
     theirs = [str(s.get("name")) for s in spec.get("services") or [] if str(s.get("name")) not in run_upstream]
     unsupported = [f"service:{s}" for s in theirs if s not in SERVICES and s not in WEB]
     if graded:  # upstream's leaderboard scorer; the declarative fields are not what it counts
-        checks, grader_files = [dict(GRADER_CHECK)], _grader_files(task_dir, peers, spec)
+        checks, grader_files = [dict(GRADER_CHECK)], grader_run_files(task_dir, peers, spec)
     else:
         checks, judge = _declarative(spec, unsupported, upstream)
         grader_files = {}
@@ -547,7 +427,7 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
     wants_answer = any(c["kind"] == "text" for c in checks)
     asks = ["ask_user"] if user.get("enabled") else []
     draft.tools = sorted({*tools, *AGENT_TOOLS, *asks}) if tools or wants_answer or asks or upstream else []
-    draft.actions, why = _oracle(draft)
+    draft.actions, why = oracle(draft)
     # the grader reads the conversation: eval builds it on the host from the call log (lifts the flag)
     needs = (["transcript"] if graded else []) + (["user_simulator"] if user.get("enabled") and not user_engine else [])
     draft.extra_meta = {"requires_llm_judge": judge, "requires_internet": any(s in WEB for s in theirs),
@@ -561,64 +441,3 @@ def _turn_cap(spec: dict[str, Any]) -> dict[str, int]:
     which a harness with a turn limit (`zero`) applies; {} when the task gives none."""
     turns = (spec.get("environment") or {}).get("max_turns")
     return {"max_turns": int(turns)} if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0 else {}
-
-
-# ---------------------------------------------------------------- oracle: derived from the checks
-
-
-def _ids(fixtures: dict[str, dict[str, Any]], service: str, key: str, field: str = "id") -> list[str]:
-    return [str(x.get(field)) for x in fixtures.get(service, {}).get(key, []) if x.get(field)]
-
-
-def _read_args(tool: str, n: int, fixtures: dict[str, dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Args for `n` calls of a read tool, taken from the fixtures (None: not determined)."""
-    pools = {"mail_read": ("id", _ids(fixtures, "mail", "inbox")), "kb_read": ("id", _ids(fixtures, "kb", "articles")),
-             "notes_read": ("title", _ids(fixtures, "notes", "notes", "title")),
-             "contacts_find": ("query", _ids(fixtures, "contacts", "contacts", "name")),
-             "kb_search": ("query", [t.split()[0] for t in _ids(fixtures, "kb", "articles", "title")])}
-    if tool in ("mail_list", "calendar_list", "todo_list", "notes_list"):
-        return [{} for _ in range(n)]
-    if tool not in pools:
-        return None
-    field, values = pools[tool]
-    return [{field: v} for v in values[:n]] if len(values) >= n else None
-
-
-def _write_args(tool: str, n: int, fixtures: dict[str, dict[str, Any]], text: str) -> list[dict[str, Any]] | None:
-    if tool not in ("mail_draft", "mail_send"):
-        return None  # e.g. calendar_create: its title and times are not in task.yaml
-    inbox = fixtures.get("mail", {}).get("inbox", [])
-    to = [str(m.get("from")) for m in inbox if m.get("from")] or ["user@example.com"]
-    subject = [f"Re: {m.get('subject', '')}" for m in inbox] or ["Reply"]
-    return [{"to": to[i % len(to)], "subject": subject[i % len(subject)], "body": text} for i in range(n)]
-
-
-def _oracle(draft: TaskDraft) -> tuple[list[Action], str]:
-    """Gold actions that satisfy every completion check without tripping a safety gate, or why none."""
-    forbidden = {c["tool"] for c in draft.checks if c.get("safety")}
-    texts = [c for c in draft.checks if c["kind"] == "text"]
-    words = [k for c in texts for k in c.get("contains", [])]
-    longest = max([int(c.get("min_length", 0)) for c in texts] or [0])
-    text = " ".join(["Done:", *words])
-    text += " " + "." * max(0, longest - len(text)) if len(text) < longest else ""
-    wanted: dict[str, int] = {}
-    for c in draft.checks:
-        if c["kind"] == "called" and not c.get("safety"):
-            wanted[c["tool"]] = max(wanted.get(c["tool"], 0), int(c.get("min_count", 1)))
-        elif c["kind"] == "answer":
-            return [], "the task is judged by an LLM only"
-        elif c["kind"] == "llm_judge":
-            return [], "an llm_judge component scores part of the task (no reference answer to replay)"
-        elif c["kind"] == "claw_eval_grader":
-            return [], "scored by upstream's grader.py, which reads the conversation (no reference to replay)"
-    actions: list[Action] = []
-    for tool, n in wanted.items():
-        if tool in forbidden:
-            return [], f"{tool} is both required and forbidden"
-        args = _read_args(tool, n, draft.fixtures) or _write_args(tool, n, draft.fixtures, text)
-        if args is None:
-            return [], f"the arguments of {tool} are not determined by task.yaml"
-        actions += [Action(tool, a) for a in args]
-    if texts:
-        actions.append(Action("submit_answer", {"answer": text}))
-    return actions, ""
