@@ -11,20 +11,18 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
 from openforgerl.engines.base import EngineChunk, EngineError
+from openforgerl.gateway.context import Call, Gateway
 from openforgerl.gateway.deadlines import DeadlineGuard
 from openforgerl.gateway.errors import GatewayError, error_response
 from openforgerl.gateway.recording import call_error, record_json
 from openforgerl.gateway.rollouts import RolloutState
 from openforgerl.gateway.verbatim import sampled_text_ids
 from openforgerl.records import CallError, CallErrorKind
-
-if TYPE_CHECKING:
-    from openforgerl.gateway.calls import Call, Gateway
 
 __all__ = ["SSE_HEADERS", "complete", "settle_log", "stream"]
 
