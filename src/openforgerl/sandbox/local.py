@@ -32,9 +32,9 @@ the host dir is renamed into `<root>/.trash` and deleted in the background (`Loc
 waits for it).
 
 Modules: this one holds the backend (`LocalBackend`); the sandbox is `local_sandbox.py`, one launch's
-host-side protocol (start pipe, init PID, kill) `launcher.py`, the post-run workdir copy `workdir_copy.py`.
+host-side protocol (start pipe, init PID, kill) `launcher.py`, the link-refusing file work on its folders
+`host_tree.py`.
 """
-
 
 from __future__ import annotations
 
@@ -49,10 +49,10 @@ from openforgerl.sandbox import bwrap, quota
 from openforgerl.sandbox.base import Limits, SandboxError, SandboxSpec
 from openforgerl.sandbox.cgroups import open_cgroup
 from openforgerl.sandbox.forwarder import open_forwarder
+from openforgerl.sandbox.host_tree import copy_tree, inside
 from openforgerl.sandbox.hostfiles import write_bytes
-from openforgerl.sandbox.local_sandbox import LocalSandbox, inside
+from openforgerl.sandbox.local_sandbox import LocalSandbox, WorkdirCopy
 from openforgerl.sandbox.netns import netns_supported, open_netns
-from openforgerl.sandbox.workdir_copy import WorkdirCopy, copy_tree
 
 __all__ = ["DEFAULT_ROOT", "LocalBackend", "LocalSandbox", "WorkdirCopy", "copy_tree", "raise_nofile_limit"]
 
@@ -140,7 +140,7 @@ class LocalBackend:
                                                   (spec.gateway_host, spec.gateway_port))
             sbx.gateway_url = f"http://127.0.0.1:{spec.gateway_port}"
 
-    def _forget(self, sbx: LocalSandbox) -> None:
+    def forget(self, sbx: LocalSandbox) -> None:
         self._open.discard(sbx)
 
     def discard_dir(self, home: Path) -> None:

@@ -1,4 +1,5 @@
-"""One rollout's bubblewrap sandbox (`LocalSandbox`): exec, spawn, the verifier, the workdir copy, cleanup.
+"""One rollout's bubblewrap sandbox (`LocalSandbox`): exec, spawn, the verifier, the workdir copy
+(`WorkdirCopy`), cleanup.
 
 The design (a fresh bwrap per command, at-most-once execs, networking, limits) is described in `local.py`,
 whose `LocalBackend` opens these.
@@ -14,7 +15,7 @@ import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO, Protocol
 
 from openforgerl.sandbox import bwrap, quota
 from openforgerl.sandbox.base import (
@@ -27,7 +28,15 @@ from openforgerl.sandbox.base import (
 )
 from openforgerl.sandbox.cgroups import CgroupGroup
 from openforgerl.sandbox.forwarder import Forwarder
-from openforgerl.sandbox.hostfiles import HostFilesMixin, write_bytes
+from openforgerl.sandbox.host_tree import (
+    MAX_ENTRIES,
+    clear_path,
+    collect_outputs,
+    copy_tree,
+    layout_verifier,
+    list_tree,
+)
+from openforgerl.sandbox.hostfiles import HostFilesMixin
 from openforgerl.sandbox.launcher import (
     DEFAULT_PATH,
     KILL_GRACE_S,
@@ -41,13 +50,9 @@ from openforgerl.sandbox.launcher import (
     wait_gone,
 )
 from openforgerl.sandbox.netns import NetNamespace
-from openforgerl.sandbox.safefile import MAX_READ_BYTES, read_under
-from openforgerl.sandbox.workdir_copy import WorkdirCopy, copy_tree
+from openforgerl.sandbox.safefile import MAX_READ_BYTES, read_under, write_under
 
-if TYPE_CHECKING:
-    from openforgerl.sandbox.local import LocalBackend
-
-__all__ = ["LocalSandbox"]
+__all__ = ["Backend", "LocalSandbox", "WorkdirCopy"]
 
 log = logging.getLogger("openforgerl.sandbox.local")  # the backend's logger: one name for the whole backend
 SETUP_ATTEMPTS = 4
@@ -55,10 +60,24 @@ SETUP_ATTEMPTS = 4
 BuildCommand = Callable[[int, int], list[str]]  # (started fd, status fd) -> full command line
 
 
+class Backend(Protocol):
+    """What a sandbox needs of the backend that opened it (`LocalBackend`): where the sandboxes live,
+    the system part of every bwrap command line, and the hand-back when the sandbox closes."""
+
+    root: Path
+    root_args: list[str]
+    system_mounts: list[tuple[str, Path | None]]
+    ro_binds: list[Path]
+
+    def forget(self, sbx: LocalSandbox) -> None: ...
+
+    def discard_dir(self, home: Path) -> None: ...
+
+
 class LocalSandbox(HostFilesMixin):
     """One rollout's bubblewrap sandbox. Create through `LocalBackend.open_sandbox`."""
 
-    def __init__(self, backend: LocalBackend, spec: SandboxSpec, sid: str, home: Path) -> None:
+    def __init__(self, backend: Backend, spec: SandboxSpec, sid: str, home: Path) -> None:
         self.id = sid
         self.spec = spec
         self.home = home  # <root>/<id>: fs/ (quota: work/, tmp/), logs/, verifier-N/
@@ -292,13 +311,13 @@ class LocalSandbox(HostFilesMixin):
         await self._end_execs()
         self._nverify += 1
         base = self.home / f"verifier-{self._nverify}"
-        await asyncio.to_thread(_layout_verifier, base, inputs)
+        await asyncio.to_thread(layout_verifier, base, inputs)
         venv = {"PATH": DEFAULT_PATH, "HOME": bwrap.VERIFIER_OUT, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
                 **(env or {})}
         try:
             result = await self._run(lambda s, st: self._verifier_command(argv, base, s, st), venv,
                                      timeout_s, None, limits=False)
-            outputs = await asyncio.to_thread(_collect_outputs, base / "out")
+            outputs = await asyncio.to_thread(collect_outputs, base / "out")
         finally:
             await asyncio.to_thread(shutil.rmtree, base, True)
         return VerifierRun(result, outputs)
@@ -354,7 +373,7 @@ class LocalSandbox(HostFilesMixin):
             self._timer.cancel()
         await self._kill_all()
         await self._release()
-        self._backend._forget(self)
+        self._backend.forget(self)
 
     async def _kill_all(self) -> None:
         for proc in list(self._procs):
@@ -377,6 +396,54 @@ class LocalSandbox(HostFilesMixin):
         self._backend.discard_dir(self.home)
 
 
+class WorkdirCopy:
+    """A copy of a rollout's final workdir (`LocalSandbox.open_workdir_copy`).
+
+    `exec` runs a command in a fresh bwrap over the copy: the copy at /workdir (and /workspace, upstream
+    Claw-Eval's name for it) read-write, its own /tmp, no network at all (not even the task's service:
+    what runs here may be the agent's code), the sandbox's CPU, memory and pids limits, and its own PID
+    namespace, killed past `timeout_s`. `read` and `write` go through the link-refusing `safefile`
+    readers on the host; `paths` lists the copy without following a link.
+    """
+
+    def __init__(self, sandbox: LocalSandbox, base: Path) -> None:
+        self.sandbox = sandbox
+        self.base = base
+        self.work = base / "work"
+
+    async def exec(self, argv: Sequence[str], *, timeout_s: float, cwd: str = WORKDIR,
+                   env: Mapping[str, str] | None = None) -> ExecResult:
+        sbx = self.sandbox
+        sbx._check_alive()
+        full = {"PATH": DEFAULT_PATH, "HOME": WORKDIR, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **(env or {})}
+        return await sbx._run(lambda s, st: self._command(argv, cwd, s, st), full, timeout_s, None, limits=True)
+
+    def _command(self, argv: Sequence[str], cwd: str, started_fd: int, status_fd: int) -> list[str]:
+        sbx = self.sandbox
+        bargs = bwrap.sandbox_args(sbx._backend.root_args, self.work, self.base / "tmp", unshare_net=True,
+                                   ro_binds=sbx.ro_binds, hide=[sbx._backend.root])
+        prefix = sbx.cgroup.enter_argv("agent") if sbx.cgroup else []
+        return bwrap.wrap_command(prefix, [*bargs, "--json-status-fd", str(status_fd)],
+                                  [*started_wrapper(started_fd), *argv], cwd)
+
+    async def read(self, rel: str, *, limit: int = MAX_READ_BYTES) -> bytes:
+        """The bytes of a regular file of the copy (`TamperError`: a link, FIFO, device or over `limit`)."""
+        return await asyncio.to_thread(read_under, self.work, rel, limit=limit)
+
+    async def write(self, rel: str, data: bytes) -> None:
+        """Write a trusted file into the copy, replacing whatever the agent left on its path (a link, a
+        file where a folder must be), as a file pushed into a container replaces it."""
+        await asyncio.to_thread(clear_path, self.work, rel)
+        await asyncio.to_thread(write_under, self.work, rel, data)
+
+    async def paths(self) -> list[str]:
+        """Every entry of the copy but its folders (relative, "/"-separated), links listed but not followed."""
+        return await asyncio.to_thread(list_tree, self.work, MAX_ENTRIES)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(shutil.rmtree, self.base, True)
+
+
 def _with(result: ExecResult, limits_hit: tuple[str, ...]) -> ExecResult:
     if not limits_hit:
         return result
@@ -389,22 +456,6 @@ def _hidden_root(root: Path) -> list[tuple[str, Path | None]]:
     return [] if root == Path("/tmp") or Path("/tmp") in root.parents else [(str(root), None)]
 
 
-def _layout_verifier(base: Path, inputs: Mapping[str, bytes]) -> None:
-    (base / "out").mkdir(parents=True)
-    (base / "in").mkdir()
-    for rel, data in inputs.items():
-        write_bytes(inside(base / "in", rel), data)
-
-
-def _collect_outputs(out: Path) -> dict[str, bytes]:
-    """The verifier's own files (trusted writer; still bounded, links not followed)."""
-    found: dict[str, bytes] = {}
-    for p in sorted(out.rglob("*")):
-        if p.is_file() and not p.is_symlink():
-            found[str(p.relative_to(out))] = read_under(out, str(p.relative_to(out)), limit=MAX_READ_BYTES)
-    return found
-
-
 async def _remove_cgroup(group: CgroupGroup) -> None:
     for _ in range(50):
         group.kill_all()
@@ -412,10 +463,3 @@ async def _remove_cgroup(group: CgroupGroup) -> None:
             return
         await asyncio.sleep(0.05)
     log.warning("cgroup %s not removed (processes still inside)", group.dirs)
-
-
-def inside(work: Path, rel: str) -> Path:
-    target = Path(os.path.normpath(work / rel.lstrip("/")))
-    if target != work and work not in target.parents:
-        raise SandboxError(f"file {rel!r} escapes /workdir")
-    return target
