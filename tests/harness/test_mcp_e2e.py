@@ -61,7 +61,13 @@ async def test_task_tools_reach_the_harness(name: str, claw: str, make_gateway, 
 # Claude Code (a 5 s default wait: it left out a server 40 s late), opencode (dropped 40 s), Codex (its first
 # request waited 1 s, `mcp_optional_startup_grace_ms`) and OpenClaw (dropped after 30 s, `connectionTimeoutMs`)
 # each failed this test before its change (harness/*.py).
-SLOW_START_S = {"claude_code": 40.0, "qwen_code": 15.0, "opencode": 40.0, "codex": 40.0, "openclaw-completions": 40.0}
+# How long each CLI waits for a starting server by default (harness/*.py; Qwen Code's `tool_search` waits
+# for the catalog itself): a server later than that is left out unless the adapter's setting holds.
+DEFAULT_WAIT_S = {"claude_code": 5.0, "qwen_code": 0.0, "opencode": 5.0, "codex": 1.0, "openclaw-completions": 30.0}
+# The delay only has to pass the default wait with a margin for the CLI's own start (each test waited out a
+# 40 s start before: 41-53 s per harness); 5 s past the default, at least 10 s, proves the same setting
+# (Codex failed with a server 8 s late; OpenClaw keeps the 40 s that failed it before its change).
+SLOW_START_S = {"claude_code": 12.0, "qwen_code": 15.0, "opencode": 12.0, "codex": 10.0, "openclaw-completions": 40.0}
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "zero"])
@@ -70,6 +76,8 @@ async def test_a_slow_starting_mcp_server_is_waited_for(name: str, claw: str, ma
     on without them gives the model a prompt with no task tools: the rollout fails as the model's fault
     (reward 0) for what was the machine's load. Without `claude_env`'s MCP_CONNECT_TIMEOUT_MS, Claude Code
     2.1.197's `-p` left out a server 40 s late (its tool list had `WaitForMcpServers` instead)."""
+    # control: the server comes after the CLI's default wait, so without the adapter's setting it is left out
+    assert SLOW_START_S[name] >= max(DEFAULT_WAIT_S[name] + 5.0, 10.0), (name, SLOW_START_S[name])
     tools = require_installed(name)
     content = proof_content()
     gw, _ = await make_gateway(task_tool_policy(content))
