@@ -24,8 +24,8 @@ SHARED_IN_ENVS = frozenset({"importers", "command"})
 """Modules under envs/ that are no environment: the importers for several of them and the `tasks` CLI."""
 
 # The ratchet: today's counts. Lower them when an import goes; the goal is 0 / 0 / <= 5 / 0.
-CORE_TO_ENV = 25
-BETWEEN_ENVS = 23
+CORE_TO_ENV = 22
+BETWEEN_ENVS = 18
 MUTUAL_PAIRS = 12
 CIRCLES = 4
 

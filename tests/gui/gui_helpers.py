@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from openforgerl.envs.gui.actions import Screen
+from openforgerl.env.computer.actions import Screen
 
 DATA = Path(__file__).parent / "data"
 GUI_SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/gui/suite/tasks"

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from openforgerl.envs.gui.actions import ACTIONS, ActionError, apply, parse_keys
-from openforgerl.envs.gui.client import ComputerUnavailable, HttpComputer
-from openforgerl.envs.gui.computer_service import serve_computer
+from openforgerl.env.computer.actions import ACTIONS, ActionError, apply, parse_keys
+from openforgerl.env.computer.client import ComputerUnavailable, HttpComputer
+from openforgerl.env.computer.service import serve_computer
 
 
 def test_click_runs_with_pixel_coordinates(fake_computer):

@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 from gui_helpers import GUI_SUITE, needs_gui
 
+from openforgerl.env.computer.actions import ActionError
+from openforgerl.env.computer.service import TOKEN_HEADER
 from openforgerl.envs.browser.origin import app_url, origin_of
-from openforgerl.envs.gui.actions import ActionError
-from openforgerl.envs.gui.computer_service import TOKEN_HEADER
 from openforgerl.sandbox.base import SandboxSpec
 from openforgerl.tasks.loader import load_runtime
 

@@ -50,7 +50,7 @@ def test_compact_prompt_is_the_warm_up_prompt_image_first() -> None:
     import time
     from typing import Any
 
-    from openforgerl.envs.gui.actions import Screen
+    from openforgerl.env.computer.actions import Screen
     from openforgerl.harness.zero.loop import Budget
     from openforgerl.harness.zero_gui.loop import ExitCode, Options, run_agent
     from openforgerl.harness.zero_gui.tool import COMPACT_SYSTEM_PROMPT, compact_schema

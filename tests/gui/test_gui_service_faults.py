@@ -32,8 +32,8 @@ from typing import Any
 import pytest
 from gui_helpers import GUI_SUITE, FakeComputer, needs_gui
 
+from openforgerl.env.computer.service import TOKEN_HEADER, serve_computer
 from openforgerl.envs.gui import runtime as gui_runtime
-from openforgerl.envs.gui.computer_service import TOKEN_HEADER, serve_computer
 from openforgerl.envs.gui.verify import EXIT_SERVICE_DOWN, service_problem
 from openforgerl.sandbox.base import ExecResult, TamperError, VerifierRun
 

@@ -23,7 +23,7 @@ from harness_e2e import HARNESS_FIGURES, contains, masked_runs, require_installe
 from test_zero_gui import GUI_SUITE, ServiceScreen, _gui_missing, oracle_pixels
 
 from openforgerl.engines.scripted import MODEL_NAME, Faults, ScriptedEngine
-from openforgerl.envs.gui.computer_service import serve_computer
+from openforgerl.env.computer.service import serve_computer
 from openforgerl.harness.base import HarnessContext
 from openforgerl.harness.gui_scripted_policy import (
     browser_use_fill_and_submit,

@@ -28,8 +28,8 @@ from harness_e2e import contains, masked_runs, tool_call_completions
 
 from openforgerl.engines.chat_format import format_tool_call
 from openforgerl.engines.scripted import MODEL_NAME, Faults, ScriptedEngine, Turn
-from openforgerl.envs.gui.actions import ActionError, Screen
-from openforgerl.envs.gui.computer_service import serve_computer
+from openforgerl.env.computer.actions import ActionError, Screen
+from openforgerl.env.computer.service import serve_computer
 from openforgerl.harness.base import HarnessContext
 from openforgerl.harness.host import run_on_host
 from openforgerl.harness.registry import get_harness
@@ -264,7 +264,7 @@ class FailingComputer(FakeComputer):
     """An action that fails as a timed-out request does (its timeout was the clock's remainder)."""
 
     def act(self, action: dict[str, Any], screenshot: bool = False) -> Any:
-        from openforgerl.envs.gui.client import ComputerUnavailable
+        from openforgerl.env.computer.client import ComputerUnavailable
 
         raise ComputerUnavailable("POST /act: timed out")
 

@@ -5,7 +5,8 @@ that uses it stays a plug-in: the core never imports an environment, and environ
 each other (`tests/test_layers.py` counts both).
 
 - `json_service`: the JSON-over-HTTP request handler the in-sandbox tool services share;
-- `tool_client`: the stdlib client of a tool service (`call_tool`, `get_json`, `with_retry`).
+- `tool_client`: the stdlib client of a tool service (`call_tool`, `get_json`, `with_retry`);
+- `computer`: the GUI action API, its HTTP service and client.
 
 Importing this package imports nothing else (in-sandbox services import one module of it on a
 rollout's clock).

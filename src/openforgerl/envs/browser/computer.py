@@ -17,8 +17,8 @@ import os
 import shutil
 from typing import Any
 
+from openforgerl.env.computer.actions import KEYS, ActionError, Screen
 from openforgerl.envs.browser.origin import OriginGuard, origin_of
-from openforgerl.envs.gui.actions import KEYS, ActionError, Screen
 
 __all__ = ["CHROMIUM", "CHROMIUM_ARGS", "PlaywrightComputer", "chromium_path"]
 

@@ -21,7 +21,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from openforgerl.envs.gui.actions import ActionError, Computer, Screen
+from openforgerl.env.computer.actions import ActionError, Computer, Screen
 
 __all__ = ["GuardedComputer", "OriginGuard", "app_url", "origin_of"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from openforgerl.env.computer.actions import Screen
 from openforgerl.envs.browser.computer import PlaywrightComputer
 from openforgerl.envs.browser.origin import app_url
-from openforgerl.envs.gui.actions import Screen
 
 __all__ = ["BrowserScreen"]
 

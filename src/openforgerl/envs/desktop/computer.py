@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from openforgerl.envs.gui.actions import KEYS, Screen
+from openforgerl.env.computer.actions import KEYS, Screen
 
 __all__ = ["XdotoolComputer"]
 

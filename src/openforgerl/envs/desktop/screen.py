@@ -26,9 +26,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from openforgerl.env.computer.actions import ActionError, Computer, Screen
 from openforgerl.envs.desktop.computer import XdotoolComputer
 from openforgerl.envs.desktop.xserver import XDisplay, open_display
-from openforgerl.envs.gui.actions import ActionError, Computer, Screen
 
 __all__ = ["LAUNCHERS", "DesktopScreen"]
 

@@ -1,6 +1,6 @@
-"""Shared GUI pieces: the action API (`actions`), its HTTP service and client (`computer_service`,
-`client`), the per-rollout service process (`service`), the GUI verifier (`verify`), the task runtime for
-`[environment] kind = "browser" | "desktop"` tasks (`runtime`) and the environment registry (`registry`).
+"""Shared GUI pieces: the action API, its HTTP service and client (re-exported from the environment
+SDK, `openforgerl.env.computer`), the per-rollout service process (`service`), the GUI verifier
+(`verify`), the task runtime for `[environment] kind = "browser" | "desktop"` tasks (`runtime`) and the environment registry (`registry`).
 
 The browser environment (`envs.browser`) and the desktop environment (`envs.desktop`) register
 themselves in `registry`; nothing here switches on a kind's name.
@@ -11,11 +11,11 @@ __all__ = ["ACTIONS", "Computer", "HttpComputer", "Screen"]
 
 def __getattr__(name: str) -> object:
     if name in ("ACTIONS", "Computer", "Screen"):
-        from openforgerl.envs.gui import actions
+        from openforgerl.env.computer import actions
 
         return getattr(actions, name)
     if name == "HttpComputer":
-        from openforgerl.envs.gui.client import HttpComputer
+        from openforgerl.env.computer.client import HttpComputer
 
         return HttpComputer
     raise AttributeError(name)

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.gui.actions import ActionError
-from openforgerl.envs.gui.client import HttpComputer
+from openforgerl.env.computer.actions import ActionError
+from openforgerl.env.computer.client import HttpComputer
 
 __all__ = ["main", "resolve", "run_oracle"]
 

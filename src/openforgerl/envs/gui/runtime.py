@@ -39,8 +39,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from openforgerl.env.computer.service import COMPUTER_PORT, token_id
 from openforgerl.envs.claw.runtime import check_checks_file
-from openforgerl.envs.gui.computer_service import COMPUTER_PORT, token_id
 from openforgerl.envs.gui.registry import SandboxNeeds, get_environment
 from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.sandbox.base import SandboxError, TamperError

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from openforgerl.envs.gui.client import HttpComputer
+from openforgerl.env.computer.client import HttpComputer
 from openforgerl.harness.zero.client import ChatClient
 from openforgerl.harness.zero.loop import Budget
 from openforgerl.harness.zero_gui.history import Pruning

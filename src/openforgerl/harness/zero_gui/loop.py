@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Literal, Protocol
 
-from openforgerl.envs.gui.actions import ActionError, Screen
-from openforgerl.envs.gui.client import ComputerUnavailable
+from openforgerl.env.computer.actions import ActionError, Screen
+from openforgerl.env.computer.client import ComputerUnavailable
 from openforgerl.harness.zero.client import ModelAPIError, drop_none
 from openforgerl.harness.zero.loop import Budget
 from openforgerl.harness.zero_gui.history import Pruning, observation, prune, task_message
@@ -64,7 +64,7 @@ class ModelClient(Protocol):
 
 
 class ComputerLike(Protocol):
-    """What the loop needs of `envs.gui.client.HttpComputer` (the edge; tests fake it)."""
+    """What the loop needs of `env.computer.client.HttpComputer` (the edge; tests fake it)."""
 
     timeout_s: float
     kind: str  # the environment's ("browser", "desktop"), known after `wait_ready`; "" when it does not say

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
-from openforgerl.envs.gui.actions import ACTIONS, KEYS, ActionError, Computer, apply
+from openforgerl.env.computer.actions import ACTIONS, KEYS, ActionError, Computer, apply
 
 __all__ = ["COMPUTER_PORT", "TOKEN_HEADER", "serve_computer", "token_id"]
 

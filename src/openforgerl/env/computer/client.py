@@ -11,8 +11,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from openforgerl.envs.gui.actions import ActionError, Screen
-from openforgerl.envs.gui.computer_service import COMPUTER_PORT, TOKEN_HEADER
+from openforgerl.env.computer.actions import ActionError, Screen
+from openforgerl.env.computer.service import COMPUTER_PORT, TOKEN_HEADER
 
 __all__ = ["ComputerUnavailable", "HttpComputer"]
 

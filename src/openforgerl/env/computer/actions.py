@@ -46,7 +46,8 @@ class Screen:
 
 class Computer(Protocol):
     """One screen. Implemented in-process by `browser.PlaywrightComputer`, `desktop.XdotoolComputer`
-    and over HTTP by `gui.client.HttpComputer` (what harnesses and oracles inside the sandbox use)."""
+    and over HTTP by `env.computer.client.HttpComputer` (what harnesses and oracles inside the sandbox
+    use)."""
 
     screen: Screen
 
