@@ -44,9 +44,9 @@ def tools_cache_dir() -> Path:
 @dataclass(frozen=True)
 class WarmUp:
     seed: int = 0
-    layers: int = 3  # top decoder layers trained
-    epochs: int = 3
-    lr: float = 2e-4
+    layers: int = 4  # top decoder layers trained
+    epochs: int = 6
+    lr: float = 3e-4
     threads: int = 2
     max_tokens: int = 2048  # longer conversations are skipped
 
@@ -123,7 +123,7 @@ def warm_up(model: Any, examples: list[tuple[list[int], list[bool]]], cfg: WarmU
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             opt.zero_grad()
-            total += float(loss)
+            total += float(loss.detach())
         losses.append(total / max(1, len(frozen)))
     model.eval()
     return losses
