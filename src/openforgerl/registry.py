@@ -12,7 +12,6 @@ This module imports nothing of openforgerl above `errors`, so every layer can ke
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +32,8 @@ class DuplicateNameError(ValueError):
 
 def nearest(name: str, known: Iterable[str]) -> str | None:
     """The known name closest to `name`, when one is close enough to be the likely typo."""
+    import difflib  # here: only an unknown name pays for it (in-sandbox services import registries)
+
     close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
     return close[0] if close else None
 
