@@ -214,12 +214,14 @@ def _pause_timeout(request: web.Request) -> float | None:
 async def pause(request: web.Request) -> web.Response:
     gw = _gw(request)
     drained = await gw.gate.pause(_pause_timeout(request))
+    # `shared`: every replica on this call log stopped admitting; `drained` and `in_flight` are still
+    # this replica's own (its process cannot see the others' calls: ask each one's /healthz)
     return _json({"paused": True, "drained": drained, "in_flight": gw.gate.in_flight,
-                  "policy_version": gw.gate.policy_version})
+                  "policy_version": gw.gate.policy_version, "shared": gw.gate.shared})
 
 
 async def resume(request: web.Request) -> web.Response:
-    return _json({"policy_version": _gw(request).gate.resume()})
+    return _json({"policy_version": await _gw(request).gate.resume_all()})
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -140,7 +140,7 @@ async def serve_call(adapter: WireAdapter, request: web.Request, state: RolloutS
     try:
         try:
             raw = await read_raw(request)
-            if not state.reserve_log(len(raw), gw.max_log_bytes_per_rollout):
+            if not await gw.registry.reserve_log(state, len(raw), gw.max_log_bytes_per_rollout):
                 return error_response(adapter, await _over_quota(call, len(raw)))
             call.reserved = len(raw)
             got = await admit(call, raw)
@@ -174,11 +174,10 @@ async def _over_quota(call: Call, size: int) -> GatewayError:
     quota = gw.max_log_bytes_per_rollout
     message = (f"this rollout's call log is at {state.log_bytes} of its {quota} bytes: "
                f"a request of {size} bytes does not fit")
-    if not state.quota_noted:
-        state.quota_noted = True
+    if await gw.registry.first_log_refusal(state):
         meta = CallMeta(state.rollout_id, await gw.registry.take_index(state), call.adapter.wire, {}, None,
                         harness_headers(call.request.headers), gw.gate.policy_version, time.time(), False)
         body = record_json(meta, CallTape(), call_error(CallErrorKind.CLIENT_BAD_REQUEST, message, 413))
-        state.log_bytes += len(body)
+        gw.registry.charge_log(state, len(body))
         await gw.store.append_call(state.rollout_id, meta.index, body)
     return GatewayError(413, message, code="rollout_log_quota")

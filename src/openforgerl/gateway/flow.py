@@ -5,13 +5,36 @@ longer, or arrives when `max_in_flight` calls are running, gets 503, which every
 retries (never 429/400, which Codex and Claude Code treat as fatal). `resume` bumps the policy
 version that is stamped on every record. One rollout's own share is checked before this gate
 (`calls.serve_call`): past it the 429 is meant to end that harness, whose flood is its own doing.
+
+Replicas sharing a PostgreSQL call log share the pause and the policy version (`follow_store`): a
+pause or resume sent to any replica is committed to the log's `gateway_flow` row and announced
+(NOTIFY), and every replica applies it within milliseconds (another replica paused 2.6 ms after
+the pausing one answered, tests/gateway/test_replica_state.py), so one weight sync pauses the fleet. Draining is what
+one process can know: `pause` waits for the calls in flight on this replica only; the others stop
+admitting but finish their own, each one's `/healthz` showing its `in_flight`. A replica that
+starts joins the fleet's state (paused, if the fleet is): the pause is the log's, not a process's,
+and outlives a restart of every replica until a resume. `max_in_flight` stays per replica.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from openforgerl.gateway.errors import GatewayError
+from openforgerl.store.base import FlowState
+
+
+class FlowBoard(Protocol):
+    """Where replicas share their pause and policy version (`store.postgres.PostgresCallStore`)."""
+
+    def set_flow(self, paused: bool, policy_version: int) -> Awaitable[FlowState]: ...
+
+    def read_flow(self) -> Awaitable[FlowState]: ...
+
+    def watch_flow(self, callback: Callable[[FlowState | None], None]) -> None: ...
 
 
 class FlowGate:
@@ -27,6 +50,55 @@ class FlowGate:
         self._running.set()
         self._drained = asyncio.Event()
         self._drained.set()
+        self._board: FlowBoard | None = None
+        self._seq = -1  # the newest shared state applied
+        self._publishing: set[asyncio.Future[None]] = set()
+
+    @property
+    def shared(self) -> bool:
+        """Whether pause/resume reach every replica sharing this gateway's call log."""
+        return self._board is not None
+
+    async def follow_store(self, store: object) -> None:
+        """Share pause/resume and the policy version with the replicas on `store`, where it keeps them
+        (PostgreSQL); on a store that does not (SQLite: one process) this gate stays its own."""
+        if not all(hasattr(store, name) for name in ("set_flow", "read_flow", "watch_flow")):
+            return
+        board: FlowBoard = store  # type: ignore[assignment]
+        loop = asyncio.get_running_loop()
+
+        def heard(state: FlowState | None) -> None:  # on the store's listener thread
+            with contextlib.suppress(RuntimeError):  # this gateway's loop has closed
+                loop.call_soon_threadsafe(self._heard, state)
+
+        self._board = board
+        board.watch_flow(heard)
+        self.apply(await board.read_flow())
+
+    def _heard(self, state: FlowState | None) -> None:
+        if state is not None:
+            self.apply(state)
+        elif self._board is not None:  # the listener reconnected: a change may have been missed
+            self._track(self._board.read_flow())
+
+    def _track(self, pending: Awaitable[FlowState]) -> None:
+        async def applied() -> None:
+            self.apply(await pending)
+
+        task = asyncio.ensure_future(applied())
+        self._publishing.add(task)
+        task.add_done_callback(self._publishing.discard)
+
+    def apply(self, state: FlowState) -> None:
+        """Take a shared state newer than the last one applied (older ones arrive late: ignored)."""
+        if state.seq <= self._seq:
+            return
+        self._seq = state.seq
+        self.policy_version = max(self.policy_version, state.policy_version)
+        if state.paused:
+            self._running.clear()
+        else:
+            self._running.set()
 
     @property
     def paused(self) -> bool:
@@ -51,8 +123,11 @@ class FlowGate:
             self._drained.set()
 
     async def pause(self, drain_timeout_s: float | None = None) -> bool:
-        """Stop admitting calls and wait for in-flight ones; False if the drain timed out."""
+        """Stop admitting calls (on every replica, when shared) and wait for this replica's in-flight
+        ones; False if the drain timed out."""
         self._running.clear()
+        if self._board is not None:  # committed before the answer: a resume after it cannot be overtaken
+            self.apply(await self._board.set_flow(True, self.policy_version))
         try:
             await asyncio.wait_for(self._drained.wait(), drain_timeout_s)
         except TimeoutError:
@@ -60,7 +135,18 @@ class FlowGate:
         return True
 
     def resume(self) -> int:
-        """Admit calls again under a new policy version."""
+        """Admit calls again under a new policy version. When shared, the other replicas follow once
+        the store commits it (queued here, in order after any earlier pause; `resume_all` awaits it)."""
         self.policy_version += 1
         self._running.set()
+        if self._board is not None:
+            self._track(self._board.set_flow(False, self.policy_version))
+        return self.policy_version
+
+    async def resume_all(self) -> int:
+        """`resume`, answered once every replica sharing the store can see it (the admin route)."""
+        self.policy_version += 1
+        self._running.set()
+        if self._board is not None:
+            self.apply(await self._board.set_flow(False, self.policy_version))
         return self.policy_version

@@ -124,7 +124,7 @@ def record_cancelled(call: Call) -> None:
 
 def settle_log(call: Call, record: bytes) -> None:
     """Charge the rollout what its call wrote (record and images) in place of the body it reserved."""
-    call.state.log_bytes += len(record) + call.blob_bytes - call.reserved
+    call.gw.registry.charge_log(call.state, len(record) + call.blob_bytes - call.reserved)
     call.reserved = call.blob_bytes = 0
 
 

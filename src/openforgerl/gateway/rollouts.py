@@ -35,6 +35,11 @@ from openforgerl.records import CallErrorKind, RolloutOutcome, RolloutRecord, Ro
 from openforgerl.store.base import CallStore
 
 _LEASE_BLOCK = 32  # indices leased per store transaction (a rollout rarely needs a second block)
+# A replica reserves a rollout's shared log bytes in chunks of 1/64 of its quota, not per call: one
+# reservation costs the calling gateway 180-250 us CPU (benchmarks/log_quota_cost.py), 30-40% of a
+# call's on a PostgreSQL log; a chunk makes that one call's in a rollout's first on each replica, for
+# at most (replicas - 1) chunks of quota held unused by the others.
+_LOG_CHUNKS = 64
 
 
 @dataclass
@@ -63,6 +68,7 @@ class RolloutState:
     calls_in_flight: int = 0
     log_bytes: int = 0
     quota_noted: bool = False
+    log_allowance: int = 0  # on a shared store: bytes this replica reserved there and has not used yet
 
     def reserve_log(self, nbytes: int, quota: int) -> bool:
         """Reserve `nbytes` of the call log for a call; False (nothing reserved) past `quota`."""
@@ -106,6 +112,10 @@ class RolloutRegistry:
         self._secret = (secret or secrets.token_hex(32)).encode()
         self._cache: dict[str, RolloutState] = {}
         self._following: set[asyncio.Future[None]] = set()  # re-reads of rollouts other replicas ended
+        # A rollout's call log bytes, counted by every replica where the store keeps the count (PostgreSQL)
+        self._reserve_shared = getattr(store, "reserve_log_bytes", None)
+        self._charge_shared = getattr(store, "charge_log_bytes", None)
+        self._note_shared = getattr(store, "note_log_refusal", None)
 
     def key_for(self, rollout_id: str) -> str:
         return "ofr-" + hmac.new(self._secret, rollout_id.encode(), hashlib.sha256).hexdigest()[:40]
@@ -236,6 +246,53 @@ class RolloutRegistry:
             return
         state.versions.add(version)
         await self.update(state.rollout_id, policy_versions=sorted(state.versions))
+
+    async def reserve_log(self, state: RolloutState, nbytes: int, quota: int) -> bool:
+        """Reserve `nbytes` of the rollout's call log quota; False (nothing reserved) past it. On a store
+        the replicas share, counted across all of them (an atomic statement there: a rollout whose
+        calls are spread over N replicas gets its quota once, not N times), taken in chunks
+        (`_LOG_CHUNKS`); else in this process."""
+        if self._reserve_shared is None:
+            return state.reserve_log(nbytes, quota)
+        if state.log_allowance < nbytes:
+            need = nbytes - state.log_allowance
+            chunk = max(need, quota // _LOG_CHUNKS)
+            total = await self._reserve_shared(state.rollout_id, chunk, quota)
+            if total is None and chunk > need:  # the last of the quota: exactly what this call needs
+                chunk = need
+                total = await self._reserve_shared(state.rollout_id, chunk, quota)
+            if total is None:
+                return False
+            state.log_allowance += chunk
+            state.log_bytes = int(total) - state.log_allowance
+        state.log_allowance -= nbytes
+        state.log_bytes += nbytes
+        return True
+
+    def charge_log(self, state: RolloutState, nbytes: int) -> None:
+        """Charge (or, negative, give back) `nbytes` of the rollout's call log, without waiting. On a
+        shared store, what this replica's allowance does not cover is added to the shared count in
+        the writer's next batch (the call's own record, typically), so every replica sees it."""
+        state.log_bytes += nbytes
+        if self._charge_shared is None:
+            return
+        state.log_allowance -= nbytes
+        if state.log_allowance < 0:
+            self._charge_shared(state.rollout_id, -state.log_allowance)
+            state.log_allowance = 0
+
+    async def first_log_refusal(self, state: RolloutState) -> bool:
+        """Whether this is the rollout's first refusal over its quota (on any replica sharing the
+        store): that one is recorded, later ones are not."""
+        if self._note_shared is None:
+            first = not state.quota_noted
+            state.quota_noted = True
+            return first
+        total = await self._note_shared(state.rollout_id)
+        if total is None:
+            return False
+        state.log_bytes = int(total)
+        return True
 
     def follow_store(self) -> None:
         """Follow the other gateway replicas sharing this store, where the store announces ended

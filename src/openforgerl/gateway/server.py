@@ -283,6 +283,7 @@ async def start_gateway(engine: Engine, store: CallStore, *, host: str = "127.0.
                  max_in_flight_per_rollout=rollout_share(max_in_flight_per_rollout, max_in_flight),
                  max_log_bytes_per_rollout=max_log_bytes_per_rollout)
     gw.registry.follow_store()  # closes and taints stored by other replicas of a shared log
+    await gw.gate.follow_store(store)  # and their pause/resume and policy version
     model_runner, bound = await _serve(build_model_app(gw), host, port, shutdown_timeout_s, header_timeout_s)
     admin_runner, admin_bound = await _serve(build_admin_app(gw), admin_host or host, admin_port,
                                              shutdown_timeout_s, header_timeout_s)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import queue
 from collections.abc import Awaitable, Generator
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from openforgerl.records import CallRecord, RolloutRecord
@@ -69,6 +70,29 @@ class CallStore(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class FlowState:
+    """Whether the gateway replicas sharing a store admit calls, and the policy version they stamp;
+    `seq` orders the changes (a replica applies a newer one only). Kept by stores that several
+    processes share (PostgreSQL: `set_flow`, `watch_flow`); the embedded store has none."""
+
+    seq: int
+    paused: bool
+    policy_version: int
+
+    def payload(self) -> str:
+        return f"{self.seq}:{int(self.paused)}:{self.policy_version}"
+
+    @classmethod
+    def parse(cls, payload: str) -> FlowState | None:
+        """The state a notification carries, or None when it is not one (anyone may NOTIFY)."""
+        try:
+            seq, paused, version = (int(part) for part in payload.split(":"))
+        except ValueError:
+            return None
+        return cls(seq, bool(paused), version)
 
 
 class _Appended:

@@ -33,6 +33,14 @@ where durability comes from and who serialises writers:
   close the rollout itself can cut its calls still in flight (gateway/rollouts.py `follow_store`)
   within milliseconds instead of serving it until the calls end. A listener that lost its
   connection reconnects and reports None: anything may have changed meanwhile.
+* Pause/resume and the policy version are one row, `gateway_flow`: `set_flow` updates it (its `seq`
+  orders the changes, the version never goes back) and sends `NOTIFY openforgerl_flow` in the same
+  transaction; `watch_flow` hands the new state to a callback (gateway/flow.py `follow_store`).
+* A rollout's call log bytes are one row of `rollout_log_bytes`, counted by every replica:
+  `reserve_log_bytes` adds only what fits the quota (one atomic INSERT .. ON CONFLICT DO UPDATE ..
+  WHERE, serialised by the row lock), `charge_log_bytes` adds unchecked, and `note_log_refusal` lets
+  one replica record the rollout's first refusal. The gateway reserves in chunks
+  (gateway/rollouts.py `reserve_log`), as one statement costs a call 180-250 us of gateway CPU.
 
 Blobs are `bytea` rows of the `blobs` table, not pack files (`blobfiles.py`) on a path the
 replicas share. Measured (`benchmarks/gateway_replicas.py --blobs`, a loaded 2-core box, 400 new
@@ -65,7 +73,7 @@ import orjson
 
 from openforgerl.errors import UserError
 from openforgerl.records import CallRecord, RolloutRecord
-from openforgerl.store.base import APPENDED, can_wait, drain
+from openforgerl.store.base import APPENDED, FlowState, can_wait, drain
 
 try:
     import psycopg
@@ -99,6 +107,18 @@ CREATE TABLE IF NOT EXISTS blobs (
   data BYTEA NOT NULL
 );
 ALTER TABLE blobs ALTER COLUMN data SET STORAGE EXTERNAL;
+CREATE TABLE IF NOT EXISTS gateway_flow (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  seq BIGINT NOT NULL DEFAULT 0,
+  paused BOOLEAN NOT NULL DEFAULT false,
+  policy_version BIGINT NOT NULL DEFAULT 0
+);
+INSERT INTO gateway_flow (id) VALUES (1) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS rollout_log_bytes (
+  rollout_id TEXT PRIMARY KEY,
+  bytes BIGINT NOT NULL,
+  noted BOOLEAN NOT NULL DEFAULT false
+);
 CREATE TABLE IF NOT EXISTS call_conflicts (
   rollout_id TEXT NOT NULL,
   idx INTEGER NOT NULL,
@@ -125,7 +145,23 @@ _LEASE = f"""INSERT INTO index_leases AS l (rollout_id, stop) VALUES (%(r)s, {_S
 ON CONFLICT (rollout_id) DO UPDATE SET stop = greatest(l.stop, {_STORED_STOP}) + %(n)s
 RETURNING stop"""
 _NOTIFY = "SELECT pg_notify('openforgerl_rollouts', %s)"
-_LISTEN = "LISTEN openforgerl_rollouts"
+_LISTEN = "LISTEN openforgerl_rollouts; LISTEN openforgerl_flow"
+# Pause/resume of every replica: the row's `seq` orders the changes (a replica applies a newer one only),
+# and a policy version never goes back (`greatest`), whichever replica resumed.
+_SET_FLOW = """UPDATE gateway_flow SET seq = seq + 1, paused = %s, policy_version = greatest(policy_version, %s)
+WHERE id = 1 RETURNING seq, paused, policy_version"""
+_NOTIFY_FLOW = "SELECT pg_notify('openforgerl_flow', %s)"
+_READ_FLOW = "SELECT seq, paused, policy_version FROM gateway_flow WHERE id = 1"
+# A rollout's call log bytes, counted by every replica: a reservation is applied only if it fits the
+# quota (one atomic statement: the row lock serialises replicas), a settlement always.
+_RESERVE_LOG = """INSERT INTO rollout_log_bytes AS q (rollout_id, bytes) SELECT %(r)s, %(n)s WHERE %(n)s <= %(q)s
+ON CONFLICT (rollout_id) DO UPDATE SET bytes = q.bytes + excluded.bytes WHERE q.bytes + excluded.bytes <= %(q)s
+RETURNING bytes"""
+_CHARGE_LOG = """INSERT INTO rollout_log_bytes AS q (rollout_id, bytes) VALUES (%s, %s)
+ON CONFLICT (rollout_id) DO UPDATE SET bytes = q.bytes + excluded.bytes"""
+# A row only for the first refusal of a rollout over its quota (by any replica): that one is recorded.
+_NOTE_REFUSAL = """INSERT INTO rollout_log_bytes AS q (rollout_id, bytes, noted) VALUES (%s, 0, true)
+ON CONFLICT (rollout_id) DO UPDATE SET noted = true WHERE NOT q.noted RETURNING bytes"""
 _RETRY_S = 30.0  # how long the writer keeps reconnecting before failing a batch
 _CONNECT_TIMEOUT_S = 5
 _KNOWN_BLOBS = 65536
@@ -144,7 +180,7 @@ def redacted(url: str) -> str:
 
 @dataclass
 class _Job:
-    kind: str  # call | rollout | blob | lease
+    kind: str  # call | rollout | blob | lease | flow | charge
     params: tuple[Any, ...]
     done: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
 
@@ -171,6 +207,7 @@ class PostgresCallStore:
         self._read_local = threading.local()
         self._known_blobs: dict[str, None] = {}
         self._watchers: list[Callable[[str | None], None]] = []
+        self._flow_watchers: list[Callable[[FlowState | None], None]] = []
         self._listener: threading.Thread | None = None
         self._writer = threading.Thread(target=self._write_loop, name="pgstore-writer", daemon=True)
         self._writer.start()
@@ -243,11 +280,18 @@ class PostgresCallStore:
                 cur.executemany(_PUT_ROLLOUT, rollouts)
                 for rid in dict.fromkeys(rid for rid, _, closed, tainted in rollouts if closed or tainted):
                     cur.execute(_NOTIFY, (rid,))
+            charges = [job.params for job in jobs if job.kind == "charge"]
+            if charges:
+                cur.executemany(_CHARGE_LOG, charges)
             for i, job in enumerate(jobs):
                 if job.kind == "lease":
                     rollout_id, count = job.params
                     (stop,) = cur.execute(_LEASE, {"r": rollout_id, "n": count}).fetchone()
                     results[i] = (int(stop) - count, int(stop))
+                elif job.kind == "flow":
+                    seq, paused, version = cur.execute(_SET_FLOW, job.params).fetchone()
+                    results[i] = FlowState(int(seq), bool(paused), int(version))
+                    cur.execute(_NOTIFY_FLOW, (results[i].payload(),))
         return results
 
     def append_call(self, rollout_id: str, index: int, body: bytes) -> Awaitable[None]:
@@ -275,9 +319,50 @@ class PostgresCallStore:
         reconnected (a notification may have been missed)."""
         with self._readers_lock:
             self._watchers.append(callback)
-            if self._listener is None:
-                self._listener = threading.Thread(target=self._listen_loop, name="pgstore-listener", daemon=True)
-                self._listener.start()
+            self._start_listener()
+
+    def watch_flow(self, callback: Callable[[FlowState | None], None]) -> None:
+        """Call `callback(state)` (from the listener thread) each time any store on this database
+        commits a pause or resume (`set_flow`); `callback(None)` after the listener reconnected."""
+        with self._readers_lock:
+            self._flow_watchers.append(callback)
+            self._start_listener()
+
+    def _start_listener(self) -> None:
+        if self._listener is None:
+            self._listener = threading.Thread(target=self._listen_loop, name="pgstore-listener", daemon=True)
+            self._listener.start()
+
+    def set_flow(self, paused: bool, policy_version: int) -> Awaitable[FlowState]:
+        """Pause or resume every replica on this database; the policy version becomes at least
+        `policy_version`. Queued at once (changes commit in the order they were asked for);
+        committed, and announced to every `watch_flow`, when the awaitable completes."""
+        return asyncio.wrap_future(self._submit("flow", paused, policy_version))
+
+    async def read_flow(self) -> FlowState:
+        ((seq, paused, version),) = await asyncio.to_thread(self._fetch, _READ_FLOW)
+        return FlowState(int(seq), bool(paused), int(version))
+
+    async def reserve_log_bytes(self, rollout_id: str, nbytes: int, quota: int) -> int | None:
+        """Add `nbytes` to the rollout's call log count, shared by every replica, if the total stays
+        within `quota`: the new total, or None (nothing added). One statement on this thread's reading
+        connection, which does not wait for the server's WAL flush (`synchronous_commit=off`): a count
+        lost with the server only lets a rollout past its quota by what it lost, and the call waits
+        on it (0.2 ms here, 2.8-4 ms with the flush: benchmarks/log_quota_cost.py)."""
+        rows = await asyncio.to_thread(self._fetch, _RESERVE_LOG, {"r": rollout_id, "n": nbytes, "q": quota})
+        return int(rows[0][0]) if rows else None
+
+    def charge_log_bytes(self, rollout_id: str, nbytes: int) -> None:
+        """Add `nbytes` (negative: give back) to the rollout's shared count, unchecked and unawaited:
+        committed with the writer's next batch (the call's own record, typically)."""
+        if nbytes and not self._closed and "\x00" not in rollout_id:
+            self._queue.put(_Job("charge", (rollout_id, nbytes)))
+
+    async def note_log_refusal(self, rollout_id: str) -> int | None:
+        """The rollout's shared count if this is its first refusal over its quota on any replica
+        (the one to record), else None."""
+        rows = await asyncio.to_thread(self._fetch, _NOTE_REFUSAL, (rollout_id,))
+        return int(rows[0][0]) if rows else None
 
     def _listen_loop(self) -> None:
         conn, missed = None, False
@@ -288,8 +373,12 @@ class PostgresCallStore:
                     conn.execute(_LISTEN)
                     if missed:
                         self._announce(None)
+                        self._announce_flow(None)
                 for note in conn.notifies(timeout=_LISTEN_POLL_S):
-                    self._announce(note.payload)
+                    if note.channel == "openforgerl_flow":
+                        self._announce_flow(FlowState.parse(note.payload))
+                    else:
+                        self._announce(note.payload)
             except psycopg.OperationalError:
                 missed = True
                 time.sleep(_LISTEN_POLL_S)
@@ -299,6 +388,10 @@ class PostgresCallStore:
     def _announce(self, rollout_id: str | None) -> None:
         for callback in list(self._watchers):
             callback(rollout_id)
+
+    def _announce_flow(self, state: FlowState | None) -> None:
+        for callback in list(self._flow_watchers):
+            callback(state)
 
     async def put_blob(self, sha256: str, data: bytes, media_type: str) -> None:
         """Stored once (idempotent across replicas); committed when this returns."""
@@ -319,16 +412,18 @@ class PostgresCallStore:
             if self._closed:
                 raise RuntimeError(f"call store {self.path} is closed")
             conn = self._connect(autocommit=True)
+            conn.execute("SET synchronous_commit = off")  # its only writes are quota counts (reserve_log_bytes)
             self._read_local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
         return conn
 
-    def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+    def _fetch(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[Any]:
         """Rows of `sql`; reconnects once when the server dropped this thread's connection. A key
         with a NUL names nothing (PostgreSQL text cannot hold one, so none was stored): no rows,
         where the driver would raise, and an agent's `/r/<id with %00>/v1` would be a 500, not a 404."""
-        if any(isinstance(p, str) and "\x00" in p for p in params):
+        values = params.values() if isinstance(params, dict) else params
+        if any(isinstance(p, str) and "\x00" in p for p in values):
             return []
         try:
             return list(self._reader().execute(sql, params).fetchall())

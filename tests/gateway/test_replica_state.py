@@ -1,0 +1,150 @@
+"""What gateway replicas on one PostgreSQL call log hold in common besides close and taint: the pause
+(weight sync), the policy version, and each rollout's call log quota.
+
+Each test runs the same scenario on two shared stores: PostgreSQL, which keeps that state for every
+replica, and the control, replicas on one SQLite file, which keep it per process (so the attack or the
+missed pause would go through there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from typing import Any
+
+import aiohttp
+import orjson
+import psycopg
+import pytest
+
+from openforgerl.engines.scripted import ScriptedEngine
+from openforgerl.gateway.server import RunningGateway, start_gateway
+from openforgerl.store import open_store
+
+SECRET = "replica-state-test-secret"
+
+
+def _location(shared: str, request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    return str(request.getfixturevalue("postgres_url")) if shared == "postgres" else str(tmp_path / "calls.db")
+
+
+async def _admin(gw: RunningGateway, path: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession(headers=gw.admin_headers()) as http, http.post(gw.admin_url + path) as r:
+        assert r.status == 200, await r.text()
+        body: dict[str, Any] = await r.json()
+        return body
+
+
+async def _chat(gw: RunningGateway, ro: dict[str, str], content: str) -> tuple[int, dict[str, Any]]:
+    url = f"{gw.model_url}/r/{ro['rollout_id']}/v1/chat/completions"
+    body = {"model": "m", "messages": [{"role": "user", "content": content}]}
+    async with aiohttp.ClientSession() as http, http.post(
+            url, json=body, headers={"Authorization": f"Bearer {ro['api_key']}"}) as r:
+        answer: dict[str, Any] = await r.json()
+        return r.status, answer
+
+
+def _stored(location: str, rollout_id: str) -> tuple[int, int, int]:
+    """(bytes of the rollout's call records, the largest record's, how many are 413 refusals), read from
+    the database."""
+    sql = "SELECT body FROM calls WHERE rollout_id = %s"
+    if location.startswith("postgresql://"):
+        with psycopg.connect(location) as conn:
+            rows = [bytes(b) for (b,) in conn.execute(sql, (rollout_id,)).fetchall()]
+    else:
+        with sqlite3.connect(location) as lite:
+            rows = [bytes(b) for (b,) in lite.execute(sql.replace("%s", "?"), (rollout_id,)).fetchall()]
+    errors = [orjson.loads(b).get("error") or {} for b in rows]
+    return sum(map(len, rows)), max(map(len, rows)), sum(e.get("status") == 413 for e in errors)
+
+
+@pytest.mark.parametrize("shared", ["postgres", "sqlite"])
+async def test_a_pause_sent_to_one_replica_holds_calls_on_another(shared, request, tmp_path, fmt):
+    """The orchestrator pauses replica A for a weight sync; a harness's call reaches replica B. On
+    PostgreSQL B holds it until the resume, which A's answer stamps on B too (policy version 1), and a
+    replica started meanwhile starts paused. Control: replicas on one SQLite file: B serves the call at
+    once under the old policy (what a weight sync must never let through)."""
+    location = _location(shared, request, tmp_path)
+    engine = ScriptedEngine(lambda turn: "ok", fmt=fmt)
+    stores = [open_store(location) for _ in range(3)]
+    a, b = [await start_gateway(engine, store, secret=SECRET, pause_wait_s=10.0) for store in stores[:2]]
+    late: RunningGateway | None = None
+    try:
+        ro = await a.open_rollout(task_id="t")
+        paused = await _admin(a, "/admin/pause?timeout=0")
+        answered = time.monotonic()
+        assert paused["paused"] is True and paused["shared"] is (shared == "postgres")
+        for _ in range(500):  # how long B takes to hear of it
+            if b.gateway.gate.paused:
+                break
+            await asyncio.sleep(0.002)
+        heard = b.gateway.gate.paused
+        print(f"{shared}: B paused {heard}, {(time.monotonic() - answered) * 1e3:.1f} ms after A answered")
+        if shared == "postgres":
+            late = await start_gateway(engine, stores[2], secret=SECRET)
+            assert late.gateway.gate.paused  # a replica joining mid-sync does not admit either
+        started = time.monotonic()
+        call = asyncio.create_task(_chat(b, ro, "during the sync"))
+        await asyncio.sleep(0.6)
+        held = not call.done()
+        resumed = await _admin(a, "/admin/resume")
+        status, _ = await call
+        waited = time.monotonic() - started
+        assert status == 200 and resumed["policy_version"] == 1
+        (record,) = await stores[1].list_calls(ro["rollout_id"])
+        if shared == "postgres":
+            assert heard and held and waited >= 0.6
+            assert record.policy_version == 1 == b.gateway.gate.policy_version  # served after the sync
+            assert late is not None and not late.gateway.gate.paused and late.gateway.gate.policy_version == 1
+        else:
+            assert not heard and not held
+            assert record.policy_version == 0 and b.gateway.gate.policy_version == 0  # the old weights
+    finally:
+        for gw in (a, b, late):
+            if gw is not None:
+                await gw.aclose()
+        for store in stores:
+            await store.aclose()
+
+
+@pytest.mark.parametrize(("quota", "body"), [(80_000, 8000), (256_000, 2000)])  # chunk < body, chunk > body
+@pytest.mark.parametrize("shared", ["postgres", "sqlite"])
+async def test_a_rollout_spread_over_replicas_gets_its_log_quota_once(shared, quota, body, request, tmp_path, fmt):
+    """A rollout sends calls round-robin over three replicas until each has refused it. On
+    PostgreSQL the replicas count its log bytes together: what it stored stays within its quota plus
+    one record (a call is admitted on its body's size and charged its whole record once it ends, as
+    in one process), every replica refuses it past that, and one 413 is recorded. Control: replicas
+    on one SQLite file count per process, so the rollout stores about three quotas' worth."""
+    location = _location(shared, request, tmp_path)
+    engine = ScriptedEngine(lambda turn: "fine", fmt=fmt)
+    stores = [open_store(location) for _ in range(3)]
+    gws = [await start_gateway(engine, store, secret=SECRET, max_log_bytes_per_rollout=quota) for store in stores]
+    try:
+        ro = await gws[0].open_rollout(task_id="t")
+        served, refused = 0, set()
+        for n in range(300):
+            gw = gws[n % 3]
+            status, answer = await _chat(gw, ro, f"{n:04d} " + "x" * body)
+            if status == 413:
+                assert answer["error"]["code"] == "rollout_log_quota"
+                refused.add(n % 3)
+                if len(refused) == 3:
+                    break
+            else:
+                assert status == 200, answer
+                served += 1
+    finally:
+        for gw in gws:
+            await gw.aclose()
+        for store in stores:
+            await store.aclose()  # the embedded store's last batch reaches its file
+    assert refused == {0, 1, 2}
+    stored, largest, refusals = _stored(location, ro["rollout_id"])
+    if shared == "postgres":
+        assert stored - largest <= quota
+        assert refusals == 1  # recorded once, by whichever replica refused first
+    else:
+        assert stored > 2 * quota + largest
+        assert refusals == 3
+    print(f"{shared}: {served} calls served, {stored} bytes stored for a quota of {quota}")
