@@ -5,6 +5,9 @@ its cause, seconds to the first tool call, and the first prompt's token count. A
 rewrote its own history is named: `harness_rewrite:dropped_truncated_turn` (the model's previous reply hit
 `max_tokens`, `finish_reason=length`, and the next prompt no longer holds it as sampled) and
 `harness_rewrite:reasked_empty_reply` (the previous reply had no visible text and the harness asked again).
+`retokenized_sample` is not the harness's: its history holds the model's text verbatim, but the model had
+sampled a split of that text the tokenizer does not produce (`B'La` as other ids), so the re-rendered
+prompt's ids differ from the sampled ones.
 The gateway clamps (or adds) `max_tokens` with `--cap`; a cap below the model's longest tool call truncates
 calls and causes the first kind. Run against a served engine, or let it serve one (`--serve`):
 
@@ -167,6 +170,10 @@ def break_cause(prompt: list[int], common: int, source: dict[str, Any], tok: Any
     truncated or had no visible text; otherwise the prompt's shape against the chain."""
     sampled_from = len(source["prompt_token_ids"])
     if common >= sampled_from:
+        sampled = tok.decode(source.get("completion_token_ids") or [], skip_special_tokens=False)
+        if tok.decode(prompt[sampled_from:], skip_special_tokens=False).startswith(sampled):
+            # the same text back, tokenized canonically: the model had sampled a non-canonical split
+            return "retokenized_sample"
         if source.get("finish_reason") == "length":
             return "harness_rewrite:dropped_truncated_turn"
         if not tok.decode(source.get("completion_token_ids") or [], skip_special_tokens=True).strip():
