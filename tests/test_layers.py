@@ -25,8 +25,8 @@ SHARED_IN_ENVS = frozenset({"importers", "command"})
 
 # The ratchet: today's counts. Lower them when an import goes; the goal is 0 / 0 / <= 5 / 0.
 CORE_TO_ENV = 22
-BETWEEN_ENVS = 18
-MUTUAL_PAIRS = 12
+BETWEEN_ENVS = 17
+MUTUAL_PAIRS = 11
 CIRCLES = 4
 
 

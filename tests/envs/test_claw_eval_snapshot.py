@@ -291,7 +291,7 @@ def test_a_chart_that_leaves_the_vision_judge_scoreless_is_a_zero_not_infra(
 def _has_browser() -> bool:
     import importlib.util
 
-    from openforgerl.envs.browser.computer import chromium_path
+    from openforgerl.env.computer.chromium import chromium_path
 
     try:
         chromium_path()

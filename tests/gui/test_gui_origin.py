@@ -153,7 +153,7 @@ def host_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_control_an_unguarded_chromium_shows_the_host_file(host_file: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from openforgerl.envs.browser.computer import CHROMIUM_ARGS, chromium_path
+    from openforgerl.env.computer.chromium import CHROMIUM_ARGS, chromium_path
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)

@@ -1,9 +1,6 @@
 """`PlaywrightComputer`: the action API on one headless Chromium page (Playwright's sync API).
 
-Debian's `chromium` binary is launched by path (`/usr/lib/chromium/chromium`: the `/usr/bin/chromium`
-wrapper is a shell script that reads `/etc/chromium.d`), never Playwright's own download. Flags:
-`--no-sandbox` (inside bubblewrap, root is mapped to root and Chromium's own sandbox refuses to
-start), no GPU, no background networking/component updates/sync (there is no network anyway).
+Chromium is the SDK's (`env.computer.chromium`: Debian's binary by path, the flags every GUI kind uses).
 
 Pixel actions go through `page.mouse` / `page.keyboard`, exactly what a pixel agent does; after each
 action one round trip to the page and, if the action started a navigation, its `load` event (bounded
@@ -13,19 +10,14 @@ by `LOAD_TIMEOUT_MS`), so the next screenshot shows the result without a fixed s
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 from typing import Any
 
 from openforgerl.env.computer.actions import KEYS, ActionError, Screen
+from openforgerl.env.computer.chromium import CHROMIUM, CHROMIUM_ARGS, chromium_path
 from openforgerl.envs.browser.origin import OriginGuard, origin_of
 
 __all__ = ["CHROMIUM", "CHROMIUM_ARGS", "PlaywrightComputer", "chromium_path"]
 
-CHROMIUM = "/usr/lib/chromium/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-features=Translate,MediaRouter",
-                 "--disable-dev-shm-usage", "--password-store=basic", "--font-render-hinting=none"]
 SETTLE_S = 0.01
 LOAD_TIMEOUT_MS = 5000
 LOCATE_TIMEOUT_MS = 10000  # oracle only: auto-waits for the element (a page still loading under load)
@@ -35,15 +27,6 @@ screenshot (seen once in CI, 30 s and more under load) then timed out in the cli
 it as the environment's fault, and the rollout ended as the agent's failure. With 10 s per try, the
 service's two tries and its settle wait (`LOAD_TIMEOUT_MS`) end well inside the harnesses' 60 s timeouts,
 so the service answers 503 and counts the fault itself (infra), as it does for a dead screen."""
-
-
-def chromium_path() -> str:
-    """The Debian Chromium binary (env `OPENFORGERL_CHROMIUM` overrides)."""
-    found = os.environ.get("OPENFORGERL_CHROMIUM") or (CHROMIUM if os.path.exists(CHROMIUM) else None)
-    found = found or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        raise FileNotFoundError("no chromium (apt-get install chromium)")
-    return found
 
 
 class PlaywrightComputer:

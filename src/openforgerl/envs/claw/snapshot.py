@@ -141,7 +141,7 @@ def browser_shim(tmp: Path) -> dict[str, str]:
     from importlib.util import find_spec
 
     try:
-        from openforgerl.envs.browser.computer import chromium_path
+        from openforgerl.env.computer.chromium import chromium_path
 
         chromium, spec = chromium_path(), find_spec("playwright")
     except (FileNotFoundError, ImportError, ValueError):

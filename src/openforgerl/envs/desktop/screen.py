@@ -101,7 +101,7 @@ def launch_mousepad(screen: DesktopScreen, item: Mapping[str, Any], apps_url: st
 def launch_chromium(screen: DesktopScreen, item: Mapping[str, Any], apps_url: str) -> None:
     from playwright.sync_api import sync_playwright
 
-    from openforgerl.envs.browser.computer import CHROMIUM_ARGS, chromium_path
+    from openforgerl.env.computer.chromium import CHROMIUM_ARGS, chromium_path
     from openforgerl.envs.browser.origin import GuardedComputer, OriginGuard, app_url, origin_of
 
     wrapper = Path(tempfile.mkdtemp(prefix="chromium-")) / "chromium"  # Playwright takes no launcher prefix
