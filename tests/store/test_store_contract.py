@@ -285,3 +285,53 @@ async def test_postgres_writer_reconnects_when_the_server_drops_it(postgres_url:
     assert [c.index for c in store.read_calls("r")] == list(range(20))
     assert store._conn.info.backend_pid != before
     await store.aclose()
+
+
+async def test_log_byte_reservations_from_three_stores_never_pass_the_quota(postgres_url: str) -> None:
+    """Three stores (three replicas) reserve 1000 bytes of one rollout's quota 90 times at once: exactly
+    25 fit a 25,000-byte quota, each seeing its own total; charges are added unchecked, and only the first
+    refusal is the one to record. (The control, replicas counting per process, is in
+    tests/gateway/test_replica_state.py.)"""
+    stores = [open_store(postgres_url) for _ in range(3)]
+    try:
+        got = await asyncio.gather(*(stores[i % 3].reserve_log_bytes("r", 1000, 25_000) for i in range(90)))
+        totals = sorted(t for t in got if t is not None)
+        assert totals == list(range(1000, 25_001, 1000))
+        assert await stores[0].reserve_log_bytes("r", 1, 25_000) is None
+        assert await stores[0].reserve_log_bytes("fresh", 25_001, 25_000) is None  # alone past it: nothing
+        stores[1].charge_log_bytes("r", 500)
+        await stores[1].append_call(*stored(_call("r", 0)))  # the charge commits in the writer's batch
+        assert await stores[2].reserve_log_bytes("r", 0, 30_000) == 25_500
+        firsts = await asyncio.gather(*(s.note_log_refusal("r") for s in stores))
+        assert sorted(firsts, key=lambda t: t is not None) == [None, None, 25_500]
+    finally:
+        for s in stores:
+            await s.aclose()
+
+
+async def test_a_pause_on_one_store_reaches_the_watchers_of_another(postgres_url: str) -> None:
+    """`set_flow` on one store is announced to every store's `watch_flow`, in order; the policy version
+    never goes back; a notification that is not a state (anyone with the database may NOTIFY) asks for a
+    re-read (None). Control: before the change the other store read the initial state."""
+    import psycopg
+
+    from openforgerl.store.base import FlowState
+
+    a, b = open_store(postgres_url), open_store(postgres_url)
+    heard: asyncio.Queue[FlowState | None] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    try:
+        assert await b.read_flow() == FlowState(0, False, 0)
+        b.watch_flow(lambda state: loop.call_soon_threadsafe(heard.put_nowait, state))
+        await asyncio.sleep(0.3)  # the listener is connected
+        assert await a.set_flow(True, 3) == FlowState(1, True, 3)
+        assert await a.set_flow(False, 1) == FlowState(2, False, 3)
+        assert [await asyncio.wait_for(heard.get(), 5) for _ in range(2)] == [FlowState(1, True, 3),
+                                                                               FlowState(2, False, 3)]
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_notify('openforgerl_flow', 'not:a state')")
+        assert await asyncio.wait_for(heard.get(), 5) is None
+        assert await b.read_flow() == FlowState(2, False, 3)
+    finally:
+        await a.aclose()
+        await b.aclose()
