@@ -148,3 +148,31 @@ async def test_a_rollout_spread_over_replicas_gets_its_log_quota_once(shared, qu
         assert stored > 2 * quota + largest
         assert refusals == 3
     print(f"{shared}: {served} calls served, {stored} bytes stored for a quota of {quota}")
+
+
+async def test_a_pause_the_shared_log_cannot_take_is_a_503_naming_this_replica(request, monkeypatch, fmt):
+    """The database goes away: a pause still stops this replica, and the answer is a 503 in the admin
+    shape saying the others may not have paused (no 500, no traceback). Control: the same pause while the
+    database is up is a 200 that reached every replica."""
+    from openforgerl.store import postgres
+    from openforgerl.testing.postgres import start
+
+    monkeypatch.setattr(postgres, "_RETRY_S", 1.0)  # how long the writer retries before giving up
+    server = start(request.getfixturevalue("postgres_server").bindir)
+    store = open_store(server.create_database())
+    gw = await start_gateway(ScriptedEngine(lambda turn: "ok", fmt=fmt), store, secret=SECRET)
+    try:
+        assert (await _admin(gw, "/admin/pause?timeout=0"))["shared"] is True
+        await _admin(gw, "/admin/resume")
+        assert not gw.gateway.gate.paused
+        server.stop()
+        async with aiohttp.ClientSession(headers=gw.admin_headers()) as http, \
+                http.post(gw.admin_url + "/admin/pause?timeout=0") as r:
+            assert r.status == 503
+            error = (await r.json())["error"]
+        assert error["code"] == "flow_not_shared" and "this replica only" in error["message"]
+        assert gw.gateway.gate.paused
+    finally:
+        await gw.aclose()
+        await store.aclose()
+        server.stop()

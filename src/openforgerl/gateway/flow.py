@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from openforgerl.gateway.errors import GatewayError
 from openforgerl.store.base import FlowState
+
+_log = logging.getLogger(__name__)
 
 
 class FlowBoard(Protocol):
@@ -83,7 +86,10 @@ class FlowGate:
 
     def _track(self, pending: Awaitable[FlowState]) -> None:
         async def applied() -> None:
-            self.apply(await pending)
+            try:
+                self.apply(await pending)
+            except Exception as exc:  # no caller to answer: the other replicas keep their state
+                _log.warning("the shared pause/resume state was not updated: %s", type(exc).__name__)
 
         task = asyncio.ensure_future(applied())
         self._publishing.add(task)
@@ -127,7 +133,7 @@ class FlowGate:
         ones; False if the drain timed out."""
         self._running.clear()
         if self._board is not None:  # committed before the answer: a resume after it cannot be overtaken
-            self.apply(await self._board.set_flow(True, self.policy_version))
+            await self._publish(self._board.set_flow(True, self.policy_version), "paused")
         try:
             await asyncio.wait_for(self._drained.wait(), drain_timeout_s)
         except TimeoutError:
@@ -148,5 +154,14 @@ class FlowGate:
         self.policy_version += 1
         self._running.set()
         if self._board is not None:
-            self.apply(await self._board.set_flow(False, self.policy_version))
+            await self._publish(self._board.set_flow(False, self.policy_version), "resumed")
         return self.policy_version
+
+    async def _publish(self, pending: Awaitable[FlowState], done: str) -> None:
+        """Apply the committed shared state, or a 503 saying only this replica changed (the store gave
+        up reaching the database: it retries for 30 s first)."""
+        try:
+            self.apply(await pending)
+        except Exception as exc:
+            raise GatewayError(503, f"{done} this replica only: the shared call log did not take it "
+                                    f"({type(exc).__name__}); retry", code="flow_not_shared") from None
