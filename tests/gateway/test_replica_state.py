@@ -176,3 +176,28 @@ async def test_a_pause_the_shared_log_cannot_take_is_a_503_naming_this_replica(r
         await gw.aclose()
         await store.aclose()
         server.stop()
+
+
+@pytest.mark.parametrize("shared", ["postgres", "sqlite"])
+async def test_replicas_stamp_one_policy_version(shared, request, tmp_path, fmt):
+    """Replica A starts at policy version 5 (`--policy-version`), B at the default 0: on PostgreSQL B
+    takes 5, and a resume sent to B makes 6 on both. Control: on one SQLite file B stays at its own."""
+    location = _location(shared, request, tmp_path)
+    engine = ScriptedEngine(lambda turn: "ok", fmt=fmt)
+    stores = [open_store(location) for _ in range(2)]
+    a = await start_gateway(engine, stores[0], secret=SECRET, policy_version=5)
+    b = await start_gateway(engine, stores[1], secret=SECRET)
+    try:
+        resumed = (await _admin(b, "/admin/resume"))["policy_version"]
+        for _ in range(250):  # until A hears of it
+            if a.gateway.gate.policy_version != 5:
+                break
+            await asyncio.sleep(0.002)
+        versions = (a.gateway.gate.policy_version, b.gateway.gate.policy_version)
+        assert versions == ((6, 6) if shared == "postgres" else (5, 1))
+        assert resumed == versions[1]
+    finally:
+        for gw in (a, b):
+            await gw.aclose()
+        for store in stores:
+            await store.aclose()

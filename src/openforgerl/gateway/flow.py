@@ -33,7 +33,7 @@ _log = logging.getLogger(__name__)
 class FlowBoard(Protocol):
     """Where replicas share their pause and policy version (`store.postgres.PostgresCallStore`)."""
 
-    def set_flow(self, paused: bool, policy_version: int) -> Awaitable[FlowState]: ...
+    def set_flow(self, paused: bool | None, policy_version: int) -> Awaitable[FlowState]: ...
 
     def read_flow(self) -> Awaitable[FlowState]: ...
 
@@ -76,7 +76,10 @@ class FlowGate:
 
         self._board = board
         board.watch_flow(heard)
-        self.apply(await board.read_flow())
+        state = await board.read_flow()
+        if self.policy_version > state.policy_version:  # started at a newer version: the fleet takes it
+            state = await board.set_flow(None, self.policy_version)
+        self.apply(state)
 
     def _heard(self, state: FlowState | None) -> None:
         if state is not None:

@@ -148,7 +148,8 @@ _NOTIFY = "SELECT pg_notify('openforgerl_rollouts', %s)"
 _LISTEN = "LISTEN openforgerl_rollouts; LISTEN openforgerl_flow"
 # Pause/resume of every replica: the row's `seq` orders the changes (a replica applies a newer one only),
 # and a policy version never goes back (`greatest`), whichever replica resumed.
-_SET_FLOW = """UPDATE gateway_flow SET seq = seq + 1, paused = %s, policy_version = greatest(policy_version, %s)
+_SET_FLOW = """UPDATE gateway_flow SET seq = seq + 1, paused = coalesce(%s::boolean, paused),
+policy_version = greatest(policy_version, %s)
 WHERE id = 1 RETURNING seq, paused, policy_version"""
 _NOTIFY_FLOW = "SELECT pg_notify('openforgerl_flow', %s)"
 _READ_FLOW = "SELECT seq, paused, policy_version FROM gateway_flow WHERE id = 1"
@@ -333,9 +334,9 @@ class PostgresCallStore:
             self._listener = threading.Thread(target=self._listen_loop, name="pgstore-listener", daemon=True)
             self._listener.start()
 
-    def set_flow(self, paused: bool, policy_version: int) -> Awaitable[FlowState]:
-        """Pause or resume every replica on this database; the policy version becomes at least
-        `policy_version`. Queued at once (changes commit in the order they were asked for);
+    def set_flow(self, paused: bool | None, policy_version: int) -> Awaitable[FlowState]:
+        """Pause or resume (None: neither) every replica on this database; the policy version becomes at
+        least `policy_version`. Queued at once (changes commit in the order they were asked for);
         committed, and announced to every `watch_flow`, when the awaitable completes."""
         return asyncio.wrap_future(self._submit("flow", paused, policy_version))
 
