@@ -4,7 +4,9 @@ For every harness: rollout statuses, calls and tool calls per rollout, chains, m
 its cause, seconds to the first tool call, and the first prompt's token count. A break where the harness
 rewrote its own history is named: `harness_rewrite:dropped_truncated_turn` (the model's previous reply hit
 `max_tokens`, `finish_reason=length`, and the next prompt no longer holds it as sampled) and
-`harness_rewrite:reasked_empty_reply` (the previous reply had no visible text and the harness asked again).
+`harness_rewrite:reasked_empty_reply` (the previous reply had no visible text and the harness asked again)
+and `harness_rewrite:dropped_reply` (dropped for another reason of the harness's: mini-swe-agent drops a
+reply without a parsable tool call and appends its format error instead).
 `retokenized_sample` is not the harness's: its history holds the model's text verbatim, but the model had
 sampled a split of that text the tokenizer does not produce (`B'La` as other ids), so the re-rendered
 prompt's ids differ from the sampled ones.
@@ -164,20 +166,28 @@ def explain_breaks(calls_db: Path, tokenizer_dir: Path | None = None, window: in
     return found
 
 
+HEADER_TOKENS = 3  # `<|im_start|>assistant\n`: a prompt that drops the reply drops its turn header too
+
+
 def break_cause(prompt: list[int], common: int, source: dict[str, Any], tok: Any) -> str:
-    """Why `prompt` left the chain of the earlier call `source`: the harness rewrote its own history when the
-    divergence is inside `source`'s sampled reply (the history up to it is intact) and that reply was
-    truncated or had no visible text; otherwise the prompt's shape against the chain."""
+    """Why `prompt` left the chain of the earlier call `source`. The harness rewrote its own history when
+    the history before `source`'s reply is intact and the reply itself is gone or changed: dropped because
+    it was truncated (`finish_reason=length`), re-asked because it had no visible text, or dropped for
+    another reason of the harness's (mini-swe-agent drops a reply without a parsable tool call). The same
+    text back with other ids is `retokenized_sample`; otherwise the prompt's shape against the chain."""
     sampled_from = len(source["prompt_token_ids"])
     if common >= sampled_from:
         sampled = tok.decode(source.get("completion_token_ids") or [], skip_special_tokens=False)
         if tok.decode(prompt[sampled_from:], skip_special_tokens=False).startswith(sampled):
             # the same text back, tokenized canonically: the model had sampled a non-canonical split
             return "retokenized_sample"
+    if common >= sampled_from - HEADER_TOKENS:
         if source.get("finish_reason") == "length":
             return "harness_rewrite:dropped_truncated_turn"
         if not tok.decode(source.get("completion_token_ids") or [], skip_special_tokens=True).strip():
             return "harness_rewrite:reasked_empty_reply"
+        if common < sampled_from or source.get("finish_reason") != "tool_calls":
+            return "harness_rewrite:dropped_reply"
         return "prefix_mismatch:sampled"  # the harness re-serialized a complete reply differently
     if common == len(prompt):
         return "rewind"
@@ -239,7 +249,12 @@ def main() -> None:
     ap.add_argument("--tools-dir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=Path("runs/real_model"))
     ap.add_argument("--explain", type=Path, default=None, help="only decode the breaks of this calls.db")
+    ap.add_argument("--summary", type=Path, default=None, help="only print the line of this OUT/<harness>")
     args = ap.parse_args()
+    if args.summary:
+        rep = json.loads((args.summary / "report.json").read_text())
+        print(json.dumps(summary(rep["harness"], rep, args.summary), default=str))
+        return
     if args.explain:
         for item in explain_breaks(args.explain):
             print(json.dumps(item, ensure_ascii=False))
