@@ -90,11 +90,26 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return _VLLM_GROUP if _is_vllm(item) else _shared_fixture_group(item)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks into the node ids
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        group = xdist_group_of(item)
+def _unify_modules(groups: dict[pytest.Item, str | None]) -> None:
+    """A module whose fixture some tests share and whose other tests also use a session resource goes
+    whole into that resource's group: split, its module fixture would be set up on both workers."""
+    by_module: dict[Path, set[str]] = {}
+    for item, group in groups.items():
         if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+            by_module.setdefault(item.path, set()).add(group)
+    for item, group in groups.items():
+        module_group = item.path.relative_to(_TESTS).as_posix()
+        shared = sorted(g for g in by_module.get(item.path, ()) if g != module_group)
+        if group == module_group and shared:
+            groups[item] = shared[0]
+
+
+@pytest.hookimpl(wrapper=True)  # a wrapper runs before xdist's worker hook turns the marks into node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    if config.pluginmanager.hasplugin("xdist"):
+        groups = {item: xdist_group_of(item) for item in items}
+        _unify_modules(groups)
+        for item, group in groups.items():
+            if group is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+    return (yield)
