@@ -4,6 +4,7 @@ the xdist groups that let the suite run on both cores (`pytest -n 2 --dist loadg
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,3 +114,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if group is not None:
                 item.add_marker(pytest.mark.xdist_group(group))
     return (yield)
+
+
+# The harness figures table (tests/harness/conftest.py) of the tests that ran on xdist workers.
+_WORKER_HARNESS_FIGURES: list[dict[str, Any]] = []
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without the plugin
+def pytest_testnodedown(node: Any, error: object) -> None:
+    _WORKER_HARNESS_FIGURES.extend(json.loads(getattr(node, "workeroutput", {}).get("harness_figures", "[]")))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _WORKER_HARNESS_FIGURES:
+        return
+    write = terminalreporter.write_line
+    write("harness figures: name | version | protocol | calls (side) | chains | merge rate | first call s | run s")
+    for f in _WORKER_HARNESS_FIGURES:
+        merge = "n/a" if f["merge_rate"] is None else f"{f['merge_rate']:.2f}"
+        first = "n/a" if f["first_call_s"] is None else f"{f['first_call_s']:.1f}"
+        write(f"  {f['harness']} | {f['version']} | {f['protocol']} | {f['calls']} ({f['side_calls']}) | "
+              f"{f['chains']} | {merge} | {first} | {f['run_s']:.1f}")

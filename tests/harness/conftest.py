@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -30,6 +31,13 @@ async def make_gateway(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[
     for gw, store in opened:
         await gw.aclose()
         await store.aclose()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker prints no summary: it hands its figures to the controller (tests/conftest.py)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["harness_figures"] = json.dumps(HARNESS_FIGURES)
 
 
 def pytest_terminal_summary(terminalreporter: object) -> None:
