@@ -42,8 +42,9 @@ def train_tasks() -> list[str]:
 def capture(harness: str, tasks: Path, out: Path) -> Path:
     """One scripted-oracle rollout per task (kept when `out` already has its call log)."""
     if not (out / "calls.db").exists():
-        subprocess.run([sys.executable, "-m", "openforgerl", "rollout", "--tasks", str(tasks), "--engine",
-                        "scripted", "--harness", harness, "--n", "1", "--out", str(out)], check=True)
+        cli = Path(sys.executable).parent / "openforgerl"  # the venv's console script
+        subprocess.run([str(cli), "rollout", "--tasks", str(tasks), "--engine", "scripted", "--harness", harness,
+                        "--n", "1", "--out", str(out)], check=True)
     return out / "calls.db"
 
 
