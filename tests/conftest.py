@@ -81,7 +81,11 @@ def _shared_fixture_group(item: pytest.Item) -> str | None:
         if fixture.scope == "session" and (name in _SHARED_BUILDS or inspect.isgeneratorfunction(fixture.func)):
             return f"session-{name}"
         module_scoped = module_scoped or fixture.scope in ("package", "module", "class")
-    return item.path.relative_to(_TESTS).as_posix() if module_scoped else None
+    return _module_group(item) if module_scoped else None
+
+
+def _module_group(item: pytest.Item) -> str:
+    return item.path.relative_to(_TESTS).with_suffix("").as_posix().replace("/", ".")
 
 
 def xdist_group_of(item: pytest.Item) -> str | None:
@@ -99,7 +103,7 @@ def _unify_modules(groups: dict[pytest.Item, str | None]) -> None:
         if group is not None:
             by_module.setdefault(item.path, set()).add(group)
     for item, group in groups.items():
-        module_group = item.path.relative_to(_TESTS).as_posix()
+        module_group = _module_group(item)
         shared = sorted(g for g in by_module.get(item.path, ()) if g != module_group)
         if group == module_group and shared:
             groups[item] = shared[0]
@@ -113,7 +117,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item, group in groups.items():
             if group is not None:
                 item.add_marker(pytest.mark.xdist_group(group))
-    return (yield)
+    result = yield
+    _apply_group_suffixes(items)
+    return result
+
+
+def _apply_group_suffixes(items: list[pytest.Item]) -> None:
+    """xdist 3.8's worker writes `<id>@<group>` to `item._nodeid`, which pytest 9.2's `nodeid` (built from
+    `item._id`) no longer reads: the scheduler saw no groups (measured: a module fixture set up on both
+    workers). Carry the suffixed id over; a no-op where xdist's own rename took effect."""
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        suffixed = item.__dict__.get("_nodeid")
+        if isinstance(suffixed, str) and suffixed != item.nodeid:
+            item._id = NodeId.parse(suffixed)
 
 
 # The harness figures table (tests/harness/conftest.py) of the tests that ran on xdist workers.
