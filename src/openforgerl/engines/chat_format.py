@@ -198,3 +198,23 @@ class ChatFormat:
     def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                    **template_kwargs: Any) -> list[int]:
         return self.encode(self.render(messages, tools, **template_kwargs))
+
+
+def load_chat_format(path: Path) -> ChatFormat:
+    """Tokenizer + template of the directory (template file first, then tokenizer_config.json)."""
+    template_file = path / "chat_template.jinja"
+    if template_file.exists():
+        template = template_file.read_text()
+    else:
+        template = json.loads((path / "tokenizer_config.json").read_text())["chat_template"]
+    parsers_file = path / PARSERS_FILE
+    parsers = json.loads(parsers_file.read_text()) if parsers_file.exists() else {}
+    reasoning = parsers.get("reasoning_parser", ...)
+    return ChatFormat(Tokenizer.from_file(str(path / "tokenizer.json")), template, reasoning_parser=reasoning,
+                      multimodal=is_multimodal_dir(path))
+
+
+def is_multimodal_dir(path: Path) -> bool:
+    """A vision-language model directory (its config has a `vision_config`)."""
+    config = path / "config.json"
+    return config.exists() and "vision_config" in json.loads(config.read_text())

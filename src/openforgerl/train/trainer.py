@@ -133,7 +133,7 @@ def load_policy(path: Path) -> Any:
     """The trainable policy: a causal LM, or the full image-text model (vision tower included)."""
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
-    from openforgerl.engines.local.model import is_multimodal_dir
+    from openforgerl.engines.chat_format import is_multimodal_dir
 
     auto = AutoModelForImageTextToText if is_multimodal_dir(path) else AutoModelForCausalLM
     return auto.from_pretrained(path, dtype=torch.float32).eval()  # type: ignore[no-untyped-call]
@@ -141,7 +141,7 @@ def load_policy(path: Path) -> Any:
 
 def policy_vision(path: Path, store: Any) -> SampleVision | None:
     """Pixels for a vision-language policy's samples, read from the call log's blobs (None: text)."""
-    from openforgerl.engines.local.model import is_multimodal_dir
+    from openforgerl.engines.chat_format import is_multimodal_dir
 
     return SampleVision.for_model_dir(path, store.read_blob) if is_multimodal_dir(path) else None
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openforgerl.engines.chat_format import PARSERS_FILE, TINY_ASSETS, ChatFormat
+from openforgerl.engines.chat_format import TINY_ASSETS, ChatFormat, is_multimodal_dir, load_chat_format
 
 TINY_VL_ASSETS = TINY_ASSETS.parent / "tiny-vl"
 PRESETS = {"tiny": TINY_ASSETS, "tiny-vl": TINY_VL_ASSETS}
@@ -52,28 +52,6 @@ def resolve_model_path(model: str) -> Path:
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"{path} has no config.json (expected a model directory, 'tiny', 'smollm2' or 'smollm2-tools')")
     return path
-
-
-def load_chat_format(path: Path) -> ChatFormat:
-    """Tokenizer + template of the directory (template file first, then tokenizer_config.json)."""
-    from tokenizers import Tokenizer
-
-    template_file = path / "chat_template.jinja"
-    if template_file.exists():
-        template = template_file.read_text()
-    else:
-        template = json.loads((path / "tokenizer_config.json").read_text())["chat_template"]
-    parsers_file = path / PARSERS_FILE
-    parsers = json.loads(parsers_file.read_text()) if parsers_file.exists() else {}
-    reasoning = parsers.get("reasoning_parser", ...)
-    return ChatFormat(Tokenizer.from_file(str(path / "tokenizer.json")), template, reasoning_parser=reasoning,
-                      multimodal=is_multimodal_dir(path))
-
-
-def is_multimodal_dir(path: Path) -> bool:
-    """A vision-language model directory (its config has a `vision_config`)."""
-    config = path / "config.json"
-    return config.exists() and "vision_config" in json.loads(config.read_text())
 
 
 def _eos_ids(path: Path, config: Any) -> tuple[int, ...]:

@@ -135,7 +135,7 @@ def build(base: Path, out: Path, traces: list[dict[str, Any]], cfg: WarmUp) -> d
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from openforgerl.engines.local.model import load_chat_format
+    from openforgerl.engines.chat_format import load_chat_format
 
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)

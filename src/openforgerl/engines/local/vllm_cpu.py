@@ -62,7 +62,7 @@ VISION_FLAGS = ["--limit-mm-per-prompt", '{"image": 8, "video": 0}', "--chat-tem
 
 def reasoning_flags(model: Path) -> list[str]:
     """The same reasoning parser the local engine applies to this model directory (none for SmolLM2)."""
-    from openforgerl.engines.local.model import load_chat_format
+    from openforgerl.engines.chat_format import load_chat_format
 
     parser = load_chat_format(Path(model)).reasoning_parser
     return ["--reasoning-parser", parser] if parser else []
@@ -71,7 +71,7 @@ def reasoning_flags(model: Path) -> list[str]:
 def start_vllm(model: Path, port: int, log_path: Path, *, max_model_len: int = 8192,
                served_model_name: str = "tiny") -> subprocess.Popen[bytes]:
     """Launch the server (non-blocking); pair with `wait_healthy`."""
-    from openforgerl.engines.local.model import is_multimodal_dir
+    from openforgerl.engines.chat_format import is_multimodal_dir
 
     py = vllm_python()
     if py is None:
