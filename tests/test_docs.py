@@ -24,7 +24,7 @@ README_MAX_LINES = 200
 # The README's first two commands, exactly: set up + the main job, then the tests.
 FIRST_COMMANDS = [
     "bash scripts/setup.sh && .venv/bin/openforgerl train examples/quickstart.yaml",
-    ".venv/bin/python -m pytest -q -p no:cacheprovider",
+    ".venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup",
 ]
 
 # Process language: the product speaks of the software, never of how it was built. Each pattern is
