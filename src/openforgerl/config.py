@@ -286,7 +286,8 @@ class Config(_Strict):
     """The whole system's configuration (module docstring)."""
 
     model: str = "tiny"
-    """`tiny` (the shipped warm-up model), `tiny-vl`, `smollm2`, or a HF model directory."""
+    """`tiny` (the shipped warm-up model), `tiny-vl`, `smollm2`, `smollm2-tools` (SmolLM2 warmed up on
+    tool calls, 32k context), or a HF model directory."""
     engine: EngineSettings = Field(default_factory=EngineSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)

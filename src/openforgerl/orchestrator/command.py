@@ -8,7 +8,7 @@ Outputs under `--out`: `results.jsonl` (one `RolloutRecord` per attempt as the g
 `in_batch` says whether it counts), `calls.db` (the call log, when the gateway is embedded), `summary.json` and
 `artifacts/<rollout_id>/` (harness stdout/stderr and the adapter's output files).
 Without `--gateway`, a gateway is started in-process on 127.0.0.1 in front of `--engine`: a model
-(`tiny`, the default, `smollm2` or a model folder) served by the embedded local engine, as `train`
+(`tiny`, the default, `smollm2`, `smollm2-tools` or a model folder) served by the embedded local engine, as `train`
 does; engine URLs; or `scripted` (the envs oracle policy, a test double for the model's decisions).
 All of it is opened by the composition root, `openforgerl.stack.open_services`.
 """
@@ -38,7 +38,7 @@ def command(
                                           "(default 8)"),
     backend: str | None = typer.Option(None, "--backend", help="local (default) | podman | kubernetes"),
     engine: list[str] | None = typer.Option(None, "--engine", help="`scripted`, engine URL(s), or a model "
-                                            "(tiny, the default, smollm2, a model folder)"),
+                                            "(tiny, the default, smollm2, smollm2-tools, a model folder)"),
     gateway: str = typer.Option("", "--gateway", help="a running gateway's admin URL (token: $OPENFORGERL_ADMIN_TOKEN)"),
     out: Path = typer.Option(Path("runs/rollout"), "--out", help="results folder"),
     model_name: str | None = typer.Option(None, "--model-name", help="model name given to the harness (policy)"),
