@@ -126,3 +126,33 @@ async def verify_in_place(sbx: object) -> tuple[dict[str, object], dict[str, obj
                              inputs={"tests/expected": b"42\n"}, timeout_s=60)
     assert run.result.returncode == 0, run.result.stderr
     return json.loads(run.outputs["reward.json"]), json.loads(run.outputs["seen.json"])
+
+
+# Left running by the agent: a file in its workdir that grows while the host copies the workdir out, so
+# GNU tar ends with "file changed as we read it" (exit 1).
+GROWER = "while :; do head -c 65536 /dev/zero >> /workdir/grow.bin; sleep 0.01; done"
+
+
+async def leave_a_growing_file(sbx: object) -> None:
+    res = await sbx.exec(["sh", "-c", 'echo 42 > answer.txt; (setsid sh -c "$0" > /dev/null 2>&1 < /dev/null &); '  # type: ignore[attr-defined]
+                                      "sleep 0.5", GROWER])
+    assert res.returncode == 0, res.stderr
+
+
+async def test_attack_a_file_growing_during_the_copy_out_is_not_infra(kube_backend: KubernetesBackend):
+    """What the agent leaves changing cannot fail the copy-out (which would be infra, the agent's choice):
+    the workdir as tar read it is verified, and scored by the verifier."""
+    sbx = await kube_backend.open_sandbox(SandboxSpec("verify-grow", files={"README": b"answer 42\n"}))
+    await leave_a_growing_file(sbx)
+    reward, seen = await verify(sbx)
+    assert reward == {"reward": 0} and seen["ok"] == 1 and seen["agent_left"] == 0
+    await sbx.aclose()
+
+
+async def test_control_a_file_growing_fails_a_plain_tar_of_the_workdir(kube_backend: KubernetesBackend):
+    """The attack is real: a plain `tar -c` of that workdir exits non-zero."""
+    sbx = await kube_backend.open_sandbox(SandboxSpec("verify-grow-control", files={"README": b"answer 42\n"}))
+    await leave_a_growing_file(sbx)
+    res = await sbx.exec(["tar", "-c", "-f", "-", "-C", "/workdir", "."])  # type: ignore[attr-defined]
+    assert res.returncode == 1 and b"file changed as we read it" in res.stderr
+    await sbx.aclose()

@@ -47,6 +47,12 @@ def tar_out_argv(src: str) -> list[str]:
     return ["tar", "-c", "-f", "-", "-C", src, "."]
 
 
+def agent_tar_out_argv(src: str) -> list[str]:
+    """The agent's folder `src` as a tar on stdout, going on past files it cannot read (GNU tar: the
+    rollout image's)."""
+    return ["tar", "--ignore-failed-read", "-c", "-f", "-", "-C", src, "."]
+
+
 def clean_tar(raw: bytes, dest: str) -> bytes:
     """What the agent left, re-packed so that extracting it under `dest` cannot reach outside it.
 

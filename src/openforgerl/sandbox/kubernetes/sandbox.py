@@ -161,8 +161,7 @@ class KubernetesSandbox:
             return await self._verify_in_place(argv, inputs, venv, timeout_s)
         if self._workdir is None:
             self._check_usable()
-            raw = await self.exec_checked(commands.tar_out_argv(WORKDIR), what="copy the workdir out")
-            self._workdir = commands.clean_tar(raw, WORKDIR)
+            self._workdir = commands.clean_tar(await self._copy_out_workdir(), WORKDIR)
             self._timer.cancel()
             await self._backend.release(self.pod_name)
         if self._closed:
@@ -173,6 +172,17 @@ class KubernetesSandbox:
             return await verifier.verify_here(argv, inputs, venv, timeout_s, self._workdir)
         finally:
             await verifier.aclose()
+
+    async def _copy_out_workdir(self) -> bytes:
+        """The agent's workdir as GNU tar reads it. What the agent left running may still change it, and a
+        file it made unreadable cannot be read (the Pod has no capabilities): tar then warns and exits 1,
+        or is told to go on (`--ignore-failed-read`), and what it could not read is left out, as if the
+        agent had not written it. Only a fatal tar error (2 and up, or no archive at all) is the sandbox's."""
+        res = await self.exec(commands.agent_tar_out_argv(WORKDIR), timeout_s=self._cfg.boot_timeout_s)
+        if res.returncode not in (0, 1) or not res.stdout:
+            raise SandboxError(f"copy the workdir out failed ({res.returncode}): "
+                               f"{res.stderr.decode(errors='replace')}")
+        return res.stdout
 
     async def verify_here(self, argv: Sequence[str], inputs: Mapping[str, bytes], env: Mapping[str, str],
                           timeout_s: float | None, workdir: bytes) -> VerifierRun:
