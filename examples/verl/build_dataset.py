@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from openforgerl.tasks.format import find_tasks, load_task
-from openforgerl.train.stack import resolve_task_dir
+from openforgerl.train.services import resolve_task_dir
 from openforgerl.train.verl.rows import build_row
 
 
 def task_root(spec: str) -> Path:
-    """`builtin:<suite>` as `train` resolves it (one table: train.stack.resolve_task_dir), else the folder."""
+    """`builtin:<suite>` as `train` resolves it (one table: train.services.resolve_task_dir), else the folder."""
     return resolve_task_dir(spec).resolve()
 
 
