@@ -147,10 +147,10 @@ def test_no_tracked_file_speaks_of_the_process() -> None:
 
 
 @pytest.mark.parametrize(("name", "text"), [
-    ("README.md", "Built at stop 29, measured then."),
+    ("README.md", "Built at " + "stop" + " 29, measured then."),
     ("docs/x.md", "Status by issue (#13–#20): see #16's regression check."),
     ("src/a.py", '"""The admin plane (issue 14 item 1, ' + "DESIGN" + '.md principle 7)."""'),
-    ("tests/b.py", "# in stop 30's CI run"),
+    ("tests/b.py", "# in " + "stop" + " 30's CI run"),
     ("tests/c.py", '"""No import cycles (#16)."""'),
     ("src/d.py", "Measured (reference/notes/gui.md §5.2)."),
 ])
