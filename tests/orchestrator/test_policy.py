@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from openforgerl.orchestrator.errors import (
     VerifierFault,
     boundary,
 )
-from openforgerl.orchestrator.groups import apply_group_policy
+from openforgerl.orchestrator.groups import apply_group_policy, gather_joined
 from openforgerl.records import (
     CallError,
     CallErrorKind,
@@ -118,3 +119,48 @@ def test_rollout_status_weighs_the_call_log_then_the_harness() -> None:
     hung = [_call(None), _call(CallErrorKind.ENGINE_DEADLINE).model_copy(update={"index": 1})]
     assert rollout_status(ExecResult(-9, b"", b"", timed_out=True), hung)[0] is RolloutStatus.INFRA_ENGINE
     assert rollout_status(exited, [_call(None)], tools_missed=True)[0] is RolloutStatus.INFRA_HARNESS_START
+
+
+@pytest.mark.parametrize("joined", [True, False])
+async def test_a_cancelled_group_waits_for_every_rollout_to_tear_down(joined: bool) -> None:
+    """Ctrl-C or SIGTERM cancels a batch while its rollouts run: each rollout's teardown (sandbox, then its
+    gateway rollout) ends before the batch goes on to close the gateway client under it.
+    Control (`joined=False`): plain `asyncio.gather` re-raises at the first cancelled rollout while the
+    others still tear down."""
+    torn_down: list[int] = []
+
+    async def rollout(index: int, teardown_s: float) -> int:
+        try:
+            await asyncio.sleep(1000)
+        finally:
+            await asyncio.sleep(teardown_s)
+            torn_down.append(index)
+        return index
+
+    coros = [rollout(0, 0.0), rollout(1, 0.2), rollout(2, 0.4)]
+    gathered = gather_joined(coros) if joined else asyncio.gather(*coros)
+    batch = asyncio.ensure_future(gathered)
+    await asyncio.sleep(0.05)
+    batch.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await batch
+    assert sorted(torn_down) == ([0, 1, 2] if joined else [0])
+    await asyncio.sleep(0.5)
+    assert sorted(torn_down) == [0, 1, 2]
+
+
+async def test_a_failed_rollout_report_stops_the_other_reports_before_it_raises() -> None:
+    started, finished = [], []
+
+    async def report(index: int) -> int:
+        started.append(index)
+        if index == 0:
+            raise RuntimeError("gateway answered 400")
+        await asyncio.sleep(1000)
+        finished.append(index)
+        return index
+
+    with pytest.raises(RuntimeError, match="400"):
+        await gather_joined(report(i) for i in range(3))
+    assert started == [0, 1, 2] and finished == []
+    assert [t for t in asyncio.all_tasks() if t.get_coro().__name__ == "report"] == []

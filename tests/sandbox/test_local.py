@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -171,6 +172,43 @@ async def test_timeout_kills_runaway_tree(backend: LocalBackend, marker: str) ->
     await _wait_for(lambda: len(procs_with(marker)) >= 5)
     res = await res_task
     assert res.timed_out and res.returncode != 0
+    await _wait_for(lambda: procs_with(marker) == [])
+    await sbx.aclose()
+
+
+async def test_a_cancelled_exec_leaves_no_output_reader_behind(backend: LocalBackend, marker: str) -> None:
+    """Ctrl-C or SIGTERM cancels a running exec: its output readers go with it, so the loop's shutdown
+    finds no gather holding an unread CancelledError to print as a traceback into the user's log.
+
+    The process here is the host's own, with a grandchild that keeps the pipes open, so the readers are
+    still pending when the exec is cancelled, as they were when the shutdown won that race in a sandbox."""
+    sbx = await backend.open_sandbox(SandboxSpec(rollout_id="c"))
+    seen: list[dict] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: seen.append(ctx))
+
+    def readers() -> list[asyncio.Task]:
+        return [t for t in asyncio.all_tasks() if "read_capped" in repr(t.get_coro())]
+
+    proc = await asyncio.create_subprocess_exec(
+        "bash", "-c", f"(exec -a {marker} sleep 1000) & exec -a {marker} sleep 1000",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    try:
+        task = asyncio.ensure_future(sbx._collect(proc, None, 60, 0.0))
+        await _wait_for(lambda: len(readers()) == 2)  # control: the check sees the exec's two readers
+        await _wait_for(lambda: len(procs_with(marker)) >= 2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for t in asyncio.all_tasks():  # what asyncio.run's shutdown does to every task still pending
+            if t is not asyncio.current_task():
+                t.cancel()
+        await asyncio.sleep(0.1)
+        gc.collect()
+        await asyncio.sleep(0)
+        assert [c.get("message") for c in seen] == []
+    finally:
+        os.killpg(proc.pid, 9)
+        await proc.wait()
     await _wait_for(lambda: procs_with(marker) == [])
     await sbx.aclose()
 

@@ -82,6 +82,7 @@ def test_train_to_a_file_shows_progress_and_sigterm_ends_it_cleanly(tmp_path: Pa
     text = log.read_text()
     assert "interrupted (SIGTERM) after step" in text and "--resume" in text, text[-2000:]
     assert "Traceback" not in text
+    assert "Unclosed" not in text and "never retrieved" not in text, text[-2000:]
     time.sleep(1)
     left = [pid for pid in children if _alive(pid)]
     assert not left, f"processes left running after SIGTERM: {left}"

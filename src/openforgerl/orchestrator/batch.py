@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from openforgerl.harness.base import HarnessAdapter
 from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.gateway_client import GatewayAccess, GatewayClient
-from openforgerl.orchestrator.groups import GroupResult, run_group
+from openforgerl.orchestrator.groups import GroupResult, gather_joined, run_group
 from openforgerl.orchestrator.results import ResultSink
 from openforgerl.orchestrator.rollout import RolloutRunner
 from openforgerl.orchestrator.task_protocol import TaskRuntime
@@ -56,11 +56,11 @@ async def run_batch(tasks: Sequence[TaskRuntime], harness: HarnessAdapter, *, ga
 
         async def group(task: TaskRuntime) -> GroupResult:
             result = await run_group(runner.run, task, harness, config)
-            records = list(await asyncio.gather(*(runner.report(r) for r in result.records)))
+            records = await gather_joined(runner.report(r) for r in result.records)
             if sink is not None:
                 for record in records:
                     await sink.write(record)
             return GroupResult(result.task_id, result.group_id, records, result.valid)
 
-        groups = await asyncio.gather(*(group(t) for t in tasks))
+        groups = await gather_joined(group(t) for t in tasks)
     return BatchResult(list(groups))

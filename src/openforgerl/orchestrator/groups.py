@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from openforgerl.harness.base import HarnessAdapter
 from openforgerl.orchestrator.config import OrchestratorConfig
@@ -25,7 +26,9 @@ from openforgerl.orchestrator.rollout import RolloutRequest
 from openforgerl.orchestrator.task_protocol import TaskRuntime
 from openforgerl.records import RolloutRecord, RolloutStatus
 
-__all__ = ["GroupResult", "apply_group_policy", "run_group"]
+__all__ = ["GroupResult", "apply_group_policy", "gather_joined", "run_group"]
+
+T = TypeVar("T")
 
 RunFn = Callable[[RolloutRequest], Awaitable[RolloutRecord]]
 
@@ -85,6 +88,25 @@ async def run_group(run: RunFn, task: TaskRuntime, harness: HarnessAdapter,
                 return attempts
             budget[0] -= 1
 
-    per_slot = await asyncio.gather(*(slot(i) for i in range(config.group_size)))
+    per_slot = await gather_joined(slot(i) for i in range(config.group_size))
     records, valid = apply_group_policy([r for s in per_slot for r in s], config)
     return GroupResult(task.task_id, gid, records, valid)
+
+
+async def gather_joined(coros: Iterable[Awaitable[T]]) -> list[T]:
+    """`asyncio.gather`, except that nothing outlives it: when it is cancelled (Ctrl-C, SIGTERM) or one
+    awaitable raises, the others are cancelled and waited for before it re-raises.
+
+    `gather` re-raises at the first cancelled child while the others still run: a rollout still tearing
+    down (closing its sandbox, then its gateway rollout) then ran after the batch had closed its gateway
+    client, opened a new HTTP session on it and left it unclosed."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        pending = [t for t in tasks if not t.done()]
+        for t in pending:
+            if not t.cancelling():  # cancelled once already: a second cancel would cut its teardown short
+                t.cancel()
+        if pending:
+            await asyncio.wait(pending)

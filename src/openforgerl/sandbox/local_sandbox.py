@@ -234,19 +234,22 @@ class LocalSandbox(HostFilesMixin):
     async def _collect(self, proc: asyncio.subprocess.Process, stdin: bytes | None,
                        timeout_s: float | None, t0: float) -> ExecResult:
         readers = asyncio.gather(read_capped(proc.stdout), read_capped(proc.stderr))
-        if stdin is not None and proc.stdin is not None:
-            with contextlib.suppress(ConnectionError):
-                proc.stdin.write(stdin)
-                await proc.stdin.drain()
-            proc.stdin.close()
-        timed_out = False
         try:
-            await asyncio.wait_for(proc.wait(), timeout_s)
-        except TimeoutError:
-            timed_out = True
-            kill_group(proc)
-            await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
-        out, err = await asyncio.wait_for(readers, KILL_GRACE_S)
+            if stdin is not None and proc.stdin is not None:
+                with contextlib.suppress(ConnectionError):
+                    proc.stdin.write(stdin)
+                    await proc.stdin.drain()
+                proc.stdin.close()
+            timed_out = False
+            try:
+                await asyncio.wait_for(proc.wait(), timeout_s)
+            except TimeoutError:
+                timed_out = True
+                kill_group(proc)
+                await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
+            out, err = await asyncio.wait_for(readers, KILL_GRACE_S)
+        finally:
+            _abandon(readers)
         self._check_alive()
         rc = proc.returncode if proc.returncode is not None else -9
         killed = -rc if rc < 0 and not timed_out else None  # a signal we did not send
@@ -463,3 +466,13 @@ async def _remove_cgroup(group: CgroupGroup) -> None:
             return
         await asyncio.sleep(0.05)
     log.warning("cgroup %s not removed (processes still inside)", group.dirs)
+
+
+def _abandon(readers: asyncio.Future[tuple[bytes, bytes]]) -> None:
+    """Stop output readers an exec no longer waits for (it was cancelled, or timed out).
+
+    Left running, the event loop's shutdown cancels them one by one, their gather then holds a
+    CancelledError nobody reads, and asyncio prints it as a traceback into the user's log on Ctrl-C or
+    SIGTERM (seen in `openforgerl train`'s interrupted runs)."""
+    readers.cancel()
+    readers.add_done_callback(lambda f: f.cancelled() or f.exception())

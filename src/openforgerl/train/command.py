@@ -60,8 +60,19 @@ async def _until_signalled(run: Any, terminated: list[int]) -> Any:
         terminated.append(signal.SIGTERM)
         task.cancel()
 
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_term)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, on_term)
+    loop.set_exception_handler(_quiet_cancellations)
     return await task
+
+
+def _quiet_cancellations(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Report what the loop reports, except a CancelledError nobody read: that is the stop the user asked
+    for, reaching work the run had in flight (a gather cancelled through `wait_for` keeps its
+    CancelledError as an exception, and the loop's shutdown prints it as a traceback into the run's log)."""
+    if isinstance(context.get("exception"), asyncio.CancelledError):
+        return
+    loop.default_exception_handler(context)
 
 
 def _interrupted(trainer: Any, again: str, how: str) -> str:
