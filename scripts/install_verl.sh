@@ -11,6 +11,9 @@ PY="${PYTHON:-python3.11}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 check='from verl.experimental.agent_loop.agent_loop import AgentLoopOutput; import openforgerl.train.verl.agent_loop'
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$check" 2>/dev/null; then
+  # openforgerl's metadata (its entry points: task suites, environments) is written at install time, so a
+  # venv made before a plug-in was added would not find it; reinstalling the editable package takes seconds
+  "$VENV/bin/pip" install -q --no-deps -e "$ROOT"
   echo "veRL already installed in $VENV"; exit 0
 fi
 "$PY" -m venv --clear "$VENV"
