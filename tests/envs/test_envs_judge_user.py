@@ -369,8 +369,8 @@ async def test_user_relay_answers_within_max_rounds_and_refuses_links(tmp_path: 
 
 def test_ask_user_waits_for_a_late_reply_instead_of_piling_up_questions(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from openforgerl.envs.claw import world
-    from openforgerl.envs.claw.world import ToolError, World
+    from openforgerl.env import world
+    from openforgerl.env.world import ToolError, World
 
     monkeypatch.setattr(world, "USER_WAIT_S", 0.3)
     w = World({}, tmp_path)

@@ -9,7 +9,7 @@ import pytest
 
 from openforgerl.envs.claw.cli import build_parser, usage_lines
 from openforgerl.envs.claw.tools import TOOLS, function_tools, get_tool, tools_for
-from openforgerl.envs.claw.world import OPS
+from openforgerl.env.world import OPS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,9 @@ each other (`tests/test_layers.py` counts both).
 
 - `json_service`: the JSON-over-HTTP request handler the in-sandbox tool services share;
 - `tool_client`: the stdlib client of a tool service (`call_tool`, `get_json`, `with_retry`);
-- `computer`: the GUI action API, its HTTP service and client.
+- `computer`: the GUI action API, its HTTP service and client;
+- `world`: the in-memory state of the mail, calendar, contacts, kb, todo and notes services and the
+  operations tools perform on it (the Claw services, the tau2 bridge and the browser's mail app share it).
 
 Importing this package imports nothing else (in-sandbox services import one module of it on a
 rollout's clock).

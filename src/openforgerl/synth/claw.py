@@ -1,6 +1,6 @@
 """The Claw services re-expressed in the tool-environment format, over the existing registry.
 
-Schemas come from `envs/claw/tools.py` (`TOOLS`), behaviour from `envs/claw/world.py` (`OPS`, run through the
+Schemas come from `envs/claw/tools.py` (`TOOLS`), behaviour from `env/world.py` (`OPS`, run through the
 service's own `ClawApp`, so audit entries and fault injection are the real ones), fixtures from
 `envs/claw/suite/world_data.py`. This module only adds what the registry does not say: each tool's effect
 and kind, the collection it acts on, value kinds for its parameters, data-flow references and
@@ -129,7 +129,7 @@ class ClawSession:
     def __init__(self, env: ToolEnv, state: dict[str, Any], workspace: dict[str, str],
                  faults: list[dict[str, Any]]) -> None:
         from openforgerl.envs.claw.services.server import ClawApp
-        from openforgerl.envs.claw.world import EMPTY_STATE, World
+        from openforgerl.env.world import EMPTY_STATE, World
 
         self._dir = Path(tempfile.mkdtemp(prefix="synth-ws-"))
         for rel, text in workspace.items():

@@ -52,7 +52,7 @@ class Tau2App:
     """The domain environment behind one lock, its call log and the `ask_user` bridge."""
 
     def __init__(self, env: Any, workspace: Path, user: bool) -> None:
-        from openforgerl.envs.claw.world import World
+        from openforgerl.env.world import World
 
         self.env = env
         self.calls: list[dict[str, Any]] = []
@@ -86,7 +86,7 @@ class Tau2App:
         return (400, {"error": content}) if error else (200, {"result": _decoded(content)})
 
     def _ask(self, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        from openforgerl.envs.claw.world import ToolError, ask_user
+        from openforgerl.env.world import ToolError, ask_user
 
         message = args.get("message")
         if not isinstance(message, str):

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.envs.browser.apps._web import Page, Request, Route, WebApp, esc, page, redirect
-from openforgerl.envs.claw.world import OPS, World
+from openforgerl.env.world import OPS, World
 
 __all__ = ["MailApp"]
 
