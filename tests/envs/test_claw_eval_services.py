@@ -142,7 +142,7 @@ def test_eval_runs_upstreams_service_and_the_grader_reads_its_audit(
 @pytest.mark.parametrize("harness", ["claude_code", "codex"])
 def test_a_real_cli_reaches_upstreams_service_through_mcp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           harness: str) -> None:
-    """The same task through an unmodified CLI: the upstream tools are MCP tools (`envs/tau2/mcp.py` over the
+    """The same task through an unmodified CLI: the upstream tools are MCP tools (`env/mcp_server.py` over the
     task's declared schemas), and the grader scores what upstream's service audited."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "eval"))
     from test_eval_real_clis import _require_installed

@@ -170,7 +170,7 @@ async def test_mcp_and_shell_surfaces_reach_the_service_which_logs_each_call(tmp
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     (tmp_path / "tools.json").write_text(json.dumps(list(upstream.tool_schemas("airline"))))
-    params = StdioServerParameters(command=sys.executable, args=["-m", "openforgerl.envs.tau2.mcp", "--tools",
+    params = StdioServerParameters(command=sys.executable, args=["-m", "openforgerl.env.mcp_server", "--tools",
                                                                  str(tmp_path / "tools.json")],
                                    env={"OPENFORGERL_CLAW_URL": url})
     try:
@@ -260,7 +260,7 @@ def test_real_airline_and_retail_tasks_validate_in_sandboxes(tmp_path: Path) -> 
 @needs_tau2
 @needs_bwrap
 def test_two_tau2_tasks_run_through_eval_with_zero_and_the_scripted_oracle(tmp_path: Path) -> None:
-    from openforgerl.eval.command import command as eval_command
+    from openforgerl.cli.eval import command as eval_command
 
     import_any(real_tasks(tmp_path, "airline", ["2", "12"]), tmp_path / "t", user_engine=USER)
     app = typer.Typer()
@@ -293,9 +293,9 @@ def test_with_a_user_engine_the_user_opens_and_ask_user_counts_as_communicated(t
     from judge_helpers import serve_policy
 
     import openforgerl.envs.claw.oracle_policy as op
+    from openforgerl.cli.eval import command as eval_command
     from openforgerl.engines.chat_format import format_tool_call
     from openforgerl.envs.claw.user_sim import GREETING, UserRelay
-    from openforgerl.eval.command import command as eval_command
 
     import_any(real_tasks(tmp_path, "retail", ["2"]), tmp_path / "t")
     folder = next((tmp_path / "t").iterdir())

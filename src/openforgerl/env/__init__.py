@@ -7,6 +7,8 @@ each other (`tests/test_layers.py` counts both).
 - `json_service`: the JSON-over-HTTP request handler the in-sandbox tool services share;
 - `tool_client`: the stdlib client of a tool service (`call_tool`, `get_json`, `with_retry`);
 - `computer`: the GUI action API, its HTTP service and client;
+- `mcp_server`: the stdio MCP server that forwards tool calls to a tool service (`build_server` for a
+  tool table, `--tools FILE` for OpenAI function schemas);
 - `world`: the in-memory state of the mail, calendar, contacts, kb, todo and notes services and the
   operations tools perform on it (the Claw services, the tau2 bridge and the browser's mail app share it).
 

@@ -13,7 +13,7 @@ Inside the sandbox (paths are inside paths):
 
 An imported Claw-Eval task may also carry upstream's own mock services (`environment/upstream/`, laid out
 at `/workdir/.claw/upstream/`): the service loads them in its process (`services/upstream.py`) and offers
-their declared endpoints as tools (function tools, MCP through `envs/tau2/mcp.py` with the task's schemas in
+their declared endpoints as tools (function tools, MCP through `env/mcp_server.py` with the task's schemas in
 `/workdir/.claw/tools.json`, and `envs/tau2/cli.py` for shell harnesses: both only forward `/call/<tool>`).
 Their /audit is read by the verifier only, with a per-runtime token in the service's and the verifier's argv.
 
@@ -194,7 +194,7 @@ class ClawTaskRuntime(TaskDefaults):
 
     def mcp_servers(self) -> Sequence[McpServer]:
         if self.upstream:  # one server for ours and upstream's, from the schemas laid out in the workdir
-            args = ["-m", "openforgerl.envs.tau2.mcp", "--tools", f"{INSIDE}/{CLAW_DIR}/tools.json"]
+            args = ["-m", "openforgerl.env.mcp_server", "--tools", f"{INSIDE}/{CLAW_DIR}/tools.json"]
         else:
             args = ["-m", "openforgerl.envs.claw.mcp_server", "--tools", ",".join(self.tools)]
         return [McpServer("claw", self.python, args, {URL_ENV: self.url})]

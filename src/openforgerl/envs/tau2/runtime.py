@@ -14,7 +14,7 @@ Per rollout, inside the sandbox:
   (the agent's tool schemas): nothing of the gold, the criteria or the initial state (telecom's planted
   fault), which the service gets in its argv;
 - the service (`service_argv`, envs/tau2/service.py) on 127.0.0.1:`port` with upstream's environment;
-  `zero` posts to it directly (`tool_service_url`), MCP-capable CLIs through `envs/tau2/mcp.py`;
+  `zero` posts to it directly (`tool_service_url`), MCP-capable CLIs through `env/mcp_server.py`;
 - a secret token per runtime, in the service's and the verifier's argv only (as the GUI runtime's); it
   also opens the service's user-side route (telecom's phone), which the host's user relay and the
   oracle reach through `envs/tau2/user_side.py` (`user_call`), the token on stdin.
@@ -142,7 +142,7 @@ class Tau2TaskRuntime(TaskDefaults):
                 *(["--initial-state", json.dumps(initial)] if initial else [])]
 
     def mcp_servers(self) -> Sequence[McpServer]:
-        args = ["-m", "openforgerl.envs.tau2.mcp", "--tools", f"{INSIDE}/{DIR}/tools.json"]
+        args = ["-m", "openforgerl.env.mcp_server", "--tools", f"{INSIDE}/{DIR}/tools.json"]
         return [McpServer("tau2", self.python, args, {URL_ENV: self.url})]
 
     def cli_program(self) -> str:
