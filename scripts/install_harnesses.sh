@@ -10,4 +10,4 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export OPENFORGERL_TOOLS="${OPENFORGERL_TOOLS:-$repo/.tools}"
-exec python -m openforgerl.harness.command_main install "$@"
+exec python -m openforgerl.cli harness install "$@"

@@ -34,7 +34,7 @@ def run_eval(tasks: Path, out: Path, monkeypatch: pytest.MonkeyPatch, policy: Po
              harness: str = "zero") -> list[dict[str, Any]]:
     """One trial of every task under `tasks` with `harness`; the rollout records (`out/rollouts.jsonl`)."""
     import openforgerl.envs.claw.oracle_policy as op
-    from openforgerl.eval.command import command as eval_command
+    from openforgerl.cli.eval import command as eval_command
 
     monkeypatch.setattr(op, "oracle_policy", lambda runtimes, **kw: policy)
     app = typer.Typer()

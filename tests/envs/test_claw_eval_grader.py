@@ -195,7 +195,7 @@ def _drafting_policy(runtimes, **kw):
 
 def _eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str):
     import openforgerl.envs.claw.oracle_policy as op
-    from openforgerl.eval.command import command as eval_command
+    from openforgerl.cli.eval import command as eval_command
 
     tasks = tmp_path / "tasks"
     for name in ("T906zh_invoice_reply", "T907_invoice_reply_judged"):
@@ -234,7 +234,7 @@ def test_eval_without_a_judge_runs_the_deterministic_grader_and_flags_the_judged
 
 
 def test_tasks_validate_counts_grader_tasks_as_needing_the_transcript_and_the_judge(tmp_path: Path) -> None:
-    from openforgerl.envs.command import command as tasks_command
+    from openforgerl.cli.tasks import command as tasks_command
 
     for name in ("T906zh_invoice_reply", "T907_invoice_reply_judged"):
         import_any(DATA / name, tmp_path / "t")

@@ -10,8 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from openforgerl.envs.command import command as tasks_command
-from openforgerl.eval.command import command as eval_command
+from openforgerl.cli.eval import command as eval_command
+from openforgerl.cli.tasks import command as tasks_command
 
 SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")

@@ -15,10 +15,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from openforgerl.cli.tasks import command as tasks_command
 from openforgerl.envs.claw.verify.checks import Evidence, evaluate
 from openforgerl.envs.claw.verify.graders import GraderUnavailable
 from openforgerl.envs.claw.verify.spec import load_spec, parse_spec
-from openforgerl.envs.command import command as tasks_command
 from openforgerl.envs.importers import detect_format, import_any
 from openforgerl.envs.importers.claw_eval import TOOLS
 from openforgerl.envs.importers.qwenclawbench import reads_transcript
@@ -359,7 +359,7 @@ def test_import_command_prints_the_counts(tmp_path: Path) -> None:
 
 
 def test_eval_without_runnable_tasks_gives_the_reasons(tmp_path: Path) -> None:
-    from openforgerl.eval.command import command as eval_command
+    from openforgerl.cli.eval import command as eval_command
 
     import_any(DATA / "tau2", tmp_path / "t")
     app = typer.Typer()
@@ -371,7 +371,7 @@ def test_eval_without_runnable_tasks_gives_the_reasons(tmp_path: Path) -> None:
 
 @needs_bwrap
 def test_an_imported_claw_eval_task_runs_through_eval(tmp_path: Path) -> None:
-    from openforgerl.eval.command import command as eval_command
+    from openforgerl.cli.eval import command as eval_command
 
     import_any(DATA / "claw_eval" / "T901_email_reply_draft", tmp_path / "t")
     app = typer.Typer()

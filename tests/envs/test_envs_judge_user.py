@@ -250,7 +250,7 @@ def _judge(turn) -> str:
 def test_claw_eval_and_qwenclawbench_run_with_judge_and_user_engines(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     import openforgerl.envs.claw.oracle_policy as op
-    from openforgerl.eval.command import command as eval_command
+    from openforgerl.cli.eval import command as eval_command
 
     tasks = tmp_path / "tasks"
     for src in ("claw_eval/T901_email_reply_draft", "claw_eval/T903zh_mortgage_prepay",
@@ -291,7 +291,7 @@ def test_claw_eval_and_qwenclawbench_run_with_judge_and_user_engines(tmp_path: P
 
 @needs_bwrap
 def test_without_the_engines_judged_and_multi_turn_tasks_stay_flagged(tmp_path: Path) -> None:
-    from openforgerl.eval.command import command as eval_command
+    from openforgerl.cli.eval import command as eval_command
 
     tasks = tmp_path / "tasks"
     for src in ("claw_eval/T903zh_mortgage_prepay", "qwenclawbench/tasks/task_902_transcript.md"):
@@ -324,7 +324,7 @@ async def test_user_relay_answers_within_max_rounds_and_refuses_links(tmp_path: 
     import asyncio
     from types import SimpleNamespace
 
-    from openforgerl.envs.claw.user_sim import DONE_REPLY, LEFT_REPLY, UserRelay, _Conversation
+    from openforgerl.env.user_sim import DONE_REPLY, LEFT_REPLY, UserRelay, _Conversation
     from openforgerl.tasks.judge import JudgeClient
 
     task_root = tmp_path / "task"

@@ -295,7 +295,7 @@ def test_with_a_user_engine_the_user_opens_and_ask_user_counts_as_communicated(t
     import openforgerl.envs.claw.oracle_policy as op
     from openforgerl.cli.eval import command as eval_command
     from openforgerl.engines.chat_format import format_tool_call
-    from openforgerl.envs.claw.user_sim import GREETING, UserRelay
+    from openforgerl.env.user_sim import GREETING, UserRelay
 
     import_any(real_tasks(tmp_path, "retail", ["2"]), tmp_path / "t")
     folder = next((tmp_path / "t").iterdir())
@@ -377,7 +377,7 @@ def test_the_relay_opens_with_the_users_reply_to_upstreams_greeting(tmp_path: Pa
     not the user's words, so it is not in the user's conversation."""
     from types import SimpleNamespace
 
-    from openforgerl.envs.claw.user_sim import GREETING, UserRelay
+    from openforgerl.env.user_sim import GREETING, UserRelay
     from openforgerl.tasks.host_side import HostSide
 
     [folder] = import_any(real_tasks(tmp_path, "airline", ["12"]), tmp_path / "t", user_engine=USER)
@@ -405,7 +405,7 @@ def test_the_users_opening_message_counts_against_max_rounds(tmp_path: Path) -> 
     (`Orchestrator.step`); so does the relay: with `max_rounds` 2, the opening and one answer."""
     from types import SimpleNamespace
 
-    from openforgerl.envs.claw.user_sim import LEFT_REPLY, UserRelay
+    from openforgerl.env.user_sim import LEFT_REPLY, UserRelay
 
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests/user_agent.json").write_text(json.dumps({"persona": "You fly often.", "max_rounds": 2}))
@@ -431,7 +431,7 @@ def test_a_user_engine_that_cannot_open_is_an_engine_fault_before_the_harness(tm
     harness never runs."""
     import sys
 
-    from openforgerl.envs.claw.user_sim import UserRelay
+    from openforgerl.env.user_sim import UserRelay
     from openforgerl.harness.generic import CommandHarness
     from openforgerl.records import RolloutStatus
     from openforgerl.tasks.host_side import HostSide

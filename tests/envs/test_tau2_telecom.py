@@ -198,7 +198,7 @@ class _InProcessRuntime:
 
 
 def test_the_simulated_user_acts_on_its_phone_before_it_answers() -> None:
-    from openforgerl.envs.tau2.user_sim import Tau2UserSession
+    from openforgerl.env.user_tools import Tau2UserSession
 
     engine, rt = _ScriptedEngine(), _InProcessRuntime()
     session = Tau2UserSession("Instructions: your data is slow")
@@ -214,7 +214,7 @@ def test_the_simulated_user_acts_on_its_phone_before_it_answers() -> None:
 
 def test_the_user_engine_gets_room_for_a_tool_call_when_its_client_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
     """eval's user client is capped at 128 tokens for 1-3 sentence replies; a tool call's JSON needs more."""
-    from openforgerl.envs.tau2.user_sim import MIN_MAX_TOKENS, Tau2UserSession
+    from openforgerl.env.user_tools import MIN_MAX_TOKENS, Tau2UserSession
     from openforgerl.tasks.judge import JudgeClient
 
     caps: list[int] = []
@@ -262,9 +262,9 @@ def test_through_eval_the_simulated_user_turns_roaming_on_when_asked(tmp_path: P
     from typer.testing import CliRunner
 
     import openforgerl.envs.claw.oracle_policy as op
+    from openforgerl.cli.eval import command as eval_command
     from openforgerl.engines.chat_format import format_tool_call
-    from openforgerl.envs.claw.user_sim import GREETING
-    from openforgerl.eval.command import command as eval_command
+    from openforgerl.env.user_sim import GREETING
 
     import_any(some_tasks(tmp_path, [ROAMING]), tmp_path / "t")
     original = op.oracle_policy

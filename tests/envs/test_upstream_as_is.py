@@ -112,7 +112,7 @@ def test_tau2_tasks_without_a_policy_beside_them_get_the_installed_packages_poli
 def test_tau2_import_records_whether_the_package_or_other_files_were_imported(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from openforgerl.envs.command import command as tasks_command
+    from openforgerl.cli.tasks import command as tasks_command
 
     def other_gold(task: dict) -> dict:  # the repository's gold of this task differs from the package's
         actions = task["evaluation_criteria"]["actions"][:-1]
@@ -162,7 +162,7 @@ def test_retail_tasks_with_null_nl_assertions_validate_in_sandboxes(tmp_path: Pa
     """Oracle → 1, no-op → 0, through the real CLI (`tasks validate`) on upstream-shaped retail tasks."""
     from typer.testing import CliRunner
 
-    from openforgerl.envs.command import command as tasks_command
+    from openforgerl.cli.tasks import command as tasks_command
 
     source = _repo_tasks(tmp_path, "retail", ["1"], _nl(None))
     assert CliRunner().invoke(tasks_command, ["import", str(source), str(tmp_path / "t"),
@@ -305,7 +305,7 @@ def test_a_claw_eval_turn_cap_stops_zero_through_eval(tmp_path: Path) -> None:
     import typer
     from typer.testing import CliRunner
 
-    from openforgerl.eval.command import command as eval_command
+    from openforgerl.cli.eval import command as eval_command
 
     app = typer.Typer()
     app.command()(eval_command)
@@ -332,7 +332,7 @@ def test_retail_nl_assertions_are_scored_through_eval_with_a_judge_engine(tmp_pa
     from judge_helpers import serve_policy, user_text
     from typer.testing import CliRunner
 
-    from openforgerl.eval.command import command as eval_command
+    from openforgerl.cli.eval import command as eval_command
 
     source = _repo_tasks(tmp_path, "retail", ["1"], _nl([CONFIRM]))
     import_any(source, tmp_path / "t")

@@ -85,8 +85,8 @@ def test_protocol_is_told_by_the_source() -> None:
 
 
 def test_an_unknown_engine_model_is_one_user_error(tmp_path: Path) -> None:
+    from openforgerl.cli.eval import command as eval_command
     from openforgerl.errors import UserError
-    from openforgerl.eval.command import command as eval_command
 
     app = typer.Typer()
     app.command()(eval_command)
@@ -100,7 +100,7 @@ def test_an_unknown_engine_model_is_one_user_error(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 def test_eval_opens_the_embedded_default_stack(tmp_path: Path) -> None:
     """No --gateway, no --scripted-oracle: the local engine serving `tiny` behind an in-process gateway."""
-    from openforgerl.eval.command import command as eval_command
+    from openforgerl.cli.eval import command as eval_command
 
     app = typer.Typer()
     app.command()(eval_command)

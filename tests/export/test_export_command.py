@@ -11,8 +11,8 @@ import typer
 from export_sim import simulated_rollout
 from typer.testing import CliRunner
 
+from openforgerl.cli.export import command
 from openforgerl.export import read_jsonl_rows, read_parquet_rows
-from openforgerl.export.command import command
 from openforgerl.store import SQLiteCallStore
 from openforgerl.testing.calls import stored
 

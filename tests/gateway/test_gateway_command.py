@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import openforgerl.gateway.command as gateway_command
+import openforgerl.cli.gateway as gateway_command
 from openforgerl.config import Config
 
 

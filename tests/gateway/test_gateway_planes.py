@@ -87,8 +87,8 @@ async def test_a_rollout_key_authorises_only_its_own_rollout(make_gateway):
 def test_cli_admin_token_comes_from_the_file_the_environment_or_is_generated_into_the_file(tmp_path, monkeypatch):
     import stat
 
+    from openforgerl.cli.gateway import admin_token
     from openforgerl.gateway.access import ADMIN_TOKEN_ENV
-    from openforgerl.gateway.command import admin_token
 
     monkeypatch.delenv(ADMIN_TOKEN_ENV, raising=False)
     path = tmp_path / "run" / "admin-token"

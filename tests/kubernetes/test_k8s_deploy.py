@@ -21,8 +21,8 @@ import pytest
 import yaml
 from aiohttp import web
 
+from openforgerl.cli.gateway import command as gateway_command
 from openforgerl.gateway.admin import add_admin_routes
-from openforgerl.gateway.command import command as gateway_command
 from openforgerl.sandbox.kubernetes import deploy
 from openforgerl.sandbox.kubernetes.manifests import admin_port
 from openforgerl.sandbox.kubernetes.validation import check_manifest, schema_problems

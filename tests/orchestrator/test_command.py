@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from openforgerl.orchestrator.command import command
+from openforgerl.cli.rollout import command
 
 SUITE = Path(__file__).resolve().parents[2] / "src" / "openforgerl" / "envs" / "claw" / "suite" / "tasks"
 

@@ -13,7 +13,7 @@ import pytest
 from sbx_helpers import needs_root
 from test_podman_rollouts import SUITE, TASK, rollout_image  # noqa: F401  (the session fixture)
 
-from openforgerl.orchestrator.command import in_image_paths
+from openforgerl.cli.rollout import in_image_paths
 from openforgerl.sandbox.podman import IMAGE_PYTHON, IMAGE_TOOLS
 
 

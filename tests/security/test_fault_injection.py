@@ -123,8 +123,8 @@ async def _trainer_and_verl(batch: BatchResult, store: SQLiteCallStore) -> dict[
 
 def _export(db: Path, out: Path) -> list[dict[str, Any]]:
     """The `openforgerl export` command on the call log, as a user runs it."""
+    from openforgerl.cli.export import command
     from openforgerl.export import read_parquet_rows
-    from openforgerl.export.command import command
 
     app = typer.Typer()
     app.command()(command)

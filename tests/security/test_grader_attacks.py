@@ -88,7 +88,7 @@ def _attack_policy(task_root: Path, seen: list[str], send: bool):
 def test_the_agent_cannot_read_replace_or_feed_the_grader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           send: bool, reward: float) -> None:
     import openforgerl.envs.claw.oracle_policy as op
-    from openforgerl.eval.command import command as eval_command
+    from openforgerl.cli.eval import command as eval_command
 
     [task_root] = import_any(DATA / "claw_eval" / "T906zh_invoice_reply", tmp_path / "tasks")
     assert "InvoiceReplyGrader" in (task_root / "tests/claw_eval/grader.py").read_text()  # it exists on the host

@@ -81,7 +81,7 @@ def _attack_policy(judge_port: int, user_port: int):
 
 def _eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, factory, judge_url: str, user_url: str):
     import openforgerl.envs.claw.oracle_policy as op
-    from openforgerl.eval.command import command as eval_command
+    from openforgerl.cli.eval import command as eval_command
 
     tasks = tmp_path / "tasks"
     import_any(DATA / "claw_eval" / "T903zh_mortgage_prepay", tasks)

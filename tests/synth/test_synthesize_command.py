@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from openforgerl.envs.command import command
+from openforgerl.cli.tasks import command
 
 
 def test_the_synthesize_command_writes_tasks_and_a_report(tmp_path: Path) -> None:

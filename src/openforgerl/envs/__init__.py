@@ -3,8 +3,7 @@
 
 - `claw/`: the personal-assistant world (services, tools, MCP server, shell CLI, verifier, shipped suite);
 - `gui/` (shared GUI pieces) with `browser/` and `desktop/`, the GUI environment kinds;
-- `importers/`: foreign benchmarks converted into task folders;
-- `command.py`: the `openforgerl tasks ...` CLI.
+- `importers/`: foreign benchmarks converted into task folders (`openforgerl tasks import`, in `cli/tasks.py`).
 
 The task format, loader, validation and the Harbor runtime are generic and live in `openforgerl.tasks`.
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from openforgerl.engines.local.command import command
+from openforgerl.cli.engine import command
 
 
 def main() -> None:

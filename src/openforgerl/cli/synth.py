@@ -1,4 +1,4 @@
-"""The body of `openforgerl tasks synthesize` (the typer command in `envs/command.py` only parses)."""
+"""The body of `openforgerl tasks synthesize` (the typer command in `cli/tasks.py` only parses)."""
 
 from __future__ import annotations
 

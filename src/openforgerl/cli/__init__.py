@@ -1,4 +1,7 @@
-"""The one `openforgerl` entry point. Each stage owns its subcommand in `<stage>/command.py`."""
+"""The one `openforgerl` entry point. Each subcommand is its own module, `openforgerl/cli/<subcommand>.py`."""
+
+# The top layer: these modules parse options and call into the stages, and nothing below imports them
+# (tests/test_layers.py holds that; a stage's `__main__`, its `python -m` door, is an entry point too).
 
 from __future__ import annotations
 
@@ -8,24 +11,13 @@ import typer
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 
-# subcommand -> module holding a typer-style function named `command`
-COMMANDS: dict[str, str] = {
-    "gateway": "openforgerl.gateway.command",
-    "engine": "openforgerl.engines.local.command",
-    "rollout": "openforgerl.orchestrator.command",
-    "eval": "openforgerl.eval.command",
-    "export": "openforgerl.export.command",
-    "train": "openforgerl.train.command",
-    "tasks": "openforgerl.envs.command",
-    "harness": "openforgerl.harness.command",
-    "analyze": "openforgerl.analytics.command",
-    "view": "openforgerl.viewer.command",
-}
+# subcommands, each in `openforgerl.cli.<name>` as a typer-style function (or a typer app) named `command`
+COMMANDS = ("gateway", "engine", "rollout", "eval", "export", "train", "tasks", "harness", "analyze", "view")
 
 
 def _register() -> None:
-    for name, module in COMMANDS.items():
-        mod = importlib.import_module(module)
+    for name in COMMANDS:
+        mod = importlib.import_module(f"{__name__}.{name}")
         target = mod.command
         if isinstance(target, typer.Typer):
             app.add_typer(target, name=name)

@@ -11,7 +11,7 @@ gateway. All three are opened by the composition root, `openforgerl.stack.open_s
 
 Host side (tasks/host_side.py): every runtime's verifier gets the rollout's transcript, built from the
 call log; `--judge-engine URL` scores LLM-judged parts, `--user-engine URL` plays the simulated user of
-multi-turn tasks (envs/claw/user_sim.py). Both are off by default; tasks that need them stay flagged, and the
+multi-turn tasks (env/user_sim.py). Both are off by default; tasks that need them stay flagged, and the
 counts by reason are printed. The report follows each benchmark's protocol (eval/protocols.py).
 Writes report.json, report.md and report.png under `--out`, and what `openforgerl analyze` / `view` read:
 the rollout records (`rollouts.jsonl`), each rollout's artifacts and service audit log (`rollouts/<id>/`)
@@ -148,7 +148,7 @@ async def _host_side(runtimes: list[Any], access: Any, backend: Any, engines: di
     host = HostSide(calls=client.list_calls,
                     judge=JudgeClient(judge_url, judge_model) if judge_url else None)
     if user_url:
-        from openforgerl.envs.claw.user_sim import UserRelay, UserSimBackend
+        from openforgerl.env.user_sim import UserRelay, UserSimBackend
 
         async def task_of(rollout_id: str) -> str | None:
             info = await client.get_rollout(rollout_id)

@@ -105,7 +105,7 @@ def synthesize(env: str = typer.Option("claw", help="claw, claw-family (the sft 
                config: Path | None = typer.Option(None, help="--calibrate: a training config whose model, engine and "
                                                             "harness settings the policy runs with")) -> None:
     """Compose tasks from an environment's tools, validate each in-process, dedup, write and report."""
-    from openforgerl.synth.command import CalibrateOptions, run_synthesize
+    from openforgerl.cli.synth import CalibrateOptions, run_synthesize
 
     raise typer.Exit(run_synthesize(env, n, out, seed, paraphrase_engine, paraphrase_model, sandbox, typer.echo,
                                     CalibrateOptions(calibrate, k, gateway, model, config)))
