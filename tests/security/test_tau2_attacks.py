@@ -141,7 +141,7 @@ async def test_the_users_scenario_is_nowhere_in_the_sandbox(tmp_path: Path) -> N
     """A rollout with the user relay attached (the opening written by the user engine, as in `eval`): the
     agent's instruction, env, argv, every workdir file and every process it can see hold the opening and
     none of the scenario's private fields, which the host's persona file does hold (so the probe can fail)."""
-    from openforgerl.envs.claw.user_sim import UserRelay
+    from openforgerl.env.user_sim import UserRelay
     from openforgerl.tasks.host_side import HostSide
 
     rt = _task(tmp_path)

@@ -1,14 +1,17 @@
 """The environment SDK: what environment packages (`openforgerl.envs.*`) build on, at ground level.
 
-It imports nothing of openforgerl above records, errors and the sandbox contract, so an environment
-that uses it stays a plug-in: the core never imports an environment, and environments never import
-each other (`tests/test_layers.py` counts both).
+It imports nothing of openforgerl above records, errors, the registry, the sandbox contract and the
+stdlib-only task modules (`tasks.errors`, `tasks.judge`), so an environment that uses it stays a
+plug-in: the core never imports an environment, and environments never import each other
+(`tests/test_layers.py` counts both and holds the SDK to its own imports).
 
 - `json_service`: the JSON-over-HTTP request handler the in-sandbox tool services share;
 - `tool_client`: the stdlib client of a tool service (`call_tool`, `get_json`, `with_retry`);
 - `computer`: the GUI action API, its HTTP service and client;
 - `mcp_server`: the stdio MCP server that forwards tool calls to a tool service (`build_server` for a
   tool table, `--tools FILE` for OpenAI function schemas);
+- `user_sim`: the host-side relay behind the `ask_user` tool, answering with the user engine;
+- `user_tools`: the simulated user with tools of its own (tau2 telecom: the user's phone);
 - `world`: the in-memory state of the mail, calendar, contacts, kb, todo and notes services and the
   operations tools perform on it (the Claw services, the tau2 bridge and the browser's mail app share it).
 

@@ -326,14 +326,14 @@ def submit_answer(w: World, a: dict[str, Any]) -> dict[str, Any]:
     return {"submitted": True}
 
 
-USER_DIR = ".claw/user"  # = envs.user_sim.USER_DIR
+USER_DIR = ".claw/user"  # = user_sim.USER_DIR
 USER_WAIT_S = 25.0  # below the MCP (30 s) and zero (60 s) tool-call timeouts
 MAX_USER_MESSAGE = 8000
 
 
 def ask_user(w: World, a: dict[str, Any]) -> dict[str, Any]:
     """Leave the message as `<workspace>/.claw/user/q-N.json` and wait for `a-N.json`, which the host-side
-    relay (envs/claw/user_sim.py) writes after asking the simulated user: the sandbox never reaches that engine.
+    relay (`user_sim.py`) writes after asking the simulated user: the sandbox never reaches that engine.
 
     A slow user engine: past `USER_WAIT_S` the call fails (504) and the question stays pending; the next
     call waits for that pending reply instead of sending a new message, and says so."""

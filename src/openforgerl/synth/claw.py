@@ -128,8 +128,8 @@ class ClawSession:
 
     def __init__(self, env: ToolEnv, state: dict[str, Any], workspace: dict[str, str],
                  faults: list[dict[str, Any]]) -> None:
-        from openforgerl.envs.claw.services.server import ClawApp
         from openforgerl.env.world import EMPTY_STATE, World
+        from openforgerl.envs.claw.services.server import ClawApp
 
         self._dir = Path(tempfile.mkdtemp(prefix="synth-ws-"))
         for rel, text in workspace.items():

@@ -5,7 +5,7 @@
 task that needs a judge or a transcript is flagged and skipped. None of it is ever put into a sandbox:
 the call log is read through the gateway's admin plane (which no sandbox can reach), the judge is
 called from this process (tasks/judge.py), and the user simulator answers through the host-side relay
-(envs/claw/user_sim.py).
+(env/user_sim.py).
 
 `provided()` names what is given, and `flags.unmet` lifts exactly those flags: `transcript` (always,
 with a call log), `judge` (with `--judge-engine`) and `user_simulator` (with `--user-engine`).
@@ -56,7 +56,7 @@ RAW_CHAT_SYSTEM = ("You are an evaluation judge. The request below may quote an 
 class HostSide:
     calls: Callable[[str], Awaitable[Sequence[Any]]] | None = None
     judge: JudgeClient | None = None
-    users: Any = None  # envs.user_sim.UserRelay
+    users: Any = None  # env.user_sim.UserRelay
 
     def provided(self) -> set[str]:
         out = {"transcript"} if self.calls is not None else set()

@@ -17,7 +17,7 @@ __all__ = ["SERVICES", "TOOLS", "Param", "ToolSpec", "function_tools", "get_tool
 
 SERVICES = ("mail", "calendar", "contacts", "kb", "todo", "notes", "files", "answer", "user")
 """Service names; `files` is the agent's workspace, `answer` collects a final answer, `user` reaches the
-simulated user (`ask_user`, only in tasks run with `--user-engine`: envs/claw/user_sim.py)."""
+simulated user (`ask_user`, only in tasks run with `--user-engine`: env/user_sim.py)."""
 
 _JSON_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list}
 

@@ -37,7 +37,7 @@ Read from upstream's `TaskDefinition` (`src/claw_eval/models/task.py`) and its r
   weighted like the other components; the task keeps `requires_llm_judge` (lifted by the flag).
 - `user_agent.enabled` tasks get the `ask_user` tool and a line saying the user is reachable through it
   (plus upstream's `system_prompt_suffix`); the persona stays in `tests/user_agent.json` (host only),
-  answered by `--user-engine` through the host-side relay (envs/claw/user_sim.py).
+  answered by `--user-engine` through the host-side relay (env/user_sim.py).
 - Oracle: when the checks determine one (reads by fixture id, drafts whose body carries the keywords,
   a final answer with them), `solution/actions.json` replays it; else `no_oracle` says why. Upstream's
   `reference_solution` is prose, kept in `tests/claw_eval/reference_solution.md`.

@@ -11,13 +11,13 @@ communicate check × the action check, over the task's `reward_basis` (upstream'
   policy followed by that message (`Tau2TaskRuntime.rollout_instruction`); `known_info`, `unknown_info` and
   `task_instructions` stay with the user, who reveals what it knows only when asked;
 - `tests/tau2_task.json`: the upstream task as it is (gold actions, criteria; the verifier's input only);
-- `tests/user_agent.json`: the persona the simulated user plays (`envs/user_sim.py`, host side);
+- `tests/user_agent.json`: the persona the simulated user plays (`env/user_sim.py`, host side);
 - `solution/actions.json`: the gold agent actions as `{tool, args}`, replayed by the scripted oracles.
 `split_tasks.json` next to `tasks.json` gives the split (`train` / `test`; a task in neither is test);
 where it names upstream's standard set (`base`: telecom's 114 of its 2,285 tasks) only that set is imported.
 Telecom's policy is upstream's main policy with its tech-support manual (`main_policy.md`,
 `tech_support_manual.md`, joined as upstream's `get_environment` does); its simulated user acts on its own
-phone through upstream's user tools (`envs/tau2/user_sim.py`), and `tests/user_agent.json` then also holds
+phone through upstream's user tools (`env/user_tools.py`), and `tests/user_agent.json` then also holds
 upstream's scenario text.
 
 Flags, each with its reason: `unsupported: tau2_domain:<d>` (a domain whose environment we do not run:

@@ -57,7 +57,7 @@ def domain_of(task: Task) -> str:
 
 def with_opening(policy: str, opening: str) -> str:
     """The policy, then the dialogue so far as upstream's agent has it: its greeting and the customer's reply."""
-    from openforgerl.envs.claw.user_sim import GREETING
+    from openforgerl.env.user_sim import GREETING
 
     return (f"{policy.strip()}\n\n## The conversation\n\nYou: {GREETING}\n\nCustomer: {opening.strip()}\n\n"
             "Talk to the customer with the `ask_user` tool.")

@@ -5,7 +5,7 @@ Upstream's telecom user acts on its own device through `TelecomUserTools`; here 
 the rollout's service on `POST /user/<tool>`, which answers only with the rollout's token. The host runs
 this module in the sandbox with `sandbox.exec` (its own PID namespace, like the service and the
 verifier), handing the token and the calls on stdin, so neither is in any argv or file the agent's
-processes can see: the simulated user's relay (`envs/tau2/user_sim.py`) and the oracle of `tasks validate`
+processes can see: the simulated user's relay (`env/user_tools.py`) and the oracle of `tasks validate`
 use it, the agent never can.
 
 stdin: `{"token": T, "calls": [{"tool": NAME, "args": {...}}, ...]}`; stdout: one JSON list of

@@ -46,7 +46,7 @@ class Evidence:
     media_events: Sequence[Mapping[str, Any]] | None = None
     """Claw-Eval `MediaLoad` events: the images the gateway recorded reaching the model (`tasks/transcript.py`)."""
     user_record: Sequence[Mapping[str, str]] | None = None
-    """The simulated user's dialogue as the host relayed it (`envs/claw/user_sim.py`), `[{role, content}]`."""
+    """The simulated user's dialogue as the host relayed it (`env/user_sim.py`), `[{role, content}]`."""
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ speed test, …). Each turn it either calls one of those tools — upstream exec
 the environment and hands the result back to the simulator alone — or sends the agent a message.
 `###STOP###` / `###TRANSFER###` / `###OUT-OF-SCOPE###` end the conversation.
 
-The dialogue starts as upstream's: the agent's fixed greeting (`envs/claw/user_sim.py` `GREETING`) is the engine's first
+The dialogue starts as upstream's: the agent's fixed greeting (`user_sim.py` `GREETING`) is the engine's first
 `user` message and the session's first reply is the customer's opening (`UserRelay.open`, at rollout start),
-which becomes the agent's prompt. Here the agent's later turns are its `ask_user` messages (the relay of `envs/claw/user_sim.py`); `Tau2UserSession`
+which becomes the agent's prompt. Here the agent's later turns are its `ask_user` messages (the relay of `user_sim.py`); `Tau2UserSession`
 answers it the same way: the user engine gets the conversation in its own roles (the agent's messages
 as `user`, its own as `assistant`) with the user tools as function tools; each tool call runs on the
 rollout's service through the host-only user route (`Tau2TaskRuntime.user_call`), its reply goes back to

@@ -45,12 +45,11 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from openforgerl.orchestrator.task_protocol import TaskRuntime
 from openforgerl.tasks.judge import JudgeClient, fence
 
-__all__ = ["GREETING", "USER_DIR", "UserRelay", "UserSimBackend", "user_prompt"]
+__all__ = ["GREETING", "USER_DIR", "UserRelay", "UserSidedRuntime", "UserSimBackend", "user_prompt"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +86,13 @@ def user_prompt(persona: str, instruction: str, record: Sequence[Mapping[str, st
     return _SYSTEM.format(persona=persona), user
 
 
+class UserSidedRuntime(Protocol):
+    """What the relay needs of a task's runtime (`orchestrator.task_protocol.TaskRuntime` has it): the user's
+    own tools, when the user acts on a device of its own (tau2 telecom); none for a user who only talks."""
+
+    def user_tools(self) -> Sequence[Mapping[str, Any]]: ...
+
+
 @dataclass
 class _Conversation:
     task_id: str | None = None
@@ -94,7 +100,7 @@ class _Conversation:
     user_turns: int = 0  # the user messages so far, the opening included: at most the task's max_rounds
     done: bool = False
     greeting: str | None = None  # set when the user opened the dialogue (`UserRelay.open`)
-    tau2: Any = None  # envs.tau2.user_sim.Tau2UserSession: a user with tools of its own (telecom)
+    tau2: Any = None  # user_tools.Tau2UserSession: a user with tools of its own (telecom)
 
 
 @dataclass
@@ -102,7 +108,7 @@ class UserRelay:
     """Answers `ask_user` questions with the user engine (see the module docstring)."""
 
     client: JudgeClient
-    runtimes: Mapping[str, TaskRuntime]  # task id -> runtime (its tests/user_agent.json holds the persona)
+    runtimes: Mapping[str, UserSidedRuntime]  # task id -> runtime (its tests/user_agent.json holds the persona)
     task_of: Callable[[str], Awaitable[str | None]]  # rollout id -> task id (the gateway's record)
     conversations: dict[str, _Conversation] = field(default_factory=dict)
 
@@ -152,12 +158,12 @@ class UserRelay:
         conv.record.append({"role": "user", "content": reply})
         return reply
 
-    async def _generate(self, conv: _Conversation, rt: TaskRuntime | None, spec: Mapping[str, Any], sandbox: Any,
+    async def _generate(self, conv: _Conversation, rt: UserSidedRuntime | None, spec: Mapping[str, Any], sandbox: Any,
                         message: str) -> str:
         """The user engine's reply: a tau2 user with tools of its own acts on its device first (through the
         runtime's host-only route); any other user answers from its persona alone."""
         if sandbox is not None and rt is not None and rt.user_tools():
-            from openforgerl.envs.tau2.user_sim import STOP_TOKENS, Tau2UserSession
+            from openforgerl.env.user_tools import STOP_TOKENS, Tau2UserSession
 
             if conv.tau2 is None:
                 conv.tau2 = Tau2UserSession(str(spec.get("scenario") or spec.get("persona") or ""))
