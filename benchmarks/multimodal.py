@@ -12,7 +12,7 @@ keeping its last five observations does. Modes: text only (the same body without
 screenshot, five screenshots; non-streamed, 32 tokens.
 
 Reported: proxy CPU seconds per 1,000 calls (psutil, user+system) for relay and gateway and their
-ratio (target <= 2x). The gateway process keeps freed memory in its heap (`gateway/command.py`
+ratio (target <= 2x). The gateway process keeps freed memory in its heap (`gateway/tuning.py`
 `_tune_malloc`); a second relay, `relay+malloc`, gets the same glibc settings through the
 environment, so the ratio is also shown against a relay that saves the same page faults. And for the 1,000-call five-screenshot rollout: the blob bytes, the call
 records' bytes, the database file and the blob files beside it, against the unique images' size (target <= 1.1x) and against
@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gateway_overhead import Proc, free_port, revision_src, spawn, start_gateway, start_relay, wait_ready
 
 PADS_PER_SHOT = 880  # Qwen3-VL, 1280x720, patch 16, merge 2 (gui.md §5.3)
-# glibc's environment names for what the gateway sets with mallopt (gateway/command.py `_tune_malloc`)
+# glibc's environment names for what the gateway sets with mallopt (gateway/tuning.py `_tune_malloc`)
 SAME_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(128 << 20),
                "MALLOC_TOP_PAD_": str(16 << 20)}
 

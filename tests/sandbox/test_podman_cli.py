@@ -13,8 +13,7 @@ import pytest
 from sbx_helpers import needs_root
 from test_podman_rollouts import SUITE, TASK, rollout_image  # noqa: F401  (the session fixture)
 
-from openforgerl.cli.rollout import in_image_paths
-from openforgerl.sandbox.podman import IMAGE_PYTHON, IMAGE_TOOLS
+from openforgerl.sandbox.podman import IMAGE_PYTHON, IMAGE_TOOLS, in_image_paths
 
 
 def test_image_paths_only_where_the_sandbox_runs_the_image() -> None:

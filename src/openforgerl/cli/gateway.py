@@ -17,8 +17,6 @@ defaults hold (`STANDALONE`): model calls on port 8080, the admin API on 127.0.0
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import gc
 import os
 import secrets
 import signal
@@ -123,46 +121,6 @@ def admin_token(token_file: Path | None) -> str:
     return token
 
 
-def _tune_gc() -> None:
-    """Keep the cyclic GC off the hot path of a dedicated gateway process.
-
-    Every call allocates hundreds of acyclic containers (parsed request and engine JSON), so the
-    default gen-0 threshold (700) runs a collection every few calls, and each one at high
-    concurrency walks every in-flight body; freezing the start-up heap also takes the imported
-    modules out of every full collection. Measured in benchmarks/gateway_overhead.py at C=256:
-    about a fifth of the gateway's CPU per call. Cycles are still collected, just in larger batches.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
-
-
-# glibc's mallopt parameters (malloc.h): M_TRIM_THRESHOLD -1, M_TOP_PAD -2, M_MMAP_THRESHOLD -3
-_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
-
-
-def _tune_malloc() -> None:
-    """Keep freed memory in a dedicated gateway process's heap instead of handing it back to the kernel.
-
-    A call with screenshots allocates buffers of 55-330 KB (the body, the decoded image, the engine's
-    payload, the record), and glibc's defaults return them to the kernel as they are freed: a chunk
-    over the mmap threshold is unmapped, and a free top of heap over the trim threshold is trimmed.
-    The next call's buffers then come back as fresh zeroed pages, a page fault per 4 KB: 68 faults
-    per call with five screenshots, 22 with these settings (what is left is the seen-image cache
-    growing until it is full; benchmarks/multimodal.py). In a micro-benchmark a 74 KB
-    slice cost 50 us with the defaults and 6 us with these settings; in the gateway, 0.91-0.94x the CPU
-    per call with screenshots (same interleaved run, with and without). Bounded: at most 128 MB of freed
-    heap is kept. Nothing happens on a libc without `mallopt` (musl, macOS). (Touching the heap's pages
-    once at start as well made no measurable difference.)"""
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return
-    for param, value in ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 128 << 20), (_M_TOP_PAD, 16 << 20)):
-        mallopt(ctypes.c_int(param), ctypes.c_int(value))
-
-
 def _check_ports_free(config: Config) -> None:
     """Raise the bind's own OSError (one line from the CLI) for a port another server holds, before the call
     log is created or opened: a failed start leaves no new store behind."""
@@ -178,13 +136,13 @@ def _check_ports_free(config: Config) -> None:
 
 
 async def _serve(config: Config, token: str, secret: str | None) -> None:
+    from openforgerl.gateway.tuning import tune_dedicated_process
     from openforgerl.stack import open_gateway
 
     _check_ports_free(config)
     async with open_gateway(Path("."), config, admin_token=token, secret=secret) as opened:
         gw = opened.gateway
-        _tune_gc()
-        _tune_malloc()
+        tune_dedicated_process()
         print(f"openforgerl gateway: model calls on {gw.model_url}, admin API on {gw.admin_url} "
               f"(pid {os.getpid()}), store {opened.store.path}", flush=True)
         stop = asyncio.Event()

@@ -79,6 +79,7 @@ async def _main(cfg: Any, opts: dict[str, Any]) -> Counter[str]:
     from openforgerl.orchestrator.batch import run_batch
     from openforgerl.orchestrator.results import ResultSink
     from openforgerl.orchestrator.view import ProgressView, write_summary
+    from openforgerl.sandbox.podman import in_image_paths
 
     out = Path(cfg.out_dir)
     python, tools = in_image_paths(cfg.sandbox.backend, cfg.sandbox.tools_dir)
@@ -94,18 +95,6 @@ async def _main(cfg: Any, opts: dict[str, Any]) -> Counter[str]:
     view.print_summary(result)
     write_summary(out / "summary.json", result)
     return result.counts()
-
-
-def in_image_paths(backend: str, tools_dir: str | None) -> tuple[str | None, Path | None]:
-    """(Python, harness CLIs folder) inside the sandbox where it is not the host: podman and Kubernetes
-    run the rollout image, which sees nothing of the host's venv or `.tools/`, so the task's service,
-    tool CLI and `zero` take the image's Python and the adapters the image's CLIs (an explicit
-    `--tools-dir` still wins). (None, None) for the local backend, whose sandbox shows the host's."""
-    from openforgerl.sandbox.podman import IMAGE_PYTHON, IMAGE_TOOLS
-
-    if backend not in ("podman", "kubernetes"):
-        return None, None
-    return IMAGE_PYTHON, None if tools_dir else IMAGE_TOOLS
 
 
 def _load_tasks(path: Path, limit: int, image: str, python: str | None = None) -> list[Any]:
