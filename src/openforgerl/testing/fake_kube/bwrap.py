@@ -1,9 +1,12 @@
 """A minimal bubblewrap container for the fake kubelet: the host root read-only, the Pod's
 emptyDir volumes bound writable, every namespace unshared (loopback-only network).
 
-The image is ignored (there is no registry here); what runs is the host's userland. `exec` enters
-the container's namespaces with `nsenter`, so it shares the Pod's mounts, PIDs and network, as
-`kubectl exec` would.
+The image is ignored (there is no registry here); what runs is the host's userland. The command is
+the namespace's PID 1 (`--as-pid-1`), as a container's entrypoint is: signals from inside reach it
+only where it handles them, and when it exits the kernel kills everything left in its PID
+namespace. A Pod's later containers join the first one's network namespace (`nsenter -n`), and
+nothing else of it, as containers of one Pod do. `exec` enters the container's namespaces with
+`nsenter`, so it shares the container's mounts, PIDs and network, as `kubectl exec` would.
 """
 
 from __future__ import annotations
@@ -38,12 +41,16 @@ def root_args() -> list[str]:
 
 
 def bwrap_argv(argv: Sequence[str], binds: Mapping[str, Path], cwd: str, info_fd: int,
-               ready_fd: int) -> list[str]:
-    """bwrap + a tiny shim that reports "mounts are done" on `ready_fd`, then execs the command."""
+               ready_fd: int, net_of: int | None = None) -> list[str]:
+    """bwrap + a tiny shim that reports "mounts are done" on `ready_fd`, then execs the command.
+    `net_of`: the pid whose network namespace this container joins (a Pod's later container)."""
     mounts = [a for target, src in binds.items() for a in ("--bind", str(src), target)]
     shim = ["/bin/sh", "-c", f'printf R > /proc/self/fd/{ready_fd}; exec "$@"', "sh"]
-    return ["bwrap", *root_args(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *mounts,
-            "--remount-ro", "/", "--chdir", cwd, "--unshare-all", "--die-with-parent", "--new-session",
+    enter = [] if net_of is None else ["nsenter", "-t", str(net_of), "-n", "--"]
+    unshare = ["--unshare-all"] if net_of is None else [
+        "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    return [*enter, "bwrap", *root_args(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *mounts,
+            "--remount-ro", "/", "--chdir", cwd, *unshare, "--as-pid-1", "--die-with-parent", "--new-session",
             "--info-fd", str(info_fd), "--", *shim, *argv]
 
 
@@ -60,13 +67,13 @@ class Container:
 
     @classmethod
     async def start(cls, argv: Sequence[str], *, env: Mapping[str, str], binds: Mapping[str, Path],
-                    cwd: str, log_path: Path) -> Container:
+                    cwd: str, log_path: Path, net_of: int | None = None) -> Container:
         full_env = {"PATH": DEFAULT_PATH, **env}
         (read_fd, write_fd), (ready_r, ready_w) = os.pipe(), os.pipe()
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             proc = await asyncio.create_subprocess_exec(
-                *bwrap_argv(argv, binds, cwd, write_fd, ready_w), env=full_env,
+                *bwrap_argv(argv, binds, cwd, write_fd, ready_w, net_of), env=full_env,
                 pass_fds=(write_fd, ready_w), stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
                 preexec_fn=die_with_us)
         finally:

@@ -47,17 +47,25 @@ class ExecHandler:
     def __init__(self, store: Store, kubelet: Kubelet, faults: Faults) -> None:
         self.store, self.kubelet, self.faults = store, kubelet, faults
 
-    def _container(self, ns: str, name: str) -> Container:  # raises the API's own errors
+    def _container(self, ns: str, name: str, ctr: str | None) -> Container:  # raises the API's own errors
         pod = self.store.get("pods", ns, name)
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        if ctr is None and len(names) > 1:
+            raise ApiStatus(400, "BadRequest", f"a container name must be specified for pod {name}, "
+                                               f"choose one of: {names}")
+        ctr = ctr or names[0]
+        if ctr not in names:
+            raise ApiStatus(400, "BadRequest", f"container {ctr} is not valid for pod {name}")
         rt = self.kubelet.pods.get((ns, name))
-        if rt is None or rt.container is None or rt.terminated or pod["status"].get("phase") != "Running":
-            raise ApiStatus(400, "BadRequest", f"container not running in pod {name}")
-        return rt.container
+        if (rt is None or ctr not in rt.containers or ctr in rt.ended or rt.terminated
+                or pod["status"].get("phase") != "Running"):
+            raise ApiStatus(400, "BadRequest", f"container {ctr} not running in pod {name}")
+        return rt.containers[ctr]
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         ns, name = request.match_info["namespace"], request.match_info["name"]
         argv = request.query.getall("command", [])
-        container = self._container(ns, name)
+        container = self._container(ns, name, request.query.get("container"))
         if not argv:
             raise ApiStatus(400, "BadRequest", "you must specify at least 1 command")
         ws = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=64 * 1024 * 1024)

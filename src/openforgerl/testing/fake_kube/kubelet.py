@@ -1,10 +1,12 @@
-"""The fake kubelet: runs each Pod's first container as a local bubblewrap sandbox and writes the
+"""The fake kubelet: runs each of a Pod's containers as a local bubblewrap sandbox and writes the
 status a real kubelet would (phase, conditions, containerStatuses) back into the store.
 
-Honoured: command/args, env (`value` only), workingDir, emptyDir volumes (fresh host dirs, bound
-writable), `activeDeadlineSeconds` (phase Failed, reason DeadlineExceeded), `restartPolicy: Never`
-(a terminated container stays terminated), deletion (kill, then the object disappears).
-Not simulated: images (the host root is used read-only), resource limits, init/sidecar containers,
+Honoured: command/args, env (`value` only), workingDir, emptyDir volumes (one host dir per volume,
+bound writable into each container that mounts it), one network namespace per Pod and one PID and
+mount namespace per container (`shareProcessNamespace` false), `activeDeadlineSeconds` (phase
+Failed, reason DeadlineExceeded), `restartPolicy: Never` (a terminated container stays terminated;
+the Pod stays Running while any container runs), deletion (kill, then the object disappears).
+Not simulated: images (the host root is used read-only), resource limits, init containers,
 probes, Services' networking, scheduling. Faults come from `Faults` (stuck Pending, Unschedulable)
 or from `oom_kill` / `evict` on a running Pod.
 """
@@ -30,10 +32,11 @@ HOST_IP = "127.0.0.1"
 
 @dataclass
 class PodRuntime:
-    container: Container | None = None
+    containers: dict[str, Container] = field(default_factory=dict)  # by name, in the spec's order
+    ended: dict[str, Obj] = field(default_factory=dict)  # a container's `terminated` state, once it ended
     dir: Path | None = None
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
-    terminated: bool = False
+    terminated: bool = False  # every container ended (or the Pod was killed)
 
 
 def conditions(scheduled: bool, running: bool, reason: str | None = None,
@@ -51,10 +54,15 @@ def conditions(scheduled: bool, running: bool, reason: str | None = None,
     return out
 
 
-def container_status(pod: Obj, state: Obj, ready: bool = False) -> list[Obj]:
-    ctr = pod["spec"]["containers"][0]
-    return [{"name": ctr["name"], "image": ctr.get("image", ""), "imageID": "", "ready": ready,
-             "started": "running" in state, "restartCount": 0, "state": state}]
+def container_status(pod: Obj, state: Obj, ready: bool = False, ended: dict[str, Obj] | None = None) -> list[Obj]:
+    """Every container in `state`, except those in `ended` (name: its `terminated` state)."""
+    out = []
+    for ctr in pod["spec"]["containers"]:
+        st = {"terminated": ended[ctr["name"]]} if ended and ctr["name"] in ended else state
+        out.append({"name": ctr["name"], "image": ctr.get("image", ""), "imageID": "",
+                    "ready": ready and "running" in st, "started": "running" in st, "restartCount": 0,
+                    "state": st})
+    return out
 
 
 class Kubelet:
@@ -106,21 +114,26 @@ class Kubelet:
     async def _start(self, key: tuple[str, str], rt: PodRuntime, pod: Obj) -> None:
         rt.dir = self.root / f"{key[0]}-{key[1]}"
         rt.dir.mkdir(parents=True, exist_ok=True)
-        spec, ctr = pod["spec"], pod["spec"]["containers"][0]
-        argv = list(ctr.get("command") or ["sh"]) + list(ctr.get("args") or [])
-        env = {e["name"]: str(e.get("value", "")) for e in ctr.get("env", [])} | {"HOSTNAME": key[1]}
-        try:
-            rt.container = await Container.start(argv, env=env, binds=self._volumes(rt.dir, spec, ctr),
-                                                  cwd=ctr.get("workingDir") or "/", log_path=rt.dir / "log")
-        except OSError as e:
-            self._terminate(key, rt, 128, "StartError", message=str(e))
-            return
+        spec = pod["spec"]
+        for i, ctr in enumerate(spec["containers"]):
+            argv = list(ctr.get("command") or ["sh"]) + list(ctr.get("args") or [])
+            env = {e["name"]: str(e.get("value", "")) for e in ctr.get("env", [])} | {"HOSTNAME": key[1]}
+            first = next(iter(rt.containers.values()), None)
+            try:
+                started = await Container.start(
+                    argv, env=env, binds=self._volumes(rt.dir, spec, ctr), cwd=ctr.get("workingDir") or "/",
+                    log_path=rt.dir / log_name(ctr["name"], i), net_of=first.pid if first else None)
+            except OSError as e:
+                self._kill(rt)
+                self._terminate(key, rt, 128, "StartError", message=str(e))
+                return
+            rt.containers[ctr["name"]] = started
+            self.started_pids.append(started.proc.pid)
         self._counter += 1
-        self.started_pids.append(rt.container.proc.pid)
         running = {"running": {"startedAt": now_iso()}}
         self._set_status(key, phase="Running", podIP=POD_IP.format(n=self._counter % 250 + 2),
                          conditions=conditions(True, True), containerStatuses=container_status(pod, running, True))
-        rt.tasks.append(asyncio.create_task(self._reap_on_exit(key, rt)))
+        rt.tasks += [asyncio.create_task(self._reap_on_exit(key, rt, name)) for name in rt.containers]
         deadline = spec.get("activeDeadlineSeconds")
         if deadline:
             rt.tasks.append(asyncio.create_task(self._deadline(key, rt, float(deadline))))
@@ -136,11 +149,21 @@ class Kubelet:
                 binds[mount["mountPath"]] = host
         return binds
 
-    async def _reap_on_exit(self, key: tuple[str, str], rt: PodRuntime) -> None:
-        assert rt.container is not None
-        code = await rt.container.wait()
+    async def _reap_on_exit(self, key: tuple[str, str], rt: PodRuntime, name: str) -> None:
+        code = await rt.containers[name].wait()
         code = 128 - code if code < 0 else code  # killed by a signal: 128 + signo, as a kubelet says
-        self._terminate(key, rt, code, "Completed" if code == 0 else "Error")
+        if rt.terminated:
+            return
+        rt.ended[name] = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": now_iso()}
+        if len(rt.ended) < len(rt.containers):  # the Pod runs on while any container does
+            with contextlib.suppress(ApiStatus):
+                pod = self.store.get(PODS, *key)
+                running = {"running": {"startedAt": now_iso()}}
+                self._set_status(key, conditions=conditions(True, False),
+                                 containerStatuses=container_status(pod, running, True, rt.ended))
+            return
+        failed = [e for e in rt.ended.values() if e["exitCode"] != 0]
+        self._terminate(key, rt, failed[0]["exitCode"] if failed else 0, "Error" if failed else "Completed")
 
     async def _deadline(self, key: tuple[str, str], rt: PodRuntime, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -159,13 +182,13 @@ class Kubelet:
             term = {"terminated": {"exitCode": code, "reason": ctr_reason,
                                    "finishedAt": now_iso()}}
             self._set_status(key, phase=phase or ("Succeeded" if code == 0 else "Failed"),
-                             conditions=conditions(True, False), containerStatuses=container_status(pod, term),
-                             **status)
+                             conditions=conditions(True, False),
+                             containerStatuses=container_status(pod, term, ended=rt.ended), **status)
 
     @staticmethod
     def _kill(rt: PodRuntime) -> None:
-        if rt.container is not None:
-            rt.container.kill()
+        for ctr in rt.containers.values():
+            ctr.kill()
 
     def runtime(self, namespace: str, name: str) -> PodRuntime:
         rt = self.pods.get((namespace, name))
@@ -196,18 +219,26 @@ class Kubelet:
             # let each task handle its cancellation now (a starting container kills itself)
             await asyncio.gather(*rt.tasks, return_exceptions=True)
             self._kill(rt)
-            if rt.container is not None:
-                await rt.container.wait()
+            for ctr in rt.containers.values():
+                await ctr.wait()
             if rt.dir is not None:
                 shutil.rmtree(rt.dir, ignore_errors=True)
         with contextlib.suppress(ApiStatus):
             self.store.delete(PODS, namespace, name)
 
-    def log_path(self, namespace: str, name: str) -> Path | None:
+    def log_path(self, namespace: str, name: str, container: str | None = None) -> Path | None:
         rt = self.pods.get((namespace, name))
-        return rt.dir / "log" if rt and rt.dir else None
+        if rt is None or rt.dir is None:
+            return None
+        names = [c["name"] for c in self.store.get(PODS, namespace, name)["spec"]["containers"]]
+        i = names.index(container) if container in names else 0
+        return rt.dir / log_name(names[i], i)
 
     async def aclose(self) -> None:
         for ns, name in list(self.pods):
             await self.delete(ns, name)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def log_name(container: str, index: int) -> str:
+    return "log" if index == 0 else f"log-{container}"

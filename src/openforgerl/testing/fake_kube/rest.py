@@ -150,7 +150,7 @@ class Rest:
     async def log(self, request: web.Request) -> web.StreamResponse:
         ns, name = request.match_info["namespace"], request.match_info["name"]
         self.store.get("pods", ns, name)
-        path = self.kubelet.log_path(ns, name)
+        path = self.kubelet.log_path(ns, name, request.query.get("container"))
         if path is None or not path.exists():
             raise ApiStatus(400, "BadRequest", f'container in pod "{name}" is waiting to start')
         if request.query.get("follow", "").lower() != "true":
