@@ -152,7 +152,7 @@ def test_images_are_overridable(tmp_path: Path):
     objs = by_key(kubectl_kustomize(overlay))
     images = {key: [c["image"] for c in containers(o)] for key, o in objs.items() if containers(o)}
     assert images == {("Deployment", "openforgerl-gateway"): ["registry.example.com/og/gateway:9.9"],
-                      ("PodTemplate", "openforgerl-rollout"): ["registry.example.com/og/rollout:9.9"]}
+                      ("PodTemplate", "openforgerl-rollout"): ["registry.example.com/og/rollout:9.9"] * 2}
     assert base.exists()
 
 

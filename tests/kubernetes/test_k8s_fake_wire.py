@@ -65,7 +65,7 @@ async def test_kubernetes_asyncio_client_full_cycle(fake_kube: FakeKubeServer, k
 async def exec_v4(core: Any, ws_client: Any) -> tuple[int, str, str]:
     """kubernetes-asyncio's exec (v4 protocol), reading channels ourselves for the exit code."""
     ctx = await core.connect_get_namespaced_pod_exec(
-        "ofrl-second-client", NAMESPACE, command=["sh", "-c", "echo out; echo err >&2; exit 3"],
+        "ofrl-second-client", NAMESPACE, command=["sh", "-c", "echo out; echo err >&2; exit 3"], container="sandbox",
         stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
     chunks: dict[int, str] = {1: "", 2: "", 3: ""}
     async with ctx as ws:
@@ -131,7 +131,7 @@ async def test_exec_v5_frames_stdin_close_and_status(fake_kube: FakeKubeServer):
         pod = await running(fake_kube, "ofrl-frames")
         conds = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
         assert conds == {"PodScheduled": "True", "Initialized": "True", "ContainersReady": "True", "Ready": "True"}
-        url = f"{base}/ofrl-frames/exec?command=sh&command=-c&command=cat;exit 5&stdin=true&stdout=true&stderr=true"
+        url = f"{base}/ofrl-frames/exec?container=sandbox&command=sh&command=-c&command=cat;exit 5&stdin=true&stdout=true&stderr=true"
         frames: list[bytes] = []
         async with http.ws_connect(url, protocols=("v5.channel.k8s.io",)) as ws:
             assert ws.protocol == "v5.channel.k8s.io"

@@ -108,10 +108,9 @@ async def test_attack_a_process_left_in_the_agents_pod_cannot_rewrite_the_verdic
 
 
 async def test_control_in_the_agents_pod_the_leftover_process_rewrites_the_verdict(kube_backend: KubernetesBackend):
-    """The same attack where the verifier still runs in the agent's Pod (a sandbox with a task service)."""
+    """The same attack where the verifier runs as a plain exec in the agent's container."""
     sbx = await kube_backend.open_sandbox(SandboxSpec("verify-control"))
     try:
-        await sbx.spawn(["sleep", "600"])
         await leave_behind(sbx)
         reward, seen = await verify_in_place(sbx)
         assert reward == {"reward": 1}  # the agent's leftover wrote the verdict
@@ -120,10 +119,20 @@ async def test_control_in_the_agents_pod_the_leftover_process_rewrites_the_verdi
         await sbx.aclose()
 
 
-async def verify_in_place(sbx: object) -> tuple[dict[str, object], dict[str, object]]:
-    probe = PROBE.replace("/verifier/in", "$VIN")
-    run = await run_verifier(sbx, ["/bin/sh", "-c", f'VIN="$(dirname "$(pwd)")/in"; {probe}'],
-                             inputs={"tests/expected": b"42\n"}, timeout_s=60)
+class PlainExec:
+    """The sandbox without its own `run_verifier`: `sandbox.verifier`'s fallback, a plain exec in the
+    agent's container with the inputs and outputs in a fresh folder under its /tmp."""
+
+    def __init__(self, sbx: object) -> None:
+        self.exec = sbx.exec  # type: ignore[attr-defined]
+        self.read_file, self.write_file = sbx.read_file, sbx.write_file  # type: ignore[attr-defined]
+
+
+async def verify_in_place(sbx: object, probe: str = PROBE, outputs: tuple[str, ...] = ("reward.json", "seen.json")
+                          ) -> tuple[dict[str, object], dict[str, object]]:
+    probe = probe.replace("/verifier/in", "$VIN")
+    run = await run_verifier(PlainExec(sbx), ["/bin/sh", "-c", f'VIN="$(dirname "$(pwd)")/in"; {probe}'],
+                             inputs={"tests/expected": b"42\n"}, outputs=outputs, timeout_s=60)
     assert run.result.returncode == 0, run.result.stderr
     return json.loads(run.outputs["reward.json"]), json.loads(run.outputs["seen.json"])
 

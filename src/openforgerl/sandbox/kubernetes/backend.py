@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from openforgerl.sandbox.kubernetes.informer import PodInformer
 from openforgerl.sandbox.kubernetes.manifests import render_pod, render_verifier_pod, sandbox_selector
 from openforgerl.sandbox.kubernetes.ratelimit import BootGate
 from openforgerl.sandbox.kubernetes.sandbox import KubernetesSandbox
-from openforgerl.sandbox.kubernetes.status import boot_timeout_fault, fault, is_running
+from openforgerl.sandbox.kubernetes.status import boot_timeout_fault, fault, has_ended, is_running
 from openforgerl.sandbox.kubernetes.validation import check_manifest
 
 log = logging.getLogger(__name__)
@@ -184,14 +185,24 @@ class KubernetesBackend:
         if err is not None:
             raise err
 
-    async def wait_for_fault(self, name: str, timeout_s: float) -> Obj | None:
-        """The Pod once it shows a fault (or a stub once it is gone); None if it stays healthy."""
+    async def wait_for_fault(self, name: str, timeout_s: float, ended: Collection[str] = ()) -> Obj | None:
+        """The Pod once it shows a fault (or a stub once it is gone); None if it stays healthy.
+        `ended`: containers the backend ended itself, which are no fault."""
         try:
-            pod = await self.informer.wait_for(name, lambda p: p is None or fault(p) is not None, timeout_s)
+            pod = await self.informer.wait_for(name, lambda p: p is None or fault(p, ended) is not None,
+                                               timeout_s)
         except TimeoutError:
             return None
         return pod if pod is not None else {"metadata": {"name": name}, "status": {"phase": "Failed",
                                                                                      "reason": "Deleted"}}
+
+    async def wait_ended(self, name: str, container: str, timeout_s: float) -> bool:
+        """Whether the Pod's `container` is seen terminated (or the Pod gone) within `timeout_s`."""
+        try:
+            await self.informer.wait_for(name, lambda p: has_ended(p, container), timeout_s)
+        except TimeoutError:
+            return False
+        return True
 
     def schedule_delete(self, name: str) -> asyncio.Task[None]:
         """Delete in a task of its own, so a cancelled caller cannot abandon it half-way."""

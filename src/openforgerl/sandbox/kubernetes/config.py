@@ -65,6 +65,9 @@ class KubernetesConfig:
     default_image: str = "docker.io/library/python:3.11-slim"
     image_pull_policy: str = "IfNotPresent"
     container_name: str = "sandbox"
+    services_container_name: str = "services"  # the task's services and, beside them, their verifier
+    services_cpus: float = 0.5
+    services_memory_mb: int = 512
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
     runtime_class_name: str | None = None

@@ -1,8 +1,11 @@
 """Pure rendering of every Kubernetes object the backend creates (no I/O, no clock).
 
 A rollout gets one bare Pod (not a Job: podman kube play runs the same Pods, and a Job's retries
-would hide infra faults from us). The Pod idles in a keep-alive loop; setup, the harness and the
-verifier run through `exec`. The in-cluster gateway is a Deployment behind a ClusterIP Service, and
+would hide infra faults from us). Its two containers idle in a keep-alive loop: the agent's
+(setup and the harness run there through `exec`) and the services' (the task's services, started
+through `exec`, and the verifier beside them). They share the network and /workdir, not their PID
+namespaces, roots or /tmp: nothing the agent runs can see, signal or trace a service, and the
+verifier runs once the agent's container has ended (`KubernetesSandbox.run_verifier`). The in-cluster gateway is a Deployment behind a ClusterIP Service, and
 a NetworkPolicy lets sandbox Pods talk to that Service (plus DNS) and nothing else.
 
 Two planes (docs/threat-model.md): the gateway serves model calls on `gw.port` (the only port of
@@ -21,7 +24,7 @@ import math
 import re
 from typing import Any
 
-from openforgerl.sandbox.base import WORKDIR, SandboxSpec
+from openforgerl.sandbox.base import WORKDIR, Limits, SandboxSpec
 from openforgerl.sandbox.kubernetes.config import (
     ANNOTATION_ROLLOUT,
     LABEL_BACKEND,
@@ -110,7 +113,7 @@ def container(spec: SandboxSpec, cfg: KubernetesConfig) -> Manifest:
         "name": cfg.container_name,
         "image": spec.image or cfg.default_image,
         "imagePullPolicy": cfg.image_pull_policy,
-        "command": ["/bin/sh", "-c", KEEPALIVE],
+        "command": ["/bin/sh", "-c", KEEPALIVE],  # PID 1: ends (and the kernel with it all it holds) on TERM
         "workingDir": WORKDIR,
         "env": env_list(spec, cfg),
         "resources": resources(spec, cfg),
@@ -126,6 +129,24 @@ def container(spec: SandboxSpec, cfg: KubernetesConfig) -> Manifest:
     }
 
 
+VERIFIER_MOUNT = "/verifier"  # `bwrap.VERIFIER_IN` and `VERIFIER_OUT` live under it
+
+
+def services_container(spec: SandboxSpec, cfg: KubernetesConfig) -> Manifest:
+    """The task's services' container: the agent's image, env, /workdir and lockdown, but a /tmp and
+    a /verifier of its own (the agent's container mounts neither) and its own limits (the agent's
+    memory use cannot starve a service or the verifier)."""
+    ctr = container(spec, cfg)
+    sized = SandboxSpec(rollout_id=spec.rollout_id, limits=Limits(cpus=cfg.services_cpus,
+                                                                   memory_mb=cfg.services_memory_mb))
+    ctr.update(name=cfg.services_container_name, resources=resources(sized, cfg), volumeMounts=[
+        {"name": "workdir", "mountPath": WORKDIR},
+        {"name": "services-tmp", "mountPath": "/tmp"},
+        {"name": "verifier", "mountPath": VERIFIER_MOUNT},
+    ])
+    return ctr
+
+
 def pod_spec(spec: SandboxSpec, cfg: KubernetesConfig) -> Manifest:
     out: Manifest = {
         "restartPolicy": "Never",
@@ -133,10 +154,13 @@ def pod_spec(spec: SandboxSpec, cfg: KubernetesConfig) -> Manifest:
         "terminationGracePeriodSeconds": 5,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "containers": [container(spec, cfg)],
+        "shareProcessNamespace": False,  # the agent must not see, signal or ptrace a service
+        "containers": [container(spec, cfg), services_container(spec, cfg)],
         "volumes": [
             {"name": "workdir", "emptyDir": {"sizeLimit": cfg.workdir_size_limit}},
             {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}},
+            {"name": "services-tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}},
+            {"name": "verifier", "emptyDir": {"sizeLimit": cfg.workdir_size_limit}},
         ],
     }
     optional = {
@@ -165,9 +189,6 @@ def render_pod(spec: SandboxSpec, cfg: KubernetesConfig) -> Manifest:
     }
 
 
-VERIFIER_MOUNT = "/verifier"  # `bwrap.VERIFIER_IN` and `VERIFIER_OUT` live under it
-
-
 def verifier_pod_name(rollout_id: str, n: int) -> str:
     return pod_name(f"{rollout_id}.verify{n}")
 
@@ -178,13 +199,15 @@ def render_verifier_pod(spec: SandboxSpec, cfg: KubernetesConfig, n: int) -> Man
     The same image, labels (the informer and janitor see it), securityContext and network policy as the
     agent's Pod, but none of the task's env and only the default limits (the agent's limits were sized
     for the agent; its memory use must not starve the verifier). The workdir and the verifier's inputs
-    arrive over exec; `/verifier` is an emptyDir of its own."""
+    arrive over exec; `/verifier` is an emptyDir of its own. One container: no service runs here."""
     bare = SandboxSpec(rollout_id=spec.rollout_id, image=spec.image, lifetime_s=spec.lifetime_s)
     pod = render_pod(bare, cfg)
     pod["metadata"]["name"] = verifier_pod_name(spec.rollout_id, n)
     pod["metadata"]["labels"][LABEL_ROLE] = "verifier"
     ctr = pod["spec"]["containers"][0]
+    pod["spec"]["containers"] = [ctr]
     ctr["volumeMounts"].append({"name": "verifier", "mountPath": VERIFIER_MOUNT})
+    pod["spec"]["volumes"] = [v for v in pod["spec"]["volumes"] if v["name"] in ("workdir", "tmp")]
     pod["spec"]["volumes"].append({"name": "verifier", "emptyDir": {"sizeLimit": cfg.workdir_size_limit}})
     return pod
 

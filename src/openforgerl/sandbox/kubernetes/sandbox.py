@@ -1,6 +1,7 @@
 """One rollout's Pod, seen through the `Sandbox` contract.
 
-Everything runs through `exec`. Each call's budget is clipped to the sandbox's remaining lifetime;
+Everything runs through `exec`: the harness's commands in the agent's container, the task's services
+(`spawn`) in the Pod's services container (`manifests.services_container`). Each call's budget is clipped to the sandbox's remaining lifetime;
 at the lifetime the backend deletes the Pod (before the kubelet's `activeDeadlineSeconds`, which is
 the backstop if we are gone). When an exec ends badly (stream broken, exit 137) the Pod's status is
 consulted so the error names the real cause (OOMKilled, Evicted) rather than its symptom.
@@ -9,10 +10,10 @@ consulted so the error names the real cause (OOMKilled, Evicted) rather than its
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import posixpath
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -29,6 +30,7 @@ from openforgerl.sandbox.bwrap import VERIFIER_IN, VERIFIER_OUT
 from openforgerl.sandbox.kubernetes import commands
 from openforgerl.sandbox.kubernetes.client import ExecOutput, ExecTimedOut, Obj
 from openforgerl.sandbox.kubernetes.errors import KubeSandboxError, PodLost, SandboxExpired
+from openforgerl.sandbox.kubernetes.manifests import VERIFIER_MOUNT as VERIFIER_ROOT
 from openforgerl.sandbox.kubernetes.status import fault
 from openforgerl.sandbox.safefile import MAX_READ_BYTES
 
@@ -40,6 +42,12 @@ NOT_FOUND = (b"not found", b"No such file", b"cannot execute", b"Permission deni
 FAULT_GRACE_S = 5.0  # how long to wait for the watch to explain a broken exec
 VERIFIER_PATH = "/opt/openforgerl/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SEAL = 'mkdir -p -- "$0" && chmod -R a-w -- "$1" "$2"'
+# A fresh /verifier in the services container for each run: only this code writes there (the agent's
+# container does not mount it), but a second run must not see the first one's files.
+RESET_VERIFIER = 'chmod -R u+w -- "$0" 2>/dev/null; rm -rf -- "$0"/* && mkdir -p -- "$1" "$2"'
+END_AGENT = "kill -TERM 1"  # the keep-alive's trap exits; the kernel then kills all its PID namespace held
+AGENT_END_S = 30.0  # how long the agent's container may take to show terminated
+EXIT_TAMPERED = 3  # `tasks.verdicts.EXIT_TAMPERED`: the agent's doing, reward 0, never infra
 
 
 class KubernetesSandbox:
@@ -54,6 +62,7 @@ class KubernetesSandbox:
         self._expired = False
         self._closed = False
         self._spawned = 0
+        self._agent_ended = False  # the agent's container was ended for a verifier beside the services
         self._spec = spec
         self._workdir: bytes | None = None  # the agent's workdir, cleaned, once its Pod is gone
         self._verifies = 0
@@ -67,9 +76,12 @@ class KubernetesSandbox:
         self._backend.schedule_delete(self.pod_name)
 
     def _check_usable(self) -> None:
-        if self._workdir is not None:
-            raise PodLost(f"sandbox {self.id}: the agent's pod was removed for the verifier", pod=self.pod_name,
-                          reason="Verified")
+        if self._workdir is not None or self._agent_ended:
+            raise PodLost(f"sandbox {self.id}: the agent's pod or container was ended for the verifier",
+                          pod=self.pod_name, reason="Verified")
+        self._check_open()
+
+    def _check_open(self) -> None:
         if self._closed:
             raise PodLost(f"sandbox {self.id} is closed", pod=self.pod_name, reason="Closed")
         if self._expired or self.remaining_s() <= 0:
@@ -79,11 +91,18 @@ class KubernetesSandbox:
                    cwd: str = WORKDIR, timeout_s: float | None = None,
                    stdin: bytes | None = None) -> ExecResult:
         self._check_usable()
+        return await self._exec_in(self._cfg.container_name, argv, env=env, cwd=cwd, timeout_s=timeout_s,
+                                   stdin=stdin)
+
+    async def _exec_in(self, container: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+                       cwd: str = WORKDIR, timeout_s: float | None = None,
+                       stdin: bytes | None = None) -> ExecResult:
+        self._check_open()
         budget = min(timeout_s if timeout_s is not None else math.inf, self.remaining_s())
         wrapped = commands.exec_argv(argv, cwd=cwd, env=env, timeout_s=budget)
         started = time.monotonic()
         try:
-            out = await self._raw_exec(wrapped, stdin or b"", budget + self._cfg.exec_grace_s)
+            out = await self._raw_exec(wrapped, stdin or b"", budget + self._cfg.exec_grace_s, container)
         except ExecTimedOut:
             return ExecResult(-9, b"", b"", timed_out=True, duration_s=time.monotonic() - started)
         duration = time.monotonic() - started
@@ -94,10 +113,10 @@ class KubernetesSandbox:
             raise CommandNotFoundError(f"{argv[0]!r} not found or not executable in pod {self.pod_name}")
         return ExecResult(out.exit_code, out.stdout, out.stderr, timed_out, duration)
 
-    async def _raw_exec(self, argv: list[str], stdin: bytes, wait_s: float) -> ExecOutput:
+    async def _raw_exec(self, argv: list[str], stdin: bytes, wait_s: float, container: str) -> ExecOutput:
         api, cfg = self._backend.api, self._cfg
         try:
-            return await api.exec(cfg.namespace, self.pod_name, cfg.container_name, argv, stdin, wait_s)
+            return await api.exec(cfg.namespace, self.pod_name, container, argv, stdin, wait_s)
         except KubeSandboxError as e:
             await self._raise_pod_fault(e)
             raise
@@ -106,23 +125,32 @@ class KubernetesSandbox:
         """Raise the Pod's own fault if it shows one within a few seconds, else `default`."""
         if self._expired:
             raise SandboxExpired(f"sandbox {self.id} outlived its lifetime", pod=self.pod_name)
-        pod = await self._backend.wait_for_fault(self.pod_name, FAULT_GRACE_S if default else 1.0)
+        ended = (self._cfg.container_name,) if self._agent_ended else ()
+        pod = await self._backend.wait_for_fault(self.pod_name, FAULT_GRACE_S if default else 1.0, ended)
         if pod is not None:
-            raise fault(pod) or PodLost(f"pod {self.pod_name} vanished", pod=self.pod_name)
+            raise fault(pod, ended) or PodLost(f"pod {self.pod_name} vanished", pod=self.pod_name)
         if default is not None:
             raise default
 
-    async def exec_checked(self, argv: Sequence[str], stdin: bytes = b"", what: str = "") -> bytes:
-        res = await self.exec(argv, stdin=stdin, timeout_s=self._cfg.boot_timeout_s)
+    async def exec_checked(self, argv: Sequence[str], stdin: bytes = b"", what: str = "",
+                           container: str | None = None) -> bytes:
+        if container is None:
+            self._check_usable()
+        res = await self._exec_in(container or self._cfg.container_name, argv, stdin=stdin,
+                                  timeout_s=self._cfg.boot_timeout_s)
         if res.returncode != 0:
             raise SandboxError(f"{what or argv[0]} failed ({res.returncode}): {res.stderr.decode(errors='replace')}")
         return res.stdout
 
     async def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
                     cwd: str = WORKDIR) -> None:
+        """A task service, in the services container: the agent reaches it over the Pod's network and
+        through /workdir, never its processes (another PID namespace) or its /tmp."""
+        self._check_usable()
         self._spawned += 1
         log = f"/tmp/openforgerl-spawn-{self._spawned}.log"
-        await self.exec_checked(commands.spawn_argv(argv, cwd=cwd, env=env, log_path=log), what="spawn")
+        await self.exec_checked(commands.spawn_argv(argv, cwd=cwd, env=env, log_path=log), what="spawn",
+                                container=self._cfg.services_container_name)
 
     async def read_file(self, path: str) -> bytes:
         res = await self.exec(["cat", "--", path], timeout_s=self._cfg.boot_timeout_s)
@@ -151,14 +179,13 @@ class KubernetesSandbox:
         PATH of image folders only. A later run (a grader's second round) gets a fresh Pod of its own
         over the same copy. argv[0] must be an absolute path outside /workdir and /tmp.
 
-        A sandbox that started a task service runs the verifier in the agent's Pod instead (inputs and
-        outputs in a fresh folder): the service holds the state the verifier reads, in that Pod's
-        memory, so deleting the Pod would take the state with it."""
+        A sandbox that started a task service keeps its Pod (the service holds the state the verifier
+        reads, in its memory) and ends the agent's container instead (`_verify_beside_services`)."""
         if not argv or not argv[0].startswith("/") or _agents(argv[0]):
             raise SandboxError(f"verifier program {argv[0] if argv else ''!r} is not a trusted image path")
         venv = {"PATH": VERIFIER_PATH, "HOME": VERIFIER_OUT, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **(env or {})}
         if self._spawned:
-            return await self._verify_in_place(argv, inputs, venv, timeout_s)
+            return await self._verify_beside_services(argv, inputs, venv, timeout_s)
         if self._workdir is None:
             self._check_usable()
             self._workdir = commands.clean_tar(await self._copy_out_workdir(), WORKDIR)
@@ -196,16 +223,43 @@ class KubernetesSandbox:
         raw = await self.exec_checked(commands.tar_out_argv(VERIFIER_OUT), what="read the verifier's outputs")
         return VerifierRun(result, commands.regular_files(raw, MAX_READ_BYTES))
 
-    async def _verify_in_place(self, argv: Sequence[str], inputs: Mapping[str, bytes], env: Mapping[str, str],
-                               timeout_s: float | None) -> VerifierRun:
-        base = f"/tmp/.openforgerl-verifier-{uuid.uuid4().hex[:12]}"
-        await self.exec_checked(commands.untar_argv(f"{base}/in"), stdin=commands.tar_bytes(inputs, {}),
-                                what="lay out the verifier's inputs")
-        await self.exec_checked(["mkdir", "-p", f"{base}/out"], what="make the verifier's output folder")
-        moved = [base + a[len("/verifier"):] if a.startswith("/verifier") else a for a in argv]
-        result = await self.exec(moved, env=env, cwd=f"{base}/out", timeout_s=timeout_s)
-        raw = await self.exec_checked(commands.tar_out_argv(f"{base}/out"), what="read the verifier's outputs")
+    async def _verify_beside_services(self, argv: Sequence[str], inputs: Mapping[str, bytes],
+                                      env: Mapping[str, str], timeout_s: float | None) -> VerifierRun:
+        """End the agent's container, then run the verifier in the services container.
+
+        The agent's container is ended from inside (its PID 1 exits on TERM; the kernel then kills every
+        process left in that PID namespace at once, so no fork loop outruns it) and waited for until the
+        kubelet reports it terminated: from then on nothing the agent started runs. The verifier gets
+        what the fresh-Pod path gives it: its inputs read-only at /verifier/in (a folder the agent's
+        container never mounted), an empty /verifier/out as its cwd, a /tmp the agent never touched, the
+        live /workdir, and the services on 127.0.0.1. If the agent's container does not end (it would
+        have to have taken over its PID 1), the run is the agent's: exit `EXIT_TAMPERED`, no outputs."""
+        if not self._agent_ended:
+            self._check_usable()
+            self._agent_ended = True
+            if not await self._end_agent():
+                why = f"the agent's container did not end within {AGENT_END_S:.0f}s of TERM to its PID 1"
+                return VerifierRun(ExecResult(EXIT_TAMPERED, b"", why.encode()), {})
+        svc = self._cfg.services_container_name
+        await self.exec_checked(["sh", "-c", RESET_VERIFIER, VERIFIER_ROOT, VERIFIER_IN, VERIFIER_OUT],
+                                what="reset the verifier's folder", container=svc)
+        await self.exec_checked(commands.untar_argv(VERIFIER_IN), stdin=commands.tar_bytes(inputs, {}),
+                                what="lay out the verifier's inputs", container=svc)
+        await self.exec_checked(["chmod", "-R", "a-w", "--", VERIFIER_IN], what="seal the inputs", container=svc)
+        result = await self._exec_in(svc, argv, env=env, cwd=VERIFIER_OUT, timeout_s=timeout_s)
+        raw = await self.exec_checked(commands.tar_out_argv(VERIFIER_OUT), what="read the verifier's outputs",
+                                      container=svc)
         return VerifierRun(result, commands.regular_files(raw, MAX_READ_BYTES))
+
+    async def _end_agent(self) -> bool:
+        """TERM the agent's PID 1 and wait until its container is terminated. The exec itself dies with
+        that PID namespace (a broken stream, exit 137) or finds the container already ended (the agent
+        ended it): neither is a fault; only the kubelet's report counts."""
+        api, cfg = self._backend.api, self._cfg
+        with contextlib.suppress(KubeSandboxError, ExecTimedOut):
+            await api.exec(cfg.namespace, self.pod_name, cfg.container_name, ["sh", "-c", END_AGENT], b"",
+                           cfg.exec_grace_s)
+        return await self._backend.wait_ended(self.pod_name, cfg.container_name, AGENT_END_S)
 
     async def logs(self) -> bytes:
         """The keep-alive container's log (what the Pod itself printed)."""

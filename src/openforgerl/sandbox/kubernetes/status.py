@@ -7,6 +7,7 @@ them onto our error types, so the backend decides by type.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from openforgerl.sandbox.kubernetes.errors import (
@@ -46,9 +47,17 @@ def is_running(pod: Pod) -> bool:
         "running" in (s.get("state") or {}) for s in statuses)
 
 
-def terminated(pod: Pod) -> list[dict[str, Any]]:
-    states = [s.get("state") or {} for s in container_statuses(pod)]
+def terminated(pod: Pod, ended: Collection[str] = ()) -> list[dict[str, Any]]:
+    states = [s.get("state") or {} for s in container_statuses(pod) if s.get("name") not in ended]
     return [st["terminated"] for st in states if st.get("terminated")]
+
+
+def has_ended(pod: Pod | None, container: str) -> bool:
+    """The container has terminated (or the Pod is gone): nothing it ran is left running."""
+    if pod is None or phase(pod) in ("Failed", "Succeeded"):
+        return True
+    return any(s.get("name") == container and (s.get("state") or {}).get("terminated")
+               for s in container_statuses(pod))
 
 
 def waiting_reasons(pod: Pod) -> set[str]:
@@ -63,14 +72,15 @@ def unschedulable_message(pod: Pod) -> str | None:
     return None
 
 
-def fault(pod: Pod) -> KubeSandboxError | None:
-    """The infra fault this Pod shows right now, or None while it is healthy or still booting."""
+def fault(pod: Pod, ended: Collection[str] = ()) -> KubeSandboxError | None:
+    """The infra fault this Pod shows right now, or None while it is healthy or still booting.
+    `ended`: containers the backend ended itself (the agent's, before the verifier), not a fault."""
     name, status = name_of(pod), pod.get("status", {})
     if status.get("reason") == "Evicted":
         return PodEvicted(f"pod {name} evicted: {status.get('message', '')}", pod=name)
     if status.get("reason") == "DeadlineExceeded":  # the kubelet's activeDeadlineSeconds backstop
         return SandboxExpired(f"pod {name} killed at activeDeadlineSeconds", pod=name)
-    for term in terminated(pod):
+    for term in terminated(pod, ended):
         if term.get("reason") == "OOMKilled":
             return PodOOMKilled(f"pod {name} OOMKilled (exit {term.get('exitCode')})", pod=name)
     fatal = waiting_reasons(pod) & FATAL_WAITING
@@ -78,8 +88,8 @@ def fault(pod: Pod) -> KubeSandboxError | None:
         reason = sorted(fatal)[0]
         cls = ImagePullFailed if reason in IMAGE_WAITING else BootTimeout
         return cls(f"pod {name} cannot start: {reason}", pod=name, reason=reason)
-    if phase(pod) in ("Failed", "Succeeded") or terminated(pod):
-        why: str | None = status.get("reason") or next((t.get("reason") for t in terminated(pod)), None)
+    if phase(pod) in ("Failed", "Succeeded") or terminated(pod, ended):
+        why: str | None = status.get("reason") or next((t.get("reason") for t in terminated(pod, ended)), None)
         return PodLost(f"pod {name} ended: phase {phase(pod)} ({why})", pod=name, reason=why)
     return None
 
