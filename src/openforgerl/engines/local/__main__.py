@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from openforgerl.cli.engine import command
+from openforgerl.engines.local.standalone import run
+from openforgerl.extras import require_extra
 
 
 def main() -> None:
@@ -19,8 +20,9 @@ def main() -> None:
     ap.add_argument("--max-model-len", type=int, default=None)
     ap.add_argument("--memory-budget", default=None, help="e.g. 4GiB (default: half the memory available at start)")
     a = ap.parse_args()
-    command(model=a.model, host=a.host, port=a.port, served_model_name=a.served_model_name, dtype=a.dtype,
-            threads=a.threads, max_batch=a.max_batch, max_model_len=a.max_model_len, memory_budget=a.memory_budget)
+    require_extra("engine", "openforgerl engine")
+    run(a.model, host=a.host, port=a.port, served_model_name=a.served_model_name, dtype=a.dtype, threads=a.threads,
+        max_batch=a.max_batch, max_model_len=a.max_model_len, memory_budget=a.memory_budget)
 
 
 if __name__ == "__main__":
