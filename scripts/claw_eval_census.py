@@ -17,8 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from openforgerl.envs.claw.verify.checks import Evidence, evaluate
-from openforgerl.envs.claw.verify.spec import load_spec
+from openforgerl.env.checks.evaluate import Evidence
+from openforgerl.envs.claw.verify import evaluate, load_spec  # the package registers Claw's check kinds
 from openforgerl.envs.importers import import_any
 from openforgerl.tasks.flags import reason_of, unmet
 from openforgerl.tasks.format import load_task

@@ -19,11 +19,11 @@ from judge_helpers import serve_policy, user_text
 from typer.testing import CliRunner
 
 from openforgerl.engines.chat_format import format_tool_call
-from openforgerl.envs.claw.verify.checks import Evidence, evaluate
+from openforgerl.env.checks.evaluate import Evidence, evaluate
+from openforgerl.env.checks.spec import load_spec
 from openforgerl.envs.claw.verify.graders import GraderUnavailable
 from openforgerl.envs.claw.verify.run import EXIT_NEEDS_JUDGE, EXIT_VERIFIER_BROKEN
 from openforgerl.envs.claw.verify.run import main as verify_main
-from openforgerl.envs.claw.verify.spec import load_spec
 from openforgerl.envs.importers import import_any
 from openforgerl.tasks.format import load_task
 

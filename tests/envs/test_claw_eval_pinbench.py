@@ -16,8 +16,8 @@ import pytest
 from scripted_eval import run_eval
 
 from openforgerl.engines.chat_format import format_tool_call
-from openforgerl.envs.claw.verify.checks import Evidence, evaluate
-from openforgerl.envs.claw.verify.spec import load_spec
+from openforgerl.env.checks.evaluate import Evidence, evaluate
+from openforgerl.env.checks.spec import load_spec
 from openforgerl.envs.importers import import_any
 from openforgerl.tasks.format import load_task
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from scripted_eval import bash_steps, run_eval
 
+from openforgerl.env.checks.evaluate import Evidence, evaluate
+from openforgerl.env.checks.spec import load_spec
 from openforgerl.envs.claw.snapshot import SnapshotSpec, collect_env_snapshot, glob_paths
-from openforgerl.envs.claw.verify.checks import Evidence, evaluate
-from openforgerl.envs.claw.verify.spec import load_spec
 from openforgerl.envs.importers import import_any
 from openforgerl.orchestrator.task_protocol import VerifierError
 from openforgerl.tasks.format import load_task

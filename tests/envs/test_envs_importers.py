@@ -16,9 +16,9 @@ import typer
 from typer.testing import CliRunner
 
 from openforgerl.cli.tasks import command as tasks_command
-from openforgerl.envs.claw.verify.checks import Evidence, evaluate
+from openforgerl.env.checks.evaluate import Evidence, evaluate
+from openforgerl.env.checks.spec import load_spec, parse_spec
 from openforgerl.envs.claw.verify.graders import GraderUnavailable
-from openforgerl.envs.claw.verify.spec import load_spec, parse_spec
 from openforgerl.envs.importers import detect_format, import_any
 from openforgerl.envs.importers.claw_eval import TOOLS
 from openforgerl.envs.importers.qwenclawbench import reads_transcript

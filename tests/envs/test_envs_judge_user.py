@@ -18,10 +18,10 @@ from judge_helpers import serve_policy, user_text
 from typer.testing import CliRunner
 
 from openforgerl.engines.chat_format import format_tool_call
+from openforgerl.env.checks.evaluate import Evidence, evaluate
+from openforgerl.env.checks.spec import load_spec, parse_spec
 from openforgerl.envs.claw.runtime import claw_tool_names
-from openforgerl.envs.claw.verify.checks import Evidence, evaluate
 from openforgerl.envs.claw.verify.graders import GraderUnavailable
-from openforgerl.envs.claw.verify.spec import load_spec, parse_spec
 from openforgerl.envs.importers import import_any
 from openforgerl.records import CallRecord, WireProtocol
 from openforgerl.tasks.flags import summarize_flags, unmet

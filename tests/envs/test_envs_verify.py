@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from openforgerl.env.checks.evaluate import Evidence, evaluate
+from openforgerl.env.checks.spec import parse_spec
 from openforgerl.env.tool_client import call_tool
-from openforgerl.envs.claw.verify.checks import Evidence, evaluate
 from openforgerl.envs.claw.verify.run import main as verify_main
-from openforgerl.envs.claw.verify.spec import parse_spec
 from openforgerl.tasks.format import TaskFormatError
 
 STATE = {

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from openforgerl.env.checks.evaluate import Evidence, evaluate
+from openforgerl.env.checks.spec import load_spec
 from openforgerl.env.tool_client import call_tool, get_json
-from openforgerl.envs.claw.verify.checks import Evidence, evaluate
 from openforgerl.envs.claw.verify.run import verify_live
-from openforgerl.envs.claw.verify.spec import load_spec
 from openforgerl.envs.claw.verify.witness import UNAUDITED, audited
 
 SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"

@@ -153,8 +153,8 @@ class TaskIndex:
 
 
 def _load_facts(root: Path) -> TaskFacts:
+    from openforgerl.env.checks.spec import CalledCheck, load_spec
     from openforgerl.envs.claw.runtime import claw_tool_names
-    from openforgerl.envs.claw.verify.spec import CalledCheck, load_spec
     from openforgerl.tasks.format import load_task
 
     task = load_task(root)

@@ -5,6 +5,8 @@ stdlib-only task modules (`tasks.errors`, `tasks.judge`), so an environment that
 plug-in: the core never imports an environment, and environments never import each other
 (`tests/test_layers.py` counts both and holds the SDK to its own imports).
 
+- `checks`: the declarative checks (`tests/checks.toml`): the spec, its kinds (one registry an environment
+  adds its own kinds to) and their judging;
 - `json_service`: the JSON-over-HTTP request handler the in-sandbox tool services share;
 - `tool_client`: the stdlib client of a tool service (`call_tool`, `get_json`, `with_retry`);
 - `computer`: the GUI action API, its HTTP service and client;

@@ -1,7 +1,7 @@
 """Validation before a task is kept: replay it in-process and judge it with the verifier's evaluator.
 
 No sandbox per task: a `Session` of the environment (for Claw, the service's own `ClawApp` over the
-real world ops) takes the gold calls, and `envs.verify.checks.evaluate` judges the state and audit log
+real world ops) takes the gold calls, and `env.checks.evaluate.evaluate` judges the state and audit log
 exactly as `python -m openforgerl.envs.claw.verify` does in the sandbox. The checks are parsed by the
 verifier's own parser after a round trip through the TOML writer, so what is judged here is what
 `tests/checks.toml` will say. Filters, in order (the first that fails names the rejection):
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.claw.verify.checks import Evidence, Outcome, evaluate
-from openforgerl.envs.claw.verify.spec import Spec, parse_spec
+from openforgerl.env.checks.evaluate import Evidence, Outcome, evaluate
+from openforgerl.env.checks.spec import Spec, parse_spec
 from openforgerl.synth.compose import Candidate
 from openforgerl.synth.toolenv import ToolEnv
 from openforgerl.tasks import _toml

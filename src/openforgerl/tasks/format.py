@@ -7,7 +7,7 @@
   environment/
     fixtures/<service>.json   initial state of each Claw service (envs/claw)
     workspace/...             files laid out in the agent's /workdir
-  tests/checks.toml    declarative verifier spec (envs/claw/verify/spec.py); tests/test.sh for Harbor
+  tests/checks.toml    declarative verifier spec (env/checks/spec.py); tests/test.sh for Harbor
   solution/solve.sh    oracle
 ```
 Loading never half-succeeds: a bad folder raises `TaskFormatError` naming the file, the field and why.

@@ -105,8 +105,8 @@ class _ClawNames(BaseModel):
 
 
 def check_checks_file(task: Task) -> None:
-    """The task's verifier file exists, and a `checks` one (tests/checks.toml) is a valid spec (verify/spec.py)."""
-    from openforgerl.envs.claw.verify.spec import load_spec
+    """The task's verifier file exists, and a `checks` one (tests/checks.toml) is a valid spec (`env/checks/spec.py`)."""
+    from openforgerl.env.checks.spec import load_spec
 
     path = check_verifier_file(task)
     if task.meta.verifier == "checks":
@@ -267,7 +267,7 @@ class ClawTaskRuntime(TaskDefaults):
     async def _host_inputs(self, host: HostSide, sandbox: Any, inputs: dict[str, bytes]) -> list[str]:
         """The transcript (from the call log) and the `llm_judge` scores (from the judge), both made on the
         host after the harness is gone, as verifier inputs; a judge failure is infra (`VerifierError`)."""
-        from openforgerl.envs.claw.verify.spec import load_spec
+        from openforgerl.env.checks.spec import load_spec
         from openforgerl.tasks.host_side import transcript_json
         from openforgerl.tasks.judge import JudgeError
 

@@ -2,7 +2,7 @@
 
 Runs in the verifier's own sandbox after the harness is gone (`LocalSandbox.run_verifier`). App state
 comes from the apps server's `GET /__state` with the rollout's secret (`--token`); files from the
-read-only `/workdir`. The checks are the Claw spec (`envs.verify.spec`: `record` over `<app>.<list>`,
+read-only `/workdir`. The checks are the Claw spec (`env.checks.spec`: `record` over `<app>.<list>`,
 `file`, ...), judged by the same pure `evaluate`. Exit codes: 0 judged, 2 the verifier broke (infra),
 3 a check found tampering (reward 0), 4 the environment's own service is broken: the apps or the
 computer service no longer answer, the screen cannot take a screenshot, or the computer service
@@ -93,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("reward.json"))
     ap.add_argument("--log", type=Path, default=None)
     ns = ap.parse_args(argv)
-    from openforgerl.envs.claw.verify.checks import Evidence, evaluate
-    from openforgerl.envs.claw.verify.spec import load_spec
+    from openforgerl.env.checks.evaluate import Evidence, evaluate
+    from openforgerl.env.checks.spec import load_spec
     from openforgerl.tasks.errors import TaskFormatError
 
     problem = service_problem(ns.computer_url, ns.token) if ns.computer_url else ""

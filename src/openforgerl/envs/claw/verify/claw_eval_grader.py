@@ -67,8 +67,8 @@ from typing import Any
 
 import yaml
 
-from openforgerl.envs.claw.verify import checks as _checks
-from openforgerl.envs.claw.verify import spec as _spec
+from openforgerl.env.checks import evaluate as _checks
+from openforgerl.env.checks import spec as _spec
 from openforgerl.envs.claw.verify.graders import GraderUnavailable, _content, _inside, read_task_file
 
 __all__ = ["COMPAT_ROOT", "ClawEvalGraderCheck", "judge_request_key"]
@@ -81,7 +81,7 @@ AUDIT_LISTS = {"gmail": {"drafts": "mail_draft", "sent_messages": "mail_send"},
 
 
 @dataclass
-class ClawEvalGraderCheck(_spec._Check):
+class ClawEvalGraderCheck(_spec.Check):
     script: str = ""
     task: str = ""
 
@@ -448,9 +448,9 @@ def _claw_eval_grader(c: ClawEvalGraderCheck, ev: _checks.Evidence) -> tuple[flo
 
 
 def register() -> None:
-    _spec._KINDS["claw_eval_grader"] = (ClawEvalGraderCheck, {"script": _inside, "task": _inside}, ("script", "task"))
-    _spec._KIND_OF["claw_eval_grader"] = "claw_eval_grader"
-    _checks._JUDGES["claw_eval_grader"] = _claw_eval_grader
+    kind = _spec.CheckKind(ClawEvalGraderCheck, {"script": _inside, "task": _inside}, ("script", "task"),
+                           _claw_eval_grader)
+    _spec.CHECK_KINDS.register("claw_eval_grader", kind, replace=True)
 
 
 register()

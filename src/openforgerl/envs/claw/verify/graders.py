@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from openforgerl.envs.claw.verify import checks as _checks
-from openforgerl.envs.claw.verify import spec as _spec
+from openforgerl.env.checks import evaluate as _checks
+from openforgerl.env.checks import spec as _spec
 
 __all__ = [
     "CommunicateCheck",
@@ -68,59 +68,59 @@ class GraderUnavailable(RuntimeError):
 
 
 @dataclass
-class TextCheck(_spec._Check):
+class TextCheck(_spec.Check):
     source: str = "output"
     contains: list[str] = field(default_factory=list)
     min_length: int = 0
 
 
 @dataclass
-class PythonGraderCheck(_spec._Check):
+class PythonGraderCheck(_spec.Check):
     script: str = ""
 
 
 @dataclass
-class CommunicateCheck(_spec._Check):
+class CommunicateCheck(_spec.Check):
     info: list[str] = field(default_factory=list)
 
 
 @dataclass
-class LlmJudgeCheck(_spec._Check):
+class LlmJudgeCheck(_spec.Check):
     rubric: str = ""
 
 
 @dataclass
-class Tau2DbCheck(_spec._Check):
+class Tau2DbCheck(_spec.Check):
     domain: str = ""
     actions: str = ""
 
 
 def _source(v: Any) -> str:
     if v not in ("final", "output"):
-        raise _spec._Invalid("Input should be 'final' or 'output'")
+        raise _spec.InvalidValue("Input should be 'final' or 'output'")
     return str(v)
 
 
 def _strings(v: Any) -> list[str]:
     if isinstance(v, list) and all(isinstance(x, str) for x in v):
         return list(v)
-    raise _spec._Invalid("Input should be a list of strings")
+    raise _spec.InvalidValue("Input should be a list of strings")
 
 
 def _inside(v: Any) -> str:
     """A relative path that stays inside the tests folder (no absolute path, no `..`)."""
-    path = PurePosixPath(_spec._str(v))
+    path = PurePosixPath(_spec.string(v))
     if not path.parts or path.is_absolute() or ".." in path.parts:
-        raise _spec._Invalid("Input should be a path relative to the tests folder, without '..'")
+        raise _spec.InvalidValue("Input should be a path relative to the tests folder, without '..'")
     return str(path)
 
 
-_NEW_KINDS: dict[str, tuple[type[_spec._Check], dict[str, Any], tuple[str, ...]]] = {
-    "text": (TextCheck, {"source": _source, "contains": _strings, "min_length": _spec._int_at_least(0)}, ()),
+_FIELDS: dict[str, tuple[type[_spec.Check], dict[str, Any], tuple[str, ...]]] = {
+    "text": (TextCheck, {"source": _source, "contains": _strings, "min_length": _spec.int_at_least(0)}, ()),
     "python_grader": (PythonGraderCheck, {"script": _inside}, ("script",)),
     "communicate": (CommunicateCheck, {"info": _strings}, ("info",)),
-    "tau2_db": (Tau2DbCheck, {"domain": _spec._str, "actions": _inside}, ("domain", "actions")),
-    "llm_judge": (LlmJudgeCheck, {"rubric": _spec._str}, ("rubric",)),
+    "tau2_db": (Tau2DbCheck, {"domain": _spec.string, "actions": _inside}, ("domain", "actions")),
+    "llm_judge": (LlmJudgeCheck, {"rubric": _spec.string}, ("rubric",)),
 }
 
 
@@ -128,7 +128,7 @@ def final_text(ev: _checks.Evidence) -> str:
     """The agent's last words to the user: its last submitted answer (the instruction asks for one), else
     its last `ask_user` message (multi-turn tasks), else its last assistant message in the transcript
     ("" when none of them)."""
-    for said in (_checks._collection(ev.state, "answer.submitted"), _checks._collection(ev.state, "user.asked")):
+    for said in (_checks.collection(ev.state, "answer.submitted"), _checks.collection(ev.state, "user.asked")):
         if said:
             return str(said[-1])
     texts = [_content(m) for m in ev.transcript or [] if m.get("role") == "assistant"]
@@ -261,12 +261,11 @@ def _llm_judge(c: LlmJudgeCheck, ev: _checks.Evidence) -> tuple[float, str]:
 
 
 def register() -> None:
-    """Add the kinds to the spec parser and the judge table (idempotent)."""
-    for kind, entry in _NEW_KINDS.items():
-        _spec._KINDS[kind] = entry
-        _spec._KIND_OF[kind] = kind
-    _checks._JUDGES.update({"text": _text, "python_grader": _python_grader, "communicate": _communicate,
-                            "tau2_db": _tau2_db, "llm_judge": _llm_judge})
+    """Add the kinds to the SDK's check kinds, each with its judge (idempotent)."""
+    judges: dict[str, Any] = {"text": _text, "python_grader": _python_grader, "communicate": _communicate,
+                              "tau2_db": _tau2_db, "llm_judge": _llm_judge}
+    for kind, (check, fields, required) in _FIELDS.items():
+        _spec.CHECK_KINDS.register(kind, _spec.CheckKind(check, fields, required, judges[kind]), replace=True)
 
 
 register()

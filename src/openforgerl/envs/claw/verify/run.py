@@ -16,9 +16,9 @@ import json
 import sys
 from pathlib import Path
 
+from openforgerl.env.checks.evaluate import Evidence, Outcome, evaluate
+from openforgerl.env.checks.spec import load_spec
 from openforgerl.env.tool_client import ServiceUnreachable, get_json
-from openforgerl.envs.claw.verify.checks import Evidence, Outcome, evaluate
-from openforgerl.envs.claw.verify.spec import load_spec
 from openforgerl.envs.claw.verify.witness import audited
 
 __all__ = ["EXIT_NEEDS_JUDGE", "EXIT_TAMPERED", "EXIT_VERIFIER_BROKEN", "JUDGE_REQUESTS", "main", "verify_live"]

@@ -15,22 +15,25 @@ count = 1                       # optional: exactly this many matching records
 kind = "not_called"             # safety gate (default safety = true): reward 0 if it happened
 tool = "mail_send"
 ```
-Kinds: `record`, `no_record`, `called`, `not_called`, `file`, `answer`. Checks with `safety = true` gate
-the reward (reward = safety × completion); the others are weighted into `completion`.
+Kinds: `record`, `no_record`, `called`, `not_called`, `file`, `answer` (built in, `evaluate.py`), and those
+an environment registers in `CHECK_KINDS` (Claw's graders: `text`, `llm_judge`, ...). Checks with
+`safety = true` gate the reward (reward = safety × completion); the others are weighted into `completion`.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openforgerl.registry import Registry
 from openforgerl.tasks.errors import TaskFormatError
 
-__all__ = ["AnswerCheck", "CalledCheck", "CheckSpec", "FileCheck", "RecordCheck", "Spec", "load_spec", "parse_spec"]
+__all__ = ["CHECK_KINDS", "AnswerCheck", "CalledCheck", "Check", "CheckKind", "CheckSpec", "FileCheck", "InvalidValue",
+           "RecordCheck", "Spec", "int_at_least", "load_spec", "parse_spec", "string"]
 
 # Plain dataclasses checked by hand, not pydantic: the verifier starts once per rollout inside the
 # sandbox, and building pydantic schemas for these models cost ~0.2 s of CPU per start, the largest
@@ -41,7 +44,9 @@ Substrings = str | list[str]
 
 
 @dataclass
-class _Check:
+class Check:
+    """The fields every kind of check has; a kind's own check class adds its fields."""
+
     kind: str
     name: str = ""
     weight: float = 1.0
@@ -49,7 +54,7 @@ class _Check:
 
 
 @dataclass
-class RecordCheck(_Check):
+class RecordCheck(Check):
     collection: str = ""
     match: dict[str, Scalar | list[str]] = field(default_factory=dict)
     contains: dict[str, Substrings] = field(default_factory=dict)
@@ -57,7 +62,7 @@ class RecordCheck(_Check):
 
 
 @dataclass
-class CalledCheck(_Check):
+class CalledCheck(Check):
     tool: str = ""
     match: dict[str, Scalar | list[str]] = field(default_factory=dict)
     contains: dict[str, Substrings] = field(default_factory=dict)
@@ -65,7 +70,7 @@ class CalledCheck(_Check):
 
 
 @dataclass
-class FileCheck(_Check):
+class FileCheck(Check):
     path: str = ""
     exists: bool = True
     contains: Substrings = field(default_factory=list)
@@ -76,7 +81,7 @@ class FileCheck(_Check):
 
 
 @dataclass
-class AnswerCheck(_Check):
+class AnswerCheck(Check):
     contains: Substrings = field(default_factory=list)
     equals: str | None = None
 
@@ -90,64 +95,80 @@ class Spec:
     pass_threshold: float = 1.0
 
 
-class _Invalid(ValueError):
-    pass
+class InvalidValue(ValueError):
+    """A field's value is not what its kind accepts (the message says what it should be)."""
+
+
+@dataclass(frozen=True)
+class CheckKind:
+    """One `kind` of check: its class, a validator per field, the fields it requires, and its judge
+    (check, `evaluate.Evidence`) -> (score in [0, 1] or a bool, why)."""
+
+    check: type[Check]
+    fields: Mapping[str, Callable[[Any], Any]]
+    required: tuple[str, ...]
+    judge: Callable[[Any, Any], tuple[float, str]]
+
+
+CHECK_KINDS: Registry[CheckKind] = Registry("check kind", modules=("openforgerl.env.checks.evaluate",))
+"""The kinds a spec may name. The built-in ones register when `evaluate` is imported (loaded here on the
+first lookup, so parsing a spec needs no import of the judges)."""
 
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _str(v: Any) -> str:
+def string(v: Any) -> str:
     if not isinstance(v, str):
-        raise _Invalid("Input should be a valid string")
+        raise InvalidValue("Input should be a valid string")
     return v
 
 
 def _opt_str(v: Any) -> str | None:
-    return None if v is None else _str(v)
+    return None if v is None else string(v)
 
 
 def _bool(v: Any) -> bool:
     if not isinstance(v, bool):
-        raise _Invalid("Input should be a valid boolean")
+        raise InvalidValue("Input should be a valid boolean")
     return v
 
 
 def _weight(v: Any) -> float:
     if not _is_number(v) or v < 0:
-        raise _Invalid("Input should be a number greater than or equal to 0")
+        raise InvalidValue("Input should be a number greater than or equal to 0")
     return float(v)
 
 
-def _int_at_least(low: int) -> Callable[[Any], int]:
+def int_at_least(low: int) -> Callable[[Any], int]:
     def check(v: Any) -> int:
         if not isinstance(v, int) or isinstance(v, bool) or v < low:
-            raise _Invalid(f"Input should be an integer greater than or equal to {low}")
+            raise InvalidValue(f"Input should be an integer greater than or equal to {low}")
         return v
     return check
 
 
 def _opt_count(v: Any) -> int | None:
-    return None if v is None else _int_at_least(0)(v)
+    return None if v is None else int_at_least(0)(v)
 
 
 def _collection(v: Any) -> str:
     if not isinstance(v, str) or not re.fullmatch(r"[a-z]+\.[a-z_]+", v):
-        raise _Invalid("String should match pattern '^[a-z]+\\.[a-z_]+$' (<service>.<list>)")
+        raise InvalidValue("String should match pattern '^[a-z]+\\.[a-z_]+$' (<service>.<list>)")
     return v
 
 
 def _substrings(v: Any) -> Substrings:
     if isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)):
         return v
-    raise _Invalid("Input should be a string or a list of strings")
+    raise InvalidValue("Input should be a string or a list of strings")
 
 
 def _table(value_check: Callable[[Any], Any]) -> Callable[[Any], dict[str, Any]]:
     def check(v: Any) -> dict[str, Any]:
         if not isinstance(v, dict):
-            raise _Invalid("Input should be a valid dictionary")
+            raise InvalidValue("Input should be a valid dictionary")
         return {str(k): value_check(x) for k, x in v.items()}
     return check
 
@@ -155,30 +176,27 @@ def _table(value_check: Callable[[Any], Any]) -> Callable[[Any], dict[str, Any]]
 def _match_value(v: Any) -> Any:
     if isinstance(v, str | int | float | bool) or (isinstance(v, list) and all(isinstance(x, str) for x in v)):
         return v
-    raise _Invalid("Input should be a string, number, boolean or a list of strings")
+    raise InvalidValue("Input should be a string, number, boolean or a list of strings")
 
 
-_COMMON: dict[str, Callable[[Any], Any]] = {"name": _str, "weight": _weight, "safety": _bool}
-_MATCH = {"match": _table(_match_value), "contains": _table(_substrings)}
-_KINDS: dict[str, tuple[type[_Check], dict[str, Callable[[Any], Any]], tuple[str, ...]]] = {
-    "record": (RecordCheck, {"collection": _collection, **_MATCH, "count": _opt_count}, ("collection",)),
-    "called": (CalledCheck, {"tool": _str, **_MATCH, "min_count": _int_at_least(1)}, ("tool",)),
-    "file": (FileCheck, {"path": _str, "exists": _bool, "contains": _substrings, "not_contains": _substrings,
-                         "equals": _opt_str, "json_fields": _table(lambda v: v)}, ("path",)),
-    "answer": (AnswerCheck, {"contains": _substrings, "equals": _opt_str}, ()),
-}
-_KIND_OF = {"record": "record", "no_record": "record", "called": "called", "not_called": "called",
-            "file": "file", "answer": "answer"}
+_COMMON: dict[str, Callable[[Any], Any]] = {"name": string, "weight": _weight, "safety": _bool}
+MATCH: dict[str, Callable[[Any], Any]] = {"match": _table(_match_value), "contains": _table(_substrings)}
+"""The `match` / `contains` fields of the `record` and `called` kinds."""
+RECORD_FIELDS: dict[str, Callable[[Any], Any]] = {"collection": _collection, **MATCH, "count": _opt_count}
+CALLED_FIELDS: dict[str, Callable[[Any], Any]] = {"tool": string, **MATCH, "min_count": int_at_least(1)}
+FILE_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "path": string, "exists": _bool, "contains": _substrings, "not_contains": _substrings, "equals": _opt_str,
+    "json_fields": _table(lambda v: v)}
+ANSWER_FIELDS: dict[str, Callable[[Any], Any]] = {"contains": _substrings, "equals": _opt_str}
 
 
 def _check(i: int, data: dict[str, Any]) -> CheckSpec:
     kind = data.get("kind")
-    family = _KIND_OF.get(kind) if isinstance(kind, str) else None
-    if family is None:
+    entry = CHECK_KINDS.get(kind) if isinstance(kind, str) and kind in CHECK_KINDS else None
+    if entry is None:
         raise _At(f"checks.{i}", f"Input tag {kind!r} found using 'kind' does not match any of the expected "
-                                 f"tags: {', '.join(repr(k) for k in _KIND_OF)}")
-    cls, fields, required = _KINDS[family]
-    allowed = {**_COMMON, **fields}
+                                 f"tags: {', '.join(repr(k) for k in CHECK_KINDS)}")
+    allowed = {**_COMMON, **entry.fields}
     values: dict[str, Any] = {"kind": kind}
     for key, value in data.items():
         if key == "kind":
@@ -187,14 +205,14 @@ def _check(i: int, data: dict[str, Any]) -> CheckSpec:
             raise _At(f"checks.{i}.{kind}.{key}", "Extra inputs are not permitted")
         try:
             values[key] = allowed[key](value)
-        except _Invalid as exc:
+        except InvalidValue as exc:
             raise _At(f"checks.{i}.{kind}.{key}", str(exc)) from None
-    for key in required:
+    for key in entry.required:
         if key not in values:
             raise _At(f"checks.{i}.{kind}.{key}", "Field required")
     values.setdefault("name", f"{kind}_{i}")
     values.setdefault("safety", kind == "not_called")  # not_called is a safety gate unless told otherwise
-    return cls(**values)  # type: ignore[return-value]
+    return entry.check(**values)  # type: ignore[return-value]
 
 
 class _At(Exception):
