@@ -12,6 +12,7 @@ from test_k8s_verifier import verify_in_place
 
 from openforgerl.sandbox.base import SandboxError, SandboxSpec
 from openforgerl.sandbox.kubernetes import KubernetesBackend
+from openforgerl.sandbox.kubernetes.errors import PodLost
 from openforgerl.sandbox.verifier import run_verifier
 from openforgerl.testing.fake_kube import FakeKubeServer
 
@@ -195,14 +196,27 @@ async def test_control_a_service_in_the_agents_container_is_killed_and_replaced(
 
 
 async def test_attack_the_agent_ending_its_own_container_is_not_infra(kube_backend: KubernetesBackend):
-    """An agent that ends its own container (TERM to its PID 1) has chosen its failure: the verifier still runs
-    beside the service and scores it."""
+    """An agent that ends its own container (TERM to its PID 1) has chosen its failure: its exec ends 137, not
+    as a sandbox fault, and the verifier still runs beside the service and scores it."""
     sbx = await open_task(kube_backend, "svc-self-end")
     try:
         await agent(sbx, "echo 41 > answer.txt")
-        with pytest.raises(SandboxError):
-            await sbx.exec(["sh", "-c", "kill -TERM 1; sleep 5"])  # type: ignore[attr-defined]
+        res = await sbx.exec(["sh", "-c", "kill -TERM 1; sleep 5"])  # type: ignore[attr-defined]
+        assert res.returncode == 137 and not res.timed_out
+        later = await sbx.exec(["true"])  # type: ignore[attr-defined]
+        assert later.returncode == 137 and b"PID 1" in later.stderr
         reward, seen = await verify(sbx)
         assert reward == {"reward": 0} and seen["answer"] == "41"
     finally:
         await sbx.aclose()  # type: ignore[attr-defined]
+
+
+async def test_control_a_pod_whose_only_container_ended_is_a_sandbox_fault(kube_backend: KubernetesBackend):
+    """The same TERM where the container is the Pod's only one (a verifier Pod): the Pod ends, and that is
+    reported as the sandbox's fault (`PodLost`), which is why the agent's container never runs alone."""
+    sbx = await kube_backend.open_verifier(SandboxSpec("svc-self-end-control"), 1)
+    try:
+        with pytest.raises(PodLost):
+            await sbx.exec(["sh", "-c", "kill -TERM 1; sleep 5"])
+    finally:
+        await sbx.aclose()

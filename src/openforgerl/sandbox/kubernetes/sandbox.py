@@ -31,7 +31,7 @@ from openforgerl.sandbox.kubernetes import commands
 from openforgerl.sandbox.kubernetes.client import ExecOutput, ExecTimedOut, Obj
 from openforgerl.sandbox.kubernetes.errors import KubeSandboxError, PodLost, SandboxExpired
 from openforgerl.sandbox.kubernetes.manifests import VERIFIER_MOUNT as VERIFIER_ROOT
-from openforgerl.sandbox.kubernetes.status import fault
+from openforgerl.sandbox.kubernetes.status import ended_itself, fault
 from openforgerl.sandbox.safefile import MAX_READ_BYTES
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ SEAL = 'mkdir -p -- "$0" && chmod -R a-w -- "$1" "$2"'
 RESET_VERIFIER = 'chmod -R u+w -- "$0" 2>/dev/null; rm -rf -- "$0"/* && mkdir -p -- "$1" "$2"'
 END_AGENT = "kill -TERM 1"  # the keep-alive's trap exits; the kernel then kills all its PID namespace held
 AGENT_END_S = 30.0  # how long the agent's container may take to show terminated
+AGENT_ENDED_ITSELF = "the agent's container has ended: its PID 1 took a TERM from inside"
 EXIT_TAMPERED = 3  # `tasks.verdicts.EXIT_TAMPERED`: the agent's doing, reward 0, never infra
 
 
@@ -108,7 +109,7 @@ class KubernetesSandbox:
         duration = time.monotonic() - started
         timed_out = out.exit_code in KILLED and duration >= budget - 0.01
         if out.exit_code == 137 and not timed_out:
-            await self._raise_pod_fault(None)  # OOMKilled/Evicted look like 137 from inside
+            await self._raise_pod_fault(None, container)  # OOMKilled/Evicted look like 137 from inside
         if out.exit_code in (126, 127) and any(m in out.stderr for m in NOT_FOUND):
             raise CommandNotFoundError(f"{argv[0]!r} not found or not executable in pod {self.pod_name}")
         return ExecResult(out.exit_code, out.stdout, out.stderr, timed_out, duration)
@@ -118,19 +119,24 @@ class KubernetesSandbox:
         try:
             return await api.exec(cfg.namespace, self.pod_name, container, argv, stdin, wait_s)
         except KubeSandboxError as e:
-            await self._raise_pod_fault(e)
+            if await self._raise_pod_fault(e, container):
+                return ExecOutput(137, b"", AGENT_ENDED_ITSELF.encode())
             raise
 
-    async def _raise_pod_fault(self, default: KubeSandboxError | None) -> None:
-        """Raise the Pod's own fault if it shows one within a few seconds, else `default`."""
+    async def _raise_pod_fault(self, default: KubeSandboxError | None, container: str) -> bool:
+        """Raise the Pod's own fault if it shows one within a few seconds, else `default`. True instead
+        where the agent ended its own container (`status.ended_itself`): its doing, never infra."""
         if self._expired:
             raise SandboxExpired(f"sandbox {self.id} outlived its lifetime", pod=self.pod_name)
         ended = (self._cfg.container_name,) if self._agent_ended else ()
         pod = await self._backend.wait_for_fault(self.pod_name, FAULT_GRACE_S if default else 1.0, ended)
+        if pod is not None and container == self._cfg.container_name and ended_itself(pod, container):
+            return True
         if pod is not None:
             raise fault(pod, ended) or PodLost(f"pod {self.pod_name} vanished", pod=self.pod_name)
         if default is not None:
             raise default
+        return False
 
     async def exec_checked(self, argv: Sequence[str], stdin: bytes = b"", what: str = "",
                            container: str | None = None) -> bytes:

@@ -72,6 +72,17 @@ def unschedulable_message(pod: Pod) -> str | None:
     return None
 
 
+def ended_itself(pod: Pod, container: str) -> bool:
+    """The container's PID 1 exited 0 while its Pod runs on: a keep-alive exits 0 only on a TERM, which
+    the kubelet sends a container only when its Pod ends (a deletion, a fault); anything else was sent from
+    inside (the agent's `kill 1`, or the backend ending it for the verifier)."""
+    status = pod.get("status", {})
+    if pod.get("metadata", {}).get("deletionTimestamp") or status.get("reason") or phase(pod) != "Running":
+        return False
+    return any(s.get("name") == container and ((s.get("state") or {}).get("terminated") or {}).get("exitCode") == 0
+               for s in container_statuses(pod))
+
+
 def fault(pod: Pod, ended: Collection[str] = ()) -> KubeSandboxError | None:
     """The infra fault this Pod shows right now, or None while it is healthy or still booting.
     `ended`: containers the backend ended itself (the agent's, before the verifier), not a fault."""
