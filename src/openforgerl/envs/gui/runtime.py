@@ -39,14 +39,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from openforgerl.env.checks.spec import load_spec
 from openforgerl.env.computer.service import COMPUTER_PORT, token_id
-from openforgerl.envs.claw.runtime import check_checks_file
 from openforgerl.envs.gui.registry import SandboxNeeds, get_environment
 from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.sandbox.base import SandboxError, TamperError
 from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
 from openforgerl.tasks.families import environment_kind
-from openforgerl.tasks.format import Task, read_tree
+from openforgerl.tasks.format import Task, check_verifier_file, read_tree
 from openforgerl.tasks.verdicts import verdict_of
 
 __all__ = ["GUI_DIR", "GuiServiceDown", "GuiTaskRuntime", "check_gui_task", "limits_breached"]
@@ -86,8 +86,11 @@ def limits_breached(sandbox: Any) -> list[str]:
 
 
 def check_gui_task(task: Task) -> None:
-    """The GUI families' load-time check: the verifier's file exists; tests/checks.toml is a valid Claw spec."""
-    check_checks_file(task)
+    """The GUI families' load-time check: the verifier's file exists; tests/checks.toml is a valid spec of the
+    SDK's check kinds (the ones the GUI verifier judges: an environment's own kinds are not registered there)."""
+    path = check_verifier_file(task)
+    if task.meta.verifier == "checks":
+        load_spec(path)
 
 
 class GuiTaskRuntime(TaskDefaults):
