@@ -87,6 +87,21 @@ def test_pod_template_fields():
     assert pod["metadata"]["annotations"]["openforgerl.io/rollout-id"] == "Task_42/Group-7#3"
 
 
+def test_the_services_container_shares_the_network_and_workdir_but_not_processes_or_the_verifiers_folder():
+    pod = render_pod(*SPECS["pod_production"])
+    spec = pod["spec"]
+    agent, services = spec["containers"]
+    assert (agent["name"], services["name"]) == (PROD.container_name, PROD.services_container_name)
+    assert spec["shareProcessNamespace"] is False  # the agent cannot see, signal or trace a service
+    mounts = {c["name"]: {m["mountPath"]: m["name"] for m in c["volumeMounts"]} for c in (agent, services)}
+    assert mounts[agent["name"]] == {"/workdir": "workdir", "/tmp": "tmp"}
+    assert mounts[services["name"]] == {"/workdir": "workdir", "/tmp": "services-tmp", "/verifier": "verifier"}
+    assert services["securityContext"] == agent["securityContext"]
+    assert services["securityContext"]["readOnlyRootFilesystem"] is True
+    assert services["image"] == agent["image"] and services["command"] == agent["command"]
+    assert services["resources"]["limits"] == {"cpu": "500m", "memory": "512Mi"}
+
+
 BAD = {
     "restartPolicy": lambda p: p["spec"].update(restartPolicy="Sometimes"),
     "quantity": lambda p: p["spec"]["containers"][0]["resources"]["limits"].update(memory="lots"),
