@@ -89,7 +89,7 @@ def run_synthesize(env: str, n: int, out: Path, seed: int, paraphrase_engine: st
 
 
 def _calibrate(out: Path, cal: CalibrateOptions, echo: Callable[[str], None]) -> dict[str, object]:
-    from openforgerl.synth.live import calibrate_embedded, calibrate_on_gateway
+    from openforgerl.cli.live_calibration import calibrate_embedded, calibrate_on_gateway
 
     k = cal.k or 4
     if cal.gateway is not None:

@@ -6,8 +6,8 @@
 - `filters`: in-process validation with the verifier's evaluator; `dedup`: exact + MinHash.
 - `pipeline.synthesize` (= `openforgerl tasks synthesize`), `agreement.sandbox_agreement`.
 - `calibrate`: pass rates per task, `select_band`, `refresh`, `pools`; `measure` runs a live policy
-  (`train`'s `refresh_every`); `live.calibrate_embedded` / `live.calibrate_on_gateway` are
-  `tasks synthesize --calibrate` (they import `train`, which imports `calibrate`: kept apart, no cycle).
+  (`train`'s `refresh_every`); `tasks synthesize --calibrate` runs it through `cli/live_calibration.py`
+  (`train`'s services and harness: wiring, so in the CLI, and `synth` never imports `train`).
 - `claw.claw_family_env` (`--env claw-family`): Claw phrased like the `sft` family the tiny model was warmed on.
 """
 

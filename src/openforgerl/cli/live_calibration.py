@@ -1,7 +1,8 @@
 """Calibration with a live policy, for `tasks synthesize --calibrate`: `calibrate_embedded` opens the
 embedded default services exactly as `train` does (`train.services.open_train_services`),
-`calibrate_on_gateway` uses a running gateway. Apart from `synth/calibrate.py` because it imports `train`, which imports that module
-(the `refresh_every` hook): one direction each, no import cycle."""
+`calibrate_on_gateway` uses a running gateway. Wiring, so here and not in `synth/`: it composes `train`'s
+services and harness with `synth.calibrate`, and `train` itself imports `synth.calibrate` (the
+`refresh_every` hook)."""
 
 from __future__ import annotations
 
