@@ -34,7 +34,7 @@ CLI = f"{ROOT}.cli"
 # The ratchet: today's counts. Lower them when an import goes; the goal is 0 / 0 / <= 5 / 0.
 CORE_TO_ENV = 17
 BETWEEN_ENVS = 9
-MUTUAL_PAIRS = 5
+MUTUAL_PAIRS = 4
 CIRCLES = 4
 
 

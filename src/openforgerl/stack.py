@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import torch
 
     from openforgerl.engines.base import Engine
-    from openforgerl.train.weight_sync import WeightPusher
+    from openforgerl.engines.weight_push import WeightPusher
 
 __all__ = ["DEFAULT_MODEL", "InProcessPusher", "Services", "engine_from_flag", "open_gateway", "open_services",
            "scripted_engine"]
@@ -172,7 +172,7 @@ async def _open_engine(engine: EngineSettings | Engine, model: str, out_dir: Pat
             raise ValueError("engine.kind remote needs engine.urls")
         urls = list(engine.urls)
     if push_weights and pusher is None:  # an engine in its own process reloads pushed weights from disk
-        from openforgerl.train.weight_sync import DiskReloadPusher
+        from openforgerl.engines.weight_push import DiskReloadPusher
 
         pusher = DiskReloadPusher(urls, weights, dialect="vllm" if engine.kind == "local" else engine.dialect)
     remote = OpenAICompatEngine(urls, dialect=engine.dialect, model=engine.served_model,

@@ -9,8 +9,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from openforgerl.engines.local.model import resolve_model_path
+from openforgerl.engines.weight_push import DiskReloadPusher
 from openforgerl.train.services import InProcessPusher
-from openforgerl.train.weight_sync import DiskReloadPusher
 
 PROMPT = [1, 5, 9, 14, 2, 7]
 

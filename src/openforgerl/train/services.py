@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.config import Config, TaskSelection
+from openforgerl.engines.weight_push import WeightPusher
 from openforgerl.stack import InProcessPusher, open_services
 from openforgerl.store import SQLiteCallStore
 from openforgerl.tasks.suites import BUILTIN_PREFIX, resolve_task_root
-from openforgerl.train.weight_sync import WeightPusher
 
 __all__ = ["BUILTIN_PREFIX", "InProcessPusher", "TrainServices", "open_train_services", "resolve_task_dir",
            "select_tasks"]
