@@ -220,3 +220,52 @@ async def test_control_a_pod_whose_only_container_ended_is_a_sandbox_fault(kube_
             await sbx.exec(["sh", "-c", "kill -TERM 1; sleep 5"])
     finally:
         await sbx.aclose()
+
+
+LINK_TO_EXPECTED = "ln -sf /verifier/in/tests/expected /workdir/answer.txt"
+
+
+async def test_attack_a_link_into_the_verifiers_inputs_is_not_followed(kube_backend: KubernetesBackend):
+    """The agent's answer is a link to where the verifier's expected answer will be: the link leaves the
+    workdir, so it is dropped (as the fresh-Pod path drops it) and the answer is missing."""
+    sbx = await open_task(kube_backend, "svc-link")
+    try:
+        await agent(sbx, LINK_TO_EXPECTED)
+        reward, seen = await verify(sbx)
+        assert reward == {"reward": 0} and seen["answer"] == ""
+    finally:
+        await sbx.aclose()  # type: ignore[attr-defined]
+
+
+async def test_control_the_link_reads_the_expected_answer_in_the_services_container(kube_backend: KubernetesBackend):
+    """The same link, read in the services container once the inputs are there, gives the expected answer."""
+    sbx = await open_task(kube_backend, "svc-link-control")
+    try:
+        await agent(sbx, LINK_TO_EXPECTED)
+        svc = kube_backend.config.services_container_name
+        res = await sbx._exec_in(svc, ["sh", "-c", "mkdir -p /verifier/in/tests && echo 42 > /verifier/in/tests/expected "  # type: ignore[attr-defined]
+                                                   "&& cat /workdir/answer.txt"])
+        assert res.stdout == b"42\n"
+    finally:
+        await sbx.aclose()  # type: ignore[attr-defined]
+
+
+async def test_attack_a_fifo_for_an_answer_cannot_hang_the_verifier_into_infra(kube_backend: KubernetesBackend):
+    """A FIFO where the verifier reads the answer is dropped: the verifier finishes and scores the failure."""
+    sbx = await open_task(kube_backend, "svc-fifo")
+    try:
+        await agent(sbx, "rm -f answer.txt; mkfifo answer.txt")
+        reward, seen = await verify(sbx)
+        assert reward == {"reward": 0} and seen["answer"] == ""
+    finally:
+        await sbx.aclose()  # type: ignore[attr-defined]
+
+
+async def test_control_a_fifo_for_an_answer_hangs_a_plain_read(kube_backend: KubernetesBackend):
+    sbx = await open_task(kube_backend, "svc-fifo-control")
+    try:
+        await agent(sbx, "rm -f answer.txt; mkfifo answer.txt")
+        res = await sbx.exec(["cat", "/workdir/answer.txt"], timeout_s=2)  # type: ignore[attr-defined]
+        assert res.timed_out
+    finally:
+        await sbx.aclose()  # type: ignore[attr-defined]

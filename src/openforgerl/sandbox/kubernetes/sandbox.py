@@ -45,6 +45,12 @@ SEAL = 'mkdir -p -- "$0" && chmod -R a-w -- "$1" "$2"'
 # A fresh /verifier in the services container for each run: only this code writes there (the agent's
 # container does not mount it), but a second run must not see the first one's files.
 RESET_VERIFIER = 'chmod -R u+w -- "$0" 2>/dev/null; rm -rf -- "$0"/* && mkdir -p -- "$1" "$2"'
+# The live workdir as the fresh-Pod path lays it out (`commands.clean_tar`): no FIFO or socket (a verifier
+# that opens one would hang into a timeout), no link leaving it (one could point into /verifier/in). A
+# folder the agent made untraversable is passed over: the verifier, without capabilities, cannot enter it.
+CLEAN_WORKDIR = ('find "$0" \\( -type p -o -type s \\) -delete 2>/dev/null; find "$0" -type l -exec sh -c '
+                 '\'for l; do case "$(readlink -f -- "$l")" in "$0"|"$0"/*) ;; *) rm -f -- "$l";; esac; done\' '
+                 '"$0" {} + 2>/dev/null; true')
 END_AGENT = "kill -TERM 1"  # the keep-alive's trap exits; the kernel then kills all its PID namespace held
 AGENT_END_S = 30.0  # how long the agent's container may take to show terminated
 AGENT_ENDED_ITSELF = "the agent's container has ended: its PID 1 took a TERM from inside"
@@ -238,7 +244,8 @@ class KubernetesSandbox:
         kubelet reports it terminated: from then on nothing the agent started runs. The verifier gets
         what the fresh-Pod path gives it: its inputs read-only at /verifier/in (a folder the agent's
         container never mounted), an empty /verifier/out as its cwd, a /tmp the agent never touched, the
-        live /workdir, and the services on 127.0.0.1. If the agent's container does not end (it would
+        live /workdir less what the fresh-Pod path leaves out (`CLEAN_WORKDIR`), and the services on
+        127.0.0.1. If the agent's container does not end (it would
         have to have taken over its PID 1), the run is the agent's: exit `EXIT_TAMPERED`, no outputs."""
         if not self._agent_ended:
             self._check_usable()
@@ -246,6 +253,8 @@ class KubernetesSandbox:
             if not await self._end_agent():
                 why = f"the agent's container did not end within {AGENT_END_S:.0f}s of TERM to its PID 1"
                 return VerifierRun(ExecResult(EXIT_TAMPERED, b"", why.encode()), {})
+            await self.exec_checked(["sh", "-c", CLEAN_WORKDIR, WORKDIR], what="clean the workdir",
+                                    container=self._cfg.services_container_name)
         svc = self._cfg.services_container_name
         await self.exec_checked(["sh", "-c", RESET_VERIFIER, VERIFIER_ROOT, VERIFIER_IN, VERIFIER_OUT],
                                 what="reset the verifier's folder", container=svc)
