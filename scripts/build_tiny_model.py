@@ -162,9 +162,9 @@ class ZeroDistribution:
     """
 
     def __init__(self) -> None:
+        from openforgerl.env.world_tools import function_tools, tools_for
         from openforgerl.envs.claw.suite import claw_runtimes
         from openforgerl.envs.claw.suite.families import SFT_TOOLS
-        from openforgerl.envs.claw.tools import function_tools, tools_for
         from openforgerl.harness.zero.loop import SYSTEM_PROMPT
 
         self.system = SYSTEM_PROMPT

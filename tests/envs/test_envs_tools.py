@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from openforgerl.env.world import OPS
+from openforgerl.env.world_tools import TOOLS, function_tools, get_tool, tools_for
 from openforgerl.envs.claw.cli import build_parser, usage_lines
-from openforgerl.envs.claw.tools import TOOLS, function_tools, get_tool, tools_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from harness_e2e import proof_content, record_figures, require_installed, run_rollout
 
+from openforgerl.env.world_tools import function_tools, tools_for
 from openforgerl.envs.claw.services.server import build_app, serve
-from openforgerl.envs.claw.tools import function_tools, tools_for
 from openforgerl.harness.base import McpServer
 from openforgerl.harness.registry import get_harness
 from openforgerl.harness.scripted_policy import task_tool_policy

@@ -47,7 +47,7 @@ def test_the_claw_mcp_server_tool_list_imports_and_synthesises(tmp_path: Path) -
 
 
 def test_an_mcp_listing_file_loads_by_path(tmp_path: Path) -> None:
-    from openforgerl.envs.claw.tools import TOOLS
+    from openforgerl.env.world_tools import TOOLS
 
     listing = {"tools": [{"name": t.name, "description": t.description, "inputSchema": t.input_schema()}
                          for t in TOOLS]}

@@ -1,6 +1,6 @@
 """What a tool call does: its effect (read / write / final / other), its service and the resources it touches.
 
-A static table, not a model: the Claw tools by their registry entry (`envs.tools.TOOLS`: the command
+A static table, not a model: the Claw tools by their registry entry (`env.world_tools.TOOLS`: the command
 verb decides), harness-native tools by name (Claude Code `Read`/`Edit`/`Bash`, Codex `shell` /
 `apply_patch`, zero's `read_file`/`write_file`/`bash`, web fetch/search, `computer` actions), and shell
 command lines by a small verb table (`cat`/`ls`/`grep`/`test` read; redirects, `sed -i`, `mv`, `rm`,
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from openforgerl.envs.claw.tools import TOOLS, ToolSpec, get_tool, normalize_tool
+from openforgerl.env.world_tools import TOOLS, ToolSpec, get_tool, normalize_tool
 
 __all__ = ["Effect", "classify", "claw_tool_from_shell", "effect_of", "normalize_tool", "resources_of"]
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from openforgerl.analytics.effects import Effect, classify, claw_tool_from_shell, normalize_tool
 from openforgerl.analytics.wire import WireItem, request_items
-from openforgerl.envs.claw.tools import get_tool
+from openforgerl.env.world_tools import get_tool
 from openforgerl.records import CallRecord
 
 __all__ = ["ToolEvent", "args_key", "audit_events", "call_events", "rollout_events"]

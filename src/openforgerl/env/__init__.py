@@ -15,7 +15,9 @@ plug-in: the core never imports an environment, and environments never import ea
 - `user_sim`: the host-side relay behind the `ask_user` tool, answering with the user engine;
 - `user_tools`: the simulated user with tools of its own (tau2 telecom: the user's phone);
 - `world`: the in-memory state of the mail, calendar, contacts, kb, todo and notes services and the
-  operations tools perform on it (the Claw services, the tau2 bridge and the browser's mail app share it).
+  operations tools perform on it (the Claw services, the tau2 bridge and the browser's mail app share it);
+- `world_tools`: the world's tool table (`TOOLS`), from which the MCP server, the shell CLI and the OpenAI
+  function tools are generated.
 
 Importing this package imports nothing else (in-sandbox services import one module of it on a
 rollout's clock).

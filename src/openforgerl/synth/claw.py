@@ -1,6 +1,6 @@
 """The Claw services re-expressed in the tool-environment format, over the existing registry.
 
-Schemas come from `envs/claw/tools.py` (`TOOLS`), behaviour from `env/world.py` (`OPS`, run through the
+Schemas come from `env/world_tools.py` (`TOOLS`), behaviour from `env/world.py` (`OPS`, run through the
 service's own `ClawApp`, so audit entries and fault injection are the real ones), fixtures from
 `envs/claw/suite/world_data.py`. This module only adds what the registry does not say: each tool's effect
 and kind, the collection it acts on, value kinds for its parameters, data-flow references and
@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.claw.tools import TOOLS, ToolSpec
+from openforgerl.env.world_tools import TOOLS, ToolSpec
 from openforgerl.synth.toolenv import Collection, Param, Tool, ToolEnv
 
 __all__ = ["ClawSession", "claw_env"]

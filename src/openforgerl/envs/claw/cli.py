@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from openforgerl.env.tool_client import ServiceUnreachable, call_tool
-from openforgerl.envs.claw.tools import TOOLS, Param, ToolSpec
+from openforgerl.env.world_tools import TOOLS, Param, ToolSpec
 
 __all__ = ["build_parser", "main", "usage_lines"]
 

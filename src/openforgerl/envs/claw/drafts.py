@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.claw.tools import get_tool
+from openforgerl.env.world_tools import get_tool
 from openforgerl.tasks.draft import Action, TaskDraft, write_task
 
 __all__ = ["claw_scripts", "cli_words", "solve_script", "write_claw_task"]

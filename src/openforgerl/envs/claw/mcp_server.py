@@ -1,6 +1,6 @@
 """stdio MCP server exposing the Claw tools (`python -m openforgerl.envs.claw.mcp_server --tools a,b`).
 
-The tools are listed from Claw's tool table (`tools.TOOLS`); the bridge itself, forwarding each call to
+The tools are listed from the world's tool table (`env.world_tools.TOOLS`); the bridge itself, forwarding each call to
 the rollout's Claw service, is the SDK's (`openforgerl.env.mcp_server`).
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import anyio
 
 from openforgerl.env.mcp_server import serve
-from openforgerl.envs.claw.tools import TOOLS, tools_for
+from openforgerl.env.world_tools import TOOLS, tools_for
 
 __all__ = ["main"]
 

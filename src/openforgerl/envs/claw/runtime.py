@@ -45,9 +45,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openforgerl.env.tool_client import DEFAULT_PORT, URL_ENV
+from openforgerl.env.world_tools import SERVICES, function_tools, get_tool, tools_for
 from openforgerl.envs.claw.cli import usage_lines
 from openforgerl.envs.claw.snapshot import SNAPSHOT_INPUT, SnapshotSpec, collect_env_snapshot, held_images
-from openforgerl.envs.claw.tools import SERVICES, function_tools, get_tool, tools_for
 from openforgerl.envs.claw.verify.run import EXIT_NEEDS_JUDGE, JUDGE_REQUESTS
 from openforgerl.harness.base import McpServer
 from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, VerifierError
@@ -80,7 +80,7 @@ class _ClawFault(BaseModel):
 
 
 class _ClawNames(BaseModel):
-    """What a Claw task's `[metadata.openforgerl]` may name: services and tools of `tools.TOOLS`."""
+    """What a Claw task's `[metadata.openforgerl]` may name: services and tools of `env.world_tools.TOOLS`."""
 
     model_config = ConfigDict(extra="ignore")
     services: list[str] = Field(default_factory=list)

@@ -123,7 +123,7 @@ class Tau2TaskRuntime(TaskDefaults):
         return with_opening(self.instruction, opening)
 
     def function_tools(self) -> Sequence[Mapping[str, Any]]:
-        from openforgerl.envs.claw.tools import get_tool
+        from openforgerl.env.world_tools import get_tool
         from openforgerl.envs.tau2 import upstream
 
         ask = get_tool("ask_user")

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from openforgerl.env.json_service import JsonHandler
 from openforgerl.env.world import OPS, ToolError, World, load_fixtures
-from openforgerl.envs.claw.tools import get_tool
+from openforgerl.env.world_tools import get_tool
 
 if TYPE_CHECKING:
     from openforgerl.envs.claw.services.upstream import UpstreamServices

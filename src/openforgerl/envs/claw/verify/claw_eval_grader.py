@@ -178,7 +178,7 @@ def _upstream_args(tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _service_of(tool: str) -> str | None:
-    from openforgerl.envs.claw.tools import get_tool
+    from openforgerl.env.world_tools import get_tool
     from openforgerl.envs.importers.claw_eval import SERVICES
 
     spec = get_tool(tool)
@@ -219,7 +219,7 @@ def trace_messages(transcript: Sequence[Mapping[str, Any]],
     from claw_eval.models.message import Message
     from claw_eval.models.trace import TraceMessage
 
-    from openforgerl.envs.claw.tools import normalize_tool  # here: other checks' verifier never needs it
+    from openforgerl.env.world_tools import normalize_tool  # here: other checks' verifier never needs it
 
     names = _ours_to_theirs()
     exchanges = _exchanges(user_record or [])

@@ -144,7 +144,7 @@ def _content(message: Mapping[str, Any]) -> str:
 
 
 def _is_write(tool: str) -> bool:
-    from openforgerl.envs.claw.tools import get_tool
+    from openforgerl.env.world_tools import get_tool
 
     spec = get_tool(tool)
     return spec is not None and spec.command in WRITE_COMMANDS

@@ -39,7 +39,7 @@ def _canonical(arguments: Any) -> str:
 
 def _calls(message: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(tool_call_id, service tool name, canonical arguments) of an assistant turn's tool calls."""
-    from openforgerl.envs.claw.tools import normalize_tool  # harness prefixes: mcp__claw__x, claw.x
+    from openforgerl.env.world_tools import normalize_tool  # harness prefixes: mcp__claw__x, claw.x
 
     out = []
     for tc in message.get("tool_calls") or []:
@@ -50,7 +50,7 @@ def _calls(message: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def _serviced(tool: str, audited_tools: set[str]) -> bool:
-    from openforgerl.envs.claw.tools import get_tool
+    from openforgerl.env.world_tools import get_tool
 
     return get_tool(tool) is not None or tool in audited_tools
 

@@ -1,4 +1,4 @@
-"""The one tool registry: every tool the Claw services offer, described once.
+"""The one tool table of the world (`world.py`): every tool the services over it offer, described once.
 
 The MCP server, the shell CLI and the OpenAI function-tool schemas are all generated from `TOOLS`,
 so the three surfaces can never drift apart. The schemas of `write_file`, `todo_add` and
@@ -17,7 +17,7 @@ __all__ = ["SERVICES", "TOOLS", "Param", "ToolSpec", "function_tools", "get_tool
 
 SERVICES = ("mail", "calendar", "contacts", "kb", "todo", "notes", "files", "answer", "user")
 """Service names; `files` is the agent's workspace, `answer` collects a final answer, `user` reaches the
-simulated user (`ask_user`, only in tasks run with `--user-engine`: env/user_sim.py)."""
+simulated user (`ask_user`, only in tasks run with `--user-engine`: `user_sim.py`)."""
 
 _JSON_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list}
 
