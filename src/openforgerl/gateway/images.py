@@ -42,7 +42,7 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pybase64
 
@@ -50,9 +50,6 @@ from openforgerl.gateway.errors import GatewayError
 from openforgerl.gateway.image_header import image_header
 from openforgerl.records import BLOB_REF_PREFIX, ImageRef
 from openforgerl.store.base import CallStore
-
-if TYPE_CHECKING:
-    from openforgerl.gateway.lifted import LiftedUrls
 
 __all__ = ["ImagePolicy", "PromptImages", "Replacements", "SeenImages", "find_images", "fingerprint", "image_header",
            "may_have_images", "store_blobs", "stored_copy", "swap_strings", "with_engine_grids"]
@@ -215,8 +212,18 @@ def may_have_images(chat: dict[str, Any], raw: bytes, translated: bool) -> bool:
     return count * _WALK_BYTES_PER_MESSAGE < len(raw) or b'"image' in raw
 
 
+class LiftedSpans(Protocol):
+    """What `find_images` reads of `lifted.LiftedUrls` (which imports this module): the client's bytes and
+    the span of the data URL a key stands for."""
+
+    @property
+    def raw(self) -> bytes: ...
+
+    def get(self, text: str) -> tuple[int, int] | None: ...
+
+
 def find_images(chat: dict[str, Any], policy: ImagePolicy, seen: SeenImages | None = None,
-                lifted: LiftedUrls | None = None) -> PromptImages | None:
+                lifted: LiftedSpans | None = None) -> PromptImages | None:
     """The images of a chat body, in order, checked (GatewayError 400/413); None when it has none.
     `seen`: data URLs already decoded and stored by this gateway (skipped: same bytes, same ref).
     `lifted`: the data URLs taken out of the body's bytes (lifted.py); an image URL that is one of

@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from openforgerl.gateway.images import (  # images names LiftedUrls for typing only: no cycle
+from openforgerl.gateway.images import (
     Replacements,
     swap_strings,
 )
