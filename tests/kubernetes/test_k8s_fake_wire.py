@@ -7,6 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import pytest
@@ -144,6 +145,45 @@ async def test_exec_v5_frames_stdin_close_and_status(fake_kube: FakeKubeServer):
         assert frames[-1][0] == 3 and status["reason"] == "NonZeroExitCode"
         assert status["details"]["causes"] == [{"reason": "ExitCode", "message": "5"}]
         async with http.delete(f"{base}/ofrl-frames") as resp:
+            assert resp.status == 200
+
+
+async def test_a_pods_containers_share_the_network_not_the_processes(fake_kube: FakeKubeServer):
+    """Two containers: exec must name one (400 otherwise, as a real API server says); one container's
+    processes are not the other's; a port bound in one is taken in the other; one ending leaves the Pod Running."""
+    base = f"/api/v1/namespaces/{NAMESPACE}/pods"
+
+    async def run(http: aiohttp.ClientSession, ctr: str | None, script: str) -> tuple[int, bytes]:
+        which = f"container={ctr}&" if ctr else ""
+        url = f"{base}/ofrl-two/exec?{which}command=sh&command=-c&command={quote(script)}&stdout=true&stderr=true"
+        async with http.ws_connect(url, protocols=("v5.channel.k8s.io",)) as ws:
+            frames = [m.data async for m in ws]
+        status = json.loads(frames[-1][1:])
+        code = 0 if status["status"] == "Success" else int(status["details"]["causes"][0]["message"])
+        return code, b"".join(f[1:] for f in frames if f[0] == 1)
+
+    async with aiohttp.ClientSession(fake_kube.url) as http:
+        await http.post(base, json=pod_body("two"))
+        await running(fake_kube, "ofrl-two")
+        async with http.get(f"{base}/ofrl-two/exec?command=true&stdout=true") as resp:
+            assert resp.status == 400 and "choose one of" in (await resp.json())["message"]
+        listen = "python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\", 8799)); s.listen(); time.sleep(600)'"
+        assert (await run(http, "services", f"(setsid {listen} > /dev/null 2>&1 &); sleep 0.5"))[0] == 0
+        seen = "for c in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $c; echo; done | grep -c 'sleep[(]600'; "
+        assert (await run(http, "services", seen))[1].startswith(b"1\n")  # the control: it sees its own
+        _, out = await run(http, "sandbox", seen + "python3 -c 'import socket; "
+                                            "socket.socket().bind((\"127.0.0.1\", 8799))' 2>&1 | tail -1")
+        assert out.startswith(b"0\n") and b"Address already in use" in out, out
+        await run(http, "sandbox", "kill -TERM 1")
+        for _ in range(100):
+            pod = (await running(fake_kube, "ofrl-two"))
+            states = {s["name"]: s["state"] for s in pod["status"]["containerStatuses"]}
+            if "terminated" in states["sandbox"]:
+                break
+            await asyncio.sleep(0.05)
+        assert states["sandbox"]["terminated"]["exitCode"] == 0 and "running" in states["services"]
+        assert (await run(http, "services", "true"))[0] == 0
+        async with http.delete(f"{base}/ofrl-two") as resp:
             assert resp.status == 200
 
 
