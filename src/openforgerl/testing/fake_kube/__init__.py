@@ -9,8 +9,9 @@ the real wire protocol our Kubernetes backend uses, faithfully enough that unmod
   versions, optional bookmarks), delete, `log`; `exec` over a websocket (`v5`/`v4.channel.k8s.io`);
 - Services, Deployments, NetworkPolicies: create, get, list, delete (stored, not acted upon).
 
-Its "kubelet" runs each Pod as a local bubblewrap sandbox (host root read-only, image ignored, one
-container per Pod, no resource limits) and writes phase, conditions and containerStatuses as a real
+Its "kubelet" runs each of a Pod's containers as a local bubblewrap sandbox (host root read-only, image
+ignored, no resource limits; the containers share the Pod's network namespace and emptyDir volumes, not
+their PID namespaces) and writes phase, conditions and containerStatuses as a real
 kubelet would. Faults a real cluster produces can be injected (`Faults`, `POST /__fault`): 410 watch
 resets, dropped watches, 409 on create, 429/5xx on create, exec disconnects, stuck Pending
 (ErrImagePull), Unschedulable, OOMKilled, Evicted.
