@@ -83,7 +83,7 @@ def _apps() -> tuple[Any, str]:
 def raw_playwright(n: int) -> list[float]:
     from playwright.sync_api import sync_playwright
 
-    from openforgerl.envs.browser.computer import CHROMIUM_ARGS, chromium_path
+    from openforgerl.env.computer.chromium import CHROMIUM_ARGS, chromium_path
 
     server, base = _apps()
     out = []
@@ -107,7 +107,7 @@ def raw_xdotool(n: int) -> list[float]:
     import mss.tools
     from playwright.sync_api import sync_playwright
 
-    from openforgerl.envs.browser.computer import CHROMIUM_ARGS, chromium_path
+    from openforgerl.env.computer.chromium import CHROMIUM_ARGS, chromium_path
     from openforgerl.envs.desktop.xserver import open_display
 
     server, base = _apps()

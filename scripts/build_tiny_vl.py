@@ -408,7 +408,7 @@ class AppRenderer:
 
         from playwright.sync_api import sync_playwright
 
-        from openforgerl.envs.browser.computer import CHROMIUM_ARGS, chromium_path
+        from openforgerl.env.computer.chromium import CHROMIUM_ARGS, chromium_path
         from openforgerl.envs.gui.service import FONTS_CONF
 
         os.environ.setdefault("FONTCONFIG_FILE", str(FONTS_CONF))

@@ -32,8 +32,8 @@ environment nor a stage above it (orchestrator, gateway, train, config, stack, t
 CLI = f"{ROOT}.cli"
 
 # The ratchet: today's counts. Lower them when an import goes; the goal is 0 / 0 / <= 5 / 0.
-CORE_TO_ENV = 14
-BETWEEN_ENVS = 8
+CORE_TO_ENV = 13
+BETWEEN_ENVS = 5
 MUTUAL_PAIRS = 4
 CIRCLES = 3
 

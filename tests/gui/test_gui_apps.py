@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from openforgerl.envs.claw.suite.world_data import base_fixtures
+from openforgerl.env.world_data import base_fixtures
 from openforgerl.envs.gui.suite.families import CARDS, FORMS, PRODUCTS
 
 

@@ -31,8 +31,8 @@ import pytest
 from gui_helpers import GUI_SUITE, needs_gui
 
 from openforgerl.env.computer.actions import ActionError
+from openforgerl.env.computer.origin import app_url, origin_of
 from openforgerl.env.computer.service import TOKEN_HEADER
-from openforgerl.envs.browser.origin import app_url, origin_of
 from openforgerl.sandbox.base import SandboxSpec
 from openforgerl.tasks.loader import load_runtime
 

@@ -18,7 +18,7 @@ CLAW = load_env("claw")
 
 
 def _cand(actions: list[Action], checks: list[dict], **kw: object) -> Candidate:
-    from openforgerl.envs.claw.suite.world_data import base_fixtures
+    from openforgerl.env.world_data import base_fixtures
 
     base = {"fixtures": base_fixtures(), "services": ["todo"], "family": "t", "variant": "plain", "n_atoms": 1}
     return Candidate("claw", "claw-synth/t", "do it", actions, checks, **(base | kw))  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ plug-in: the core never imports an environment, and environments never import ea
 - `user_tools`: the simulated user with tools of its own (tau2 telecom: the user's phone);
 - `world`: the in-memory state of the mail, calendar, contacts, kb, todo and notes services and the
   operations tools perform on it (the Claw services, the tau2 bridge and the browser's mail app share it);
+- `world_data`: the shared fixture world every shipped and synthesized task starts from;
 - `world_tools`: the world's tool table (`TOOLS`), from which the MCP server, the shell CLI and the OpenAI
   function tools are generated.
 

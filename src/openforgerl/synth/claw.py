@@ -2,7 +2,7 @@
 
 Schemas come from `env/world_tools.py` (`TOOLS`), behaviour from `env/world.py` (`OPS`, run through the
 service's own `ClawApp`, so audit entries and fault injection are the real ones), fixtures from
-`envs/claw/suite/world_data.py`. This module only adds what the registry does not say: each tool's effect
+`env/world_data.py`. This module only adds what the registry does not say: each tool's effect
 and kind, the collection it acts on, value kinds for its parameters, data-flow references and
 instruction templates. Nothing of the services is rewritten.
 """
@@ -101,7 +101,7 @@ def _tool(spec: ToolSpec) -> Tool:
 
 
 def _collections() -> tuple[Collection, ...]:
-    from openforgerl.envs.claw.suite.world_data import ME, base_fixtures
+    from openforgerl.env.world_data import ME, base_fixtures
 
     fx = base_fixtures()
     return (
@@ -159,7 +159,7 @@ class ClawSession:
 
 def claw_env() -> ToolEnv:
     """Every Claw tool, its state model and the shared office world as fixtures."""
-    from openforgerl.envs.claw.suite.world_data import ME
+    from openforgerl.env.world_data import ME
 
     # a registry tool the adapter gives no role (e.g. `ask_user`, a message to a simulated user) is not
     # composed into tasks until it gets one: synthesis needs its effect and state to write checks

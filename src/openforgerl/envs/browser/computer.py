@@ -12,15 +12,14 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from openforgerl.env.computer.actions import KEYS, ActionError, Screen
-from openforgerl.env.computer.chromium import CHROMIUM, CHROMIUM_ARGS, chromium_path
-from openforgerl.envs.browser.origin import OriginGuard, origin_of
+from openforgerl.env.computer.actions import KEYS, Screen
+from openforgerl.env.computer.chromium import CHROMIUM, CHROMIUM_ARGS, box_of, chromium_path
+from openforgerl.env.computer.origin import OriginGuard, origin_of
 
 __all__ = ["CHROMIUM", "CHROMIUM_ARGS", "PlaywrightComputer", "chromium_path"]
 
 SETTLE_S = 0.01
 LOAD_TIMEOUT_MS = 5000
-LOCATE_TIMEOUT_MS = 10000  # oracle only: auto-waits for the element (a page still loading under load)
 SCREENSHOT_TIMEOUT_MS = 10000
 """Playwright's default is 30 s, as long as a harness's whole request to the computer service: a hung
 screenshot (seen once in CI, 30 s and more under load) then timed out in the client, where nothing counts
@@ -124,17 +123,3 @@ class PlaywrightComputer:
             with contextlib.suppress(Exception):
                 self._pw.stop()
 
-
-def box_of(page: Any, selector: str, offset: tuple[int, int]) -> dict[str, int]:
-    """{x, y, width, height, cx, cy} of the first visible match, scrolled into view, plus `offset`."""
-    loc = page.locator(selector).first
-    try:
-        loc.scroll_into_view_if_needed(timeout=LOCATE_TIMEOUT_MS)
-        box = loc.bounding_box(timeout=LOCATE_TIMEOUT_MS)
-    except Exception as exc:
-        raise ActionError(f"no visible element for {selector!r}: {type(exc).__name__}") from exc
-    if box is None:
-        raise ActionError(f"element {selector!r} has no box (hidden)")
-    x, y = int(box["x"]) + offset[0], int(box["y"]) + offset[1]
-    w, h = int(box["width"]), int(box["height"])
-    return {"x": x, "y": y, "width": w, "height": h, "cx": x + w // 2, "cy": y + h // 2}

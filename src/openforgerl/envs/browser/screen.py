@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from openforgerl.env.computer.actions import Screen
+from openforgerl.env.computer.origin import app_url
 from openforgerl.envs.browser.computer import PlaywrightComputer
-from openforgerl.envs.browser.origin import app_url
 
 __all__ = ["BrowserScreen"]
 

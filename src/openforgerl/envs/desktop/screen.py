@@ -4,7 +4,7 @@
 - `mousepad` (`file`: a path under /workdir): Debian's Xfce text editor; its saved file is the state;
 - `chromium` (`url`: a path on the apps server): Debian Chromium, headful, tab strip and URL bar
   visible, driven only by xdotool. Playwright launches it (so `locate` can map an element to screen
-  pixels for oracles, and `browser.origin.OriginGuard` keeps it on the apps: a `file://` or any other
+  pixels for oracles, and `env.computer.origin.OriginGuard` keeps it on the apps: a `file://` or any other
   origin typed into the URL bar is refused) but never sends it input.
 Windows are undecorated and maximized (openbox-rc.xml), so a window's client area is the screen.
 
@@ -64,7 +64,7 @@ class DesktopScreen:
     def locate(self, selector: str) -> dict[str, int]:
         if self.browser is None:
             raise ActionError("locate needs a Chromium on this desktop")
-        from openforgerl.envs.browser.computer import box_of
+        from openforgerl.env.computer.chromium import box_of
 
         page = self.browser[2]
         top = int(page.evaluate("window.outerHeight - window.innerHeight"))
@@ -102,7 +102,7 @@ def launch_chromium(screen: DesktopScreen, item: Mapping[str, Any], apps_url: st
     from playwright.sync_api import sync_playwright
 
     from openforgerl.env.computer.chromium import CHROMIUM_ARGS, chromium_path
-    from openforgerl.envs.browser.origin import GuardedComputer, OriginGuard, app_url, origin_of
+    from openforgerl.env.computer.origin import GuardedComputer, OriginGuard, app_url, origin_of
 
     wrapper = Path(tempfile.mkdtemp(prefix="chromium-")) / "chromium"  # Playwright takes no launcher prefix
     wrapper.write_text(f'#!/bin/sh\nexec {shlex.join(niced([chromium_path()]))} "$@"\n')
@@ -114,7 +114,7 @@ def launch_chromium(screen: DesktopScreen, item: Mapping[str, Any], apps_url: st
     home = app_url(apps_url, str(item.get("url", "/")))
     guard = OriginGuard(origin_of(home), home)
     context = browser.new_context(no_viewport=True)
-    guard.install(context)  # the agent types into its URL bar: only the apps load (see browser.origin)
+    guard.install(context)  # the agent types into its URL bar: only the apps load (see env.computer.origin)
     page = context.new_page()
     page.goto(home, wait_until="load")
     screen.computer = GuardedComputer(screen.computer, context, guard)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from openforgerl.envs.claw.suite.world_data import base_fixtures
+from openforgerl.env.world_data import base_fixtures
 from openforgerl.tasks.draft import Action, TaskDraft
 
 __all__ = ["FAMILIES"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.claw.suite.world_data import base_fixtures
+from openforgerl.env.world_data import base_fixtures
 from openforgerl.tasks import _toml
 from openforgerl.tasks.draft import TaskDraft, write_task
 

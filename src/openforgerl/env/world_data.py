@@ -1,5 +1,6 @@
-"""The shared fixture world of the Claw suite: one small office (mail, calendar, contacts, KB, to-dos,
-notes). Every task starts from a copy, so the distractors are realistic and ids are stable."""
+"""The shared fixture world (`world.py`'s state): one small office (mail, calendar, contacts, KB, to-dos,
+notes). Every task of the Claw and GUI suites and of synthesis starts from a copy, so the distractors are
+realistic and ids are stable."""
 
 from __future__ import annotations
 
