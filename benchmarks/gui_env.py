@@ -73,7 +73,7 @@ def _ms(samples: list[float]) -> dict[str, float]:
 
 
 def _apps() -> tuple[Any, str]:
-    from openforgerl.envs.browser.apps import build_apps
+    from openforgerl.env.apps import build_apps
 
     _, server = build_apps({"board": {"cards": CARDS}}, "bench", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -48,7 +48,7 @@ seeded RNG); byte-identical rebuilds were not checked.
 
 Stage 3, app screens (`--app-screens N`; what the committed weights are now): the synthetic warm-up clicked
 where its buttons were (y 400-499 of 1000) and never hit a target of the GUI quickstart's tasks. This stage
-renders the real board and calendar apps (`envs.browser.apps`: the app's own HTML, in Debian Chromium
+renders the real board and calendar apps (`env.apps`: the app's own HTML, in Debian Chromium
 launched as `envs.browser.computer` does, at the tasks' 1280x720 viewport, DPR 1, the service's fonts.conf)
 with random data (`random_board`: 3-8 cards with invented titles in random columns, "move card X to column
 Y", the target its `fwd-`/`back-` button; `random_calendar`: 4-6 days from a random week, 3-8 invented
@@ -418,8 +418,8 @@ class AppRenderer:
         self.page = ctx.new_page()
 
     def render(self, fixtures: dict[str, Any], selector: str) -> tuple[bytes, tuple[int, int, int, int]]:
-        from openforgerl.envs.browser.apps import APPS
-        from openforgerl.envs.browser.apps._web import Store
+        from openforgerl.env.apps import APPS
+        from openforgerl.env.apps._web import Store
 
         (name, fx), = fixtures.items()
         app = APPS[name](Store(), fx)

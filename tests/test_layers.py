@@ -33,8 +33,8 @@ CLI = f"{ROOT}.cli"
 
 # The ratchet: today's counts. Lower them when an import goes; the goal is 0 / 0 / <= 5 / 0.
 CORE_TO_ENV = 13
-BETWEEN_ENVS = 5
-MUTUAL_PAIRS = 4
+BETWEEN_ENVS = 4
+MUTUAL_PAIRS = 3
 CIRCLES = 3
 
 

@@ -20,7 +20,7 @@ def fake_computer() -> FakeComputer:
 @pytest.fixture
 def apps_server() -> Iterator[Callable[..., tuple[Any, str]]]:
     """start({app: fixtures}, token) -> (store, base_url), served from a thread of this process."""
-    from openforgerl.envs.browser.apps import build_apps
+    from openforgerl.env.apps import build_apps
 
     servers: list[Any] = []
 

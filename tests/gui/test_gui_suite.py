@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from gui_helpers import GUI_SUITE
 
+from openforgerl.env.apps import build_apps
 from openforgerl.env.checks.evaluate import Evidence, evaluate
 from openforgerl.env.checks.spec import load_spec
-from openforgerl.envs.browser.apps import build_apps
 from openforgerl.envs.gui.runtime import GuiTaskRuntime
 from openforgerl.envs.gui.suite.families import generate
 from openforgerl.tasks.format import find_tasks

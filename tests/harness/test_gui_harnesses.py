@@ -207,7 +207,7 @@ async def test_browser_use_on_the_host_drives_a_real_app(make_gateway, tmp_path:
     if missing := _gui_missing():
         pytest.skip(f"GUI stack missing: {missing}")
     tools = require_installed("browser-use")
-    from openforgerl.envs.browser.apps import build_apps
+    from openforgerl.env.apps import build_apps
 
     fixtures = json.loads((GUI_SUITE / "board-add-01" / "environment" / "gui.json").read_text())["apps"]
     apps, server = build_apps(fixtures, "t0ken", 0)

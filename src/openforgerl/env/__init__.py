@@ -5,6 +5,8 @@ stdlib-only task modules (`tasks.errors`, `tasks.judge`), so an environment that
 plug-in: the core never imports an environment, and environments never import each other
 (`tests/test_layers.py` counts both and holds the SDK to its own imports).
 
+- `apps`: the task's web apps (shop, mail over `world`, forms, wiki, calendar, board) the GUI service
+  serves to any GUI kind's browser;
 - `checks`: the declarative checks (`tests/checks.toml`): the spec, its kinds (one registry an environment
   adds its own kinds to) and their judging;
 - `json_service`: the JSON-over-HTTP request handler the in-sandbox tool services share;

@@ -1,7 +1,7 @@
 """`python -I -m openforgerl.envs.gui.service --config FILE --token T`: one GUI rollout's services.
 
 Started by the orchestrator (`TaskRuntime.service_argv`) inside the sandbox, it serves
-- the web apps of the task (`envs.browser.apps`) on 127.0.0.1:8080, with their state behind the token;
+- the web apps of the task (`env.apps`) on 127.0.0.1:8080, with their state behind the token;
 - the screen of the task's environment kind (`envs.gui.registry`: a headless browser, or an Xvfb
   desktop) and its computer service (`env.computer.service`) on 127.0.0.1:8765.
 Exits when killed (sandbox close); `-I` so nothing in /workdir can shadow our modules.
@@ -28,7 +28,7 @@ def start_apps(config: dict[str, Any], token: str, port: int) -> str:
     """Serve the task's apps in a daemon thread; returns their base URL ("" when the task has none)."""
     if not config.get("apps"):
         return ""
-    from openforgerl.envs.browser.apps import build_apps
+    from openforgerl.env.apps import build_apps
 
     _, server = build_apps(config["apps"], token, port)
     threading.Thread(target=server.serve_forever, daemon=True, name="apps").start()

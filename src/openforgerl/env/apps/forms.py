@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openforgerl.envs.browser.apps._web import Page, Request, Route, WebApp, esc, page
+from openforgerl.env.apps._web import Page, Request, Route, WebApp, esc, page
 
 __all__ = ["FormsApp"]
 

@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from openforgerl.envs.browser.apps._web import APPS_PORT, STATE_PATH, Store, WebApp, serve_apps
-from openforgerl.envs.browser.apps.board import BoardApp
-from openforgerl.envs.browser.apps.calendar import CalendarApp
-from openforgerl.envs.browser.apps.forms import FormsApp
-from openforgerl.envs.browser.apps.mail import MailApp
-from openforgerl.envs.browser.apps.shop import ShopApp
-from openforgerl.envs.browser.apps.wiki import WikiApp
+from openforgerl.env.apps._web import APPS_PORT, STATE_PATH, Store, WebApp, serve_apps
+from openforgerl.env.apps.board import BoardApp
+from openforgerl.env.apps.calendar import CalendarApp
+from openforgerl.env.apps.forms import FormsApp
+from openforgerl.env.apps.mail import MailApp
+from openforgerl.env.apps.shop import ShopApp
+from openforgerl.env.apps.wiki import WikiApp
 
 __all__ = ["APPS", "APPS_PORT", "STATE_PATH", "Store", "build_apps"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from openforgerl.env.apps._web import Page, Request, Route, WebApp, esc, page, redirect
 from openforgerl.env.world import OPS, World
-from openforgerl.envs.browser.apps._web import Page, Request, Route, WebApp, esc, page, redirect
 
 __all__ = ["MailApp"]
 

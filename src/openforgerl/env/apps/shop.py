@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openforgerl.envs.browser.apps._web import Page, Request, Route, WebApp, esc, page, redirect
+from openforgerl.env.apps._web import Page, Request, Route, WebApp, esc, page, redirect
 
 __all__ = ["ShopApp"]
 
