@@ -269,3 +269,24 @@ async def test_control_a_fifo_for_an_answer_hangs_a_plain_read(kube_backend: Kub
         assert res.timed_out
     finally:
         await sbx.aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_container_that_does_not_end_is_the_agents_failure_not_infra(kube_backend: KubernetesBackend,
+                                                                            monkeypatch: pytest.MonkeyPatch):
+    """Where the agent's PID 1 would not exit on TERM (only an agent that took it over could make that so;
+    here the TERM is not sent), the run is the agent's: exit 3 (tampered, reward 0), no outputs, no verifier
+    run beside the leftovers. The control is every other test here: the TERM ends it and the verifier runs."""
+    from openforgerl.sandbox.kubernetes import sandbox as k8s_sandbox
+    from openforgerl.tasks.verdicts import TamperError, verdict_of
+
+    monkeypatch.setattr(k8s_sandbox, "END_AGENT", "true")
+    monkeypatch.setattr(k8s_sandbox, "AGENT_END_S", 1.0)
+    sbx = await open_task(kube_backend, "svc-stuck")
+    try:
+        await leave(sbx)
+        run = await run_verifier(sbx, ["/bin/sh", "-c", PROBE], inputs={"tests/expected": b"42\n"}, timeout_s=60)
+        assert run.result.returncode == 3 and run.outputs == {}
+        with pytest.raises(TamperError, match="did not end"):
+            verdict_of(run)
+    finally:
+        await sbx.aclose()  # type: ignore[attr-defined]
