@@ -3,11 +3,12 @@
 `run_verifier(sandbox, argv, inputs=...)` uses the backend's own `run_verifier` when it has one
 (local: a fresh bwrap after the harness's PID namespace is gone, the workdir read-only, see
 `LocalSandbox.run_verifier`; podman: a fresh container after the agent's is removed,
-`PodmanSandbox.run_verifier`; Kubernetes: a fresh Pod after the agent's Pod is deleted,
-`KubernetesSandbox.run_verifier`). A backend without one, and a Kubernetes sandbox that started a
-task service (its state lives in the agent's Pod), fall back to an exec in the same sandbox with the
-inputs and outputs in a fresh folder under its /tmp — weaker (the agent's files share the container),
-noted as such; the verifier must still never import from the workdir (`python -I`, cwd outside it).
+`PodmanSandbox.run_verifier`; Kubernetes: a fresh Pod after the agent's Pod is deleted or, for a
+sandbox that started a task service, the Pod's `services` container once the agent's container has
+ended, `KubernetesSandbox.run_verifier`). A backend without one falls back to an exec in the same
+sandbox with the inputs and outputs in a fresh folder under its /tmp — weaker (the agent's files share
+the container), noted as such; the verifier must still never import from the workdir (`python -I`, cwd
+outside it).
 
 `argv` names its input and output folders as `bwrap.VERIFIER_IN` / `VERIFIER_OUT` (`/verifier/in`,
 `/verifier/out`); the fallback rewrites those prefixes to its own folder.
