@@ -154,7 +154,7 @@ class TaskIndex:
 
 def _load_facts(root: Path) -> TaskFacts:
     from openforgerl.env.checks.spec import CalledCheck, load_spec
-    from openforgerl.envs.claw.runtime import claw_tool_names
+    from openforgerl.env.world_tools import offered_tools
     from openforgerl.tasks.format import load_task
 
     task = load_task(root)
@@ -163,8 +163,9 @@ def _load_facts(root: Path) -> TaskFacts:
     gold = tuple((str(a["tool"]), dict(a.get("args") or {})) for a in actions if isinstance(a, dict) and "tool" in a)
     forbidden: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     checks = root / "tests" / "checks.toml"
-    if checks.is_file():
+    if checks.is_file():  # load_task ran the family's check, which registered the family's own check kinds
         spec = load_spec(checks)
         forbidden = tuple((c.tool, dict(c.match)) for c in spec.checks
                           if isinstance(c, CalledCheck) and c.kind == "not_called")
-    return TaskFacts(task.task_id, tuple(claw_tool_names(task)), gold, forbidden, bool(task.meta.faults))
+    offered = tuple(offered_tools(task.meta.tools, task.meta.services))
+    return TaskFacts(task.task_id, offered, gold, forbidden, bool(task.meta.faults))

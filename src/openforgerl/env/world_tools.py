@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["SERVICES", "TOOLS", "Param", "ToolSpec", "function_tools", "get_tool", "normalize_tool",
-           "tools_for"]
+           "offered_tools", "tools_for"]
 
 SERVICES = ("mail", "calendar", "contacts", "kb", "todo", "notes", "files", "answer", "user")
 """Service names; `files` is the agent's workspace, `answer` collects a final answer, `user` reaches the
@@ -176,6 +176,16 @@ def tools_for(services: Iterable[str] = (), names: Sequence[str] = ()) -> tuple[
         return tuple(_BY_NAME[n] for n in names)
     wanted = set(services)
     return tuple(t for t in TOOLS if t.service in wanted)
+
+
+def offered_tools(tools: Sequence[str], services: Sequence[str]) -> list[str]:
+    """The tools a task offers (its `tools` and `services` metadata): `tools` if given, else every tool of its
+    services plus files and answer."""
+    if tools:
+        return list(tools)
+    wanted = list(services)
+    wanted += [s for s in ("files", "answer") if s not in wanted] if wanted else []
+    return [t.name for t in tools_for(services=wanted)]
 
 
 def function_tools(tools: Iterable[ToolSpec]) -> list[dict[str, Any]]:

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openforgerl.env.tool_client import DEFAULT_PORT, URL_ENV
-from openforgerl.env.world_tools import SERVICES, function_tools, get_tool, tools_for
+from openforgerl.env.world_tools import SERVICES, function_tools, get_tool, offered_tools, tools_for
 from openforgerl.envs.claw.cli import usage_lines
 from openforgerl.envs.claw.snapshot import SNAPSHOT_INPUT, SnapshotSpec, collect_env_snapshot, held_images
 from openforgerl.envs.claw.verify.run import EXIT_NEEDS_JUDGE, JUDGE_REQUESTS
@@ -121,11 +121,7 @@ def check_claw_task(task: Task) -> None:
 
 def claw_tool_names(task: Task) -> list[str]:
     """The tools a task exposes: `tools` if given, else every tool of its services plus files and answer."""
-    if task.meta.tools:
-        return list(task.meta.tools)
-    services = list(task.meta.services)
-    services += [s for s in ("files", "answer") if s not in services] if services else []
-    return [t.name for t in tools_for(services=services)]
+    return offered_tools(task.meta.tools, task.meta.services)
 
 
 class ClawTaskRuntime(TaskDefaults):
