@@ -4,7 +4,9 @@ Everything runs through `exec`: the harness's commands in the agent's container,
 (`spawn`) in the Pod's services container (`manifests.services_container`). Each call's budget is clipped to the sandbox's remaining lifetime;
 at the lifetime the backend deletes the Pod (before the kubelet's `activeDeadlineSeconds`, which is
 the backstop if we are gone). When an exec ends badly (stream broken, exit 137) the Pod's status is
-consulted so the error names the real cause (OOMKilled, Evicted) rather than its symptom.
+consulted so the error names the real cause (Evicted, a deleted Pod) rather than its symptom. A container
+that ended by the agent's own doing (OOMKilled, or its PID 1 TERM-ed from inside: `status.agents_doing`)
+is no fault: the exec ends 137, with "memory" in `limits_hit` for an OOM kill.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from openforgerl.sandbox.kubernetes import commands
 from openforgerl.sandbox.kubernetes.client import ExecOutput, ExecTimedOut, Obj
 from openforgerl.sandbox.kubernetes.errors import KubeSandboxError, PodLost, SandboxExpired
 from openforgerl.sandbox.kubernetes.manifests import VERIFIER_MOUNT as VERIFIER_ROOT
-from openforgerl.sandbox.kubernetes.status import ended_itself, fault
+from openforgerl.sandbox.kubernetes.status import agents_doing, fault
 from openforgerl.sandbox.safefile import MAX_READ_BYTES
 
 if TYPE_CHECKING:
@@ -54,6 +56,9 @@ CLEAN_WORKDIR = ('find "$0" \\( -type p -o -type s \\) -delete 2>/dev/null; find
 END_AGENT = "kill -TERM 1"  # the keep-alive's trap exits; the kernel then kills all its PID namespace held
 AGENT_END_S = 30.0  # how long the agent's container may take to show terminated
 AGENT_ENDED_ITSELF = "the agent's container has ended: its PID 1 took a TERM from inside"
+OOM_KILLED = "the container was OOMKilled: what ran in it went past its memory limit"
+SERVICES_OOM = ("the services container was OOMKilled: a task service, driven through the API the agent "
+                "called, went past its memory limit")
 EXIT_TAMPERED = 3  # `tasks.verdicts.EXIT_TAMPERED`: the agent's doing, reward 0, never infra
 
 
@@ -114,35 +119,46 @@ class KubernetesSandbox:
             return ExecResult(-9, b"", b"", timed_out=True, duration_s=time.monotonic() - started)
         duration = time.monotonic() - started
         timed_out = out.exit_code in KILLED and duration >= budget - 0.01
-        if out.exit_code == 137 and not timed_out:
-            await self._raise_pod_fault(None, container)  # OOMKilled/Evicted look like 137 from inside
+        limits: tuple[str, ...] = ()
+        if out.exit_code == 137 and not timed_out:  # OOMKilled/Evicted look like 137 from inside
+            limits = await self._raise_pod_fault(None, container) or ()
         if out.exit_code in (126, 127) and any(m in out.stderr for m in NOT_FOUND):
             raise CommandNotFoundError(f"{argv[0]!r} not found or not executable in pod {self.pod_name}")
-        return ExecResult(out.exit_code, out.stdout, out.stderr, timed_out, duration)
+        return ExecResult(out.exit_code, out.stdout, out.stderr, timed_out, duration, limits_hit=limits)
 
     async def _raw_exec(self, argv: list[str], stdin: bytes, wait_s: float, container: str) -> ExecOutput:
         api, cfg = self._backend.api, self._cfg
         try:
             return await api.exec(cfg.namespace, self.pod_name, container, argv, stdin, wait_s)
         except KubeSandboxError as e:
-            if await self._raise_pod_fault(e, container):
-                return ExecOutput(137, b"", AGENT_ENDED_ITSELF.encode())
-            raise
+            limits = await self._raise_pod_fault(e, container)
+            if limits is None:
+                raise
+            return ExecOutput(137, b"", (OOM_KILLED if limits else AGENT_ENDED_ITSELF).encode())
 
-    async def _raise_pod_fault(self, default: KubeSandboxError | None, container: str) -> bool:
-        """Raise the Pod's own fault if it shows one within a few seconds, else `default`. True instead
-        where the agent ended its own container (`status.ended_itself`): its doing, never infra."""
+    def _agents_doing(self, pod: Obj | None) -> dict[str, tuple[str, ...]]:
+        cfg = self._cfg
+        return {} if pod is None else agents_doing(pod, cfg.container_name, cfg.services_container_name)
+
+    async def _raise_pod_fault(self, default: KubeSandboxError | None, container: str) -> tuple[str, ...] | None:
+        """Raise the Pod's own fault if it shows one within a few seconds, else `default`. Where instead
+        `container` ended by the agent's own doing (`status.agents_doing`: its PID 1 TERM-ed from inside,
+        an OOM kill), return the limits that ended it (none, or "memory"): never infra. None: no fault."""
         if self._expired:
             raise SandboxExpired(f"sandbox {self.id} outlived its lifetime", pod=self.pod_name)
-        ended = (self._cfg.container_name,) if self._agent_ended else ()
+        seen = self._agents_doing(self.pod())
+        if container in seen:
+            return seen[container]
+        ended = {*seen, *((self._cfg.container_name,) if self._agent_ended else ())}
         pod = await self._backend.wait_for_fault(self.pod_name, FAULT_GRACE_S if default else 1.0, ended)
-        if pod is not None and container == self._cfg.container_name and ended_itself(pod, container):
-            return True
-        if pod is not None:
-            raise fault(pod, ended) or PodLost(f"pod {self.pod_name} vanished", pod=self.pod_name)
+        doing = self._agents_doing(pod)
+        if container in doing:
+            return doing[container]
+        if pod is not None and (err := fault(pod, {*ended, *doing})) is not None:
+            raise err
         if default is not None:
             raise default
-        return False
+        return None
 
     async def exec_checked(self, argv: Sequence[str], stdin: bytes = b"", what: str = "",
                            container: str | None = None) -> bytes:
@@ -216,8 +232,19 @@ class KubernetesSandbox:
         """The agent's workdir as GNU tar reads it. What the agent left running may still change it, and a
         file it made unreadable cannot be read (the Pod has no capabilities): tar then warns and exits 1,
         or is told to go on (`--ignore-failed-read`), and what it could not read is left out, as if the
-        agent had not written it. Only a fatal tar error (2 and up, or no archive at all) is the sandbox's."""
-        res = await self.exec(commands.agent_tar_out_argv(WORKDIR), timeout_s=self._cfg.boot_timeout_s)
+        agent had not written it. Only a fatal tar error (2 and up, or no archive at all) is the sandbox's.
+
+        Where the agent's own doing ended its container (an OOM kill, `kill 1`), tar reads the same
+        /workdir volume from the services container: the verdict is on what the agent left there."""
+        argv, res = commands.agent_tar_out_argv(WORKDIR), None
+        for _ in range(2):  # a second try once the Pod shows the agent's container ended
+            ctr = self._cfg.container_name
+            if ctr in self._agents_doing(self.pod()):
+                ctr = self._cfg.services_container_name
+            res = await self._exec_in(ctr, argv, timeout_s=self._cfg.boot_timeout_s)
+            if res.returncode != 137 or ctr != self._cfg.container_name:
+                break
+        assert res is not None
         if res.returncode not in (0, 1) or not res.stdout:
             raise SandboxError(f"copy the workdir out failed ({res.returncode}): "
                                f"{res.stderr.decode(errors='replace')}")
@@ -246,7 +273,25 @@ class KubernetesSandbox:
         container never mounted), an empty /verifier/out as its cwd, a /tmp the agent never touched, the
         live /workdir less what the fresh-Pod path leaves out (`CLEAN_WORKDIR`), and the services on
         127.0.0.1. If the agent's container does not end (it would
-        have to have taken over its PID 1), the run is the agent's: exit `EXIT_TAMPERED`, no outputs."""
+        have to have taken over its PID 1), the run is the agent's: exit `EXIT_TAMPERED`, no outputs.
+
+        So is a services container OOMKilled, before the run or during it (`SERVICES_OOM`): its memory
+        holds the service's state, which the agent drove through the service's API, and what the verifier
+        reads of it and of the workdir, both the agent's making. A services container that ended any
+        other way, an eviction, a deleted Pod, stay infra (`_raise_pod_fault`)."""
+        svc = self._cfg.services_container_name
+        try:
+            run: VerifierRun | None = await self._verify_in_services(argv, inputs, env, timeout_s)
+        except SandboxError:
+            if svc not in self._agents_doing(self.pod()):
+                raise
+            run = None
+        if run is None or svc in self._agents_doing(self.pod()):
+            return VerifierRun(ExecResult(EXIT_TAMPERED, b"", SERVICES_OOM.encode(), limits_hit=("memory",)), {})
+        return run
+
+    async def _verify_in_services(self, argv: Sequence[str], inputs: Mapping[str, bytes],
+                                  env: Mapping[str, str], timeout_s: float | None) -> VerifierRun:
         if not self._agent_ended:
             self._check_usable()
             self._agent_ended = True

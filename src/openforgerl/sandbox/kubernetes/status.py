@@ -20,6 +20,7 @@ from openforgerl.sandbox.kubernetes.errors import (
     SandboxExpired,
     Unschedulable,
 )
+from openforgerl.sandbox.kubernetes.manifests import LABEL_ROLE
 
 Pod = dict[str, Any]
 IMAGE_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
@@ -81,6 +82,29 @@ def ended_itself(pod: Pod, container: str) -> bool:
         return False
     return any(s.get("name") == container and ((s.get("state") or {}).get("terminated") or {}).get("exitCode") == 0
                for s in container_statuses(pod))
+
+
+def oom_killed(pod: Pod, container: str) -> bool:
+    """`container` was OOMKilled in a rollout's Pod that nothing ended from outside: not evicted or past
+    its deadline (`status.reason`), not being deleted, not a verifier's Pod. Only the agent fills the
+    memory of a rollout Pod's containers: its own processes in its container, a task service through the
+    API the agent calls in `services`. So that kill is the agent's outcome, never infra (else allocating
+    would turn any failing rollout into a retried one). A node-level OOM kill reads the same; with memory
+    requests equal to limits (the default) the node never overcommits these Pods' memory, and its kubelet
+    evicts (`PodEvicted`, infra) before the kernel has to kill."""
+    meta, status = pod.get("metadata", {}), pod.get("status", {})
+    if meta.get("deletionTimestamp") or status.get("reason") or (meta.get("labels") or {}).get(LABEL_ROLE):
+        return False
+    return any(s.get("name") == container and ((s.get("state") or {}).get("terminated") or {}).get("reason")
+               == "OOMKilled" for s in container_statuses(pod))
+
+
+def agents_doing(pod: Pod, agent: str, services: str) -> dict[str, tuple[str, ...]]:
+    """The containers whose end is the agent's own outcome, each with the limits that ended it: the
+    agent's, ended from inside (`ended_itself`, none) or OOMKilled ("memory"); `services`, OOMKilled."""
+    out: dict[str, tuple[str, ...]] = {agent: ()} if ended_itself(pod, agent) else {}
+    out.update({name: ("memory",) for name in (agent, services) if oom_killed(pod, name)})
+    return out
 
 
 def fault(pod: Pod, ended: Collection[str] = ()) -> KubeSandboxError | None:

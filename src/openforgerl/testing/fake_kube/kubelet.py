@@ -8,7 +8,7 @@ Failed, reason DeadlineExceeded), `restartPolicy: Never` (a terminated container
 the Pod stays Running while any container runs), deletion (kill, then the object disappears).
 Not simulated: images (the host root is used read-only), resource limits, init containers,
 probes, Services' networking, scheduling. Faults come from `Faults` (stuck Pending, Unschedulable)
-or from `oom_kill` / `evict` on a running Pod.
+or from `oom_kill` (the Pod, or one container) / `evict` on a running Pod.
 """
 
 from __future__ import annotations
@@ -154,16 +154,21 @@ class Kubelet:
         code = 128 - code if code < 0 else code  # killed by a signal: 128 + signo, as a kubelet says
         if rt.terminated:
             return
-        rt.ended[name] = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": now_iso()}
+        rt.ended.setdefault(name, {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                   "finishedAt": now_iso()})  # an OOM kill recorded its own reason first
         if len(rt.ended) < len(rt.containers):  # the Pod runs on while any container does
-            with contextlib.suppress(ApiStatus):
-                pod = self.store.get(PODS, *key)
-                running = {"running": {"startedAt": now_iso()}}
-                self._set_status(key, conditions=conditions(True, False),
-                                 containerStatuses=container_status(pod, running, True, rt.ended))
+            self._show_ended(key, rt)
             return
         failed = [e for e in rt.ended.values() if e["exitCode"] != 0]
         self._terminate(key, rt, failed[0]["exitCode"] if failed else 0, "Error" if failed else "Completed")
+
+    def _show_ended(self, key: tuple[str, str], rt: PodRuntime) -> None:
+        """The Pod still Running, its ended containers `terminated`, the others `running`."""
+        with contextlib.suppress(ApiStatus):
+            pod = self.store.get(PODS, *key)
+            running = {"running": {"startedAt": now_iso()}}
+            self._set_status(key, conditions=conditions(True, False),
+                             containerStatuses=container_status(pod, running, True, rt.ended))
 
     async def _deadline(self, key: tuple[str, str], rt: PodRuntime, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -196,11 +201,21 @@ class Kubelet:
             raise ApiStatus(404, "NotFound", f'pods "{name}" not found')
         return rt
 
-    def oom_kill(self, namespace: str, name: str) -> None:
-        """As if the container hit its memory limit: killed, exit 137, reason OOMKilled."""
+    def oom_kill(self, namespace: str, name: str, container: str | None = None) -> None:
+        """As if a container hit its memory limit: killed, exit 137, reason OOMKilled. `container` None:
+        every container, and the Pod ends Failed. A name: that container alone, whole (cgroup v2's
+        `memory.oom.group`, which a kubelet of 1.28 or later sets), while the Pod runs on in the others."""
         rt = self.runtime(namespace, name)
-        self._terminate((namespace, name), rt, 137, "OOMKilled")
-        self._kill(rt)
+        if container is None:
+            self._terminate((namespace, name), rt, 137, "OOMKilled")
+            self._kill(rt)
+            return
+        if container not in rt.containers or container in rt.ended or rt.terminated:
+            raise ApiStatus(400, "BadRequest", f"container {container} not running in pod {name}")
+        rt.ended[container] = {"exitCode": 137, "reason": "OOMKilled", "finishedAt": now_iso()}
+        rt.containers[container].kill()
+        if len(rt.ended) < len(rt.containers):
+            self._show_ended((namespace, name), rt)
 
     def evict(self, namespace: str, name: str) -> None:
         """As if node pressure evicted the Pod: phase Failed, status.reason Evicted."""

@@ -187,9 +187,15 @@ class Rest:
 
     async def pod_fault(self, request: web.Request) -> web.Response:
         ns, name = request.match_info["namespace"], request.match_info["name"]
-        action = (await request.json()).get("action")
+        body = await request.json()
+        action, container = body.get("action"), body.get("container")
         acts = {"oom": self.kubelet.oom_kill, "evict": self.kubelet.evict}
         if action not in acts:
             raise ApiStatus(400, "BadRequest", f"action must be one of {sorted(acts)}")
-        acts[action](ns, name)
+        if container is not None and action != "oom":
+            raise ApiStatus(400, "BadRequest", "only the oom action takes a container")
+        if container is not None:
+            self.kubelet.oom_kill(ns, name, str(container))
+        else:
+            acts[action](ns, name)
         return web.json_response(self.store.get("pods", ns, name))
