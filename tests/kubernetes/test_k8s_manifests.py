@@ -102,6 +102,19 @@ def test_the_services_container_shares_the_network_and_workdir_but_not_processes
     assert services["resources"]["limits"] == {"cpu": "500m", "memory": "512Mi"}
 
 
+def test_the_services_container_reserves_little_cpu_and_all_its_memory():
+    """Every rollout Pod has `services`, used or not: its CPU request is small (throttled past it, never
+    killed), its memory request its limit (memory the node has not reserved makes evictions, which are infra)."""
+    cfg = KubernetesConfig()
+    agent, services = render_pod(SandboxSpec("sizes"), cfg)["spec"]["containers"]
+    assert services["resources"] == {"limits": {"cpu": "500m", "memory": "512Mi"},
+                                     "requests": {"cpu": "100m", "memory": "512Mi"}}
+    assert agent["resources"]["requests"] == agent["resources"]["limits"] == {"cpu": "1000m", "memory": "1024Mi"}
+    guaranteed = KubernetesConfig(services_cpu_request=cfg.services_cpus)
+    _, services = render_pod(SandboxSpec("sizes"), guaranteed)["spec"]["containers"]
+    assert services["resources"]["requests"] == services["resources"]["limits"]
+
+
 BAD = {
     "restartPolicy": lambda p: p["spec"].update(restartPolicy="Sometimes"),
     "quantity": lambda p: p["spec"]["containers"][0]["resources"]["limits"].update(memory="lots"),

@@ -66,8 +66,16 @@ class KubernetesConfig:
     image_pull_policy: str = "IfNotPresent"
     container_name: str = "sandbox"
     services_container_name: str = "services"  # the task's services and, beside them, their verifier
-    services_cpus: float = 0.5
+    services_cpus: float = 0.5  # the services container's limits
     services_memory_mb: int = 512
+    services_cpu_request: float = 0.1
+    """The services container's CPU request, below its limit: every rollout Pod has that container (the
+    spec does not say whether a task starts a service), and requests are what the scheduler reserves,
+    so a request at the limit would reserve half a CPU per rollout that most tasks leave idle. CPU only:
+    past its request a container is throttled, never killed or evicted. Its memory request stays at its
+    limit (x `request_fraction`): a service's memory is the agent's to drive through its API, and memory
+    a node has not reserved makes node pressure, evictions (infra) and node-level OOM kills. Below
+    `services_cpus` the Pod is Burstable, not Guaranteed; set it to `services_cpus` for Guaranteed QoS."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
     runtime_class_name: str | None = None
@@ -75,7 +83,7 @@ class KubernetesConfig:
     priority_class_name: str | None = None
     default_cpus: float = 1.0
     default_memory_mb: int = 1024
-    request_fraction: float = 1.0  # requests = fraction x limits; 1.0 gives Guaranteed QoS
+    request_fraction: float = 1.0  # requests = fraction x limits (the services' CPU aside: `services_cpu_request`)
     workdir_size_limit: str = "2Gi"
     read_only_root: bool = True  # like the local backend; /workdir and /tmp are writable emptyDirs
     extra_labels: Mapping[str, str] = field(default_factory=dict)

@@ -135,11 +135,14 @@ VERIFIER_MOUNT = "/verifier"  # `bwrap.VERIFIER_IN` and `VERIFIER_OUT` live unde
 def services_container(spec: SandboxSpec, cfg: KubernetesConfig) -> Manifest:
     """The task's services' container: the agent's image, env, /workdir and lockdown, but a /tmp and
     a /verifier of its own (the agent's container mounts neither) and its own limits (the agent's
-    memory use cannot starve a service or the verifier)."""
+    memory use cannot starve a service or the verifier). Its CPU request is `services_cpu_request`, below
+    its limit (why: `KubernetesConfig.services_cpu_request`)."""
     ctr = container(spec, cfg)
     sized = SandboxSpec(rollout_id=spec.rollout_id, limits=Limits(cpus=cfg.services_cpus,
                                                                    memory_mb=cfg.services_memory_mb))
-    ctr.update(name=cfg.services_container_name, resources=resources(sized, cfg), volumeMounts=[
+    sizes = resources(sized, cfg)
+    sizes["requests"]["cpu"] = cpu_quantity(min(cfg.services_cpu_request, cfg.services_cpus))
+    ctr.update(name=cfg.services_container_name, resources=sizes, volumeMounts=[
         {"name": "workdir", "mountPath": WORKDIR},
         {"name": "services-tmp", "mountPath": "/tmp"},
         {"name": "verifier", "mountPath": VERIFIER_MOUNT},

@@ -65,6 +65,17 @@ def container_status(pod: Obj, state: Obj, ready: bool = False, ended: dict[str,
     return out
 
 
+def qos_class(pod: Obj) -> str:
+    """Guaranteed where every container's requests equal its limits (CPU and memory), BestEffort where
+    none has any, else Burstable (as the API server derives it; quantities compared as written)."""
+    sizes = [ctr.get("resources") or {} for ctr in pod["spec"]["containers"]]
+    if not any(r.get("requests") or r.get("limits") for r in sizes):
+        return "BestEffort"
+    guaranteed = all(r.get("limits", {}).get(k) and r.get("requests", r.get("limits", {})).get(k)
+                     == r["limits"][k] for r in sizes for k in ("cpu", "memory"))
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
 class Kubelet:
     def __init__(self, store: Store, faults: Faults, root: Path | None = None) -> None:
         self.store, self.faults = store, faults
@@ -89,7 +100,7 @@ class Kubelet:
 
     async def _run(self, key: tuple[str, str], rt: PodRuntime) -> None:
         pod = self.store.get(PODS, *key)
-        self._set_status(key, phase="Pending", qosClass="Guaranteed", conditions=conditions(False, False))
+        self._set_status(key, phase="Pending", qosClass=qos_class(pod), conditions=conditions(False, False))
         if self.faults.take("unschedulable"):
             msg = "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available."
             self._set_status(key, conditions=conditions(False, False, "Unschedulable", msg))
