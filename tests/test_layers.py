@@ -32,7 +32,7 @@ environment nor a stage above it (orchestrator, gateway, train, config, stack, t
 CLI = f"{ROOT}.cli"
 
 # The ratchet: today's counts. Lower them when an import goes; the goal is 0 / 0 / <= 5 / 0.
-CORE_TO_ENV = 12
+CORE_TO_ENV = 10
 BETWEEN_ENVS = 4
 MUTUAL_PAIRS = 3
 CIRCLES = 3

@@ -70,8 +70,9 @@ def scripted_engine(runtimes: Sequence[Any], *, success_rate: float = 1.0, seed:
     """`--engine scripted` / `--scripted-oracle`: the envs oracle policy over `runtimes`, a test double for
     the model's decisions."""
     from openforgerl.engines.scripted import ScriptedEngine
-    from openforgerl.envs.claw.oracle_policy import oracle_policy
+    from openforgerl.env.plugins import DEFAULT_ORACLE, ORACLES
 
+    oracle_policy = ORACLES.get(DEFAULT_ORACLE)
     return ScriptedEngine(oracle_policy(list(runtimes), success_rate=success_rate, seed=seed))
 
 

@@ -81,7 +81,9 @@ def import_tasks(source: Path = typer.Argument(..., help="folder or file in a fo
 @command.command("generate")
 def generate(out: Path | None = typer.Argument(None, help="default: the shipped suite folder")) -> None:
     """Regenerate the shipped Claw suite."""
-    from openforgerl.envs.claw.suite.generate import generate as gen
+    from openforgerl.env.plugins import GENERATORS
+
+    gen = GENERATORS.get("claw")
 
     paths = gen(out) if out else gen()
     typer.echo(f"wrote {len(paths)} tasks")
