@@ -151,6 +151,22 @@ async def test_attack_a_service_driven_out_of_memory_is_the_agents_failure_not_i
         await sbx.aclose()  # type: ignore[attr-defined]
 
 
+async def test_attack_a_service_oom_kill_then_ending_its_own_container_is_not_infra(
+        kube_backend: KubernetesBackend, fake_kube: FakeKubeServer):
+    """`services` OOMKilled, then the agent's `kill 1`: every container of the Pod has ended (phase Failed),
+    all by the agent's doing, so its exec ends 137 (no `PodLost`) and the verdict is still tampered."""
+    sbx = await open_task(kube_backend, "oom-services-self-end")
+    try:
+        fake_kube.kubelet.oom_kill(NAMESPACE, sbx.pod_name, kube_backend.config.services_container_name)  # type: ignore[attr-defined]
+        res = await sbx.exec(["sh", "-c", "echo 42 > answer.txt; kill -TERM 1; sleep 5"])  # type: ignore[attr-defined]
+        assert res.returncode == 137 and res.limits_hit == ()
+        assert (sbx.pod() or {})["status"]["phase"] == "Failed"  # type: ignore[attr-defined]
+        run = await run_verifier(sbx, ["/bin/sh", "-c", CHECK], inputs={"tests/expected": b"42\n"}, timeout_s=60)
+        assert run.result.returncode == 3 and run.outputs == {}
+    finally:
+        await sbx.aclose()  # type: ignore[attr-defined]
+
+
 async def test_control_the_task_done_without_the_oom_kill_passes(kube_backend: KubernetesBackend):
     """The same work without the kill: the verifier beside the service scores it 1."""
     sbx = await open_task(kube_backend, "oom-services-pass")

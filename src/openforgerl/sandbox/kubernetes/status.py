@@ -73,12 +73,14 @@ def unschedulable_message(pod: Pod) -> str | None:
     return None
 
 
-def ended_itself(pod: Pod, container: str) -> bool:
-    """The container's PID 1 exited 0 while its Pod runs on: a keep-alive exits 0 only on a TERM, which
-    the kubelet sends a container only when its Pod ends (a deletion, a fault); anything else was sent from
-    inside (the agent's `kill 1`, or the backend ending it for the verifier)."""
+def ended_itself(pod: Pod, container: str, others_ended: bool = False) -> bool:
+    """The container's PID 1 exited 0 while its Pod runs on (or its other containers ended by the agent's
+    doing, `others_ended`): a keep-alive exits 0 only on a TERM, which the kubelet sends a container only
+    when its Pod ends (a deletion, a fault); anything else was sent from inside (the agent's `kill 1`, or
+    the backend ending it for the verifier)."""
     status = pod.get("status", {})
-    if pod.get("metadata", {}).get("deletionTimestamp") or status.get("reason") or phase(pod) != "Running":
+    if (pod.get("metadata", {}).get("deletionTimestamp") or status.get("reason")
+            or (phase(pod) != "Running" and not others_ended)):
         return False
     return any(s.get("name") == container and ((s.get("state") or {}).get("terminated") or {}).get("exitCode") == 0
                for s in container_statuses(pod))
@@ -102,8 +104,9 @@ def oom_killed(pod: Pod, container: str) -> bool:
 def agents_doing(pod: Pod, agent: str, services: str) -> dict[str, tuple[str, ...]]:
     """The containers whose end is the agent's own outcome, each with the limits that ended it: the
     agent's, ended from inside (`ended_itself`, none) or OOMKilled ("memory"); `services`, OOMKilled."""
-    out: dict[str, tuple[str, ...]] = {agent: ()} if ended_itself(pod, agent) else {}
-    out.update({name: ("memory",) for name in (agent, services) if oom_killed(pod, name)})
+    out = {name: ("memory",) for name in (agent, services) if oom_killed(pod, name)}
+    if agent not in out and ended_itself(pod, agent, others_ended=services in out):
+        out[agent] = ()
     return out
 
 
