@@ -104,7 +104,7 @@ def oom_killed(pod: Pod, container: str) -> bool:
 def agents_doing(pod: Pod, agent: str, services: str) -> dict[str, tuple[str, ...]]:
     """The containers whose end is the agent's own outcome, each with the limits that ended it: the
     agent's, ended from inside (`ended_itself`, none) or OOMKilled ("memory"); `services`, OOMKilled."""
-    out = {name: ("memory",) for name in (agent, services) if oom_killed(pod, name)}
+    out: dict[str, tuple[str, ...]] = {name: ("memory",) for name in (agent, services) if oom_killed(pod, name)}
     if agent not in out and ended_itself(pod, agent, others_ended=services in out):
         out[agent] = ()
     return out
