@@ -32,3 +32,30 @@ def test_an_entry_point_naming_no_callable_is_refused() -> None:
 def test_an_unknown_oracle_is_one_line_naming_the_known_ones() -> None:
     with pytest.raises(KeyError, match="unknown oracle policy 'actons'; did you mean 'actions'"):
         ORACLES.get("actons")
+
+
+def _imported_after(code: str) -> set[str]:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", f"import sys\n{code}\nprint(' '.join(sys.modules))"],
+                         capture_output=True, text=True, check=True).stdout
+    return {m for m in out.split() if m.startswith("openforgerl.envs")}
+
+
+def test_a_gui_kind_is_found_by_entry_point_and_imports_only_itself() -> None:
+    loaded = _imported_after("from openforgerl.env.screens import get_environment\n"
+                             "assert get_environment('desktop').kind == 'desktop'")
+    assert "openforgerl.envs.desktop" in loaded
+    assert not {"openforgerl.envs.browser", "openforgerl.envs.gui"} & loaded, loaded
+    # control: asking for every kind does import the browser too
+    assert "openforgerl.envs.browser" in _imported_after("from openforgerl.env.screens import kinds\nkinds()")
+
+
+def test_every_installed_gui_kind_is_a_task_family() -> None:
+    from openforgerl.env.screens import kinds
+    from openforgerl.tasks.families import FAMILIES
+
+    assert {"browser", "desktop"} <= set(kinds())
+    for kind in kinds():
+        assert FAMILIES.get(f"gui:{kind}").kinds == (kind,)

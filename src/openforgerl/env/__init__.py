@@ -12,6 +12,8 @@ plug-in: the core never imports an environment, and environments never import ea
 - `json_service`: the JSON-over-HTTP request handler the in-sandbox tool services share;
 - `plugins`: what an environment offers the commands through entry points (its oracle policy, its
   suite's generator), so the core names no environment;
+- `screens`: the GUI environment kinds (`openforgerl.gui_kinds` entry points) and how each opens its
+  screen, so a GUI kind imports the SDK, not the GUI environment;
 - `tool_client`: the stdlib client of a tool service (`call_tool`, `get_json`, `with_retry`);
 - `computer`: the GUI action API, its HTTP service and client;
 - `mcp_server`: the stdio MCP server that forwards tool calls to a tool service (`build_server` for a

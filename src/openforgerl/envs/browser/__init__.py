@@ -1,8 +1,8 @@
 """The browser environment: per rollout, one headless Chromium (Playwright) at 1280x720, DPR 1, on
 the web apps (`apps/`) served at 127.0.0.1:8080 inside the sandbox's network namespace.
 
-Registers `kind = "browser"` with `envs.gui.registry` and as a task family (`envs.gui.family`). Heavy imports (Playwright) happen only in
-`open_screen`, inside the service process.
+Registers `kind = "browser"` with the SDK's `env.screens` (the GUI environment makes it a task family,
+`envs.gui.family`). Heavy imports (Playwright) happen only in `open_screen`, inside the service process.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from openforgerl.envs.gui.family import register_kind
-from openforgerl.envs.gui.registry import GuiEnvironment, OpenScreen, SandboxNeeds
+from openforgerl.env.screens import GuiEnvironment, OpenScreen, SandboxNeeds, register
 
 __all__ = ["BROWSER", "open_browser"]
 
@@ -22,7 +21,7 @@ def open_browser(config: Mapping[str, Any], apps_url: str) -> OpenScreen:
     return BrowserScreen.open(config, apps_url)
 
 
-BROWSER = register_kind(GuiEnvironment(
+BROWSER = register(GuiEnvironment(
     "browser", open_browser,
     # Everything it needs is under /usr (chromium, fonts: gui/fonts.conf), plus a writable /tmp and a fresh
     # /dev with /dev/shm; bwrap.SYSTEM_RO_BINDS already covers it.

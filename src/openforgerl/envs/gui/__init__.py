@@ -3,7 +3,8 @@ SDK, `openforgerl.env.computer`), the per-rollout service process (`service`), t
 (`verify`), the task runtime for `[environment] kind = "browser" | "desktop"` tasks (`runtime`) and the environment registry (`registry`).
 
 The browser environment (`envs.browser`) and the desktop environment (`envs.desktop`) register
-themselves in `registry`; nothing here switches on a kind's name.
+themselves in the SDK's `openforgerl.env.screens` (found by their `openforgerl.gui_kinds` entry points;
+`registry` re-exports it); nothing here switches on a kind's name.
 """
 
 __all__ = ["ACTIONS", "Computer", "HttpComputer", "Screen"]

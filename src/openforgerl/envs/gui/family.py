@@ -1,12 +1,13 @@
-"""A GUI environment kind as a task family: `register_kind(GuiEnvironment(...))` registers the kind's screen
-(`registry`) and the task family that runs `[environment] kind = "<kind>"` folders with `GuiTaskRuntime`.
-Import-light: the service process imports the environment packages that call it."""
+"""Every GUI environment kind as a task family: importing this module (the `gui` entry point of
+`openforgerl.environments`) registers, for each kind installed under `openforgerl.gui_kinds`
+(`openforgerl.env.screens`), the task family that runs `[environment] kind = "<kind>"` folders with
+`GuiTaskRuntime`; `register_kind(GuiEnvironment(...))` does both for a kind defined in code."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from openforgerl.envs.gui.registry import GuiEnvironment, register
+from openforgerl.env.screens import GuiEnvironment, kinds, register
 from openforgerl.tasks.families import TaskFamily, register_family
 
 __all__ = ["register_kind"]
@@ -24,7 +25,15 @@ def _check(task: Any) -> None:
     check_gui_task(task)
 
 
+def _family(kind: str) -> TaskFamily:
+    return register_family(TaskFamily(f"gui:{kind}", _runtime, kinds=(kind,), check=_check))
+
+
 def register_kind(env: GuiEnvironment) -> GuiEnvironment:
     register(env)
-    register_family(TaskFamily(f"gui:{env.kind}", _runtime, kinds=(env.kind,), check=_check))
+    _family(env.kind)
     return env
+
+
+for _kind in kinds():
+    _family(_kind)
