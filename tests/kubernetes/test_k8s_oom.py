@@ -78,6 +78,26 @@ async def test_attack_the_agents_oom_kill_leaves_a_wrong_answer_scored_zero(kube
         await sbx.aclose()
 
 
+async def test_a_workdir_file_is_read_once_the_agents_container_is_oomkilled(kube_backend: KubernetesBackend,
+                                                                           fake_kube: FakeKubeServer):
+    """A task that reads the agent's answer itself (`read_file`) still reads it; a link leaving /workdir (to
+    the services container's /tmp, where its spawn logs are) or a FIFO is not followed: a missing file."""
+    sbx = await kube_backend.open_sandbox(SandboxSpec("oom-read"))
+    try:
+        await sbx.spawn(["sh", "-c", "echo secret; sleep 60"])
+        leave = "echo 42 > answer.txt; ln -s /tmp/openforgerl-spawn-1.log log; mkfifo fifo; ln -s .. up"
+        assert (await sbx.exec(["sh", "-c", leave])).returncode == 0
+        fake_kube.kubelet.oom_kill(NAMESPACE, sbx.pod_name, kube_backend.config.container_name)
+        assert await sbx.read_file("/workdir/answer.txt") == b"42\n"
+        for path in ("/workdir/log", "/workdir/fifo", "/workdir/up/tmp/openforgerl-spawn-1.log", "/tmp/x"):
+            with pytest.raises(FileNotFoundError):
+                await asyncio.wait_for(sbx.read_file(path), 20)
+        svc = kube_backend.config.services_container_name  # control: a plain read there follows the link
+        assert (await sbx._exec_in(svc, ["cat", "/workdir/log"])).stdout == b"secret\n"
+    finally:
+        await sbx.aclose()
+
+
 async def test_control_without_the_check_the_same_pod_fault_was_infra(kube_backend: KubernetesBackend,
                                                                       fake_kube: FakeKubeServer,
                                                                       monkeypatch: pytest.MonkeyPatch):

@@ -53,6 +53,10 @@ RESET_VERIFIER = 'chmod -R u+w -- "$0" 2>/dev/null; rm -rf -- "$0"/* && mkdir -p
 CLEAN_WORKDIR = ('find "$0" \\( -type p -o -type s \\) -delete 2>/dev/null; find "$0" -type l -exec sh -c '
                  '\'for l; do case "$(readlink -f -- "$l")" in "$0"|"$0"/*) ;; *) rm -f -- "$l";; esac; done\' '
                  '"$0" {} + 2>/dev/null; true')
+# A workdir file read in the services container, which also mounts /verifier and a /tmp of its own: the
+# path resolved, every link in it followed, must stay in /workdir and name a regular file (no FIFO).
+READ_WORKDIR_FILE = ('p=$(realpath -e -- "$0") || exit 1; case "$p" in "$1"/*) ;; *) exit 1;; esac; '
+                     '[ -f "$p" ] || exit 1; exec cat -- "$p"')
 END_AGENT = "kill -TERM 1"  # the keep-alive's trap exits; the kernel then kills all its PID namespace held
 AGENT_END_S = 30.0  # how long the agent's container may take to show terminated
 AGENT_ENDED_ITSELF = "the agent's container has ended: its PID 1 took a TERM from inside"
@@ -181,7 +185,14 @@ class KubernetesSandbox:
                                 container=self._cfg.services_container_name)
 
     async def read_file(self, path: str) -> bytes:
-        res = await self.exec(["cat", "--", path], timeout_s=self._cfg.boot_timeout_s)
+        """The file, read in the agent's container; once the agent's own doing ended that container (an
+        OOM kill, `kill 1`), a file of /workdir is read through the services container, which mounts the
+        same volume (what the agent had in /tmp went with its container)."""
+        argv = ["cat", "--", path]
+        if not self._agent_ended and _within(path, WORKDIR):
+            res = await self._agents_or_services(argv, ["sh", "-c", READ_WORKDIR_FILE, path, WORKDIR])
+        else:
+            res = await self.exec(argv, timeout_s=self._cfg.boot_timeout_s)
         if res.returncode != 0:
             raise FileNotFoundError(path)
         return res.stdout
@@ -236,19 +247,22 @@ class KubernetesSandbox:
 
         Where the agent's own doing ended its container (an OOM kill, `kill 1`), tar reads the same
         /workdir volume from the services container: the verdict is on what the agent left there."""
-        argv, res = commands.agent_tar_out_argv(WORKDIR), None
-        for _ in range(2):  # a second try once the Pod shows the agent's container ended
-            ctr = self._cfg.container_name
-            if ctr in self._agents_doing(self.pod()):
-                ctr = self._cfg.services_container_name
-            res = await self._exec_in(ctr, argv, timeout_s=self._cfg.boot_timeout_s)
-            if res.returncode != 137 or ctr != self._cfg.container_name:
-                break
-        assert res is not None
+        argv = commands.agent_tar_out_argv(WORKDIR)
+        res = await self._agents_or_services(argv, argv)
         if res.returncode not in (0, 1) or not res.stdout:
             raise SandboxError(f"copy the workdir out failed ({res.returncode}): "
                                f"{res.stderr.decode(errors='replace')}")
         return res.stdout
+
+    async def _agents_or_services(self, argv: Sequence[str], services_argv: Sequence[str]) -> ExecResult:
+        """argv in the agent's container; once the agent's own doing has ended it (seen before, or by this
+        very exec), `services_argv` in the services container, which mounts the same /workdir."""
+        agent, budget = self._cfg.container_name, self._cfg.boot_timeout_s
+        if agent not in self._agents_doing(self.pod()):
+            res = await self.exec(argv, timeout_s=budget)
+            if res.returncode != 137 or agent not in self._agents_doing(self.pod()):
+                return res
+        return await self._exec_in(self._cfg.services_container_name, services_argv, timeout_s=budget)
 
     async def verify_here(self, argv: Sequence[str], inputs: Mapping[str, bytes], env: Mapping[str, str],
                           timeout_s: float | None, workdir: bytes) -> VerifierRun:
@@ -338,5 +352,9 @@ class KubernetesSandbox:
 
 def _agents(path: str) -> bool:
     """A path in the agent's space (its workdir or /tmp), where it could have left a program."""
+    return _within(path, WORKDIR) or _within(path, "/tmp")
+
+
+def _within(path: str, root: str) -> bool:
     p = PurePosixPath(posixpath.normpath(path))
-    return any(p == PurePosixPath(root) or PurePosixPath(root) in p.parents for root in (WORKDIR, "/tmp"))
+    return p == PurePosixPath(root) or PurePosixPath(root) in p.parents
