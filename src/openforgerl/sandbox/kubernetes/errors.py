@@ -66,7 +66,8 @@ class Unschedulable(BootTimeout):
 
 
 class PodOOMKilled(KubeSandboxError):
-    """The container was killed for exceeding its memory limit (exit 137, reason OOMKilled)."""
+    """A container was killed for exceeding its memory limit (exit 137, reason OOMKilled) in a Pod where
+    that is not the agent's doing (a verifier's Pod); in a rollout's Pod it is (`status.oom_killed`)."""
 
     default_reason = "OOMKilled"
 

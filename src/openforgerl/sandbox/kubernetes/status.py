@@ -92,8 +92,8 @@ def oom_killed(pod: Pod, container: str) -> bool:
     memory of a rollout Pod's containers: its own processes in its container, a task service through the
     API the agent calls in `services`. So that kill is the agent's outcome, never infra (else allocating
     would turn any failing rollout into a retried one). A node-level OOM kill reads the same; with memory
-    requests equal to limits (the default) the node never overcommits these Pods' memory, and its kubelet
-    evicts (`PodEvicted`, infra) before the kernel has to kill."""
+    requests equal to limits (the default) the node never overcommits these Pods' memory, and under
+    pressure its kubelet evicts (`PodEvicted`, infra), usually before the kernel has to kill."""
     meta, status = pod.get("metadata", {}), pod.get("status", {})
     if meta.get("deletionTimestamp") or status.get("reason") or (meta.get("labels") or {}).get(LABEL_ROLE):
         return False
