@@ -135,6 +135,19 @@ def sizing(per: PerCall, n: int, interval_s: float, rollout_mib: float, rollout_
     ]
 
 
+def pod_requests() -> tuple[float, float]:
+    """(CPUs, MiB) a rollout Pod rendered with the backend's defaults requests, summed over its containers
+    (the agent's and the services one), so the sizing follows the manifests instead of a copy of them."""
+    from openforgerl.sandbox.base import SandboxSpec
+    from openforgerl.sandbox.kubernetes.config import KubernetesConfig
+    from openforgerl.sandbox.kubernetes.manifests import render_pod
+
+    pod = render_pod(SandboxSpec(rollout_id="sizing"), KubernetesConfig())
+    requests = [c["resources"]["requests"] for c in pod["spec"]["containers"]]
+    cpus = sum(int(r["cpu"].removesuffix("m")) for r in requests) / 1000
+    return cpus, float(sum(int(r["memory"].removesuffix("Mi")) for r in requests))
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rollouts", type=int, default=32, help="measured rollouts, all at once")
@@ -142,8 +155,11 @@ async def main() -> None:
     ap.add_argument("--concurrent", type=int, default=1000)
     ap.add_argument("--call-interval-s", type=float, nargs="+", default=[5.0],
                     help="seconds between a rollout's calls; several values give one sizing each")
-    ap.add_argument("--rollout-mib", type=float, default=1024.0, help="an environment Pod's memory request")
-    ap.add_argument("--rollout-cpus", type=float, default=1.0, help="an environment Pod's CPU request")
+    cpus, mib = pod_requests()
+    ap.add_argument("--rollout-mib", type=float, default=mib,
+                    help="an environment Pod's memory request (default: the rendered rollout Pod's)")
+    ap.add_argument("--rollout-cpus", type=float, default=cpus,
+                    help="an environment Pod's CPU request (default: the rendered rollout Pod's)")
     ap.add_argument("--screenshot-kib", type=float, default=55.0)
     args = ap.parse_args()
     t0 = time.monotonic()
