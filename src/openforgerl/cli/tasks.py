@@ -66,16 +66,16 @@ def import_tasks(source: Path = typer.Argument(..., help="folder or file in a fo
                  user_engine: str | None = typer.Option(
                      None, help="URL of the engine that plays the simulated user of multi-turn tasks")) -> None:
     """Convert Claw-Eval / QwenClawBench / tau2 tasks into task folders (flags what cannot run offline)."""
-    from openforgerl.envs.importers import import_any
-    from openforgerl.envs.importers.tau2 import data_sources_line
     from openforgerl.tasks.flags import summarize_flags
     from openforgerl.tasks.format import load_task
+    from openforgerl.tasks.importing import importer_for
 
-    written = import_any(source, out, format, user_engine=user_engine)
+    importer = importer_for(source, format)
+    written = importer.run(source, out, user_engine)
     typer.echo(f"wrote {len(written)} task folders to {out}")
     tasks = [load_task(w) for w in written]
-    tau2 = data_sources_line([t.meta.tags for t in tasks])
-    typer.echo(summarize_flags(t.flags for t in tasks).line("imported") + (f"; {tau2}" if tau2 else ""))
+    extra = importer.summary([t.meta.tags for t in tasks])
+    typer.echo(summarize_flags(t.flags for t in tasks).line("imported") + (f"; {extra}" if extra else ""))
 
 
 @command.command("generate")

@@ -21,7 +21,7 @@ from openforgerl.engines.chat_format import format_tool_call
 from openforgerl.envs.claw.drafts import cli_words
 from openforgerl.tasks.draft import Action
 
-__all__ = ["load_actions", "oracle_policy"]
+__all__ = ["gold_actions", "load_actions", "oracle_policy"]
 
 SHELL_TOOLS = {"exec_command": "cmd", "Bash": "command", "run_shell_command": "command", "exec": "command",
                "bash": "command", "shell": "command"}
@@ -99,3 +99,10 @@ def oracle_policy(runtimes: Sequence[Any], *, success_rate: float = 1.0, seed: i
         return "Done." if done >= len(actions) else _call(turn.tools, actions[done], line, prefer_shell)
 
     return policy
+
+
+def gold_actions(runtimes: Sequence[Any], *, success_rate: float = 1.0, seed: int = 0) -> Callable[[Any], str]:
+    """The `actions` oracle of `openforgerl.oracles` (`--engine scripted`): `oracle_policy`, looked up when
+    called rather than when the entry point loads, so a test that scripts the model by replacing this
+    module's `oracle_policy` is what the commands run."""
+    return oracle_policy(runtimes, success_rate=success_rate, seed=seed)

@@ -1,4 +1,5 @@
-"""GUI task sets -> task folders: `GUI_FORMATS[fmt](source) -> [GuiDraft]`, written by `import_gui`.
+"""GUI task sets -> task folders: `GUI_FORMATS[fmt](source) -> [GuiDraft]`, written by `import_gui`; each
+format is registered under its name as an `openforgerl.importers` entry point (`WEBVOYAGER`, ...).
 
 | format | source | runs here |
 |---|---|---|
@@ -14,26 +15,27 @@ from collections.abc import Callable
 from pathlib import Path
 
 from openforgerl.envs.gui.suite.families import GuiDraft, write_gui_task
+from openforgerl.tasks.importing import TaskImporter
 
-__all__ = ["GUI_FORMATS", "import_gui"]
+__all__ = ["GUI_FORMATS", "MIND2WEB", "OSWORLD", "WEBVOYAGER", "import_gui"]
 
 
 def _webvoyager(source: Path) -> list[GuiDraft]:
-    from openforgerl.envs.importers.webvoyager import convert_webvoyager
+    from openforgerl.envs.gui.importers.webvoyager import convert_webvoyager
 
     files = [source] if source.is_file() else sorted(source.rglob("*.jsonl"))
     return [d for f in files for d in convert_webvoyager(f)]
 
 
 def _mind2web(source: Path) -> list[GuiDraft]:
-    from openforgerl.envs.importers.mind2web import convert_mind2web
+    from openforgerl.envs.gui.importers.mind2web import convert_mind2web
 
     files = [source] if source.is_file() else sorted(source.rglob("*Mind2Web*.json"))
     return [d for f in files for d in convert_mind2web(f)]
 
 
 def _osworld(source: Path) -> list[GuiDraft]:
-    from openforgerl.envs.importers.osworld import convert_osworld, find_osworld_tasks
+    from openforgerl.envs.gui.importers.osworld import convert_osworld, find_osworld_tasks
 
     return [convert_osworld(p) for p in find_osworld_tasks(source)]
 
@@ -55,3 +57,15 @@ def import_gui(source: Path, out: Path, fmt: str) -> list[Path]:
         d.name = f"{prefix}/{re.sub(r'[^A-Za-z0-9._-]+', '-', rest).strip('-')}"
         written.append(write_gui_task(d, out))
     return written
+
+
+def _importer(fmt: str) -> TaskImporter:
+    def run(source: Path, out: Path, user_engine: str | None) -> list[Path]:
+        return import_gui(source, out, fmt)  # a GUI task has no simulated user: user_engine is unused
+
+    return TaskImporter(run)
+
+
+WEBVOYAGER = _importer("webvoyager")
+MIND2WEB = _importer("online-mind2web")
+OSWORLD = _importer("osworld")

@@ -1,4 +1,4 @@
-"""Registers the tau2 family: task folders written by the tau2 importer (`envs/importers/tau2.py`) say
+"""Registers the tau2 family: task folders written by the tau2 importer (`envs/tau2/importer.py`) say
 `[environment] kind = "tau2"`. Found through the `openforgerl.environments` entry point (pyproject.toml)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`Tau2TaskRuntime`: an imported tau2 task folder (`source = "tau2"`) as the orchestrator's `TaskRuntime`.
 
-Task folder (written by `envs/importers/tau2.py`): `instruction.md` (the domain policy; never the user's
+Task folder (written by `envs/tau2/importer.py`): `instruction.md` (the domain policy; never the user's
 scenario), `tests/tau2_task.json` (the upstream task: gold actions and criteria),
 `tests/user_agent.json` (the persona for the simulated user), `solution/actions.json` (the gold agent
 actions, for the scripted oracles), the domain in the tag `tau2:<domain>`.

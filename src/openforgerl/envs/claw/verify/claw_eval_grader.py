@@ -165,13 +165,13 @@ class HostAnsweredJudge:
 
 
 def _ours_to_theirs() -> dict[str, str]:
-    from openforgerl.envs.importers.claw_eval import TOOLS
+    from openforgerl.envs.claw.importers.claw_eval import TOOLS
 
     return {ours: theirs for theirs, ours in TOOLS.items()}
 
 
 def _upstream_args(tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
-    from openforgerl.envs.importers.claw_eval import UPSTREAM_ARGS
+    from openforgerl.envs.claw.importers.claw_eval import UPSTREAM_ARGS
 
     renames = UPSTREAM_ARGS.get(tool, {})
     return {renames.get(k, k): v for k, v in args.items()}
@@ -179,7 +179,7 @@ def _upstream_args(tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
 
 def _service_of(tool: str) -> str | None:
     from openforgerl.env.world_tools import get_tool
-    from openforgerl.envs.importers.claw_eval import SERVICES
+    from openforgerl.envs.claw.importers.claw_eval import SERVICES
 
     spec = get_tool(tool)
     theirs = {ours: t for t, ours in SERVICES.items()}

@@ -72,8 +72,8 @@ from typing import Any
 
 import yaml
 
-from openforgerl.envs.importers.claw_eval_grading import GRADER_CHECK, grader_run_files, grader_support
-from openforgerl.envs.importers.claw_eval_oracle import oracle
+from openforgerl.envs.claw.importers.claw_eval_grading import GRADER_CHECK, grader_run_files, grader_support
+from openforgerl.envs.claw.importers.claw_eval_oracle import oracle
 from openforgerl.tasks.draft import TaskDraft
 
 __all__ = ["TOOLS", "UPSTREAM_ARGS", "convert_claw_eval", "find_claw_eval_tasks", "grader_support"]

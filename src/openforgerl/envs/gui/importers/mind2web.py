@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from openforgerl.envs.gui.importers.webvoyager import judge_draft
 from openforgerl.envs.gui.suite.families import GuiDraft
-from openforgerl.envs.importers.webvoyager import judge_draft
 
 __all__ = ["convert_mind2web"]
 

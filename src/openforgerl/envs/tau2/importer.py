@@ -45,8 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.tasks.draft import TaskDraft
+from openforgerl.tasks.importing import TaskImporter
 
-__all__ = ["DEFAULT_BASIS", "convert_tau2", "data_sources_line", "load_splits", "standard_set"]
+__all__ = ["DEFAULT_BASIS", "TAU2", "convert_tau2", "data_sources_line", "load_splits", "standard_set"]
 
 DEFAULT_BASIS = ("DB", "COMMUNICATE")  # tau2 EvaluationCriteria.reward_basis default
 USER_MAX_ROUNDS = 10
@@ -252,3 +253,17 @@ def convert_tau2(tasks_json: Path, domain: str | None = None, user_engine: str |
     return [_draft(t, domain, splits.get(str(t.get("id")), "test"), policy, user_engine, unsupported,
                    [*_data_tags(t, from_package, package_gold), *([f"tau2_policy:{origin}"] if origin else [])])
             for t in tasks]
+
+
+def _import(source: Path, out: Path, user_engine: str | None) -> list[Path]:
+    from openforgerl.tasks.draft import write_task
+    from openforgerl.tasks.importing import convert_each, write_drafts
+
+    files = [source] if source.is_file() else sorted(source.rglob("tasks.json"))
+    return write_drafts(convert_each("tau2", files, lambda f: convert_tau2(f, user_engine=user_engine)), out,
+                        write_task)
+
+
+TAU2 = TaskImporter(_import, summary=data_sources_line)
+"""The `tau2` format of `openforgerl.importers`: each draft brings its own verifier and oracle
+(`[environment] kind = "tau2"`), so it is written as is."""
