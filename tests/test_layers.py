@@ -32,7 +32,7 @@ environment nor a stage above it (orchestrator, gateway, train, config, stack, t
 CLI = f"{ROOT}.cli"
 
 # The ratchet: today's counts. Lower them when an import goes; the goal is 0 / 0 / <= 5 / 0.
-CORE_TO_ENV = 4
+CORE_TO_ENV = 0
 BETWEEN_ENVS = 0
 MUTUAL_PAIRS = 1
 CIRCLES = 3

@@ -11,6 +11,7 @@ from pathlib import Path
 from openforgerl.envs.claw.suite.families import FAMILIES, SFT_TOOLS
 from openforgerl.synth import pipeline, synthesize, vocab
 from openforgerl.synth.compose import sample_candidate
+from openforgerl.synth.plugins import WRITER, WRITERS
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_tiny_model.py"
 
@@ -88,5 +89,5 @@ def test_a_candidate_equal_to_a_shipped_task_is_rejected(tmp_path: Path, monkeyp
     report, paths, _ = synthesize("claw-family", 5, tmp_path, seed=0)
     assert report.rejected["shipped"] == 1 and report.kept == 5
     assert held_out.instruction not in {(p / "instruction.md").read_text().split("\n")[0] for p in paths}
-    texts, golds = pipeline._shipped_claw()
+    texts, golds = WRITERS.get(WRITER).shipped()  # Claw's, through its entry point
     assert held_out.instruction in texts and len(golds) > 30

@@ -1,14 +1,14 @@
 """Task synthesis: environments as data, tasks composed from their tools, validated before they are kept.
 
-- `toolenv`: the format (`ToolEnv`, `Tool`, `Param`, `Collection`), `loading.load_env`; `claw` re-expresses the
-  Claw services in it; `importers` reads an MCP `tools/list` result or an OpenAPI 3 document.
+- `toolenv`: the format (`ToolEnv`, `Tool`, `Param`, `Collection`), `loading.load_env`; `importers` reads an MCP `tools/list` result or an OpenAPI 3 document.
 - `compose`: atoms along the data flow between tool schemas, and variants (dup, fault, impossible).
 - `filters`: in-process validation with the verifier's evaluator; `dedup`: exact + MinHash.
 - `pipeline.synthesize` (= `openforgerl tasks synthesize`), `agreement.sandbox_agreement`.
 - `calibrate`: pass rates per task, `select_band`, `refresh`, `pools`; `measure` runs a live policy
   (`train`'s `refresh_every`); `tasks synthesize --calibrate` runs it through `cli/live_calibration.py`
   (`train`'s services and harness: wiring, so in the CLI, and `synth` never imports `train`).
-- `claw.claw_family_env` (`--env claw-family`): Claw phrased like the `sft` family the tiny model was warmed on.
+- `plugins`: what environments give synthesis through entry points: their tool environments (`--env claw`,
+  `--env claw-family`, re-expressed from the Claw services in `envs/claw/synth.py`) and the task writer.
 """
 
 from openforgerl.synth.calibrate import (

@@ -7,9 +7,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from openforgerl.synth.claw import claw_env, claw_family_env
 from openforgerl.synth.documents import DocumentError
 from openforgerl.synth.importers import load_document
+from openforgerl.synth.plugins import TOOL_ENVS
 from openforgerl.synth.toolenv import ToolEnv, load_toml
 
 __all__ = ["load_env"]
@@ -32,10 +32,8 @@ def load_env(spec: str | Path | ToolEnv) -> ToolEnv:
     with `tools`) or an OpenAPI 3 document (`.json` / `.yaml` with `openapi`)."""
     if isinstance(spec, ToolEnv):
         return spec.with_answer()
-    if str(spec) == "claw":
-        return claw_env()
-    if str(spec) == "claw-family":
-        return claw_family_env()
+    if str(spec) in TOOL_ENVS:  # `claw`, `claw-family`: the installed environments' (entry points)
+        return TOOL_ENVS.get(str(spec))()
     path = Path(spec)
     if not path.is_file():
         raise ValueError(f"--env {spec!r}: not 'claw', 'claw-family' or a file")

@@ -1,7 +1,7 @@
 """`synthesize`: sample candidates, validate them in-process, dedup, write task folders, report.
 
 Candidates are drawn until `n` are kept or `max_candidates` were tried. Each kept task is a normal task
-folder (`envs.claw.drafts.write_claw_task`) plus `[metadata.synth]` (env, family, variant, slots, signature,
+folder (laid out by the `synth.plugins.WRITER` task writer: Claw's) plus `[metadata.synth]` (env, family, variant, slots, signature,
 template). Claw tasks run anywhere Claw tasks run; tasks of another environment carry
 `unsupported = ["service:<env>"]` (no sandbox service speaks their tools), their faults and tool list
 live in `[metadata.synth]`, and they are validated here only.
@@ -20,12 +20,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.claw.drafts import write_claw_task
 from openforgerl.synth.compose import Candidate, sample_candidate
 from openforgerl.synth.dedup import Deduper
 from openforgerl.synth.filters import FILTERS, Verdict, judge
 from openforgerl.synth.loading import load_env
 from openforgerl.synth.paraphrase import Paraphraser, paraphrase
+from openforgerl.synth.plugins import WRITER, WRITERS
 from openforgerl.synth.toolenv import ToolEnv
 from openforgerl.tasks import _toml
 from openforgerl.tasks.draft import TaskDraft
@@ -86,7 +86,7 @@ def write_candidate(env: ToolEnv, c: Candidate, out: Path) -> Path:
                       split=_split(c.name), tags=["synth", c.variant, *c.services], source=f"openforgerl/synth:{env.name}",
                       description=f"synthesised from {env.name}: {c.family}",
                       extra_meta={} if env.claw else {"unsupported": [f"service:{env.name}"]})
-    root = write_claw_task(draft, out)
+    root = WRITERS.get(WRITER).write(draft, out)
     synth: dict[str, Any] = {"env": env.name, "family": c.family, "variant": c.variant, "n_atoms": c.n_atoms,
                              "signature": list(c.signature), "slots": c.slots, "template": c.template,
                              "paraphrased": c.instruction != c.template}
@@ -109,21 +109,11 @@ def _slots(c: Candidate) -> list[str]:
     return [*c.slots, *[s for s in extra if s not in c.slots]]
 
 
-def _shipped_claw() -> tuple[set[str], set[str]]:
-    """Instructions and gold calls of the shipped Claw suite (both splits): a synthesised Claw task equal to
-    one of them is dropped (`shipped`), so a synthesised pool never holds a copy of a held-out task."""
-    from openforgerl.envs.claw.suite.families import FAMILIES
-
-    drafts = [d for family in FAMILIES for d in family()]
-    return ({d.instruction.split("\n")[0] for d in drafts},
-            {json.dumps([(a.tool, a.args) for a in d.actions], sort_keys=True) for d in drafts})
-
-
 def _draw(env: ToolEnv, n: int, rng: random.Random, report: Report, paraphraser: Paraphraser | None, limit: int,
           keep_rejected: int) -> tuple[list[Candidate], list[tuple[Candidate, Verdict]]]:
     """Sample, judge, paraphrase and dedup until `n` are kept or `limit` were generated."""
     dedup = Deduper()
-    shipped_text, shipped_gold = _shipped_claw() if env.claw else (set(), set())
+    shipped_text, shipped_gold = WRITERS.get(WRITER).shipped() if env.claw else (set(), set())
     kept: list[Candidate] = []
     rejected: list[tuple[Candidate, Verdict]] = []
     while len(kept) < n and report.generated < limit and report.unbuildable < 50 * max(n, 10):

@@ -1,4 +1,6 @@
-"""The Claw services re-expressed in the tool-environment format, over the existing registry.
+"""The Claw services re-expressed in the tool-environment format of task synthesis (`openforgerl.synth`),
+over the existing registry; registered as the `claw` and `claw-family` synthesis tool environments and the
+`claw` task writer (pyproject.toml: `openforgerl.synth_envs`, `openforgerl.synth_writers`).
 
 Schemas come from `env/world_tools.py` (`TOOLS`), behaviour from `env/world.py` (`OPS`, run through the
 service's own `ClawApp`, so audit entries and fault injection are the real ones), fixtures from
@@ -15,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.env.world_tools import TOOLS, ToolSpec
+from openforgerl.envs.claw.drafts import write_claw_task
+from openforgerl.synth.plugins import TaskWriter
 from openforgerl.synth.toolenv import Collection, Param, Tool, ToolEnv
 
-__all__ = ["ClawSession", "claw_env"]
+__all__ = ["WRITER", "ClawSession", "claw_env", "claw_family_env", "shipped_tasks"]
 
 _CONTACT_EMAIL = "contacts.contacts.email"
 _BY_CONTACT = "{label} (look the address up in my contacts)"
@@ -198,3 +202,19 @@ def claw_family_env() -> ToolEnv:
         params = tuple(replace(p, ref="") for p in tool.params)
         tools.append(replace(tool, params=params, templates=_FAMILY_TEMPLATES[name]))
     return replace(base, name="claw-family", tools=tuple(tools), values=warmup_pools(), offered=tuple(SFT_TOOLS))
+
+
+def shipped_tasks() -> tuple[set[str], set[str]]:
+    """Instructions and gold calls of the shipped Claw suite (both splits): a synthesised Claw task equal to
+    one of them is dropped (`shipped`), so a synthesised pool never holds a copy of a held-out task."""
+    import json
+
+    from openforgerl.envs.claw.suite.families import FAMILIES
+
+    drafts = [d for family in FAMILIES for d in family()]
+    return ({d.instruction.split("\n")[0] for d in drafts},
+            {json.dumps([(a.tool, a.args) for a in d.actions], sort_keys=True) for d in drafts})
+
+
+WRITER = TaskWriter(write_claw_task, shipped_tasks)
+"""Synthesised tasks are Claw task folders (`write_claw_task`: test.sh, solve.sh), whatever their tools."""
