@@ -21,7 +21,8 @@ SRC = Path(openforgerl.__file__).resolve().parents[1]
 ROOT = "openforgerl"
 ENVS = f"{ROOT}.envs"
 SHARED_IN_ENVS = frozenset({"importers"})
-"""Modules under envs/ that are no environment: the importers for several of them."""
+"""Modules under envs/ that are no environment: `envs.importers`, which re-exports `tasks.importing` for old
+callers (each importer lives in the environment it feeds)."""
 SDK = f"{ROOT}.env"
 SDK_MAY_IMPORT = frozenset({f"{ROOT}.{m}" for m in (
     "records", "errors", "registry", "paths", "sandbox", "sandbox.base", "sandbox.safefile", "tasks", "tasks.errors",
