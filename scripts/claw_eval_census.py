@@ -2,7 +2,7 @@
 
     python scripts/claw_eval_census.py <a checkout of github.com/claw-eval/claw-eval>
 
-Imports every task (`openforgerl.envs.importers`), then
+Imports every task (`openforgerl.tasks.importing`), then
 - graders: every task scored by its own `grader.py` is graded once in process on a two-message
   conversation, an empty audit and snapshot, with every judge call answered 0.5 (a raw chat call: "{}")
   (rounds until none is pending): "runs" = returned a score without raising;
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from openforgerl.env.checks.evaluate import Evidence
 from openforgerl.envs.claw.verify import evaluate, load_spec  # the package registers Claw's check kinds
-from openforgerl.envs.importers import import_any
+from openforgerl.tasks.importing import import_any
 from openforgerl.tasks.flags import reason_of, unmet
 from openforgerl.tasks.format import load_task
 

@@ -20,9 +20,9 @@ import openforgerl
 SRC = Path(openforgerl.__file__).resolve().parents[1]
 ROOT = "openforgerl"
 ENVS = f"{ROOT}.envs"
-SHARED_IN_ENVS = frozenset({"importers"})
-"""Modules under envs/ that are no environment: `envs.importers`, which re-exports `tasks.importing` for old
-callers (each importer lives in the environment it feeds)."""
+SHARED_IN_ENVS: frozenset[str] = frozenset()
+"""Modules under envs/ that are no environment (none today: each importer lives in the environment it
+feeds, found through `tasks.importing`)."""
 SDK = f"{ROOT}.env"
 SDK_MAY_IMPORT = frozenset({f"{ROOT}.{m}" for m in (
     "records", "errors", "registry", "paths", "sandbox", "sandbox.base", "sandbox.safefile", "tasks", "tasks.errors",
@@ -216,9 +216,10 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 def test_a_clean_tree_counts_nothing(tmp_path: Path) -> None:
     src = _write(tmp_path, {
         "openforgerl/__init__.py": "", "openforgerl/records.py": "",
-        "openforgerl/envs/__init__.py": "", "openforgerl/envs/importers/__init__.py": "from openforgerl import records\n",
+        "openforgerl/envs/__init__.py": "",
         "openforgerl/envs/claw/__init__.py": "from openforgerl.records import X\nfrom . import world\n",
-        "openforgerl/envs/claw/world.py": "from .. import importers\n",
+        "openforgerl/envs/claw/world.py": "from openforgerl.env import kit\n",
+        "openforgerl/env/__init__.py": "", "openforgerl/env/kit.py": "from openforgerl import records\n",
         "openforgerl/stack.py": "import openforgerl.records\n",
     })
     assert measure(src).counts() == (0, 0, 0, 0)

@@ -22,7 +22,7 @@ from scripted_eval import run_eval
 
 from openforgerl.engines.chat_format import format_tool_call
 from openforgerl.envs.claw.services.server import build_app, serve
-from openforgerl.envs.importers import import_any
+from openforgerl.tasks.importing import import_any
 from openforgerl.tasks.format import load_task
 
 DATA = Path(__file__).parent / "data" / "claw_eval_services"

@@ -22,7 +22,7 @@ from openforgerl.env.checks.evaluate import Evidence, evaluate
 from openforgerl.env.checks.spec import load_spec, parse_spec
 from openforgerl.envs.claw.runtime import claw_tool_names
 from openforgerl.envs.claw.verify.graders import GraderUnavailable
-from openforgerl.envs.importers import import_any
+from openforgerl.tasks.importing import import_any
 from openforgerl.records import CallRecord, WireProtocol
 from openforgerl.tasks.flags import summarize_flags, unmet
 from openforgerl.tasks.format import load_task

@@ -15,7 +15,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from openforgerl.envs.importers import import_any
+from openforgerl.tasks.importing import import_any
 from openforgerl.envs.tau2 import upstream
 from openforgerl.envs.tau2.runtime import Tau2TaskRuntime
 from openforgerl.tasks.format import load_task

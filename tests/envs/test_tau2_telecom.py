@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from openforgerl.envs.importers import import_any
+from openforgerl.tasks.importing import import_any
 from openforgerl.envs.tau2 import upstream
 from openforgerl.tasks.format import load_task
 from openforgerl.tasks.loader import load_runtime

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from judge_helpers import free_port
 
-from openforgerl.envs.importers import import_any
+from openforgerl.tasks.importing import import_any
 from openforgerl.orchestrator.task_protocol import Verdict, VerifierError
 from openforgerl.tasks.format import load_task
 from openforgerl.tasks.harbor import HarborTaskRuntime

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from openforgerl.envs.gui.registry import get_environment
+from openforgerl.env.screens import get_environment
 from openforgerl.sandbox.kubernetes.validation import schema_problems, semantic_problems
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy/gui"

@@ -60,7 +60,7 @@ def test_config_in_the_workdir_holds_no_expected_values():
 
 
 def test_environment_kinds_are_registered():
-    from openforgerl.envs.gui.registry import get_environment, kinds
+    from openforgerl.env.screens import get_environment, kinds
 
     assert {"browser", "desktop"} <= set(kinds())
     with pytest.raises(KeyError, match="unknown GUI environment kind 'vm'"):

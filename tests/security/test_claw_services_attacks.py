@@ -129,7 +129,7 @@ def test_the_service_loads_upstreams_code_before_the_agent_can_rewrite_it(tmp_pa
 
     from test_claw_eval_services import TASK
 
-    from openforgerl.envs.importers import import_any
+    from openforgerl.tasks.importing import import_any
 
     [folder] = import_any(TASK, tmp_path / "tasks")
     rc, out = asyncio.run(_race(folder, gated))

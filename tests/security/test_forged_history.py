@@ -30,7 +30,7 @@ import pytest
 from _forged_helpers import last_call_history
 
 from openforgerl.engines.chat_format import format_tool_call
-from openforgerl.envs.importers import import_any
+from openforgerl.tasks.importing import import_any
 from openforgerl.testing.markers import needs_bwrap
 
 ENVS = Path(__file__).resolve().parents[1] / "envs"

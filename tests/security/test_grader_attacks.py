@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from openforgerl.engines.chat_format import format_tool_call
 from openforgerl.env.tool_client import DEFAULT_PORT
-from openforgerl.envs.importers import import_any
+from openforgerl.tasks.importing import import_any
 
 DATA = Path(__file__).resolve().parents[1] / "envs" / "data"
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs"))
 from judge_helpers import free_port, serve_policy, user_text
 
 from openforgerl.engines.chat_format import format_tool_call
-from openforgerl.envs.importers import import_any
+from openforgerl.tasks.importing import import_any
 
 DATA = Path(__file__).resolve().parents[1] / "envs" / "data"
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from openforgerl.envs.importers import import_any
+from openforgerl.tasks.importing import import_any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs"))
 from scripted_eval import bash_steps, run_eval

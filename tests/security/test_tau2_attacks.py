@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.envs.importers import import_any
+from openforgerl.tasks.importing import import_any
 from openforgerl.harness.generic import CommandHarness
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox import bwrap

@@ -41,7 +41,7 @@ from typing import Any
 
 from openforgerl.env.checks.spec import load_spec
 from openforgerl.env.computer.service import COMPUTER_PORT, token_id
-from openforgerl.envs.gui.registry import SandboxNeeds, get_environment
+from openforgerl.env.screens import SandboxNeeds, get_environment
 from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.sandbox.base import SandboxError, TamperError
 from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier

@@ -2,7 +2,7 @@
 
 Started by the orchestrator (`TaskRuntime.service_argv`) inside the sandbox, it serves
 - the web apps of the task (`env.apps`) on 127.0.0.1:8080, with their state behind the token;
-- the screen of the task's environment kind (`envs.gui.registry`: a headless browser, or an Xvfb
+- the screen of the task's environment kind (`env.screens`: a headless browser, or an Xvfb
   desktop) and its computer service (`env.computer.service`) on 127.0.0.1:8765.
 Exits when killed (sandbox close); `-I` so nothing in /workdir can shadow our modules.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.env.computer.service import COMPUTER_PORT, serve_computer, token_id
-from openforgerl.envs.gui.registry import get_environment
+from openforgerl.env.screens import get_environment
 
 __all__ = ["FONTS_CONF", "main", "start_apps"]
 
