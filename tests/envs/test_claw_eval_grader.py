@@ -24,8 +24,8 @@ from openforgerl.env.checks.spec import load_spec
 from openforgerl.envs.claw.verify.graders import GraderUnavailable
 from openforgerl.envs.claw.verify.run import EXIT_NEEDS_JUDGE, EXIT_VERIFIER_BROKEN
 from openforgerl.envs.claw.verify.run import main as verify_main
-from openforgerl.tasks.importing import import_any
 from openforgerl.tasks.format import load_task
+from openforgerl.tasks.importing import import_any
 
 DATA = Path(__file__).parent / "data" / "claw_eval"
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")

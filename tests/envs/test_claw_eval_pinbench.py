@@ -18,8 +18,8 @@ from scripted_eval import run_eval
 from openforgerl.engines.chat_format import format_tool_call
 from openforgerl.env.checks.evaluate import Evidence, evaluate
 from openforgerl.env.checks.spec import load_spec
-from openforgerl.tasks.importing import import_any
 from openforgerl.tasks.format import load_task
+from openforgerl.tasks.importing import import_any
 
 REPO = Path(__file__).parent / "data" / "claw_eval_repo"
 TASK = REPO / "tasks" / "T910_pinbench_brief"

@@ -22,8 +22,8 @@ from scripted_eval import run_eval
 
 from openforgerl.engines.chat_format import format_tool_call
 from openforgerl.envs.claw.services.server import build_app, serve
-from openforgerl.tasks.importing import import_any
 from openforgerl.tasks.format import load_task
+from openforgerl.tasks.importing import import_any
 
 DATA = Path(__file__).parent / "data" / "claw_eval_services"
 TASK = DATA / "tasks" / "T950_ledger_post"

@@ -22,11 +22,11 @@ from openforgerl.env.checks.evaluate import Evidence, evaluate
 from openforgerl.env.checks.spec import load_spec, parse_spec
 from openforgerl.envs.claw.runtime import claw_tool_names
 from openforgerl.envs.claw.verify.graders import GraderUnavailable
-from openforgerl.tasks.importing import import_any
 from openforgerl.records import CallRecord, WireProtocol
 from openforgerl.tasks.flags import summarize_flags, unmet
 from openforgerl.tasks.format import load_task
 from openforgerl.tasks.host_side import combine_hybrid
+from openforgerl.tasks.importing import import_any
 from openforgerl.tasks.judge import JudgeError, fence, parse_score, summarize_events
 from openforgerl.tasks.transcript import messages_from_calls, openclaw_events
 

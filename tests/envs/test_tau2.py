@@ -15,10 +15,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from openforgerl.tasks.importing import import_any
 from openforgerl.envs.tau2 import upstream
 from openforgerl.envs.tau2.runtime import Tau2TaskRuntime
 from openforgerl.tasks.format import load_task
+from openforgerl.tasks.importing import import_any
 from openforgerl.tasks.loader import load_runtime
 from openforgerl.tasks.validate import validate_tasks
 from openforgerl.testing.markers import needs_bwrap

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from openforgerl.tasks.importing import import_any
 from openforgerl.envs.tau2 import upstream
 from openforgerl.tasks.format import load_task
+from openforgerl.tasks.importing import import_any
 from openforgerl.tasks.loader import load_runtime
 from openforgerl.tasks.validate import validate_tasks
 from openforgerl.testing.markers import needs_bwrap

@@ -13,9 +13,9 @@ import pytest
 from gui_helpers import DATA, needs_gui
 
 from openforgerl.envs.gui.runtime import GuiTaskRuntime
-from openforgerl.tasks.importing import import_any
 from openforgerl.tasks.flags import summarize_flags
 from openforgerl.tasks.format import load_task
+from openforgerl.tasks.importing import import_any
 from openforgerl.tasks.loader import load_runtime
 
 

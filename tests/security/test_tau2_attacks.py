@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.tasks.importing import import_any
 from openforgerl.harness.generic import CommandHarness
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox import bwrap
+from openforgerl.tasks.importing import import_any
 from openforgerl.tasks.loader import load_runtime
 from openforgerl.testing.markers import needs_bwrap
 from openforgerl.testing.rollouts import open_rollout_env
