@@ -19,9 +19,9 @@ from pathlib import Path
 
 from openforgerl.env.checks.evaluate import Evidence
 from openforgerl.envs.claw.verify import evaluate, load_spec  # the package registers Claw's check kinds
-from openforgerl.tasks.importing import import_any
 from openforgerl.tasks.flags import reason_of, unmet
 from openforgerl.tasks.format import load_task
+from openforgerl.tasks.importing import import_any
 
 TWO_MESSAGES = [{"role": "user", "content": "Do the task."},
                 {"role": "assistant", "content": "I did the task: the answer is 42."}]
