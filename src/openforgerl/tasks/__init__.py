@@ -1,9 +1,9 @@
 """Tasks, apart from any environment: the task folder format (Harbor-compatible `task.toml`,
-`instruction.md`, `environment/`, `tests/`, `solution/`) and its loader (`format`), the family registry
-that says which runtime runs a folder (`families`), folder -> runtime (`loader`), drafts written out as
-folders (`draft`), no-op/oracle validation (`validate`), run flags (`flags`), verifier outputs (`verdicts`), the host side a verifier may use
-(`host_side`, `judge`, `transcript`) and the runtime of Harbor-style folders that carry their own verifier
-(`harbor`).
+`instruction.md`, `environment/`, `tests/`, `solution/`), its types (`schema`) and its loader (`format`),
+the family registry that says which runtime runs a folder (`families`), folder -> runtime (`loader`),
+drafts written out as folders (`draft`), no-op/oracle validation (`validate`), run flags (`flags`),
+verifier outputs (`verdicts`), the host side a verifier may use (`host_side`, `judge`, `transcript`) and
+the runtime of Harbor-style folders that carry their own verifier (`harbor`).
 
 Nothing here imports an environment package (`openforgerl.envs.*`): environments register their families
 themselves and are found through entry points (`families`). Kept import-light: the in-sandbox tools of
@@ -17,7 +17,7 @@ from typing import Any
 __all__ = ["Task", "TaskFamily", "TaskFormatError", "find_tasks", "load_runtime", "load_runtimes", "load_task",
            "register_family"]
 
-_WHERE = {"Task": "format", "TaskFormatError": "errors", "find_tasks": "format", "load_task": "format",
+_WHERE = {"Task": "schema", "TaskFormatError": "errors", "find_tasks": "format", "load_task": "format",
           "TaskFamily": "families", "register_family": "families", "load_runtime": "loader",
           "load_runtimes": "loader"}
 

@@ -20,7 +20,7 @@ from openforgerl.tasks.errors import TaskFormatError
 
 if TYPE_CHECKING:
     from openforgerl.orchestrator.task_protocol import TaskRuntime
-    from openforgerl.tasks.format import Task
+    from openforgerl.tasks.schema import Task
 
 __all__ = ["ENTRY_POINTS", "FAMILIES", "TaskFamily", "environment_kind", "family_of", "register_family"]
 
