@@ -16,9 +16,9 @@ import contextlib
 import math
 import posixpath
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from openforgerl.sandbox.base import (
     WORKDIR,
@@ -30,14 +30,13 @@ from openforgerl.sandbox.base import (
 )
 from openforgerl.sandbox.bwrap import VERIFIER_IN, VERIFIER_OUT
 from openforgerl.sandbox.kubernetes import commands
-from openforgerl.sandbox.kubernetes.client import ExecOutput, ExecTimedOut, Obj
+from openforgerl.sandbox.kubernetes.client import ExecOutput, ExecTimedOut, KubeApi, Obj
+from openforgerl.sandbox.kubernetes.config import KubernetesConfig
 from openforgerl.sandbox.kubernetes.errors import KubeSandboxError, PodLost, SandboxExpired
+from openforgerl.sandbox.kubernetes.informer import PodInformer
 from openforgerl.sandbox.kubernetes.manifests import VERIFIER_MOUNT as VERIFIER_ROOT
 from openforgerl.sandbox.kubernetes.status import agents_doing, fault
 from openforgerl.sandbox.safefile import MAX_READ_BYTES
-
-if TYPE_CHECKING:
-    from openforgerl.sandbox.kubernetes.backend import KubernetesBackend
 
 KILLED = (124, 137)  # `timeout` exit codes: TERM-ed / KILL-ed at the budget
 NOT_FOUND = (b"not found", b"No such file", b"cannot execute", b"Permission denied")
@@ -66,8 +65,28 @@ SERVICES_OOM = ("the services container was OOMKilled: a task service, driven th
 EXIT_TAMPERED = 3  # `tasks.verdicts.EXIT_TAMPERED`: the agent's doing, reward 0, never infra
 
 
+class PodOwner(Protocol):
+    """What a sandbox asks of the backend that made its Pod (`backend.KubernetesBackend`): the API, the
+    watch, deletes, and a verifier Pod beside it. Declared here so the backend, which makes sandboxes,
+    is the only one of the two that imports the other."""
+
+    config: KubernetesConfig
+    api: KubeApi
+    informer: PodInformer
+
+    def schedule_delete(self, name: str) -> asyncio.Task[None]: ...
+
+    async def release(self, name: str) -> None: ...
+
+    async def wait_for_fault(self, name: str, timeout_s: float, ended: Collection[str] = ()) -> Obj | None: ...
+
+    async def wait_ended(self, name: str, container: str, timeout_s: float) -> bool: ...
+
+    async def open_verifier(self, spec: SandboxSpec, n: int) -> KubernetesSandbox: ...
+
+
 class KubernetesSandbox:
-    def __init__(self, backend: KubernetesBackend, pod_name: str, spec: SandboxSpec,
+    def __init__(self, backend: PodOwner, pod_name: str, spec: SandboxSpec,
                  deadline: float) -> None:
         self.id = spec.rollout_id
         self.pod_name = pod_name
