@@ -36,7 +36,7 @@ CLI = f"{ROOT}.cli"
 CORE_TO_ENV = 0
 BETWEEN_ENVS = 0
 MUTUAL_PAIRS = 1
-CIRCLES = 1
+CIRCLES = 0
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from openforgerl.engines.chat_format import format_tool_call
-from openforgerl.engines.local.engine import Generation
+from openforgerl.engines.local.generation import Generation
 from openforgerl.engines.local.requests import ChatOptions
 from openforgerl.engines.local.responses import ChatStreamState, chat_choice, visible_text
 

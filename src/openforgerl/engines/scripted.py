@@ -32,7 +32,7 @@ from openforgerl.engines.base import EngineCall, EngineChunk, EngineError, Engin
 from openforgerl.engines.chat_format import ChatFormat, ParsedOutput
 from openforgerl.engines.local import chat as chat_face
 from openforgerl.engines.local.core import StepEvent
-from openforgerl.engines.local.engine import Generation
+from openforgerl.engines.local.generation import Generation
 from openforgerl.engines.local.parsing import parse_vllm
 from openforgerl.engines.local.requests import ApiError, chat_options
 from openforgerl.engines.local.sampling import SamplingParams, TokenSample

@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = ["Generation", "LocalEngine", "SamplingParams"]
 
-_WHERE = {"Generation": "engine", "LocalEngine": "engine", "SamplingParams": "sampling"}
+_WHERE = {"Generation": "generation", "LocalEngine": "engine", "SamplingParams": "sampling"}
 
 
 def __getattr__(name: str) -> Any:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from openforgerl.engines.base import EngineCall, EngineChunk, EngineError, EngineResult, PromptIds
 from openforgerl.engines.chat_format import ChatFormat
+from openforgerl.engines.local.generation import Generation
 from openforgerl.engines.local.requests import (
     ApiError,
     ChatOptions,
@@ -41,7 +42,6 @@ from openforgerl.records import CallErrorKind
 
 if TYPE_CHECKING:
     from openforgerl.engines.local.core import StepEvent
-    from openforgerl.engines.local.engine import Generation
     from openforgerl.engines.local.vlm import VisionProcessor
 
 

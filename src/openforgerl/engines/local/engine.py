@@ -10,29 +10,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openforgerl.engines import base
 from openforgerl.engines.local import chat as chat_face
 from openforgerl.engines.local.core import EngineCore, Sequence, StepEvent
+from openforgerl.engines.local.generation import Generation
 from openforgerl.engines.local.memory import budget_for
 from openforgerl.engines.local.model import LoadedModel, load_model
 from openforgerl.engines.local.requests import ApiError
 from openforgerl.engines.local.sampling import SamplingParams
 from openforgerl.engines.local.vlm import ProcessedImages
-
-
-@dataclass(frozen=True)
-class Generation:
-    """A finished sequence: exact ids and raw logprobs of every sampled token."""
-
-    token_ids: list[int]
-    logprobs: list[float]
-    top_logprobs: list[tuple[tuple[int, float], ...]]
-    finish_reason: str
-    stop_reason: str | int | None
 
 
 class StopStrings:

@@ -10,14 +10,12 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openforgerl.engines.chat_format import ChatFormat, ParsedOutput
+from openforgerl.engines.local.generation import Generation
 from openforgerl.engines.local.parsing import parse_vllm, stream_view
 from openforgerl.engines.local.requests import ChatOptions
-
-if TYPE_CHECKING:  # engine.py uses this module (through chat.py) for its Engine methods
-    from openforgerl.engines.local.engine import Generation
 
 
 def new_id(prefix: str) -> str:

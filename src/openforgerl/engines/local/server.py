@@ -26,7 +26,8 @@ import orjson
 from aiohttp import web
 
 from openforgerl.engines.local.chat import chat_body, chat_chunks, prepare, raise_if_failed, with_images
-from openforgerl.engines.local.engine import Generation, LocalEngine
+from openforgerl.engines.local.engine import LocalEngine
+from openforgerl.engines.local.generation import Generation
 from openforgerl.engines.local.requests import ApiError, completion_prompts, sampling_params
 from openforgerl.engines.local.responses import logprob_entry, new_id, usage, visible_text
 from openforgerl.engines.local.vlm import ImageError
