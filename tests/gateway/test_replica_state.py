@@ -204,3 +204,35 @@ async def test_replicas_stamp_one_policy_version(shared, request, tmp_path, fmt)
             await gw.aclose()
         for store in stores:
             await store.aclose()
+
+
+async def test_a_watcher_reads_again_once_the_listener_listens(postgres_url: str) -> None:
+    """A replica reads the shared state, then its listener connects and LISTENs on its own thread; a pause
+    committed in between is announced to no one. So once it listens, every watcher is told to read
+    again (`None`), the first time too: on a loaded box a replica that started just before a pause
+    missed it for good."""
+    store = open_store(postgres_url)
+    heard: list[object] = []
+    try:
+        store.watch_flow(heard.append)  # type: ignore[attr-defined]
+        store.watch_rollouts(heard.append)  # type: ignore[attr-defined]
+        for _ in range(500):
+            if len(heard) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        assert heard == [None, None]
+    finally:
+        await store.aclose()
+
+
+def test_control_a_notify_sent_before_listen_never_arrives(postgres_url: str) -> None:
+    """Why the watcher must read again: PostgreSQL delivers a NOTIFY only to sessions already
+    listening, so what was committed before the LISTEN is never announced to it."""
+    with psycopg.connect(postgres_url, autocommit=True) as late, psycopg.connect(postgres_url,
+                                                                                autocommit=True) as early:
+        early.execute("LISTEN openforgerl_flow")
+        with psycopg.connect(postgres_url, autocommit=True) as writer:
+            writer.execute("NOTIFY openforgerl_flow, 'paused'")
+        late.execute("LISTEN openforgerl_flow")
+        assert [n.payload for n in early.notifies(timeout=2, stop_after=1)] == ["paused"]
+        assert list(late.notifies(timeout=0.5)) == []

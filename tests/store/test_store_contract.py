@@ -323,7 +323,7 @@ async def test_a_pause_on_one_store_reaches_the_watchers_of_another(postgres_url
     try:
         assert await b.read_flow() == FlowState(0, False, 0)
         b.watch_flow(lambda state: loop.call_soon_threadsafe(heard.put_nowait, state))
-        await asyncio.sleep(0.3)  # the listener is connected
+        assert await asyncio.wait_for(heard.get(), 5) is None  # listening now: read again
         assert await a.set_flow(True, 3) == FlowState(1, True, 3)
         assert await a.set_flow(False, 1) == FlowState(2, False, 3)
         assert [await asyncio.wait_for(heard.get(), 5) for _ in range(2)] == [FlowState(1, True, 3),

@@ -316,15 +316,16 @@ class PostgresCallStore:
 
     def watch_rollouts(self, callback: Callable[[str | None], None]) -> None:
         """Call `callback(rollout_id)` (from a listener thread) each time any store on this database
-        commits a closed or infra-tainted record of that rollout; `callback(None)` after the listener
-        reconnected (a notification may have been missed)."""
+        commits a closed or infra-tainted record of that rollout; `callback(None)` once the listener
+        listens and after it reconnected (a notification may have been missed: read again)."""
         with self._readers_lock:
             self._watchers.append(callback)
             self._start_listener()
 
     def watch_flow(self, callback: Callable[[FlowState | None], None]) -> None:
         """Call `callback(state)` (from the listener thread) each time any store on this database
-        commits a pause or resume (`set_flow`); `callback(None)` after the listener reconnected."""
+        commits a pause or resume (`set_flow`); `callback(None)` once the listener listens and after it
+        reconnected (a change may have been missed: read again)."""
         with self._readers_lock:
             self._flow_watchers.append(callback)
             self._start_listener()
@@ -366,13 +367,18 @@ class PostgresCallStore:
         return int(rows[0][0]) if rows else None
 
     def _listen_loop(self) -> None:
-        conn, missed = None, False
+        # `missed` starts True: a watcher reads the state before this thread has connected and listens,
+        # and a change committed in between is announced to no one (NOTIFY reaches only connections
+        # already listening), so once listening every watcher is told to read again. Seen: a replica
+        # that started under load missed a pause for good.
+        conn, missed = None, True
         while not self._closed:
             try:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self.url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S)
                     conn.execute(_LISTEN)
                     if missed:
+                        missed = False
                         self._announce(None)
                         self._announce_flow(None)
                 for note in conn.notifies(timeout=_LISTEN_POLL_S):
