@@ -324,8 +324,7 @@ class PostgresCallStore:
 
     def watch_flow(self, callback: Callable[[FlowState | None], None]) -> None:
         """Call `callback(state)` (from the listener thread) each time any store on this database
-        commits a pause or resume (`set_flow`); `callback(None)` once the listener listens and after it
-        reconnected (a change may have been missed: read again)."""
+        commits a pause or resume (`set_flow`); `callback(None)` once listening and after a reconnect."""
         with self._readers_lock:
             self._flow_watchers.append(callback)
             self._start_listener()
@@ -367,18 +366,13 @@ class PostgresCallStore:
         return int(rows[0][0]) if rows else None
 
     def _listen_loop(self) -> None:
-        # `missed` starts True: a watcher reads the state before this thread has connected and listens,
-        # and a change committed in between is announced to no one (NOTIFY reaches only connections
-        # already listening), so once listening every watcher is told to read again. Seen: a replica
-        # that started under load missed a pause for good.
-        conn, missed = None, True
+        conn, missed = None, True  # at first too: a NOTIFY before this LISTEN reached no watcher
         while not self._closed:
             try:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self.url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S)
                     conn.execute(_LISTEN)
                     if missed:
-                        missed = False
                         self._announce(None)
                         self._announce_flow(None)
                 for note in conn.notifies(timeout=_LISTEN_POLL_S):
