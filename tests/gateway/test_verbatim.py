@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -147,3 +148,36 @@ def test_any_reply_round_trips_through_its_parsed_form(text: str, args: dict[str
     parsed = {"role": "assistant", "content": text,
               "tool_calls": [{"function": {"name": "f", "arguments": json.dumps(args)}}]}
     assert memory(raw).sync_rewrite({"messages": [parsed]}) == {"messages": [{"role": "assistant", "content": raw}]}
+
+
+async def test_a_read_cancelled_by_a_stopped_run_reports_nothing() -> None:
+    """Ctrl-C or SIGTERM while the history's ids are being read back: the cancelled read leaves no
+    unread CancelledError for asyncio to print as a traceback into the run's log."""
+    import gc
+
+    loop = asyncio.get_running_loop()
+    seen: list[dict[str, Any]] = []
+    before = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, ctx: seen.append(ctx))
+    started = asyncio.Event()
+
+    async def hung_engine(ids: list[int], route_key: str) -> str:
+        started.set()
+        await asyncio.sleep(1000)
+        return ""
+
+    try:
+        memory = EchoMemory()
+        memory.note([1, 2, 3])
+        task = asyncio.ensure_future(memory.read(hung_engine, "r"))
+        await started.wait()  # control: the read is in flight, inside wait_for
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        del task
+        await asyncio.sleep(0.05)
+        gc.collect()
+        await asyncio.sleep(0)
+        assert [c.get("message") for c in seen if "_GatheringFuture" in str(c.get("message"))] == []
+    finally:
+        loop.set_exception_handler(before)

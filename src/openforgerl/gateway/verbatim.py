@@ -150,6 +150,9 @@ class EchoMemory:
     async def read(self, detokenize: Detokenize, route_key: str) -> None:
         batch, self.unread = self.unread, []  # taken before awaiting: a concurrent call reads the rest
         reads = asyncio.gather(*(detokenize(ids, route_key) for ids in batch), return_exceptions=True)
+        # cancelled through wait_for (a stopped run), a gather keeps its CancelledError as an exception
+        # that asyncio reports as a traceback when nobody reads it: read it here
+        reads.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
             # Bounded: this runs before the call's own engine deadline is armed, and a hung engine must
             # end the rollout as infra_error:engine through that deadline, not hang here unrecorded.
