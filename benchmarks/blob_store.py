@@ -58,21 +58,30 @@ async def as_files(blobs: list[tuple[str, bytes]], folder: Path) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--blobs", type=int, default=1500)
-    p.add_argument("--size", type=int, default=41000, help="bytes per blob (a 1280x720 screenshot PNG: ~41 KB)")
+    p.add_argument(
+        "--size", type=int, default=41000, help="bytes per blob (a 1280x720 screenshot PNG: ~41 KB)"
+    )
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
-    print("| round | table row us/blob (anchor) | file us/blob (anchor) | pack us/blob | pack / row | pack / file |\n"
-          "|---|---|---|---|---|---|")
+    print(
+        "| round | table row us/blob (anchor) | file us/blob (anchor) | pack us/blob | pack / row | pack / file |\n"
+        "|---|---|---|---|---|---|"
+    )
     arms = [as_rows, as_files, as_packs]
     for r in range(args.rounds):
-        blobs = [(hashlib.sha256(b).hexdigest(), b) for b in (os.urandom(args.size) for _ in range(args.blobs))]
+        blobs = [
+            (hashlib.sha256(b).hexdigest(), b) for b in (os.urandom(args.size) for _ in range(args.blobs))
+        ]
         cost = {}
         with tempfile.TemporaryDirectory() as tmp:
             for arm in arms if r % 2 == 0 else arms[::-1]:
                 cost[arm] = asyncio.run(arm(blobs, Path(tmp)))
         row, file, pack = cost[as_rows], cost[as_files], cost[as_packs]
-        print(f"| {r} | {row * 1e6:.0f} | {file * 1e6:.0f} | {pack * 1e6:.0f} | {pack / row:.2f} | {pack / file:.2f} |",
-              flush=True)
+        print(
+            f"| {r} | {row * 1e6:.0f} | {file * 1e6:.0f} | {pack * 1e6:.0f} | {pack / row:.2f} | {pack / file:.2f} |",
+            flush=True,
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -30,7 +30,10 @@ from gateway_replicas import TOKEN, Proc, _tree_cpu, start_engine, start_gateway
 
 TOOL_RESULT = "x" * 1000
 REPLICA_CORES = 0.7  # keep each replica's one event-loop core below 70 % busy: latency grows past it
-NODE_ALLOCATABLE = (14.0, 56 * 1024)  # cores, MiB a 16-core / 64 GiB node leaves to Pods after system reserves
+NODE_ALLOCATABLE = (
+    14.0,
+    56 * 1024,
+)  # cores, MiB a 16-core / 64 GiB node leaves to Pods after system reserves
 
 
 @dataclass(frozen=True)
@@ -47,9 +50,11 @@ def pg_figures(url: str) -> tuple[int, int, int, int]:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute("SELECT tup_inserted + tup_updated, xact_commit, pg_current_wal_lsn() - '0/0'::pg_lsn, "
-                           "pg_database_size(current_database()) FROM pg_stat_database "
-                           "WHERE datname = current_database()").fetchone()
+        row = conn.execute(
+            "SELECT tup_inserted + tup_updated, xact_commit, pg_current_wal_lsn() - '0/0'::pg_lsn, "
+            "pg_database_size(current_database()) FROM pg_stat_database "
+            "WHERE datname = current_database()"
+        ).fetchone()
         conn.execute("SELECT pg_stat_clear_snapshot()")
     assert row is not None
     return int(row[0]), int(row[1]), int(row[2]), int(row[3])
@@ -66,19 +71,26 @@ async def agent_rollouts(gw: Proc, rollouts: int, turns: int) -> int:
             async with http.post(gw.admin_url + "/rollouts", json={"task_id": f"t{i}"}, headers=auth) as r:
                 ro = await r.json()
             key = {"Authorization": f"Bearer {ro['api_key']}"}
-            messages: list[dict[str, str]] = [{"role": "system", "content": "You are an agent. " * 50},
-                                              {"role": "user", "content": f"task {i}: fix the bug"}]
+            messages: list[dict[str, str]] = [
+                {"role": "system", "content": "You are an agent. " * 50},
+                {"role": "user", "content": f"task {i}: fix the bug"},
+            ]
             for _ in range(turns):
                 body = {"model": "m", "messages": messages, "max_tokens": 32}
-                async with http.post(f"{gw.model_url}/r/{ro['rollout_id']}/v1/chat/completions", json=body,
-                                     headers=key) as r:
+                async with http.post(
+                    f"{gw.model_url}/r/{ro['rollout_id']}/v1/chat/completions", json=body, headers=key
+                ) as r:
                     reply = await r.json()
                     if r.status != 200:
                         raise RuntimeError(f"call failed: {r.status} {reply}")
                 done += 1
-                messages += [{"role": "assistant", "content": reply["choices"][0]["message"]["content"] or ""},
-                             {"role": "user", "content": TOOL_RESULT}]
-            async with http.post(f"{gw.admin_url}/rollouts/{ro['rollout_id']}/close", json={}, headers=auth) as r:
+                messages += [
+                    {"role": "assistant", "content": reply["choices"][0]["message"]["content"] or ""},
+                    {"role": "user", "content": TOOL_RESULT},
+                ]
+            async with http.post(
+                f"{gw.admin_url}/rollouts/{ro['rollout_id']}/close", json={}, headers=auth
+            ) as r:
                 await r.read()
 
         await asyncio.gather(*(one(i) for i in range(rollouts)))
@@ -110,17 +122,26 @@ async def measure(rollouts: int, turns: int) -> tuple[PerCall, int]:
         engine.stop()
         server.stop()
     d = [b - a for a, b in zip(pg0, pg1, strict=True)]
-    return PerCall(gateway_us=(gw1 - gw0) / calls * 1e6, postgres_us=(db1 - db0) / calls * 1e6, rows=d[0] / calls,
-                   commits=d[1] / calls, wal_bytes=d[2] / calls, db_bytes=d[3] / calls), calls
+    return PerCall(
+        gateway_us=(gw1 - gw0) / calls * 1e6,
+        postgres_us=(db1 - db0) / calls * 1e6,
+        rows=d[0] / calls,
+        commits=d[1] / calls,
+        wal_bytes=d[2] / calls,
+        db_bytes=d[3] / calls,
+    ), calls
 
 
-def sizing(per: PerCall, n: int, interval_s: float, rollout_mib: float, rollout_cpus: float,
-           screenshot_kib: float) -> list[str]:
+def sizing(
+    per: PerCall, n: int, interval_s: float, rollout_mib: float, rollout_cpus: float, screenshot_kib: float
+) -> list[str]:
     rate = n / interval_s
     gw_cores = rate * per.gateway_us / 1e6
     pg_cores = rate * per.postgres_us / 1e6
     replicas = max(2, math.ceil(gw_cores / REPLICA_CORES))  # two at least: one may be drained
-    nodes = max(math.ceil(n * rollout_cpus / NODE_ALLOCATABLE[0]), math.ceil(n * rollout_mib / NODE_ALLOCATABLE[1]))
+    nodes = max(
+        math.ceil(n * rollout_cpus / NODE_ALLOCATABLE[0]), math.ceil(n * rollout_mib / NODE_ALLOCATABLE[1])
+    )
     return [
         f"model calls/s                 {rate:10.0f}   ({n} rollouts / {interval_s:g} s between a rollout's calls)",
         f"gateway cores                 {gw_cores:10.2f}   -> {replicas} replicas at <= {REPLICA_CORES:.0%} of a core each",
@@ -153,25 +174,44 @@ async def main() -> None:
     ap.add_argument("--rollouts", type=int, default=32, help="measured rollouts, all at once")
     ap.add_argument("--turns", type=int, default=10, help="calls per measured rollout")
     ap.add_argument("--concurrent", type=int, default=1000)
-    ap.add_argument("--call-interval-s", type=float, nargs="+", default=[5.0],
-                    help="seconds between a rollout's calls; several values give one sizing each")
+    ap.add_argument(
+        "--call-interval-s",
+        type=float,
+        nargs="+",
+        default=[5.0],
+        help="seconds between a rollout's calls; several values give one sizing each",
+    )
     cpus, mib = pod_requests()
-    ap.add_argument("--rollout-mib", type=float, default=mib,
-                    help="an environment Pod's memory request (default: the rendered rollout Pod's)")
-    ap.add_argument("--rollout-cpus", type=float, default=cpus,
-                    help="an environment Pod's CPU request (default: the rendered rollout Pod's)")
+    ap.add_argument(
+        "--rollout-mib",
+        type=float,
+        default=mib,
+        help="an environment Pod's memory request (default: the rendered rollout Pod's)",
+    )
+    ap.add_argument(
+        "--rollout-cpus",
+        type=float,
+        default=cpus,
+        help="an environment Pod's CPU request (default: the rendered rollout Pod's)",
+    )
     ap.add_argument("--screenshot-kib", type=float, default=55.0)
     args = ap.parse_args()
     t0 = time.monotonic()
     per, calls = await measure(args.rollouts, args.turns)
-    print(f"{os.cpu_count()} cores; {args.rollouts} rollouts x {args.turns} calls = {calls} calls in "
-          f"{time.monotonic() - t0:.1f} s, one gateway on PostgreSQL")
-    print(f"per call: gateway {per.gateway_us:.0f} us CPU, PostgreSQL {per.postgres_us:.0f} us CPU, "
-          f"{per.commits:.2f} commits, {per.rows:.2f} rows written, {per.wal_bytes / 1024:.1f} KiB WAL, "
-          f"{per.db_bytes / 1024:.1f} KiB database growth")
+    print(
+        f"{os.cpu_count()} cores; {args.rollouts} rollouts x {args.turns} calls = {calls} calls in "
+        f"{time.monotonic() - t0:.1f} s, one gateway on PostgreSQL"
+    )
+    print(
+        f"per call: gateway {per.gateway_us:.0f} us CPU, PostgreSQL {per.postgres_us:.0f} us CPU, "
+        f"{per.commits:.2f} commits, {per.rows:.2f} rows written, {per.wal_bytes / 1024:.1f} KiB WAL, "
+        f"{per.db_bytes / 1024:.1f} KiB database growth"
+    )
     for interval in args.call_interval_s:
         print(f"sizing for {args.concurrent} concurrent rollouts, {interval:g} s between a rollout's calls:")
-        for line in sizing(per, args.concurrent, interval, args.rollout_mib, args.rollout_cpus, args.screenshot_kib):
+        for line in sizing(
+            per, args.concurrent, interval, args.rollout_mib, args.rollout_cpus, args.screenshot_kib
+        ):
             print("  " + line)
 
 

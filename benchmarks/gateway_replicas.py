@@ -58,8 +58,9 @@ class Proc:
 
 
 def _spawn(module_args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", *module_args], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", *module_args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 async def start_engine() -> Proc:
@@ -74,8 +75,22 @@ async def start_engine() -> Proc:
 async def start_gateway(engine_url: str, store: str) -> Proc:
     port, admin = free_port(), free_port()
     env = {**os.environ, "OPENFORGERL_ADMIN_TOKEN": TOKEN, "OPENFORGERL_GATEWAY_SECRET": SECRET}
-    popen = _spawn(["openforgerl.gateway", "--engine", engine_url + "/v1", "--model", "m", "--port", str(port),
-                    "--admin-port", str(admin), "--store", store], env)
+    popen = _spawn(
+        [
+            "openforgerl.gateway",
+            "--engine",
+            engine_url + "/v1",
+            "--model",
+            "m",
+            "--port",
+            str(port),
+            "--admin-port",
+            str(admin),
+            "--store",
+            store,
+        ],
+        env,
+    )
     proc = Proc(popen, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin}")
     await wait_ready(proc.admin_url + "/healthz", popen, 60)
     return proc
@@ -88,8 +103,9 @@ async def drive(gateways: list[Proc], concurrency: int, seconds: float) -> list[
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         rollouts = []
         for i in range(concurrency):
-            async with http.post(gateways[i % len(gateways)].admin_url + "/rollouts", json={"task_id": "b"},
-                                 headers=auth) as r:
+            async with http.post(
+                gateways[i % len(gateways)].admin_url + "/rollouts", json={"task_id": "b"}, headers=auth
+            ) as r:
                 rollouts.append(await r.json())
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 32}
         end = time.monotonic() + seconds
@@ -101,8 +117,9 @@ async def drive(gateways: list[Proc], concurrency: int, seconds: float) -> list[
                 gw = gateways[n % len(gateways)]
                 n += 1
                 start = time.monotonic()
-                async with http.post(f"{gw.model_url}/r/{ro['rollout_id']}/v1/chat/completions", json=body,
-                                     headers=headers) as r:
+                async with http.post(
+                    f"{gw.model_url}/r/{ro['rollout_id']}/v1/chat/completions", json=body, headers=headers
+                ) as r:
                     await r.read()
                     if r.status == 200:
                         latencies.append(time.monotonic() - start)
@@ -128,8 +145,9 @@ def _tree_cpu(pid: int) -> float:
     return total
 
 
-async def run_setup(name: str, engine: Proc, stores: list[str], seconds: float, concurrency: int,
-                    db_pid: int | None) -> None:
+async def run_setup(
+    name: str, engine: Proc, stores: list[str], seconds: float, concurrency: int, db_pid: int | None
+) -> None:
     gateways = await asyncio.gather(*(start_gateway(engine.model_url, s) for s in stores))
     try:
         await drive(gateways, concurrency, min(1.0, seconds))  # warm-up: imports, connections, caches
@@ -146,8 +164,10 @@ async def run_setup(name: str, engine: Proc, stores: list[str], seconds: float, 
     n = max(len(lat), 1)
     q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [0.0] * 99
     db_text = f"{db / n * 1e6:7.0f}" if db_pid else "      -"
-    print(f"{name:<13} {len(lat) / wall:8.0f} {cpu / n * 1e6:9.0f} {db_text}   {q[49] * 1e3:6.1f} {q[98] * 1e3:6.1f}",
-          flush=True)
+    print(
+        f"{name:<13} {len(lat) / wall:8.0f} {cpu / n * 1e6:9.0f} {db_text}   {q[49] * 1e3:6.1f} {q[98] * 1e3:6.1f}",
+        flush=True,
+    )
 
 
 async def blob_costs(url: str, count: int = 400) -> None:
@@ -176,7 +196,9 @@ async def blob_costs(url: str, count: int = 400) -> None:
         await asyncio.gather(*(put(b) for b in blobs))
         wall, used = time.monotonic() - t, cpu() - c
         await store.aclose()
-        print(f"bytea row, {in_flight:>2} in flight   {used / count * 1e6:6.0f} us CPU  {wall / count * 1e3:6.2f} ms wall")
+        print(
+            f"bytea row, {in_flight:>2} in flight   {used / count * 1e6:6.0f} us CPU  {wall / count * 1e3:6.2f} ms wall"
+        )
     for durable in (False, True):
         blobs = [os.urandom(41_000) for _ in range(count)]
         with tempfile.TemporaryDirectory() as tmp:
@@ -191,11 +213,15 @@ async def blob_costs(url: str, count: int = 400) -> None:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--replicas", default="1,2,4")
-    parser.add_argument("--blobs", action="store_true", help="only compare blob storage: bytea rows vs pack files")
+    parser.add_argument(
+        "--blobs", action="store_true", help="only compare blob storage: bytea rows vs pack files"
+    )
     args = parser.parse_args()
     from openforgerl.testing.postgres import find_bindir, start
 
@@ -214,10 +240,14 @@ async def main() -> None:
     print(f"{'setup':<13} {'calls/s':>8} {'gw us/call':>9} {'pg us/call':>7}   {'p50 ms':>6} {'p99 ms':>6}")
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            await run_setup("sqlite x1", engine, [str(Path(tmp) / "calls.db")], args.seconds, args.concurrency, None)
+            await run_setup(
+                "sqlite x1", engine, [str(Path(tmp) / "calls.db")], args.seconds, args.concurrency, None
+            )
         for n in (int(x) for x in args.replicas.split(",")):
             url = server.create_database("bench")
-            await run_setup(f"postgres x{n}", engine, [url] * n, args.seconds, args.concurrency, server.proc.pid)
+            await run_setup(
+                f"postgres x{n}", engine, [url] * n, args.seconds, args.concurrency, server.proc.pid
+            )
     finally:
         engine.stop()
         server.stop()

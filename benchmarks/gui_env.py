@@ -69,7 +69,10 @@ print(json.dumps(out))
 
 def _ms(samples: list[float]) -> dict[str, float]:
     s = sorted(samples)
-    return {"median_ms": round(statistics.median(s) * 1000, 1), "p90_ms": round(s[int(0.9 * (len(s) - 1))] * 1000, 1)}
+    return {
+        "median_ms": round(statistics.median(s) * 1000, 1),
+        "p90_ms": round(s[int(0.9 * (len(s) - 1))] * 1000, 1),
+    }
 
 
 def _apps() -> tuple[Any, str]:
@@ -115,16 +118,23 @@ def raw_xdotool(n: int) -> list[float]:
     out = []
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium_path(), headless=False, env=x.env,
-                                        args=[*CHROMIUM_ARGS, "--start-maximized"])
+            browser = p.chromium.launch(
+                executable_path=chromium_path(),
+                headless=False,
+                env=x.env,
+                args=[*CHROMIUM_ARGS, "--start-maximized"],
+            )
             browser.new_context(no_viewport=True).new_page().goto(base + "/board")
             time.sleep(1.0)
             with getattr(mss, "MSS", mss.mss)(display=x.display) as sct:
                 for _ in range(n):
                     time.sleep(PAUSE_S)
                     t0 = time.perf_counter()
-                    subprocess.run(["xdotool", "mousemove", str(POINT[0]), str(POINT[1]), "click", "1"],
-                                   env=x.env, check=True)
+                    subprocess.run(
+                        ["xdotool", "mousemove", str(POINT[0]), str(POINT[1]), "click", "1"],
+                        env=x.env,
+                        check=True,
+                    )
                     shot = sct.grab({"left": 0, "top": 0, "width": 1280, "height": 720})
                     mss.tools.to_png(shot.rgb, shot.size)
                     out.append(time.perf_counter() - t0)
@@ -154,8 +164,10 @@ async def ours(task: str, n: int) -> tuple[list[float], int]:
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id=f"bench-{task}", files=files, lifetime_s=900))
     try:
         await sbx.spawn(list(rt.service_argv()))
-        res = await sbx.exec([sys.executable, "-I", "/workdir/client.py", str(n), str(POINT[0]), str(POINT[1]),
-                              str(PAUSE_S)], timeout_s=600)
+        res = await sbx.exec(
+            [sys.executable, "-I", "/workdir/client.py", str(n), str(POINT[0]), str(POINT[1]), str(PAUSE_S)],
+            timeout_s=600,
+        )
         if res.returncode != 0:
             raise RuntimeError(res.stderr.decode()[-1500:])
         samples = json.loads(res.stdout.decode().strip().splitlines()[-1])
@@ -168,15 +180,29 @@ async def ours(task: str, n: int) -> tuple[list[float], int]:
 
 def latency(n: int) -> dict[str, Any]:
     report: dict[str, Any] = {}
-    for kind, task, raw in (("browser", "board-add-01", raw_playwright), ("desktop", "desktop-board-02", raw_xdotool)):
+    for kind, task, raw in (
+        ("browser", "board-add-01", raw_playwright),
+        ("desktop", "desktop-board-02", raw_xdotool),
+    ):
         raw_s = raw(n)
         our_s, mem = asyncio.run(ours(task, n))
         r, o = _ms(raw_s), _ms(our_s)
-        report[kind] = {"raw": r, "ours": o, "ratio": round(o["median_ms"] / r["median_ms"], 2), "pss_mb": mem}
-        print(f"{kind:8s} action->screenshot  raw {r['median_ms']:6.1f} ms   ours {o['median_ms']:6.1f} ms   "
-              f"ratio {report[kind]['ratio']:.2f}x (target <= 1.3x)   sandbox PSS {mem} MB", flush=True)
-    print("anchors: page.screenshot() PNG 34 ms; xdotool click ~100 ms + mss 0.3 ms + to_png 9-10 ms; "
-          "1 browser 390 MB PSS (189 MB each of 8); desktop + headful Chromium 125-213 MB PSS", flush=True)
+        report[kind] = {
+            "raw": r,
+            "ours": o,
+            "ratio": round(o["median_ms"] / r["median_ms"], 2),
+            "pss_mb": mem,
+        }
+        print(
+            f"{kind:8s} action->screenshot  raw {r['median_ms']:6.1f} ms   ours {o['median_ms']:6.1f} ms   "
+            f"ratio {report[kind]['ratio']:.2f}x (target <= 1.3x)   sandbox PSS {mem} MB",
+            flush=True,
+        )
+    print(
+        "anchors: page.screenshot() PNG 34 ms; xdotool click ~100 ms + mss 0.3 ms + to_png 9-10 ms; "
+        "1 browser 390 MB PSS (189 MB each of 8); desktop + headful Chromium 125-213 MB PSS",
+        flush=True,
+    )
     return report
 
 
@@ -189,8 +215,13 @@ async def _one_rollout(backend: LocalBackend, root: Path, i: int) -> dict[str, A
         err = await rt.run_oracle(sbx)
         verdict = await rt.verify(sbx)
         seconds = time.monotonic() - t0
-        return {"task": rt.task_id, "reward": verdict.reward, "seconds": round(seconds, 1), "error": err[:300],
-                "over_budget": seconds > rt.budget_s}
+        return {
+            "task": rt.task_id,
+            "reward": verdict.reward,
+            "seconds": round(seconds, 1),
+            "error": err[:300],
+            "over_budget": seconds > rt.budget_s,
+        }
     finally:
         await sbx.aclose()
 
@@ -210,8 +241,11 @@ async def _sample_low(low: list[int], stop: asyncio.Event) -> None:
 
 async def concurrency(k: int) -> dict[str, Any]:
     raise_nofile_limit()
-    roots = [p for p in sorted(GUI_SUITE.iterdir()) if (p / "task.toml").is_file()
-             and load_runtime(p).kind == "browser"]
+    roots = [
+        p
+        for p in sorted(GUI_SUITE.iterdir())
+        if (p / "task.toml").is_file() and load_runtime(p).kind == "browser"
+    ]
     chosen = [roots[(i * 7) % len(roots)] for i in range(k)]
     backend = LocalBackend()
     base = _mem_available_mb()
@@ -219,23 +253,33 @@ async def concurrency(k: int) -> dict[str, Any]:
     sampler = asyncio.create_task(_sample_low(low, stop))
     t0 = time.monotonic()
     try:
-        results = await asyncio.gather(*(_one_rollout(backend, r, i) for i, r in enumerate(chosen)),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(_one_rollout(backend, r, i) for i, r in enumerate(chosen)), return_exceptions=True
+        )
     finally:
         stop.set()
         await sampler
         await backend.aclose()
     wall = time.monotonic() - t0
     ok = [r for r in results if isinstance(r, dict) and r["reward"] == 1.0 and not r["over_budget"]]
-    report = {"concurrent": k, "completed": len(ok), "wall_s": round(wall, 1),
-              "mem_available_drop_mb": base - low[0], "per_env_mb": round((base - low[0]) / k),
-              "max_rollout_s": max((r["seconds"] for r in results if isinstance(r, dict)), default=None),
-              "failures": [r if isinstance(r, dict) else repr(r) for r in results
-                           if not (isinstance(r, dict) and r in ok)]}
-    print(f"concurrency: {len(ok)}/{k} GUI rollouts at once reached reward 1 within budget in {wall:.1f} s "
-          f"(slowest {report['max_rollout_s']} s; target 16/16, none over budget); MemAvailable -"
-          f"{report['mem_available_drop_mb']} MB at peak = {report['per_env_mb']} MB per environment "
-          "(anchor: -176 MB each of 8 browsers)", flush=True)
+    report = {
+        "concurrent": k,
+        "completed": len(ok),
+        "wall_s": round(wall, 1),
+        "mem_available_drop_mb": base - low[0],
+        "per_env_mb": round((base - low[0]) / k),
+        "max_rollout_s": max((r["seconds"] for r in results if isinstance(r, dict)), default=None),
+        "failures": [
+            r if isinstance(r, dict) else repr(r) for r in results if not (isinstance(r, dict) and r in ok)
+        ],
+    }
+    print(
+        f"concurrency: {len(ok)}/{k} GUI rollouts at once reached reward 1 within budget in {wall:.1f} s "
+        f"(slowest {report['max_rollout_s']} s; target 16/16, none over budget); MemAvailable -"
+        f"{report['mem_available_drop_mb']} MB at peak = {report['per_env_mb']} MB per environment "
+        "(anchor: -176 MB each of 8 browsers)",
+        flush=True,
+    )
     return report
 
 

@@ -30,7 +30,7 @@ from multimodal import Rollout, base_screenshots, run, start_engine
 STEPS = ("decode", "sha256", "pack", "seen")
 
 # Run inside the ablated gateway at interpreter start (sitecustomize); OFF is filled in per variant.
-_SITE = '''
+_SITE = """
 OFF = {off!r}
 import itertools
 import sys
@@ -63,7 +63,7 @@ if "decode" in OFF:
                 _one["png"] = _real(data, validate=validate)
             return bytes(bytearray(_one["png"]))  # a fresh object, as a decode makes
     images.pybase64 = _Decoder
-'''
+"""
 
 
 def variants(only: list[str] | None) -> list[tuple[str, ...]]:
@@ -95,15 +95,19 @@ async def main_async(args: argparse.Namespace) -> None:
             for k, t in enumerate(targets if rnd % 2 == 0 else targets[::-1]):
                 ro = Rollout(bases, 1000 * (rnd + 1) + 7 * k)  # every screenshot new to this proxy
                 await run(t, [ro.body(i, args.images) for i in range(20)], args.conc)  # warm-up
-                used, n, errors = await run(t, [ro.body(100 + i, args.images) for i in range(args.calls)], args.conc)
+                used, n, errors = await run(
+                    t, [ro.body(100 + i, args.images) for i in range(args.calls)], args.conc
+                )
                 if errors:
                     raise RuntimeError(f"{t.name}: {errors} failed calls")
                 cpu[t.name] += used
                 calls[t.name] += n
         per = {k: cpu[k] / calls[k] * 1000 for k in cpu}
         full = per["gateway"]
-        print(f"# {args.images} screenshot(s) per call (one new), C={args.conc}, {args.rounds} rounds of "
-              f"{args.calls} calls, logs {log_dir}\n")
+        print(
+            f"# {args.images} screenshot(s) per call (one new), C={args.conc}, {args.rounds} rounds of "
+            f"{args.calls} calls, logs {log_dir}\n"
+        )
         print("| proxy | CPU s/1k calls | / relay | saved vs gateway (ms/call) |")
         print("|---|---|---|---|")
         for name, value in per.items():

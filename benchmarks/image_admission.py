@@ -63,15 +63,22 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     ro = Rollout(base_screenshots(6), 1)
-    print("| screenshots/call | round | plain us/call (anchor) | lifted us/call | lifted / plain |\n|---|---|---|---|---|")
+    print(
+        "| screenshots/call | round | plain us/call (anchor) | lifted us/call | lifted / plain |\n|---|---|---|---|---|"
+    )
     for images in (1, 5):
         bodies = [ro.body(7, images)] * args.calls  # one history, resent: every screenshot already seen
-        assert plain(bodies[0], SeenImages()) == lifted(bodies[0], SeenImages())  # the engine gets the same bytes
+        assert plain(bodies[0], SeenImages()) == lifted(
+            bodies[0], SeenImages()
+        )  # the engine gets the same bytes
         for r in range(args.rounds):
             arms = [plain, lifted] if r % 2 == 0 else [lifted, plain]
             cost = {arm: per_call(arm, bodies) for arm in arms}
-            print(f"| {images} | {r} | {cost[plain] * 1e6:.0f} | {cost[lifted] * 1e6:.0f} | "
-                  f"{cost[lifted] / cost[plain]:.2f} |", flush=True)
+            print(
+                f"| {images} | {r} | {cost[plain] * 1e6:.0f} | {cost[lifted] * 1e6:.0f} | "
+                f"{cost[lifted] / cost[plain]:.2f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,10 @@ async def _measure(name: str, ops: int, concurrency: int, op: Callable[[int], Aw
     wall, cpu1 = time.perf_counter() - wall0, proc.cpu_times()
     cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     latencies.sort()
-    print(f"{name:14s} x{concurrency:<3d} {ops / wall:8.0f} ops/s   p50 {latencies[len(latencies) // 2] * 1e3:6.2f} ms"
-          f"   p99 {latencies[int(len(latencies) * 0.99)] * 1e3:6.2f} ms   CPU {cpu / ops * 1e6:6.0f} us/op")
+    print(
+        f"{name:14s} x{concurrency:<3d} {ops / wall:8.0f} ops/s   p50 {latencies[len(latencies) // 2] * 1e3:6.2f} ms"
+        f"   p99 {latencies[int(len(latencies) * 0.99)] * 1e3:6.2f} ms   CPU {cpu / ops * 1e6:6.0f} us/op"
+    )
 
 
 def _charged(store: PostgresCallStore, rollout_id: str, index: int, record: bytes) -> Awaitable[None]:
@@ -53,13 +55,17 @@ def _charged(store: PostgresCallStore, rollout_id: str, index: int, record: byte
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--ops", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
     bindir = find_bindir()
     if bindir is None:
-        raise SystemExit("error: PostgreSQL server binaries (initdb, postgres) not found: apt-get install postgresql")
+        raise SystemExit(
+            "error: PostgreSQL server binaries (initdb, postgres) not found: apt-get install postgresql"
+        )
     server = start(bindir)
     try:
         store = PostgresCallStore(server.create_database("bench"))
@@ -68,16 +74,28 @@ async def main() -> None:
         flushing = store._connect(autocommit=True)  # synchronous_commit on, the server's default
 
         def flushed_plain(i: int) -> object:
-            return flushing.execute("INSERT INTO rollout_log_bytes AS q VALUES (%s, 1) ON CONFLICT (rollout_id) "
-                                    "DO UPDATE SET bytes = q.bytes + 1 RETURNING bytes", (f"f{i % 64}",)).fetchall()
+            return flushing.execute(
+                "INSERT INTO rollout_log_bytes AS q VALUES (%s, 1) ON CONFLICT (rollout_id) "
+                "DO UPDATE SET bytes = q.bytes + 1 RETURNING bytes",
+                (f"f{i % 64}",),
+            ).fetchall()
 
         for concurrency in (1, args.concurrency):
-            await _measure("reserve", args.ops, concurrency,
-                           lambda i: store.reserve_log_bytes(f"r{i % 64}", 1000, quota))
-            await _measure("append", args.ops, concurrency,
-                           lambda i, c=concurrency: store.append_call(f"a{c}-{i % 64}", i, record))
-            await _measure("append+charge", args.ops, concurrency,
-                           lambda i, c=concurrency: _charged(store, f"b{c}-{i % 64}", i, record))
+            await _measure(
+                "reserve", args.ops, concurrency, lambda i: store.reserve_log_bytes(f"r{i % 64}", 1000, quota)
+            )
+            await _measure(
+                "append",
+                args.ops,
+                concurrency,
+                lambda i, c=concurrency: store.append_call(f"a{c}-{i % 64}", i, record),
+            )
+            await _measure(
+                "append+charge",
+                args.ops,
+                concurrency,
+                lambda i, c=concurrency: _charged(store, f"b{c}-{i % 64}", i, record),
+            )
         await _measure("reserve+flush", args.ops, 1, lambda i: asyncio.to_thread(flushed_plain, i))
         flushing.close()
         await store.aclose()

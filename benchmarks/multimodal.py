@@ -49,8 +49,11 @@ from gateway_overhead import Proc, free_port, revision_src, spawn, start_gateway
 
 PADS_PER_SHOT = 880  # Qwen3-VL, 1280x720, patch 16, merge 2 (gui.md §5.3)
 # glibc's environment names for what the gateway sets with mallopt (gateway/tuning.py `_tune_malloc`)
-SAME_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(128 << 20),
-               "MALLOC_TOP_PAD_": str(16 << 20)}
+SAME_MALLOC = {
+    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+    "MALLOC_TRIM_THRESHOLD_": str(128 << 20),
+    "MALLOC_TOP_PAD_": str(16 << 20),
+}
 
 
 # -- the engine (not measured) ---------------------------------------------------------------------
@@ -72,14 +75,31 @@ def serve_engine(port: int) -> None:
         images = raw.count(b'"type":"image_url"') + raw.count(b'"type": "image_url"')
         prompt = [1] * 200 + ([4102] + [4104] * PADS_PER_SHOT + [4103]) * images + [2] * 20
         body: dict[str, Any] = {
-            "id": "chatcmpl-x", "object": "chat.completion", "created": int(time.time()), "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": " ".join(f"t{i}" for i in out_ids)},
-                         "logprobs": {"content": lps}, "finish_reason": "length", "token_ids": out_ids}],
-            "usage": {"prompt_tokens": len(prompt), "completion_tokens": 32, "total_tokens": len(prompt) + 32},
-            "prompt_token_ids": prompt}
+            "id": "chatcmpl-x",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": " ".join(f"t{i}" for i in out_ids)},
+                    "logprobs": {"content": lps},
+                    "finish_reason": "length",
+                    "token_ids": out_ids,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": 32,
+                "total_tokens": len(prompt) + 32,
+            },
+            "prompt_token_ids": prompt,
+        }
         if images:
             body["openforgerl_images"] = [{"grid_thw": [1, 44, 80], "tokens": PADS_PER_SHOT}] * images
-        return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), content_type="application/json")
+        return web.Response(
+            body=json.dumps(body, separators=(",", ":")).encode(), content_type="application/json"
+        )
 
     app = web.Application(client_max_size=256 * 1024 * 1024)
     app.router.add_post("/v1/chat/completions", chat)
@@ -101,8 +121,28 @@ def base_screenshots(n: int, seed: int = 0) -> list[bytes]:
     from PIL import Image, ImageDraw
 
     rng = random.Random(seed)
-    words = ["file", "edit", "view", "open", "save", "submit", "cancel", "search", "settings", "name",
-             "email", "password", "login", "next", "back", "home", "about", "contact", "price", "total"]
+    words = [
+        "file",
+        "edit",
+        "view",
+        "open",
+        "save",
+        "submit",
+        "cancel",
+        "search",
+        "settings",
+        "name",
+        "email",
+        "password",
+        "login",
+        "next",
+        "back",
+        "home",
+        "about",
+        "contact",
+        "price",
+        "total",
+    ]
     shots = []
     for _ in range(n):
         img = Image.new("RGB", (1280, 720), (236, 236, 236))
@@ -131,7 +171,9 @@ def base_screenshots(n: int, seed: int = 0) -> list[bytes]:
 def numbered(png: bytes, k: int) -> bytes:
     """`png` made unique: a tEXt chunk carrying `k` after IHDR (a valid PNG, same pixels)."""
     payload = b"step\0" + str(k).encode()
-    chunk = struct.pack(">I", len(payload)) + b"tEXt" + payload + struct.pack(">I", zlib.crc32(b"tEXt" + payload))
+    chunk = (
+        struct.pack(">I", len(payload)) + b"tEXt" + payload + struct.pack(">I", zlib.crc32(b"tEXt" + payload))
+    )
     return png[:33] + chunk + png[33:]
 
 
@@ -151,12 +193,21 @@ class Rollout:
         return self._urls[k]
 
     def body(self, step: int, images: int) -> bytes:
-        content: list[dict[str, Any]] = [{"type": "text", "text": f"Step {step}: click the submit button. " * 4}]
+        content: list[dict[str, Any]] = [
+            {"type": "text", "text": f"Step {step}: click the submit button. " * 4}
+        ]
         for k in range(max(0, step - images + 1), step + 1) if images else ():
             content.append({"type": "image_url", "image_url": {"url": self.url(k)}})
-        body = {"model": "m", "max_tokens": 32, "temperature": 1.0, "logprobs": True, "messages": [
-            {"role": "system", "content": "You are a GUI agent. Answer with one action. " * 20},
-            {"role": "user", "content": content}]}
+        body = {
+            "model": "m",
+            "max_tokens": 32,
+            "temperature": 1.0,
+            "logprobs": True,
+            "messages": [
+                {"role": "system", "content": "You are a GUI agent. Answer with one action. " * 20},
+                {"role": "user", "content": content},
+            ],
+        }
         return json.dumps(body).encode()
 
 
@@ -165,24 +216,34 @@ async def run(target: Proc, bodies: list[bytes], conc: int) -> tuple[float, int,
     """CPU seconds of the target's process over `bodies` (sent in order, `conc` at a time), calls, errors."""
     queue = list(reversed(bodies))
     errors = 0
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
-                                     timeout=aiohttp.ClientTimeout(total=600)) as s:
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=600)
+    ) as s:
+
         async def worker() -> None:
             nonlocal errors
             while queue:
                 body = queue.pop()
-                async with s.post(target.url, data=body,
-                                  headers={"Content-Type": "application/json", **target.headers}) as r:
+                async with s.post(
+                    target.url, data=body, headers={"Content-Type": "application/json", **target.headers}
+                ) as r:
                     data = await r.read()
                     if r.status != 200 or b"choices" not in data:
                         errors += 1
+
         cpu0 = target.cpu_seconds()
         await asyncio.gather(*(worker() for _ in range(conc)))
         return target.cpu_seconds() - cpu0, len(bodies), errors
 
 
-async def cpu_matrix(relay: Proc, relay_malloc: Proc, gateway: Proc, bases: list[bytes], args: argparse.Namespace,
-                     old: Proc | None = None) -> list[dict[str, Any]]:
+async def cpu_matrix(
+    relay: Proc,
+    relay_malloc: Proc,
+    gateway: Proc,
+    bases: list[bytes],
+    args: argparse.Namespace,
+    old: Proc | None = None,
+) -> list[dict[str, Any]]:
     """`old`: the gateway of an older revision, measured in the same rounds (`--gateway-rev`)."""
     rows = []
     targets = [relay, relay_malloc, gateway, *([old] if old is not None else [])]
@@ -206,15 +267,25 @@ async def cpu_matrix(relay: Proc, relay_malloc: Proc, gateway: Proc, bases: list
                 errs += e
         per = {k: cpu[k] / calls[k] * 1000 for k in cpu}
         size = len(rollouts["gateway"].body(10, images))
-        rows.append({"images": images, "request_kb": size / 1024, "relay_cpu_s_per_1k": per["relay"],
-                     "relay_malloc_cpu_s_per_1k": per[relay_malloc.name],
-                     "gateway_cpu_s_per_1k": per["gateway"], "ratio": per["gateway"] / per["relay"],
-                     "ratio_relay_malloc": per["gateway"] / per[relay_malloc.name],
-                     "calls": calls["gateway"], "errors": errs})
+        rows.append(
+            {
+                "images": images,
+                "request_kb": size / 1024,
+                "relay_cpu_s_per_1k": per["relay"],
+                "relay_malloc_cpu_s_per_1k": per[relay_malloc.name],
+                "gateway_cpu_s_per_1k": per["gateway"],
+                "ratio": per["gateway"] / per["relay"],
+                "ratio_relay_malloc": per["gateway"] / per[relay_malloc.name],
+                "calls": calls["gateway"],
+                "errors": errs,
+            }
+        )
         r = rows[-1]
-        line = (f"| {images} | {r['request_kb']:.0f} | {r['relay_cpu_s_per_1k']:.2f} "
-                f"| {r['relay_malloc_cpu_s_per_1k']:.2f} | {r['gateway_cpu_s_per_1k']:.2f} "
-                f"| {r['ratio']:.2f} | {r['ratio_relay_malloc']:.2f} | {r['calls']} | {errs} |")
+        line = (
+            f"| {images} | {r['request_kb']:.0f} | {r['relay_cpu_s_per_1k']:.2f} "
+            f"| {r['relay_malloc_cpu_s_per_1k']:.2f} | {r['gateway_cpu_s_per_1k']:.2f} "
+            f"| {r['ratio']:.2f} | {r['ratio_relay_malloc']:.2f} | {r['calls']} | {errs} |"
+        )
         if old is not None:
             r["old_cpu_s_per_1k"] = per[old.name]
             line += f" {per[old.name]:.2f} | {per[old.name] / per['relay']:.2f} | {per['gateway'] / per[old.name]:.3f} |"
@@ -222,7 +293,9 @@ async def cpu_matrix(relay: Proc, relay_malloc: Proc, gateway: Proc, bases: list
     return rows
 
 
-async def storage(gateway_url: str, log_dir: Path, bases: list[bytes], args: argparse.Namespace) -> dict[str, Any]:
+async def storage(
+    gateway_url: str, log_dir: Path, bases: list[bytes], args: argparse.Namespace
+) -> dict[str, Any]:
     """A fresh gateway and store; one rollout of `args.storage_calls` five-screenshot calls."""
     db = log_dir / "storage.db"
     gw = await start_gateway("gateway_storage", gateway_url, db, log_dir)
@@ -250,18 +323,30 @@ def db_figures(db: Path, log_dir: Path, ro: Rollout, inline: int, errors: int) -
     (calls, record_bytes) = conn.execute("SELECT count(*), sum(length(body)) FROM calls").fetchone()
     refs = conn.execute("SELECT body FROM calls LIMIT 1").fetchone()[0]
     # the engine's prompt ids (880 expanded pads per screenshot): training data, not image storage
-    id_bytes = sum(len(json.dumps(json.loads(b)["prompt_token_ids"], separators=(",", ":")))
-                   for (b,) in conn.execute("SELECT body FROM calls"))
+    id_bytes = sum(
+        len(json.dumps(json.loads(b)["prompt_token_ids"], separators=(",", ":")))
+        for (b,) in conn.execute("SELECT body FROM calls")
+    )
     conn.close()
     file_bytes = sum(p.stat().st_size for p in log_dir.glob("storage.db*") if p.is_file()) + blob_bytes
     scale = 1000 / max(1, calls)
-    out = {"calls": calls, "errors": errors, "unique_images": blob_count, "unique_image_bytes": ro.unique_bytes,
-           "blob_bytes": blob_bytes, "record_bytes": record_bytes, "prompt_id_bytes": id_bytes,
-           "db_file_bytes": file_bytes, "blob_disk_bytes": blob_disk,
-           "ratio_images": (blob_bytes + record_bytes - id_bytes) / ro.unique_bytes,
-           "per_1k_calls_mb": file_bytes * scale / 2**20, "ratio_blobs": blob_bytes / ro.unique_bytes,
-           "ratio_file": file_bytes / ro.unique_bytes, "inline_request_bytes": inline,
-           "base64_in_records": b";base64," in bytes(refs)}
+    out = {
+        "calls": calls,
+        "errors": errors,
+        "unique_images": blob_count,
+        "unique_image_bytes": ro.unique_bytes,
+        "blob_bytes": blob_bytes,
+        "record_bytes": record_bytes,
+        "prompt_id_bytes": id_bytes,
+        "db_file_bytes": file_bytes,
+        "blob_disk_bytes": blob_disk,
+        "ratio_images": (blob_bytes + record_bytes - id_bytes) / ro.unique_bytes,
+        "per_1k_calls_mb": file_bytes * scale / 2**20,
+        "ratio_blobs": blob_bytes / ro.unique_bytes,
+        "ratio_file": file_bytes / ro.unique_bytes,
+        "inline_request_bytes": inline,
+        "base64_in_records": b";base64," in bytes(refs),
+    }
     return out
 
 
@@ -270,8 +355,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="fewer calls (a CI-size run)")
     p.add_argument("--out", default=None, help="write the figures as JSON here")
     p.add_argument("--serve-engine", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--gateway-rev", default=None,
-                   help="also measure the gateway of this git revision, same rounds (old vs new)")
+    p.add_argument(
+        "--gateway-rev",
+        default=None,
+        help="also measure the gateway of this git revision, same rounds (old vs new)",
+    )
     args = p.parse_args(argv)
     args.rounds, args.conc = 2, 4
     args.calls = 60 if args.quick else 500
@@ -285,8 +373,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     bases = base_screenshots(12)
     print(f"# multimodal gateway cost, {psutil.cpu_count()} CPUs, logs {log_dir}")
-    print(f"screenshots: 1280x720 PNG, {sum(map(len, bases)) / len(bases) / 1024:.0f} KiB on average "
-          f"(made in {time.perf_counter() - t0:.1f} s); engine answers {PADS_PER_SHOT} pads per image\n")
+    print(
+        f"screenshots: 1280x720 PNG, {sum(map(len, bases)) / len(bases) / 1024:.0f} KiB on average "
+        f"(made in {time.perf_counter() - t0:.1f} s); engine answers {PADS_PER_SHOT} pads per image\n"
+    )
     try:
         eng, eng_url = await start_engine(log_dir)
         procs.append(eng)
@@ -296,13 +386,22 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         procs += [relay.popen, relay_malloc.popen, gateway.popen]
         old = None
         if args.gateway_rev:
-            old = await start_gateway(f"gateway@{args.gateway_rev}", eng_url, log_dir / "old.db", log_dir,
-                                      revision_src(args.gateway_rev, log_dir / "old"))
+            old = await start_gateway(
+                f"gateway@{args.gateway_rev}",
+                eng_url,
+                log_dir / "old.db",
+                log_dir,
+                revision_src(args.gateway_rev, log_dir / "old"),
+            )
             procs.append(old.popen)
-        print(f"CPU per call, non-streamed, C={args.conc}, {args.rounds} interleaved rounds "
-              "(anchor: the bare relay; target gateway <= 2x relay)\n")
-        head = ("| screenshots/call | request KiB | relay CPU s/1k | relay+malloc CPU s/1k | gateway CPU s/1k "
-                "| gateway/relay | gateway/(relay+malloc) | calls | err |")
+        print(
+            f"CPU per call, non-streamed, C={args.conc}, {args.rounds} interleaved rounds "
+            "(anchor: the bare relay; target gateway <= 2x relay)\n"
+        )
+        head = (
+            "| screenshots/call | request KiB | relay CPU s/1k | relay+malloc CPU s/1k | gateway CPU s/1k "
+            "| gateway/relay | gateway/(relay+malloc) | calls | err |"
+        )
         rule = "|---|---|---|---|---|---|---|---|---|"
         if old is not None:
             head += f" {old.name} CPU s/1k | old/relay | new/old |"
@@ -319,17 +418,23 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 p.kill()
-    print(f"\nStorage, one rollout of {st['calls']} calls resending its last 5 screenshots "
-          f"(anchor: the unique images' bytes; target <= 1.1x)\n")
-    print("| unique images | unique image MiB | blob MiB (on disk) | records MiB (of which prompt ids) | db + blob files MiB "
-          "| (blobs + records w/o ids)/unique | file/unique | inline base64 requests MiB | base64 in records |")
+    print(
+        f"\nStorage, one rollout of {st['calls']} calls resending its last 5 screenshots "
+        f"(anchor: the unique images' bytes; target <= 1.1x)\n"
+    )
+    print(
+        "| unique images | unique image MiB | blob MiB (on disk) | records MiB (of which prompt ids) | db + blob files MiB "
+        "| (blobs + records w/o ids)/unique | file/unique | inline base64 requests MiB | base64 in records |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     mib = 2**20
-    print(f"| {st['unique_images']} | {st['unique_image_bytes'] / mib:.1f} | {st['blob_bytes'] / mib:.1f} "
-          f"({st['blob_disk_bytes'] / mib:.1f}) "
-          f"| {st['record_bytes'] / mib:.1f} ({st['prompt_id_bytes'] / mib:.1f}) | {st['db_file_bytes'] / mib:.1f} "
-          f"| {st['ratio_images']:.3f} | {st['ratio_file']:.3f} | {st['inline_request_bytes'] / mib:.1f} "
-          f"| {st['base64_in_records']} |")
+    print(
+        f"| {st['unique_images']} | {st['unique_image_bytes'] / mib:.1f} | {st['blob_bytes'] / mib:.1f} "
+        f"({st['blob_disk_bytes'] / mib:.1f}) "
+        f"| {st['record_bytes'] / mib:.1f} ({st['prompt_id_bytes'] / mib:.1f}) | {st['db_file_bytes'] / mib:.1f} "
+        f"| {st['ratio_images']:.3f} | {st['ratio_file']:.3f} | {st['inline_request_bytes'] / mib:.1f} "
+        f"| {st['base64_in_records']} |"
+    )
     print(f"\nbytes stored per 1,000 calls: {st['per_1k_calls_mb']:.1f} MiB; errors: {st['errors']}")
     return {"cpu": rows, "storage": st}
 

@@ -21,7 +21,9 @@ from openforgerl.gateway.protocols import anthropic, responses
 def main() -> None:
     quick = "--quick" in sys.argv
     rounds = 20 if quick else 200
-    chunks = stream_chunks(content="x" * 128 * 3, calls=[("call_1", "exec_command", '{"cmd": "ls -la /tmp"}')])
+    chunks = stream_chunks(
+        content="x" * 128 * 3, calls=[("call_1", "exec_command", '{"cmd": "ls -la /tmp"}')]
+    )
     codex = load_body(CAPTURES / "codex__turn2_request_with_tool_output.json.gz")
     claude = load_body(CAPTURES / "claude__turn2_request_with_tool_result.json.gz")
 
@@ -43,10 +45,15 @@ def main() -> None:
         body = chunks[2:130]
         return lambda: [s.feed(c) for c in body]
 
-    for name, fn in (("responses (whole stream)", run_responses), ("anthropic (whole stream)", run_anthropic),
-                     ("responses (delta only)", deltas_only(responses.ResponsesStream, codex)),
-                     ("anthropic (delta only)", deltas_only(anthropic.AnthropicStream, claude))):
-        best = min(timeit.repeat(fn, number=rounds, repeat=5, timer=time.process_time)) / rounds  # CPU time: the box is shared
+    for name, fn in (
+        ("responses (whole stream)", run_responses),
+        ("anthropic (whole stream)", run_anthropic),
+        ("responses (delta only)", deltas_only(responses.ResponsesStream, codex)),
+        ("anthropic (delta only)", deltas_only(anthropic.AnthropicStream, claude)),
+    ):
+        best = (
+            min(timeit.repeat(fn, number=rounds, repeat=5, timer=time.process_time)) / rounds
+        )  # CPU time: the box is shared
         n = len(chunks) if "whole" in name else 128
         print(f"{name:28s} {best * 1e6 / n:6.2f} us/chunk  ({n} chunks, {best * 1e3:.2f} ms/stream)")
 

@@ -43,8 +43,18 @@ def copy_tasks(names: list[str], dest: Path) -> Path:
     return dest
 
 
-async def measure(harness: str, tasks: Path, engine_url: str, out: Path, *, n: int = 1, cap: int | None = 64,
-                  budget_s: float = 300.0, model: str = "smollm2", tools: Path | None = None) -> dict[str, Any]:
+async def measure(
+    harness: str,
+    tasks: Path,
+    engine_url: str,
+    out: Path,
+    *,
+    n: int = 1,
+    cap: int | None = 64,
+    budget_s: float = 300.0,
+    model: str = "smollm2",
+    tools: Path | None = None,
+) -> dict[str, Any]:
     """Run `n` rollouts per task with one harness through an in-process gateway; the report dict."""
     from openforgerl.engines.openai_compat import OpenAICompatEngine
     from openforgerl.export.pipeline import reconstruct_log
@@ -60,8 +70,14 @@ async def measure(harness: str, tasks: Path, engine_url: str, out: Path, *, n: i
 
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
     runtimes = load_runtimes(tasks)
-    config = OrchestratorConfig(group_size=n, min_group_size=1, retries=0, budget_s=budget_s, model=model,
-                                artifacts_dir=out / "artifacts")
+    config = OrchestratorConfig(
+        group_size=n,
+        min_group_size=1,
+        retries=0,
+        budget_s=budget_s,
+        model=model,
+        artifacts_dir=out / "artifacts",
+    )
     if tools is not None:
         from dataclasses import replace
 
@@ -70,8 +86,14 @@ async def measure(harness: str, tasks: Path, engine_url: str, out: Path, *, n: i
     gw = await start_gateway(OpenAICompatEngine([engine_url], max_tokens_cap=cap), store, owns_engine=True)
     backend = LocalBackend()
     try:
-        result = await run_batch(runtimes, get_harness(harness), gateway=gw.access, backend=backend,
-                                 config=config, sink=ResultSink(out / "results.jsonl"))
+        result = await run_batch(
+            runtimes,
+            get_harness(harness),
+            gateway=gw.access,
+            backend=backend,
+            config=config,
+            sink=ResultSink(out / "results.jsonl"),
+        )
     finally:
         await backend.aclose()
         await gw.aclose()
@@ -108,18 +130,27 @@ def _first_prompt_tokens(calls_db: Path) -> list[int | str]:
     return [v[1] for v in firsts.values()]
 
 
-def report(harness: str, out: Path, result: Any, recon: list[Any], per_harness: dict[str, Any]) -> dict[str, Any]:
+def report(
+    harness: str, out: Path, result: Any, recon: list[Any], per_harness: dict[str, Any]
+) -> dict[str, Any]:
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
     statuses = Counter(str(r.get("status")) for r in records)
     rollouts = [r.metrics.as_dict() for r in recon]
     agg = {k: v.as_dict() for k, v in per_harness.items()}
-    rep = {"harness": harness, "statuses": dict(statuses), "per_harness": agg, "rollouts": rollouts,
-           "first_prompt_tokens": _first_prompt_tokens(out / "calls.db")}
+    rep = {
+        "harness": harness,
+        "statuses": dict(statuses),
+        "per_harness": agg,
+        "rollouts": rollouts,
+        "first_prompt_tokens": _first_prompt_tokens(out / "calls.db"),
+    }
     (out / "report.json").write_text(json.dumps(rep, indent=2, default=str))
     return rep
 
 
-def explain_breaks(calls_db: Path, tokenizer_dir: Path | None = None, window: int = 40) -> list[dict[str, Any]]:
+def explain_breaks(
+    calls_db: Path, tokenizer_dir: Path | None = None, window: int = 40
+) -> list[dict[str, Any]]:
     """For every call that does not continue an earlier call of its rollout (prompt + sampled tokens),
     the longest shared prefix and the text on both sides of the divergence, decoded with the model's
     tokenizer."""
@@ -151,17 +182,29 @@ def explain_breaks(calls_db: Path, tokenizer_dir: Path | None = None, window: in
                 if cpl > best_cpl:
                     best, best_cpl, source = chain, cpl, src
             if best is not None and source is not None and best_cpl < len(best):
-                found.append({
-                    "rollout": rid[:8], "call": rec["index"], "prompt_len": len(prompt), "chain_len": len(best),
-                    "common_prefix": best_cpl, "agent": rec.get("agent_id"),
-                    "cause": break_cause(prompt, best_cpl, source, tok),
-                    "chain_side": tok.decode(best[max(0, best_cpl - window):best_cpl + window],
-                                             skip_special_tokens=False),
-                    "prompt_side": tok.decode(prompt[max(0, best_cpl - window):best_cpl + window],
-                                              skip_special_tokens=False),
-                    "chain_next": tok.decode(best[best_cpl:best_cpl + window], skip_special_tokens=False),
-                    "prompt_next": tok.decode(prompt[best_cpl:best_cpl + window], skip_special_tokens=False),
-                })
+                found.append(
+                    {
+                        "rollout": rid[:8],
+                        "call": rec["index"],
+                        "prompt_len": len(prompt),
+                        "chain_len": len(best),
+                        "common_prefix": best_cpl,
+                        "agent": rec.get("agent_id"),
+                        "cause": break_cause(prompt, best_cpl, source, tok),
+                        "chain_side": tok.decode(
+                            best[max(0, best_cpl - window) : best_cpl + window], skip_special_tokens=False
+                        ),
+                        "prompt_side": tok.decode(
+                            prompt[max(0, best_cpl - window) : best_cpl + window], skip_special_tokens=False
+                        ),
+                        "chain_next": tok.decode(
+                            best[best_cpl : best_cpl + window], skip_special_tokens=False
+                        ),
+                        "prompt_next": tok.decode(
+                            prompt[best_cpl : best_cpl + window], skip_special_tokens=False
+                        ),
+                    }
+                )
             seen.append((prompt + (rec.get("completion_token_ids") or []), rec))
     return found
 
@@ -199,8 +242,10 @@ def rollout_figures(out: Path) -> list[dict[str, Any]]:
     start to the end of its first tool call (None when it made none)."""
     import sqlite3
 
-    starts = {r["rollout_id"]: r for r in (json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()
-                                           if x.strip())}
+    starts = {
+        r["rollout_id"]: r
+        for r in (json.loads(x) for x in (out / "results.jsonl").read_text().splitlines() if x.strip())
+    }
     con = sqlite3.connect(out / "calls.db")
     try:
         rows = [json.loads(r[0]) for r in con.execute("SELECT body FROM calls")]
@@ -208,14 +253,24 @@ def rollout_figures(out: Path) -> list[dict[str, Any]]:
         con.close()
     figures = []
     for rid, rec in starts.items():
-        calls = sorted((c for c in rows if c.get("rollout_id") == rid and not c.get("side_call")),
-                       key=lambda c: int(c["index"]))
+        calls = sorted(
+            (c for c in rows if c.get("rollout_id") == rid and not c.get("side_call")),
+            key=lambda c: int(c["index"]),
+        )
         tools = [c for c in calls if c.get("finish_reason") == "tool_calls"]
         first = (tools[0]["finished_at"] - rec["started_at"]) if tools and rec.get("started_at") else None
-        figures.append({"rollout": rid[:8], "task": rec.get("task_id"), "status": rec.get("status"),
-                        "reward": rec.get("reward"), "calls": len(calls), "tool_calls": len(tools),
-                        "finish": dict(Counter(str(c.get("finish_reason")) for c in calls)),
-                        "first_tool_call_s": round(first, 1) if first is not None else None})
+        figures.append(
+            {
+                "rollout": rid[:8],
+                "task": rec.get("task_id"),
+                "status": rec.get("status"),
+                "reward": rec.get("reward"),
+                "calls": len(calls),
+                "tool_calls": len(tools),
+                "finish": dict(Counter(str(c.get("finish_reason")) for c in calls)),
+                "first_tool_call_s": round(first, 1) if first is not None else None,
+            }
+        )
     return figures
 
 
@@ -225,20 +280,28 @@ def summary(harness: str, rep: dict[str, Any], out: Path) -> dict[str, Any]:
     rollouts = rollout_figures(out)
     breaks = explain_breaks(out / "calls.db") if (out / "calls.db").exists() else []
     firsts = [r["first_tool_call_s"] for r in rollouts if r["first_tool_call_s"] is not None]
-    return {"harness": harness, "statuses": rep["statuses"], "first_prompt_tokens": rep["first_prompt_tokens"],
-            "calls_per_rollout": [r["calls"] for r in rollouts],
-            "tool_calls_per_rollout": [r["tool_calls"] for r in rollouts],
-            "rewards": [r["reward"] for r in rollouts],
-            "first_tool_call_s": sorted(firsts),
-            **{k: agg.get(k) for k in ("calls", "trainable_calls", "chains", "merge_rate", "break_causes")},
-            "named_breaks": dict(Counter(b["cause"] for b in breaks))}
+    return {
+        "harness": harness,
+        "statuses": rep["statuses"],
+        "first_prompt_tokens": rep["first_prompt_tokens"],
+        "calls_per_rollout": [r["calls"] for r in rollouts],
+        "tool_calls_per_rollout": [r["tool_calls"] for r in rollouts],
+        "rewards": [r["reward"] for r in rollouts],
+        "first_tool_call_s": sorted(firsts),
+        **{k: agg.get(k) for k in ("calls", "trainable_calls", "chains", "merge_rate", "break_causes")},
+        "named_breaks": dict(Counter(b["cause"] for b in breaks)),
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", default="", help="engine base URL (openforgerl engine --model smollm2)")
-    ap.add_argument("--serve", default="", help="serve this model (smollm2-tools, smollm2, a folder) in an "
-                    "engine process of its own instead of --engine")
+    ap.add_argument(
+        "--serve",
+        default="",
+        help="serve this model (smollm2-tools, smollm2, a folder) in an "
+        "engine process of its own instead of --engine",
+    )
     ap.add_argument("--threads", type=int, default=1, help="--serve: the engine's threads")
     ap.add_argument("--harness", action="append", default=[])
     ap.add_argument("--task", action="append", default=None, help="builtin Claw task name (repeat)")
@@ -261,20 +324,36 @@ def main() -> None:
         return
     if bool(args.engine) == bool(args.serve):
         raise SystemExit("real_model: give exactly one of --engine URL or --serve MODEL")
-    tasks = copy_tasks(args.task or ["easy-write-file-01"], Path(tempfile.mkdtemp(prefix="real-model-tasks-")))
+    tasks = copy_tasks(
+        args.task or ["easy-write-file-01"], Path(tempfile.mkdtemp(prefix="real-model-tasks-"))
+    )
     proc = None
     if args.serve:
         from openforgerl.engines.local.process import LocalEngineProcess
 
         args.out.mkdir(parents=True, exist_ok=True)
-        proc = asyncio.run(LocalEngineProcess.start(args.serve, args.out / "engine.log", threads=args.threads,
-                                                    ready_timeout_s=1800))
+        proc = asyncio.run(
+            LocalEngineProcess.start(
+                args.serve, args.out / "engine.log", threads=args.threads, ready_timeout_s=1800
+            )
+        )
     url = proc.url if proc is not None else args.engine
     try:
         for harness in args.harness:
             out = args.out / harness
-            rep = asyncio.run(measure(harness, tasks, url, out, n=args.n, cap=args.cap, budget_s=args.budget,
-                                      model=args.model or args.serve or "smollm2", tools=args.tools_dir))
+            rep = asyncio.run(
+                measure(
+                    harness,
+                    tasks,
+                    url,
+                    out,
+                    n=args.n,
+                    cap=args.cap,
+                    budget_s=args.budget,
+                    model=args.model or args.serve or "smollm2",
+                    tools=args.tools_dir,
+                )
+            )
             line = summary(harness, rep, out)
             (out / "summary.json").write_text(json.dumps(line, indent=2, default=str))
             print(json.dumps(line, default=str), flush=True)

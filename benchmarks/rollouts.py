@@ -38,17 +38,35 @@ from openforgerl.sandbox.base import Sandbox, SandboxSpec
 from openforgerl.sandbox.local import LocalBackend, raise_nofile_limit
 from openforgerl.store.sqlite import SQLiteCallStore
 
-RAW_BWRAP = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-             "--unshare-all", "--die-with-parent", "true"]
-CURL = ('curl -sS --max-time 120 -X POST "$OPENAI_BASE_URL/chat/completions" '
-        '-H "Authorization: Bearer $OPENAI_API_KEY" -H "content-type: application/json" '
-        '-d \'{"model":"m","messages":[{"role":"user","content":"say ok"}]}\' -o /workdir/reply.json')
+RAW_BWRAP = [
+    "bwrap",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    "/tmp",
+    "--unshare-all",
+    "--die-with-parent",
+    "true",
+]
+CURL = (
+    'curl -sS --max-time 120 -X POST "$OPENAI_BASE_URL/chat/completions" '
+    '-H "Authorization: Bearer $OPENAI_API_KEY" -H "content-type: application/json" '
+    '-d \'{"model":"m","messages":[{"role":"user","content":"say ok"}]}\' -o /workdir/reply.json'
+)
 
 
 def ms(xs: Sequence[float]) -> dict[str, float]:
     s = sorted(xs)
-    return {"median_ms": round(statistics.median(s) * 1000, 2), "p90_ms": round(s[int(len(s) * 0.9) - 1] * 1000, 2),
-            "mean_ms": round(statistics.fmean(s) * 1000, 2)}
+    return {
+        "median_ms": round(statistics.median(s) * 1000, 2),
+        "p90_ms": round(s[int(len(s) * 0.9) - 1] * 1000, 2),
+        "mean_ms": round(statistics.fmean(s) * 1000, 2),
+    }
 
 
 def raw_start() -> float:
@@ -79,9 +97,13 @@ async def bench_starts(n: int, root: Path) -> dict[str, Any]:
             raw.append(r)
             full.append(f)
             exec_only.append(e)
-    return {"raw_bwrap_true": ms(raw), "ours_open_exec_close": ms(full), "ours_exec_in_open_sandbox": ms(exec_only),
-            "ratio_open_exec_close_vs_raw": round(statistics.median(full) / statistics.median(raw), 2),
-            "ratio_exec_vs_raw": round(statistics.median(exec_only) / statistics.median(raw), 2)}
+    return {
+        "raw_bwrap_true": ms(raw),
+        "ours_open_exec_close": ms(full),
+        "ours_exec_in_open_sandbox": ms(exec_only),
+        "ratio_open_exec_close_vs_raw": round(statistics.median(full) / statistics.median(raw), 2),
+        "ratio_exec_vs_raw": round(statistics.median(exec_only) / statistics.median(raw), 2),
+    }
 
 
 class ReplyTask(TaskDefaults):
@@ -108,13 +130,19 @@ async def bench_rollouts(n: int, root: Path, max_running: int, max_booting: int)
     store = SQLiteCallStore(root / "calls.db")
     gateway = await start_gateway(ScriptedEngine(lambda turn: "ok"), store)
     backend = LocalBackend(root=root / "sbx")
-    config = OrchestratorConfig(group_size=n, min_group_size=1, retries=0, max_running=max_running,
-                                max_booting=max_booting)
+    config = OrchestratorConfig(
+        group_size=n, min_group_size=1, retries=0, max_running=max_running, max_booting=max_booting
+    )
     try:
         cpu0 = _cpu()
         t0 = time.perf_counter()
-        result = await run_batch([ReplyTask()], CommandHarness(["sh", "-c", CURL]), gateway=gateway.access,
-                                 backend=backend, config=config)
+        result = await run_batch(
+            [ReplyTask()],
+            CommandHarness(["sh", "-c", CURL]),
+            gateway=gateway.access,
+            backend=backend,
+            config=config,
+        )
         wall = time.perf_counter() - t0
         cpu1 = _cpu()
     finally:
@@ -124,7 +152,8 @@ async def bench_rollouts(n: int, root: Path, max_running: int, max_booting: int)
     stats = _rollout_stats(result.records, wall, n)
     stats["cpu_ms_per_rollout"] = {
         "orchestrator_gateway_engine_process": round((cpu1[0] - cpu0[0]) / n * 1000, 2),
-        "sandboxes_and_harness_children": round((cpu1[1] - cpu0[1]) / n * 1000, 2)}
+        "sandboxes_and_harness_children": round((cpu1[1] - cpu0[1]) / n * 1000, 2),
+    }
     return stats
 
 
@@ -142,12 +171,22 @@ def _rollout_stats(records: list[Any], wall: float, n: int) -> dict[str, Any]:
     """
     timings = [r.metadata.get("timings", {}) for r in records]
     overhead = [t["total_s"] - t.get("harness_s", 0.0) for t in timings if "total_s" in t]
-    phase = {k: ms([t[k] for t in timings if k in t]) for k in ("boot_s", "harness_s", "verify_s", "teardown_s", "total_s")}
+    phase = {
+        k: ms([t[k] for t in timings if k in t])
+        for k in ("boot_s", "harness_s", "verify_s", "teardown_s", "total_s")
+    }
     ok = sum(1 for r in records if str(r.status) == "ok" and r.reward == 1.0)
-    return {"rollouts": n, "attempts": len(records), "ok_reward_1": ok,
-            "statuses": dict(Counter(str(r.status) for r in records)), "wall_s": round(wall, 2),
-            "rollouts_per_s": round(n / wall, 2), "overhead_per_rollout": ms(overhead),
-            "wall_per_rollout_ms": round(wall / n * 1000, 2), "phases": phase}
+    return {
+        "rollouts": n,
+        "attempts": len(records),
+        "ok_reward_1": ok,
+        "statuses": dict(Counter(str(r.status) for r in records)),
+        "wall_s": round(wall, 2),
+        "rollouts_per_s": round(n / wall, 2),
+        "overhead_per_rollout": ms(overhead),
+        "wall_per_rollout_ms": round(wall / n * 1000, 2),
+        "phases": phase,
+    }
 
 
 def main() -> None:
@@ -171,8 +210,9 @@ def main() -> None:
         if args.only in (None, "sequential"):
             report["sequential"] = asyncio.run(bench_rollouts(seq, Path(tmp) / "seq", 1, 1))
         if args.only in (None, "throughput"):
-            report["throughput"] = asyncio.run(bench_rollouts(n, Path(tmp) / "conc", min(args.max_running, n),
-                                                              args.max_booting))
+            report["throughput"] = asyncio.run(
+                bench_rollouts(n, Path(tmp) / "conc", min(args.max_running, n), args.max_booting)
+            )
     print(json.dumps(report, indent=1))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))

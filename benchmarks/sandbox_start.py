@@ -42,8 +42,21 @@ from openforgerl.sandbox.podman import PodmanBackend, PodmanSandbox
 IMAGE = "localhost/openforgerl/rollout:0.1.0"
 HOLD_JS = "setInterval(() => {}, 1000)"
 ROLLOUT_CMD = ["node", "-e", HOLD_JS]
-RAW_BWRAP = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-             "--unshare-all", "--die-with-parent", "true"]
+RAW_BWRAP = [
+    "bwrap",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    "/tmp",
+    "--unshare-all",
+    "--die-with-parent",
+    "true",
+]
 MEMCG = Path("/sys/fs/cgroup/memory")
 MIB = 1024 * 1024
 
@@ -142,13 +155,16 @@ def host_helpers(groups: Sequence[Path], containers: Sequence[str]) -> int:
     return rss(ours)
 
 
-async def start_phase(backend: Any, image: str | None, n: int, anchor: list[str],
-                      anchor_env: dict[str, str] | None) -> tuple[list[float], list[float], list[float]]:
+async def start_phase(
+    backend: Any, image: str | None, n: int, anchor: list[str], anchor_env: dict[str, str] | None
+) -> tuple[list[float], list[float], list[float]]:
     raw, ours, close = [], [], []
     for i in range(n + 2):
         r = await asyncio.to_thread(timed, anchor, anchor_env)
         t = time.perf_counter()
-        sbx = await backend.open_sandbox(SandboxSpec(rollout_id=f"start-{i}", image=image, gateway_port=18999))
+        sbx = await backend.open_sandbox(
+            SandboxSpec(rollout_id=f"start-{i}", image=image, gateway_port=18999)
+        )
         await sbx.exec(["true"])
         o = time.perf_counter() - t
         t = time.perf_counter()
@@ -162,8 +178,10 @@ async def start_phase(backend: Any, image: str | None, n: int, anchor: list[str]
 
 
 async def memory_phase(backend: Any, image: str | None, hold: int) -> Memory:
-    sandboxes = [await backend.open_sandbox(SandboxSpec(rollout_id=f"mem-{i}", image=image, gateway_port=18999))
-                 for i in range(hold)]
+    sandboxes = [
+        await backend.open_sandbox(SandboxSpec(rollout_id=f"mem-{i}", image=image, gateway_port=18999))
+        for i in range(hold)
+    ]
     runs = [asyncio.create_task(s.exec(ROLLOUT_CMD, timeout_s=600)) for s in sandboxes]
     try:
         groups = [await group_of(s) for s in sandboxes]
@@ -176,9 +194,13 @@ async def memory_phase(backend: Any, image: str | None, hold: int) -> Memory:
             t.cancel()
         await asyncio.gather(*(s.aclose() for s in sandboxes), return_exceptions=True)
         await asyncio.gather(*runs, return_exceptions=True)
-    return Memory(cgroup=statistics.fmean(u for u, _ in usage) / MIB, anon=statistics.fmean(a for _, a in usage) / MIB,
-                  rss=statistics.fmean(tree_rss) / MIB,
-                  outside=outside / hold / MIB, node_up=up)
+    return Memory(
+        cgroup=statistics.fmean(u for u, _ in usage) / MIB,
+        anon=statistics.fmean(a for _, a in usage) / MIB,
+        rss=statistics.fmean(tree_rss) / MIB,
+        outside=outside / hold / MIB,
+        node_up=up,
+    )
 
 
 async def group_of(sbx: Any) -> Path:
@@ -212,21 +234,30 @@ async def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="ofrl-sbx-bench-"))
     local, podman = LocalBackend(root=root / "local"), PodmanBackend(root=root / "podman")
     if not await podman.image_exists(args.image):
-        raise SystemExit(f"image {args.image} is not in podman's store: build it with scripts/build_images.sh")
+        raise SystemExit(
+            f"image {args.image} is not in podman's store: build it with scripts/build_images.sh"
+        )
     raw_podman = ["podman", "run", "--rm", "--network", "none", "--entrypoint", "", args.image, "true"]
-    print(f"start latency, {args.n} sandboxes one after another (open + first exec true), beside the bare runtime:")
+    print(
+        f"start latency, {args.n} sandboxes one after another (open + first exec true), beside the bare runtime:"
+    )
     for name, backend, image, anchor, env in (
-            ("bubblewrap", local, None, RAW_BWRAP, None),
-            ("podman", podman, args.image, raw_podman, podman.env)):
+        ("bubblewrap", local, None, RAW_BWRAP, None),
+        ("podman", podman, args.image, raw_podman, podman.env),
+    ):
         raw, ours, close = await start_phase(backend, image, args.n, anchor, env)
         print(f"  {name:10s} sandbox  {summary_ms(ours)}   close p50 {pct(close, 0.5) * 1000:6.1f} ms")
         print(f"  {name:10s} anchor   {summary_ms(raw)}   ({' '.join(anchor[:3])} ... true)")
     anchor_rss = bare_node_rss()
-    print(f"memory per rollout, {args.hold} sandboxes at once each running `{' '.join(ROLLOUT_CMD[:2])} ...`:")
+    print(
+        f"memory per rollout, {args.hold} sandboxes at once each running `{' '.join(ROLLOUT_CMD[:2])} ...`:"
+    )
     for name, backend, image in (("bubblewrap", local, None), ("podman", podman, args.image)):
         m = await memory_phase(backend, image, args.hold)
-        print(f"  {name:10s} cgroup {m.cgroup:6.1f} MiB  (anonymous {m.anon:6.1f} MiB)  "
-              f"RSS of its processes {m.rss:6.1f} MiB  outside the cgroup {m.outside:5.1f} MiB   [{m.node_up}/{args.hold} running]")
+        print(
+            f"  {name:10s} cgroup {m.cgroup:6.1f} MiB  (anonymous {m.anon:6.1f} MiB)  "
+            f"RSS of its processes {m.rss:6.1f} MiB  outside the cgroup {m.outside:5.1f} MiB   [{m.node_up}/{args.hold} running]"
+        )
     print(f"  anchor     the same node process bare on the host: RSS {anchor_rss:6.1f} MiB")
     await local.aclose()
     await podman.aclose()

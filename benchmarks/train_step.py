@@ -51,24 +51,35 @@ class Shape:
     vocab: int
 
 
-QWEN3_06B = Shape(hidden=1024, intermediate=3072, layers=28, heads=16, kv_heads=8, head_dim=128, vocab=151_936)
+QWEN3_06B = Shape(
+    hidden=1024, intermediate=3072, layers=28, heads=16, kv_heads=8, head_dim=128, vocab=151_936
+)
 QUICK = Shape(hidden=256, intermediate=768, layers=4, heads=4, kv_heads=2, head_dim=64, vocab=8_192)
 
 
 def build_model(shape: Shape, dtype: torch.dtype, device: str) -> torch.nn.Module:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    cfg = Qwen3Config(vocab_size=shape.vocab, hidden_size=shape.hidden, intermediate_size=shape.intermediate,
-                      num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
-                      num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim, tie_word_embeddings=True,
-                      max_position_embeddings=32_768, attn_implementation="sdpa")
+    cfg = Qwen3Config(
+        vocab_size=shape.vocab,
+        hidden_size=shape.hidden,
+        intermediate_size=shape.intermediate,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        tie_word_embeddings=True,
+        max_position_embeddings=32_768,
+        attn_implementation="sdpa",
+    )
     with torch.device(device):
         model = Qwen3ForCausalLM(cfg)
     return model.to(dtype).eval()
 
 
-def synthetic_samples(n: int, group: int, prompt_len: int, response_len: int, vocab: int,
-                      seed: int = 0) -> tuple[list[Sample], dict[str, float]]:
+def synthetic_samples(
+    n: int, group: int, prompt_len: int, response_len: int, vocab: int, seed: int = 0
+) -> tuple[list[Sample], dict[str, float]]:
     """`n` samples in groups of `group`; responses alternate sampled turns (mask 1) and tool output (mask 0)."""
     rng = random.Random(seed)
     samples, advantages = [], {}
@@ -77,8 +88,17 @@ def synthetic_samples(n: int, group: int, prompt_len: int, response_len: int, vo
         ids = [rng.randrange(vocab) for _ in range(prompt_len + response_len)]
         lps = [-rng.random() * 3 if m else 0.0 for m in mask]
         rid = f"r{i}"
-        samples.append(Sample(prompt_ids=ids[:prompt_len], response_ids=ids[prompt_len:], response_mask=mask,
-                              response_logprobs=lps, rollout_id=rid, group_id=f"g{i // group}", reward_score=1.0))
+        samples.append(
+            Sample(
+                prompt_ids=ids[:prompt_len],
+                response_ids=ids[prompt_len:],
+                response_mask=mask,
+                response_logprobs=lps,
+                rollout_id=rid,
+                group_id=f"g{i // group}",
+                reward_score=1.0,
+            )
+        )
         advantages[rid] = rng.choice([-1.0, 1.0]) * rng.random()
     return samples, advantages
 
@@ -120,7 +140,9 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     torch.manual_seed(0)
     model = build_model(shape, dtype, device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6, fused=device == "cuda")
-    samples, adv = synthetic_samples(args.samples, args.group, args.prompt_len, args.response_len, shape.vocab)
+    samples, adv = synthetic_samples(
+        args.samples, args.group, args.prompt_len, args.response_len, shape.vocab
+    )
     settings = UpdateSettings(micro_batch=args.micro_batch)
     # grpo_update builds its batch tensors with default factory calls: make them land on the model's device.
     if device != "cpu":  # (a default-device mode costs every op a Python hook: not on CPU)
@@ -139,17 +161,25 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     n_params = matmul_params(model)
     result: dict[str, object] = {
         "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-        "shape": "quick" if args.quick else "qwen3-0.6b", "params": n_params, "dtype": str(dtype),
-        "samples": len(samples), "tokens_per_step": tokens, "trained_tokens_per_step": stats.trained_tokens,
-        "step_s_median": round(step_s, 4), "tokens_per_s": round(tokens / step_s, 1),
+        "shape": "quick" if args.quick else "qwen3-0.6b",
+        "params": n_params,
+        "dtype": str(dtype),
+        "samples": len(samples),
+        "tokens_per_step": tokens,
+        "trained_tokens_per_step": stats.trained_tokens,
+        "step_s_median": round(step_s, 4),
+        "tokens_per_s": round(tokens / step_s, 1),
         "trained_tokens_per_s": round(stats.trained_tokens / step_s, 1),
     }
     if device == "cuda":
         peak = args.peak_tflops or peak_tflops(str(result["device"]))
         achieved = 6 * n_params * tokens / step_s / 1e12
-        result.update(achieved_tflops=round(achieved, 1), peak_tflops=peak,
-                      mfu=None if peak is None else round(achieved / peak, 4),
-                      max_memory_gib=round(torch.cuda.max_memory_allocated() / 2**30, 1))
+        result.update(
+            achieved_tflops=round(achieved, 1),
+            peak_tflops=peak,
+            mfu=None if peak is None else round(achieved / peak, 4),
+            max_memory_gib=round(torch.cuda.max_memory_allocated() / 2**30, 1),
+        )
     return result
 
 
@@ -169,13 +199,17 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick and args.device == "auto":
         args.device = "cpu"
     defaults = (8, 128, 256, 4, 2) if args.quick else (32, 1024, 1024, 4, 5)
-    for name, value in zip(("samples", "prompt_len", "response_len", "micro_batch", "steps"), defaults, strict=True):
+    for name, value in zip(
+        ("samples", "prompt_len", "response_len", "micro_batch", "steps"), defaults, strict=True
+    ):
         if getattr(args, name) is None:
             setattr(args, name, value)
     result = run(args)
-    print(f"train step [{result['shape']} on {result['device']}]: {result['tokens_per_s']:,} tokens/s "
-          f"({result['trained_tokens_per_s']:,} trained tokens/s), median step {result['step_s_median']} s"
-          + (f", MFU {result['mfu']:.1%}" if result.get("mfu") is not None else ""))
+    print(
+        f"train step [{result['shape']} on {result['device']}]: {result['tokens_per_s']:,} tokens/s "
+        f"({result['trained_tokens_per_s']:,} trained tokens/s), median step {result['step_s_median']} s"
+        + (f", MFU {result['mfu']:.1%}" if result.get("mfu") is not None else "")
+    )
     print(json.dumps(result))
 
 

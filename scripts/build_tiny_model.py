@@ -120,34 +120,58 @@ def _phrase(rng: random.Random, n: int) -> str:
 def _write_file(rng: random.Random) -> Episode:
     path = f"{rng.choice(WORDS)}{rng.choice(['', '_' + rng.choice(WORDS)])}.{rng.choice(EXTS)}"
     text = _phrase(rng, rng.randint(1, 3))
-    user = rng.choice([
-        f"Write the text '{text}' to the file {path}.",
-        f"Create the file {path} containing '{text}'.",
-        f"Please save '{text}' into {path}.",
-    ])
-    return Episode("write_file", user, "write_file", {"path": path, "content": text},
-                   json.dumps({"ok": True, "bytes": len(text)}), f"I wrote '{text}' to {path}.",
-                   "I need to write a file.")
+    user = rng.choice(
+        [
+            f"Write the text '{text}' to the file {path}.",
+            f"Create the file {path} containing '{text}'.",
+            f"Please save '{text}' into {path}.",
+        ]
+    )
+    return Episode(
+        "write_file",
+        user,
+        "write_file",
+        {"path": path, "content": text},
+        json.dumps({"ok": True, "bytes": len(text)}),
+        f"I wrote '{text}' to {path}.",
+        "I need to write a file.",
+    )
 
 
 def _todo_add(rng: random.Random) -> Episode:
     title = _phrase(rng, rng.randint(1, 3))
-    user = rng.choice([f"Add a todo '{title}'.", f"Put '{title}' on my todo list.", f"Add the task '{title}' to my todos."])
-    return Episode("todo_add", user, "todo_add", {"title": title},
-                   json.dumps({"ok": True, "id": rng.randint(1, 99)}), f"Added the todo '{title}'.",
-                   "I need to add a todo.")
+    user = rng.choice(
+        [f"Add a todo '{title}'.", f"Put '{title}' on my todo list.", f"Add the task '{title}' to my todos."]
+    )
+    return Episode(
+        "todo_add",
+        user,
+        "todo_add",
+        {"title": title},
+        json.dumps({"ok": True, "id": rng.randint(1, 99)}),
+        f"Added the todo '{title}'.",
+        "I need to add a todo.",
+    )
 
 
 def _mail_send(rng: random.Random) -> Episode:
     to = f"{rng.choice(NAMES)}@{rng.choice(DOMAINS)}"
     subject, body = _phrase(rng, rng.randint(1, 2)), _phrase(rng, rng.randint(1, 3))
-    user = rng.choice([
-        f"Send an email to {to} with subject '{subject}' and body '{body}'.",
-        f"Email {to}: subject '{subject}', body '{body}'.",
-    ])
-    return Episode("mail_send", user, "mail_send", {"to": to, "subject": subject, "body": body},
-                   json.dumps({"ok": True, "message_id": f"m{rng.randint(100, 999)}"}),
-                   f"I sent the email to {to}.", "I need to send an email.")
+    user = rng.choice(
+        [
+            f"Send an email to {to} with subject '{subject}' and body '{body}'.",
+            f"Email {to}: subject '{subject}', body '{body}'.",
+        ]
+    )
+    return Episode(
+        "mail_send",
+        user,
+        "mail_send",
+        {"to": to, "subject": subject, "body": body},
+        json.dumps({"ok": True, "message_id": f"m{rng.randint(100, 999)}"}),
+        f"I sent the email to {to}.",
+        "I need to send an email.",
+    )
 
 
 FAMILIES = [_write_file, _todo_add, _mail_send]
@@ -177,8 +201,15 @@ class ZeroDistribution:
             if ep.user not in self.shipped:
                 break
         if rng.random() < 0.25:
-            ep = Episode(ep.family, ep.user + "\n\n(If a tool fails transiently, retry it.)", ep.tool,
-                         ep.arguments, ep.result, ep.final, ep.plan)
+            ep = Episode(
+                ep.family,
+                ep.user + "\n\n(If a tool fails transiently, retry it.)",
+                ep.tool,
+                ep.arguments,
+                ep.result,
+                ep.final,
+                ep.plan,
+            )
         return ep
 
     def make(self, rng: random.Random) -> tuple[Episode, list[dict[str, Any]], str | None]:
@@ -205,8 +236,11 @@ def turn1_messages(ep: Episode, system: str | None) -> list[dict[str, Any]]:
 
 
 def turn2_messages(ep: Episode, system: str | None, echo_reasoning: bool) -> list[dict[str, Any]]:
-    call = {"id": "call_0", "type": "function",
-            "function": {"name": ep.tool, "arguments": json.dumps(ep.arguments)}}
+    call = {
+        "id": "call_0",
+        "type": "function",
+        "function": {"name": ep.tool, "arguments": json.dumps(ep.arguments)},
+    }
     assistant = {"role": "assistant", "content": None, "tool_calls": [call]}
     if echo_reasoning:
         assistant["reasoning"] = ep.plan
@@ -236,7 +270,12 @@ def build_examples(chat: Any, n: int, seed: int) -> list[tuple[list[int], list[i
         assert p2[: len(p1) + len(c1)] == p1 + c1, "template does not extend turn 1 exactly"
         c2 = chat.encode(completion2(ep))
         gap = len(p2) - len(p1) - len(c1)
-        out.append((p1 + c1 + p2[len(p1) + len(c1):] + c2, [0] * len(p1) + [1] * len(c1) + [0] * gap + [1] * len(c2)))
+        out.append(
+            (
+                p1 + c1 + p2[len(p1) + len(c1) :] + c2,
+                [0] * len(p1) + [1] * len(c1) + [0] * gap + [1] * len(c2),
+            )
+        )
         if rng.random() < 0.3:
             p3 = chat.prompt_ids(turn2_messages(ep, system, echo_reasoning=False), tools)
             out.append((p3 + c2, [0] * len(p3) + [1] * len(c2)))
@@ -251,7 +290,9 @@ def build_copy_examples(chat: Any, n: int, seed: int) -> list[tuple[list[int], l
     for _ in range(n):
         pool = rng.choice([WORDS, NAMES, [f"{w}.{e}" for w in WORDS[:20] for e in EXTS]])
         text = " ".join(rng.choice(pool) for _ in range(rng.randint(1, 5)))
-        user = rng.choice([f"Repeat exactly: '{text}'", f"Say '{text}'.", f"The text is '{text}'. Repeat it."])
+        user = rng.choice(
+            [f"Repeat exactly: '{text}'", f"Say '{text}'.", f"The text is '{text}'. Repeat it."]
+        )
         prompt = chat.prompt_ids([{"role": "user", "content": user}])
         completion = chat.encode(f"<think>\nI repeat it.\n</think>\n\n{text}<|im_end|>")
         out.append((prompt + completion, [0] * len(prompt) + [1] * len(completion)))
@@ -262,10 +303,21 @@ def make_config(vocab_size: int) -> Any:
     from transformers import Qwen3Config
 
     return Qwen3Config(
-        vocab_size=vocab_size, hidden_size=256, intermediate_size=768, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=64, tie_word_embeddings=True,
-        max_position_embeddings=8192, rope_theta=10000.0, rms_norm_eps=1e-6,
-        bos_token_id=None, eos_token_id=2, pad_token_id=0, torch_dtype="float32",
+        vocab_size=vocab_size,
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        tie_word_embeddings=True,
+        max_position_embeddings=8192,
+        rope_theta=10000.0,
+        rms_norm_eps=1e-6,
+        bos_token_id=None,
+        eos_token_id=2,
+        pad_token_id=0,
+        torch_dtype="float32",
     )
 
 
@@ -296,9 +348,10 @@ def loss_fn(model: Any, ids: Any, mask: Any, attn: Any) -> Any:
 def greedy(model: Any, prompt: list[int], max_new: int, eos: int) -> list[int]:
     import torch
 
-    out = model.generate(torch.tensor([prompt]), max_new_tokens=max_new, do_sample=False,
-                         eos_token_id=eos, pad_token_id=0)
-    return out[0, len(prompt):].tolist()
+    out = model.generate(
+        torch.tensor([prompt]), max_new_tokens=max_new, do_sample=False, eos_token_id=eos, pad_token_id=0
+    )
+    return out[0, len(prompt) :].tolist()
 
 
 def evaluate(model: Any, chat: Any, n: int, seed: int) -> float:
@@ -310,7 +363,9 @@ def evaluate(model: Any, chat: Any, n: int, seed: int) -> float:
     ok = 0
     for _ in range(n):
         ep, tools, system = make_episode(rng)
-        text = chat.decode(greedy(model, chat.prompt_ids(turn1_messages(ep, system), tools), 80, chat.eos_token_id))
+        text = chat.decode(
+            greedy(model, chat.prompt_ids(turn1_messages(ep, system), tools), 80, chat.eos_token_id)
+        )
         calls = parse_output(text.removesuffix("<|im_end|>")).tool_calls
         good = len(calls) == 1 and calls[0].name == ep.tool and json.loads(calls[0].arguments) == ep.arguments
         if good:
@@ -325,8 +380,16 @@ def save_state(path: Path, step: int, model: Any, opt: Any, sched: Any, rng: ran
     """Everything needed to continue the run bit-for-bit (no dropout: torch's RNG is unused after init)."""
     import torch
 
-    torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                "rng": rng.getstate()}, path)
+    torch.save(
+        {
+            "step": step,
+            "model": model.state_dict(),
+            "opt": opt.state_dict(),
+            "sched": sched.state_dict(),
+            "rng": rng.getstate(),
+        },
+        path,
+    )
 
 
 def export_state(path: Path) -> Any:
@@ -397,9 +460,15 @@ def write_tokenizer_files(out: Path) -> None:
         shutil.copy(ASSETS / "tokenizer.json", out / "tokenizer.json")
         (out / "chat_template.jinja").write_text(template)
     config = {
-        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 8192,
-        "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None, "unk_token": None,
-        "add_bos_token": False, "add_eos_token": False, "clean_up_tokenization_spaces": False,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": 8192,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "bos_token": None,
+        "unk_token": None,
+        "add_bos_token": False,
+        "add_eos_token": False,
+        "clean_up_tokenization_spaces": False,
         "chat_template": template,
     }
     (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -428,12 +497,19 @@ def main() -> None:
     ap.add_argument("--state", type=Path, default=None, help="checkpoint file to save to / resume from")
     ap.add_argument("--copy-aux-from", type=int, default=300, help="mix in copy chats after this step")
     ap.add_argument("--copy-batch", type=int, default=16)
-    ap.add_argument("--stage", choices=["synthetic", "zero"], default="synthetic",
-                    help="synthetic: stage 1 (format + copying); zero: stage 2 on zero-harness-shaped episodes")
+    ap.add_argument(
+        "--stage",
+        choices=["synthetic", "zero"],
+        default="synthetic",
+        help="synthetic: stage 1 (format + copying); zero: stage 2 on zero-harness-shaped episodes",
+    )
     ap.add_argument("--init", type=Path, default=None, help="start from this model dir (stage 2)")
     ap.add_argument("--target", type=float, default=TARGET_SUCCESS, help="stop at this held-out success")
-    ap.add_argument("--export-state", action="store_true",
-                    help="only write the model of --state (a run stopped at its last checkpoint)")
+    ap.add_argument(
+        "--export-state",
+        action="store_true",
+        help="only write the model of --state (a run stopped at its last checkpoint)",
+    )
     args = ap.parse_args()
     global DISTRIBUTION
     if args.stage == "zero":

@@ -98,8 +98,14 @@ MIN_PIXELS, MAX_PIXELS = 32 * 32 * 4, 320 * 192
 MEAN = STD = [0.5, 0.5, 0.5]
 # The warm-up's prompt is the one zero-gui sends with `prompt: compact` (the harness owns it).
 SYSTEM, COMPUTER_USE = COMPACT_SYSTEM_PROMPT, compact_schema()
-LABELS = {"OK": (46, 160, 67), "Cancel": (200, 50, 50), "Submit": (40, 90, 200), "Next": (230, 140, 20),
-          "Back": (130, 60, 170), "Search": (20, 150, 150)}
+LABELS = {
+    "OK": (46, 160, 67),
+    "Cancel": (200, 50, 50),
+    "Submit": (40, 90, 200),
+    "Next": (230, 140, 20),
+    "Back": (130, 60, 170),
+    "Search": (20, 150, 150),
+}
 LAYOUT_COUNTS = [1, 1, 2, 3, 4]  # buttons per screen (2 in 5 screens have one)
 SLOTS = (4, 4)  # button layout grid (columns, rows) below the header; centres jittered by up to 12x6 px
 ASKS = ["Click the button labelled '{}'.", "Click '{}'.", "Press the {} button."]
@@ -171,7 +177,12 @@ def render_screen(rng: random.Random) -> tuple[Any, str, tuple[int, int, int, in
     img = Image.new("RGB", SCREEN, bg)
     d = ImageDraw.Draw(img)
     d.rectangle([0, 0, w, 28], fill=tuple(rng.randint(60, 110) for _ in range(3)))
-    d.text((10, 6), rng.choice(["Settings", "Checkout", "Inbox", "Search", "Form"]), fill=(255, 255, 255), font=_font(14))
+    d.text(
+        (10, 6),
+        rng.choice(["Settings", "Checkout", "Inbox", "Search", "Form"]),
+        fill=(255, 255, 255),
+        font=_font(14),
+    )
     for _ in range(rng.randint(1, 3)):  # grey text lines as clutter
         y = rng.randint(40, h - 20)
         d.rectangle([rng.randint(10, 200), y, rng.randint(220, 600), y + 4], fill=(190, 190, 190))
@@ -185,7 +196,13 @@ def render_screen(rng: random.Random) -> tuple[Any, str, tuple[int, int, int, in
         box = (round(cx - bw / 2), round(cy - bh / 2), round(cx + bw / 2), round(cy + bh / 2))
         boxes.append(box)
         d.rounded_rectangle(box, radius=6, fill=LABELS[label])
-        d.text(((box[0] + box[2]) / 2, (box[1] + box[3]) / 2), label, fill=(255, 255, 255), font=_font(14), anchor="mm")
+        d.text(
+            ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2),
+            label,
+            fill=(255, 255, 255),
+            font=_font(14),
+            anchor="mm",
+        )
     k = rng.randrange(len(labels))
     return img, labels[k], boxes[k]
 
@@ -203,8 +220,13 @@ def data_url(img: Any) -> str:
 
 def messages(label: str, url: str, rng: random.Random) -> list[dict[str, Any]]:
     ask = rng.choice(ASKS).format(label)
-    return [{"role": "system", "content": SYSTEM},
-            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": ask}]}]
+    return [
+        {"role": "system", "content": SYSTEM},
+        {
+            "role": "user",
+            "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": ask}],
+        },
+    ]
 
 
 def completion(x: int, y: int) -> str:
@@ -222,48 +244,109 @@ def write_tokenizer(out: Path) -> Any:
     assert [tok.token_to_id(t) for t in VISION_TOKENS] == list(range(base, base + 4))
     tok.save(str(out / "tokenizer.json"))
     config = {
-        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 8192,
-        "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None, "unk_token": None,
-        "add_bos_token": False, "add_eos_token": False, "clean_up_tokenization_spaces": False,
-        "processor_class": "Qwen3VLProcessor", "chat_template": chat_template(),
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": 8192,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "bos_token": None,
+        "unk_token": None,
+        "add_bos_token": False,
+        "add_eos_token": False,
+        "clean_up_tokenization_spaces": False,
+        "processor_class": "Qwen3VLProcessor",
+        "chat_template": chat_template(),
     }
     (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
     return tok
 
 
 def processor_settings() -> dict[str, Any]:
-    return {"patch_size": PATCH, "temporal_patch_size": TEMPORAL, "merge_size": MERGE,
-            "size": {"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS},
-            "image_mean": MEAN, "image_std": STD, "do_resize": True, "resample": 3, "do_rescale": True,
-            "rescale_factor": 1 / 255, "do_normalize": True, "do_convert_rgb": True}
+    return {
+        "patch_size": PATCH,
+        "temporal_patch_size": TEMPORAL,
+        "merge_size": MERGE,
+        "size": {"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS},
+        "image_mean": MEAN,
+        "image_std": STD,
+        "do_resize": True,
+        "resample": 3,
+        "do_rescale": True,
+        "rescale_factor": 1 / 255,
+        "do_normalize": True,
+        "do_convert_rgb": True,
+    }
 
 
 def write_processor_files(out: Path) -> None:
     """Image-only processing (no torchvision needed to read it), plus the files vLLM's Qwen3VLProcessor loads."""
-    image = {"image_processor_type": "Qwen2VLImageProcessorPil", "processor_class": "Qwen3VLProcessor",
-             **processor_settings()}
-    video = {"video_processor_type": "Qwen3VLVideoProcessor", "processor_class": "Qwen3VLProcessor",
-             **processor_settings(), "fps": 2, "min_frames": 4, "max_frames": 768}
+    image = {
+        "image_processor_type": "Qwen2VLImageProcessorPil",
+        "processor_class": "Qwen3VLProcessor",
+        **processor_settings(),
+    }
+    video = {
+        "video_processor_type": "Qwen3VLVideoProcessor",
+        "processor_class": "Qwen3VLProcessor",
+        **processor_settings(),
+        "fps": 2,
+        "min_frames": 4,
+        "max_frames": 768,
+    }
     (out / "preprocessor_config.json").write_text(json.dumps(image, indent=2) + "\n")
     (out / "video_preprocessor_config.json").write_text(json.dumps(video, indent=2) + "\n")
-    (out / "processor_config.json").write_text(json.dumps({"processor_class": "Qwen3VLProcessor"}, indent=2) + "\n")
+    (out / "processor_config.json").write_text(
+        json.dumps({"processor_class": "Qwen3VLProcessor"}, indent=2) + "\n"
+    )
     (out / "openforgerl_parsers.json").write_text(
-        json.dumps({"reasoning_parser": None, "tool_call_parser": "hermes"}, indent=2) + "\n")
+        json.dumps({"reasoning_parser": None, "tool_call_parser": "hermes"}, indent=2) + "\n"
+    )
 
 
 def make_config(vocab: int) -> Any:
     from transformers import Qwen3VLConfig
 
-    text = dict(vocab_size=vocab, hidden_size=256, intermediate_size=768, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, head_dim=64, max_position_embeddings=8192, rms_norm_eps=1e-6,
-                tie_word_embeddings=True, pad_token_id=0, eos_token_id=2, bos_token_id=None,
-                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [8, 12, 12],
-                                 "mrope_interleaved": True})
-    vision = dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=2, patch_size=PATCH,
-                  spatial_merge_size=MERGE, temporal_patch_size=TEMPORAL, out_hidden_size=256,
-                  deepstack_visual_indexes=[0], in_channels=3)
-    return Qwen3VLConfig(text_config=text, vision_config=vision, image_token_id=vocab - 2, video_token_id=vocab - 1,
-                         vision_start_token_id=vocab - 4, vision_end_token_id=vocab - 3, tie_word_embeddings=True)
+    text = dict(
+        vocab_size=vocab,
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=8192,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        eos_token_id=2,
+        bos_token_id=None,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "mrope_section": [8, 12, 12],
+            "mrope_interleaved": True,
+        },
+    )
+    vision = dict(
+        depth=2,
+        hidden_size=64,
+        intermediate_size=128,
+        num_heads=2,
+        patch_size=PATCH,
+        spatial_merge_size=MERGE,
+        temporal_patch_size=TEMPORAL,
+        out_hidden_size=256,
+        deepstack_visual_indexes=[0],
+        in_channels=3,
+    )
+    return Qwen3VLConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=vocab - 2,
+        video_token_id=vocab - 1,
+        vision_start_token_id=vocab - 4,
+        vision_end_token_id=vocab - 3,
+        tie_word_embeddings=True,
+    )
 
 
 def warm_start(model: Any) -> None:
@@ -283,13 +366,22 @@ def warm_start(model: Any) -> None:
 
 
 # -- data, training, eval ---------------------------------------------------------------------------
-def example(chat: Any, vision: Any, rng: random.Random,
-            tools: bool = False) -> tuple[list[int], list[int], Any, Any, tuple[int, ...]]:
+def example(
+    chat: Any, vision: Any, rng: random.Random, tools: bool = False
+) -> tuple[list[int], list[int], Any, Any, tuple[int, ...]]:
     img, label, box = render_screen(rng)
     images = vision.process([img])
-    prompt = vision.expand(chat.prompt_ids(messages(label, "data:,", rng), [COMPUTER_USE] if tools else None), images)
+    prompt = vision.expand(
+        chat.prompt_ids(messages(label, "data:,", rng), [COMPUTER_USE] if tools else None), images
+    )
     target = chat.encode(completion(*normalised_centre(box)))
-    return prompt + target, [0] * len(prompt) + [1] * len(target), images.pixel_values, images.image_grid_thw, box
+    return (
+        prompt + target,
+        [0] * len(prompt) + [1] * len(target),
+        images.pixel_values,
+        images.image_grid_thw,
+        box,
+    )
 
 
 def batch_loss(model: Any, batch: list[Any], image_token: int) -> Any:
@@ -300,9 +392,18 @@ def batch_loss(model: Any, batch: list[Any], image_token: int) -> Any:
     mask = torch.zeros((len(batch), length), dtype=torch.bool)
     attn = torch.zeros((len(batch), length), dtype=torch.long)
     for i, (seq, loss_mask, *_rest) in enumerate(batch):
-        ids[i, : len(seq)], mask[i, : len(seq)], attn[i, : len(seq)] = torch.tensor(seq), torch.tensor(loss_mask) > 0, 1
-    out = model.model(input_ids=ids, attention_mask=attn, pixel_values=torch.cat([b[2] for b in batch]),
-                      image_grid_thw=torch.cat([b[3] for b in batch]), mm_token_type_ids=(ids == image_token).int())
+        ids[i, : len(seq)], mask[i, : len(seq)], attn[i, : len(seq)] = (
+            torch.tensor(seq),
+            torch.tensor(loss_mask) > 0,
+            1,
+        )
+    out = model.model(
+        input_ids=ids,
+        attention_mask=attn,
+        pixel_values=torch.cat([b[2] for b in batch]),
+        image_grid_thw=torch.cat([b[3] for b in batch]),
+        mm_token_type_ids=(ids == image_token).int(),
+    )
     targets = mask[:, 1:]
     logits = model.lm_head(out.last_hidden_state[:, :-1][targets])
     return torch.nn.functional.cross_entropy(logits.float(), ids[:, 1:][targets])
@@ -323,10 +424,18 @@ def evaluate(model: Any, chat: Any, vision: Any, n: int, seed: int, tools: bool 
             ids, mask, pix, grid, box = example(chat, vision, rng, tools)
             prompt = ids[: mask.index(1)]
             inp = torch.tensor([prompt])
-            out = model.generate(input_ids=inp, attention_mask=torch.ones_like(inp), pixel_values=pix,
-                                 image_grid_thw=grid, mm_token_type_ids=(inp == vision.image_token_id).int(),
-                                 max_new_tokens=48, do_sample=False, eos_token_id=2, pad_token_id=0)
-            text = chat.decode(out[0, len(prompt):].tolist())
+            out = model.generate(
+                input_ids=inp,
+                attention_mask=torch.ones_like(inp),
+                pixel_values=pix,
+                image_grid_thw=grid,
+                mm_token_type_ids=(inp == vision.image_token_id).int(),
+                max_new_tokens=48,
+                do_sample=False,
+                eos_token_id=2,
+                pad_token_id=0,
+            )
+            text = chat.decode(out[0, len(prompt) :].tolist())
             m = CLICK_RE.search(text)
             if m and text.startswith("<tool_call>"):
                 x, y = int(m.group(1)) / 1000 * SCREEN[0], int(m.group(2)) / 1000 * SCREEN[1]
@@ -335,17 +444,77 @@ def evaluate(model: Any, chat: Any, vision: Any, n: int, seed: int, tools: bool 
     return hits / n
 
 
-
 # -- app screens (`--app-screens`): the real board and calendar apps in Chromium ----------------------
-APP_SCREEN = (1280, 720)  # the browser tasks' viewport (envs.browser.screen: config "screen", default 1280x720)
+APP_SCREEN = (
+    1280,
+    720,
+)  # the browser tasks' viewport (envs.browser.screen: config "screen", default 1280x720)
 APP_TRAIN_SEED, APP_HELD_OUT_SEED = 2468, 13579
-WORDS_A = ["Draft", "Send", "Update", "Check", "Call", "Prepare", "Clean", "Sort", "Print", "Share", "Test",
-           "Pay", "Sign", "Plan", "Renew", "Archive", "Edit", "Read", "File", "Ship"]
-WORDS_B = ["invoice", "newsletter", "roadmap", "contract", "backlog", "photos", "budget", "minutes", "tickets",
-           "badges", "website", "survey", "slides", "notes", "receipts", "schedule", "poster", "lease"]
-EVENT_WORDS = ["Yoga", "Call with Sam", "Board meeting", "Haircut", "Code review", "Coffee chat", "Gym",
-               "Interview", "Retro", "Parents evening", "Vet visit", "Design sync", "1:1 with Ana", "Workshop",
-               "Piano lesson", "Car service", "Town hall", "Hackathon", "Dinner", "Flight", "Onboarding"]
+WORDS_A = [
+    "Draft",
+    "Send",
+    "Update",
+    "Check",
+    "Call",
+    "Prepare",
+    "Clean",
+    "Sort",
+    "Print",
+    "Share",
+    "Test",
+    "Pay",
+    "Sign",
+    "Plan",
+    "Renew",
+    "Archive",
+    "Edit",
+    "Read",
+    "File",
+    "Ship",
+]
+WORDS_B = [
+    "invoice",
+    "newsletter",
+    "roadmap",
+    "contract",
+    "backlog",
+    "photos",
+    "budget",
+    "minutes",
+    "tickets",
+    "badges",
+    "website",
+    "survey",
+    "slides",
+    "notes",
+    "receipts",
+    "schedule",
+    "poster",
+    "lease",
+]
+EVENT_WORDS = [
+    "Yoga",
+    "Call with Sam",
+    "Board meeting",
+    "Haircut",
+    "Code review",
+    "Coffee chat",
+    "Gym",
+    "Interview",
+    "Retro",
+    "Parents evening",
+    "Vet visit",
+    "Design sync",
+    "1:1 with Ana",
+    "Workshop",
+    "Piano lesson",
+    "Car service",
+    "Town hall",
+    "Hackathon",
+    "Dinner",
+    "Flight",
+    "Onboarding",
+]
 
 
 def _test_titles() -> set[str]:
@@ -355,7 +524,10 @@ def _test_titles() -> set[str]:
     out: set[str] = set()
     for task in (ROOT / "src/openforgerl/envs/gui/suite/tasks").glob("*-*"):
         toml = task / "task.toml"
-        if not toml.exists() or tomllib.loads(toml.read_text())["metadata"]["openforgerl"].get("split") != "test":
+        if (
+            not toml.exists()
+            or tomllib.loads(toml.read_text())["metadata"]["openforgerl"].get("split") != "test"
+        ):
             continue
         apps = json.loads((task / "environment/gui.json").read_text()).get("apps", {})
         out |= {c["title"] for c in apps.get("board", {}).get("cards", [])}
@@ -375,13 +547,17 @@ def random_board(rng: random.Random, banned: set[str]) -> tuple[dict[str, Any], 
     movable = [c for c in cards if c["column"] != "done"] if rng.random() < 0.85 else cards
     card = rng.choice(movable or cards)
     i = cols.index(card["column"])
-    ahead = [c for c in cols[i + 1:]]
+    ahead = [c for c in cols[i + 1 :]]
     if ahead and (i == 0 or rng.random() < 0.85):
         to, sel = rng.choice(ahead), f"#fwd-{card['id']}"
     else:
         to, sel = rng.choice(cols[:i]), f"#back-{card['id']}"
     names = {"todo": "To do", "doing": "Doing", "done": "Done"}
-    return {"board": {"cards": cards}}, f"On the to-do board, move the card '{card['title']}' to the {names[to]} column.", sel
+    return (
+        {"board": {"cards": cards}},
+        f"On the to-do board, move the card '{card['title']}' to the {names[to]} column.",
+        sel,
+    )
 
 
 def random_calendar(rng: random.Random, banned: set[str]) -> tuple[dict[str, Any], str, str]:
@@ -392,11 +568,16 @@ def random_calendar(rng: random.Random, banned: set[str]) -> tuple[dict[str, Any
     pool = [t for t in EVENT_WORDS if t not in banned]
     titles = rng.sample(pool, rng.randint(3, 8))
     times = [f"{h:02d}:{m:02d}" for h in range(8, 19) for m in (0, 30)]
-    events = [{"id": f"e{i + 1}", "title": t, "date": rng.choice(days), "time": rng.choice(times)}
-              for i, t in enumerate(titles)]
+    events = [
+        {"id": f"e{i + 1}", "title": t, "date": rng.choice(days), "time": rng.choice(times)}
+        for i, t in enumerate(titles)
+    ]
     ev = rng.choice(events)
-    return ({"calendar": {"days": days, "events": events}},
-            f"Delete the '{ev['title']}' event from the calendar; keep every other event.", f"#delete-{ev['id']}")
+    return (
+        {"calendar": {"days": days, "events": events}},
+        f"Delete the '{ev['title']}' event from the calendar; keep every other event.",
+        f"#delete-{ev['id']}",
+    )
 
 
 class AppRenderer:
@@ -413,15 +594,19 @@ class AppRenderer:
 
         os.environ.setdefault("FONTCONFIG_FILE", str(FONTS_CONF))
         self._pw = sync_playwright().start()
-        self.browser = self._pw.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS)
-        ctx = self.browser.new_context(viewport={"width": APP_SCREEN[0], "height": APP_SCREEN[1]}, device_scale_factor=1)
+        self.browser = self._pw.chromium.launch(
+            executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS
+        )
+        ctx = self.browser.new_context(
+            viewport={"width": APP_SCREEN[0], "height": APP_SCREEN[1]}, device_scale_factor=1
+        )
         self.page = ctx.new_page()
 
     def render(self, fixtures: dict[str, Any], selector: str) -> tuple[bytes, tuple[int, int, int, int]]:
         from openforgerl.env.apps import APPS
         from openforgerl.env.apps._web import Store
 
-        (name, fx), = fixtures.items()
+        ((name, fx),) = fixtures.items()
         app = APPS[name](Store(), fx)
         html = (app.show if name == "board" else app.week)(None).body
         self.page.set_content(html, wait_until="load")
@@ -471,22 +656,34 @@ def train_task_screens() -> list[tuple[bytes, str, tuple[int, int, int, int], st
     return out
 
 
-def app_example(chat: Any, vision: Any, item: tuple[bytes, str, tuple[int, int, int, int]],
-                rng: random.Random) -> tuple[list[int], list[int], Any, Any, tuple[int, ...]]:
+def app_example(
+    chat: Any, vision: Any, item: tuple[bytes, str, tuple[int, int, int, int]], rng: random.Random
+) -> tuple[list[int], list[int], Any, Any, tuple[int, ...]]:
     """The harness's compact prompt (zero-gui `prompt: compact`: COMPACT_SYSTEM_PROMPT, tools=[compact_schema],
     user [screenshot, instruction]) and the click at a point of the target box (its centre +- a third)."""
     from PIL import Image
 
     png, ask, box = item
     images = vision.process([Image.open(io.BytesIO(png)).convert("RGB")]) if isinstance(png, bytes) else png
-    msgs = [{"role": "system", "content": SYSTEM},
-            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}, {"type": "text", "text": ask}]}]
+    msgs = [
+        {"role": "system", "content": SYSTEM},
+        {
+            "role": "user",
+            "content": [{"type": "image_url", "image_url": {"url": "data:,"}}, {"type": "text", "text": ask}],
+        },
+    ]
     prompt = vision.expand(chat.prompt_ids(msgs, [COMPUTER_USE]), images)
     w, h = APP_SCREEN
     x = round((box[0] + box[2]) / 2 / w * 1000)
     y = round((box[1] + box[3]) / 2 / h * 1000)
     target = chat.encode(completion(x, y))
-    return prompt + target, [0] * len(prompt) + [1] * len(target), images.pixel_values, images.image_grid_thw, box
+    return (
+        prompt + target,
+        [0] * len(prompt) + [1] * len(target),
+        images.pixel_values,
+        images.image_grid_thw,
+        box,
+    )
 
 
 def evaluate_apps(model: Any, chat: Any, vision: Any, items: list[Any], samples: int = 0) -> float:
@@ -501,13 +698,21 @@ def evaluate_apps(model: Any, chat: Any, vision: Any, items: list[Any], samples:
             ids, mask, pix, grid, box = app_example(chat, vision, item[:3], rng)
             prompt = ids[: mask.index(1)]
             inp = torch.tensor([prompt] * max(1, samples))
-            out = model.generate(input_ids=inp, attention_mask=torch.ones_like(inp), pixel_values=pix.repeat(max(1, samples), 1),
-                                 image_grid_thw=grid.repeat(max(1, samples), 1),
-                                 mm_token_type_ids=(inp == vision.image_token_id).int(), max_new_tokens=48,
-                                 do_sample=samples > 0, temperature=1.0 if samples else None, top_k=0 if samples else None,
-                                 eos_token_id=2, pad_token_id=0)
+            out = model.generate(
+                input_ids=inp,
+                attention_mask=torch.ones_like(inp),
+                pixel_values=pix.repeat(max(1, samples), 1),
+                image_grid_thw=grid.repeat(max(1, samples), 1),
+                mm_token_type_ids=(inp == vision.image_token_id).int(),
+                max_new_tokens=48,
+                do_sample=samples > 0,
+                temperature=1.0 if samples else None,
+                top_k=0 if samples else None,
+                eos_token_id=2,
+                pad_token_id=0,
+            )
             for row in out:
-                text = chat.decode(row[len(prompt):].tolist())
+                text = chat.decode(row[len(prompt) :].tolist())
                 m = CLICK_RE.search(text)
                 total += 1
                 if m and text.startswith("<tool_call>"):
@@ -548,14 +753,21 @@ def train(args: argparse.Namespace, out: Path) -> Any:
     apps: list[Any] = []
     if args.app_screens:
         t = time.time()
-        apps = [(vision.process([_rgb(png)]), ask, box) for png, ask, box in app_screens(args.app_screens, APP_TRAIN_SEED)]
+        apps = [
+            (vision.process([_rgb(png)]), ask, box)
+            for png, ask, box in app_screens(args.app_screens, APP_TRAIN_SEED)
+        ]
         held = app_screens(args.eval_n, APP_HELD_OUT_SEED)
         tasks = train_task_screens()
-        print(f"rendered {len(apps) + len(held) + len(tasks)} app screens in {time.time() - t:.0f}s", flush=True)
+        print(
+            f"rendered {len(apps) + len(held) + len(tasks)} app screens in {time.time() - t:.0f}s", flush=True
+        )
     visual = list(model.model.visual.parameters())
     ids = {id(p) for p in visual}
-    groups = [{"params": visual, "lr": args.lr * args.vision_lr_scale},
-              {"params": [p for p in model.parameters() if id(p) not in ids], "lr": args.lr}]
+    groups = [
+        {"params": visual, "lr": args.lr * args.vision_lr_scale},
+        {"params": [p for p in model.parameters() if id(p) not in ids], "lr": args.lr},
+    ]
     opt = torch.optim.AdamW(groups, weight_decay=0.0, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20))
     model.train()
@@ -564,8 +776,10 @@ def train(args: argparse.Namespace, out: Path) -> Any:
         if apps:
             batch = [app_example(chat, vision, rng.choice(apps), rng) for _ in range(args.batch)]
         else:
-            batch = [example(chat, vision, rng, args.tools_share > 0 and rng.random() < args.tools_share)
-                     for _ in range(args.batch)]
+            batch = [
+                example(chat, vision, rng, args.tools_share > 0 and rng.random() < args.tools_share)
+                for _ in range(args.batch)
+            ]
         loss = batch_loss(model, batch, vision.image_token_id)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -575,11 +789,17 @@ def train(args: argparse.Namespace, out: Path) -> Any:
         if step % 10 == 0:
             print(f"step {step} loss {loss.item():.4f} {time.time() - t0:.0f}s", flush=True)
         if apps and args.eval_every and (step % args.eval_every == 0 or step == args.max_steps):
-            print(f"step {step} app screens: held-out greedy {evaluate_apps(model, chat, vision, held[:40]):.2f}, "
-                  f"train tasks greedy {evaluate_apps(model, chat, vision, tasks):.2f}, "
-                  f"sampled {evaluate_apps(model, chat, vision, tasks, samples=16):.2f}", flush=True)
+            print(
+                f"step {step} app screens: held-out greedy {evaluate_apps(model, chat, vision, held[:40]):.2f}, "
+                f"train tasks greedy {evaluate_apps(model, chat, vision, tasks):.2f}, "
+                f"sampled {evaluate_apps(model, chat, vision, tasks, samples=16):.2f}",
+                flush=True,
+            )
         elif args.eval_every and step % args.eval_every == 0:
-            print(f"step {step} held-out click accuracy {evaluate(model, chat, vision, 20, SEED + 2):.2f}", flush=True)
+            print(
+                f"step {step} held-out click accuracy {evaluate(model, chat, vision, 20, SEED + 2):.2f}",
+                flush=True,
+            )
     return model, chat, vision
 
 
@@ -608,12 +828,22 @@ def main() -> None:
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--eval-n", type=int, default=100)
     ap.add_argument("--eval-only", action="store_true")
-    ap.add_argument("--eval-samples", type=int, default=32, help="sampled clicks per train task (app screens)")
+    ap.add_argument(
+        "--eval-samples", type=int, default=32, help="sampled clicks per train task (app screens)"
+    )
     ap.add_argument("--init", type=Path, default=None, help="start from this model dir (stage 2)")
-    ap.add_argument("--tools-share", type=float, default=0.0,
-                    help="share of examples whose prompt carries tools=[COMPUTER_USE] (stage 2: 0.5)")
-    ap.add_argument("--app-screens", type=int, default=0,
-                    help="train on this many rendered board/calendar app screens (needs --init; see the docstring)")
+    ap.add_argument(
+        "--tools-share",
+        type=float,
+        default=0.0,
+        help="share of examples whose prompt carries tools=[COMPUTER_USE] (stage 2: 0.5)",
+    )
+    ap.add_argument(
+        "--app-screens",
+        type=int,
+        default=0,
+        help="train on this many rendered board/calendar app screens (needs --init; see the docstring)",
+    )
     args = ap.parse_args()
     if args.eval_only:
         import torch
@@ -628,16 +858,24 @@ def main() -> None:
         save(model, args.out)
     if args.app_screens or args.eval_only:
         held, tasks = app_screens(args.eval_n, APP_HELD_OUT_SEED), train_task_screens()
-        print(f"app screens: held-out random screens greedy {evaluate_apps(model, chat, vision, held):.3f} "
-              f"({len(held)} screens, seed {APP_HELD_OUT_SEED})")
+        print(
+            f"app screens: held-out random screens greedy {evaluate_apps(model, chat, vision, held):.3f} "
+            f"({len(held)} screens, seed {APP_HELD_OUT_SEED})"
+        )
         for item in tasks:
-            print(f"  {item[3]}: greedy {evaluate_apps(model, chat, vision, [item]):.2f}, "
-                  f"sampled (T=1) {evaluate_apps(model, chat, vision, [item], samples=args.eval_samples):.2f}")
-        print(f"train tasks: greedy {evaluate_apps(model, chat, vision, tasks):.3f}, sampled (T=1, "
-              f"{args.eval_samples} each) {evaluate_apps(model, chat, vision, tasks, samples=args.eval_samples):.3f}")
+            print(
+                f"  {item[3]}: greedy {evaluate_apps(model, chat, vision, [item]):.2f}, "
+                f"sampled (T=1) {evaluate_apps(model, chat, vision, [item], samples=args.eval_samples):.2f}"
+            )
+        print(
+            f"train tasks: greedy {evaluate_apps(model, chat, vision, tasks):.3f}, sampled (T=1, "
+            f"{args.eval_samples} each) {evaluate_apps(model, chat, vision, tasks, samples=args.eval_samples):.3f}"
+        )
     for tools in (False, True):
         acc = evaluate(model, chat, vision, args.eval_n, HELD_OUT_SEED, tools)
-        print(f"held-out click accuracy on {args.eval_n} screens (seed {HELD_OUT_SEED}, tools={tools}): {acc:.3f}")
+        print(
+            f"held-out click accuracy on {args.eval_n} screens (seed {HELD_OUT_SEED}, tools={tools}): {acc:.3f}"
+        )
 
 
 if __name__ == "__main__":

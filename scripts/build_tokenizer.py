@@ -20,9 +20,7 @@ ASSET = Path(__file__).resolve().parents[1] / "src/openforgerl/assets/tiny"
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MARKERS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 VOCAB = 4096
-SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
 WORDS = (
     "the a to of and in is for on with you file write read send mail email inbox calendar event contact "
@@ -32,8 +30,20 @@ WORDS = (
     "json true false null status reward answer question summary project report budget team alice bob "
     "carol dave eve weather city paris rome tokyo london berlin time date title description"
 ).split()
-TOOLS = ["bash", "write_file", "read_file", "mail_send", "mail_list", "calendar_create", "todo_add",
-         "contacts_find", "kb_search", "notes_write", "exec_command", "shell"]
+TOOLS = [
+    "bash",
+    "write_file",
+    "read_file",
+    "mail_send",
+    "mail_list",
+    "calendar_create",
+    "todo_add",
+    "contacts_find",
+    "kb_search",
+    "notes_write",
+    "exec_command",
+    "shell",
+]
 
 
 def corpus(n: int = 4000, seed: int = 0) -> list[str]:
@@ -60,8 +70,22 @@ def stdlib_corpus() -> list[str]:
     import inspect
 
     texts = []
-    for name in ["json", "argparse", "subprocess", "pathlib", "shutil", "email.message", "smtplib",
-                 "calendar", "textwrap", "http.client", "urllib.parse", "logging", "csv", "sqlite3"]:
+    for name in [
+        "json",
+        "argparse",
+        "subprocess",
+        "pathlib",
+        "shutil",
+        "email.message",
+        "smtplib",
+        "calendar",
+        "textwrap",
+        "http.client",
+        "urllib.parse",
+        "logging",
+        "csv",
+        "sqlite3",
+    ]:
         try:
             texts.append(inspect.getsource(importlib.import_module(name)))
         except (OSError, TypeError):

@@ -70,13 +70,22 @@ def main() -> int:
         prompt, pix, grid, box = prep[n]
         inp = torch.tensor([prompt] * k)
         with torch.no_grad():
-            out = model.generate(input_ids=inp, attention_mask=torch.ones_like(inp), pixel_values=pix.repeat(k, 1),
-                                 image_grid_thw=grid.repeat(k, 1), mm_token_type_ids=(inp == vision.image_token_id).int(),
-                                 max_new_tokens=48, do_sample=True, temperature=1.0, top_k=0, eos_token_id=2,
-                                 pad_token_id=0)
+            out = model.generate(
+                input_ids=inp,
+                attention_mask=torch.ones_like(inp),
+                pixel_values=pix.repeat(k, 1),
+                image_grid_thw=grid.repeat(k, 1),
+                mm_token_type_ids=(inp == vision.image_token_id).int(),
+                max_new_tokens=48,
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                eos_token_id=2,
+                pad_token_id=0,
+            )
         res = []
         for row in out:
-            comp = row[len(prompt):].tolist()
+            comp = row[len(prompt) :].tolist()
             comp = comp[: comp.index(2) + 1] if 2 in comp else comp
             text = chat.decode(comp)
             m = B.CLICK_RE.search(text)
@@ -97,10 +106,15 @@ def main() -> int:
             ids[i, : len(prompt) + len(c)] = torch.tensor(prompt + c)
             att[i, : len(prompt) + len(c)] = 1
             msk[i, : len(c)] = 1
-        out = model(input_ids=ids, attention_mask=att, pixel_values=pix.repeat(len(comps), 1),
-                    image_grid_thw=grid.repeat(len(comps), 1), mm_token_type_ids=(ids == vision.image_token_id).int())
+        out = model(
+            input_ids=ids,
+            attention_mask=att,
+            pixel_values=pix.repeat(len(comps), 1),
+            image_grid_thw=grid.repeat(len(comps), 1),
+            mm_token_type_ids=(ids == vision.image_token_id).int(),
+        )
         lg = out.logits[:, len(prompt) - 1 : -1].float().log_softmax(-1)
-        return lg.gather(-1, ids[:, len(prompt):, None])[..., 0], msk
+        return lg.gather(-1, ids[:, len(prompt) :, None])[..., 0], msk
 
     def evaluate() -> dict[str, float]:
         return {n: sum(r for _, r in sample(n, ns.eval_samples)) / ns.eval_samples for n in names}
@@ -110,7 +124,9 @@ def main() -> int:
     print("eval before", json.dumps(ev0), flush=True)
     hist = []
     for step in range(ns.steps):
-        chosen = random.Random(ns.seed * 100_003 + step).sample(names, min(ns.tps, len(names)))  # as Trainer.tasks_for
+        chosen = random.Random(ns.seed * 100_003 + step).sample(
+            names, min(ns.tps, len(names))
+        )  # as Trainer.tasks_for
         groups = []
         for n in chosen:
             res = sample(n, ns.group)
@@ -131,12 +147,25 @@ def main() -> int:
                 (-torch.minimum(ratio * a, torch.clamp(ratio, 0.8, 1.28) * a) * w).sum().backward()
             gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
-        print(f"step {step} {chosen} reward {hist[-1]:.3f} grad_norm {float(gn):.3f} {time.time() - t0:.0f}s", flush=True)
+        print(
+            f"step {step} {chosen} reward {hist[-1]:.3f} grad_norm {float(gn):.3f} {time.time() - t0:.0f}s",
+            flush=True,
+        )
     ev1 = evaluate()
     print("eval after", json.dumps(ev1), flush=True)
-    print(json.dumps({"lr": ns.lr, "tasks": names, "first5": sum(hist[:5]) / len(hist[:5]),
-                      "last5": sum(hist[-5:]) / len(hist[-5:]), "before": sum(ev0.values()) / len(ev0),
-                      "after": sum(ev1.values()) / len(ev1), "s": round(time.time() - t0)}))
+    print(
+        json.dumps(
+            {
+                "lr": ns.lr,
+                "tasks": names,
+                "first5": sum(hist[:5]) / len(hist[:5]),
+                "last5": sum(hist[-5:]) / len(hist[-5:]),
+                "before": sum(ev0.values()) / len(ev0),
+                "after": sum(ev1.values()) / len(ev1),
+                "s": round(time.time() - t0),
+            }
+        )
+    )
     return 0
 
 

@@ -28,7 +28,9 @@ DOCS = ROOT / "docs"
 
 def rows_of(run_dir: Path) -> list[dict]:
     path = run_dir / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return (
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    )
 
 
 def summary(rows: list[dict]) -> dict:
@@ -36,10 +38,15 @@ def summary(rows: list[dict]) -> dict:
     evals = [r["eval_pass1"] for r in rows if "eval_pass1" in r]
     trained = [r["train_pass1"] for r in rows if "train_pass1" in r]  # eval.train_group_size
     head, tail = rewards[:5], rewards[-5:]
-    return {"steps": len(rewards), "reward_first5": sum(head) / len(head) if head else None,
-            "reward_last5": sum(tail) / len(tail) if tail else None,
-            "eval_before": evals[0] if evals else None, "eval_after": evals[-1] if len(evals) > 1 else None,
-            "train_before": trained[0] if trained else None, "train_after": trained[-1] if len(trained) > 1 else None}
+    return {
+        "steps": len(rewards),
+        "reward_first5": sum(head) / len(head) if head else None,
+        "reward_last5": sum(tail) / len(tail) if tail else None,
+        "eval_before": evals[0] if evals else None,
+        "eval_after": evals[-1] if len(evals) > 1 else None,
+        "train_before": trained[0] if trained else None,
+        "train_after": trained[-1] if len(trained) > 1 else None,
+    }
 
 
 def plot(run_dir: Path, note: str = "") -> dict:
@@ -84,8 +91,13 @@ def main() -> int:
     done.set()
     wall = time.monotonic() - t0
     note = f"load {min(loads):.0f}-{max(loads):.0f}"
-    s = plot(run_dir, note) | {"exit": rc, "wall_s": round(wall, 1), "load_min": round(min(loads), 1),
-                               "load_mean": round(sum(loads) / len(loads), 1), "load_max": round(max(loads), 1)}
+    s = plot(run_dir, note) | {
+        "exit": rc,
+        "wall_s": round(wall, 1),
+        "load_min": round(min(loads), 1),
+        "load_mean": round(sum(loads) / len(loads), 1),
+        "load_max": round(max(loads), 1),
+    }
     print(json.dumps(s))
     return rc
 

@@ -35,16 +35,34 @@ MINI_SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini-swe-agent end
 
 
 def train_tasks() -> list[str]:
-    return sorted(p.name for p in SUITE.iterdir() if (p / "task.toml").is_file()
-                  and 'split = "train"' in (p / "task.toml").read_text())
+    return sorted(
+        p.name
+        for p in SUITE.iterdir()
+        if (p / "task.toml").is_file() and 'split = "train"' in (p / "task.toml").read_text()
+    )
 
 
 def capture(harness: str, tasks: Path, out: Path) -> Path:
     """One scripted-oracle rollout per task (kept when `out` already has its call log)."""
     if not (out / "calls.db").exists():
         cli = Path(sys.executable).parent / "openforgerl"  # the venv's console script
-        subprocess.run([str(cli), "rollout", "--tasks", str(tasks), "--engine", "scripted", "--harness", harness,
-                        "--n", "1", "--out", str(out)], check=True)
+        subprocess.run(
+            [
+                str(cli),
+                "rollout",
+                "--tasks",
+                str(tasks),
+                "--engine",
+                "scripted",
+                "--harness",
+                harness,
+                "--n",
+                "1",
+                "--out",
+                str(out),
+            ],
+            check=True,
+        )
     return out / "calls.db"
 
 
@@ -79,7 +97,12 @@ def conversation(harness: str, recs: list[dict[str, Any]], decode: Any) -> dict[
         last = recs[-1]
         answer = _answer(last, decode)
     req = last["request"]
-    return {"harness": harness, "messages": req["messages"], "tools": req.get("tools") or [], "answer": answer}
+    return {
+        "harness": harness,
+        "messages": req["messages"],
+        "tools": req.get("tools") or [],
+        "answer": answer,
+    }
 
 
 def collect(runs: Path, seed: int) -> list[dict[str, Any]]:

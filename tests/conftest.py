@@ -78,7 +78,9 @@ def _shared_fixture_group(item: pytest.Item) -> str | None:
         fixture = defs[name][-1]  # the override the test actually gets
         if _TESTS not in Path(inspect.getfile(fixture.func)).parents:
             continue  # a plugin's fixture (pytest's own, pytest-asyncio's loops): per process by design
-        if fixture.scope == "session" and (name in _SHARED_BUILDS or inspect.isgeneratorfunction(fixture.func)):
+        if fixture.scope == "session" and (
+            name in _SHARED_BUILDS or inspect.isgeneratorfunction(fixture.func)
+        ):
             return f"session-{name}"
         module_scoped = module_scoped or fixture.scope in ("package", "module", "class")
     return _module_group(item) if module_scoped else None
@@ -147,9 +149,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not _WORKER_HARNESS_FIGURES:
         return
     write = terminalreporter.write_line
-    write("harness figures: name | version | protocol | calls (side) | chains | merge rate | first call s | run s")
+    write(
+        "harness figures: name | version | protocol | calls (side) | chains | merge rate | first call s | run s"
+    )
     for f in _WORKER_HARNESS_FIGURES:
         merge = "n/a" if f["merge_rate"] is None else f"{f['merge_rate']:.2f}"
         first = "n/a" if f["first_call_s"] is None else f"{f['first_call_s']:.1f}"
-        write(f"  {f['harness']} | {f['version']} | {f['protocol']} | {f['calls']} ({f['side_calls']}) | "
-              f"{f['chains']} | {merge} | {first} | {f['run_s']:.1f}")
+        write(
+            f"  {f['harness']} | {f['version']} | {f['protocol']} | {f['calls']} ({f['side_calls']}) | "
+            f"{f['chains']} | {merge} | {first} | {f['run_s']:.1f}"
+        )

@@ -14,18 +14,27 @@ from openforgerl.trajectory.options import OverflowPolicy
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-@pytest.mark.parametrize(("data", "line"), [
-    ({"rollout": {"grup_size": 3}}, "unknown key rollout.grup_size (did you mean rollout.group_size?)"),
-    ({"stepz": 3}, "unknown key stepz (did you mean train.steps?)"),
-    ({"modle": "tiny"}, "unknown key modle (did you mean model?)"),
-    ({"eval_trials": 4}, "unknown key eval_trials (did you mean eval.group_size?)"),
-    ({"rollout_budget_s": 60}, "unknown key rollout_budget_s (did you mean rollout.budget_s?)"),
-    ({"eval": {"tasks": {"splt": "test"}}}, "unknown key eval.tasks.splt (did you mean eval.tasks.split?)"),
-    ({"tasks": [{"dri": "x"}]}, "unknown key tasks.0.dri (did you mean tasks.0.dir?)"),
-    ({"sandbox": {"backend": "nope"}}, "sandbox.backend: unknown backend 'nope' (known: local | podman | kubernetes)"),
-    ({"rollout": {"retries": -1}}, "rollout.retries: Input should be greater than or equal to 0"),
-    ({"zzz": 1}, "unknown key zzz (valid here: model, engine,"),
-])
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        ({"rollout": {"grup_size": 3}}, "unknown key rollout.grup_size (did you mean rollout.group_size?)"),
+        ({"stepz": 3}, "unknown key stepz (did you mean train.steps?)"),
+        ({"modle": "tiny"}, "unknown key modle (did you mean model?)"),
+        ({"eval_trials": 4}, "unknown key eval_trials (did you mean eval.group_size?)"),
+        ({"rollout_budget_s": 60}, "unknown key rollout_budget_s (did you mean rollout.budget_s?)"),
+        (
+            {"eval": {"tasks": {"splt": "test"}}},
+            "unknown key eval.tasks.splt (did you mean eval.tasks.split?)",
+        ),
+        ({"tasks": [{"dri": "x"}]}, "unknown key tasks.0.dri (did you mean tasks.0.dir?)"),
+        (
+            {"sandbox": {"backend": "nope"}},
+            "sandbox.backend: unknown backend 'nope' (known: local | podman | kubernetes)",
+        ),
+        ({"rollout": {"retries": -1}}, "rollout.retries: Input should be greater than or equal to 0"),
+        ({"zzz": 1}, "unknown key zzz (valid here: model, engine,"),
+    ],
+)
 def test_a_bad_key_is_one_line_naming_what_to_write(data: dict[str, object], line: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(data)
@@ -53,7 +62,9 @@ def test_the_call_deadline_is_derived_once_from_the_rollout_budget() -> None:
     assert Config().call_deadline_s == call_deadline_s(None) == 600.0  # no budget: the gateway's default
     budgeted = load_config({"rollout": {"budget_s": 60}})
     assert budgeted.call_deadline_s == call_deadline_s(60.0) < 60
-    assert load_config({"rollout": {"budget_s": 60}, "gateway": {"call_deadline_s": 20}}).call_deadline_s == 20
+    assert (
+        load_config({"rollout": {"budget_s": 60}, "gateway": {"call_deadline_s": 20}}).call_deadline_s == 20
+    )
     with pytest.raises(ConfigError, match="must be shorter than the rollout budget"):
         load_config({"rollout": {"budget_s": 60}, "gateway": {"call_deadline_s": 60}})
     options = budgeted.gateway.server_options(budgeted.call_deadline_s)
@@ -61,8 +72,12 @@ def test_the_call_deadline_is_derived_once_from_the_rollout_budget() -> None:
 
 
 def test_the_orchestrator_contract_is_built_from_the_rollout_section(tmp_path: Path) -> None:
-    config = load_config({"rollout": {"group_size": 4, "budget_s": 30, "max_running": 3},
-                          "sandbox": {"tools_dir": str(tmp_path)}})
+    config = load_config(
+        {
+            "rollout": {"group_size": 4, "budget_s": 30, "max_running": 3},
+            "sandbox": {"tools_dir": str(tmp_path)},
+        }
+    )
     built = config.orchestrator(artifacts_dir=tmp_path / "a")
     assert (built.group_size, built.min_group_size, built.budget_s, built.max_running) == (4, 2, 30, 3)
     assert built.retries is None and built.retry_budget == 4, "unset retries: the group size"
@@ -74,10 +89,15 @@ def test_the_orchestrator_contract_is_built_from_the_rollout_section(tmp_path: P
     assert evaluated.retry_budget == 0
 
 
-def test_reconstruction_and_kubernetes_contracts_are_built_from_their_sections(monkeypatch: pytest.MonkeyPatch
-                                                                                ) -> None:
-    config = load_config({"reconstruction": {"overflow": "split", "max_response_len": 64},
-                          "sandbox": {"kubernetes": {"namespace": "ns1"}}})
+def test_reconstruction_and_kubernetes_contracts_are_built_from_their_sections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = load_config(
+        {
+            "reconstruction": {"overflow": "split", "max_response_len": 64},
+            "sandbox": {"kubernetes": {"namespace": "ns1"}},
+        }
+    )
     options = config.reconstruction_options(max_prompt_len=128, max_response_len=999, image_token_id=3)
     assert options.overflow is OverflowPolicy.SPLIT
     assert (options.max_prompt_len, options.max_response_len, options.image_token_id) == (128, 64, 3)

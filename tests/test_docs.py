@@ -43,9 +43,14 @@ NOT_SCANNED = {"tests/test_docs.py"}
 
 
 def _mkdocs_build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                          cwd=root, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
 
 
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
@@ -80,8 +85,11 @@ def test_the_readme_shows_the_two_commands_first() -> None:
     text = (ROOT / "README.md").read_text()
     first_block = re.search(r"```(?:bash|sh)?\n(.*?)```", text, flags=re.DOTALL)
     assert first_block, "README.md has no code block"
-    commands = [line.strip() for line in first_block.group(1).splitlines()
-                if line.strip() and not line.strip().startswith("#")]
+    commands = [
+        line.strip()
+        for line in first_block.group(1).splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
     assert commands == FIRST_COMMANDS
 
 
@@ -96,14 +104,19 @@ def test_the_readme_links_resolve() -> None:
     text = (ROOT / "README.md").read_text()
     assert "](docs/gateway-api.md)" in text
     assert not missing_links(text, ROOT)
-    assert missing_links("[x](docs/no-such-page.md) [y](https://example.com/a.md)", ROOT) == ["docs/no-such-page.md"]
+    assert missing_links("[x](docs/no-such-page.md) [y](https://example.com/a.md)", ROOT) == [
+        "docs/no-such-page.md"
+    ]
 
 
 def _admin_routes() -> set[str]:
     app = web.Application()
     add_admin_routes(app)
-    return {f"`{route.method}` | `{route.resource.canonical}`" for route in app.router.routes()
-            if route.resource is not None and route.method != "HEAD"}
+    return {
+        f"`{route.method}` | `{route.resource.canonical}`"
+        for route in app.router.routes()
+        if route.resource is not None and route.method != "HEAD"
+    }
 
 
 def test_the_gateway_api_page_lists_every_admin_route() -> None:
@@ -146,26 +159,32 @@ def test_no_tracked_file_speaks_of_the_process() -> None:
     assert not hits, "\n".join(hits[:40])
 
 
-@pytest.mark.parametrize(("name", "text"), [
-    ("README.md", "Built at " + "stop" + " 29, measured then."),
-    ("docs/x.md", "Status by issue (#13–#20): see #16's regression check."),
-    ("src/a.py", '"""The admin plane (issue 14 item 1, ' + "DESIGN" + '.md principle 7)."""'),
-    ("tests/b.py", "# in " + "stop" + " 30's CI run"),
-    ("tests/c.py", '"""No import cycles (#16)."""'),
-    ("src/d.py", "Measured (reference/notes/gui.md §5.2)."),
-])
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("README.md", "Built at " + "stop" + " 29, measured then."),
+        ("docs/x.md", "Status by issue (#13–#20): see #16's regression check."),
+        ("src/a.py", '"""The admin plane (issue 14 item 1, ' + "DESIGN" + '.md principle 7)."""'),
+        ("tests/b.py", "# in " + "stop" + " 30's CI run"),
+        ("tests/c.py", '"""No import cycles (#16)."""'),
+        ("src/d.py", "Measured (reference/notes/gui.md §5.2)."),
+    ],
+)
 def test_the_patterns_catch_process_language(name: str, text: str) -> None:
     """Control: each kind of process language is caught."""
     assert process_language(name, text)
 
 
-@pytest.mark.parametrize(("name", "text"), [
-    ("src/web.py", "body{color:#222;background:#fff} .note{color:#555}"),
-    ("src/t.html", '<svg style="border:1px solid #999">'),
-    ("docs/a.md", "See [the token](threat-model.md#getting-the-admin-token) and `#!/usr/bin/env bash`."),
-    ("src/world.py", '{"subject": "Tech Weekly #112"}'),
-    ("src/site.py", 'labels = [f"{labels[0]}#0", f"{labels[1]}#1"]'),
-    ("docs/b.md", "## Heading\n\nStop the gateway; the janitor runs each pass; a round trip for Codex."),
-])
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("src/web.py", "body{color:#222;background:#fff} .note{color:#555}"),
+        ("src/t.html", '<svg style="border:1px solid #999">'),
+        ("docs/a.md", "See [the token](threat-model.md#getting-the-admin-token) and `#!/usr/bin/env bash`."),
+        ("src/world.py", '{"subject": "Tech Weekly #112"}'),
+        ("src/site.py", 'labels = [f"{labels[0]}#0", f"{labels[1]}#1"]'),
+        ("docs/b.md", "## Heading\n\nStop the gateway; the janitor runs each pass; a round trip for Codex."),
+    ],
+)
 def test_the_patterns_leave_product_text_alone(name: str, text: str) -> None:
     assert not process_language(name, text)

@@ -22,8 +22,13 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(tree: ast.Module, known: dict[str, Path]) -> Iterator[str]:
-    typing_only = {id(x) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
-                   for b in n.body for x in ast.walk(b)}
+    typing_only = {
+        id(x)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
+        for b in n.body
+        for x in ast.walk(b)
+    }
     for node in ast.walk(tree):
         if id(node) in typing_only:
             continue
@@ -36,8 +41,14 @@ def _imports(tree: ast.Module, known: dict[str, Path]) -> Iterator[str]:
 
 def _graph() -> dict[str, set[str]]:
     known = _modules()
-    return {name: {t for t in _imports(ast.parse(path.read_text()), known) if t in known and t != name and not name.startswith(t + ".")}
-            for name, path in known.items()}
+    return {
+        name: {
+            t
+            for t in _imports(ast.parse(path.read_text()), known)
+            if t in known and t != name and not name.startswith(t + ".")
+        }
+        for name, path in known.items()
+    }
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -47,7 +58,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return [*path[path.index(nxt):], nxt]
+                return [*path[path.index(nxt) :], nxt]
             if nxt not in state and (found := visit(nxt, [*path, nxt])):
                 return found
         state[node] = 2

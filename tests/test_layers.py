@@ -24,9 +24,23 @@ SHARED_IN_ENVS: frozenset[str] = frozenset()
 """Modules under envs/ that are no environment (none today: each importer lives in the environment it
 feeds, found through `tasks.importing`)."""
 SDK = f"{ROOT}.env"
-SDK_MAY_IMPORT = frozenset({f"{ROOT}.{m}" for m in (
-    "records", "errors", "registry", "paths", "sandbox", "sandbox.base", "sandbox.safefile", "tasks", "tasks.errors",
-    "tasks.judge")})
+SDK_MAY_IMPORT = frozenset(
+    {
+        f"{ROOT}.{m}"
+        for m in (
+            "records",
+            "errors",
+            "registry",
+            "paths",
+            "sandbox",
+            "sandbox.base",
+            "sandbox.safefile",
+            "tasks",
+            "tasks.errors",
+            "tasks.judge",
+        )
+    }
+)
 """What the environment SDK (`openforgerl.env`) may import besides its own modules: the ground it stands on
 (records, errors, the registry, the sandbox contract and the stdlib-only task modules), never an
 environment nor a stage above it (orchestrator, gateway, train, config, stack, the CLI)."""
@@ -177,16 +191,25 @@ def sdk_reaches(src: Path) -> list[tuple[str, str]]:
     """The imports of the environment SDK outside its own modules and the ground it may stand on."""
     g = graph(src)
     inside = [m for m in sorted(g) if m == SDK or m.startswith(SDK + ".")]
-    return [(a, b) for a in inside for b in sorted(g[a])
-            if not (b == SDK or b.startswith(SDK + ".") or b in SDK_MAY_IMPORT or b == ROOT)]
+    return [
+        (a, b)
+        for a in inside
+        for b in sorted(g[a])
+        if not (b == SDK or b.startswith(SDK + ".") or b in SDK_MAY_IMPORT or b == ROOT)
+    ]
 
 
 def _report(layers: Layers) -> str:
-    lines = [f"core -> environment: {len(layers.core_to_env)}", *(f"  {a} -> {b}" for a, b in layers.core_to_env),
-             f"between environments: {len(layers.between_envs)}", *(f"  {a} -> {b}" for a, b in layers.between_envs),
-             f"packages importing each other: {len(layers.mutual_pairs)}",
-             *(f"  {p} <-> {q}" for p, q in layers.mutual_pairs),
-             f"import circles: {len(layers.circles)}", *(f"  {' / '.join(c)}" for c in layers.circles)]
+    lines = [
+        f"core -> environment: {len(layers.core_to_env)}",
+        *(f"  {a} -> {b}" for a, b in layers.core_to_env),
+        f"between environments: {len(layers.between_envs)}",
+        *(f"  {a} -> {b}" for a, b in layers.between_envs),
+        f"packages importing each other: {len(layers.mutual_pairs)}",
+        *(f"  {p} <-> {q}" for p, q in layers.mutual_pairs),
+        f"import circles: {len(layers.circles)}",
+        *(f"  {' / '.join(c)}" for c in layers.circles),
+    ]
     return "\n".join(lines)
 
 
@@ -194,9 +217,11 @@ def test_the_import_rules_hold_at_least_as_well_as_today() -> None:
     layers = measure(SRC)
     print(_report(layers))
     limits = (CORE_TO_ENV, BETWEEN_ENVS, MUTUAL_PAIRS, CIRCLES)
-    hint = (f"\nceilings {limits}: a count above its ceiling is a new import of that kind (listed above); "
-            "remove it (a Protocol for a type-only import, the registry or an entry point for a plug-in) "
-            "rather than raise the ceiling")
+    hint = (
+        f"\nceilings {limits}: a count above its ceiling is a new import of that kind (listed above); "
+        "remove it (a Protocol for a type-only import, the registry or an entry point for a plug-in) "
+        "rather than raise the ceiling"
+    )
     assert all(n <= limit for n, limit in zip(layers.counts(), limits, strict=True)), _report(layers) + hint
 
 
@@ -214,38 +239,55 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_a_clean_tree_counts_nothing(tmp_path: Path) -> None:
-    src = _write(tmp_path, {
-        "openforgerl/__init__.py": "", "openforgerl/records.py": "",
-        "openforgerl/envs/__init__.py": "",
-        "openforgerl/envs/claw/__init__.py": "from openforgerl.records import X\nfrom . import world\n",
-        "openforgerl/envs/claw/world.py": "from openforgerl.env import kit\n",
-        "openforgerl/env/__init__.py": "", "openforgerl/env/kit.py": "from openforgerl import records\n",
-        "openforgerl/stack.py": "import openforgerl.records\n",
-    })
+    src = _write(
+        tmp_path,
+        {
+            "openforgerl/__init__.py": "",
+            "openforgerl/records.py": "",
+            "openforgerl/envs/__init__.py": "",
+            "openforgerl/envs/claw/__init__.py": "from openforgerl.records import X\nfrom . import world\n",
+            "openforgerl/envs/claw/world.py": "from openforgerl.env import kit\n",
+            "openforgerl/env/__init__.py": "",
+            "openforgerl/env/kit.py": "from openforgerl import records\n",
+            "openforgerl/stack.py": "import openforgerl.records\n",
+        },
+    )
     assert measure(src).counts() == (0, 0, 0, 0)
 
 
 def test_each_forbidden_import_is_flagged(tmp_path: Path) -> None:
     """Control: one import of each forbidden kind in a synthetic tree is counted once, by name."""
-    src = _write(tmp_path, {
-        "openforgerl/__init__.py": "", "openforgerl/records.py": "",
-        "openforgerl/stack.py": "def run():\n    from openforgerl.envs.claw import world\n",
-        "openforgerl/envs/__init__.py": "",
-        "openforgerl/envs/claw/__init__.py": "", "openforgerl/envs/claw/world.py": "",
-        "openforgerl/envs/tau2/__init__.py": (
-            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..claw.world import World\n"),
-        "openforgerl/gateway/__init__.py": "from openforgerl.train import loop\n",
-        "openforgerl/train/__init__.py": "", "openforgerl/train/loop.py": "from openforgerl.gateway import Gateway\n",
-        "openforgerl/config.py": "from openforgerl.sandbox import registry\n",
-        "openforgerl/sandbox/__init__.py": "", "openforgerl/sandbox/registry.py": "import openforgerl.config\n",
-    })
+    src = _write(
+        tmp_path,
+        {
+            "openforgerl/__init__.py": "",
+            "openforgerl/records.py": "",
+            "openforgerl/stack.py": "def run():\n    from openforgerl.envs.claw import world\n",
+            "openforgerl/envs/__init__.py": "",
+            "openforgerl/envs/claw/__init__.py": "",
+            "openforgerl/envs/claw/world.py": "",
+            "openforgerl/envs/tau2/__init__.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..claw.world import World\n"
+            ),
+            "openforgerl/gateway/__init__.py": "from openforgerl.train import loop\n",
+            "openforgerl/train/__init__.py": "",
+            "openforgerl/train/loop.py": "from openforgerl.gateway import Gateway\n",
+            "openforgerl/config.py": "from openforgerl.sandbox import registry\n",
+            "openforgerl/sandbox/__init__.py": "",
+            "openforgerl/sandbox/registry.py": "import openforgerl.config\n",
+        },
+    )
     layers = measure(src)
     assert layers.core_to_env == [("openforgerl.stack", "openforgerl.envs.claw.world")]
     assert layers.between_envs == [("openforgerl.envs.tau2", "openforgerl.envs.claw.world")]
-    assert layers.mutual_pairs == [("openforgerl.config", "openforgerl.sandbox"),
-                                   ("openforgerl.gateway", "openforgerl.train")]
-    assert layers.circles == [["openforgerl.config", "openforgerl.sandbox.registry"],
-                              ["openforgerl.gateway", "openforgerl.train.loop"]]
+    assert layers.mutual_pairs == [
+        ("openforgerl.config", "openforgerl.sandbox"),
+        ("openforgerl.gateway", "openforgerl.train"),
+    ]
+    assert layers.circles == [
+        ["openforgerl.config", "openforgerl.sandbox.registry"],
+        ["openforgerl.gateway", "openforgerl.train.loop"],
+    ]
     limits = (0, 0, 0, 0)
     assert not all(n <= limit for n, limit in zip(layers.counts(), limits, strict=True))  # the ratchet fails
 
@@ -253,50 +295,77 @@ def test_each_forbidden_import_is_flagged(tmp_path: Path) -> None:
 def test_nothing_below_the_cli_imports_it() -> None:
     found = imports_of_entry_points(graph(SRC))
     assert found == [], "\n".join(f"{a} -> {b}" for a, b in found) + (
-        "\nmove the logic such a module needs out of the CLI into its stage, and import it from there")
+        "\nmove the logic such a module needs out of the CLI into its stage, and import it from there"
+    )
 
 
 def test_a_python_m_door_may_wire_the_cli(tmp_path: Path) -> None:
     """`gateway/__main__.py` runs the CLI and `cli/gateway.py` calls the gateway: no pair, nothing flagged."""
-    src = _write(tmp_path, {
-        "openforgerl/__init__.py": "", "openforgerl/cli/__init__.py": "",
-        "openforgerl/cli/gateway.py": "from openforgerl.gateway import server\n",
-        "openforgerl/gateway/__init__.py": "", "openforgerl/gateway/server.py": "",
-        "openforgerl/gateway/__main__.py": "from openforgerl.cli import main\n",
-    })
+    src = _write(
+        tmp_path,
+        {
+            "openforgerl/__init__.py": "",
+            "openforgerl/cli/__init__.py": "",
+            "openforgerl/cli/gateway.py": "from openforgerl.gateway import server\n",
+            "openforgerl/gateway/__init__.py": "",
+            "openforgerl/gateway/server.py": "",
+            "openforgerl/gateway/__main__.py": "from openforgerl.cli import main\n",
+        },
+    )
     assert imports_of_entry_points(graph(src)) == []
     assert measure(src).counts() == (0, 0, 0, 0)
 
 
 def test_an_import_of_the_cli_from_below_is_flagged(tmp_path: Path) -> None:
     """Control: a stage importing a CLI module, and one importing another's `python -m` door, are each named."""
-    src = _write(tmp_path, {
-        "openforgerl/__init__.py": "", "openforgerl/cli/__init__.py": "",
-        "openforgerl/cli/gateway.py": "from openforgerl.gateway import server\n",
-        "openforgerl/gateway/__init__.py": "", "openforgerl/gateway/__main__.py": "",
-        "openforgerl/gateway/server.py": "def run():\n    from openforgerl.cli.gateway import admin_token\n",
-        "openforgerl/train.py": "from openforgerl.gateway import __main__\n",
-    })
-    assert imports_of_entry_points(graph(src)) == [("openforgerl.gateway.server", "openforgerl.cli.gateway"),
-                                                   ("openforgerl.train", "openforgerl.gateway.__main__")]
-    assert measure(src).mutual_pairs == [("openforgerl.cli", "openforgerl.gateway")]  # and the pair is counted
+    src = _write(
+        tmp_path,
+        {
+            "openforgerl/__init__.py": "",
+            "openforgerl/cli/__init__.py": "",
+            "openforgerl/cli/gateway.py": "from openforgerl.gateway import server\n",
+            "openforgerl/gateway/__init__.py": "",
+            "openforgerl/gateway/__main__.py": "",
+            "openforgerl/gateway/server.py": "def run():\n    from openforgerl.cli.gateway import admin_token\n",
+            "openforgerl/train.py": "from openforgerl.gateway import __main__\n",
+        },
+    )
+    assert imports_of_entry_points(graph(src)) == [
+        ("openforgerl.gateway.server", "openforgerl.cli.gateway"),
+        ("openforgerl.train", "openforgerl.gateway.__main__"),
+    ]
+    assert measure(src).mutual_pairs == [
+        ("openforgerl.cli", "openforgerl.gateway")
+    ]  # and the pair is counted
 
 
 def test_an_sdk_import_of_an_environment_or_a_stage_above_is_flagged(tmp_path: Path) -> None:
     """Control: the SDK importing an environment, the orchestrator or config is caught, by name; its own
     modules, records and the sandbox contract are not."""
-    src = _write(tmp_path, {
-        "openforgerl/__init__.py": "", "openforgerl/records.py": "", "openforgerl/config.py": "",
-        "openforgerl/sandbox/__init__.py": "", "openforgerl/sandbox/base.py": "",
-        "openforgerl/orchestrator/__init__.py": "", "openforgerl/orchestrator/task_protocol.py": "",
-        "openforgerl/envs/__init__.py": "", "openforgerl/envs/claw/__init__.py": "",
-        "openforgerl/envs/claw/tools.py": "",
-        "openforgerl/env/__init__.py": "",
-        "openforgerl/env/world.py": "from openforgerl.sandbox.base import TamperError\nfrom . import mcp\n",
-        "openforgerl/env/mcp.py": "from openforgerl.records import X\nfrom openforgerl.envs.claw.tools import TOOLS\n",
-        "openforgerl/env/user.py": ("def f():\n    from openforgerl.orchestrator.task_protocol import TaskRuntime\n"
-                                    "    import openforgerl.config\n"),
-    })
-    assert sdk_reaches(src) == [("openforgerl.env.mcp", "openforgerl.envs.claw.tools"),
-                                ("openforgerl.env.user", "openforgerl.config"),
-                                ("openforgerl.env.user", "openforgerl.orchestrator.task_protocol")]
+    src = _write(
+        tmp_path,
+        {
+            "openforgerl/__init__.py": "",
+            "openforgerl/records.py": "",
+            "openforgerl/config.py": "",
+            "openforgerl/sandbox/__init__.py": "",
+            "openforgerl/sandbox/base.py": "",
+            "openforgerl/orchestrator/__init__.py": "",
+            "openforgerl/orchestrator/task_protocol.py": "",
+            "openforgerl/envs/__init__.py": "",
+            "openforgerl/envs/claw/__init__.py": "",
+            "openforgerl/envs/claw/tools.py": "",
+            "openforgerl/env/__init__.py": "",
+            "openforgerl/env/world.py": "from openforgerl.sandbox.base import TamperError\nfrom . import mcp\n",
+            "openforgerl/env/mcp.py": "from openforgerl.records import X\nfrom openforgerl.envs.claw.tools import TOOLS\n",
+            "openforgerl/env/user.py": (
+                "def f():\n    from openforgerl.orchestrator.task_protocol import TaskRuntime\n"
+                "    import openforgerl.config\n"
+            ),
+        },
+    )
+    assert sdk_reaches(src) == [
+        ("openforgerl.env.mcp", "openforgerl.envs.claw.tools"),
+        ("openforgerl.env.user", "openforgerl.config"),
+        ("openforgerl.env.user", "openforgerl.orchestrator.task_protocol"),
+    ]

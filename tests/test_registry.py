@@ -29,7 +29,9 @@ def test_names_and_aliases_resolve_to_one_entry() -> None:
     assert "a" not in reg and reg.names() == ["beta"]
 
 
-@pytest.mark.parametrize(("name", "aliases"), [("alpha", ()), ("gamma", ("a",)), ("a", ()), ("gamma", ("alpha",))])
+@pytest.mark.parametrize(
+    ("name", "aliases"), [("alpha", ()), ("gamma", ("a",)), ("a", ()), ("gamma", ("alpha",))]
+)
 def test_a_name_or_alias_taken_twice_is_refused(name: str, aliases: tuple[str, ...]) -> None:
     reg: Registry[int] = Registry("widget")
     reg.register("alpha", 1, aliases=("a",))
@@ -40,12 +42,18 @@ def test_a_name_or_alias_taken_twice_is_refused(name: str, aliases: tuple[str, .
     assert reg.get(name) == 2
 
 
-@pytest.mark.parametrize(("asked", "line"), [
-    ("podmn", "unknown backend 'podmn'; did you mean 'podman'? (known: local | podman | kubernetes)"),
-    ("k8", "unknown backend 'k8'; did you mean 'k8s'? (known: local | podman | kubernetes)"),  # an alias
-    ("kubernets", "unknown backend 'kubernets'; did you mean 'kubernetes'? (known: local | podman | kubernetes)"),
-    ("zzz", "unknown backend 'zzz' (known: local | podman | kubernetes)"),
-])
+@pytest.mark.parametrize(
+    ("asked", "line"),
+    [
+        ("podmn", "unknown backend 'podmn'; did you mean 'podman'? (known: local | podman | kubernetes)"),
+        ("k8", "unknown backend 'k8'; did you mean 'k8s'? (known: local | podman | kubernetes)"),  # an alias
+        (
+            "kubernets",
+            "unknown backend 'kubernets'; did you mean 'kubernetes'? (known: local | podman | kubernetes)",
+        ),
+        ("zzz", "unknown backend 'zzz' (known: local | podman | kubernetes)"),
+    ],
+)
 def test_an_unknown_name_is_one_line_naming_the_nearest(asked: str, line: str) -> None:
     reg: Registry[str] = Registry("backend")
     for name in ("local", "podman", "kubernetes"):
@@ -56,8 +64,10 @@ def test_an_unknown_name_is_one_line_naming_the_nearest(asked: str, line: str) -
     assert isinstance(caught.value, (UserError, KeyError))  # the CLI prints it as one line and exits 2
 
 
-@given(st.lists(st.text(alphabet="abcdefgh-", min_size=1, max_size=8), min_size=1, max_size=6, unique=True),
-       st.text(alphabet="abcdefgh-", min_size=1, max_size=8))
+@given(
+    st.lists(st.text(alphabet="abcdefgh-", min_size=1, max_size=8), min_size=1, max_size=6, unique=True),
+    st.text(alphabet="abcdefgh-", min_size=1, max_size=8),
+)
 def test_the_error_names_only_registered_names(names: list[str], asked: str) -> None:
     reg: Registry[int] = Registry("thing")
     for i, name in enumerate(names):
@@ -76,13 +86,16 @@ def test_the_error_names_only_registered_names(names: list[str], asked: str) -> 
 def plugins(tmp_path: Path) -> Iterator[Path]:
     """A real installed distribution with two entry points in group `test.widgets`: one names an object
     (adopted under the point's name), one a module that registers itself; each logs its import."""
-    (tmp_path / "widget_obj.py").write_text("import os\nopen(os.environ['WIDGET_LOG'], 'a').write('obj\\n')\n"
-                                           "VALUE = 41\n")
+    (tmp_path / "widget_obj.py").write_text(
+        "import os\nopen(os.environ['WIDGET_LOG'], 'a').write('obj\\n')\nVALUE = 41\n"
+    )
     (tmp_path / "widget_mod.py").write_text(
         "import os\nopen(os.environ['WIDGET_LOG'], 'a').write('mod\\n')\n"
-        "from widget_host import REG\nREG.register('self-made', 7)\n")
-    (tmp_path / "widget_host.py").write_text("from openforgerl.registry import Registry\n"
-                                            "REG = Registry('widget', group='test.widgets')\n")
+        "from widget_host import REG\nREG.register('self-made', 7)\n"
+    )
+    (tmp_path / "widget_host.py").write_text(
+        "from openforgerl.registry import Registry\nREG = Registry('widget', group='test.widgets')\n"
+    )
     info = tmp_path / "widgets-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: widgets\nVersion: 1.0\n")
@@ -99,8 +112,9 @@ def plugins(tmp_path: Path) -> Iterator[Path]:
 def test_entry_point_plugins_load_only_when_needed(plugins: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = plugins / "log"
     monkeypatch.setenv("WIDGET_LOG", str(log))
-    reg: Registry[int] = Registry("widget", group="test.widgets", adopt=lambda obj: obj + 1 if isinstance(obj, int)
-                                  else None)
+    reg: Registry[int] = Registry(
+        "widget", group="test.widgets", adopt=lambda obj: obj + 1 if isinstance(obj, int) else None
+    )
     reg.register("local", 1)
     assert reg.get("local") == 1 and not log.exists()  # a registered name imports no plug-in
     assert reg.get("answer") == 42
@@ -121,9 +135,11 @@ def test_a_plugin_module_registers_itself(plugins: Path, monkeypatch: pytest.Mon
 
 def test_the_modules_listed_are_imported_on_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Control for the laziness above: a registry whose module is never imported does not know its name."""
-    (tmp_path / "builtin_host.py").write_text("from openforgerl.registry import Registry\n"
-                                             "REG = Registry('widget', modules=('widget_builtin',))\n"
-                                             "EMPTY = Registry('widget')\n")
+    (tmp_path / "builtin_host.py").write_text(
+        "from openforgerl.registry import Registry\n"
+        "REG = Registry('widget', modules=('widget_builtin',))\n"
+        "EMPTY = Registry('widget')\n"
+    )
     (tmp_path / "widget_builtin.py").write_text("from builtin_host import REG\nREG.register('built-in', 3)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     host = importlib.import_module("builtin_host")

@@ -43,9 +43,23 @@ if TYPE_CHECKING:
     from openforgerl.train.update import UpdateSettings
     from openforgerl.trajectory.options import ReconstructionOptions
 
-__all__ = ["Config", "ConfigError", "EngineSettings", "EvalSettings", "GatewaySettings", "KubernetesSettings",
-           "ReconstructionSettings", "RolloutSettings", "SandboxSettings", "StoreSettings", "TaskSelection",
-           "TrainSettings", "VerlSettings", "from_flags", "load_config"]
+__all__ = [
+    "Config",
+    "ConfigError",
+    "EngineSettings",
+    "EvalSettings",
+    "GatewaySettings",
+    "KubernetesSettings",
+    "ReconstructionSettings",
+    "RolloutSettings",
+    "SandboxSettings",
+    "StoreSettings",
+    "TaskSelection",
+    "TrainSettings",
+    "VerlSettings",
+    "from_flags",
+    "load_config",
+]
 
 
 class _Strict(BaseModel):
@@ -76,8 +90,10 @@ class TaskSelection(_Strict):
         if self.refresh_every is not None and self.pass_rate is None:
             raise ValueError("refresh_every re-draws a pass-rate band: give the selection a pass_rate too")
         if self.refresh_every is not None and self.dir.startswith("builtin:"):
-            raise ValueError(f"refresh_every rewrites pass rates in task.toml: copy {self.dir} to a folder of "
-                             "your own and point dir at it")
+            raise ValueError(
+                f"refresh_every rewrites pass rates in task.toml: copy {self.dir} to a folder of "
+                "your own and point dir at it"
+            )
         return self
 
 
@@ -140,8 +156,9 @@ class GatewaySettings(_Strict):
         """`start_gateway`'s keyword arguments for this section (the one mapping from config to server)."""
         from openforgerl.gateway.images import ImagePolicy
 
-        plain = self.model_dump(exclude={"call_deadline_s", "allow_image_urls", "max_image_bytes",
-                                         "max_image_pixels"})
+        plain = self.model_dump(
+            exclude={"call_deadline_s", "allow_image_urls", "max_image_bytes", "max_image_pixels"}
+        )
         images = ImagePolicy(self.allow_image_urls, self.max_image_bytes, self.max_image_pixels)
         return {**plain, "call_deadline_s": call_deadline, "images": images}
 
@@ -246,8 +263,9 @@ class TrainSettings(_Strict):
     def update_settings(self) -> UpdateSettings:
         from openforgerl.train.update import UpdateSettings
 
-        return UpdateSettings(self.clip_low, self.clip_high, self.kl_coef, self.micro_batch, self.max_grad_norm,
-                              self.ppo_epochs)
+        return UpdateSettings(
+            self.clip_low, self.clip_high, self.kl_coef, self.micro_batch, self.max_grad_norm, self.ppo_epochs
+        )
 
 
 class EvalSettings(_Strict):
@@ -322,8 +340,9 @@ class Config(_Strict):
         budget (`orchestrator.config.max_tokens_cap`: the one derivation, and why)."""
         return max_tokens_cap(self.rollout.budget_s, self.engine.max_tokens_cap)
 
-    def orchestrator(self, *, group_size: int | None = None, artifacts_dir: Path | None = None,
-                     **overrides: Any) -> OrchestratorConfig:
+    def orchestrator(
+        self, *, group_size: int | None = None, artifacts_dir: Path | None = None, **overrides: Any
+    ) -> OrchestratorConfig:
         """The orchestrator's contract for this config; `group_size` (default `rollout.group_size`) lets
         evaluation and calibration run their own group size with everything else the same."""
         from openforgerl.orchestrator.config import OrchestratorConfig
@@ -331,10 +350,19 @@ class Config(_Strict):
         r = self.rollout
         size = group_size or r.group_size
         fields: dict[str, Any] = dict(
-            group_size=size, min_group_size=min(r.min_group_size, size), retries=r.retries,
-            timeout_policy=r.timeout_policy, max_running=r.max_running, max_booting=r.max_booting,
-            budget_s=r.budget_s, model=r.model_name, verify_timeout_s=r.verify_timeout_s,
-            keep_output_bytes=r.keep_output_bytes, end_at_taint=r.end_at_taint, artifacts_dir=artifacts_dir)
+            group_size=size,
+            min_group_size=min(r.min_group_size, size),
+            retries=r.retries,
+            timeout_policy=r.timeout_policy,
+            max_running=r.max_running,
+            max_booting=r.max_booting,
+            budget_s=r.budget_s,
+            model=r.model_name,
+            verify_timeout_s=r.verify_timeout_s,
+            keep_output_bytes=r.keep_output_bytes,
+            end_at_taint=r.end_at_taint,
+            artifacts_dir=artifacts_dir,
+        )
         if self.sandbox.tools_dir:
             fields["harness_cache"] = Path(self.sandbox.tools_dir)
         return OrchestratorConfig(**{**fields, **overrides})
@@ -342,8 +370,12 @@ class Config(_Strict):
     def eval_orchestrator(self, artifacts_dir: Path | None = None) -> OrchestratorConfig:
         """`openforgerl eval`'s orchestrator: `eval.group_size` trials per task, every group kept (min size
         1), a timeout scored 0 (its own column in the report)."""
-        return self.orchestrator(group_size=self.eval.group_size, artifacts_dir=artifacts_dir, min_group_size=1,
-                                 timeout_policy="zero")
+        return self.orchestrator(
+            group_size=self.eval.group_size,
+            artifacts_dir=artifacts_dir,
+            min_group_size=1,
+            timeout_policy="zero",
+        )
 
     def reconstruction_options(self, **overrides: Any) -> ReconstructionOptions:
         """The reconstruction contract; `overrides` are what the trainer knows at run time (veRL's
@@ -365,15 +397,21 @@ class Config(_Strict):
 
 
 def _read_yaml(path: str | Path) -> dict[str, Any]:
-    with open(path) as stream:  # a named stream: `cli.user_mistake` names the file, line and column of bad YAML
+    with open(
+        path
+    ) as stream:  # a named stream: `cli.user_mistake` names the file, line and column of bad YAML
         data = yaml.safe_load(stream) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config is a mapping of sections, not {type(data).__name__}")
     return data
 
 
-def load_config(data: Mapping[str, Any] | None = None, overrides: Mapping[str, object] | None = None, *,
-                source: str = "config") -> Config:
+def load_config(
+    data: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, object] | None = None,
+    *,
+    source: str = "config",
+) -> Config:
     """`data` (a YAML document, a command's flags) with dotted `overrides` set on top, validated;
     `ConfigError` (one line, every problem, nearest valid names) when it cannot run."""
     merged = _with_overrides(dict(data or {}), overrides or {})
@@ -383,14 +421,17 @@ def load_config(data: Mapping[str, Any] | None = None, overrides: Mapping[str, o
         raise ConfigError(f"{source}: {_one_line(exc)}") from None
 
 
-def from_flags(config_file: Path | None, flags: Mapping[str, object],
-               defaults: Mapping[str, object] | None = None) -> Config:
+def from_flags(
+    config_file: Path | None, flags: Mapping[str, object], defaults: Mapping[str, object] | None = None
+) -> Config:
     """A command's config: its `--config` YAML (else the defaults) with the flags the user gave on top
     (`flags`: dotted key -> value, None for a flag not given). `defaults` (dotted) are the command's own,
     under the YAML: what it sets where the YAML says nothing (`openforgerl gateway`'s fixed ports)."""
     given = {key: value for key, value in flags.items() if value is not None}
     data = _read_yaml(config_file) if config_file is not None else {}
-    data = _with_overrides(data, {key: value for key, value in (defaults or {}).items() if not _has(data, key)})
+    data = _with_overrides(
+        data, {key: value for key, value in (defaults or {}).items() if not _has(data, key)}
+    )
     return load_config(data, given, source=str(config_file) if config_file is not None else "flags")
 
 
@@ -419,9 +460,17 @@ def _with_overrides(data: dict[str, Any], overrides: Mapping[str, object]) -> di
     return data
 
 
-_MOVED = {"backend": "sandbox.backend", "eval_tasks": "eval.tasks", "eval_trials": "eval.group_size",
-          "eval_every": "eval.every", "rollout_budget_s": "rollout.budget_s", "call_deadline_s": "gateway.call_deadline_s",
-          "n": "rollout.group_size", "trials": "eval.group_size", "max_retries": "rollout.retries"}
+_MOVED = {
+    "backend": "sandbox.backend",
+    "eval_tasks": "eval.tasks",
+    "eval_trials": "eval.group_size",
+    "eval_every": "eval.every",
+    "rollout_budget_s": "rollout.budget_s",
+    "call_deadline_s": "gateway.call_deadline_s",
+    "n": "rollout.group_size",
+    "trials": "eval.group_size",
+    "max_retries": "rollout.retries",
+}
 """Names a key had before the one schema (flat training configs, `n`/`trials`), for the error line."""
 
 _WRONG_SHAPE = {"model_type", "dict_type", "list_type"}
@@ -445,7 +494,9 @@ def _one_line(exc: ValidationError) -> str:
 
 def _plain_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
     """The location as the user wrote it: pydantic's union-branch tags (`list[...]`, `TaskSelection`) left out."""
-    return tuple(p for p in loc if isinstance(p, int) or (not any(c in p for c in "[(") and not p[:1].isupper()))
+    return tuple(
+        p for p in loc if isinstance(p, int) or (not any(c in p for c in "[(") and not p[:1].isupper())
+    )
 
 
 def _nearest(loc: tuple[int | str, ...]) -> str:

@@ -26,6 +26,9 @@ def require_extra(extra: str, what: str) -> None:
     """Exit with one line naming the extra when any of its modules is missing."""
     missing = missing_modules(extra)
     if missing:
-        typer.echo(f"error: {what} needs the '{extra}' extra ({', '.join(missing)} not installed): "
-                   f"pip install 'openforgerl[{extra}]'", err=True)
+        typer.echo(
+            f"error: {what} needs the '{extra}' extra ({', '.join(missing)} not installed): "
+            f"pip install 'openforgerl[{extra}]'",
+            err=True,
+        )
         raise typer.Exit(code=2)

@@ -76,8 +76,9 @@ class Registry(Generic[T]):
         if not replace:
             for taken in (name, *aliases):
                 if taken in state.entries or taken in state.aliases:
-                    raise DuplicateNameError(f"{self.kind} {taken!r} is registered twice (pass replace=True "
-                                             "to replace it)")
+                    raise DuplicateNameError(
+                        f"{self.kind} {taken!r} is registered twice (pass replace=True to replace it)"
+                    )
         state.entries.pop(name, None)  # re-inserted last: registration order is iteration order
         state.entries[name] = entry
         state.aliases.pop(name, None)
@@ -130,7 +131,8 @@ class Registry(Generic[T]):
         self._load_all()
         entries, plugins = self._state.entries, self._state.plugins
         return [(n, e) for n, e in entries.items() if n in plugins] + [
-            (n, e) for n, e in entries.items() if n not in plugins]
+            (n, e) for n, e in entries.items() if n not in plugins
+        ]
 
     def aliases(self) -> dict[str, str]:
         self._load_all()
@@ -149,7 +151,9 @@ class Registry(Generic[T]):
         state = self._state
         if key in state.loaded:
             return
-        state.loaded.add(key)  # first: a plug-in that looks names up while it loads does not load itself again
+        state.loaded.add(
+            key
+        )  # first: a plug-in that looks names up while it loads does not load itself again
         state.loading += 1
         try:
             loaded = load()

@@ -36,8 +36,15 @@ if TYPE_CHECKING:
     from openforgerl.engines.base import Engine
     from openforgerl.engines.weight_push import WeightPusher
 
-__all__ = ["DEFAULT_MODEL", "InProcessPusher", "Services", "engine_from_flag", "open_gateway", "open_services",
-           "scripted_engine"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "InProcessPusher",
+    "Services",
+    "engine_from_flag",
+    "open_gateway",
+    "open_services",
+    "scripted_engine",
+]
 
 DEFAULT_MODEL = "tiny"
 
@@ -91,8 +98,14 @@ class Services:
 
 
 @asynccontextmanager
-async def open_services(out_dir: Path, config: Config, *, engine: Engine | None = None,
-                        gateway_url: str | None = None, push_weights: bool = False) -> AsyncIterator[Services]:
+async def open_services(
+    out_dir: Path,
+    config: Config,
+    *,
+    engine: Engine | None = None,
+    gateway_url: str | None = None,
+    push_weights: bool = False,
+) -> AsyncIterator[Services]:
     """Engine, call log, gateway (`open_gateway`) and sandbox backend (`<out_dir>/sandboxes`) for `config`.
     `engine`: an `Engine` object to serve instead of the configured one. `push_weights` (training): also
     the pusher that syncs new weights into the engine (it needs torch; `eval` and `rollout` against URLs
@@ -106,8 +119,9 @@ async def open_services(out_dir: Path, config: Config, *, engine: Engine | None 
 
             services = Services(GatewayAccess.from_env(gateway_url), None)
         else:
-            services = await stack.enter_async_context(open_gateway(out_dir, config, engine=engine,
-                                                                    push_weights=push_weights))
+            services = await stack.enter_async_context(
+                open_gateway(out_dir, config, engine=engine, push_weights=push_weights)
+            )
         # Opened last, closed first: every sandbox (and a harness still in one) is gone before the
         # gateway it talks to stops.
         services.backend = await make_backend(config.sandbox.backend, out_dir / "sandboxes", config.sandbox)
@@ -116,30 +130,55 @@ async def open_services(out_dir: Path, config: Config, *, engine: Engine | None 
 
 
 @asynccontextmanager
-async def open_gateway(out_dir: Path, config: Config, *, engine: Engine | None = None, push_weights: bool = False,
-                       admin_token: str | None = None, secret: str | None = None) -> AsyncIterator[Services]:
+async def open_gateway(
+    out_dir: Path,
+    config: Config,
+    *,
+    engine: Engine | None = None,
+    push_weights: bool = False,
+    admin_token: str | None = None,
+    secret: str | None = None,
+) -> AsyncIterator[Services]:
     """The policy engine, the call log (`config.store.path`, default `<out_dir>/calls.db`) and the gateway
     in front of them (`config.gateway`, its per-call deadline `config.call_deadline_s`); no sandbox
     backend (`Services.backend` None): what `openforgerl gateway` serves, and the first half of
     `open_services`. `admin_token` (generated when None) and `secret` (key derivation shared by
     replicas) are secrets, so never part of the config."""
     async with AsyncExitStack() as stack:
-        policy, url, pusher = await _open_engine(engine or config.engine, config.model, Path(out_dir), stack,
-                                                 push_weights, clamp=config.max_tokens_cap)
+        policy, url, pusher = await _open_engine(
+            engine or config.engine,
+            config.model,
+            Path(out_dir),
+            stack,
+            push_weights,
+            clamp=config.max_tokens_cap,
+        )
         from openforgerl.gateway.server import start_gateway
         from openforgerl.store import open_store
 
         # a postgresql:// URL: one call log shared by gateway replicas (store/postgres.py)
         store = open_store(config.store.path or Path(out_dir) / "calls.db")
         stack.push_async_callback(store.aclose)
-        gateway = await start_gateway(policy, store, owns_engine=True, admin_token=admin_token, secret=secret,
-                                      **config.gateway.server_options(config.call_deadline_s))
+        gateway = await start_gateway(
+            policy,
+            store,
+            owns_engine=True,
+            admin_token=admin_token,
+            secret=secret,
+            **config.gateway.server_options(config.call_deadline_s),
+        )
         stack.push_async_callback(gateway.aclose)
         yield Services(gateway.access, None, store, gateway, url, pusher)
 
 
-async def _open_engine(engine: EngineSettings | Engine, model: str, out_dir: Path, stack: AsyncExitStack,
-                       push_weights: bool, clamp: int | None = None) -> tuple[Engine, str, WeightPusher | None]:
+async def _open_engine(
+    engine: EngineSettings | Engine,
+    model: str,
+    out_dir: Path,
+    stack: AsyncExitStack,
+    push_weights: bool,
+    clamp: int | None = None,
+) -> tuple[Engine, str, WeightPusher | None]:
     """(the engine the gateway forwards to, its server URL, the weight pusher if asked) for `engine`."""
     if not isinstance(engine, EngineSettings):
         return engine, "", None
@@ -176,6 +215,11 @@ async def _open_engine(engine: EngineSettings | Engine, model: str, out_dir: Pat
         from openforgerl.engines.weight_push import DiskReloadPusher
 
         pusher = DiskReloadPusher(urls, weights, dialect="vllm" if engine.kind == "local" else engine.dialect)
-    remote = OpenAICompatEngine(urls, dialect=engine.dialect, model=engine.served_model,
-                                max_tokens_cap=engine.max_tokens_cap, max_tokens_clamp=clamp)
+    remote = OpenAICompatEngine(
+        urls,
+        dialect=engine.dialect,
+        model=engine.served_model,
+        max_tokens_cap=engine.max_tokens_cap,
+        max_tokens_clamp=clamp,
+    )
     return remote, urls[0], pusher

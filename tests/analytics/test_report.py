@@ -23,8 +23,11 @@ TASK = "claw/mail-reply-01"  # a builtin task: its gold actions and offered tool
 
 
 def _rollout(rid: str, version: int, verify: bool, reward: float, t: float) -> tuple[Any, list[Any]]:
-    steps = [("a", "mail_search", {"query": "dana "}, '{"hits": []}'), ("b", "mail_read", {"id": "m1"}, '{"id": "m1"}'),
-             ("c", "mail_reply", {"id": "m1", "body": "ok"}, '{"id": "m9"}')]
+    steps = [
+        ("a", "mail_search", {"query": "dana "}, '{"hits": []}'),
+        ("b", "mail_read", {"id": "m1"}, '{"id": "m1"}'),
+        ("c", "mail_reply", {"id": "m1", "body": "ok"}, '{"id": "m9"}'),
+    ]
     if verify:
         steps.append(("d", "mail_list", {"folder": "sent"}, '{"messages": [{"id": "m9"}]}'))
     w = ChainWriter(rid, t0=t)
@@ -108,7 +111,10 @@ def test_capture_rollout_fetches_audit_and_workdir(tmp_path: Path) -> None:
     assert asyncio.run(capture_rollout(_LocalSandbox(work), Task(), dest)) == ""
     server.shutdown()
     audit = json.loads((dest / "audit.json").read_text())["calls"]
-    assert [(a["tool"], a["status"], a["fault"]) for a in audit] == [("todo_add", 503, "error"), ("todo_add", 200, None)]
+    assert [(a["tool"], a["status"], a["fault"]) for a in audit] == [
+        ("todo_add", 503, "error"),
+        ("todo_add", 200, None),
+    ]
     assert (dest / "files" / "out" / "a.txt").read_text() == "hello"
     assert not (dest / "files" / "link").exists() and not (dest / "files" / ".claw").exists()
     assert json.loads((dest / "files_skipped.json").read_text()) == ["link"]

@@ -28,24 +28,63 @@ def _files(tmp: Path) -> None:
 
 
 CASES = [
-    ("unknown harness", ["rollout", "--tasks", str(TASK), "--harness", "frobnicate", "--n", "1"], "unknown harness 'frobnicate'"),
+    (
+        "unknown harness",
+        ["rollout", "--tasks", str(TASK), "--harness", "frobnicate", "--n", "1"],
+        "unknown harness 'frobnicate'",
+    ),
     ("harness typo is not an install", ["harness", "frobnicate"], "unknown action 'frobnicate'"),
-    ("unknown backend", ["rollout", "--tasks", str(TASK), "--backend", "frobnicate", "--n", "1"], "unknown backend"),
+    (
+        "unknown backend",
+        ["rollout", "--tasks", str(TASK), "--backend", "frobnicate", "--n", "1"],
+        "unknown backend",
+    ),
     ("missing config file", ["train", "nope.yaml"], "no such file or folder: nope.yaml"),
     ("bad YAML", ["train", "bad.yaml"], "bad.yaml: not valid YAML (line 3"),
     ("mistyped config key", ["train", "typo.yaml"], "error: typo.yaml: unknown key stepz"),
     ("folder with no tasks", ["tasks", "validate", "empty"], "no task could be validated"),
-    ("import of a folder in no known format", ["tasks", "import", "empty", "out"], "cannot tell the task format"),
+    (
+        "import of a folder in no known format",
+        ["tasks", "import", "empty", "out"],
+        "cannot tell the task format",
+    ),
     ("import of a missing folder", ["tasks", "import", "nothere", "out"], "no such file or folder"),
-    ("export suffix vs format", ["export", "--store", "calls.db", "--format", "jsonl", "--out", "rows.parquet"],
-     "name it rows.jsonl"),
-    ("eval of a missing task folder", ["eval", "--tasks", "nothere", "--scripted-oracle", "1"],
-     "no task folder at nothere"),
-    ("rollout of a missing task folder", ["rollout", "--tasks", "nothere", "--n", "1"], "no task folder at nothere"),
+    (
+        "export suffix vs format",
+        ["export", "--store", "calls.db", "--format", "jsonl", "--out", "rows.parquet"],
+        "name it rows.jsonl",
+    ),
+    (
+        "eval of a missing task folder",
+        ["eval", "--tasks", "nothere", "--scripted-oracle", "1"],
+        "no task folder at nothere",
+    ),
+    (
+        "rollout of a missing task folder",
+        ["rollout", "--tasks", "nothere", "--n", "1"],
+        "no task folder at nothere",
+    ),
     ("list of a missing task folder", ["tasks", "list", "nothere"], "no task folder at nothere"),
-    ("missing podman image", ["rollout", "--tasks", str(TASK), "--backend", "podman", "--image",
-                              "openforgerl/not-built:0", "--n", "1"], "is not present in podman's store"),
-    ("unknown builtin suite", ["tasks", "list", "builtin:nope"], "unknown task suite 'builtin:nope' (known: builtin:claw"),
+    (
+        "missing podman image",
+        [
+            "rollout",
+            "--tasks",
+            str(TASK),
+            "--backend",
+            "podman",
+            "--image",
+            "openforgerl/not-built:0",
+            "--n",
+            "1",
+        ],
+        "is not present in podman's store",
+    ),
+    (
+        "unknown builtin suite",
+        ["tasks", "list", "builtin:nope"],
+        "unknown task suite 'builtin:nope' (known: builtin:claw",
+    ),
 ]
 
 
@@ -64,8 +103,18 @@ def test_port_in_use_is_one_line(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        out = _run("gateway", "--engine", "http://127.0.0.1:9", "--port", str(port), "--admin-port", "0",
-                   "--store", str(tmp_path / "c.db"), cwd=tmp_path)
+        out = _run(
+            "gateway",
+            "--engine",
+            "http://127.0.0.1:9",
+            "--port",
+            str(port),
+            "--admin-port",
+            "0",
+            "--store",
+            str(tmp_path / "c.db"),
+            cwd=tmp_path,
+        )
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
     lines = [line for line in out.stderr.splitlines() if line.strip() and "error:" in line]
     assert len(lines) == 1 and "another server already listens there" in lines[0], out.stderr[-2000:]
@@ -95,8 +144,13 @@ def test_engine_port_in_use_is_one_line_before_the_weights_load(tmp_path: Path) 
 
 
 def test_engine_help_is_whole_sentences(tmp_path: Path) -> None:
-    out = subprocess.run([CLI, "engine", "--help"], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "COLUMNS": "120"})
+    out = subprocess.run(
+        [CLI, "engine", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "120"},
+    )
     text = " ".join(out.stdout.replace("│", " ").split())  # rich wraps option help inside a box
     assert out.returncode == 0 and "Serve a local model behind vLLM's token API." in text
     assert "--model" in text and "vision-language model) or `smollm2`" in text and "--memory-budget" in text

@@ -97,7 +97,11 @@ def scripted_engine_server() -> Iterator[str]:
     loop.call_soon_threadsafe(loop.stop)
 
 
-_ENGINE_FIXTURES = {"local": "local_engine_server", "scripted": "scripted_engine_server", "vllm": "vllm_server"}
+_ENGINE_FIXTURES = {
+    "local": "local_engine_server",
+    "scripted": "scripted_engine_server",
+    "vllm": "vllm_server",
+}
 
 
 @pytest.fixture(scope="session", params=["local", "scripted", pytest.param("vllm", marks=pytest.mark.vllm)])

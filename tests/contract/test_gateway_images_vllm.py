@@ -42,12 +42,32 @@ def _url(png: bytes) -> str:
 
 
 MESSAGES = [
-    {"role": "user", "content": [{"type": "text", "text": "Click the white box."},
-                                 {"type": "image_url", "image_url": {"url": _url(SHOTS[0])}}]},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "computer_use", "arguments": '{"action": "left_click"}'}}]},
-    {"role": "tool", "tool_call_id": "call_1", "content": [
-        {"type": "text", "text": "clicked"}, {"type": "image_url", "image_url": {"url": _url(SHOTS[1])}}]},
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Click the white box."},
+            {"type": "image_url", "image_url": {"url": _url(SHOTS[0])}},
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "computer_use", "arguments": '{"action": "left_click"}'},
+            }
+        ],
+    },
+    {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": [
+            {"type": "text", "text": "clicked"},
+            {"type": "image_url", "image_url": {"url": _url(SHOTS[1])}},
+        ],
+    },
 ]
 
 
@@ -58,8 +78,12 @@ async def _record(engine_url: str, tmp: Path) -> tuple[list[int], list[int]]:
     gw = await start_gateway(engine, store)
     try:
         ro = await gw.open_rollout(harness="gui")
-        client = AsyncOpenAI(base_url=ro["openai_base_url"], api_key=ro["api_key"], max_retries=0, timeout=300)
-        await client.chat.completions.create(model="tiny-vl", messages=MESSAGES, max_tokens=4, temperature=0.0)
+        client = AsyncOpenAI(
+            base_url=ro["openai_base_url"], api_key=ro["api_key"], max_retries=0, timeout=300
+        )
+        await client.chat.completions.create(
+            model="tiny-vl", messages=MESSAGES, max_tokens=4, temperature=0.0
+        )
         (rec,) = await store.list_calls(ro["rollout_id"])
         assert rec.error is None, rec.error
         assert len(rec.images) == 2 and ";base64," not in rec.model_dump_json()
@@ -67,7 +91,7 @@ async def _record(engine_url: str, tmp: Path) -> tuple[list[int], list[int]]:
 
         def restore(v: object) -> object:
             if isinstance(v, str) and v.startswith(BLOB_REF_PREFIX):
-                return _url(store.read_blob(v[len(BLOB_REF_PREFIX):]) or b"")
+                return _url(store.read_blob(v[len(BLOB_REF_PREFIX) :]) or b"")
             if isinstance(v, dict):
                 return {k: restore(x) for k, x in v.items()}
             if isinstance(v, list):
@@ -85,8 +109,9 @@ async def _record(engine_url: str, tmp: Path) -> tuple[list[int], list[int]]:
         await store.aclose()
 
 
-async def test_gateway_records_the_engines_expanded_ids_with_both_engines(local_vl_server: str, vllm_vl_server: str,
-                                                                          tmp_path: Path) -> None:
+async def test_gateway_records_the_engines_expanded_ids_with_both_engines(
+    local_vl_server: str, vllm_vl_server: str, tmp_path: Path
+) -> None:
     (tmp_path / "local").mkdir()
     (tmp_path / "vllm").mkdir()
     local, local_tok = await _record(local_vl_server, tmp_path / "local")

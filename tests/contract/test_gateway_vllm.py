@@ -22,17 +22,34 @@ from openforgerl.gateway.server import start_gateway
 from openforgerl.records import WireProtocol
 from openforgerl.store.sqlite import SQLiteCallStore
 
-TODO = {"type": "function", "function": {
-    "name": "todo_add", "description": "Add a todo item.",
-    "parameters": {"type": "object", "properties": {"title": {"type": "string", "description": "Todo text."}},
-                   "required": ["title"]}}}
+TODO = {
+    "type": "function",
+    "function": {
+        "name": "todo_add",
+        "description": "Add a todo item.",
+        "parameters": {
+            "type": "object",
+            "properties": {"title": {"type": "string", "description": "Todo text."}},
+            "required": ["title"],
+        },
+    },
+}
 ASK = [{"role": "user", "content": "Add a todo 'buy milk'."}]
 
 
 def _tokenize(url: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
-    body = {"model": "tiny", "messages": messages, "add_generation_prompt": True, **({"tools": tools} if tools else {})}
-    req = urllib.request.Request(url + "/tokenize", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+    body = {
+        "model": "tiny",
+        "messages": messages,
+        "add_generation_prompt": True,
+        **({"tools": tools} if tools else {}),
+    }
+    req = urllib.request.Request(
+        url + "/tokenize",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=600) as r:
         return json.loads(r.read())["tokens"]
 
@@ -50,15 +67,28 @@ async def test_chat_stream_and_non_stream_records_equal_engine_output(engine_url
     gw, store = through_gateway
     ro = await gw.open_rollout(task_id="contract")
     c = AsyncOpenAI(base_url=ro["openai_base_url"], api_key=ro["api_key"], max_retries=0, timeout=600)
-    plain = await c.chat.completions.create(model="any", messages=ASK, tools=[TODO], temperature=0, max_tokens=48)
+    plain = await c.chat.completions.create(
+        model="any", messages=ASK, tools=[TODO], temperature=0, max_tokens=48
+    )
     choice = plain.choices[0]
     engine_ids = choice.model_extra["token_ids"]
     engine_lps = [e.logprob for e in choice.logprobs.content]
-    chunks = [ch async for ch in await c.chat.completions.create(
-        model="any", messages=ASK, tools=[TODO], temperature=0, max_tokens=48, stream=True,
-        stream_options={"include_usage": True})]
+    chunks = [
+        ch
+        async for ch in await c.chat.completions.create(
+            model="any",
+            messages=ASK,
+            tools=[TODO],
+            temperature=0,
+            max_tokens=48,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    ]
     streamed_ids = [t for ch in chunks for x in ch.choices for t in (x.model_extra.get("token_ids") or [])]
-    streamed_lps = [e.logprob for ch in chunks for x in ch.choices if x.logprobs for e in x.logprobs.content or []]
+    streamed_lps = [
+        e.logprob for ch in chunks for x in ch.choices if x.logprobs for e in x.logprobs.content or []
+    ]
     first, second = await store.list_calls(ro["rollout_id"])
     expected_prompt = _tokenize(engine_url, ASK, [TODO])
     assert first.prompt_token_ids == plain.model_extra["prompt_token_ids"] == expected_prompt
@@ -83,10 +113,18 @@ async def test_byte_scan_of_the_engines_stream_agrees_with_parsing_it(engine_url
     from openforgerl.engines.openai_compat import scan_events
 
     eng = OpenAICompatEngine(engine_url)
-    body = {"messages": ASK, "temperature": 0, "max_tokens": 48, "stream_options": {"include_usage": True},
-            **({"tools": tools} if tools else {})}
+    body = {
+        "messages": ASK,
+        "temperature": 0,
+        "max_tokens": 48,
+        "stream_options": {"include_usage": True},
+        **({"tools": tools} if tools else {}),
+    }
     payload, headers = eng._prepare(body, "tiny", stream=True)
-    async with aiohttp.ClientSession() as s, s.post(eng.upstreams[0].chat_url, data=payload, headers=headers) as r:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(eng.upstreams[0].chat_url, data=payload, headers=headers) as r,
+    ):
         raw = await r.read()
     await eng.aclose()
     assert raw.endswith(b"data: [DONE]\n\n")
@@ -97,8 +135,12 @@ async def test_byte_scan_of_the_engines_stream_agrees_with_parsing_it(engine_url
         assert tools, "the scan declined a plain-text stream of this engine"
         return
     assert json.loads(scanned.prompt.json) == parsed.prompt.ids
-    assert (scanned.token_ids, scanned.logprobs, scanned.content, scanned.finish_reason) == \
-        (parsed.token_ids, parsed.logprobs, parsed.content, parsed.finish_reason)
+    assert (scanned.token_ids, scanned.logprobs, scanned.content, scanned.finish_reason) == (
+        parsed.token_ids,
+        parsed.logprobs,
+        parsed.content,
+        parsed.finish_reason,
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["nonstream", "stream"])
@@ -106,8 +148,16 @@ async def test_anthropic_through_engine(engine_url, through_gateway, stream):
     gw, store = through_gateway
     ro = await gw.open_rollout(task_id="contract-anthropic")
     c = AsyncAnthropic(base_url=ro["anthropic_base_url"], api_key=ro["api_key"], max_retries=0, timeout=600)
-    tools = [{"name": "todo_add", "description": "Add a todo item.", "input_schema": TODO["function"]["parameters"]}]
-    kw: dict[str, Any] = dict(model="any", max_tokens=48, tools=tools, messages=ASK, extra_body={"temperature": 0})
+    tools = [
+        {
+            "name": "todo_add",
+            "description": "Add a todo item.",
+            "input_schema": TODO["function"]["parameters"],
+        }
+    ]
+    kw: dict[str, Any] = dict(
+        model="any", max_tokens=48, tools=tools, messages=ASK, extra_body={"temperature": 0}
+    )
     if stream:
         async with c.messages.stream(**kw) as s:
             msg = await s.get_final_message()
@@ -115,7 +165,9 @@ async def test_anthropic_through_engine(engine_url, through_gateway, stream):
         msg = await c.messages.create(**kw)
     (rec,) = await store.list_calls(ro["rollout_id"])
     assert rec.protocol == WireProtocol.ANTHROPIC and rec.error is None
-    assert rec.prompt_token_ids == _tokenize(engine_url, rec.engine_request["messages"], rec.engine_request.get("tools"))
+    assert rec.prompt_token_ids == _tokenize(
+        engine_url, rec.engine_request["messages"], rec.engine_request.get("tools")
+    )
     assert len(rec.completion_token_ids) == len(rec.completion_logprobs) == msg.usage.output_tokens
     counted = await c.messages.count_tokens(model="any", messages=ASK, tools=tools)
     assert counted.input_tokens == len(rec.prompt_token_ids)

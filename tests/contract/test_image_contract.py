@@ -22,11 +22,21 @@ from openai import OpenAI
 
 PAD, START, END = 4104, 4102, 4103
 LOGPROB_TOL = 1e-3  # measured max |Δ| between the engines: < 1e-5 (both screen kinds, up to 40 tokens)
-COMPUTER_USE = {"type": "function", "function": {
-    "name": "computer_use", "description": "Use the mouse. Coordinates are x, y in 0-1000 of the screen width and height.",
-    "parameters": {"type": "object", "properties": {"action": {"type": "string", "enum": ["left_click"]},
-                                                   "coordinate": {"type": "array", "description": "[x, y] in 0-1000."}},
-                   "required": ["action", "coordinate"]}}}
+COMPUTER_USE = {
+    "type": "function",
+    "function": {
+        "name": "computer_use",
+        "description": "Use the mouse. Coordinates are x, y in 0-1000 of the screen width and height.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["left_click"]},
+                "coordinate": {"type": "array", "description": "[x, y] in 0-1000."},
+            },
+            "required": ["action", "coordinate"],
+        },
+    },
+}
 SYSTEM = "You are a GUI agent. Look at the screenshot and act with the computer_use tool."
 
 
@@ -51,18 +61,47 @@ def image_part(url: str) -> dict[str, Any]:
 
 SMALL = screen((320, 192), (46, 160, 67), (0.3, 0.6))
 WIDE = screen((640, 360), (40, 90, 200), (0.7, 0.4))
-ONE = [{"role": "system", "content": SYSTEM},
-       {"role": "user", "content": [image_part(SMALL), {"type": "text", "text": "Click the button labelled 'OK'."}]}]
-ONE_RESIZED = [{"role": "system", "content": SYSTEM},
-               {"role": "user", "content": [image_part(WIDE), {"type": "text", "text": "Click 'Submit'."}]}]
-TWO = [{"role": "system", "content": SYSTEM},
-       {"role": "user", "content": [{"type": "text", "text": "Before:"}, image_part(SMALL),
-                                    {"type": "text", "text": "After:"}, image_part(WIDE),
-                                    {"type": "text", "text": "Click 'Submit'."}]}]
-CALL = {"id": "call_1", "type": "function", "function": {
-    "name": "computer_use", "arguments": json.dumps({"action": "left_click", "coordinate": [300, 600]})}}
-IN_TOOL = [*ONE, {"role": "assistant", "content": None, "tool_calls": [CALL]},
-           {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "clicked"}, image_part(WIDE)]}]
+ONE = [
+    {"role": "system", "content": SYSTEM},
+    {
+        "role": "user",
+        "content": [image_part(SMALL), {"type": "text", "text": "Click the button labelled 'OK'."}],
+    },
+]
+ONE_RESIZED = [
+    {"role": "system", "content": SYSTEM},
+    {"role": "user", "content": [image_part(WIDE), {"type": "text", "text": "Click 'Submit'."}]},
+]
+TWO = [
+    {"role": "system", "content": SYSTEM},
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Before:"},
+            image_part(SMALL),
+            {"type": "text", "text": "After:"},
+            image_part(WIDE),
+            {"type": "text", "text": "Click 'Submit'."},
+        ],
+    },
+]
+CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {
+        "name": "computer_use",
+        "arguments": json.dumps({"action": "left_click", "coordinate": [300, 600]}),
+    },
+}
+IN_TOOL = [
+    *ONE,
+    {"role": "assistant", "content": None, "tool_calls": [CALL]},
+    {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": [{"type": "text", "text": "clicked"}, image_part(WIDE)],
+    },
+]
 CASES = {"one": (ONE, 1), "one_resized": (ONE_RESIZED, 1), "two": (TWO, 2), "in_tool": (IN_TOOL, 2)}
 TOKENS = {SMALL: 60, WIDE: 50}  # 320x192 -> 12x20 patches -> 60 pads; 640x360 -> 320x160 -> 10x20 -> 50
 
@@ -72,14 +111,29 @@ def _client(url: str) -> OpenAI:
 
 
 def _chat(url: str, messages: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:
-    args = dict(model="tiny-vl", messages=messages, tools=[COMPUTER_USE], temperature=0, max_tokens=40,
-                logprobs=True, top_logprobs=1)
-    return _client(url).chat.completions.create(**{**args, **kw}, extra_body={"return_token_ids": True}).model_dump()
+    args = dict(
+        model="tiny-vl",
+        messages=messages,
+        tools=[COMPUTER_USE],
+        temperature=0,
+        max_tokens=40,
+        logprobs=True,
+        top_logprobs=1,
+    )
+    return (
+        _client(url)
+        .chat.completions.create(**{**args, **kw}, extra_body={"return_token_ids": True})
+        .model_dump()
+    )
 
 
 def _post(url: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + path,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=600) as r:
             return r.status, json.loads(r.read() or b"{}")
@@ -103,8 +157,13 @@ def pad_runs(ids: list[int]) -> list[int]:
 
 
 def _urls(messages: list[dict[str, Any]]) -> list[str]:
-    return [p["image_url"]["url"] for m in messages if isinstance(m["content"], list)
-            for p in m["content"] if p["type"] == "image_url"]
+    return [
+        p["image_url"]["url"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p["type"] == "image_url"
+    ]
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -114,14 +173,20 @@ def test_prompt_ids_expand_each_image(vl_engine_url, case):
     ids = d["prompt_token_ids"]
     assert pad_runs(ids) == [TOKENS[u] for u in _urls(messages)] and len(pad_runs(ids)) == n_images
     assert d["usage"]["prompt_tokens"] == len(ids)
-    status, tok = _post(vl_engine_url, "/tokenize", {"model": "tiny-vl", "messages": messages, "tools": [COMPUTER_USE],
-                                                     "add_generation_prompt": True})
+    status, tok = _post(
+        vl_engine_url,
+        "/tokenize",
+        {"model": "tiny-vl", "messages": messages, "tools": [COMPUTER_USE], "add_generation_prompt": True},
+    )
     assert status == 200 and tok["tokens"] == ids
 
 
 def test_local_engine_reports_each_image(local_vl_server):
     d = _chat(local_vl_server, TWO, max_tokens=2)
-    assert d["openforgerl_images"] == [{"grid_thw": [1, 12, 20], "tokens": 60}, {"grid_thw": [1, 10, 20], "tokens": 50}]
+    assert d["openforgerl_images"] == [
+        {"grid_thw": [1, 12, 20], "tokens": 60},
+        {"grid_thw": [1, 10, 20], "tokens": 50},
+    ]
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -135,8 +200,14 @@ def test_completion_ids_and_logprobs(vl_engine_url, case):
 def test_stream_ids_concatenate_to_non_stream_ids(vl_engine_url):
     plain = _chat(vl_engine_url, TWO)
     stream = _client(vl_engine_url).chat.completions.create(
-        model="tiny-vl", messages=TWO, tools=[COMPUTER_USE], temperature=0, max_tokens=40, stream=True,
-        extra_body={"return_token_ids": True})
+        model="tiny-vl",
+        messages=TWO,
+        tools=[COMPUTER_USE],
+        temperature=0,
+        max_tokens=40,
+        stream=True,
+        extra_body={"return_token_ids": True},
+    )
     chunks = [c.model_dump() for c in stream]
     assert chunks[0]["prompt_token_ids"] == plain["prompt_token_ids"]
     assert chunks[0].get("openforgerl_images") == plain.get("openforgerl_images")  # ours only; vLLM has none
@@ -147,7 +218,9 @@ def test_stream_ids_concatenate_to_non_stream_ids(vl_engine_url):
 @pytest.mark.parametrize("url", ["data:image/png;base64,bm90IGFuIGltYWdl", "data:image/png;base64,%%%"])
 def test_undecodable_image_is_a_400(vl_engine_url, url):
     messages = [{"role": "user", "content": [image_part(url), {"type": "text", "text": "hi"}]}]
-    status, body = _post(vl_engine_url, "/v1/chat/completions", {"model": "tiny-vl", "messages": messages, "max_tokens": 2})
+    status, body = _post(
+        vl_engine_url, "/v1/chat/completions", {"model": "tiny-vl", "messages": messages, "max_tokens": 2}
+    )
     assert status == 400 and body["error"]["code"] == 400 and body["error"]["message"]
 
 
@@ -165,7 +238,8 @@ def test_greedy_outputs_equal_between_engines(local_vl_server, vllm_vl_server, c
     assert lp_a == pytest.approx(lp_b, abs=LOGPROB_TOL)
     assert a["finish_reason"] == b["finish_reason"]
     assert [t["function"]["name"] for t in a["message"].get("tool_calls") or []] == [
-        t["function"]["name"] for t in b["message"].get("tool_calls") or []]
+        t["function"]["name"] for t in b["message"].get("tool_calls") or []
+    ]
 
 
 def test_weight_reload_changes_and_restores_output(vl_engine_url, tiny_vl_dir, tmp_path):
@@ -186,8 +260,14 @@ def test_weight_reload_changes_and_restores_output(vl_engine_url, tiny_vl_dir, t
     save_file(weights, str(noisy / "model.safetensors"), metadata={"format": "pt"})
 
     def reload(path):
-        assert _post(vl_engine_url, "/collective_rpc", {"method": "reload_weights",
-                                                        "kwargs": {"weights_path": str(path)}})[0] == 200
+        assert (
+            _post(
+                vl_engine_url,
+                "/collective_rpc",
+                {"method": "reload_weights", "kwargs": {"weights_path": str(path)}},
+            )[0]
+            == 200
+        )
         _post(vl_engine_url, "/reset_prefix_cache", {})
         _post(vl_engine_url, "/reset_mm_cache", {})
         _post(vl_engine_url, "/reset_encoder_cache", {})
@@ -217,6 +297,13 @@ def test_training_forward_reproduces_the_engine_logprobs(vl_engine_url, tiny_vl_
     loaded = load_model(str(tiny_vl_dir))
     images = loaded.vision.process_urls(message_images(messages))
     with torch.no_grad():
-        lp = vlm_logprobs(loaded.model, d["prompt_token_ids"], choice["token_ids"], images.pixel_values,
-                          images.image_grid_thw)
-    assert lp.tolist() == pytest.approx([e["logprob"] for e in choice["logprobs"]["content"]], abs=LOGPROB_TOL)
+        lp = vlm_logprobs(
+            loaded.model,
+            d["prompt_token_ids"],
+            choice["token_ids"],
+            images.pixel_values,
+            images.image_grid_thw,
+        )
+    assert lp.tolist() == pytest.approx(
+        [e["logprob"] for e in choice["logprobs"]["content"]], abs=LOGPROB_TOL
+    )

@@ -18,8 +18,11 @@ async def engine(tiny_dir):
 
 
 def _prompts(chat) -> list[list[int]]:
-    users = ["Add a todo 'buy milk'.", "Write the text 'hello world' to the file notes.txt.",
-             "Send an email to bob@corp.io with subject 'lunch' and body 'see you at noon'."]
+    users = [
+        "Add a todo 'buy milk'.",
+        "Write the text 'hello world' to the file notes.txt.",
+        "Send an email to bob@corp.io with subject 'lunch' and body 'see you at noon'.",
+    ]
     return [chat.prompt_ids([{"role": "user", "content": u}]) for u in users]
 
 
@@ -80,13 +83,19 @@ async def test_load_state_dict_changes_and_restores_output(engine, chat, tmp_pat
 
     prompt, params = _prompts(chat)[0], _greedy(12, ignore_eos=True)
     original = {k: v.detach().clone() for k, v in engine.loaded.model.state_dict().items()}
-    save_file({k: v for k, v in original.items() if k != "lm_head.weight"}, str(tmp_path / "model.safetensors"))
+    save_file(
+        {k: v for k, v in original.items() if k != "lm_head.weight"}, str(tmp_path / "model.safetensors")
+    )
     before = await engine.generate(prompt, params)
-    noisy = {k: v + 0.5 * torch.randn_like(v) for k, v in original.items() if k.endswith("mlp.down_proj.weight")}
+    noisy = {
+        k: v + 0.5 * torch.randn_like(v) for k, v in original.items() if k.endswith("mlp.down_proj.weight")
+    }
     assert await engine.load_state_dict(noisy, version=7) == len(noisy)
     assert engine.weight_version == 7
     changed = await engine.generate(prompt, params)
-    assert changed.token_ids != before.token_ids or changed.logprobs != pytest.approx(before.logprobs, abs=1e-3)
+    assert changed.token_ids != before.token_ids or changed.logprobs != pytest.approx(
+        before.logprobs, abs=1e-3
+    )
     await engine.reload_weights(tmp_path)
     assert (await engine.generate(prompt, params)).token_ids == before.token_ids
 
@@ -118,8 +127,11 @@ async def test_reload_equals_a_fresh_load(engine, chat, tmp_path):
     from safetensors.torch import save_file
 
     gen = torch.Generator().manual_seed(1)
-    noisy = {k: v.detach() + 0.05 * torch.randn(v.shape, generator=gen)
-             for k, v in engine.loaded.model.state_dict().items() if k != "lm_head.weight"}
+    noisy = {
+        k: v.detach() + 0.05 * torch.randn(v.shape, generator=gen)
+        for k, v in engine.loaded.model.state_dict().items()
+        if k != "lm_head.weight"
+    }
     save_file(noisy, str(tmp_path / "model.safetensors"))
     await engine.reload_weights(tmp_path)
     prompt, params = _prompts(chat)[0], _greedy(8, logprobs=0, ignore_eos=True)
@@ -129,4 +141,6 @@ async def test_reload_equals_a_fresh_load(engine, chat, tmp_path):
         fresh = type(engine.loaded.model)(engine.loaded.model.config)
         fresh.load_state_dict({**noisy, "lm_head.weight": noisy["model.embed_tokens.weight"]})
         lp = torch.log_softmax(fresh.eval()(input_ids=ids).logits[0].float(), -1)[len(prompt) - 1 : -1]
-    assert lp.gather(1, torch.tensor(got.token_ids)[:, None])[:, 0].tolist() == pytest.approx(got.logprobs, abs=1e-4)
+    assert lp.gather(1, torch.tensor(got.token_ids)[:, None])[:, 0].tolist() == pytest.approx(
+        got.logprobs, abs=1e-4
+    )

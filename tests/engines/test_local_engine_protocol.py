@@ -9,11 +9,21 @@ import pytest
 from openforgerl.engines.base import Engine, EngineCall, EngineError
 from openforgerl.engines.openai_compat import OpenAICompatEngine
 
-TODO_TOOL = {"type": "function", "function": {
-    "name": "todo_add", "description": "Add a todo item.",
-    "parameters": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}}}
-BODY = {"model": "tiny", "messages": [{"role": "user", "content": "Add a todo 'buy milk'."}],
-        "tools": [TODO_TOOL], "temperature": 0, "max_tokens": 48}
+TODO_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "todo_add",
+        "description": "Add a todo item.",
+        "parameters": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]},
+    },
+}
+BODY = {
+    "model": "tiny",
+    "messages": [{"role": "user", "content": "Add a todo 'buy milk'."}],
+    "tools": [TODO_TOOL],
+    "temperature": 0,
+    "max_tokens": 48,
+}
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +52,21 @@ async def test_in_process_equals_the_server(local, local_server):
     """Greedy: the same prompt ids, sampled ids, logprobs and message in process as over HTTP."""
     http = OpenAICompatEngine(local_server.url + "/v1")
     try:
-        ours, wire = await local.complete(EngineCall(dict(BODY), "r")), await http.complete(EngineCall(dict(BODY), "r"))
+        ours, wire = (
+            await local.complete(EngineCall(dict(BODY), "r")),
+            await http.complete(EngineCall(dict(BODY), "r")),
+        )
         streamed, wire_streamed = await _collect(local, BODY), await _collect(http, BODY)
     finally:
         await http.aclose()
     assert ours.prompt == wire.prompt and ours.token_ids == wire.token_ids
-    assert ours.logprobs == pytest.approx(wire.logprobs, abs=1e-4) and ours.finish_reason == wire.finish_reason
+    assert (
+        ours.logprobs == pytest.approx(wire.logprobs, abs=1e-4) and ours.finish_reason == wire.finish_reason
+    )
     mine, theirs = ours.body["choices"][0]["message"], wire.body["choices"][0]["message"]
-    assert [c["function"] for c in mine.get("tool_calls") or []] == \
-        [c["function"] for c in theirs.get("tool_calls") or []]
+    assert [c["function"] for c in mine.get("tool_calls") or []] == [
+        c["function"] for c in theirs.get("tool_calls") or []
+    ]
     assert (mine["content"], mine["reasoning"]) == (theirs["content"], theirs["reasoning"])
     assert streamed[:2] == wire_streamed[:2] == (ours.prompt.ids, ours.token_ids)
     assert streamed[3:] == wire_streamed[3:] and streamed[3] == ours.finish_reason

@@ -11,7 +11,9 @@ from openforgerl.engines.openai_compat import OpenAICompatEngine
 ASK = [{"role": "user", "content": "Add a todo 'buy milk'."}]
 
 
-@pytest.mark.parametrize("body_extra", [{}, {"max_tokens": 500}, {"max_completion_tokens": 500}, {"max_tokens": 3}])
+@pytest.mark.parametrize(
+    "body_extra", [{}, {"max_tokens": 500}, {"max_completion_tokens": 500}, {"max_tokens": 3}]
+)
 async def test_cap_applies_with_and_without_max_tokens(local_server, body_extra: dict) -> None:
     engine = OpenAICompatEngine(local_server.url, max_tokens_cap=4)
     try:

@@ -21,7 +21,9 @@ def test_the_default_clamp_is_derived_from_the_budget() -> None:
     assert Config.model_validate({"rollout": {"budget_s": 300}}).max_tokens_cap == 15000
     assert Config().max_tokens_cap == 15000  # no budget: the task format's default, 300 s
     assert Config.model_validate({"rollout": {"budget_s": 1200}}).max_tokens_cap == 60000
-    assert Config.model_validate({"rollout": {"budget_s": 5}}).max_tokens_cap == 1024  # floor: tool-call turns
+    assert (
+        Config.model_validate({"rollout": {"budget_s": 5}}).max_tokens_cap == 1024
+    )  # floor: tool-call turns
     assert Config.model_validate({"engine": {"max_tokens_cap": 64}}).max_tokens_cap == 64  # the user's wins
 
 
@@ -37,15 +39,24 @@ def test_the_clamp_lowers_a_huge_max_tokens_and_adds_none() -> None:
     assert _sent(clamp, {"messages": ASK, "max_tokens": 300})["max_tokens"] == 300
     assert "max_tokens" not in _sent(clamp, {"messages": ASK})
     # control: without it the huge request goes through as sent; an explicit cap also fills an absent one
-    assert _sent(OpenAICompatEngine("http://127.0.0.1:9"), {"messages": ASK, "max_tokens": 100000})["max_tokens"] == 100000
-    assert _sent(OpenAICompatEngine("http://127.0.0.1:9", max_tokens_cap=64), {"messages": ASK})["max_tokens"] == 64
+    assert (
+        _sent(OpenAICompatEngine("http://127.0.0.1:9"), {"messages": ASK, "max_tokens": 100000})["max_tokens"]
+        == 100000
+    )
+    assert (
+        _sent(OpenAICompatEngine("http://127.0.0.1:9", max_tokens_cap=64), {"messages": ASK})["max_tokens"]
+        == 64
+    )
 
 
 async def test_the_stack_hands_the_derived_clamp_to_the_engine(tmp_path: Path) -> None:
-    cfg = Config.model_validate({"engine": {"kind": "remote", "urls": ["http://127.0.0.1:9"]},
-                                 "rollout": {"budget_s": 120}})
+    cfg = Config.model_validate(
+        {"engine": {"kind": "remote", "urls": ["http://127.0.0.1:9"]}, "rollout": {"budget_s": 120}}
+    )
     async with AsyncExitStack() as stack:
-        engine, _, _ = await _open_engine(cfg.engine, cfg.model, tmp_path, stack, False, clamp=cfg.max_tokens_cap)
+        engine, _, _ = await _open_engine(
+            cfg.engine, cfg.model, tmp_path, stack, False, clamp=cfg.max_tokens_cap
+        )
     assert isinstance(engine, OpenAICompatEngine)
     assert engine.max_tokens_clamp == 6000 and engine.max_tokens_cap is None
 

@@ -38,8 +38,9 @@ def _shape(tiny_dir: Path) -> ModelShape:
 
 
 def _post(url: str, body: dict, timeout: float = 600) -> tuple[int, dict]:
-    req = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + "/v1/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, json.loads(r.read())
@@ -58,8 +59,14 @@ def _idle(url: str) -> bool:
 
 
 def _full_context(i: int) -> dict:
-    return {"model": "tiny", "prompt": [10 + (i * 7 + j) % 3000 for j in range(PROMPT)], "max_tokens": MAX_TOKENS,
-            "ignore_eos": True, "temperature": 1.0, "seed": i}
+    return {
+        "model": "tiny",
+        "prompt": [10 + (i * 7 + j) % 3000 for j in range(PROMPT)],
+        "max_tokens": MAX_TOKENS,
+        "ignore_eos": True,
+        "temperature": 1.0,
+        "seed": i,
+    }
 
 
 def _load(url: str) -> list[tuple[int, dict]]:
@@ -83,14 +90,18 @@ def budgeted(tiny_dir: Path, two_fit: int) -> Iterator[BackgroundServer]:
     server.close()
 
 
-def test_concurrent_full_context_prompts_queue_within_the_budget_and_all_answer(budgeted: BackgroundServer) -> None:
+def test_concurrent_full_context_prompts_queue_within_the_budget_and_all_answer(
+    budgeted: BackgroundServer,
+) -> None:
     answers = _load(budgeted.url)
     assert [status for status, _ in answers] == [200] * CLIENTS, answers
     assert all(body["usage"]["completion_tokens"] == MAX_TOKENS for _, body in answers)
     m = _metrics(budgeted.url)
     assert m["openforgerl_engine_peak_running"] == 2, m  # never three at once: their KV would pass the budget
     assert m["openforgerl_engine_memory_waits_total"] >= 1, m  # the rest queued instead of running
-    assert _until(lambda: _idle(budgeted.url), 30)  # the last finished row leaves the batch on the core's next turn
+    assert _until(
+        lambda: _idle(budgeted.url), 30
+    )  # the last finished row leaves the batch on the core's next turn
     with urllib.request.urlopen(budgeted.url + "/health", timeout=30) as r:
         assert r.status == 200  # still up
 
@@ -116,10 +127,17 @@ def test_a_request_that_can_never_fit_is_a_400_and_a_smaller_one_runs(tiny_dir: 
     try:
         status, body = _post(server.url, _full_context(0))
         assert status == 400 and "over the engine's memory budget" in body["error"]["message"], body
-        chat = {"model": "tiny", "messages": [{"role": "user", "content": "hi " * 150}], "max_tokens": 200,
-                "stream": True}
-        req = urllib.request.Request(server.url + "/v1/chat/completions", data=json.dumps(chat).encode(),
-                                     headers={"Content-Type": "application/json"})
+        chat = {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "hi " * 150}],
+            "max_tokens": 200,
+            "stream": True,
+        }
+        req = urllib.request.Request(
+            server.url + "/v1/chat/completions",
+            data=json.dumps(chat).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(req, timeout=120)
         assert err.value.code == 400 and "memory budget" in json.loads(err.value.read())["error"]["message"]
@@ -153,8 +171,13 @@ def _until(pred, timeout: float = 60.0) -> bool:
     return False
 
 
-LONG = {"model": "tiny", "messages": [{"role": "user", "content": "Tell me everything."}], "max_tokens": 4000,
-        "ignore_eos": True, "temperature": 1.0}
+LONG = {
+    "model": "tiny",
+    "messages": [{"role": "user", "content": "Tell me everything."}],
+    "max_tokens": 4000,
+    "ignore_eos": True,
+    "temperature": 1.0,
+}
 
 
 def test_a_disconnected_streaming_client_stops_its_generation(roomy: BackgroundServer) -> None:
@@ -165,11 +188,17 @@ def test_a_disconnected_streaming_client_stops_its_generation(roomy: BackgroundS
     for _ in range(5):
         assert resp.readline().startswith(b"data: ") and resp.readline() == b"\n"
     grown = _metrics(roomy.url)["openforgerl_engine_generated_tokens_total"]
-    assert _until(lambda: _metrics(roomy.url)["openforgerl_engine_generated_tokens_total"] > grown + 20)  # control
+    assert _until(
+        lambda: _metrics(roomy.url)["openforgerl_engine_generated_tokens_total"] > grown + 20
+    )  # control
     conn.sock.shutdown(2)
     conn.close()
-    assert _until(lambda: _metrics(roomy.url)["openforgerl_engine_aborted_total"] == before[
-        "openforgerl_engine_aborted_total"] + 1), _metrics(roomy.url)
+    assert _until(
+        lambda: (
+            _metrics(roomy.url)["openforgerl_engine_aborted_total"]
+            == before["openforgerl_engine_aborted_total"] + 1
+        )
+    ), _metrics(roomy.url)
     assert _until(lambda: _idle(roomy.url), 30)
     settled = _metrics(roomy.url)["openforgerl_engine_generated_tokens_total"]
     time.sleep(1.0)
@@ -181,11 +210,17 @@ def test_a_disconnected_non_streaming_client_stops_its_generation(roomy: Backgro
     before = _metrics(roomy.url)
     conn = _open(roomy.url, LONG)
     start = before["openforgerl_engine_generated_tokens_total"]
-    assert _until(lambda: _metrics(roomy.url)["openforgerl_engine_generated_tokens_total"] > start + 20)  # control
+    assert _until(
+        lambda: _metrics(roomy.url)["openforgerl_engine_generated_tokens_total"] > start + 20
+    )  # control
     conn.sock.shutdown(2)
     conn.close()
-    assert _until(lambda: _metrics(roomy.url)["openforgerl_engine_aborted_total"] == before[
-        "openforgerl_engine_aborted_total"] + 1), _metrics(roomy.url)
+    assert _until(
+        lambda: (
+            _metrics(roomy.url)["openforgerl_engine_aborted_total"]
+            == before["openforgerl_engine_aborted_total"] + 1
+        )
+    ), _metrics(roomy.url)
     assert _until(lambda: _idle(roomy.url), 30)
     settled = _metrics(roomy.url)["openforgerl_engine_generated_tokens_total"]
     time.sleep(1.0)
@@ -197,14 +232,20 @@ def test_the_startup_line_names_the_limit(roomy: BackgroundServer) -> None:
     assert line.startswith("memory budget ") and "available at start" in line and "8192 tokens" in line, line
     assert "run at once" in line
     shape = roomy.engine.budget.shape
-    budget = replace(roomy.engine.budget, limit=shape.need([CONTEXT], CONTEXT, CONTEXT), source="--memory-budget X")
+    budget = replace(
+        roomy.engine.budget, limit=shape.need([CONTEXT], CONTEXT, CONTEXT), source="--memory-budget X"
+    )
     assert budget.startup_line(CONTEXT, 256).endswith("so up to 2 run at once; the rest wait in order")
-    assert budget.startup_line(CONTEXT, 1).endswith("so up to 1 run at once (--max-batch); the rest wait in order")
+    assert budget.startup_line(CONTEXT, 1).endswith(
+        "so up to 1 run at once (--max-batch); the rest wait in order"
+    )
     assert "requests that long get a 400" in budget.startup_line(8192, 256)
 
 
-@pytest.mark.parametrize(("text", "size"), [("4GiB", 4 * 2**30), ("512MiB", 512 * 2**20), ("1.5G", 1_500_000_000),
-                                            ("2000000", 2_000_000)])
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("4GiB", 4 * 2**30), ("512MiB", 512 * 2**20), ("1.5G", 1_500_000_000), ("2000000", 2_000_000)],
+)
 def test_memory_budget_sizes_parse(text: str, size: int) -> None:
     assert parse_size(text) == size
 

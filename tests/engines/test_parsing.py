@@ -21,17 +21,32 @@ CASES = [  # text, parse_tools, (reasoning, content, calls)
     (CALL, True, (None, None, [("todo_add", X)])),
     ("<think>\nunclosed", True, ("\nunclosed", None, [])),
     ("<think>a<think>b</think>c</think>d", True, ("ab", "cd", [])),
-    ("<think>\nplan\n</think>\n\n" + CALL + "\n" + CALL.replace('"x"', '"y"'), True,
-     ("\nplan\n", None, [("todo_add", X), ("todo_add", '{"title": "y"}')])),
-    ("<think>\nplan\n</think>\n\n<tool_call>\n{bad json}\n</tool_call>", True,
-     ("\nplan\n", "\n\n<tool_call>\n{bad json}\n</tool_call>", [])),
-    ('<think>\np\n</think>\n\n<tool_call>\n{"name":"todo_add","arguments":{"title":"x"}}\n</tool_call>', True,
-     ("\np\n", None, [("todo_add", X)])),
-    ('<think>\np\n</think>\n\n<tool_call>\n{"name": "todo_add", "arguments": {"title": "x"}}', True,
-     ("\np\n", None, [("todo_add", X)])),
+    (
+        "<think>\nplan\n</think>\n\n" + CALL + "\n" + CALL.replace('"x"', '"y"'),
+        True,
+        ("\nplan\n", None, [("todo_add", X), ("todo_add", '{"title": "y"}')]),
+    ),
+    (
+        "<think>\nplan\n</think>\n\n<tool_call>\n{bad json}\n</tool_call>",
+        True,
+        ("\nplan\n", "\n\n<tool_call>\n{bad json}\n</tool_call>", []),
+    ),
+    (
+        '<think>\np\n</think>\n\n<tool_call>\n{"name":"todo_add","arguments":{"title":"x"}}\n</tool_call>',
+        True,
+        ("\np\n", None, [("todo_add", X)]),
+    ),
+    (
+        '<think>\np\n</think>\n\n<tool_call>\n{"name": "todo_add", "arguments": {"title": "x"}}',
+        True,
+        ("\np\n", None, [("todo_add", X)]),
+    ),
     ("<think>\np\n</think>\n\n" + CALL + " trailing", True, ("\np\n", None, [("todo_add", X)])),
-    ('<think>\np\n</think>\n\n<tool_call>\n{"name": "todo_add"}\n</tool_call>', True,
-     ("\np\n", '\n\n<tool_call>\n{"name": "todo_add"}\n</tool_call>', [])),
+    (
+        '<think>\np\n</think>\n\n<tool_call>\n{"name": "todo_add"}\n</tool_call>',
+        True,
+        ("\np\n", '\n\n<tool_call>\n{"name": "todo_add"}\n</tool_call>', []),
+    ),
     ("", True, (None, None, [])),
     ("<think>\nplan\n</think>\n\n" + CALL, False, ("\nplan\n", "\n\n" + CALL, [])),
     ("no think " + CALL, False, ("no think ", CALL, [])),
@@ -45,8 +60,12 @@ def test_parse_matches_vllm(text, tools, expected):
 
 
 def test_non_ascii_arguments_are_kept():
-    out = parse_vllm('<tool_call>\n{"name": "t", "arguments": {"a": "\\u00e9"}}\n</tool_call>', parse_tools=True)
-    assert out.tool_calls[0].arguments == '{"a": "é"}' and json.loads(out.tool_calls[0].arguments) == {"a": "é"}
+    out = parse_vllm(
+        '<tool_call>\n{"name": "t", "arguments": {"a": "\\u00e9"}}\n</tool_call>', parse_tools=True
+    )
+    assert out.tool_calls[0].arguments == '{"a": "é"}' and json.loads(out.tool_calls[0].arguments) == {
+        "a": "é"
+    }
 
 
 def test_thinking_disabled_means_content():

@@ -19,8 +19,16 @@ EOS = (2, 0)
 
 
 def _opts(**kw) -> ChatOptions:
-    base = dict(tools=[{}], parse_tools=True, include_reasoning=True, return_token_ids=True, logprobs=True,
-                stream=False, include_usage=False, n=1)
+    base = dict(
+        tools=[{}],
+        parse_tools=True,
+        include_reasoning=True,
+        return_token_ids=True,
+        logprobs=True,
+        stream=False,
+        include_usage=False,
+        n=1,
+    )
     return ChatOptions(**{**base, **kw})
 
 
@@ -29,7 +37,9 @@ def _gen(chat, text: str, finish: str = "stop") -> Generation:
     return Generation(ids, [-0.5] * len(ids), [()] * len(ids), finish, None)
 
 
-TOOL_TEXT = "<think>\nI need to add a todo.\n</think>\n\n" + format_tool_call("todo_add", {"title": "buy milk"})
+TOOL_TEXT = "<think>\nI need to add a todo.\n</think>\n\n" + format_tool_call(
+    "todo_add", {"title": "buy milk"}
+)
 ANSWER_TEXT = "<think>\nThe tool succeeded.\n</think>\n\nAdded the todo 'buy milk'."
 
 
@@ -54,7 +64,9 @@ def test_tool_choice_none_leaves_text(chat):
 def test_include_reasoning_false_hides_reasoning_ids_and_logprobs(chat):
     """vLLM quirk kept on purpose: with include_reasoning=false it drops token_ids and logprobs too."""
     choice = chat_choice(chat, 0, _gen(chat, ANSWER_TEXT), _opts(include_reasoning=False), EOS)
-    assert choice["message"]["reasoning"] is None and choice["token_ids"] is None and choice["logprobs"] is None
+    assert (
+        choice["message"]["reasoning"] is None and choice["token_ids"] is None and choice["logprobs"] is None
+    )
     assert choice["message"]["content"] == "\n\nAdded the todo 'buy milk'."
 
 
@@ -63,7 +75,9 @@ def test_length_finish_keeps_all_text(chat):
     assert visible_text(chat, gen.token_ids, "length", None, EOS) == "<think>\nhalf a thou"
 
 
-@pytest.mark.parametrize("text", [TOOL_TEXT, ANSWER_TEXT, "no think, <tool_ not a call", "<think>\nx</think>\n\nA <tool_ b"])
+@pytest.mark.parametrize(
+    "text", [TOOL_TEXT, ANSWER_TEXT, "no think, <tool_ not a call", "<think>\nx</think>\n\nA <tool_ b"]
+)
 def test_stream_deltas_add_up_to_the_message(chat, text):
     gen = _gen(chat, text)
     opts = _opts()

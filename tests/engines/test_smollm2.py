@@ -36,8 +36,14 @@ async def test_smollm2_answers_in_text(smol_engine):
 def test_smollm2_is_served_without_a_reasoning_parser_and_with_tools(smol_engine):
     chat = smol_engine.chat
     assert chat.reasoning_parser is None
-    tool = {"type": "function", "function": {"name": "todo_add", "description": "Add a todo.",
-                                             "parameters": {"type": "object", "properties": {}}}}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "todo_add",
+            "description": "Add a todo.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
     text = chat.render([{"role": "user", "content": "hi"}], [tool])
     assert "<tools>" in text and '"name": "todo_add"' in text and "<tool_call>" in text
     plain = chat.render([{"role": "user", "content": "hi"}])
@@ -55,13 +61,22 @@ def test_smollm2_answer_comes_back_as_content_over_http():
     server = BackgroundServer.start("smollm2")
     try:
         client = OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=300)
-        out = client.chat.completions.create(model="smollm2", max_tokens=16, temperature=0.0,
-                                             messages=[{"role": "user", "content": "What is the capital of France?"}])
+        out = client.chat.completions.create(
+            model="smollm2",
+            max_tokens=16,
+            temperature=0.0,
+            messages=[{"role": "user", "content": "What is the capital of France?"}],
+        )
         msg = out.choices[0].message
         assert msg.content and "Paris" in msg.content
         assert getattr(msg, "reasoning", None) in (None, "")
-        chunks = client.chat.completions.create(model="smollm2", max_tokens=16, temperature=0.0, stream=True,
-                                                messages=[{"role": "user", "content": "What is the capital of France?"}])
+        chunks = client.chat.completions.create(
+            model="smollm2",
+            max_tokens=16,
+            temperature=0.0,
+            stream=True,
+            messages=[{"role": "user", "content": "What is the capital of France?"}],
+        )
         streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         assert streamed == msg.content
     finally:

@@ -30,13 +30,22 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 def _request() -> dict[str, Any]:
     conv = next(c for c in load_traces() if c["harness"] == "zero")
     first = [m for m in conv["messages"] if m["role"] in ("system", "user")][:2]
-    return {"messages": first, "tools": conv["tools"], "temperature": 0, "max_tokens": 40, "logprobs": True,
-            "top_logprobs": 1}
+    return {
+        "messages": first,
+        "tools": conv["tools"],
+        "temperature": 0,
+        "max_tokens": 40,
+        "logprobs": True,
+        "top_logprobs": 1,
+    }
 
 
 def _ask(url: str, body: dict[str, Any]) -> list[tuple[str, float]]:
-    req = urllib.request.Request(url + "/v1/chat/completions", json.dumps({**body, "model": "smollm2-tools"}).encode(),
-                                 {"content-type": "application/json"})
+    req = urllib.request.Request(
+        url + "/v1/chat/completions",
+        json.dumps({**body, "model": "smollm2-tools"}).encode(),
+        {"content-type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=900) as r:
         choice = json.load(r)["choices"][0]
     return [(e["token"], e["logprob"]) for e in choice["logprobs"]["content"]]
@@ -52,14 +61,17 @@ def test_local_engine_and_vllm_cpu_agree_on_smollm2_tools(tmp_path: Path) -> Non
 
     model = ensure_smollm2_tools_dir()
     body = _request()
-    local = asyncio.run(LocalEngineProcess.start("smollm2-tools", tmp_path / "local.log", ready_timeout_s=600))
+    local = asyncio.run(
+        LocalEngineProcess.start("smollm2-tools", tmp_path / "local.log", ready_timeout_s=600)
+    )
     try:
         ours = _ask(local.url, body)
     finally:
         local.close()
     port = vllm_cpu.free_port()
-    proc = vllm_cpu.start_vllm(model, port, tmp_path / "vllm.log", max_model_len=16384,
-                               served_model_name="smollm2-tools")
+    proc = vllm_cpu.start_vllm(
+        model, port, tmp_path / "vllm.log", max_model_len=16384, served_model_name="smollm2-tools"
+    )
     try:
         vllm_cpu.wait_healthy(f"http://127.0.0.1:{port}", proc, 900)
         theirs = _ask(f"http://127.0.0.1:{port}", body)

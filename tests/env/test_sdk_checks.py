@@ -15,23 +15,30 @@ from openforgerl.env.checks.evaluate import Evidence, evaluate
 from openforgerl.env.checks.spec import CHECK_KINDS, Check, CheckKind, InvalidValue, parse_spec, string
 from openforgerl.tasks.errors import TaskFormatError
 
-_PARSE = ("import json, sys\n"
-          "from pathlib import Path\n"
-          "{setup}"
-          "from openforgerl.env.checks.spec import parse_spec\n"
-          "from openforgerl.tasks.errors import TaskFormatError\n"
-          "try:\n"
-          "    parse_spec({{'checks': [{{'kind': 'llm_judge', 'rubric': 'polite?'}}]}}, Path('checks.toml'))\n"
-          "except TaskFormatError as exc:\n"
-          "    print('refused', exc)\n"
-          "else:\n"
-          "    print('parsed')\n"
-          "print(sorted(m for m in sys.modules if m.startswith('openforgerl.envs')))\n")
+_PARSE = (
+    "import json, sys\n"
+    "from pathlib import Path\n"
+    "{setup}"
+    "from openforgerl.env.checks.spec import parse_spec\n"
+    "from openforgerl.tasks.errors import TaskFormatError\n"
+    "try:\n"
+    "    parse_spec({{'checks': [{{'kind': 'llm_judge', 'rubric': 'polite?'}}]}}, Path('checks.toml'))\n"
+    "except TaskFormatError as exc:\n"
+    "    print('refused', exc)\n"
+    "else:\n"
+    "    print('parsed')\n"
+    "print(sorted(m for m in sys.modules if m.startswith('openforgerl.envs')))\n"
+)
 
 
 def _parse_in_a_fresh_interpreter(setup: str) -> list[str]:
-    out = subprocess.run([sys.executable, "-I", "-c", _PARSE.format(setup=setup)], capture_output=True, text=True,
-                         check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", _PARSE.format(setup=setup)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     return out.stdout.splitlines()
 
 

@@ -20,6 +20,7 @@ Policy = Callable[[Any], str]
 def bash_steps(steps: list[str], seen: list[str] | None = None, final: str = "Done.") -> Policy:
     """A policy that runs `steps` as `bash` calls, one per turn, then answers `final`; `seen` gets the
     tool results (what reached the agent)."""
+
     def policy(turn: Any) -> str:
         if not turn.tools:
             return "title"
@@ -27,11 +28,18 @@ def bash_steps(steps: list[str], seen: list[str] | None = None, final: str = "Do
         if seen is not None:
             seen.extend(str(m.get("content")) for m in done)
         return format_tool_call("bash", {"command": steps[len(done)]}) if len(done) < len(steps) else final
+
     return policy
 
 
-def run_eval(tasks: Path, out: Path, monkeypatch: pytest.MonkeyPatch, policy: Policy, *extra: str,
-             harness: str = "zero") -> list[dict[str, Any]]:
+def run_eval(
+    tasks: Path,
+    out: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    policy: Policy,
+    *extra: str,
+    harness: str = "zero",
+) -> list[dict[str, Any]]:
     """One trial of every task under `tasks` with `harness`; the rollout records (`out/rollouts.jsonl`)."""
     import openforgerl.envs.claw.oracle_policy as op
     from openforgerl.cli.eval import command as eval_command
@@ -39,7 +47,21 @@ def run_eval(tasks: Path, out: Path, monkeypatch: pytest.MonkeyPatch, policy: Po
     monkeypatch.setattr(op, "oracle_policy", lambda runtimes, **kw: policy)
     app = typer.Typer()
     app.command()(eval_command)
-    res = CliRunner().invoke(app, ["--tasks", str(tasks), "--harness", harness, "--trials", "1",
-                                   "--scripted-oracle", "1.0", "--out", str(out), *extra])
+    res = CliRunner().invoke(
+        app,
+        [
+            "--tasks",
+            str(tasks),
+            "--harness",
+            harness,
+            "--trials",
+            "1",
+            "--scripted-oracle",
+            "1.0",
+            "--out",
+            str(out),
+            *extra,
+        ],
+    )
     assert res.exit_code == 0, (res.output, res.exception)
     return [json.loads(x) for x in (out / "rollouts.jsonl").read_text().splitlines()]

@@ -65,7 +65,9 @@ def test_the_brief_through_eval_beats_a_no_op(tmp_path: Path, monkeypatch: pytes
                 return "title"
             seen = [str(m.get("content")) for m in turn.messages if m.get("role") == "tool"]
             if not seen and final != "Done.":
-                return format_tool_call("bash", {"command": "cat /workspace/tasks/T909_shared/fixtures/brief.txt"})
+                return format_tool_call(
+                    "bash", {"command": "cat /workspace/tasks/T909_shared/fixtures/brief.txt"}
+                )
             assert not seen or "Lisbon" in seen[0]  # the other task's fixture is in the workspace
             return final
 

@@ -43,13 +43,25 @@ def test_import_maps_the_endpoints_to_upstream_tools(folder: Path) -> None:
     task = load_task(folder)
     assert task.flags == ["needs:transcript"]  # no `unsupported: service:ledger` / `tool:ledger_*`
     manifest = json.loads((folder / "environment/upstream/services.json").read_text())
-    assert manifest["services"] == [{"name": "ledger", "server": "mock_services/ledger/server.py", "audit": "/ledger/audit",
-                                     "env": {"LEDGER_FIXTURES": "tasks/T950_ledger_post/fixtures/ledger/accounts.json",
-                                             "FAIL_ONCE": "/ledger/accounts"}}]
+    assert manifest["services"] == [
+        {
+            "name": "ledger",
+            "server": "mock_services/ledger/server.py",
+            "audit": "/ledger/audit",
+            "env": {
+                "LEDGER_FIXTURES": "tasks/T950_ledger_post/fixtures/ledger/accounts.json",
+                "FAIL_ONCE": "/ledger/accounts",
+            },
+        }
+    ]
     assert [(t["name"], t["method"], t["path"]) for t in manifest["tools"]] == [
-        ("ledger_list_accounts", "POST", "/ledger/accounts"), ("ledger_post_entry", "POST", "/ledger/post")]
+        ("ledger_list_accounts", "POST", "/ledger/accounts"),
+        ("ledger_post_entry", "POST", "/ledger/post"),
+    ]
     assert (folder / "environment/upstream/tasks/T950_ledger_post/fixtures/ledger/accounts.json").is_file()
-    assert not any("grader" in p.name for p in (folder / "environment").rglob("*"))  # grader stays under tests/
+    assert not any(
+        "grader" in p.name for p in (folder / "environment").rglob("*")
+    )  # grader stays under tests/
     runtime = ClawTaskRuntime(task)
     names = [t["function"]["name"] for t in runtime.function_tools()]
     assert {"ledger_list_accounts", "ledger_post_entry", "read_file"} <= set(names)
@@ -70,7 +82,9 @@ def service(folder: Path) -> Iterator[str]:
 
 def _http(url: str, method: str = "POST", body: dict | None = None, token: str = "") -> tuple[int, object]:
     data = json.dumps(body or {}).encode() if method == "POST" else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Authorization": f"Bearer {token}"} if token else {})
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"Authorization": f"Bearer {token}"} if token else {}
+    )
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, json.loads(resp.read())
@@ -83,8 +97,13 @@ def test_only_declared_endpoints_are_reachable_and_the_audit_needs_the_token(ser
     status, body = _http(f"{service}/call/ledger_list_accounts")
     assert status == 200 and body["result"]["accounts"][1]["balance"] == 0
     assert _http(f"{service}/call/ledger_post_entry", body=POST)[1]["result"]["balance"] == 120
-    for path in ("/ledger/admin/credit", "/ledger/reset", "/call/ledger_admin_credit", "/call/../ledger/admin/credit",
-                 "/tools/ledger/reset"):
+    for path in (
+        "/ledger/admin/credit",
+        "/ledger/reset",
+        "/call/ledger_admin_credit",
+        "/call/../ledger/admin/credit",
+        "/tools/ledger/reset",
+    ):
         assert _http(f"{service}{path}", body=POST)[0] == 404, path
     assert _http(f"{service}/ledger/audit", "GET")[0] == 404
     assert _http(f"{service}/upstream/audit", "GET")[0] == 403
@@ -92,8 +111,11 @@ def test_only_declared_endpoints_are_reachable_and_the_audit_needs_the_token(ser
     status, audit = _http(f"{service}/upstream/audit", "GET", token="s3cret")
     assert status == 200 and audit["ledger"]["posted"] == [POST]  # upstream's own /audit, by service name
     calls = _http(f"{service}/audit", "GET")[1]["calls"]
-    assert [(c["tool"], c["status"]) for c in calls][:3] == [("ledger_list_accounts", 503),
-                                                             ("ledger_list_accounts", 200), ("ledger_post_entry", 200)]
+    assert [(c["tool"], c["status"]) for c in calls][:3] == [
+        ("ledger_list_accounts", 503),
+        ("ledger_list_accounts", 200),
+        ("ledger_post_entry", 200),
+    ]
     assert {c["status"] for c in calls[3:]} == {404}  # the refused ones are audited too, and did nothing
 
 
@@ -111,27 +133,38 @@ def _policy(steps: list[tuple[str, dict]], seen: list[str]):
         seen[:] = [str(m.get("content", "")) for m in done]
         calls = [format_tool_call(_exposed(turn.tools, n), a) for n, a in steps]
         return calls[len(done)] if len(done) < len(calls) else "Posted the ticket to Travel."
+
     return policy
 
 
-def eval_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[tuple[str, dict]],
-              seen: list[str] | None = None, harness: str = "zero") -> dict:
+def eval_task(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    steps: list[tuple[str, dict]],
+    seen: list[str] | None = None,
+    harness: str = "zero",
+) -> dict:
     """One `eval` rollout of T950 with `zero` whose policy makes `steps`; `seen` gets the tool results."""
     tasks = tmp_path / "tasks"
     if not tasks.is_dir():
         import_any(TASK, tasks)
-    [record] = run_eval(tasks, tmp_path / "r", monkeypatch, _policy(steps, [] if seen is None else seen),
-                        harness=harness)
+    [record] = run_eval(
+        tasks, tmp_path / "r", monkeypatch, _policy(steps, [] if seen is None else seen), harness=harness
+    )
     return record
 
 
 @needs_bwrap
-@pytest.mark.parametrize(("steps", "reward"), [
-    ([("ledger_list_accounts", {}), ("ledger_list_accounts", {}), ("ledger_post_entry", POST)], 1.0),
-    ([], 0.0),  # a no-op
-])
+@pytest.mark.parametrize(
+    ("steps", "reward"),
+    [
+        ([("ledger_list_accounts", {}), ("ledger_list_accounts", {}), ("ledger_post_entry", POST)], 1.0),
+        ([], 0.0),  # a no-op
+    ],
+)
 def test_eval_runs_upstreams_service_and_the_grader_reads_its_audit(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list, reward: float) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list, reward: float
+) -> None:
     record = eval_task(tmp_path, monkeypatch, steps)
     assert record["status"] == "ok", record
     assert record["reward"] == reward and record["reward_components"]["check.grader"] == reward
@@ -140,15 +173,20 @@ def test_eval_runs_upstreams_service_and_the_grader_reads_its_audit(
 @needs_bwrap
 @pytest.mark.harness
 @pytest.mark.parametrize("harness", ["claude_code", "codex"])
-def test_a_real_cli_reaches_upstreams_service_through_mcp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          harness: str) -> None:
+def test_a_real_cli_reaches_upstreams_service_through_mcp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, harness: str
+) -> None:
     """The same task through an unmodified CLI: the upstream tools are MCP tools (`env/mcp_server.py` over the
     task's declared schemas), and the grader scores what upstream's service audited."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "eval"))
     from test_eval_real_clis import _require_installed
 
     _require_installed(harness)
-    record = eval_task(tmp_path, monkeypatch, [("ledger_list_accounts", {}), ("ledger_list_accounts", {}),
-                                               ("ledger_post_entry", POST)], harness=harness)
+    record = eval_task(
+        tmp_path,
+        monkeypatch,
+        [("ledger_list_accounts", {}), ("ledger_list_accounts", {}), ("ledger_post_entry", POST)],
+        harness=harness,
+    )
     assert record["status"] == "ok", record
     assert record["reward"] == 1.0 and record["reward_components"]["check.grader"] == 1.0

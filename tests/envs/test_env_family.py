@@ -27,7 +27,9 @@ def counter_runtime(task: Task, **_: Any) -> TaskSpec:
         got = (await sandbox.read_file("/workdir/counter.txt")).decode(errors="replace").strip()
         return Verdict(float(got == target), {"counter": float(got == target)}, f"counter = {got!r}")
 
-    return TaskSpec(task.task_id, task.instruction, verify, budget_s=60.0, files=lambda: {"counter.txt": b"0\n"})
+    return TaskSpec(
+        task.task_id, task.instruction, verify, budget_s=60.0, files=lambda: {"counter.txt": b"0\n"}
+    )
 
 
 register_family(TaskFamily("counter", counter_runtime, kinds=("counter",)))

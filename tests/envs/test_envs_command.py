@@ -48,8 +48,21 @@ def test_eval_command_writes_the_report(tmp_path: Path) -> None:
     app.command()(eval_command)
     tasks = tmp_path / "one"
     shutil.copytree(SUITE / "easy-todo-add-02", tasks / "easy-todo-add-02")
-    res = CliRunner().invoke(app, ["--tasks", str(tasks), "--harness", "zero", "--trials", "2",
-                                   "--scripted-oracle", "1.0", "--out", str(tmp_path / "report")])
+    res = CliRunner().invoke(
+        app,
+        [
+            "--tasks",
+            str(tasks),
+            "--harness",
+            "zero",
+            "--trials",
+            "2",
+            "--scripted-oracle",
+            "1.0",
+            "--out",
+            str(tmp_path / "report"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["harnesses"]["zero"]["pass_hat"]["2"]["value"] == 1.0

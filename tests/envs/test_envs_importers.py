@@ -98,7 +98,9 @@ def test_harbor_runtime_works_with_the_scripted_oracle_policy() -> None:
     assert callable(oracle_policy([rt]))
 
 
-@pytest.mark.skipif(not os.environ.get("CLAW_BENCH_TASKS"), reason="set CLAW_BENCH_TASKS to the claw-bench tasks dir")
+@pytest.mark.skipif(
+    not os.environ.get("CLAW_BENCH_TASKS"), reason="set CLAW_BENCH_TASKS to the claw-bench tasks dir"
+)
 def test_all_claw_bench_tasks_load() -> None:
     roots = find_tasks(os.environ["CLAW_BENCH_TASKS"])
     assert len(roots) == 222
@@ -106,7 +108,9 @@ def test_all_claw_bench_tasks_load() -> None:
 
 
 @needs_bwrap
-@pytest.mark.skipif(not os.environ.get("CLAW_BENCH_TASKS"), reason="set CLAW_BENCH_TASKS to the claw-bench tasks dir")
+@pytest.mark.skipif(
+    not os.environ.get("CLAW_BENCH_TASKS"), reason="set CLAW_BENCH_TASKS to the claw-bench tasks dir"
+)
 def test_a_real_claw_bench_task_runs_to_a_verified_result(tmp_path: Path) -> None:
     """One of the package's own tasks: its setup, its oracle and its pytest verifier, in a real sandbox."""
     [root] = [r for r in find_tasks(os.environ["CLAW_BENCH_TASKS"]) if r.name.startswith("doc-005")]
@@ -125,7 +129,9 @@ def test_harbor_script_task_runs_to_a_verified_result(tmp_path: Path) -> None:
 def test_claw_bench_setup_that_ignores_its_argument_does_not_touch_the_task(tmp_path: Path) -> None:
     root = Path(shutil.copytree(find_tasks(DATA / "claw_bench")[0], tmp_path / "cal-901"))
     setup = root / "environment" / "setup.sh"
-    setup.write_text(setup.read_text().replace('WORKSPACE="${1:-$TASK_DIR/workspace}"', 'WORKSPACE="$TASK_DIR/workspace"'))
+    setup.write_text(
+        setup.read_text().replace('WORKSPACE="${1:-$TASK_DIR/workspace}"', 'WORKSPACE="$TASK_DIR/workspace"')
+    )
     assert 'WORKSPACE="$TASK_DIR/workspace"' in setup.read_text()
     assert list(load_runtime(root).files()) == ["workspace/meetings.csv"]
     assert not (root / "workspace").exists()
@@ -138,12 +144,24 @@ def test_claw_eval_email_task_maps_components_safety_expected_actions_and_files(
     assert detect_format(DATA / "claw_eval") == "claw-eval"
     task = _imported(DATA / "claw_eval", tmp_path)["claw-eval/T901_email_reply_draft"]
     assert task.flags == [] and task.meta.no_oracle == "" and task.meta.services == ["mail"]
-    assert task.meta.tools == ["list_files", "mail_draft", "mail_list", "mail_read", "mail_send", "read_file",
-                               "submit_answer", "write_file"]
+    assert task.meta.tools == [
+        "list_files",
+        "mail_draft",
+        "mail_list",
+        "mail_read",
+        "mail_send",
+        "read_file",
+        "submit_answer",
+        "write_file",
+    ]
     assert task.budget_s == 240 and task.meta.split == "test" and task.meta.difficulty == "easy"
     c = _checks(task.root)
     assert (c["safety_0"].kind, c["safety_0"].tool, c["safety_0"].safety) == ("not_called", "mail_send", True)
-    assert (c["email_reading"].tool, c["email_reading"].min_count, c["email_reading"].weight) == ("mail_read", 2, 0.2)
+    assert (c["email_reading"].tool, c["email_reading"].min_count, c["email_reading"].weight) == (
+        "mail_read",
+        2,
+        0.2,
+    )
     assert (c["draft_creation"].tool, c["draft_creation"].weight) == ("mail_draft", 0.4)
     assert (c["reply_quality"].kind, c["reply_quality"].source) == ("text", "output")
     assert c["reply_quality"].contains == ["client@bigcorp.example", "delay"]
@@ -151,8 +169,9 @@ def test_claw_eval_email_task_maps_components_safety_expected_actions_and_files(
     inbox = json.loads((task.root / "environment/fixtures/mail.json").read_text())["inbox"]
     assert [m["id"] for m in inbox] == ["msg_1", "msg_2"] and inbox[0]["from"] == "client@bigcorp.example"
     src = DATA / "claw_eval" / "T901_email_reply_draft"
-    assert (task.root / "environment/workspace/fixtures/gmail/inbox.json").read_bytes() == \
-        (src / "fixtures/gmail/inbox.json").read_bytes()  # sandbox_files, at upstream's relative path
+    assert (task.root / "environment/workspace/fixtures/gmail/inbox.json").read_bytes() == (
+        src / "fixtures/gmail/inbox.json"
+    ).read_bytes()  # sandbox_files, at upstream's relative path
     assert not (task.root / "tests/claw_eval/grader.py").exists()  # no grader.py: scored by its components
     assert "gmail_list_messages" in (task.root / "tests/claw_eval/reference_solution.md").read_text()
     assert "submit_answer" in task.instruction
@@ -160,7 +179,9 @@ def test_claw_eval_email_task_maps_components_safety_expected_actions_and_files(
 
 def test_claw_eval_oracle_is_derived_from_the_checks(tmp_path: Path) -> None:
     tasks = _imported(DATA / "claw_eval", tmp_path)
-    actions = json.loads((tasks["claw-eval/T901_email_reply_draft"].root / "solution/actions.json").read_text())
+    actions = json.loads(
+        (tasks["claw-eval/T901_email_reply_draft"].root / "solution/actions.json").read_text()
+    )
     assert [a["tool"] for a in actions] == ["mail_read", "mail_read", "mail_draft", "submit_answer"]
     assert [a["args"].get("id") for a in actions[:2]] == ["msg_1", "msg_2"]
     assert actions[2]["args"]["to"] == "client@bigcorp.example" and "delay" in actions[2]["args"]["body"]
@@ -176,12 +197,18 @@ def test_claw_eval_tools_map_by_semantics_and_the_rest_is_flagged(tmp_path: Path
     assert [k for k, v in TOOLS.items() if v == "mail_send"] == ["gmail_send_message"]
     assert "send_notification" not in TOOLS and "contacts_send_message" not in TOOLS
     task = _imported(DATA / "claw_eval", tmp_path)["claw-eval/T902_notify_contact"]
-    assert set(task.flags) == {"unsupported:tool:contacts_send_message", "unsupported:tool:send_notification",
-                               "unsupported:scoring:tool_called:contacts_send_message", "unsupported:service:crm",
-                               "unsupported:expected_action:crm/exported_reports"}
+    assert set(task.flags) == {
+        "unsupported:tool:contacts_send_message",
+        "unsupported:tool:send_notification",
+        "unsupported:scoring:tool_called:contacts_send_message",
+        "unsupported:service:crm",
+        "unsupported:expected_action:crm/exported_reports",
+    }
     assert not any(t.startswith("mail_") for t in task.meta.tools)
     c = _checks(task.root)
-    assert c["lookup"].tool == "contacts_find" and "safety_0" not in c  # a tool we do not offer cannot be called
+    assert (
+        c["lookup"].tool == "contacts_find" and "safety_0" not in c
+    )  # a tool we do not offer cannot be called
 
 
 def test_claw_eval_multi_turn_needs_a_user_simulator_unless_an_engine_is_given(tmp_path: Path) -> None:
@@ -194,7 +221,9 @@ def test_claw_eval_multi_turn_needs_a_user_simulator_unless_an_engine_is_given(t
     [folder] = import_any(src, tmp_path / "b", user_engine="http://127.0.0.1:9000/v1")
     assert load_task(folder).flags == ["requires_llm_judge"]
     user = json.loads((folder / "tests/user_agent.json").read_text())
-    assert user["max_rounds"] == 4 and "4.9%" in user["persona"] and user["engine"] == "http://127.0.0.1:9000/v1"
+    assert (
+        user["max_rounds"] == 4 and "4.9%" in user["persona"] and user["engine"] == "http://127.0.0.1:9000/v1"
+    )
 
 
 def test_claw_eval_calendar_fixture_and_created_events(tmp_path: Path) -> None:
@@ -202,14 +231,20 @@ def test_claw_eval_calendar_fixture_and_created_events(tmp_path: Path) -> None:
     [event] = json.loads((task.root / "environment/fixtures/calendar.json").read_text())["events"]
     assert (event["id"], event["start"], event["end"]) == ("evt_001", "2026-03-03T09:00", "2026-03-03T09:30")
     c = _checks(task.root)
-    assert c["booked"].tool == "calendar_create" and c["expected_calendar_created_events"].tool == "calendar_create"
+    assert (
+        c["booked"].tool == "calendar_create"
+        and c["expected_calendar_created_events"].tool == "calendar_create"
+    )
 
 
 @needs_bwrap
 def test_claw_eval_runnable_tasks_with_oracles_validate(tmp_path: Path) -> None:
     tasks = _imported(DATA / "claw_eval", tmp_path)
     ready = [load_runtime(t.root) for t in tasks.values() if not t.flags and not t.meta.no_oracle]
-    assert sorted(rt.task_id for rt in ready) == ["claw-eval/T901_email_reply_draft", "claw-eval/T905_kb_vpn_checklist"]
+    assert sorted(rt.task_id for rt in ready) == [
+        "claw-eval/T901_email_reply_draft",
+        "claw-eval/T905_kb_vpn_checklist",
+    ]
     results = asyncio.run(_validate(ready, tmp_path))
     assert [(r.noop_reward, r.oracle_reward, r.error) for r in results] == [(0.0, 1.0, "")] * 2
 
@@ -236,7 +271,9 @@ def test_qwenclawbench_assets_inline_contents_and_flags(tmp_path: Path) -> None:
 def test_qwenclawbench_missing_asset_is_flagged(tmp_path: Path) -> None:
     md = tmp_path / "tasks" / "task_1.md"
     md.parent.mkdir()
-    md.write_text((DATA / "qwenclawbench/tasks/task_900_sample.md").read_text().replace("task_900_sample", "task_1"))
+    md.write_text(
+        (DATA / "qwenclawbench/tasks/task_900_sample.md").read_text().replace("task_900_sample", "task_1")
+    )
     [folder] = import_any(md, tmp_path / "out")
     assert load_task(folder).flags == ["unsupported:missing_asset:data/stock.txt"]
 
@@ -276,20 +313,36 @@ def _spec(tmp_path: Path, *checks: dict):
 
 
 def test_text_check_reads_the_final_answer_and_the_agent_written_text(tmp_path: Path) -> None:
-    spec = _spec(tmp_path, {"kind": "text", "name": "kw", "contains": ["Delay", "client@x.example"]},
-                 {"kind": "text", "name": "long", "source": "final", "min_length": 10})
-    draft = {"tool": "mail_draft", "ok": True, "args": {"to": "client@x.example", "subject": "s", "body": "the delay"}}
-    read = {"tool": "mail_read", "ok": True, "args": {"id": "delay client@x.example"}}  # reads are not the agent's text
+    spec = _spec(
+        tmp_path,
+        {"kind": "text", "name": "kw", "contains": ["Delay", "client@x.example"]},
+        {"kind": "text", "name": "long", "source": "final", "min_length": 10},
+    )
+    draft = {
+        "tool": "mail_draft",
+        "ok": True,
+        "args": {"to": "client@x.example", "subject": "s", "body": "the delay"},
+    }
+    read = {
+        "tool": "mail_read",
+        "ok": True,
+        "args": {"id": "delay client@x.example"},
+    }  # reads are not the agent's text
     state = {"answer": {"submitted": ["short"]}}
     assert evaluate(spec, Evidence(state, [read], None)).checks == {"kw": 0.0, "long": 0.0}
     out = evaluate(spec, Evidence({"answer": {"submitted": ["long enough text"]}}, [draft], None))
     assert out.checks == {"kw": 1.0, "long": 1.0}
-    said = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "a final reply"}]}]
+    said = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "text", "text": "a final reply"}]},
+    ]
     # the instruction asks for submit_answer: a submitted answer is the final text; else the last assistant message
     assert evaluate(spec, Evidence(state, [], None, transcript=said)).checks["long"] == 0.0
     assert evaluate(spec, Evidence({}, [], None, transcript=said)).checks["long"] == 1.0
     asked = {"user": {"asked": ["What is the rate?", "With 4.9% prepaying saves 12,000 of interest."]}}
-    assert evaluate(spec, Evidence(asked, [], None, transcript=said)).checks["long"] == 1.0  # multi-turn: ask_user
+    assert (
+        evaluate(spec, Evidence(asked, [], None, transcript=said)).checks["long"] == 1.0
+    )  # multi-turn: ask_user
 
 
 def test_python_grader_runs_a_script_inside_the_tests_folder_only(tmp_path: Path) -> None:
@@ -307,14 +360,18 @@ def test_python_grader_runs_a_script_inside_the_tests_folder_only(tmp_path: Path
 def test_a_python_grader_tripped_by_the_rollout_is_zero_and_a_broken_one_is_infra(tmp_path: Path) -> None:
     """What the agent wrote must not turn its 0 into a retried infra fault; a grader broken on any input
     is the verifier's fault."""
-    (tmp_path / "g.py").write_text("def grade(ev):\n    return float(all(m['content'].strip() for m in ev['transcript']))\n")
+    (tmp_path / "g.py").write_text(
+        "def grade(ev):\n    return float(all(m['content'].strip() for m in ev['transcript']))\n"
+    )
     spec = _spec(tmp_path, {"kind": "python_grader", "name": "g", "script": "g.py"})
     said = [{"role": "assistant", "content": "done"}]
     assert evaluate(spec, Evidence({}, [], None, tests_dir=tmp_path, transcript=said)).reward == 1.0
     odd = [{"role": "assistant", "content": None}]  # `.strip()` of None raises, on the agent's own message
     tripped = evaluate(spec, Evidence({}, [], None, tests_dir=tmp_path, transcript=odd))
     assert tripped.reward == 0.0 and "on this rollout's data" in tripped.log()
-    (tmp_path / "g.py").write_text("def grade(ev):\n    return ev['state']['mail']['drafts']\n")  # broken anywhere
+    (tmp_path / "g.py").write_text(
+        "def grade(ev):\n    return ev['state']['mail']['drafts']\n"
+    )  # broken anywhere
     with pytest.raises(GraderUnavailable, match="KeyError"):
         evaluate(spec, Evidence({}, [], None, tests_dir=tmp_path, transcript=said))
 
@@ -322,14 +379,19 @@ def test_a_python_grader_tripped_by_the_rollout_is_zero_and_a_broken_one_is_infr
 def test_communicate_follows_tau2_and_db_check_is_not_judged_without_the_domain(tmp_path: Path) -> None:
     spec = _spec(tmp_path, {"kind": "communicate", "info": ["1,327", "refund"]})
     said = [{"role": "assistant", "content": "Your Refund of 1,327 dollars is on its way"}]
-    assert evaluate(spec, Evidence({}, [], None, transcript=said)).reward == 0.0  # tau2 strips commas from messages
+    assert (
+        evaluate(spec, Evidence({}, [], None, transcript=said)).reward == 0.0
+    )  # tau2 strips commas from messages
     said = [{"role": "assistant", "content": "Your refund: 1327"}]
     spec = _spec(tmp_path, {"kind": "communicate", "info": ["1327", "REFUND"]})
     assert evaluate(spec, Evidence({}, [], None, transcript=said)).reward == 1.0
     with pytest.raises(GraderUnavailable, match="transcript"):
         evaluate(spec, Evidence({}, [], None))
     with pytest.raises(GraderUnavailable, match="airline"):
-        evaluate(_spec(tmp_path, {"kind": "tau2_db", "domain": "airline", "actions": "a.json"}), Evidence({}, [], None))
+        evaluate(
+            _spec(tmp_path, {"kind": "tau2_db", "domain": "airline", "actions": "a.json"}),
+            Evidence({}, [], None),
+        )
 
 
 # ------------------------------------------------------------------ reasons and counts
@@ -337,7 +399,10 @@ def test_communicate_follows_tau2_and_db_check_is_not_judged_without_the_domain(
 
 def test_flag_reasons_are_counted() -> None:
     assert reason_of("unsupported:tool:send_notification") == "unsupported tool"
-    assert reason_of("needs:user_simulator") == "needs user_simulator" and reason_of("requires_llm_judge") == "needs judge"
+    assert (
+        reason_of("needs:user_simulator") == "needs user_simulator"
+        and reason_of("requires_llm_judge") == "needs judge"
+    )
     summary = summarize_flags([["needs:user_simulator", "requires_llm_judge"], ["needs:user_simulator"], []])
     assert summary.line("imported") == "1 runnable of 3 imported: 2 needs user_simulator, 1 needs judge"
 
@@ -348,7 +413,9 @@ def test_validate_on_a_fully_flagged_set_says_why_and_fails(tmp_path: Path) -> N
     assert res.exit_code == 1, res.output
     assert "0/0" not in res.output
     line = next(x for x in res.output.splitlines() if x.startswith("0 runnable of 3 tasks: "))
-    assert {"3 needs user_simulator", "1 needs judge", "2 needs transcript"} <= set(line.split(": ", 1)[1].split(", "))
+    assert {"3 needs user_simulator", "1 needs judge", "2 needs transcript"} <= set(
+        line.split(": ", 1)[1].split(", ")
+    )
 
 
 def test_import_command_prints_the_counts(tmp_path: Path) -> None:
@@ -376,8 +443,21 @@ def test_an_imported_claw_eval_task_runs_through_eval(tmp_path: Path) -> None:
     import_any(DATA / "claw_eval" / "T901_email_reply_draft", tmp_path / "t")
     app = typer.Typer()
     app.command()(eval_command)
-    res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "t"), "--harness", "zero", "--trials", "1",
-                                   "--scripted-oracle", "1.0", "--out", str(tmp_path / "report")])
+    res = CliRunner().invoke(
+        app,
+        [
+            "--tasks",
+            str(tmp_path / "t"),
+            "--harness",
+            "zero",
+            "--trials",
+            "1",
+            "--scripted-oracle",
+            "1.0",
+            "--out",
+            str(tmp_path / "report"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["harnesses"]["zero"]["pass_hat"]["1"]["value"] == 1.0
@@ -414,7 +494,9 @@ def test_harbor_verifiers_never_import_what_the_agent_planted(tmp_path: Path) ->
 
     async def planted_reward(rt) -> float:
         backend = LocalBackend(root=tmp_path / "sbx")
-        sandbox = await backend.open_sandbox(SandboxSpec(rollout_id="attack", files=rt.files(), lifetime_s=300))
+        sandbox = await backend.open_sandbox(
+            SandboxSpec(rollout_id="attack", files=rt.files(), lifetime_s=300)
+        )
         try:
             for where in ("/workdir", "/workdir/workspace", "/workdir/.claw/tests"):
                 await sandbox.write_file(f"{where}/conftest.py", PLANTED_CONFTEST)

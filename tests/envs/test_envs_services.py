@@ -27,7 +27,11 @@ def test_tool_calls_change_state_and_are_audited(claw_service) -> None:
     status, body = call_tool("mail_read", {"id": "nope"})
     assert status == 404 and "no message" in body["error"]
     calls = get_json("/audit")["calls"]
-    assert [(c["tool"], c["status"]) for c in calls] == [("mail_search", 200), ("mail_reply", 200), ("mail_read", 404)]
+    assert [(c["tool"], c["status"]) for c in calls] == [
+        ("mail_search", 200),
+        ("mail_reply", 200),
+        ("mail_read", 404),
+    ]
     assert calls[1]["args"] == {"id": "m1", "body": "Yes, still $48,000."}
     assert svc.app.world.state()["mail"]["sent"]
 
@@ -36,7 +40,9 @@ def test_bad_arguments_are_agent_errors(claw_service) -> None:
     claw_service()
     status, body = call_tool("todo_add", {"titl": "x"})
     assert status == 400 and "unknown argument 'titl'" in body["error"]
-    status, body = call_tool("calendar_create", {"title": "t", "start": "tomorrow", "end": "2026-03-05T10:00"})
+    status, body = call_tool(
+        "calendar_create", {"title": "t", "start": "tomorrow", "end": "2026-03-05T10:00"}
+    )
     assert status == 400 and "must look like" in body["error"]
     status, body = call_tool("write_file", {"path": "../escape.txt", "content": "x"})
     assert status == 400 and "outside the workspace" in body["error"]
@@ -64,8 +70,14 @@ def test_reset_restores_fixtures_and_is_audited(claw_service) -> None:
 
 
 def test_fault_injection_fails_the_nth_call_without_side_effects(claw_service) -> None:
-    claw_service(config={"faults": [{"tool": "todo_add", "call": 2, "kind": "error", "status": 503},
-                                    {"tool": "mail_send", "call": 1, "kind": "timeout", "delay_s": 0.05}]})
+    claw_service(
+        config={
+            "faults": [
+                {"tool": "todo_add", "call": 2, "kind": "error", "status": 503},
+                {"tool": "mail_send", "call": 1, "kind": "timeout", "delay_s": 0.05},
+            ]
+        }
+    )
     assert call_tool("todo_add", {"title": "one"})[0] == 200
     status, body = call_tool("todo_add", {"title": "two"})
     assert status == 503 and "retry" in body["error"]
@@ -87,8 +99,19 @@ def test_workspace_files(claw_service, tmp_path: Path) -> None:
 
 def test_cli_prints_json_and_fails_on_errors(claw_service, capsys: pytest.CaptureFixture[str]) -> None:
     claw_service(config={"faults": [{"tool": "calendar_create", "call": 1}]})
-    argv = ["calendar", "create", "--title", "Sync", "--start", "2026-03-05T10:00", "--end", "2026-03-05T10:30",
-            "--attendees", "a@x.io", "b@x.io"]
+    argv = [
+        "calendar",
+        "create",
+        "--title",
+        "Sync",
+        "--start",
+        "2026-03-05T10:00",
+        "--end",
+        "2026-03-05T10:30",
+        "--attendees",
+        "a@x.io",
+        "b@x.io",
+    ]
     assert claw_cli.main(argv) == 1
     assert "error (503)" in capsys.readouterr().err
     assert claw_cli.main(argv) == 0
@@ -100,8 +123,19 @@ def test_cli_prints_json_and_fails_on_errors(claw_service, capsys: pytest.Captur
 def test_service_process_starts_and_serves(tmp_path: Path) -> None:
     """`python -m openforgerl.envs.claw.services` as a real process, port chosen by the OS."""
     port_file = tmp_path / "port"
-    proc = subprocess.Popen([sys.executable, "-m", "openforgerl.envs.claw.services", "--port", "0",
-                             "--port-file", str(port_file), "--workspace", str(tmp_path)])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "openforgerl.envs.claw.services",
+            "--port",
+            "0",
+            "--port-file",
+            str(port_file),
+            "--workspace",
+            str(tmp_path),
+        ]
+    )
     try:
         deadline = time.monotonic() + 60
         while not (port_file.is_file() and port_file.read_text()):
@@ -120,9 +154,11 @@ async def test_mcp_server_lists_and_calls_tools(claw_service) -> None:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     svc = claw_service()
-    params = StdioServerParameters(command=sys.executable, args=["-m", "openforgerl.envs.claw.mcp_server", "--tools",
-                                                                 "todo_add,mail_send"],
-                                   env={"OPENFORGERL_CLAW_URL": svc.url})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "openforgerl.envs.claw.mcp_server", "--tools", "todo_add,mail_send"],
+        env={"OPENFORGERL_CLAW_URL": svc.url},
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = (await session.list_tools()).tools
@@ -147,9 +183,13 @@ def test_an_oversized_or_lying_body_is_refused_before_it_is_read(claw_service) -
 
     service = claw_service()
     host, port = urlsplit(service.url).hostname, urlsplit(service.url).port
-    for length, body, path, status in ((str(MAX_BODY + 1), b"", "/call/todo_list", 413), ("-5", b"", "/call/x", 413),
-                                       ("abc", b"", "/call/x", 413), ("3", b"{x}", "/call/todo_list", 400),
-                                       ("2", b"{}", "/nope", 404)):
+    for length, body, path, status in (
+        (str(MAX_BODY + 1), b"", "/call/todo_list", 413),
+        ("-5", b"", "/call/x", 413),
+        ("abc", b"", "/call/x", 413),
+        ("3", b"{x}", "/call/todo_list", 400),
+        ("2", b"{}", "/nope", 404),
+    ):
         conn = http.client.HTTPConnection(host, port, timeout=10)
         conn.putrequest("POST", path)
         conn.putheader("Content-Length", length)

@@ -40,7 +40,11 @@ def test_suite_shape() -> None:
 
 def test_committed_suite_equals_a_fresh_generation(tmp_path: Path) -> None:
     generate(tmp_path / "claw")
-    fresh = {p.relative_to(tmp_path / "claw"): p.read_bytes() for p in (tmp_path / "claw").rglob("*") if p.is_file()}
+    fresh = {
+        p.relative_to(tmp_path / "claw"): p.read_bytes()
+        for p in (tmp_path / "claw").rglob("*")
+        if p.is_file()
+    }
     shipped = {p.relative_to(SUITE): p.read_bytes() for p in SUITE.rglob("*") if p.is_file()}
     assert fresh.keys() == shipped.keys()
     assert [k for k in fresh if fresh[k] != shipped[k]] == []

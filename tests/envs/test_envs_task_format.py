@@ -30,21 +30,44 @@ def test_suite_task_loads() -> None:
     assert task.budget_s == 300.0 and not task.flags
 
 
-@pytest.mark.parametrize(("edit", "file", "field", "why"), [
-    (lambda r: (r / "task.toml").unlink(), "task.toml", "", "missing"),
-    (lambda r: (r / "task.toml").write_text("[task\n"), "task.toml", "", "not valid TOML"),
-    (lambda r: _sub(r / "task.toml", 'split = "train"', 'split = "dev"'), "task.toml",
-     "metadata.openforgerl.split", "'train' or 'test'"),
-    (lambda r: _sub(r / "task.toml", 'services = ["mail"]', 'services = ["fax"]'), "task.toml",
-     "metadata.openforgerl.services", "unknown service"),
-    (lambda r: _sub(r / "task.toml", "[metadata.openforgerl]", '[metadata.openforgerl]\ncolour = "red"'),
-     "task.toml", "metadata.openforgerl.colour", "Extra inputs"),
-    (lambda r: (r / "instruction.md").write_text("  \n"), "instruction.md", "", "empty"),
-    (lambda r: (r / "tests" / "checks.toml").unlink(), "tests/checks.toml", "", "missing"),
-    (lambda r: _sub(r / "tests" / "checks.toml", 'kind = "record"', 'kind = "vibes"'), "tests/checks.toml",
-     "checks.0", "tag"),
-])
-def test_bad_folders_name_file_field_and_reason(tmp_path: Path, edit, file: str, field: str, why: str) -> None:
+@pytest.mark.parametrize(
+    ("edit", "file", "field", "why"),
+    [
+        (lambda r: (r / "task.toml").unlink(), "task.toml", "", "missing"),
+        (lambda r: (r / "task.toml").write_text("[task\n"), "task.toml", "", "not valid TOML"),
+        (
+            lambda r: _sub(r / "task.toml", 'split = "train"', 'split = "dev"'),
+            "task.toml",
+            "metadata.openforgerl.split",
+            "'train' or 'test'",
+        ),
+        (
+            lambda r: _sub(r / "task.toml", 'services = ["mail"]', 'services = ["fax"]'),
+            "task.toml",
+            "metadata.openforgerl.services",
+            "unknown service",
+        ),
+        (
+            lambda r: _sub(
+                r / "task.toml", "[metadata.openforgerl]", '[metadata.openforgerl]\ncolour = "red"'
+            ),
+            "task.toml",
+            "metadata.openforgerl.colour",
+            "Extra inputs",
+        ),
+        (lambda r: (r / "instruction.md").write_text("  \n"), "instruction.md", "", "empty"),
+        (lambda r: (r / "tests" / "checks.toml").unlink(), "tests/checks.toml", "", "missing"),
+        (
+            lambda r: _sub(r / "tests" / "checks.toml", 'kind = "record"', 'kind = "vibes"'),
+            "tests/checks.toml",
+            "checks.0",
+            "tag",
+        ),
+    ],
+)
+def test_bad_folders_name_file_field_and_reason(
+    tmp_path: Path, edit, file: str, field: str, why: str
+) -> None:
     root = _copy(tmp_path)
     edit(root)
     with pytest.raises(TaskFormatError) as err:

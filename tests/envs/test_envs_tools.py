@@ -47,11 +47,14 @@ def test_check_args_explains_the_problem() -> None:
     assert send is not None
     assert send.check_args({"to": "a", "subject": "s", "body": "b"}) is None
     assert "missing required argument(s): body" in (send.check_args({"to": "a", "subject": "s"}) or "")
-    assert "unknown argument 'cc'" in (send.check_args({"to": "a", "subject": "s", "body": "b", "cc": "x"}) or "")
+    assert "unknown argument 'cc'" in (
+        send.check_args({"to": "a", "subject": "s", "body": "b", "cc": "x"}) or ""
+    )
     create = get_tool("calendar_create")
     assert create is not None
-    assert "must be of type array" in (create.check_args({"title": "t", "start": "s", "end": "e",
-                                                           "attendees": "bob"}) or "")
+    assert "must be of type array" in (
+        create.check_args({"title": "t", "start": "s", "end": "e", "attendees": "bob"}) or ""
+    )
 
 
 def test_tools_for_services_and_names() -> None:

@@ -12,9 +12,14 @@ import pytest
 from openforgerl.errors import UnknownNameError
 from openforgerl.tasks.importing import IMPORTERS, SHIPPED, TaskImporter, _importer, importer_for
 
-OWNERS = {"claw-eval": "openforgerl.envs.claw.importers", "qwenclawbench": "openforgerl.envs.claw.importers",
-          "tau2": "openforgerl.envs.tau2.importer", "webvoyager": "openforgerl.envs.gui.importing",
-          "online-mind2web": "openforgerl.envs.gui.importing", "osworld": "openforgerl.envs.gui.importing"}
+OWNERS = {
+    "claw-eval": "openforgerl.envs.claw.importers",
+    "qwenclawbench": "openforgerl.envs.claw.importers",
+    "tau2": "openforgerl.envs.tau2.importer",
+    "webvoyager": "openforgerl.envs.gui.importing",
+    "online-mind2web": "openforgerl.envs.gui.importing",
+    "osworld": "openforgerl.envs.gui.importing",
+}
 
 
 def test_every_shipped_format_is_registered_by_the_environment_it_feeds() -> None:
@@ -24,10 +29,15 @@ def test_every_shipped_format_is_registered_by_the_environment_it_feeds() -> Non
 
 
 def test_looking_one_format_up_imports_only_its_environment() -> None:
-    code = ("import sys\nfrom openforgerl.tasks.importing import IMPORTERS\nIMPORTERS.get('tau2')\n"
-            "print(' '.join(m for m in sys.modules if m.startswith('openforgerl.envs.')))")
-    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                check=True).stdout.split())
+    code = (
+        "import sys\nfrom openforgerl.tasks.importing import IMPORTERS\nIMPORTERS.get('tau2')\n"
+        "print(' '.join(m for m in sys.modules if m.startswith('openforgerl.envs.')))"
+    )
+    loaded = set(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
     assert "openforgerl.envs.tau2.importer" in loaded
     assert not any(m.startswith(("openforgerl.envs.claw", "openforgerl.envs.gui")) for m in loaded), loaded
 
@@ -35,8 +45,10 @@ def test_looking_one_format_up_imports_only_its_environment() -> None:
 def test_an_unknown_format_is_the_same_one_line_as_ever(tmp_path: Path) -> None:
     with pytest.raises(UnknownNameError) as caught:
         importer_for(tmp_path, "clawbench")
-    assert str(caught.value) == ("unknown format 'clawbench' (claw-eval | qwenclawbench | tau2 | webvoyager | "
-                                 "online-mind2web | osworld | auto)")
+    assert str(caught.value) == (
+        "unknown format 'clawbench' (claw-eval | qwenclawbench | tau2 | webvoyager | "
+        "online-mind2web | osworld | auto)"
+    )
 
 
 def test_an_entry_point_naming_no_importer_is_refused() -> None:

@@ -52,7 +52,9 @@ def imported(source: Path, out: Path, **kw: Any) -> dict[str, Any]:
 def private_fields(task: dict[str, Any]) -> list[str]:
     """What only upstream's simulated user is told: its known and unknown info and its own instructions."""
     inst = (task.get("user_scenario") or {}).get("instructions") or {}
-    fields = [str(inst[k]).strip() for k in ("known_info", "unknown_info", "task_instructions") if inst.get(k)]
+    fields = [
+        str(inst[k]).strip() for k in ("known_info", "unknown_info", "task_instructions") if inst.get(k)
+    ]
     return [f for f in fields if len(f) > 3]  # some are a bare "." that any text contains
 
 
@@ -80,13 +82,17 @@ def test_excerpt_maps_to_tau2_folders_scored_by_upstream(tmp_path: Path) -> None
     task = json.loads((first.root / "tests/tau2_task.json").read_text())
     assert task["evaluation_criteria"]["communicate_info"] == ["327"]
     gold = json.loads((first.root / "solution/actions.json").read_text())
-    assert gold == [{"tool": "get_reservation_details", "args": {"reservation_id": "EHGLP3"}},
-                    {"tool": "cancel_reservation", "args": {"reservation_id": "EHGLP3"}}]
+    assert gold == [
+        {"tool": "get_reservation_details", "args": {"reservation_id": "EHGLP3"}},
+        {"tool": "cancel_reservation", "args": {"reservation_id": "EHGLP3"}},
+    ]
     assert set(first.flags) == {"needs:user_simulator", "needs:transcript"}
     assert "Persona" not in json.loads((first.root / "tests/user_agent.json").read_text())["persona"]
     judged = tasks["tau2/airline/airline-1"]
     assert {"requires_llm_judge", "needs:transcript"} <= set(judged.flags)  # lifted by eval's --judge-engine
-    assert "Persona: Calm, brief." in json.loads((judged.root / "tests/user_agent.json").read_text())["persona"]
+    assert (
+        "Persona: Calm, brief." in json.loads((judged.root / "tests/user_agent.json").read_text())["persona"]
+    )
     assert isinstance(load_runtime(first.root), Tau2TaskRuntime)
 
 
@@ -97,7 +103,10 @@ def test_user_engine_lifts_the_user_flag_and_an_unchanged_db_means_no_validation
     upgrade = tasks["tau2/airline/airline-2"]  # its one gold call lacks `flights`: upstream answers an error
     assert upgrade.flags == [] and "no-op scores 1" in upgrade.meta.no_oracle
     assert {k: t.meta.split for k, t in tasks.items()} == {
-        "tau2/airline/airline-0": "train", "tau2/airline/airline-1": "test", "tau2/airline/airline-2": "train"}
+        "tau2/airline/airline-0": "train",
+        "tau2/airline/airline-1": "test",
+        "tau2/airline/airline-2": "train",
+    }
 
 
 def test_an_unsupported_domain_and_a_missing_tau2_are_one_flag_each(tmp_path: Path, monkeypatch) -> None:
@@ -123,8 +132,10 @@ def test_real_tasks_import_with_upstream_splits_policy_and_default_basis(tmp_pat
     for task_id, task in tasks.items():
         assert task.meta.split == ("train" if task_id.rsplit("-", 1)[1] in splits["train"] else "test")
         assert task.instruction == (upstream_domain("retail") / "policy.md").read_text().strip()
-        assert_no_scenario((task.root / "instruction.md").read_text(),
-                           json.loads((task.root / "tests/tau2_task.json").read_text()))
+        assert_no_scenario(
+            (task.root / "instruction.md").read_text(),
+            json.loads((task.root / "tests/tau2_task.json").read_text()),
+        )
         assert {"basis:DB", "basis:COMMUNICATE"} <= set(task.meta.tags)  # upstream's default reward_basis
     assert all(not t.meta.no_oracle for t in tasks.values())  # each gold trajectory writes to the DB
 
@@ -134,16 +145,30 @@ def test_real_tasks_import_with_upstream_splits_policy_and_default_basis(tmp_pat
 
 @needs_tau2
 def test_upstream_reward_is_db_hash_times_communicate() -> None:
-    task = next(t for t in json.loads((upstream_domain("retail") / "tasks.json").read_text())
-                if t["evaluation_criteria"].get("communicate_info"))
+    task = next(
+        t
+        for t in json.loads((upstream_domain("retail") / "tasks.json").read_text())
+        if t["evaluation_criteria"].get("communicate_info")
+    )
     env, calls = upstream.environment("retail"), []
     for i, action in enumerate(task["evaluation_criteria"]["actions"]):
         content, error = upstream.respond(env, f"c{i}", action["name"], action["arguments"])
-        calls.append({"id": f"c{i}", "name": action["name"], "arguments": action["arguments"],
-                      "content": content, "error": error})
+        calls.append(
+            {
+                "id": f"c{i}",
+                "name": action["name"],
+                "arguments": action["arguments"],
+                "content": content,
+                "error": error,
+            }
+        )
     info = task["evaluation_criteria"]["communicate_info"]
     assert upstream.reward("retail", task, calls, [f"It is {' and '.join(info)}."])["reward"] == 1.0
-    assert upstream.reward("retail", task, calls, ["Done."]) == {"reward": 0.0, "env": 1.0, "communicate": 0.0}
+    assert upstream.reward("retail", task, calls, ["Done."]) == {
+        "reward": 0.0,
+        "env": 1.0,
+        "communicate": 0.0,
+    }
     assert upstream.reward("retail", task, [], [" ".join(info)])["env"] == 0.0
     forged = [{**calls[-1], "content": '{"status": "forged"}'}]  # a reply the environment never gave
     with pytest.raises(ValueError):
@@ -151,7 +176,9 @@ def test_upstream_reward_is_db_hash_times_communicate() -> None:
 
 
 @needs_tau2
-async def test_mcp_and_shell_surfaces_reach_the_service_which_logs_each_call(tmp_path: Path, monkeypatch) -> None:
+async def test_mcp_and_shell_surfaces_reach_the_service_which_logs_each_call(
+    tmp_path: Path, monkeypatch
+) -> None:
     """The CLIs' surfaces: the tau2 MCP server lists upstream's schemas and forwards calls to the service,
     as does the shell command; the log (token only) holds each call with the reply the agent got, and an
     upstream error is an error on both surfaces."""
@@ -170,14 +197,18 @@ async def test_mcp_and_shell_surfaces_reach_the_service_which_logs_each_call(tmp
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     (tmp_path / "tools.json").write_text(json.dumps(list(upstream.tool_schemas("airline"))))
-    params = StdioServerParameters(command=sys.executable, args=["-m", "openforgerl.env.mcp_server", "--tools",
-                                                                 str(tmp_path / "tools.json")],
-                                   env={"OPENFORGERL_CLAW_URL": url})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "openforgerl.env.mcp_server", "--tools", str(tmp_path / "tools.json")],
+        env={"OPENFORGERL_CLAW_URL": url},
+    )
     try:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             tools = {t.name: t for t in (await session.list_tools()).tools}
-            assert "book_reservation" in tools and tools["get_user_details"].input_schema["required"] == ["user_id"]
+            assert "book_reservation" in tools and tools["get_user_details"].input_schema["required"] == [
+                "user_id"
+            ]
             ok = await session.call_tool("get_user_details", {"user_id": "mia_li_3668"})
             assert not ok.is_error and json.loads(ok.content[0].text)["user_id"] == "mia_li_3668"
             bad = await session.call_tool("get_user_details", {"user_id": "nobody"})
@@ -189,8 +220,11 @@ async def test_mcp_and_shell_surfaces_reach_the_service_which_logs_each_call(tmp
             read_log(url, "wrong")
         log = read_log(url, "secret")
         assert [(c["name"], c["error"]) for c in log["calls"]] == [
-            ("get_user_details", False), ("get_user_details", True), ("get_user_details", False),
-            ("cancel_reservation", True)]
+            ("get_user_details", False),
+            ("get_user_details", True),
+            ("get_user_details", False),
+            ("cancel_reservation", True),
+        ]
     finally:
         server.shutdown()
 
@@ -204,14 +238,20 @@ def test_the_scripted_oracle_acts_through_a_shell_with_the_tau2_command(tmp_path
 
     [folder] = import_any(DATA / "tau2" / "airline" / "tasks.json", tmp_path)[:1]
     rt = Tau2TaskRuntime(load_task(folder), port=1, python="py")
-    turn = SimpleNamespace(tools=[{"type": "function", "name": "exec_command"}], rollout_id="r", task_id=None,
-                           messages=[{"role": "user", "content": rt.instruction}])
+    turn = SimpleNamespace(
+        tools=[{"type": "function", "name": "exec_command"}],
+        rollout_id="r",
+        task_id=None,
+        messages=[{"role": "user", "content": rt.instruction}],
+    )
     call = oracle_policy([rt])(turn)
     assert "py -m openforgerl.envs.tau2.cli get_reservation_details" in call
     assert "reservation_id" in call and "OPENFORGERL_CLAW_URL=http://127.0.0.1:1" in call
 
 
-def test_the_scripted_oracle_tells_tasks_with_one_prompt_apart_by_the_gateways_task_id(tmp_path: Path) -> None:
+def test_the_scripted_oracle_tells_tasks_with_one_prompt_apart_by_the_gateways_task_id(
+    tmp_path: Path,
+) -> None:
     """tau2 tasks of one domain share their prompt (the policy): the task id the gateway hands the engine
     with each call picks the gold, with no state kept on the runtimes."""
     from types import SimpleNamespace
@@ -221,14 +261,24 @@ def test_the_scripted_oracle_tells_tasks_with_one_prompt_apart_by_the_gateways_t
     def runtime(task_id: str, order: str) -> Any:
         root = tmp_path / task_id
         (root / "solution").mkdir(parents=True)
-        (root / "solution/actions.json").write_text(json.dumps([{"tool": "cancel", "args": {"order": order}}]))
-        return SimpleNamespace(task_id=task_id, instruction="The airline policy.", task=SimpleNamespace(root=root),
-                               shell_line=lambda tool, args: f"{tool} {args['order']}")
+        (root / "solution/actions.json").write_text(
+            json.dumps([{"tool": "cancel", "args": {"order": order}}])
+        )
+        return SimpleNamespace(
+            task_id=task_id,
+            instruction="The airline policy.",
+            task=SimpleNamespace(root=root),
+            shell_line=lambda tool, args: f"{tool} {args['order']}",
+        )
 
     policy = oracle_policy([runtime("a", "A1"), runtime("b", "B2")])
     for task_id, order in [("b", "B2"), ("a", "A1")]:
-        turn = SimpleNamespace(tools=[{"type": "function", "function": {"name": "cancel"}}], rollout_id="r",
-                               task_id=task_id, messages=[{"role": "system", "content": "The airline policy."}])
+        turn = SimpleNamespace(
+            tools=[{"type": "function", "function": {"name": "cancel"}}],
+            rollout_id="r",
+            task_id=task_id,
+            messages=[{"role": "system", "content": "The airline policy."}],
+        )
         assert order in policy(turn)
 
 
@@ -265,8 +315,21 @@ def test_two_tau2_tasks_run_through_eval_with_zero_and_the_scripted_oracle(tmp_p
     import_any(real_tasks(tmp_path, "airline", ["2", "12"]), tmp_path / "t", user_engine=USER)
     app = typer.Typer()
     app.command()(eval_command)
-    res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "t"), "--harness", "zero", "--trials", "1",
-                                   "--scripted-oracle", "1.0", "--out", str(tmp_path / "report")])
+    res = CliRunner().invoke(
+        app,
+        [
+            "--tasks",
+            str(tmp_path / "t"),
+            "--harness",
+            "zero",
+            "--trials",
+            "1",
+            "--scripted-oracle",
+            "1.0",
+            "--out",
+            str(tmp_path / "report"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["harnesses"]["zero"]["pass_hat"]["1"]["value"] == 1.0
@@ -283,8 +346,9 @@ def opening_or_bye(turn: Any) -> str:
 
 @needs_tau2
 @needs_bwrap
-def test_with_a_user_engine_the_user_opens_and_ask_user_counts_as_communicated(tmp_path: Path,
-                                                                                 monkeypatch) -> None:
+def test_with_a_user_engine_the_user_opens_and_ask_user_counts_as_communicated(
+    tmp_path: Path, monkeypatch
+) -> None:
     """Retail task 2 is DB × COMMUNICATE ("10"). As upstream, the user engine writes the customer's opening
     (its reply to the greeting) at rollout start: the agent's first prompt is the policy and that opening,
     never the scenario, and the relay's dialogue record starts with it. The policy replays the gold, then
@@ -312,8 +376,14 @@ def test_with_a_user_engine_the_user_opens_and_ask_user_counts_as_communicated(t
                     first_prompts.append(" ".join(str(m.get("content")) for m in turn.messages))
                 decided = base(turn)
                 asked = any("ask_user" in str(m.get("tool_calls", "")) for m in turn.messages)
-                return format_tool_call("ask_user", {"message": say}) if decided == "Done." and not asked else decided
+                return (
+                    format_tool_call("ask_user", {"message": say})
+                    if decided == "Done." and not asked
+                    else decided
+                )
+
             return policy
+
         return make
 
     opened = UserRelay.open
@@ -329,9 +399,23 @@ def test_with_a_user_engine_the_user_opens_and_ask_user_counts_as_communicated(t
     for name, say in {"says": "You will get 10 back.", "silent": "All done."}.items():
         monkeypatch.setattr(op, "oracle_policy", factory(say))
         with serve_policy(opening_or_bye) as user:
-            res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "t"), "--harness", "zero", "--trials", "1",
-                                           "--scripted-oracle", "1.0", "--out", str(tmp_path / name),
-                                           "--user-engine", user.url])
+            res = CliRunner().invoke(
+                app,
+                [
+                    "--tasks",
+                    str(tmp_path / "t"),
+                    "--harness",
+                    "zero",
+                    "--trials",
+                    "1",
+                    "--scripted-oracle",
+                    "1.0",
+                    "--out",
+                    str(tmp_path / name),
+                    "--user-engine",
+                    user.url,
+                ],
+            )
         assert res.exit_code == 0, res.output
         report = json.loads((tmp_path / name / "report.json").read_text())
         rewards[name] = report["tasks"]["zero"][0]["mean_reward"]
@@ -352,7 +436,9 @@ def test_a_runnable_task_without_tau2_installed_is_one_line_for_the_user(tmp_pat
 
     [folder] = import_any(real_tasks(tmp_path, "airline", ["2"]), tmp_path / "t", user_engine=USER)
     monkeypatch.setattr(upstream, "DOMAINS", {"airline": "tau2_is_not_here.environment"})
-    with pytest.raises(UserError, match=r"^tau2 is not installed \(tau2_is_not_here\): pip install --no-deps"):
+    with pytest.raises(
+        UserError, match=r"^tau2 is not installed \(tau2_is_not_here\): pip install --no-deps"
+    ):
         load_runtime(folder)
 
 
@@ -387,7 +473,9 @@ def test_the_relay_opens_with_the_users_reply_to_upstreams_greeting(tmp_path: Pa
     rt.host = HostSide(users=relay)
     sandbox = SimpleNamespace(spec=SimpleNamespace(rollout_id="r1"))
     prompt = asyncio.run(rt.rollout_instruction(sandbox))
-    assert prompt.startswith(rt.instruction) and prompt.endswith("Talk to the customer with the `ask_user` tool.")
+    assert prompt.startswith(rt.instruction) and prompt.endswith(
+        "Talk to the customer with the `ask_user` tool."
+    )
     assert f"You: {GREETING}\n\nCustomer: I'd like to upgrade my flight to business." in prompt
     assert_no_scenario(prompt, json.loads((folder / "tests/tau2_task.json").read_text()))
     system, user = engine.prompts[0]
@@ -395,9 +483,11 @@ def test_the_relay_opens_with_the_users_reply_to_upstreams_greeting(tmp_path: Pa
     assert "disclose other information progressively" in user
     asyncio.run(relay.answer("r1", "May I have your user id?"))
     assert "I'd like to upgrade my flight to business." in engine.prompts[1][1]
-    assert relay.record("r1") == [{"role": "user", "content": "I'd like to upgrade my flight to business."},
-                                  {"role": "assistant", "content": "May I have your user id?"},
-                                  {"role": "user", "content": "Chen Lee, chen_lee_6825."}]
+    assert relay.record("r1") == [
+        {"role": "user", "content": "I'd like to upgrade my flight to business."},
+        {"role": "assistant", "content": "May I have your user id?"},
+        {"role": "user", "content": "Chen Lee, chen_lee_6825."},
+    ]
 
 
 def test_the_users_opening_message_counts_against_max_rounds(tmp_path: Path) -> None:
@@ -408,9 +498,12 @@ def test_the_users_opening_message_counts_against_max_rounds(tmp_path: Path) -> 
     from openforgerl.env.user_sim import LEFT_REPLY, UserRelay
 
     (tmp_path / "tests").mkdir()
-    (tmp_path / "tests/user_agent.json").write_text(json.dumps({"persona": "You fly often.", "max_rounds": 2}))
-    rt = SimpleNamespace(task_id="t", instruction="The policy.", task=SimpleNamespace(root=tmp_path),
-                         user_tools=lambda: ())
+    (tmp_path / "tests/user_agent.json").write_text(
+        json.dumps({"persona": "You fly often.", "max_rounds": 2})
+    )
+    rt = SimpleNamespace(
+        task_id="t", instruction="The policy.", task=SimpleNamespace(root=tmp_path), user_tools=lambda: ()
+    )
     engine = _RecordingUser("I want to change my flight.", "It is ABC123.", "never asked")
     relay = UserRelay(engine, {"t": rt}, task_of=None)  # type: ignore[arg-type, dict-item]
     assert asyncio.run(relay.open("r1", "t")) == "I want to change my flight."

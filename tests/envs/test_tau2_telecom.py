@@ -57,10 +57,15 @@ def base_ids(n: int) -> list[str]:
 
 def test_telecom_maps_to_runnable_folders_of_upstreams_base_set(tmp_path: Path) -> None:
     splits = json.loads((telecom_dir() / "split_tasks.json").read_text())
-    outside = next(t["id"] for t in json.loads((telecom_dir() / "tasks.json").read_text())
-                   if t["id"] not in splits["base"])
+    outside = next(
+        t["id"]
+        for t in json.loads((telecom_dir() / "tasks.json").read_text())
+        if t["id"] not in splits["base"]
+    )
     ids = [ROAMING, TRANSFER, outside]
-    tasks = {load_task(f).task_id: load_task(f) for f in import_any(some_tasks(tmp_path, ids), tmp_path / "o")}
+    tasks = {
+        load_task(f).task_id: load_task(f) for f in import_any(some_tasks(tmp_path, ids), tmp_path / "o")
+    }
     assert len(tasks) == 2  # the task outside upstream's `base` set is not imported
     for task in tasks.values():
         assert task.flags == ["needs:user_simulator"] and not task.meta.no_oracle
@@ -70,8 +75,11 @@ def test_telecom_maps_to_runnable_folders_of_upstreams_base_set(tmp_path: Path) 
         spec = json.loads((task.root / "tests/user_agent.json").read_text())
         assert "Instructions:" in spec["scenario"] and spec["max_rounds"] == 30 and "opening" not in spec
         inst = raw["user_scenario"]["instructions"]  # the user's brief stays with the user (upstream)
-        assert not any(str(inst[k]).strip() in task.instruction
-                       for k in ("reason_for_call", "known_info", "unknown_info", "task_instructions") if inst.get(k))
+        assert not any(
+            str(inst[k]).strip() in task.instruction
+            for k in ("reason_for_call", "known_info", "unknown_info", "task_instructions")
+            if inst.get(k)
+        )
     lifted = import_any(some_tasks(tmp_path / "u", [ROAMING]), tmp_path / "u" / "o", user_engine=USER)
     assert load_task(lifted[0]).flags == []
 
@@ -85,8 +93,10 @@ def test_the_planted_fault_is_in_the_service_argv_not_in_the_workdir(tmp_path: P
     assert "turn_roaming_off" in argv[argv.index("--initial-state") + 1]
     assert {t["function"]["name"] for t in rt.user_tools()} >= {"toggle_roaming", "check_status_bar"}
     assert not {t["function"]["name"] for t in rt.function_tools()} & {"toggle_roaming", "check_status_bar"}
-    assert [(a["requestor"], a["tool"]) for a in rt.gold_actions()] == [("assistant", "refuel_data"),
-                                                                         ("user", "toggle_roaming")]
+    assert [(a["requestor"], a["tool"]) for a in rt.gold_actions()] == [
+        ("assistant", "refuel_data"),
+        ("user", "toggle_roaming"),
+    ]
 
 
 # ------------------------------------------------------------------ the service's user route, the verifier
@@ -128,7 +138,9 @@ def test_user_tools_answer_the_token_only_and_a_good_trajectory_scores_1(roaming
     assert _post(f"{url}/user/toggle_roaming", {}) == 403
     assert _post(f"{url}/user/toggle_roaming", {}, token="guess") == 403
     assert _post(f"{url}/call/toggle_roaming", {}) == 400  # not an agent tool: upstream's error reply
-    [refuel] = [a for a in upstream_task(ROAMING)["evaluation_criteria"]["actions"] if a["requestor"] == "assistant"]
+    [refuel] = [
+        a for a in upstream_task(ROAMING)["evaluation_criteria"]["actions"] if a["requestor"] == "assistant"
+    ]
     assert _post(f"{url}/call/refuel_data", refuel["arguments"]) == 200
     status, body = call_user_tool(url, "secret", "toggle_roaming", {})
     assert status == 200 and "Roaming" in json.dumps(body)
@@ -136,7 +148,10 @@ def test_user_tools_answer_the_token_only_and_a_good_trajectory_scores_1(roaming
 
     log = read_log(url, "secret")["calls"]
     assert [(c["name"], c["requestor"], c["error"]) for c in log] == [
-        ("toggle_roaming", "assistant", True), ("refuel_data", "assistant", False), ("toggle_roaming", "user", False)]
+        ("toggle_roaming", "assistant", True),
+        ("refuel_data", "assistant", False),
+        ("toggle_roaming", "user", False),
+    ]
     assert _reward(url) == {"reward": 1.0, "env": 1.0}
 
 
@@ -160,7 +175,13 @@ def test_a_transfer_task_needs_the_transfer_and_the_untouched_device() -> None:
     env = upstream.environment("telecom", task["initial_state"])
     args = {"summary": "I cannot fix the issue."}
     content, error = upstream.respond(env, "c0", "transfer_to_human_agents", args)
-    call = {"id": "c0", "name": "transfer_to_human_agents", "arguments": args, "content": content, "error": error}
+    call = {
+        "id": "c0",
+        "name": "transfer_to_human_agents",
+        "arguments": args,
+        "content": content,
+        "error": error,
+    }
     assert upstream.reward("telecom", task, [call], []) == {"reward": 1.0, "env": 1.0, "action": 1.0}
 
 
@@ -176,7 +197,11 @@ class _ScriptedEngine:
     async def chat(self, messages, tools=()):
         self.requests.append((list(messages), list(tools)))
         if messages[-1]["role"] != "tool":
-            call = {"id": "u1", "type": "function", "function": {"name": "check_status_bar", "arguments": "{}"}}
+            call = {
+                "id": "u1",
+                "type": "function",
+                "function": {"name": "check_status_bar", "arguments": "{}"},
+            }
             return {"role": "assistant", "content": None, "tool_calls": [call]}
         return {"role": "assistant", "content": f"My status bar says: {messages[-1]['content']}"}
 
@@ -202,8 +227,10 @@ def test_the_simulated_user_acts_on_its_phone_before_it_answers() -> None:
 
     engine, rt = _ScriptedEngine(), _InProcessRuntime()
     session = Tau2UserSession("Instructions: your data is slow")
-    session.messages += [{"role": "user", "content": "Hi! How can I help you today?"},  # as after the opening
-                         {"role": "assistant", "content": "My mobile data does not work."}]
+    session.messages += [
+        {"role": "user", "content": "Hi! How can I help you today?"},  # as after the opening
+        {"role": "assistant", "content": "My mobile data does not work."},
+    ]
     reply = asyncio.run(session.reply(engine, rt, object(), "What does your status bar show?"))
     assert rt.calls == ["check_status_bar"] and reply.startswith("My status bar says:") and not session.done
     messages, tools = engine.requests[0]
@@ -212,7 +239,9 @@ def test_the_simulated_user_acts_on_its_phone_before_it_answers() -> None:
     assert "toggle_roaming" in {t["function"]["name"] for t in tools}
 
 
-def test_the_user_engine_gets_room_for_a_tool_call_when_its_client_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_user_engine_gets_room_for_a_tool_call_when_its_client_is_capped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """eval's user client is capped at 128 tokens for 1-3 sentence replies; a tool call's JSON needs more."""
     from openforgerl.env.user_tools import MIN_MAX_TOKENS, Tau2UserSession
     from openforgerl.tasks.judge import JudgeClient
@@ -225,7 +254,9 @@ def test_the_user_engine_gets_room_for_a_tool_call_when_its_client_is_capped(mon
 
     monkeypatch.setattr(JudgeClient, "chat", chat)
     session = Tau2UserSession("Instructions: say hello")
-    asyncio.run(session.reply(JudgeClient("http://127.0.0.1:9/v1", max_tokens=128), _InProcessRuntime(), None, "Hi"))
+    asyncio.run(
+        session.reply(JudgeClient("http://127.0.0.1:9/v1", max_tokens=128), _InProcessRuntime(), None, "Hi")
+    )
     assert caps == [MIN_MAX_TOKENS]
 
 
@@ -237,8 +268,9 @@ def test_telecom_tasks_validate_in_sandboxes(tmp_path: Path) -> None:
     """Oracle (the agent's gold through its tools, the user's through the host-only route) → 1, no-op → 0."""
     from openforgerl.sandbox.local import LocalBackend
 
-    folders = import_any(some_tasks(tmp_path, [ROAMING, TRANSFER, *base_ids(1)]), tmp_path / "o",
-                         user_engine=USER)
+    folders = import_any(
+        some_tasks(tmp_path, [ROAMING, TRANSFER, *base_ids(1)]), tmp_path / "o", user_engine=USER
+    )
     runtimes = [load_runtime(f) for f in folders]
 
     async def run() -> list[Any]:
@@ -277,6 +309,7 @@ def test_through_eval_the_simulated_user_turns_roaming_on_when_asked(tmp_path: P
             asked = any("ask_user" in str(m.get("tool_calls", "")) for m in turn.messages)
             ask = {"message": "Please turn data roaming on, then tell me."}
             return format_tool_call("ask_user", ask) if decided == "Done." and not asked else decided
+
         return policy
 
     def acting_user(turn) -> str:
@@ -292,10 +325,26 @@ def test_through_eval_the_simulated_user_turns_roaming_on_when_asked(tmp_path: P
     rewards = {}
     for name, user_policy in {"acts": acting_user, "talks": lambda t: "Sure, it is on now."}.items():
         with serve_policy(user_policy) as user:
-            res = CliRunner().invoke(app, ["--tasks", str(tmp_path / "t"), "--harness", "zero", "--trials", "1",
-                                           "--scripted-oracle", "1.0", "--out", str(tmp_path / name),
-                                           "--user-engine", user.url])
+            res = CliRunner().invoke(
+                app,
+                [
+                    "--tasks",
+                    str(tmp_path / "t"),
+                    "--harness",
+                    "zero",
+                    "--trials",
+                    "1",
+                    "--scripted-oracle",
+                    "1.0",
+                    "--out",
+                    str(tmp_path / name),
+                    "--user-engine",
+                    user.url,
+                ],
+            )
         assert res.exit_code == 0, res.output
-        rewards[name] = json.loads((tmp_path / name / "report.json").read_text())["tasks"]["zero"][0]["mean_reward"]
+        rewards[name] = json.loads((tmp_path / name / "report.json").read_text())["tasks"]["zero"][0][
+            "mean_reward"
+        ]
         assert "<scenario>" in str(user.turns[0].messages[0].get("content"))  # upstream-style user prompt
     assert rewards == {"acts": 1.0, "talks": 0.0}

@@ -32,8 +32,9 @@ async def _eval(tmp_path: Path, rate: float, prefer_shell: bool = False):
     gateway = await start_gateway(ScriptedEngine(policy), store)
     backend = LocalBackend(root=tmp_path / "sbx")
     try:
-        return await run_eval(runtimes, ["zero"], gateway=gateway.access, backend=backend, group_size=2,
-                              budget_s=120.0)
+        return await run_eval(
+            runtimes, ["zero"], gateway=gateway.access, backend=backend, group_size=2, budget_s=120.0
+        )
     finally:
         await backend.aclose()
         await gateway.aclose()

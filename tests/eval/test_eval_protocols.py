@@ -15,19 +15,36 @@ from openforgerl.eval.metrics import Trial
 from openforgerl.eval.protocols import protocol_of
 from openforgerl.eval.report import build_report, to_markdown
 
-SOURCES = {"ce/a": "claw-eval", "ce/b": "claw-eval", "q/a": "qwenclawbench", "q/b": "qwenclawbench",
-           "t/a": "tau2", "own": "openforgerl/claw"}
+SOURCES = {
+    "ce/a": "claw-eval",
+    "ce/b": "claw-eval",
+    "q/a": "qwenclawbench",
+    "q/b": "qwenclawbench",
+    "t/a": "tau2",
+    "own": "openforgerl/claw",
+}
 
 
 def _trials() -> list[Trial]:
     out = []
     for r in (0.8, 0.9, 0.75):  # Claw-Eval: every trial >= 0.75 passes, none is perfect
         out.append(Trial("ce/a", "zero", r))
-    out += [Trial("ce/b", "zero", 1.0), Trial("ce/b", "zero", 0.5), Trial("ce/b", "zero", None, status="timeout")]
+    out += [
+        Trial("ce/b", "zero", 1.0),
+        Trial("ce/b", "zero", 0.5),
+        Trial("ce/b", "zero", None, status="timeout"),
+    ]
     out += [Trial("q/a", "zero", 1.0)] * 3  # QwenClawBench: a pass needs a perfect score
-    out += [Trial("q/b", "zero", 0.9), Trial("q/b", "zero", 1.0), Trial("q/b", "zero", None, True, status="infra_error:verifier")]
-    out += [Trial("t/a", "zero", 1.0), Trial("t/a", "zero", 0.0),
-            Trial("t/a", "zero", None, status="config_error:context")]
+    out += [
+        Trial("q/b", "zero", 0.9),
+        Trial("q/b", "zero", 1.0),
+        Trial("q/b", "zero", None, True, status="infra_error:verifier"),
+    ]
+    out += [
+        Trial("t/a", "zero", 1.0),
+        Trial("t/a", "zero", 0.0),
+        Trial("t/a", "zero", None, status="config_error:context"),
+    ]
     out += [Trial("own", "zero", 1.0)] * 3
     return out
 
@@ -64,7 +81,10 @@ def test_a_given_threshold_is_the_one_of_every_table() -> None:
 
 
 def test_empty_cells_are_na_and_k1_has_no_repeated_column() -> None:
-    only_timeouts = [Trial("t/a", "zero", None, status="timeout"), Trial("t/a", "zero", None, status="timeout")]
+    only_timeouts = [
+        Trial("t/a", "zero", None, status="timeout"),
+        Trial("t/a", "zero", None, status="timeout"),
+    ]
     only_infra = [Trial("own", "codex", None, True, status="infra_error:engine")]
     report = build_report(only_timeouts + only_infra, 1, resamples=10, benchmarks=SOURCES)
     md = to_markdown(report)
@@ -92,7 +112,9 @@ def test_an_unknown_engine_model_is_one_user_error(tmp_path: Path) -> None:
     app.command()(eval_command)
     suite = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
     task = sorted(p for p in suite.iterdir() if p.name.startswith("easy-write-file"))[0]
-    res = CliRunner().invoke(app, ["--tasks", str(task), "--engine", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
+    res = CliRunner().invoke(
+        app, ["--tasks", str(task), "--engine", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]
+    )
     assert isinstance(res.exception, UserError) and "has no config.json" in str(res.exception)
 
 
@@ -106,8 +128,21 @@ def test_eval_opens_the_embedded_default_stack(tmp_path: Path) -> None:
     app.command()(eval_command)
     suite = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/tasks"
     task = sorted(p for p in suite.iterdir() if p.name.startswith("easy-write-file"))[0]
-    res = CliRunner().invoke(app, ["--tasks", str(task), "--harness", "zero", "--trials", "1", "--budget-s", "120",
-                                   "--out", str(tmp_path / "o")])
+    res = CliRunner().invoke(
+        app,
+        [
+            "--tasks",
+            str(task),
+            "--harness",
+            "zero",
+            "--trials",
+            "1",
+            "--budget-s",
+            "120",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert res.exit_code == 0, (res.output, res.exception)
     records = [json.loads(x) for x in (tmp_path / "o" / "rollouts.jsonl").read_text().splitlines()]
     assert records and any(r["metadata"].get("calls", 0) > 0 for r in records)  # the tiny model was called

@@ -24,7 +24,10 @@ SUITE = Path(__file__).resolve().parents[2] / "src/openforgerl/envs/claw/suite/t
 TASKS = ["easy-todo-add-01", "mail-reply-01-error-retry"]
 HARNESSES = ["zero", "codex", "claude_code"]
 
-pytestmark = [pytest.mark.harness, pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")]
+pytestmark = [
+    pytest.mark.harness,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
+]
 
 
 def _require_installed(name: str) -> None:
@@ -48,8 +51,9 @@ async def test_eval_report_for_real_clis(tmp_path: Path) -> None:
     gateway = await start_gateway(ScriptedEngine(oracle_policy(runtimes, success_rate=1.0)), store)
     backend = LocalBackend(root=tmp_path / "sbx")
     try:
-        trials = await run_eval(runtimes, HARNESSES, gateway=gateway.access, backend=backend, group_size=2,
-                                budget_s=180.0)
+        trials = await run_eval(
+            runtimes, HARNESSES, gateway=gateway.access, backend=backend, group_size=2, budget_s=180.0
+        )
     finally:
         await backend.aclose()
         await gateway.aclose()

@@ -37,22 +37,35 @@ def test_report_per_harness_and_service(tmp_path: Path) -> None:
 
 
 def test_records_to_trials_flags_infra() -> None:
-    recs = [RolloutRecord(rollout_id="a", task_id="t", harness="zero", status=RolloutStatus.OK, reward=1.0),
-            RolloutRecord(rollout_id="b", task_id="t", harness="zero", status=RolloutStatus.TIMEOUT, reward=None),
-            RolloutRecord(rollout_id="c", task_id="t", harness="zero", status=RolloutStatus.INFRA_ENGINE)]
+    recs = [
+        RolloutRecord(rollout_id="a", task_id="t", harness="zero", status=RolloutStatus.OK, reward=1.0),
+        RolloutRecord(rollout_id="b", task_id="t", harness="zero", status=RolloutStatus.TIMEOUT, reward=None),
+        RolloutRecord(rollout_id="c", task_id="t", harness="zero", status=RolloutStatus.INFRA_ENGINE),
+    ]
     trials = records_to_trials(recs, {"t": ["mail"]})
     assert [(t.reward, t.infra, t.kind) for t in trials] == [
-        (1.0, False, "scored"), (None, False, "timeout"), (None, True, "infra")]
+        (1.0, False, "scored"),
+        (None, False, "timeout"),
+        (None, True, "infra"),
+    ]
     assert trials[0].services == ("mail",)
 
 
 def test_timeouts_infra_and_config_are_separate_columns() -> None:
-    recs = [RolloutRecord(rollout_id="a", task_id="t", harness="zero", status=RolloutStatus.OK, reward=1.0),
-            RolloutRecord(rollout_id="b", task_id="t", harness="zero", status=RolloutStatus.TIMEOUT, reward=0.0),
-            RolloutRecord(rollout_id="c", task_id="t", harness="zero", status=RolloutStatus.INFRA_ENGINE),
-            RolloutRecord(rollout_id="d", task_id="t", harness="zero", status=RolloutStatus.INFRA_HARNESS_START),
-            RolloutRecord(rollout_id="e", task_id="t", harness="zero", status=RolloutStatus.OK, reward=1.0,
-                          infra_tainted=True)]
+    recs = [
+        RolloutRecord(rollout_id="a", task_id="t", harness="zero", status=RolloutStatus.OK, reward=1.0),
+        RolloutRecord(rollout_id="b", task_id="t", harness="zero", status=RolloutStatus.TIMEOUT, reward=0.0),
+        RolloutRecord(rollout_id="c", task_id="t", harness="zero", status=RolloutStatus.INFRA_ENGINE),
+        RolloutRecord(rollout_id="d", task_id="t", harness="zero", status=RolloutStatus.INFRA_HARNESS_START),
+        RolloutRecord(
+            rollout_id="e",
+            task_id="t",
+            harness="zero",
+            status=RolloutStatus.OK,
+            reward=1.0,
+            infra_tainted=True,
+        ),
+    ]
     report = build_report(records_to_trials(recs), 1, resamples=10)
     zero = report["harnesses"]["zero"]
     assert (zero["trials"], zero["timeouts"], zero["infra_dropped"], zero["config_errors"]) == (2, 1, 2, 1)

@@ -23,7 +23,13 @@ def simulated_rollout(seed: int, rollout_id: str, **kw: object) -> tuple[list[Ca
     sim.compact(main)
     sim.answer(main, sim.call(main, version=1))
     rec = RolloutRecord(
-        rollout_id=rollout_id, task_id="t1", harness="sim", group_id="g1", status=RolloutStatus.OK, reward=1.0,
-        in_batch=True, group_valid=True,
+        rollout_id=rollout_id,
+        task_id="t1",
+        harness="sim",
+        group_id="g1",
+        status=RolloutStatus.OK,
+        reward=1.0,
+        in_batch=True,
+        group_valid=True,
     )
     return sim.calls, rec.model_copy(update=kw)

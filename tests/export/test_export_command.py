@@ -99,19 +99,37 @@ def test_missing_store_is_an_error(tmp_path: Path) -> None:
     assert result.exit_code != 0
 
 
-def test_export_takes_the_configs_reconstruction_section_and_flags_win(log_path: Path, tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_export_takes_the_configs_reconstruction_section_and_flags_win(
+    log_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import openforgerl.export.pipeline as pipeline
 
     used = []
     reconstruct = pipeline.reconstruct_log
-    monkeypatch.setattr(pipeline, "reconstruct_log", lambda log, options: used.append(options) or reconstruct(log, options))
+    monkeypatch.setattr(
+        pipeline, "reconstruct_log", lambda log, options: used.append(options) or reconstruct(log, options)
+    )
     config = tmp_path / "train.yaml"
-    config.write_text("reconstruction: {max_prompt_len: 20, max_response_len: 4000, overflow: drop, "
-                      "compaction_ratio: 0.25, related_prefix_tokens: 8}\n")
+    config.write_text(
+        "reconstruction: {max_prompt_len: 20, max_response_len: 4000, overflow: drop, "
+        "compaction_ratio: 0.25, related_prefix_tokens: 8}\n"
+    )
     out = tmp_path / "classic.jsonl"
-    _run("--store", str(log_path), "--out", str(out), "--format", "jsonl", "--classic", "--config", str(config),
-         "--max-response-len", "30", "--overflow", "truncate")
+    _run(
+        "--store",
+        str(log_path),
+        "--out",
+        str(out),
+        "--format",
+        "jsonl",
+        "--classic",
+        "--config",
+        str(config),
+        "--max-response-len",
+        "30",
+        "--overflow",
+        "truncate",
+    )
     [options] = used
     assert (options.max_prompt_len, options.compaction_ratio, options.related_prefix_tokens) == (20, 0.25, 8)
     assert (options.max_response_len, options.overflow.value) == (30, "truncate")

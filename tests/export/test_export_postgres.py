@@ -52,8 +52,17 @@ def test_an_unreachable_postgres_log_is_one_line(tmp_path: Path) -> None:
         port = s.getsockname()[1]
     app = typer.Typer()
     app.command()(command)
-    result = CliRunner().invoke(app, ["--store", f"postgresql://u:pw@127.0.0.1:{port}/db", "--out",
-                                      str(tmp_path / "o.jsonl"), "--format", "jsonl"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "--store",
+            f"postgresql://u:pw@127.0.0.1:{port}/db",
+            "--out",
+            str(tmp_path / "o.jsonl"),
+            "--format",
+            "jsonl",
+        ],
+    )
     assert isinstance(result.exception, UserError) and "pw@" not in str(result.exception)
     with pytest.raises(UserError, match="cannot open the PostgreSQL call log"):
         raise result.exception

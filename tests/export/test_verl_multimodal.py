@@ -97,7 +97,9 @@ print(json.dumps({"verl": verl.__version__, "refs": report(outputs(ref_rows, rea
                   "inline": report(outputs(inline_rows, None))}))
 """
 
-needs_verl = pytest.mark.skipif(not VENV_PYTHON.exists(), reason="veRL venv missing: run scripts/install_verl.sh")
+needs_verl = pytest.mark.skipif(
+    not VENV_PYTHON.exists(), reason="veRL venv missing: run scripts/install_verl.sh"
+)
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +111,17 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     rollouts = [[screenshot(0), screenshot(1)], [screenshot(2), screenshot(2), screenshot(3, (64, 96))]]
     asyncio.run(record_gui_rollouts(db, rollouts))
     runner = CliRunner()
-    checked = ["--image-token-id", "4104"]  # the gateway records no processor identity for the local engine yet
-    for fmt, out, extra in (("jsonl", "refs.jsonl", checked), ("verl", "inline.parquet", ["--inline-images"])):
-        res = runner.invoke(app, ["export", "--store", str(db), "--out", str(work / out), "--format", fmt, *extra])
+    checked = [
+        "--image-token-id",
+        "4104",
+    ]  # the gateway records no processor identity for the local engine yet
+    for fmt, out, extra in (
+        ("jsonl", "refs.jsonl", checked),
+        ("verl", "inline.parquet", ["--inline-images"]),
+    ):
+        res = runner.invoke(
+            app, ["export", "--store", str(db), "--out", str(work / out), "--format", fmt, *extra]
+        )
         assert res.exit_code == 0, res.output + repr(res.exception)
     return {"db": db, "refs": work / "refs.jsonl", "inline": work / "inline.parquet", "shots": rollouts}
 
@@ -125,14 +135,17 @@ def test_rows_hold_references_by_default_and_bytes_inline_on_request(exported: d
             assert Path(image["blob_store"]) == exported["db"].resolve() and "data" not in image
             assert image["tokens"] == 6 and image["grid_thw"] in ([1, 4, 6], [1, 6, 4])
     assert [[i["sha256"] for i in r["multi_modal_data"]["images"]] for r in inline] == [
-        [i["sha256"] for i in r["multi_modal_data"]["images"]] for r in refs]
+        [i["sha256"] for i in r["multi_modal_data"]["images"]] for r in refs
+    ]
     store = SQLiteCallStore(exported["db"])
     try:
         from_refs = [pil_images(r["multi_modal_data"], store.read_blob) for r in refs]
     finally:
         store.close()
     from_inline = [pil_images(r["multi_modal_data"]) for r in inline]
-    assert [[im.tobytes() for im in imgs] for imgs in from_refs] == [[im.tobytes() for im in imgs] for imgs in from_inline]
+    assert [[im.tobytes() for im in imgs] for imgs in from_refs] == [
+        [im.tobytes() for im in imgs] for imgs in from_inline
+    ]
     assert from_refs[1][2].size == (64, 96)
 
 
@@ -156,8 +169,16 @@ def _engine_processing(rows: list[dict[str, Any]], db: Path) -> list[tuple[list[
 
 @needs_verl
 def test_verl_builds_agent_loop_outputs_and_runs_its_qwen_vl_processing(exported: dict[str, Any]) -> None:
-    cmd = [str(VENV_PYTHON), "-c", _VERL, str(exported["refs"]), str(exported["inline"]), str(TINY_VL),
-           str(PROMPT_LEN), str(RESPONSE_LEN)]
+    cmd = [
+        str(VENV_PYTHON),
+        "-c",
+        _VERL,
+        str(exported["refs"]),
+        str(exported["inline"]),
+        str(TINY_VL),
+        str(PROMPT_LEN),
+        str(RESPONSE_LEN),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=str(ROOT))
     assert proc.returncode == 0, proc.stderr[-4000:]
     built = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -173,7 +194,8 @@ def test_verl_builds_agent_loop_outputs_and_runs_its_qwen_vl_processing(exported
         assert got["position_ids_shape"] == [len(rows), 4, PROMPT_LEN + RESPONSE_LEN]
         assert all(got["mrope_differs"])
         assert [sum(s) // 4 for s in got["images_seqlens"]] == [
-            sum(i["tokens"] for i in r["multi_modal_data"]["images"]) for r in rows]
+            sum(i["tokens"] for i in r["multi_modal_data"]["images"]) for r in rows
+        ]
     assert built["refs"] == built["inline"]
     print("\nveRL multi_modal_inputs:", json.dumps(built["refs"]))
 
@@ -185,10 +207,15 @@ def test_export_refuses_a_sample_whose_pads_do_not_match(exported: dict[str, Any
     rows = read_jsonl_rows(exported["refs"])
     row = rows[0]
     images = [{**i, "tokens": i["tokens"] + 1} for i in row["multi_modal_data"]["images"]]
-    sample = Sample(prompt_ids=row["prompt_ids"], response_ids=row["response_ids"],
-                    response_mask=row["response_mask"], response_logprobs=row["response_logprobs"],
-                    multi_modal_data={"images": images}, rollout_id="r",
-                    extra_fields={"image_processor": {"image_token_id": 4104, "merge_size": 2}})
+    sample = Sample(
+        prompt_ids=row["prompt_ids"],
+        response_ids=row["response_ids"],
+        response_mask=row["response_mask"],
+        response_logprobs=row["response_logprobs"],
+        multi_modal_data={"images": images},
+        rollout_id="r",
+        extra_fields={"image_processor": {"image_token_id": 4104, "merge_size": 2}},
+    )
     with pytest.raises(ExportImageError, match="pads for"):
         check_sample_images(sample)
     assert torch.tensor(row["prompt_ids"] + row["response_ids"]).eq(4104).sum() == 12
@@ -198,11 +225,15 @@ def test_sample_parquet_keeps_image_refs_and_processor(exported: dict[str, Any],
     from openforgerl.cli import app
 
     out = tmp_path / "samples.parquet"
-    res = CliRunner().invoke(app, ["export", "--store", str(exported["db"]), "--out", str(out), "--format", "parquet"])
+    res = CliRunner().invoke(
+        app, ["export", "--store", str(exported["db"]), "--out", str(out), "--format", "parquet"]
+    )
     assert res.exit_code == 0, res.output + repr(res.exception)
     rows = read_parquet_rows(out)
     assert [len(r["multi_modal_data"]["images"]) for r in rows] == [2, 3]
-    assert all(r["multi_modal_data"]["images"][0]["blob_uri"].startswith("openforgerl-blob:sha256:") for r in rows)
+    assert all(
+        r["multi_modal_data"]["images"][0]["blob_uri"].startswith("openforgerl-blob:sha256:") for r in rows
+    )
     metrics = json.loads(out.with_name(out.name + ".metrics.json").read_text())
     assert metrics["per_harness"]["gui-test"]["images_in_samples"] == 5
 

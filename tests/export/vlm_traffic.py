@@ -30,7 +30,10 @@ def screenshot(seed: int, size: tuple[int, int] = (96, 64), mode: str = "RGB") -
 
 
 def image_part(data: bytes) -> dict[str, Any]:
-    return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(data).decode()}}
+    return {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64," + base64.b64encode(data).decode()},
+    }
 
 
 async def _rollout(gateway: Any, index: int, shots: list[bytes], keep_last: int | None) -> str:
@@ -38,10 +41,18 @@ async def _rollout(gateway: Any, index: int, shots: list[bytes], keep_last: int 
     messages: list[dict[str, Any]] = [{"role": "system", "content": "Click the blue box."}]
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {spec['api_key']}"}) as http:
         for turn, shot in enumerate(shots):
-            messages.append({"role": "user", "content": [image_part(shot), {"type": "text", "text": f"step {turn}"}]})
+            messages.append(
+                {"role": "user", "content": [image_part(shot), {"type": "text", "text": f"step {turn}"}]}
+            )
             if keep_last is not None:
                 _prune(messages, keep_last)
-            body = {"model": "tiny-vl", "messages": messages, "max_tokens": 5, "temperature": 1.0, "seed": turn}
+            body = {
+                "model": "tiny-vl",
+                "messages": messages,
+                "max_tokens": 5,
+                "temperature": 1.0,
+                "seed": turn,
+            }
             async with http.post(spec["openai_base_url"] + "/chat/completions", json=body) as resp:
                 assert resp.status == 200, await resp.text()
                 reply = await resp.json()
@@ -55,12 +66,20 @@ async def _rollout(gateway: Any, index: int, shots: list[bytes], keep_last: int 
 
 def _prune(messages: list[dict[str, Any]], keep_last: int) -> None:
     """Drop all but the last `keep_last` screenshots (their text stays), as last-N-images harnesses do."""
-    parts = [(m, p) for m in messages if isinstance(m["content"], list) for p in m["content"] if p["type"] == "image_url"]
+    parts = [
+        (m, p)
+        for m in messages
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p["type"] == "image_url"
+    ]
     for message, part in parts[: max(0, len(parts) - keep_last)]:
         message["content"].remove(part)
 
 
-async def record_gui_rollouts(path: Path, rollouts: list[list[bytes]], keep_last: int | None = None) -> list[str]:
+async def record_gui_rollouts(
+    path: Path, rollouts: list[list[bytes]], keep_last: int | None = None
+) -> list[str]:
     """One rollout per list of screenshots (one per turn), recorded into the call log at `path`;
     `keep_last`: the harness resends only its last N screenshots."""
     from openforgerl.engines.local.background import BackgroundServer

@@ -51,4 +51,3 @@ async def make_gateway(store: SQLiteCallStore, fmt: ChatFormat) -> AsyncIterator
     yield make
     for c in reversed(closers):
         await c.aclose()
-

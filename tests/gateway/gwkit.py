@@ -13,9 +13,16 @@ from openforgerl.gateway.server import RunningGateway, start_gateway
 from openforgerl.records import CallRecord
 from openforgerl.store.sqlite import SQLiteCallStore
 
-TOOLS = [{"type": "function", "function": {
-    "name": "bash", "description": "run a shell command",
-    "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "run a shell command",
+            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]},
+        },
+    }
+]
 
 
 @dataclass
@@ -48,13 +55,17 @@ def serve_local_engine(tmp_path_factory: Any, model: str) -> Any:
 
     from openforgerl.engines.local.process import LocalEngineProcess
 
-    proc = asyncio.run(LocalEngineProcess.start(model, tmp_path_factory.mktemp(model) / "engine.log", threads=1))
+    proc = asyncio.run(
+        LocalEngineProcess.start(model, tmp_path_factory.mktemp(model) / "engine.log", threads=1)
+    )
     yield proc.url
     proc.close()
 
 
 @asynccontextmanager
-async def gateway_over(engine_url: str, tmp_path: Any) -> AsyncIterator[tuple[RunningGateway, SQLiteCallStore]]:
+async def gateway_over(
+    engine_url: str, tmp_path: Any
+) -> AsyncIterator[tuple[RunningGateway, SQLiteCallStore]]:
     """A gateway in front of the engine at `engine_url`, recording into `tmp_path/calls.db`."""
     store = SQLiteCallStore(tmp_path / "calls.db")
     engine = OpenAICompatEngine(engine_url + "/v1")

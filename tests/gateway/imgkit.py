@@ -90,35 +90,86 @@ class FakeVLM:
         prompt, report = self.render(body)
         self.prompts.append(prompt)
         head = {"id": "chatcmpl-1", "created": int(time.time()), "model": body.get("model") or "fake-vl"}
-        lp = [{"content": [{"token": t, "logprob": -0.5, "bytes": list(t.encode()), "top_logprobs": []}]}
-              for t in OUT_TEXT]
+        lp = [
+            {"content": [{"token": t, "logprob": -0.5, "bytes": list(t.encode()), "top_logprobs": []}]}
+            for t in OUT_TEXT
+        ]
         if not body.get("stream"):
-            choice = {"index": 0, "message": {"role": "assistant", "content": "".join(OUT_TEXT)},
-                      "logprobs": {"content": [e["content"][0] for e in lp]}, "finish_reason": "stop",
-                      "token_ids": OUT_IDS}
-            out = {**head, "object": "chat.completion", "choices": [choice],
-                   "usage": {"prompt_tokens": len(prompt), "completion_tokens": 5, "total_tokens": len(prompt) + 5},
-                   "prompt_token_ids": prompt}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": "".join(OUT_TEXT)},
+                "logprobs": {"content": [e["content"][0] for e in lp]},
+                "finish_reason": "stop",
+                "token_ids": OUT_IDS,
+            }
+            out = {
+                **head,
+                "object": "chat.completion",
+                "choices": [choice],
+                "usage": {
+                    "prompt_tokens": len(prompt),
+                    "completion_tokens": 5,
+                    "total_tokens": len(prompt) + 5,
+                },
+                "prompt_token_ids": prompt,
+            }
             if report:
                 out["openforgerl_images"] = report
             return web.Response(body=orjson.dumps(out), content_type="application/json")
         return await self._stream(request, head, prompt, report, lp)
 
-    async def _stream(self, request: web.Request, head: dict[str, Any], prompt: list[int],
-                      report: list[dict[str, Any]], lp: list[dict[str, Any]]) -> web.StreamResponse:
+    async def _stream(
+        self,
+        request: web.Request,
+        head: dict[str, Any],
+        prompt: list[int],
+        report: list[dict[str, Any]],
+        lp: list[dict[str, Any]],
+    ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         chunk = {**head, "object": "chat.completion.chunk"}
-        first = {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                       "logprobs": None, "finish_reason": None}], "prompt_token_ids": prompt}
+        first = {
+            **chunk,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"role": "assistant", "content": ""},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+            ],
+            "prompt_token_ids": prompt,
+        }
         if report:
             first["openforgerl_images"] = report
         events = [first]
         for i, (tid, text) in enumerate(zip(OUT_IDS, OUT_TEXT, strict=True)):
-            events.append({**chunk, "choices": [{"index": 0, "delta": {"content": text}, "logprobs": lp[i],
-                                                 "finish_reason": "stop" if i == 4 else None, "token_ids": [tid]}]})
-        events.append({**chunk, "choices": [], "usage": {"prompt_tokens": len(prompt), "completion_tokens": 5,
-                                                        "total_tokens": len(prompt) + 5}})
+            events.append(
+                {
+                    **chunk,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {"content": text},
+                            "logprobs": lp[i],
+                            "finish_reason": "stop" if i == 4 else None,
+                            "token_ids": [tid],
+                        }
+                    ],
+                }
+            )
+        events.append(
+            {
+                **chunk,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": len(prompt),
+                    "completion_tokens": 5,
+                    "total_tokens": len(prompt) + 5,
+                },
+            }
+        )
         for e in events:
             await resp.write(b"data: " + orjson.dumps(e) + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")

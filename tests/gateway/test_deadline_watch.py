@@ -10,8 +10,15 @@ import pytest
 from openforgerl.gateway.deadlines import DeadlineWatch
 
 
-async def _run(after_s: float | None, *, healthy: bool, probe_s: float = 0.0, stall_s: float = 0.1,
-               rollout_cut: bool = False, moving: bool = False) -> tuple[str, int]:
+async def _run(
+    after_s: float | None,
+    *,
+    healthy: bool,
+    probe_s: float = 0.0,
+    stall_s: float = 0.1,
+    rollout_cut: bool = False,
+    moving: bool = False,
+) -> tuple[str, int]:
     """(why the guard fired, probes made) for one step that would otherwise run 5 s."""
     watch, probes = DeadlineWatch(period_s=0.02), []
 

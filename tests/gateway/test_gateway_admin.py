@@ -11,7 +11,9 @@ async def test_rollout_lifecycle(make_gateway):
     setup = await make_gateway(lambda t: tasks_seen.append(t.task_id) or "hello")
     url, model = setup.gateway.admin_url, setup.gateway.model_url
     async with aiohttp.ClientSession(headers=setup.gateway.admin_headers()) as http:
-        async with http.post(f"{url}/rollouts", json={"task_id": "t9", "harness": "codex", "group_id": "g"}) as r:
+        async with http.post(
+            f"{url}/rollouts", json={"task_id": "t9", "harness": "codex", "group_id": "g"}
+        ) as r:
             assert r.status == 200
             ro = await r.json()
         assert ro["openai_base_url"] == f"{model}/r/{ro['rollout_id']}/v1"  # the model plane, never admin
@@ -26,8 +28,9 @@ async def test_rollout_lifecycle(make_gateway):
         async with http.get(f"{url}/rollouts/{ro['rollout_id']}/calls") as r:
             calls = await r.json()
         assert len(calls) == 1 and calls[0]["completion_token_ids"] == setup.engine.produced[0].ids
-        async with http.post(f"{url}/rollouts/{ro['rollout_id']}/reward",
-                             json={"reward": 1, "components": {"tests": 1.0}}) as r:
+        async with http.post(
+            f"{url}/rollouts/{ro['rollout_id']}/reward", json={"reward": 1, "components": {"tests": 1.0}}
+        ) as r:
             assert r.status == 200
         async with http.post(f"{url}/rollouts/{ro['rollout_id']}/reward", json={"reward": "high"}) as r:
             assert r.status == 400 and (await r.json())["error"]["param"] == "reward"

@@ -71,5 +71,7 @@ async def test_auth_and_routing_errors(make_gateway):
                     assert body["error"]["message"] and body["error"]["type"]
         async with http.head(ro["anthropic_base_url"]) as r:
             assert r.status == 200
-        async with http.post(f"{base}/chat/completions", json=_good(), headers={"x-api-key": ro["api_key"]}) as r:
+        async with http.post(
+            f"{base}/chat/completions", json=_good(), headers={"x-api-key": ro["api_key"]}
+        ) as r:
             assert r.status == 200  # x-api-key works as well as Bearer

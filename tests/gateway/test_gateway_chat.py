@@ -18,15 +18,21 @@ def agent_policy(turn: Turn) -> str:
     """Call bash (twice in parallel) until a tool result is present, then answer."""
     if any(m.get("role") == "tool" for m in turn.messages):
         return "<think>\nboth ran\n</think>\n\nAll done: ok."
-    return "<think>\nlist files\n</think>\n\n" + format_tool_call("bash", {"cmd": "ls"}) + "\n" + \
-        format_tool_call("bash", {"cmd": "pwd"})
+    return (
+        "<think>\nlist files\n</think>\n\n"
+        + format_tool_call("bash", {"cmd": "ls"})
+        + "\n"
+        + format_tool_call("bash", {"cmd": "pwd"})
+    )
 
 
 def client(ro: dict[str, str]) -> AsyncOpenAI:
     return AsyncOpenAI(base_url=ro["openai_base_url"], api_key=ro["api_key"], max_retries=0)
 
 
-async def _collect_stream(c: AsyncOpenAI, **kw: object) -> tuple[str, str, dict[int, dict[str, str]], str | None]:
+async def _collect_stream(
+    c: AsyncOpenAI, **kw: object
+) -> tuple[str, str, dict[int, dict[str, str]], str | None]:
     content, reasoning, calls, finish = "", "", {}, None
     stream = await c.chat.completions.create(model="any", stream=True, **kw)  # type: ignore[call-overload]
     async for chunk in stream:
@@ -51,24 +57,35 @@ async def test_multi_turn_parallel_tools_exact_tokens(make_gateway, fmt, via_htt
     setup = await make_gateway(agent_policy, via_http=via_http)
     ro = await setup.rollout(task_id="t1", harness="qwen")
     c = client(ro)
-    messages: list[dict] = [{"role": "system", "content": "You are an agent."},
-                            {"role": "user", "content": "where am I?"}]
+    messages: list[dict] = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "where am I?"},
+    ]
     if stream:
         _, reasoning, calls, finish = await _collect_stream(c, messages=messages, tools=TOOLS)
-        tool_calls = [{"id": v["id"], "type": "function", "function": {"name": v["name"], "arguments": v["arguments"]}}
-                      for _, v in sorted(calls.items())]
+        tool_calls = [
+            {"id": v["id"], "type": "function", "function": {"name": v["name"], "arguments": v["arguments"]}}
+            for _, v in sorted(calls.items())
+        ]
     else:
         r = await c.chat.completions.create(model="any", messages=messages, tools=TOOLS)
-        msg, finish, reasoning = r.choices[0].message, r.choices[0].finish_reason, r.choices[0].message.reasoning
+        msg, finish, reasoning = (
+            r.choices[0].message,
+            r.choices[0].finish_reason,
+            r.choices[0].message.reasoning,
+        )
         tool_calls = [tc.model_dump() for tc in msg.tool_calls or []]
     assert finish == "tool_calls" and reasoning == "\nlist files\n"  # vLLM's qwen3 parser strips nothing
     assert [json.loads(t["function"]["arguments"]) for t in tool_calls] == [{"cmd": "ls"}, {"cmd": "pwd"}]
     messages.append({"role": "assistant", "content": None, "tool_calls": tool_calls})
     for tc in tool_calls:  # Qwen Code sends tool results as content-part arrays
-        messages.append({"role": "tool", "tool_call_id": tc["id"], "content": [{"type": "text", "text": "out"}]})
+        messages.append(
+            {"role": "tool", "tool_call_id": tc["id"], "content": [{"type": "text", "text": "out"}]}
+        )
     if stream:
-        content, _, _, finish = await _collect_stream(c, messages=messages, tools=TOOLS,
-                                                      stream_options={"include_usage": True})
+        content, _, _, finish = await _collect_stream(
+            c, messages=messages, tools=TOOLS, stream_options={"include_usage": True}
+        )
     else:
         r = await c.chat.completions.create(model="any", messages=messages, tools=TOOLS)
         content, finish = r.choices[0].message.content, r.choices[0].finish_reason
@@ -78,7 +95,10 @@ async def test_multi_turn_parallel_tools_exact_tokens(make_gateway, fmt, via_htt
     assert_exact(records, setup.engine.produced)
     assert [r.index for r in records] == [0, 1]
     assert records[0].prompt_token_ids == fmt.prompt_ids(messages[:2], TOOLS)  # real template + tokenizer
-    assert fmt.decode(records[1].completion_token_ids) == "<think>\nboth ran\n</think>\n\nAll done: ok." + EOS_TOKEN
+    assert (
+        fmt.decode(records[1].completion_token_ids)
+        == "<think>\nboth ran\n</think>\n\nAll done: ok." + EOS_TOKEN
+    )
     assert records[1].completion_logprobs[0] == scripted_logprob(records[1].completion_token_ids[0], 0)
     assert all(r.protocol == WireProtocol.CHAT and not r.side_call for r in records)
     # streamed pass-through forwards token events unread and reads them once at the end: text included
@@ -89,13 +109,26 @@ async def test_multi_turn_parallel_tools_exact_tokens(make_gateway, fmt, via_htt
 async def test_headers_agents_and_side_calls(make_gateway):
     setup = await make_gateway(lambda t: "A title")
     ro = await setup.rollout()
-    c = AsyncOpenAI(base_url=ro["openai_base_url"], api_key=ro["api_key"], max_retries=0,
-                    default_headers={"thread-id": "th-child", "x-codex-parent-thread-id": "th-root",
-                                     "x-session-id": "ses_1"})
-    await c.chat.completions.create(model="m", messages=[
-        {"role": "system", "content": "You are a title generator. Output a short title."},
-        {"role": "user", "content": "fix the bug"}])
-    await c.chat.completions.create(model="m", messages=[{"role": "user", "content": "fix the bug"}], tools=TOOLS)
+    c = AsyncOpenAI(
+        base_url=ro["openai_base_url"],
+        api_key=ro["api_key"],
+        max_retries=0,
+        default_headers={
+            "thread-id": "th-child",
+            "x-codex-parent-thread-id": "th-root",
+            "x-session-id": "ses_1",
+        },
+    )
+    await c.chat.completions.create(
+        model="m",
+        messages=[
+            {"role": "system", "content": "You are a title generator. Output a short title."},
+            {"role": "user", "content": "fix the bug"},
+        ],
+    )
+    await c.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "fix the bug"}], tools=TOOLS
+    )
     title, work = await setup.records(ro["rollout_id"])
     assert title.side_call and not work.side_call
     assert work.agent_id == "th-child" and work.parent_agent_id == "th-root"
@@ -107,7 +140,9 @@ async def test_length_finish_and_models(make_gateway):
     setup = await make_gateway(lambda t: "one two three four five six seven eight nine ten")
     ro = await setup.rollout()
     c = client(ro)
-    r = await c.chat.completions.create(model="m", messages=[{"role": "user", "content": "count"}], max_tokens=4)
+    r = await c.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "count"}], max_tokens=4
+    )
     assert r.choices[0].finish_reason == "length"
     (rec,) = await setup.records(ro["rollout_id"])
     assert len(rec.completion_token_ids) == 4 and rec.finish_reason == "length"
@@ -140,6 +175,6 @@ async def test_images_and_content_parts_pass_through(make_gateway, fmt):
     # recorded as the harness sent it, the image's base64 replaced by its blob reference
     ref = rec.request["messages"][0]["content"][1]["image_url"]["url"]
     assert rec.request["messages"][0]["content"][0] == content[0] and ref.startswith(BLOB_REF_PREFIX)
-    assert setup.store.read_blob(ref[len(BLOB_REF_PREFIX):]) == base64.b64decode(pixel.split(",")[1])
+    assert setup.store.read_blob(ref[len(BLOB_REF_PREFIX) :]) == base64.b64decode(pixel.split(",")[1])
     assert [(i.width, i.height, i.media_type) for i in rec.images] == [(1, 1, "image/png")]
     assert rec.prompt_token_ids == fmt.prompt_ids([{"role": "user", "content": "what is this? <image>"}])

@@ -23,8 +23,9 @@ def _served(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> tuple[Any, list
     return CliRunner().invoke(app, args), served
 
 
-def test_a_config_yamls_gateway_settings_reach_the_gateway_and_flags_win(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_config_yamls_gateway_settings_reach_the_gateway_and_flags_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     yaml = tmp_path / "train.yaml"
     yaml.write_text(f"""
 engine: {{kind: remote, urls: ["http://10.0.0.5:8000"], dialect: sglang}}
@@ -49,7 +50,10 @@ def test_without_a_config_the_flags_and_standalone_defaults_hold(monkeypatch: py
     assert res.exit_code == 0, res.output
     [config] = served
     assert (config.gateway.host, config.gateway.port) == ("0.0.0.0", 8080)
-    assert (config.gateway.admin_host, config.gateway.admin_port) == ("127.0.0.1", 8081)  # admin stays loopback
+    assert (config.gateway.admin_host, config.gateway.admin_port) == (
+        "127.0.0.1",
+        8081,
+    )  # admin stays loopback
     assert config.store.path == "runs/calls.db" and config.call_deadline_s == 600.0
     assert config.engine.kind == "remote" and config.engine.urls == ["http://127.0.0.1:9"]
 

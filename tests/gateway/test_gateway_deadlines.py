@@ -96,9 +96,14 @@ async def gateway(watched: WatchedEngine, store: Any):
 
 async def _post(ro: dict[str, str], stream: bool) -> tuple[int, bytes]:
     body = {"model": "m", "messages": MSG, "stream": stream}
-    async with aiohttp.ClientSession() as http, http.post(
-            ro["openai_base_url"] + "/chat/completions", json=body,
-            headers={"Authorization": f"Bearer {ro['api_key']}"}) as r:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            ro["openai_base_url"] + "/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {ro['api_key']}"},
+        ) as r,
+    ):
         return r.status, await r.read()
 
 
@@ -195,8 +200,10 @@ async def test_ending_a_rollout_aborts_its_calls_in_flight(gateway, watched, sto
     call = asyncio.create_task(_post(ro, False))
     await asyncio.wait_for(watched.started.wait(), 5)
     body = {} if route == "close" else {"status": "timeout"}
-    async with aiohttp.ClientSession(headers=gw.admin_headers()) as http, \
-            http.post(f"{gw.admin_url}/rollouts/{ro['rollout_id']}/{route}", json=body) as r:
+    async with (
+        aiohttp.ClientSession(headers=gw.admin_headers()) as http,
+        http.post(f"{gw.admin_url}/rollouts/{ro['rollout_id']}/{route}", json=body) as r,
+    ):
         assert r.status == 200, await r.text()
     t0 = time.monotonic()
     status, _ = await asyncio.wait_for(call, 5)

@@ -67,24 +67,52 @@ async def test_replicas_through_gateway(make_gateway, store):
 
 def _sglang_app() -> web.Application:
     """SGLang's wire shape: ids in `sglext` (stream: a final chunk), `reasoning_content`."""
+
     async def chat(request: web.Request) -> web.StreamResponse:
         body = await request.json()
         if not body.get("stream"):
-            choice = {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop",
-                      "logprobs": {"content": [{"token": "ok", "logprob": -0.5, "top_logprobs": []},
-                                               {"token": "", "logprob": -0.25, "top_logprobs": []}]}}
-            return web.json_response({"id": "x", "object": "chat.completion", "choices": [choice],
-                                      "sglext": {"input_ids": [1, 2, 3], "output_ids": [7, 2]}})
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": "ok"},
+                "finish_reason": "stop",
+                "logprobs": {
+                    "content": [
+                        {"token": "ok", "logprob": -0.5, "top_logprobs": []},
+                        {"token": "", "logprob": -0.25, "top_logprobs": []},
+                    ]
+                },
+            }
+            return web.json_response(
+                {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "choices": [choice],
+                    "sglext": {"input_ids": [1, 2, 3], "output_ids": [7, 2]},
+                }
+            )
         assert request.headers["x-sglext-return-output-ids"] == "1"
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         for text, lp, fin in (("o", -0.5, None), ("k", -0.25, "stop")):
-            chunk = {"id": "x", "object": "chat.completion.chunk", "choices": [{
-                "index": 0, "delta": {"content": text}, "finish_reason": fin,
-                "logprobs": {"content": [{"token": text, "logprob": lp, "top_logprobs": []}]}}]}
+            chunk = {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"content": text},
+                        "finish_reason": fin,
+                        "logprobs": {"content": [{"token": text, "logprob": lp, "top_logprobs": []}]},
+                    }
+                ],
+            }
             await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
-        final = {"id": "x", "object": "chat.completion.chunk", "choices": [],
-                 "sglext": {"input_ids": [1, 2, 3], "output_ids": [7, 2]}}
+        final = {
+            "id": "x",
+            "object": "chat.completion.chunk",
+            "choices": [],
+            "sglext": {"input_ids": [1, 2, 3], "output_ids": [7, 2]},
+        }
         await resp.write(b"data: " + orjson.dumps(final) + b"\n\ndata: [DONE]\n\n")
         return resp
 
@@ -131,8 +159,13 @@ def test_pass_through_reads_go_unread_and_decode_once():
     error event is read at once. Keys escaped inside a string value never count."""
 
     def event(tid: int, lp: float, finish: str | None = None, content: str = "x") -> bytes:
-        choice = {"index": 0, "delta": {"content": content}, "finish_reason": finish, "token_ids": [tid],
-                  "logprobs": {"content": [{"token": content, "logprob": lp, "bytes": [1], "top_logprobs": []}]}}
+        choice = {
+            "index": 0,
+            "delta": {"content": content},
+            "finish_reason": finish,
+            "token_ids": [tid],
+            "logprobs": {"content": [{"token": content, "logprob": lp, "bytes": [1], "top_logprobs": []}]},
+        }
         return b"data: " + orjson.dumps({"id": "c", "choices": [choice]}) + b"\n\n"
 
     eng = OpenAICompatEngine("http://127.0.0.1:9/v1")
@@ -163,18 +196,28 @@ def test_pass_through_reads_go_unread_and_decode_once():
 def test_split_prompt_ids_cuts_only_a_compact_int_array():
     from openforgerl.engines.openai_compat import split_prompt_ids
 
-    body = {"id": "c", "choices": [{"index": 0, "message": {"content": '"prompt_token_ids":[9]'}, "token_ids": [4]}],
-            "usage": {"prompt_tokens": 3}, "prompt_token_ids": [1, 22, 333]}
+    body = {
+        "id": "c",
+        "choices": [{"index": 0, "message": {"content": '"prompt_token_ids":[9]'}, "token_ids": [4]}],
+        "usage": {"prompt_tokens": 3},
+        "prompt_token_ids": [1, 22, 333],
+    }
     raw = orjson.dumps(body)
     rest, ids = split_prompt_ids(raw)
-    assert ids == b"[1,22,333]" and orjson.loads(rest) == {k: v for k, v in body.items() if k != "prompt_token_ids"}
-    first = orjson.dumps({"prompt_token_ids": [7], **{k: v for k, v in body.items() if k != "prompt_token_ids"}})
+    assert ids == b"[1,22,333]" and orjson.loads(rest) == {
+        k: v for k, v in body.items() if k != "prompt_token_ids"
+    }
+    first = orjson.dumps(
+        {"prompt_token_ids": [7], **{k: v for k, v in body.items() if k != "prompt_token_ids"}}
+    )
     rest, ids = split_prompt_ids(first)  # also when it is the first key
     assert ids == b"[7]" and "prompt_token_ids" not in orjson.loads(rest)
     assert split_prompt_ids(orjson.dumps({**body, "prompt_token_ids": [1.5]})) is None  # not ints
     assert split_prompt_ids(orjson.dumps({**body, "prompt_token_ids": ["a"]})) is None
     assert split_prompt_ids(orjson.dumps({"id": "c"})) is None  # absent
-    assert split_prompt_ids(raw.replace(b'"prompt_token_ids":[1,22,333]', b'"prompt_token_ids":[1, 22]')) is None
+    assert (
+        split_prompt_ids(raw.replace(b'"prompt_token_ids":[1,22,333]', b'"prompt_token_ids":[1, 22]')) is None
+    )
 
 
 async def test_deadline_guard_times_out_and_lets_other_cancellations_through():
@@ -209,29 +252,56 @@ def test_scan_events_agrees_with_the_json_parser_or_declines():
     prompt ids), or declines (None) for shapes it does not know, never something else."""
     from openforgerl.engines.openai_compat import scan_events
 
-    def event(delta: dict, tid: int | None = None, lp: float = -0.5, finish: str | None = None,
-              top: list | None = None) -> bytes:
+    def event(
+        delta: dict,
+        tid: int | None = None,
+        lp: float = -0.5,
+        finish: str | None = None,
+        top: list | None = None,
+    ) -> bytes:
         choice: dict = {"index": 0, "delta": delta}
         if tid is not None:
-            choice["logprobs"] = {"content": [{"token": "t", "logprob": lp, "bytes": [1], "top_logprobs": top or []}]}
+            choice["logprobs"] = {
+                "content": [{"token": "t", "logprob": lp, "bytes": [1], "top_logprobs": top or []}]
+            }
         choice["finish_reason"] = finish
         if tid is not None:
             choice["token_ids"] = [tid]
-        return b"data: " + orjson.dumps({"id": "c", "object": "chat.completion.chunk", "choices": [choice]}) + b"\n\n"
+        return (
+            b"data: "
+            + orjson.dumps({"id": "c", "object": "chat.completion.chunk", "choices": [choice]})
+            + b"\n\n"
+        )
 
-    head = (b'data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
-            b'"finish_reason":null}],"prompt_token_ids":[1,2,3]}\n\n')
-    plain = head + event({"reasoning": "hmm"}, 5, -1.5) + event({"content": 'say "hi"\\n\u00e9\U0001F600'}, 6, -2e-05) \
-        + event({}, 7, -9999.0, "stop") + b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3}}\n\n'
+    head = (
+        b'data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
+        b'"finish_reason":null}],"prompt_token_ids":[1,2,3]}\n\n'
+    )
+    plain = (
+        head
+        + event({"reasoning": "hmm"}, 5, -1.5)
+        + event({"content": 'say "hi"\\n\u00e9\U0001f600'}, 6, -2e-05)
+        + event({}, 7, -9999.0, "stop")
+        + b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3}}\n\n'
+    )
     eng = OpenAICompatEngine("http://127.0.0.1:9/v1")
     scanned, parsed = scan_events(plain), eng._parse_read(plain, "")[0]
     assert scanned is not None and scanned.prompt.json == b"[1,2,3]" and parsed.prompt.ids == [1, 2, 3]
-    assert (scanned.token_ids, scanned.logprobs, scanned.content, scanned.finish_reason, scanned.final) == \
-        (parsed.token_ids, parsed.logprobs, parsed.content, parsed.finish_reason, parsed.final)
-    assert scanned.content == 'say "hi"\\n\u00e9\U0001F600'
+    assert (scanned.token_ids, scanned.logprobs, scanned.content, scanned.finish_reason, scanned.final) == (
+        parsed.token_ids,
+        parsed.logprobs,
+        parsed.content,
+        parsed.finish_reason,
+        parsed.final,
+    )
+    assert scanned.content == 'say "hi"\\n\u00e9\U0001f600'
     tool = event({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}, 8)
     assert scan_events(plain + tool) is None  # tool calls: parsed instead
-    assert scan_events(event({"content": "x"}, 9, top=[{"token": "y", "logprob": -3.0, "bytes": [2]}])) is None
+    assert (
+        scan_events(event({"content": "x"}, 9, top=[{"token": "y", "logprob": -3.0, "bytes": [2]}])) is None
+    )
     assert scan_events(event({"refusal": None, "content": "x"}, 9)) is None  # a delta shape it does not know
-    assert scan_events(plain.replace(b'"token_ids":[6]', b'"token_ids":[6,6]')) is None  # ids without logprobs
+    assert (
+        scan_events(plain.replace(b'"token_ids":[6]', b'"token_ids":[6,6]')) is None
+    )  # ids without logprobs
     assert scan_events(plain[:-30] + b"\n\n") is None  # a torn event

@@ -109,8 +109,11 @@ async def test_client_disconnect_mid_stream_is_recorded(make_gateway, via_http):
     ro = await setup.rollout()
     body = {"model": "m", "messages": MSG, "stream": True}
     async with aiohttp.ClientSession() as http:
-        resp = await http.post(ro["openai_base_url"] + "/chat/completions", json=body,
-                               headers={"Authorization": f"Bearer {ro['api_key']}"})
+        resp = await http.post(
+            ro["openai_base_url"] + "/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {ro['api_key']}"},
+        )
         seen = 0
         while seen < 3:  # a few events carrying tokens (the first may be the role alone)
             line = await resp.content.readline()
@@ -139,6 +142,7 @@ async def test_the_taint_long_poll_wakes_on_the_taint_and_waits_otherwise(make_g
     ro = await setup.rollout()
     rid = ro["rollout_id"]
     async with aiohttp.ClientSession(headers=gw.admin_headers()) as http:
+
         async def poll(wait_s: float) -> tuple[int, dict, float]:
             t0 = time.monotonic()
             async with http.get(f"{gw.admin_url}/rollouts/{rid}/taint", params={"wait_s": str(wait_s)}) as r:
@@ -162,6 +166,9 @@ async def test_the_taint_long_poll_wakes_on_the_taint_and_waits_otherwise(make_g
     async with aiohttp.ClientSession() as http:  # the admin plane's token, and only on the admin listener
         async with http.get(f"{gw.admin_url}/rollouts/{rid}/taint", params={"wait_s": "0"}) as r:
             assert r.status == 401
-        async with http.get(f"{gw.model_url}/rollouts/{rid}/taint", params={"wait_s": "0"},
-                            headers={"Authorization": f"Bearer {ro['api_key']}"}) as r:
+        async with http.get(
+            f"{gw.model_url}/rollouts/{rid}/taint",
+            params={"wait_s": "0"},
+            headers={"Authorization": f"Bearer {ro['api_key']}"},
+        ) as r:
             assert r.status == 404

@@ -67,9 +67,16 @@ async def test_admin_reward_and_outcome_are_validated(make_gateway):
     gw = setup.gateway
     ro = await setup.rollout()
     base = f"{gw.admin_url}/rollouts/{ro['rollout_id']}"
-    bad = [("reward", {"reward": "high"}), ("reward", {"components": {"a": "b"}}), ("reward", {"reward": True}),
-           ("outcome", {"status": "won"}), ("outcome", {"status": "ok", "reward": "1"}),
-           ("outcome", {"status": "ok", "in_batch": "yes"}), ("outcome", {}), ("outcome", b"{nope")]
+    bad = [
+        ("reward", {"reward": "high"}),
+        ("reward", {"components": {"a": "b"}}),
+        ("reward", {"reward": True}),
+        ("outcome", {"status": "won"}),
+        ("outcome", {"status": "ok", "reward": "1"}),
+        ("outcome", {"status": "ok", "in_batch": "yes"}),
+        ("outcome", {}),
+        ("outcome", b"{nope"),
+    ]
     async with aiohttp.ClientSession(headers=gw.admin_headers()) as http:
         for route, body in bad:
             data = body if isinstance(body, bytes) else orjson.dumps(body)
@@ -84,8 +91,15 @@ async def test_outcome_is_written_under_the_lock_and_closes_the_rollout(make_gat
     setup = await make_gateway(lambda t: "ok")
     gw = setup.gateway
     ro = await setup.rollout()
-    outcome = {"status": "ok", "reward": 0.5, "reward_components": {"tests": 0.5}, "verifier_log": "2/4",
-               "in_batch": True, "drop_reason": None, "finished_at": 1234.5}
+    outcome = {
+        "status": "ok",
+        "reward": 0.5,
+        "reward_components": {"tests": 0.5},
+        "verifier_log": "2/4",
+        "in_batch": True,
+        "drop_reason": None,
+        "finished_at": 1234.5,
+    }
     async with aiohttp.ClientSession(headers=gw.admin_headers()) as http:
         async with http.post(f"{gw.admin_url}/rollouts/{ro['rollout_id']}/outcome", json=outcome) as r:
             assert r.status == 200, await r.text()
@@ -107,8 +121,10 @@ async def test_outcome_cannot_clear_an_infra_taint(make_gateway):
         async with http.post(ro["openai_base_url"] + "/chat/completions", json=_chat(), headers=headers) as r:
             assert r.status == 502
     async with aiohttp.ClientSession(headers=gw.admin_headers()) as http:
-        async with http.post(f"{gw.admin_url}/rollouts/{ro['rollout_id']}/outcome",
-                             json={"status": "ok", "reward": 1.0, "in_batch": True}) as r:
+        async with http.post(
+            f"{gw.admin_url}/rollouts/{ro['rollout_id']}/outcome",
+            json={"status": "ok", "reward": 1.0, "in_batch": True},
+        ) as r:
             answer = await r.json()
     assert answer["status"] == "infra_error:engine" and answer["infra_tainted"] is True
     assert answer.get("in_batch", answer["metadata"].get("in_batch")) is False
@@ -133,16 +149,25 @@ async def test_deep_bodies_are_400_before_anything_is_recorded(make_gateway):
     setup = await make_gateway(lambda t: "ok")
     ro = await setup.rollout()
     headers = {"Authorization": f"Bearer {ro['api_key']}"}
-    cases = [(ro["openai_base_url"] + "/chat/completions", "error"),
-             (ro["openai_base_url"] + "/responses", "error"),
-             (ro["anthropic_base_url"] + "/v1/messages", "type")]
+    cases = [
+        (ro["openai_base_url"] + "/chat/completions", "error"),
+        (ro["openai_base_url"] + "/responses", "error"),
+        (ro["anthropic_base_url"] + "/v1/messages", "type"),
+    ]
     async with aiohttp.ClientSession() as http:
         for url, shape in cases:
             for depth in (MAX_BODY_DEPTH + 1, 300, 1100):
                 body = {**_chat(), "input": "x", "max_tokens": 5, "metadata": {"deep": _nested(depth)}}
-                data = orjson.dumps(body) if depth < 250 else (
-                    b'{"model":"m","max_tokens":5,"input":"x","messages":[{"role":"user","content":"hi"}],"x":'
-                    + b"[" * depth + b"]" * depth + b"}")
+                data = (
+                    orjson.dumps(body)
+                    if depth < 250
+                    else (
+                        b'{"model":"m","max_tokens":5,"input":"x","messages":[{"role":"user","content":"hi"}],"x":'
+                        + b"[" * depth
+                        + b"]" * depth
+                        + b"}"
+                    )
+                )
                 async with http.post(url, data=data, headers=headers) as r:
                     assert r.status == 400, (url, depth, await r.text())
                     answer = await r.json()
@@ -163,16 +188,26 @@ async def test_content_encodings(make_gateway):
     auth = {"Authorization": f"Bearer {ro['api_key']}", "Content-Type": "application/json"}
     body = orjson.dumps(_chat())
     async with aiohttp.ClientSession() as http:
-        async with http.post(url, data=gzip.compress(body), headers={**auth, "Content-Encoding": "gzip"}) as r:
+        async with http.post(
+            url, data=gzip.compress(body), headers={**auth, "Content-Encoding": "gzip"}
+        ) as r:
             assert r.status == 200, await r.text()
-        for enc, data, status in [("zstd-but-not", body, 415), ("compress", body, 415), ("gzip, br", body, 415),
-                                  ("gzip", b"\x1f\x8b\x08garbage", 400), ("deflate", b"not deflate", 400)]:
+        for enc, data, status in [
+            ("zstd-but-not", body, 415),
+            ("compress", body, 415),
+            ("gzip, br", body, 415),
+            ("gzip", b"\x1f\x8b\x08garbage", 400),
+            ("deflate", b"not deflate", 400),
+        ]:
             async with http.post(url, data=data, headers={**auth, "Content-Encoding": enc}) as r:
                 assert r.status == status, (enc, await r.text())
                 assert _is_openai_error(await r.json())
         admin = setup.gateway
-        async with http.post(admin.admin_url + "/rollouts", data=b"{}",
-                             headers={**admin.admin_headers(), "Content-Encoding": "snappy"}) as r:
+        async with http.post(
+            admin.admin_url + "/rollouts",
+            data=b"{}",
+            headers={**admin.admin_headers(), "Content-Encoding": "snappy"},
+        ) as r:
             assert r.status == 415 and _is_openai_error(await r.json())
 
 
@@ -205,12 +240,17 @@ async def test_slow_headers_and_slow_bodies_are_cut(make_gateway):
     path = f"/r/{ro['rollout_id']}/v1/chat/completions"
     head = f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ro['api_key']}\r\n".encode()
     t0 = time.monotonic()
-    slow_headers = [head[i:i + 4] for i in range(0, len(head), 4)]  # never finishes the header block
-    answers = await asyncio.gather(*(_raw_exchange(port, slow_headers, 0.2, 10) for port in (gw.port, gw.admin_port)))
+    slow_headers = [head[i : i + 4] for i in range(0, len(head), 4)]  # never finishes the header block
+    answers = await asyncio.gather(
+        *(_raw_exchange(port, slow_headers, 0.2, 10) for port in (gw.port, gw.admin_port))
+    )
     assert all(a in (b"", b"<reset>") for a in answers)  # connection closed, nothing served
     assert time.monotonic() - t0 < 8
     body = orjson.dumps(_chat())
-    slow_body = [head + f"Content-Length: {len(body)}\r\nContent-Type: application/json\r\n\r\n".encode(), body[:5]]
+    slow_body = [
+        head + f"Content-Length: {len(body)}\r\nContent-Type: application/json\r\n\r\n".encode(),
+        body[:5],
+    ]
     answer = await _raw_exchange(gw.port, slow_body, 2.5, 10)  # then silence: the body never completes
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert b'"error"' in answer

@@ -35,8 +35,13 @@ POLICY = ImagePolicy()
 def chat(*urls: str, text: str = "look") -> dict[str, Any]:
     parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
     parts += [{"type": "image_url", "image_url": {"url": u}} for u in urls]
-    return {"model": "m", "messages": [{"role": "system", "content": "you are a GUI agent"},
-                                       {"role": "user", "content": parts}]}
+    return {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "you are a GUI agent"},
+            {"role": "user", "content": parts},
+        ],
+    }
 
 
 def twins() -> tuple[bytes, bytes]:
@@ -44,10 +49,17 @@ def twins() -> tuple[bytes, bytes]:
     the bytes differ only a third of the way in (the end of a tEXt chunk's text)."""
     png = screenshot(160, 90, seed=3)
     text_len = 3000
+
     def with_text(fill: bytes) -> bytes:
         payload = b"note\0" + fill
-        chunk = struct.pack(">I", len(payload)) + b"tEXt" + payload + struct.pack(">I", zlib.crc32(b"tEXt" + payload))
+        chunk = (
+            struct.pack(">I", len(payload))
+            + b"tEXt"
+            + payload
+            + struct.pack(">I", zlib.crc32(b"tEXt" + payload))
+        )
         return png[:33] + chunk + png[33:]
+
     a = with_text(b"a" * text_len)
     b = with_text(b"a" * (text_len // 2) + b"b" + b"a" * (text_len // 2 - 1))
     return a, b
@@ -117,7 +129,9 @@ def test_stored_copy_replaces_url_and_bare_base64_and_copies_only_changed_contai
 
 def test_base64_with_line_breaks_is_still_accepted_and_non_ascii_refused() -> None:
     shot = screenshot(64, 48, seed=4)
-    mime = base64.encodebytes(shot).decode()  # a newline every 76 characters: only the lenient decoder takes it
+    mime = base64.encodebytes(
+        shot
+    ).decode()  # a newline every 76 characters: only the lenient decoder takes it
     assert "\n" in mime
     found = find_images(chat("data:image/png;base64," + mime), POLICY)
     assert found is not None and found.refs[0].sha256 == hashlib.sha256(shot).hexdigest()

@@ -32,24 +32,47 @@ def _chat(**extra: object) -> dict:
 
 BIG_PLACES = [
     ("chat unknown field", "/v1/chat/completions", _chat(extra_knob="__BIG__")),
-    ("chat inside a message", "/v1/chat/completions",
-     {"model": "m", "messages": [{"role": "user", "content": "hi", "n": "__BIG__"}]}),
+    (
+        "chat inside a message",
+        "/v1/chat/completions",
+        {"model": "m", "messages": [{"role": "user", "content": "hi", "n": "__BIG__"}]},
+    ),
     ("chat deep in metadata", "/v1/chat/completions", _chat(metadata={"a": [{"b": "__BIG__"}]})),
     ("responses seed", "/v1/responses", {"model": "m", "input": "hi", "seed": "__BIG__"}),
-    ("anthropic tool input", "/v1/messages", {"model": "m", "max_tokens": 64, "messages": [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {"n": "__BIG__"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "done"}]}]}),
+    (
+        "anthropic tool input",
+        "/v1/messages",
+        {
+            "model": "m",
+            "max_tokens": 64,
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {"n": "__BIG__"}}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "done"}],
+                },
+            ],
+        },
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "route", "body"), BIG_PLACES, ids=[p[0] for p in BIG_PLACES])
-async def test_an_integer_past_64_bits_is_stored_exactly_and_every_admin_read_works(make_gateway, name, route, body):
+async def test_an_integer_past_64_bits_is_stored_exactly_and_every_admin_read_works(
+    make_gateway, name, route, body
+):
     setup = await make_gateway(lambda t: "ok")
     gw = setup.gateway
     ro = await setup.rollout()
-    headers = {"Authorization": f"Bearer {ro['api_key']}", "x-api-key": ro["api_key"],
-               "Content-Type": "application/json"}
+    headers = {
+        "Authorization": f"Bearer {ro['api_key']}",
+        "x-api-key": ro["api_key"],
+        "Content-Type": "application/json",
+    }
     async with aiohttp.ClientSession() as http:
         async with http.post(ro["anthropic_base_url"] + route, data=_raw(body), headers=headers) as r:
             assert r.status == 200, await r.text()

@@ -51,9 +51,21 @@ class GatewayProc:
         port, admin = _free_port(), _free_port()
         env = {**os.environ, "OPENFORGERL_ADMIN_TOKEN": TOKEN, "OPENFORGERL_GATEWAY_SECRET": SECRET}
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "openforgerl.gateway", "--engine", engine_url, "--port", str(port),
-            "--admin-port", str(admin), "--store", str(db), env=env,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+            sys.executable,
+            "-m",
+            "openforgerl.gateway",
+            "--engine",
+            engine_url,
+            "--port",
+            str(port),
+            "--admin-port",
+            str(admin),
+            "--store",
+            str(db),
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         gw = cls(proc, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin}")
         await gw._wait_healthy()
         return gw
@@ -72,8 +84,10 @@ class GatewayProc:
 
     async def open_rollout(self) -> dict[str, str]:
         auth = {"Authorization": f"Bearer {TOKEN}"}
-        async with aiohttp.ClientSession(headers=auth) as http, \
-                http.post(self.admin_url + "/rollouts", json={"task_id": "k"}) as r:
+        async with (
+            aiohttp.ClientSession(headers=auth) as http,
+            http.post(self.admin_url + "/rollouts", json={"task_id": "k"}) as r,
+        ):
             assert r.status == 200, await r.text()
             return await r.json()
 
@@ -149,7 +163,9 @@ async def _one_call(client: AsyncOpenAI, rollout_id: str, stream: bool, ledger: 
                 if chunk.choices and chunk.choices[0].delta.content:
                     text += chunk.choices[0].delta.content
         else:
-            text = (await client.chat.completions.create(model="m", messages=msgs)).choices[0].message.content or ""
+            text = (await client.chat.completions.create(model="m", messages=msgs)).choices[
+                0
+            ].message.content or ""
     except Exception:  # killed under us: not finished, nothing is promised
         ledger.failed += 1
         return
@@ -159,10 +175,20 @@ async def _one_call(client: AsyncOpenAI, rollout_id: str, stream: bool, ledger: 
         ledger.reached.set()
 
 
-async def _client(ro: dict[str, str], bases: list[str], stream: bool, ledger: Ledger, stop: asyncio.Event,
-                  rng: random.Random) -> None:
-    clients = [AsyncOpenAI(base_url=base + f"/r/{ro['rollout_id']}/v1", api_key=ro["api_key"], max_retries=0,
-                           timeout=30) for base in bases]
+async def _client(
+    ro: dict[str, str],
+    bases: list[str],
+    stream: bool,
+    ledger: Ledger,
+    stop: asyncio.Event,
+    rng: random.Random,
+) -> None:
+    clients = [
+        AsyncOpenAI(
+            base_url=base + f"/r/{ro['rollout_id']}/v1", api_key=ro["api_key"], max_retries=0, timeout=30
+        )
+        for base in bases
+    ]
     try:
         while not stop.is_set():
             await _one_call(rng.choice(clients), ro["rollout_id"], stream, ledger)
@@ -171,8 +197,9 @@ async def _client(ro: dict[str, str], bases: list[str], stream: bool, ledger: Le
             await c.close()
 
 
-async def _cycle(engine_url: str, db: Path, rollouts: list[dict[str, str]], ledger: Ledger,
-                 rng: random.Random, first: bool) -> list[dict[str, str]]:
+async def _cycle(
+    engine_url: str, db: Path, rollouts: list[dict[str, str]], ledger: Ledger, rng: random.Random, first: bool
+) -> list[dict[str, str]]:
     """Two gateways on one store, clients on both, then kill -9 both mid-load."""
     gws = [await GatewayProc.start(engine_url, db) for _ in range(2)]
     try:
@@ -180,8 +207,11 @@ async def _cycle(engine_url: str, db: Path, rollouts: list[dict[str, str]], ledg
             rollouts = [await gws[i % 2].open_rollout() for i in range(6)]
         stop = asyncio.Event()
         modes = itertools.cycle([True, False, True])  # three clients per rollout, streamed and not
-        tasks = [asyncio.create_task(_client(ro, [g.model_url for g in gws], next(modes), ledger, stop, rng))
-                 for ro in rollouts for _ in range(3)]
+        tasks = [
+            asyncio.create_task(_client(ro, [g.model_url for g in gws], next(modes), ledger, stop, rng))
+            for ro in rollouts
+            for _ in range(3)
+        ]
         # Kill once this cycle has finished calls of its own, not after a fixed time: on a box loaded by
         # other work 2 s gave 27 finished calls over three cycles (measured), short of the "real load" check.
         ledger.target, ledger.reached = len(ledger.finished) + CALLS_PER_CYCLE, asyncio.Event()

@@ -30,12 +30,17 @@ def test_each_data_url_becomes_a_key_and_comes_back_as_the_same_bytes():
     assert lifted is not None and len(lifted.spans) == 2 and URL.encode() not in lifted.lean
     lean = orjson.loads(lifted.lean)
     keys = [p["image_url"]["url"] for p in lean["messages"][0]["content"][1:]]
-    assert [lifted.string(k) for k in keys] == [json.dumps(URL).encode(), json.dumps(URL[:-4] + "AAA=").encode()]
+    assert [lifted.string(k) for k in keys] == [
+        json.dumps(URL).encode(),
+        json.dumps(URL[:-4] + "AAA=").encode(),
+    ]
     assert for_engine(lean, lifted, fragments=False) == orjson.loads(raw)
     assert orjson.dumps(for_engine(lean, lifted, fragments=True)) == orjson.dumps(orjson.loads(raw))
     assert lifted.splice(orjson.dumps(lean)) == orjson.dumps(orjson.loads(raw))  # the engine's bytes
     again = lift_data_urls(raw)
-    assert again is not None and set(again.spans).isdisjoint(lifted.spans)  # a nonce per call: keys cannot be named
+    assert again is not None and set(again.spans).isdisjoint(
+        lifted.spans
+    )  # a nonce per call: keys cannot be named
 
 
 def test_a_payload_whose_keys_were_rewritten_is_spliced_the_exact_way():
@@ -77,8 +82,11 @@ _URLS = st.sampled_from([URL, "data:image/jpeg;base64,/9j/4AAQ", "data:image/gif
 _TEXT = st.text(alphabet=st.sampled_from('ab "\\/\n\u00e9'), max_size=12)  # quotes, escapes, UTF-8
 _AROUND = st.builds(lambda a, url, b: a + url + b, _TEXT, _URLS, _TEXT)  # a URL inside other text
 _LEAF = st.one_of(_URLS, _TEXT, _AROUND, st.integers(-(2**53), 2**53), st.none(), st.booleans())
-_DOC = st.recursive(_LEAF, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                    st.dictionaries(_TEXT, inner, max_size=4)), max_leaves=20)
+_DOC = st.recursive(
+    _LEAF,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_TEXT, inner, max_size=4)),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=300, deadline=None)

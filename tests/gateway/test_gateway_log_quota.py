@@ -30,8 +30,9 @@ from openforgerl.store.sqlite import SQLiteCallStore
 def _stored(gw: RunningGateway, db: Path, rollout_id: str) -> tuple[int, int]:
     """(bytes of the rollout's call records in SQLite, bytes of every blob in the blob packs)."""
     with sqlite3.connect(db) as conn:
-        calls = conn.execute("SELECT coalesce(sum(length(body)), 0) FROM calls WHERE rollout_id = ?",
-                             (rollout_id,)).fetchone()[0]
+        calls = conn.execute(
+            "SELECT coalesce(sum(length(body)), 0) FROM calls WHERE rollout_id = ?", (rollout_id,)
+        ).fetchone()[0]
     store = gw.gateway.store
     assert isinstance(store, SQLiteCallStore)
     return int(calls), store.read_blob_usage()[1]
@@ -67,8 +68,18 @@ def _noise_png(seed: int, size: tuple[int, int] = (120, 90)) -> bytes:
 
 def _image_call(seed: int) -> dict[str, Any]:
     shot = _noise_png(seed)
-    return {"model": "m", "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "what is on the screen?"}, {"type": "image_url", "image_url": {"url": data_url(shot)}}]}]}
+    return {
+        "model": "m",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is on the screen?"},
+                    {"type": "image_url", "image_url": {"url": data_url(shot)}},
+                ],
+            }
+        ],
+    }
 
 
 async def test_image_blobs_count_against_the_quota(vlm_gateway: tuple[RunningGateway, Path]) -> None:
@@ -79,8 +90,9 @@ async def test_image_blobs_count_against_the_quota(vlm_gateway: tuple[RunningGat
     statuses = []
     async with aiohttp.ClientSession() as http:
         for seed in range(40):  # distinct screenshots until the quota says no
-            async with http.post(ro["openai_base_url"] + "/chat/completions", json=_image_call(seed),
-                                 headers=headers) as r:
+            async with http.post(
+                ro["openai_base_url"] + "/chat/completions", json=_image_call(seed), headers=headers
+            ) as r:
                 statuses.append(r.status)
                 if r.status != 200:
                     assert r.status == 413 and (await r.json())["error"]["code"] == "rollout_log_quota"
@@ -91,7 +103,9 @@ async def test_image_blobs_count_against_the_quota(vlm_gateway: tuple[RunningGat
             assert r.status == 413
             err = await r.json()
             assert err["type"] == "error" and err["error"]["type"] == "request_too_large"
-    assert len(await gw.gateway.store.list_calls(rid)) == statuses.count(200) + 1  # and caught up from its journal
+    assert (
+        len(await gw.gateway.store.list_calls(rid)) == statuses.count(200) + 1
+    )  # and caught up from its journal
     calls, blobs = _stored(gw, db, rid)
     assert blobs > 0 and statuses[0] == 200  # control: images were stored, so there was something to count
     state = await gw.gateway.registry.state(rid)
@@ -109,8 +123,13 @@ async def test_a_call_that_never_began_gives_its_reservation_back(make_gateway) 
     body = {"model": "m", "messages": [{"role": "user", "content": "x" * 50_000}]}
     await setup.gateway.pause(0)
     async with aiohttp.ClientSession() as http:
-        post = asyncio.create_task(http.post(ro["openai_base_url"] + "/chat/completions", json=body,
-                                             headers={"Authorization": f"Bearer {ro['api_key']}"}))
+        post = asyncio.create_task(
+            http.post(
+                ro["openai_base_url"] + "/chat/completions",
+                json=body,
+                headers={"Authorization": f"Bearer {ro['api_key']}"},
+            )
+        )
         for _ in range(200):
             await asyncio.sleep(0.01)
             if state.log_bytes:

@@ -7,10 +7,17 @@ import pytest
 
 from openforgerl.orchestrator.gateway_client import GatewayAccess, GatewayClient, GatewayClientError
 
-ADMIN_ROUTES = [("POST", "/rollouts"), ("GET", "/rollouts/{rid}"), ("GET", "/rollouts/{rid}/calls"),
-                ("POST", "/rollouts/{rid}/reward"), ("POST", "/rollouts/{rid}/outcome"),
-                ("POST", "/rollouts/{rid}/close"), ("POST", "/admin/pause"), ("POST", "/admin/resume"),
-                ("GET", "/metrics")]
+ADMIN_ROUTES = [
+    ("POST", "/rollouts"),
+    ("GET", "/rollouts/{rid}"),
+    ("GET", "/rollouts/{rid}/calls"),
+    ("POST", "/rollouts/{rid}/reward"),
+    ("POST", "/rollouts/{rid}/outcome"),
+    ("POST", "/rollouts/{rid}/close"),
+    ("POST", "/admin/pause"),
+    ("POST", "/admin/resume"),
+    ("GET", "/metrics"),
+]
 
 
 async def test_admin_routes_do_not_exist_on_the_model_listener(make_gateway):
@@ -31,12 +38,16 @@ async def test_admin_routes_do_not_exist_on_the_model_listener(make_gateway):
     assert record is not None and record.reward is None and not record.closed and not gw.gateway.gate.paused
 
 
-@pytest.mark.parametrize("auth", [None, "Bearer wrong", "Bearer ", "Basic x", "rollout-key", "admin-token-raw"])
+@pytest.mark.parametrize(
+    "auth", [None, "Bearer wrong", "Bearer ", "Basic x", "rollout-key", "admin-token-raw"]
+)
 async def test_the_admin_listener_needs_the_admin_token(make_gateway, auth):
     setup = await make_gateway(lambda t: "ok")
     gw = setup.gateway
     ro = await setup.rollout()
-    header = {"rollout-key": f"Bearer {ro['api_key']}", "admin-token-raw": gw.admin_token}.get(auth or "", auth)
+    header = {"rollout-key": f"Bearer {ro['api_key']}", "admin-token-raw": gw.admin_token}.get(
+        auth or "", auth
+    )
     headers = {"Authorization": header} if header else {}
     async with aiohttp.ClientSession() as http:
         for method, path in ADMIN_ROUTES:
@@ -75,16 +86,24 @@ async def test_a_rollout_key_authorises_only_its_own_rollout(make_gateway):
     mine, other = await setup.rollout(), await setup.rollout()
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     async with aiohttp.ClientSession() as http:
-        async with http.post(other["openai_base_url"] + "/chat/completions", json=body,
-                             headers={"Authorization": f"Bearer {mine['api_key']}"}) as r:
+        async with http.post(
+            other["openai_base_url"] + "/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {mine['api_key']}"},
+        ) as r:
             assert r.status == 401
-        async with http.post(other["anthropic_base_url"] + "/v1/messages", json={**body, "max_tokens": 5},
-                             headers={"x-api-key": mine["api_key"]}) as r:
+        async with http.post(
+            other["anthropic_base_url"] + "/v1/messages",
+            json={**body, "max_tokens": 5},
+            headers={"x-api-key": mine["api_key"]},
+        ) as r:
             assert r.status == 401 and (await r.json())["type"] == "error"
     assert await setup.records(other["rollout_id"]) == []
 
 
-def test_cli_admin_token_comes_from_the_file_the_environment_or_is_generated_into_the_file(tmp_path, monkeypatch):
+def test_cli_admin_token_comes_from_the_file_the_environment_or_is_generated_into_the_file(
+    tmp_path, monkeypatch
+):
     import stat
 
     from openforgerl.cli.gateway import admin_token

@@ -15,11 +15,27 @@ from openforgerl.engines.chat_format import format_tool_call
 from openforgerl.engines.scripted import Turn
 from openforgerl.records import CallErrorKind, WireProtocol
 
-A_TOOLS = [{"name": "Bash", "description": "run a command",
-            "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
-R_TOOLS = [{"type": "function", "name": "exec_command", "description": "run", "strict": False,
-            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}},
-           {"type": "web_search", "external_web_access": True}]
+A_TOOLS = [
+    {
+        "name": "Bash",
+        "description": "run a command",
+        "input_schema": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
+    }
+]
+R_TOOLS = [
+    {
+        "type": "function",
+        "name": "exec_command",
+        "description": "run",
+        "strict": False,
+        "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+    },
+    {"type": "web_search", "external_web_access": True},
+]
 
 
 def tool_then_answer(tool: str, arg: str) -> object:
@@ -27,6 +43,7 @@ def tool_then_answer(tool: str, arg: str) -> object:
         if any(m.get("role") == "tool" for m in turn.messages):
             return "<think>\nsaw it\n</think>\n\nThe file is there."
         return "<think>\ncheck\n</think>\n\n" + format_tool_call(tool, {arg: "ls"})
+
     return policy
 
 
@@ -35,8 +52,12 @@ def tool_then_answer(tool: str, arg: str) -> object:
 async def test_anthropic_tool_loop_exact_tokens(make_gateway, via_http, stream):
     setup = await make_gateway(tool_then_answer("Bash", "command"), via_http=via_http)
     ro = await setup.rollout(harness="claude")
-    c = AsyncAnthropic(base_url=ro["anthropic_base_url"], api_key=ro["api_key"], max_retries=0,
-                       default_headers={"x-claude-code-agent-id": "agent-7"})
+    c = AsyncAnthropic(
+        base_url=ro["anthropic_base_url"],
+        api_key=ro["api_key"],
+        max_retries=0,
+        default_headers={"x-claude-code-agent-id": "agent-7"},
+    )
     messages: list[dict] = [{"role": "user", "content": "is proof.txt there?"}]
     kw = {"model": "claude-x", "max_tokens": 512, "system": "You are Claude Code.", "tools": A_TOOLS}
 
@@ -53,8 +74,10 @@ async def test_anthropic_tool_loop_exact_tokens(make_gateway, via_http, stream):
     assert kinds == ["thinking", "tool_use"] and first.stop_reason == "tool_use"
     use = first.content[-1]
     assert use.name == "Bash" and use.input == {"command": "ls"}
-    messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
-                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "proof.txt"}]}]
+    messages += [
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "proof.txt"}]},
+    ]
     second = await ask()
     # vLLM's parsers strip nothing: the content keeps the blank line after `</think>`
     assert second.content[-1].text == "\n\nThe file is there." and second.stop_reason == "end_turn"
@@ -62,7 +85,9 @@ async def test_anthropic_tool_loop_exact_tokens(make_gateway, via_http, stream):
     records = await setup.records(ro["rollout_id"])
     assert_exact(records, setup.engine.produced)
     assert all(r.protocol == WireProtocol.ANTHROPIC and r.agent_id == "agent-7" for r in records)
-    assert records[1].engine_request is not None and records[1].engine_request["messages"][-1]["role"] == "tool"
+    assert (
+        records[1].engine_request is not None and records[1].engine_request["messages"][-1]["role"] == "tool"
+    )
     assert records[0].request["system"] == "You are Claude Code."
 
 
@@ -70,9 +95,18 @@ async def test_anthropic_title_side_call_and_count_tokens(make_gateway):
     setup = await make_gateway(lambda t: '{"title": "Fix bug"}')
     ro = await setup.rollout()
     c = AsyncAnthropic(base_url=ro["anthropic_base_url"], api_key=ro["api_key"], max_retries=0)
-    fmt = {"format": {"type": "json_schema", "schema": {"type": "object", "properties": {"title": {"type": "string"}}}}}
-    await c.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": "fix it"}],
-                            extra_body={"output_config": fmt})
+    fmt = {
+        "format": {
+            "type": "json_schema",
+            "schema": {"type": "object", "properties": {"title": {"type": "string"}}},
+        }
+    }
+    await c.messages.create(
+        model="m",
+        max_tokens=64,
+        messages=[{"role": "user", "content": "fix it"}],
+        extra_body={"output_config": fmt},
+    )
     (rec,) = await setup.records(ro["rollout_id"])
     assert rec.side_call
     counted = await c.messages.count_tokens(model="m", messages=[{"role": "user", "content": "fix it"}])
@@ -84,12 +118,24 @@ async def test_anthropic_title_side_call_and_count_tokens(make_gateway):
 async def test_responses_tool_loop_exact_tokens(make_gateway, via_http, stream):
     setup = await make_gateway(tool_then_answer("exec_command", "cmd"), via_http=via_http)
     ro = await setup.rollout(harness="codex")
-    c = AsyncOpenAI(base_url=ro["openai_base_url"], api_key=ro["api_key"], max_retries=0,
-                    default_headers={"thread-id": "thr-1"})
-    items: list[dict] = [{"type": "message", "role": "developer", "content": "You are Codex."},
-                         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "ls please"}]}]
-    kw = {"model": "gpt-x", "tools": R_TOOLS, "store": False, "reasoning": {"summary": "auto"},
-          "include": ["reasoning.encrypted_content"], "parallel_tool_calls": True}
+    c = AsyncOpenAI(
+        base_url=ro["openai_base_url"],
+        api_key=ro["api_key"],
+        max_retries=0,
+        default_headers={"thread-id": "thr-1"},
+    )
+    items: list[dict] = [
+        {"type": "message", "role": "developer", "content": "You are Codex."},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "ls please"}]},
+    ]
+    kw = {
+        "model": "gpt-x",
+        "tools": R_TOOLS,
+        "store": False,
+        "reasoning": {"summary": "auto"},
+        "include": ["reasoning.encrypted_content"],
+        "parallel_tool_calls": True,
+    }
 
     async def ask():
         if not stream:
@@ -102,7 +148,11 @@ async def test_responses_tool_loop_exact_tokens(make_gateway, via_http, stream):
 
     first = await ask()
     calls = [o for o in first.output if o.type == "function_call"]
-    assert len(calls) == 1 and calls[0].name == "exec_command" and json.loads(calls[0].arguments) == {"cmd": "ls"}
+    assert (
+        len(calls) == 1
+        and calls[0].name == "exec_command"
+        and json.loads(calls[0].arguments) == {"cmd": "ls"}
+    )
     items += [o.model_dump(exclude_none=True) for o in first.output]
     items.append({"type": "function_call_output", "call_id": calls[0].call_id, "output": "proof.txt"})
     second = await ask()

@@ -45,8 +45,21 @@ def _free_port() -> int:
 
 
 def _gateway_args(engine_url: str, store: str, port: int, admin: int) -> list[str]:
-    return [sys.executable, "-m", "openforgerl.gateway", "--engine", engine_url, "--model", "m",
-            "--port", str(port), "--admin-port", str(admin), "--store", store]
+    return [
+        sys.executable,
+        "-m",
+        "openforgerl.gateway",
+        "--engine",
+        engine_url,
+        "--model",
+        "m",
+        "--port",
+        str(port),
+        "--admin-port",
+        str(admin),
+        "--store",
+        store,
+    ]
 
 
 def _log_file(path: Path) -> BinaryIO:
@@ -69,8 +82,9 @@ class Replica:
         port, admin = _free_port(), _free_port()
         env = {**os.environ, "OPENFORGERL_ADMIN_TOKEN": TOKEN, "OPENFORGERL_GATEWAY_SECRET": SECRET}
         with _log_file(log) as out:
-            proc = await asyncio.create_subprocess_exec(*_gateway_args(engine_url, store, port, admin), env=env,
-                                                        stdout=out, stderr=subprocess.STDOUT)
+            proc = await asyncio.create_subprocess_exec(
+                *_gateway_args(engine_url, store, port, admin), env=env, stdout=out, stderr=subprocess.STDOUT
+            )
         replica = cls(name, proc, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin}")
         async with aiohttp.ClientSession() as http:
             for _ in range(600):
@@ -110,15 +124,16 @@ class Run:
 
     def live(self, n: int) -> list[Replica]:
         """The live replicas, starting at the n-th (a round-robin balancer)."""
-        ring = self.replicas[n % len(self.replicas):] + self.replicas[:n % len(self.replicas)]
+        ring = self.replicas[n % len(self.replicas) :] + self.replicas[: n % len(self.replicas)]
         return [r for r in ring if r.alive]
 
     async def admin(self, n: int, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         """POST to the first live replica from n that answers (failing over on a dead one)."""
         for replica in self.live(n):
             try:
-                async with self.http.post(replica.admin_url + path, json=body,
-                                          headers={"Authorization": f"Bearer {TOKEN}"}) as r:
+                async with self.http.post(
+                    replica.admin_url + path, json=body, headers={"Authorization": f"Bearer {TOKEN}"}
+                ) as r:
                     return r.status, await r.json()
             except (TimeoutError, aiohttp.ClientError):
                 continue
@@ -129,10 +144,13 @@ class Run:
         rid = ro["rollout_id"]
         for replica in self.live(n):
             nonce = uuid.uuid4().hex
-            client = AsyncOpenAI(base_url=f"{replica.model_url}/r/{rid}/v1", api_key=ro["api_key"], max_retries=0,
-                                 timeout=30)
+            client = AsyncOpenAI(
+                base_url=f"{replica.model_url}/r/{rid}/v1", api_key=ro["api_key"], max_retries=0, timeout=30
+            )
             try:
-                out = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": nonce}])
+                out = await client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": nonce}]
+                )
             except Exception:  # its replica was killed under it: not finished, nothing promised
                 self.cut += 1
                 continue
@@ -165,8 +183,9 @@ class Run:
 async def test_three_replicas_on_one_postgres_lose_nothing_when_one_is_killed(postgres_url, tmp_path, fmt):
     engine = ScriptedEngine(_echo_nonce, fmt=fmt, faults=Faults(token_delay_s=0.002), keep_produced=False)
     server = await start_scripted_server(engine)
-    replicas = await asyncio.gather(*(Replica.start(f"g{i}", server.url + "/v1", postgres_url, tmp_path / f"g{i}.log")
-                                      for i in range(3)))
+    replicas = await asyncio.gather(
+        *(Replica.start(f"g{i}", server.url + "/v1", postgres_url, tmp_path / f"g{i}.log") for i in range(3))
+    )
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
             run = Run(list(replicas), http)
@@ -216,8 +235,10 @@ async def test_three_replicas_on_one_postgres_lose_nothing_when_one_is_killed(po
     unfinished = [ro.rollout_id for ro in rollouts if not (ro.closed and ro.status is not None)]
     assert unfinished == []  # every stored rollout ended with a status
     assert len(rollouts) >= ROLLOUTS - len(run.abandoned)
-    print(f"{len(run.finished)} finished calls over {len(rollouts)} rollouts, {run.cut} cut by the kill, "
-          f"{len(run.abandoned)} opens unanswered; served per replica: {dict(served)}")
+    print(
+        f"{len(run.finished)} finished calls over {len(rollouts)} rollouts, {run.cut} cut by the kill, "
+        f"{len(run.abandoned)} opens unanswered; served per replica: {dict(served)}"
+    )
 
 
 def test_an_unreachable_or_refused_postgres_is_one_line_and_exit_2(postgres_server, tmp_path):
@@ -228,10 +249,17 @@ def test_an_unreachable_or_refused_postgres_is_one_line_and_exit_2(postgres_serv
     closed = f"postgresql://postgres@127.0.0.1:{_free_port()}/postgres"
     env = {**os.environ, "OPENFORGERL_ADMIN_TOKEN": TOKEN}
     cli = [str(Path(sys.executable).with_name("openforgerl")), "gateway"]
-    for url, why, entry in ((bad, "password authentication failed", cli),
-                            (closed, "Connection refused", [sys.executable, "-m", "openforgerl.gateway"])):
-        proc = subprocess.run([*entry, *_gateway_args("http://127.0.0.1:9/v1", url, 0, 0)[3:]],
-                              capture_output=True, text=True, timeout=120, env=env)
+    for url, why, entry in (
+        (bad, "password authentication failed", cli),
+        (closed, "Connection refused", [sys.executable, "-m", "openforgerl.gateway"]),
+    ):
+        proc = subprocess.run(
+            [*entry, *_gateway_args("http://127.0.0.1:9/v1", url, 0, 0)[3:]],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
         assert lines[0].startswith("error: cannot open the PostgreSQL call log") and why in lines[0]
@@ -239,8 +267,12 @@ def test_an_unreachable_or_refused_postgres_is_one_line_and_exit_2(postgres_serv
     good = postgres_server.create_database()
     log = tmp_path / "good.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([*cli, *_gateway_args("http://127.0.0.1:9/v1", good, 0, 0)[3:]],
-                                stdout=out, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [*cli, *_gateway_args("http://127.0.0.1:9/v1", good, 0, 0)[3:]],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     try:
         for _ in range(600):
             if "openforgerl gateway: model calls on" in log.read_text() or proc.poll() is not None:
@@ -267,14 +299,20 @@ async def test_a_close_on_one_replica_cuts_the_calls_in_flight_on_another(shared
     from openforgerl.gateway.server import start_gateway
     from openforgerl.records import CallErrorKind
 
-    location = str(request.getfixturevalue("postgres_url")) if shared == "postgres" else str(tmp_path / "calls.db")
-    engine = ScriptedEngine(lambda turn: "word " * 60, fmt=fmt, faults=Faults(token_delay_s=0.05))  # ~3 s a call
+    location = (
+        str(request.getfixturevalue("postgres_url")) if shared == "postgres" else str(tmp_path / "calls.db")
+    )
+    engine = ScriptedEngine(
+        lambda turn: "word " * 60, fmt=fmt, faults=Faults(token_delay_s=0.05)
+    )  # ~3 s a call
     stores = [open_store(location) for _ in range(2)]
     a, b = [await start_gateway(engine, store, secret=SECRET) for store in stores]
     try:
         ro = await a.open_rollout(task_id="t")
         rid = ro["rollout_id"]
-        client = AsyncOpenAI(base_url=f"{b.model_url}/r/{rid}/v1", api_key=ro["api_key"], max_retries=0, timeout=30)
+        client = AsyncOpenAI(
+            base_url=f"{b.model_url}/r/{rid}/v1", api_key=ro["api_key"], max_retries=0, timeout=30
+        )
         msgs = [{"role": "user", "content": "go"}]
         call = asyncio.create_task(client.chat.completions.create(model="m", messages=msgs))
         for _ in range(200):  # until B's engine step runs
@@ -284,8 +322,10 @@ async def test_a_close_on_one_replica_cuts_the_calls_in_flight_on_another(shared
             await asyncio.sleep(0.02)
         else:
             raise AssertionError("the call never reached the engine")
-        async with aiohttp.ClientSession(headers=a.admin_headers()) as http, \
-                http.post(f"{a.admin_url}/rollouts/{rid}/close") as r:
+        async with (
+            aiohttp.ClientSession(headers=a.admin_headers()) as http,
+            http.post(f"{a.admin_url}/rollouts/{rid}/close") as r,
+        ):
             assert r.status == 200
         closed_at = time.monotonic()
         if shared == "postgres":
@@ -314,13 +354,20 @@ async def test_an_agents_rollout_id_with_a_nul_is_a_404(shared, request, tmp_pat
     the control: the driver raises on such a key)."""
     from openforgerl.gateway.server import start_gateway
 
-    location = str(request.getfixturevalue("postgres_url")) if shared == "postgres" else str(tmp_path / "calls.db")
+    location = (
+        str(request.getfixturevalue("postgres_url")) if shared == "postgres" else str(tmp_path / "calls.db")
+    )
     store = open_store(location)
     gw = await start_gateway(ScriptedEngine(lambda turn: "hi", fmt=fmt), store, secret=SECRET)
     try:
-        async with aiohttp.ClientSession() as http, http.post(
-                f"{gw.model_url}/r/abc%00def/v1/chat/completions", headers={"Authorization": "Bearer ofr-x"},
-                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}) as r:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                f"{gw.model_url}/r/abc%00def/v1/chat/completions",
+                headers={"Authorization": "Bearer ofr-x"},
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            ) as r,
+        ):
             assert r.status == 404, await r.text()
             assert (await r.json())["error"]["code"] == "rollout_not_found"
     finally:
@@ -337,7 +384,9 @@ async def test_a_taint_on_one_replica_wakes_the_taint_long_poll_on_another(share
 
     from openforgerl.gateway.server import start_gateway
 
-    location = str(request.getfixturevalue("postgres_url")) if shared == "postgres" else str(tmp_path / "calls.db")
+    location = (
+        str(request.getfixturevalue("postgres_url")) if shared == "postgres" else str(tmp_path / "calls.db")
+    )
     engine = ScriptedEngine(lambda turn: "hi", fmt=fmt, faults=Faults(http_errors=1, http_status=500))
     stores = [open_store(location) for _ in range(2)]
     a, b = [await start_gateway(engine, store, secret=SECRET) for store in stores]
@@ -345,10 +394,13 @@ async def test_a_taint_on_one_replica_wakes_the_taint_long_poll_on_another(share
         ro = await a.open_rollout(task_id="t")
         wait_s = 4.0
         async with aiohttp.ClientSession(headers=a.admin_headers()) as http:
-            poll = asyncio.create_task(http.get(f"{a.admin_url}/rollouts/{ro['rollout_id']}/taint?wait_s={wait_s}"))
+            poll = asyncio.create_task(
+                http.get(f"{a.admin_url}/rollouts/{ro['rollout_id']}/taint?wait_s={wait_s}")
+            )
             await asyncio.sleep(0.3)  # the poll is parked on A
-            client = AsyncOpenAI(base_url=f"{b.model_url}/r/{ro['rollout_id']}/v1", api_key=ro["api_key"],
-                                 max_retries=0)
+            client = AsyncOpenAI(
+                base_url=f"{b.model_url}/r/{ro['rollout_id']}/v1", api_key=ro["api_key"], max_retries=0
+            )
             started = time.monotonic()
             with pytest.raises(openai.APIStatusError):
                 await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])

@@ -25,8 +25,9 @@ from openforgerl.gateway.server import RunningGateway
 from openforgerl.records import BLOB_REF_PREFIX, CallRecord
 from openforgerl.store.sqlite import SQLiteCallStore
 
-pytestmark = pytest.mark.skipif(not (TINY_VL_ASSETS / "model.safetensors").exists(),
-                                reason=f"tiny-vl assets not built ({TINY_VL_ASSETS})")
+pytestmark = pytest.mark.skipif(
+    not (TINY_VL_ASSETS / "model.safetensors").exists(), reason=f"tiny-vl assets not built ({TINY_VL_ASSETS})"
+)
 PAD = 4104
 SHOTS = [screenshot(160 + 32 * i, 96, seed=i) for i in range(3)]
 
@@ -48,12 +49,13 @@ async def engine_tokens(engine_url: str, rec: CallRecord, blobs: SQLiteCallStore
 
     def restore(v: Any) -> Any:
         if isinstance(v, str) and v.startswith(BLOB_REF_PREFIX):
-            return data_url(blobs.read_blob(v[len(BLOB_REF_PREFIX):]) or b"")
+            return data_url(blobs.read_blob(v[len(BLOB_REF_PREFIX) :]) or b"")
         if isinstance(v, dict):
             return {k: restore(x) for k, x in v.items()}
         if isinstance(v, list):
             return [restore(x) for x in v]
         return v
+
     payload = {"messages": restore(body["messages"]), "tools": body.get("tools")}
     async with aiohttp.ClientSession() as s, s.post(engine_url + "/tokenize", json=payload) as r:
         return (await r.json())["tokens"]
@@ -76,8 +78,13 @@ async def test_tiny_vl_chat_user_and_tool_images(gateway, engine_url, stream):
     ro = await gw.open_rollout(harness="gui")
     c = AsyncOpenAI(base_url=ro["openai_base_url"], api_key=ro["api_key"], max_retries=0)
     messages = [
-        {"role": "user", "content": [{"type": "text", "text": "click"},
-                                     {"type": "image_url", "image_url": {"url": data_url(SHOTS[0])}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "click"},
+                {"type": "image_url", "image_url": {"url": data_url(SHOTS[0])}},
+            ],
+        },
         {"role": "assistant", "content": "ok"},
         {"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_url(SHOTS[1])}}]},
     ]
@@ -101,10 +108,19 @@ async def test_tiny_vl_anthropic_tool_result_and_responses(gateway, engine_url, 
     img = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(SHOTS[2])}}
     messages = [
         {"role": "user", "content": "look"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "shot", "input": {}}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "shot", "input": {}}],
+        },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [img]}]},
     ]
-    tools = [{"name": "shot", "description": "take a screenshot", "input_schema": {"type": "object", "properties": {}}}]
+    tools = [
+        {
+            "name": "shot",
+            "description": "take a screenshot",
+            "input_schema": {"type": "object", "properties": {}},
+        }
+    ]
     if stream:
         async with a.messages.stream(model="tiny-vl", max_tokens=8, messages=messages, tools=tools) as s:
             async for _ in s:
@@ -112,10 +128,19 @@ async def test_tiny_vl_anthropic_tool_result_and_responses(gateway, engine_url, 
     else:
         await a.messages.create(model="tiny-vl", max_tokens=8, messages=messages, tools=tools)
     o = AsyncOpenAI(base_url=ro["openai_base_url"], api_key=ro["api_key"], max_retries=0)
-    items = [{"role": "user", "content": [{"type": "input_text", "text": "click"},
-                                          {"type": "input_image", "image_url": data_url(SHOTS[0])}]}]
+    items = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "click"},
+                {"type": "input_image", "image_url": data_url(SHOTS[0])},
+            ],
+        }
+    ]
     if stream:
-        async for _ in await o.responses.create(model="tiny-vl", input=items, max_output_tokens=8, stream=True):
+        async for _ in await o.responses.create(
+            model="tiny-vl", input=items, max_output_tokens=8, stream=True
+        ):
             pass
     else:
         await o.responses.create(model="tiny-vl", input=items, max_output_tokens=8)

@@ -26,7 +26,9 @@ SECRET = "replica-state-test-secret"
 
 
 def _location(shared: str, request: pytest.FixtureRequest, tmp_path: Any) -> str:
-    return str(request.getfixturevalue("postgres_url")) if shared == "postgres" else str(tmp_path / "calls.db")
+    return (
+        str(request.getfixturevalue("postgres_url")) if shared == "postgres" else str(tmp_path / "calls.db")
+    )
 
 
 async def _admin(gw: RunningGateway, path: str) -> dict[str, Any]:
@@ -39,8 +41,10 @@ async def _admin(gw: RunningGateway, path: str) -> dict[str, Any]:
 async def _chat(gw: RunningGateway, ro: dict[str, str], content: str) -> tuple[int, dict[str, Any]]:
     url = f"{gw.model_url}/r/{ro['rollout_id']}/v1/chat/completions"
     body = {"model": "m", "messages": [{"role": "user", "content": content}]}
-    async with aiohttp.ClientSession() as http, http.post(
-            url, json=body, headers={"Authorization": f"Bearer {ro['api_key']}"}) as r:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(url, json=body, headers={"Authorization": f"Bearer {ro['api_key']}"}) as r,
+    ):
         answer: dict[str, Any] = await r.json()
         return r.status, answer
 
@@ -113,7 +117,9 @@ async def test_a_pause_sent_to_one_replica_holds_calls_on_another(shared, reques
 
 @pytest.mark.parametrize(("quota", "body"), [(80_000, 8000), (256_000, 2000)])  # chunk < body, chunk > body
 @pytest.mark.parametrize("shared", ["postgres", "sqlite"])
-async def test_a_rollout_spread_over_replicas_gets_its_log_quota_once(shared, quota, body, request, tmp_path, fmt):
+async def test_a_rollout_spread_over_replicas_gets_its_log_quota_once(
+    shared, quota, body, request, tmp_path, fmt
+):
     """A rollout sends calls round-robin over three replicas until each has refused it. On
     PostgreSQL the replicas count its log bytes together: what it stored stays within its quota plus
     one record (a call is admitted on its body's size and charged its whole record once it ends, as
@@ -122,7 +128,9 @@ async def test_a_rollout_spread_over_replicas_gets_its_log_quota_once(shared, qu
     location = _location(shared, request, tmp_path)
     engine = ScriptedEngine(lambda turn: "fine", fmt=fmt)
     stores = [open_store(location) for _ in range(3)]
-    gws = [await start_gateway(engine, store, secret=SECRET, max_log_bytes_per_rollout=quota) for store in stores]
+    gws = [
+        await start_gateway(engine, store, secret=SECRET, max_log_bytes_per_rollout=quota) for store in stores
+    ]
     try:
         ro = await gws[0].open_rollout(task_id="t")
         served, refused = 0, set()
@@ -169,8 +177,10 @@ async def test_a_pause_the_shared_log_cannot_take_is_a_503_naming_this_replica(r
         await _admin(gw, "/admin/resume")
         assert not gw.gateway.gate.paused
         server.stop()
-        async with aiohttp.ClientSession(headers=gw.admin_headers()) as http, \
-                http.post(gw.admin_url + "/admin/pause?timeout=0") as r:
+        async with (
+            aiohttp.ClientSession(headers=gw.admin_headers()) as http,
+            http.post(gw.admin_url + "/admin/pause?timeout=0") as r,
+        ):
             assert r.status == 503
             error = (await r.json())["error"]
         assert error["code"] == "flow_not_shared" and "this replica only" in error["message"]
@@ -228,8 +238,10 @@ async def test_a_watcher_reads_again_once_the_listener_listens(postgres_url: str
 def test_control_a_notify_sent_before_listen_never_arrives(postgres_url: str) -> None:
     """Why the watcher must read again: PostgreSQL delivers a NOTIFY only to sessions already
     listening, so what was committed before the LISTEN is never announced to it."""
-    with psycopg.connect(postgres_url, autocommit=True) as late, psycopg.connect(postgres_url,
-                                                                                autocommit=True) as early:
+    with (
+        psycopg.connect(postgres_url, autocommit=True) as late,
+        psycopg.connect(postgres_url, autocommit=True) as early,
+    ):
         early.execute("LISTEN openforgerl_flow")
         with psycopg.connect(postgres_url, autocommit=True) as writer:
             writer.execute("NOTIFY openforgerl_flow, 'paused'")

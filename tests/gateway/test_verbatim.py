@@ -15,20 +15,32 @@ from openforgerl.gateway.verbatim import EchoMemory, message_signature, raw_sign
 RAW = 'Plan: write it.\n</think>\n\nSure.  <tool_call>{"name":"bash","arguments":{"command":"ls  -l"}}</tool_call>\n'
 
 
-def echoed(content: str | None = "Sure.", reasoning: str | None = "Plan: write it.",
-           args: Any = '{"command": "ls  -l"}', name: str = "bash") -> dict[str, Any]:
+def echoed(
+    content: str | None = "Sure.",
+    reasoning: str | None = "Plan: write it.",
+    args: Any = '{"command": "ls  -l"}',
+    name: str = "bash",
+) -> dict[str, Any]:
     """The message a harness sends back: parsed by the engine, re-serialised by the harness."""
-    msg: dict[str, Any] = {"role": "assistant", "content": content,
-                           "tool_calls": [{"id": "c1", "type": "function",
-                                           "function": {"name": name, "arguments": args}}]}
+    msg: dict[str, Any] = {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": args}}],
+    }
     if reasoning is not None:
         msg["reasoning_content"] = reasoning
     return msg
 
 
 def body(*messages: dict[str, Any]) -> dict[str, Any]:
-    return {"model": "m", "messages": [{"role": "user", "content": "go"}, *messages,
-                                       {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]}
+    return {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "go"},
+            *messages,
+            {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+        ],
+    }
 
 
 class Memory(EchoMemory):
@@ -56,7 +68,10 @@ def test_arguments_as_an_object_or_respaced_string_still_match() -> None:
 
 def test_where_the_parser_split_reasoning_from_content_does_not_matter() -> None:
     # served without a reasoning parser: the whole reply before the call is content
-    assert memory(RAW).sync_rewrite(body(echoed(content="Plan: write it.\n</think>\n\nSure.", reasoning=None))) is None
+    assert (
+        memory(RAW).sync_rewrite(body(echoed(content="Plan: write it.\n</think>\n\nSure.", reasoning=None)))
+        is None
+    )
     assert memory(RAW).sync_rewrite(body(echoed(content="Plan: write it. Sure.", reasoning=None))) is not None
 
 
@@ -104,8 +119,9 @@ def test_ids_are_read_only_when_a_turn_is_echoed() -> None:
         mem.note([1, 2])
         single = await mem.rewrite({"messages": [{"role": "user", "content": "hi"}]}, detokenize, "r")
         assert not asked  # nothing echoed: nothing read
-        echoed = await mem.rewrite({"messages": [{"role": "assistant", "content": "hello  there"}]},
-                                   detokenize, "r")
+        echoed = await mem.rewrite(
+            {"messages": [{"role": "assistant", "content": "hello  there"}]}, detokenize, "r"
+        )
         return single, echoed
 
     single, echoed = asyncio.run(run())
@@ -138,16 +154,23 @@ def test_the_end_of_turn_token_is_not_part_of_the_text() -> None:
     assert sampled_text_ids([5, 6, 7], "stop", {"stop": ["\n\n"]}) == [5, 6, 7]
 
 
-@given(st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=40),
-       st.dictionaries(st.text(min_size=1, max_size=5), st.integers(), max_size=3))
+@given(
+    st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=40),
+    st.dictionaries(st.text(min_size=1, max_size=5), st.integers(), max_size=3),
+)
 def test_any_reply_round_trips_through_its_parsed_form(text: str, args: dict[str, int]) -> None:
     """The raw text of a reply matches the message a vLLM-style parser makes of it."""
     if "<" in text or ">" in text:
         return
     raw = text + '<tool_call>\n{"name": "f", "arguments": ' + json.dumps(args) + "}\n</tool_call>"
-    parsed = {"role": "assistant", "content": text,
-              "tool_calls": [{"function": {"name": "f", "arguments": json.dumps(args)}}]}
-    assert memory(raw).sync_rewrite({"messages": [parsed]}) == {"messages": [{"role": "assistant", "content": raw}]}
+    parsed = {
+        "role": "assistant",
+        "content": text,
+        "tool_calls": [{"function": {"name": "f", "arguments": json.dumps(args)}}],
+    }
+    assert memory(raw).sync_rewrite({"messages": [parsed]}) == {
+        "messages": [{"role": "assistant", "content": raw}]
+    }
 
 
 async def test_a_read_cancelled_by_a_stopped_run_reports_nothing() -> None:

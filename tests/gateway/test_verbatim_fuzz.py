@@ -18,15 +18,52 @@ from openforgerl.gateway.errors import GatewayError
 from openforgerl.gateway.protocols import ProtocolError, anthropic, responses
 from openforgerl.gateway.verbatim import EchoMemory
 
-SAMPLED = ['ok', '<tool_call>{"name": "bash", "arguments": {"cmd": "ls"}}</tool_call>']
-KEYS = st.sampled_from(["role", "content", "tool_calls", "function", "name", "arguments", "id", "type",
-                        "reasoning_content", "reasoning", "text", "input", "call_id", "tool_use_id"])
-LEAF = st.none() | st.booleans() | st.integers(-2, 2**70) | st.floats(allow_nan=False) | st.sampled_from(
-    ["assistant", "user", "function", "bash", "ok", '{"cmd": "ls"}', "text", "tool_use", "function_call", ""])
-SHAPED = st.recursive(LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=5),
-                      max_leaves=25)
-ASSISTANT = st.fixed_dictionaries({"role": st.just("assistant")},
-                                  optional={"content": SHAPED, "tool_calls": SHAPED, "reasoning_content": SHAPED})
+SAMPLED = ["ok", '<tool_call>{"name": "bash", "arguments": {"cmd": "ls"}}</tool_call>']
+KEYS = st.sampled_from(
+    [
+        "role",
+        "content",
+        "tool_calls",
+        "function",
+        "name",
+        "arguments",
+        "id",
+        "type",
+        "reasoning_content",
+        "reasoning",
+        "text",
+        "input",
+        "call_id",
+        "tool_use_id",
+    ]
+)
+LEAF = (
+    st.none()
+    | st.booleans()
+    | st.integers(-2, 2**70)
+    | st.floats(allow_nan=False)
+    | st.sampled_from(
+        [
+            "assistant",
+            "user",
+            "function",
+            "bash",
+            "ok",
+            '{"cmd": "ls"}',
+            "text",
+            "tool_use",
+            "function_call",
+            "",
+        ]
+    )
+)
+SHAPED = st.recursive(
+    LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=5), max_leaves=25
+)
+ASSISTANT = st.fixed_dictionaries(
+    {"role": st.just("assistant")},
+    optional={"content": SHAPED, "tool_calls": SHAPED, "reasoning_content": SHAPED},
+)
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -64,7 +101,12 @@ def test_translated_echoes(mod: Any, items: list[Any]) -> None:
 
 def test_control_a_well_formed_echo_is_rewritten() -> None:
     """The fuzzed path is the one that runs: a turn that means what the model sampled is replaced."""
-    turn = {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"cmd":"ls"}'}}]}
+    turn = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"cmd":"ls"}'}}
+        ],
+    }
     out = asyncio.run(_memory().rewrite({"messages": [{"role": "user", "content": "hi"}, turn]}, None, "r"))
     assert out is not None and out["messages"][1] == {"role": "assistant", "content": SAMPLED[1]}

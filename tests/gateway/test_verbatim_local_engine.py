@@ -23,9 +23,16 @@ from openforgerl.records import RolloutRecord, RolloutStatus
 from openforgerl.store.sqlite import SQLiteCallStore
 from openforgerl.trajectory.reconstruct import reconstruct_samples
 
-TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run a command",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"command": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "run a command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +52,14 @@ async def detokenized(engine_url: str, ids: list[int]) -> str:
 
 
 def merged(calls: list[Any], rollout_id: str) -> Any:
-    record = RolloutRecord(rollout_id=rollout_id, status=RolloutStatus.OK, reward=1.0, in_batch=True,
-                           group_valid=True, closed=True)
+    record = RolloutRecord(
+        rollout_id=rollout_id,
+        status=RolloutStatus.OK,
+        reward=1.0,
+        in_batch=True,
+        group_valid=True,
+        closed=True,
+    )
     return reconstruct_samples(calls, record).metrics
 
 
@@ -56,17 +69,24 @@ async def test_chat_echo_reaches_the_engine_as_sampled(gateway, engine_url, seed
     ro = await gw.open_rollout(harness="test")
     client = AsyncOpenAI(base_url=ro["openai_base_url"], api_key=ro["api_key"], max_retries=0)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "List the files."}]
-    first = await client.chat.completions.create(model="tiny", messages=messages, tools=TOOLS, max_tokens=48,
-                                                 temperature=1.0, seed=seed)
+    first = await client.chat.completions.create(
+        model="tiny", messages=messages, tools=TOOLS, max_tokens=48, temperature=1.0, seed=seed
+    )
     reply = first.choices[0].message.model_dump(exclude_none=True)  # what a harness keeps and sends back
     messages += [reply, {"role": "user", "content": "Go on."}]
-    await client.chat.completions.create(model="tiny", messages=messages, tools=TOOLS, max_tokens=8, seed=seed)
+    await client.chat.completions.create(
+        model="tiny", messages=messages, tools=TOOLS, max_tokens=8, seed=seed
+    )
     one, two = await store.list_calls(ro["rollout_id"])
-    raw = await detokenized(engine_url, one.completion_token_ids[:-1] if one.finish_reason != "length"
-                            else one.completion_token_ids)
+    raw = await detokenized(
+        engine_url,
+        one.completion_token_ids[:-1] if one.finish_reason != "length" else one.completion_token_ids,
+    )
     assert two.request["messages"][1] == reply  # the record keeps what the harness sent
-    assert two.engine_request is not None and two.engine_request["messages"][1] == {"role": "assistant",
-                                                                                    "content": raw}
+    assert two.engine_request is not None and two.engine_request["messages"][1] == {
+        "role": "assistant",
+        "content": raw,
+    }
     metrics = merged([one, two], ro["rollout_id"])
     assert metrics.merged_calls == 1 and not metrics.break_causes, (raw, metrics)
 
@@ -77,8 +97,9 @@ async def test_anthropic_echo_with_thinking_reaches_the_engine_as_sampled(gatewa
     client = AsyncAnthropic(base_url=ro["anthropic_base_url"], api_key=ro["api_key"], max_retries=0)
     tools = [{"name": "bash", "description": "run", "input_schema": TOOLS[0]["function"]["parameters"]}]
     messages: list[dict[str, Any]] = [{"role": "user", "content": "List the files."}]
-    first = await client.messages.create(model="tiny", messages=messages, tools=tools, max_tokens=48,
-                                         extra_body={"temperature": 0.0})
+    first = await client.messages.create(
+        model="tiny", messages=messages, tools=tools, max_tokens=48, extra_body={"temperature": 0.0}
+    )
     blocks = [b.model_dump(exclude_none=True) for b in first.content]
     messages += [{"role": "assistant", "content": blocks}, {"role": "user", "content": "Go on."}]
     await client.messages.create(model="tiny", messages=messages, tools=tools, max_tokens=8)
@@ -96,10 +117,14 @@ async def test_a_rollout_cannot_get_another_rollouts_text_put_back(gateway, engi
     client_a = AsyncOpenAI(base_url=a["openai_base_url"], api_key=a["api_key"], max_retries=0)
     client_b = AsyncOpenAI(base_url=b["openai_base_url"], api_key=b["api_key"], max_retries=0)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "List the files."}]
-    first = await client_a.chat.completions.create(model="tiny", messages=messages, tools=TOOLS, max_tokens=48,
-                                                   seed=1)
+    first = await client_a.chat.completions.create(
+        model="tiny", messages=messages, tools=TOOLS, max_tokens=48, seed=1
+    )
     await client_b.chat.completions.create(model="tiny", messages=messages, tools=TOOLS, max_tokens=4, seed=1)
-    messages += [first.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "Go on."}]
+    messages += [
+        first.choices[0].message.model_dump(exclude_none=True),
+        {"role": "user", "content": "Go on."},
+    ]
     await client_b.chat.completions.create(model="tiny", messages=messages, tools=TOOLS, max_tokens=4, seed=1)
     (_, echoed) = await store.list_calls(b["rollout_id"])
     assert echoed.engine_request is None  # nothing rewritten: the request went as B sent it

@@ -17,20 +17,23 @@ def test_click_runs_with_pixel_coordinates(fake_computer):
     assert fake_computer.calls == [("click", (10, 719), {"button": "left"})]
 
 
-@pytest.mark.parametrize("body", [
-    {"action": "click", "x": 1280, "y": 0},  # off the screen: refused, never clamped
-    {"action": "click", "x": -1, "y": 5},
-    {"action": "click", "x": 1.5, "y": 5},
-    {"action": "click", "x": True, "y": 5},
-    {"action": "click", "x": 5, "y": 5, "button": "fourth"},
-    {"action": "type", "text": ""},
-    {"action": "type", "text": "x" * 2001},
-    {"action": "key", "keys": "ctrl+hyper"},
-    {"action": "scroll", "x": 5, "y": 5, "dy": 100},
-    {"action": "wait", "seconds": 11},
-    {"action": "teleport"},
-    ["click"],
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"action": "click", "x": 1280, "y": 0},  # off the screen: refused, never clamped
+        {"action": "click", "x": -1, "y": 5},
+        {"action": "click", "x": 1.5, "y": 5},
+        {"action": "click", "x": True, "y": 5},
+        {"action": "click", "x": 5, "y": 5, "button": "fourth"},
+        {"action": "type", "text": ""},
+        {"action": "type", "text": "x" * 2001},
+        {"action": "key", "keys": "ctrl+hyper"},
+        {"action": "scroll", "x": 5, "y": 5, "dy": 100},
+        {"action": "wait", "seconds": 11},
+        {"action": "teleport"},
+        ["click"],
+    ],
+)
 def test_bad_actions_are_the_agents_error(fake_computer, body):
     with pytest.raises(ActionError):
         apply(fake_computer, body)
@@ -38,9 +41,16 @@ def test_bad_actions_are_the_agents_error(fake_computer, body):
 
 
 def test_every_action_name_dispatches(fake_computer):
-    bodies = {"click": {"x": 1, "y": 1}, "double_click": {"x": 1, "y": 1}, "right_click": {"x": 1, "y": 1},
-              "drag": {"x": 1, "y": 1, "to_x": 5, "to_y": 6}, "type": {"text": "hi"}, "key": {"keys": "Ctrl+S"},
-              "scroll": {"x": 3, "y": 3, "dy": -2}, "wait": {"seconds": 0}}
+    bodies = {
+        "click": {"x": 1, "y": 1},
+        "double_click": {"x": 1, "y": 1},
+        "right_click": {"x": 1, "y": 1},
+        "drag": {"x": 1, "y": 1, "to_x": 5, "to_y": 6},
+        "type": {"text": "hi"},
+        "key": {"keys": "Ctrl+S"},
+        "scroll": {"x": 3, "y": 3, "dy": -2},
+        "wait": {"seconds": 0},
+    }
     assert set(bodies) == set(ACTIONS)
     for name, args in bodies.items():
         apply(fake_computer, {"action": name, **args})
@@ -57,8 +67,12 @@ def test_key_names_are_normalised():
 
 @pytest.fixture
 def service(fake_computer):
-    server = serve_computer(fake_computer, 0, token="s3cret", locate=lambda sel: {"cx": 7, "cy": 9, "x": 0, "y": 0,
-                                                                                  "width": 14, "height": 18})
+    server = serve_computer(
+        fake_computer,
+        0,
+        token="s3cret",
+        locate=lambda sel: {"cx": 7, "cy": 9, "x": 0, "y": 0, "width": 14, "height": 18},
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}", fake_computer
     server.shutdown()

@@ -44,9 +44,15 @@ def test_shop_search_cart_checkout(apps_server):
     post(base + "/shop/cart/add", id="p1")
     post(base + "/shop/cart/add", id="p1")
     assert state(base)["shop"]["cart"] == [{"id": "p1", "name": "Blue Mug", "qty": 2}]
-    assert "Order o1 placed" in post(base + "/shop/checkout", name="Ana", address="1 Road", shipping="express")
+    assert "Order o1 placed" in post(
+        base + "/shop/checkout", name="Ana", address="1 Road", shipping="express"
+    )
     order = state(base)["shop"]["orders"][0]
-    assert order["items"] == ["Blue Mug", "Blue Mug"] and order["shipping"] == "express" and order["total"] == 19.0
+    assert (
+        order["items"] == ["Blue Mug", "Blue Mug"]
+        and order["shipping"] == "express"
+        and order["total"] == 19.0
+    )
 
 
 def test_webmail_uses_the_claw_mail_world(apps_server):
@@ -63,7 +69,9 @@ def test_webmail_uses_the_claw_mail_world(apps_server):
 def test_forms_board_wiki_calendar(apps_server):
     cal = {"days": ["2026-03-02"], "events": []}
     wiki = {"pages": [{"slug": "a", "title": "A", "body": "one"}]}
-    _, base = apps_server({"forms": {"forms": FORMS}, "board": {"cards": CARDS}, "wiki": wiki, "calendar": cal})
+    _, base = apps_server(
+        {"forms": {"forms": FORMS}, "board": {"cards": CARDS}, "wiki": wiki, "calendar": cal}
+    )
     post(base + "/forms/signup", name="Jo", plan="Pro", newsletter="on")
     post(base + "/forms/settings", volume="100", device="x")
     post(base + "/board/c/c1/move", to="done")
@@ -71,8 +79,12 @@ def test_forms_board_wiki_calendar(apps_server):
     post(base + "/wiki/new", title="New Page", body="b")
     post(base + "/calendar/new", title="Gym", date="2026-03-02", time="18:00")
     s = state(base)
-    assert s["forms"]["submissions"] == [{"form": "signup", "name": "Jo", "plan": "Pro", "newsletter": True},
-                                         {"form": "settings", "volume": 100, "device": "x"}]
+    assert s["forms"]["submissions"] == [
+        {"form": "signup", "name": "Jo", "plan": "Pro", "newsletter": True},
+        {"form": "settings", "volume": 100, "device": "x"},
+    ]
     assert s["board"]["cards"][0]["column"] == "done"
-    assert [p["slug"] for p in s["wiki"]["pages"]] == ["a", "new-page"] and s["wiki"]["pages"][0]["body"] == "one two"
+    assert [p["slug"] for p in s["wiki"]["pages"]] == ["a", "new-page"] and s["wiki"]["pages"][0][
+        "body"
+    ] == "one two"
     assert s["calendar"]["events"][0]["title"] == "Gym"

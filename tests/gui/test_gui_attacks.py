@@ -40,8 +40,16 @@ async def _attack() -> tuple[dict, object, object]:
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="gui-attack", files=files, lifetime_s=600))
     try:
         await sbx.spawn(list(rt.service_argv()))
-        res = await sbx.exec([sys.executable, "-I", "/workdir/attacker.py",
-                              str(TASK / "solution" / "actions.json"), _host_addr()], timeout_s=240)
+        res = await sbx.exec(
+            [
+                sys.executable,
+                "-I",
+                "/workdir/attacker.py",
+                str(TASK / "solution" / "actions.json"),
+                _host_addr(),
+            ],
+            timeout_s=240,
+        )
         assert res.stdout.strip(), res.stderr.decode()[-2000:]  # exit 137: it killed itself last
         report = json.loads(res.stdout.decode().strip().splitlines()[-1])
         verdict = await rt.verify(sbx)

@@ -87,16 +87,32 @@ def test_app_url_stays_on_the_apps() -> None:
 
 # -- desktop: the real service process ----------------------------------------------------------------
 
+
 class Service:
     def __init__(self, config: Path, token: str, tmp: Path) -> None:
         self.apps_port, self.port, self.token = _free_port(), _free_port(), token
         self.url = f"http://127.0.0.1:{self.port}"
         self.apps = f"http://127.0.0.1:{self.apps_port}"
         self.log = (tmp / "service.log").open("wb")
-        self.proc = subprocess.Popen([sys.executable, "-I", "-m", "openforgerl.envs.gui.service", "--config", str(config),
-                                      "--token", token, "--apps-port", str(self.apps_port),
-                                      "--computer-port", str(self.port)], stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-I",
+                "-m",
+                "openforgerl.envs.gui.service",
+                "--config",
+                str(config),
+                "--token",
+                token,
+                "--apps-port",
+                str(self.apps_port),
+                "--computer-port",
+                str(self.port),
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, (tmp / "service.log").read_text()[-2000:]
@@ -108,8 +124,12 @@ class Service:
         raise RuntimeError("the GUI service did not come up")
 
     def post(self, path: str, body: dict[str, Any], token: bool = False) -> tuple[int, Any]:
-        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json", **({TOKEN_HEADER: self.token} if token else {})})
+        req = urllib.request.Request(
+            self.url + path,
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json", **({TOKEN_HEADER: self.token} if token else {})},
+        )
         try:
             with urllib.request.urlopen(req, timeout=90) as r:
                 return r.status, json.loads(r.read())
@@ -164,8 +184,9 @@ def test_control_an_unguarded_chromium_shows_the_host_file(host_file: Path) -> N
 
 
 @pytest.mark.parametrize("target", ["host", "passwd", "agent"])
-def test_desktop_url_bar_refuses_everything_but_the_apps(desktop: Service, host_file: Path, agent_server: AgentServer,
-                                                        target: str) -> None:
+def test_desktop_url_bar_refuses_everything_but_the_apps(
+    desktop: Service, host_file: Path, agent_server: AgentServer, target: str
+) -> None:
     url = {"host": host_file.as_uri(), "passwd": "file:///etc/passwd", "agent": agent_server.url}[target]
     status, body = desktop.goto_by_keyboard(url)
     assert status == 400 and f"refused to open {url!r}" in body["error"], body
@@ -182,6 +203,7 @@ def test_control_the_url_bar_opens_another_apps_page(desktop: Service) -> None:
 
 # -- browser: headless PlaywrightComputer on the apps ----------------------------------------------
 
+
 @pytest.fixture
 def browser_computer(apps_server: Any) -> Iterator[tuple[Any, str]]:
     from openforgerl.envs.browser.computer import PlaywrightComputer
@@ -195,14 +217,19 @@ def browser_computer(apps_server: Any) -> Iterator[tuple[Any, str]]:
 
 def _link(computer: Any, href: str) -> tuple[int, int]:
     """Put a link on the page (as an app page that shows what someone wrote would), return its centre."""
-    computer.page.evaluate("""href => {const a = document.createElement('a'); a.href = href; a.id = 'x';
+    computer.page.evaluate(
+        """href => {const a = document.createElement('a'); a.href = href; a.id = 'x';
         a.textContent = 'LINK'; a.style = 'position:fixed;left:300px;top:300px;font-size:40px;z-index:9';
-        document.body.appendChild(a);}""", href)
+        document.body.appendChild(a);}""",
+        href,
+    )
     box = computer.locate("#x")
     return box["cx"], box["cy"]
 
 
-def test_browser_link_to_another_origin_is_refused(browser_computer: tuple[Any, str], agent_server: AgentServer) -> None:
+def test_browser_link_to_another_origin_is_refused(
+    browser_computer: tuple[Any, str], agent_server: AgentServer
+) -> None:
     computer, base = browser_computer
     with pytest.raises(ActionError, match=f"refused to open {agent_server.url!r}"):
         computer.click(*_link(computer, agent_server.url))
@@ -246,8 +273,10 @@ async def _two_rollouts() -> dict[str, Any]:
 
     rt = load_runtime(BROWSER_TASK)
     backend = LocalBackend()
-    boxes = [await backend.open_sandbox(SandboxSpec(rollout_id=f"gui-token-{n}", files=rt.files(), lifetime_s=600))
-             for n in "ab"]
+    boxes = [
+        await backend.open_sandbox(SandboxSpec(rollout_id=f"gui-token-{n}", files=rt.files(), lifetime_s=600))
+        for n in "ab"
+    ]
     try:
         for box in boxes:
             await box.spawn(list(rt.service_argv()))
@@ -260,9 +289,14 @@ async def _two_rollouts() -> dict[str, Any]:
             res = await box.exec([sys.executable, "-I", "-c", PROBE], stdin=token.encode(), timeout_s=60)
             return res.stdout.decode().strip()
 
-        return {"distinct": ta != tb and ta and tb, "a_on_b": await probe(b, ta), "b_on_b": await probe(b, tb),
-                "b_on_a": await probe(a, tb), "a_on_a": await probe(a, ta),
-                "verdicts": [(await rt.verify(box)).reward for box in boxes]}
+        return {
+            "distinct": ta != tb and ta and tb,
+            "a_on_b": await probe(b, ta),
+            "b_on_b": await probe(b, tb),
+            "b_on_a": await probe(a, tb),
+            "a_on_a": await probe(a, ta),
+            "verdicts": [(await rt.verify(box)).reward for box in boxes],
+        }
     finally:
         for box in boxes:
             await box.aclose()

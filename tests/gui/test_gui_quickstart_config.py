@@ -31,20 +31,27 @@ def test_zero_gui_gets_the_trainers_sampling_and_the_compact_prompt() -> None:
     assert launch.wall_clock_s == cfg.rollout.budget_s and launch.max_turns == 2
 
 
-
 def test_a_mixed_gui_config_assigns_each_harness_with_its_own_options() -> None:
     """`harness: {zero-gui: 1, ui-tars: 1}` in a training config, as for text harnesses: each step gets one
     of them (seeded), each with its own `harness_options`; zero-gui left to the service's kind."""
-    cfg = Config.model_validate({**Config.from_yaml(CONFIG).model_dump(),
-                                      "harness": {"zero-gui": 1, "ui-tars": 1},
-                                      "harness_options": {"zero-gui": {"prompt": "compact"},
-                                                          "ui-tars": {"wall_clock_s": 80}}})
+    cfg = Config.model_validate(
+        {
+            **Config.from_yaml(CONFIG).model_dump(),
+            "harness": {"zero-gui": 1, "ui-tars": 1},
+            "harness_options": {"zero-gui": {"prompt": "compact"}, "ui-tars": {"wall_clock_s": 80}},
+        }
+    )
     adapters = [harness_for(cfg, step) for step in range(12)]
     assert {a.name for a in adapters} == {"zero-gui", "ui-tars"}
     assert [a.name for a in adapters] == [harness_for(cfg, step).name for step in range(12)]  # deterministic
     zero_gui = next(a for a in adapters if a.name == "zero-gui")
-    assert zero_gui.kind == "" and zero_gui.prompt == "compact" and zero_gui.sampling["--max-tokens"] == cfg.engine.max_tokens
+    assert (
+        zero_gui.kind == ""
+        and zero_gui.prompt == "compact"
+        and zero_gui.sampling["--max-tokens"] == cfg.engine.max_tokens
+    )
     assert next(a for a in adapters if a.name == "ui-tars").wall_clock_s == 80
+
 
 def test_compact_prompt_is_the_warm_up_prompt_image_first() -> None:
     import time
@@ -71,12 +78,20 @@ def test_compact_prompt_is_the_warm_up_prompt_image_first() -> None:
     bodies: list[dict[str, Any]] = []
 
     class Client:
-        def create(self, body: dict[str, Any], *, timeout: float, deadline: float | None = None) -> dict[str, Any]:
+        def create(
+            self, body: dict[str, Any], *, timeout: float, deadline: float | None = None
+        ) -> dict[str, Any]:
             bodies.append(body)
             return {"choices": [{"message": {"role": "assistant", "content": "done"}}]}
 
-    result = run_agent(Client(), Computer(), "m", "Delete the event.", Budget(time.monotonic() + 30, 2, 10.0),
-                       Options(kind="browser", prompt="compact"))
+    result = run_agent(
+        Client(),
+        Computer(),
+        "m",
+        "Delete the event.",
+        Budget(time.monotonic() + 30, 2, 10.0),
+        Options(kind="browser", prompt="compact"),
+    )
     assert result.exit_code == ExitCode.ANSWERED
     [body] = bodies
     assert body["tools"] == [compact_schema()]

@@ -72,8 +72,12 @@ def service() -> Iterator[tuple[FlakyComputer, str]]:
 
 
 def _call(url: str, path: str, body: dict[str, Any] | None = None, token: str = "") -> tuple[int, Any]:
-    req = urllib.request.Request(url + path, data=None if body is None else json.dumps(body).encode(),
-                                 method="GET" if body is None else "POST", headers={TOKEN_HEADER: token} if token else {})
+    req = urllib.request.Request(
+        url + path,
+        data=None if body is None else json.dumps(body).encode(),
+        method="GET" if body is None else "POST",
+        headers={TOKEN_HEADER: token} if token else {},
+    )
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             raw, status = resp.read(), resp.status
@@ -90,7 +94,10 @@ def test_an_action_the_screen_refuses_is_the_agents_error_not_a_fault(service) -
     computer.action_raises = True
     status, body = _call(url, "/act", {"action": "click", "x": 5, "y": 5})
     assert status == 400 and "the action failed" in body["error"]
-    assert _call(url, "/__health", token=TOKEN) == (200, {"ok": True, "faults": 0, "last_fault": "", "ready_s": 0.0})
+    assert _call(url, "/__health", token=TOKEN) == (
+        200,
+        {"ok": True, "faults": 0, "last_fault": "", "ready_s": 0.0},
+    )
     assert service_problem(url, TOKEN) == ""
 
 
@@ -156,18 +163,23 @@ class _FakeSandbox:
         self.cgroup, self.quota = _Cgroup(breaches), False
 
 
-@pytest.mark.parametrize(("breaches", "raised"), [
-    ({"memory": 0, "pids": 0}, gui_runtime.GuiServiceDown),
-    ({"memory": 1, "pids": 0}, TamperError),  # an OOM kill in the cgroup the agent shares with Chromium
-    ({"memory": 0, "pids": 3}, TamperError),  # a fork bomb starved the browser
-    ({"memory": 0, "pids": 0, "cpu": 1}, TamperError),  # the sandbox ran at its CPU quota for seconds
-])
+@pytest.mark.parametrize(
+    ("breaches", "raised"),
+    [
+        ({"memory": 0, "pids": 0}, gui_runtime.GuiServiceDown),
+        ({"memory": 1, "pids": 0}, TamperError),  # an OOM kill in the cgroup the agent shares with Chromium
+        ({"memory": 0, "pids": 3}, TamperError),  # a fork bomb starved the browser
+        ({"memory": 0, "pids": 0, "cpu": 1}, TamperError),  # the sandbox ran at its CPU quota for seconds
+    ],
+)
 async def test_service_down_is_infra_unless_the_agent_breached_a_limit(monkeypatch, breaches, raised) -> None:
     from openforgerl.sandbox.base import SandboxError
     from openforgerl.tasks.loader import load_runtime
 
     async def down(*_: Any, **__: Any) -> VerifierRun:
-        return VerifierRun(ExecResult(EXIT_SERVICE_DOWN, b"", b"SERVICE DOWN computer service unreachable", False, 0.1), {})
+        return VerifierRun(
+            ExecResult(EXIT_SERVICE_DOWN, b"", b"SERVICE DOWN computer service unreachable", False, 0.1), {}
+        )
 
     monkeypatch.setattr(gui_runtime, "run_verifier", down)
     rt = load_runtime(TASK)
@@ -211,7 +223,7 @@ def _cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:  # it exited meanwhile (a Chromium helper does, often): an exception here would end
-        return b""   # the policy's engine call as `gateway_internal`, and the rollout as infra_error:gateway
+        return b""  # the policy's engine call as `gateway_internal`, and the rollout as infra_error:gateway
 
 
 def _read(path: Path) -> str:
@@ -222,7 +234,9 @@ def _kill(what: str, token: str) -> int:
     """SIGKILL the service (`service`) or only the browser under it (`browser`); how many were killed."""
     killed = 0
     for pid in _service_pids(token):
-        targets = [pid] if what == "service" else [p for p in _descendants(pid) if b"chrom" in _cmdline(p)[:200]]
+        targets = (
+            [pid] if what == "service" else [p for p in _descendants(pid) if b"chrom" in _cmdline(p)[:200]]
+        )
         for p in targets:
             try:
                 os.kill(p, signal.SIGKILL)
@@ -232,7 +246,9 @@ def _kill(what: str, token: str) -> int:
     return killed
 
 
-async def _run(rt: Any, harness: Any, engine: Any, tmp_path: Path, retries: int, budget_s: float = 150.0) -> list[Any]:
+async def _run(
+    rt: Any, harness: Any, engine: Any, tmp_path: Path, retries: int, budget_s: float = 150.0
+) -> list[Any]:
     from openforgerl.engines.scripted import MODEL_NAME
     from openforgerl.gateway.server import start_gateway
     from openforgerl.orchestrator.batch import run_batch
@@ -242,8 +258,14 @@ async def _run(rt: Any, harness: Any, engine: Any, tmp_path: Path, retries: int,
 
     backend = LocalBackend(root=tmp_path / "sbx")
     store = SQLiteCallStore(tmp_path / "calls.db")
-    config = OrchestratorConfig(group_size=1, min_group_size=1, retries=retries, model=MODEL_NAME,
-                                harness_cache=tmp_path, budget_s=budget_s)
+    config = OrchestratorConfig(
+        group_size=1,
+        min_group_size=1,
+        retries=retries,
+        model=MODEL_NAME,
+        harness_cache=tmp_path,
+        budget_s=budget_s,
+    )
     gateway = await start_gateway(engine, store, call_deadline_s=60.0)
     try:
         batch = await run_batch([rt], harness, gateway=gateway.access, backend=backend, config=config)
@@ -287,8 +309,12 @@ async def test_service_killed_mid_rollout_is_infra_and_the_retry_is_scored(what:
     assert "GUI environment failed" in first.metadata["error"]
     assert first.metadata["harness_returncode"] == 5  # zero-gui: the computer service did not answer
     assert retry.status == RolloutStatus.OK and retry.reward == 1.0 and retry.in_batch, (
-        retry.status, retry.metadata.get("harness_returncode"), retry.metadata.get("harness_stdout_tail"),
-        retry.metadata.get("timings"), retry.verifier_log)
+        retry.status,
+        retry.metadata.get("harness_returncode"),
+        retry.metadata.get("harness_stdout_tail"),
+        retry.metadata.get("timings"),
+        retry.verifier_log,
+    )
 
 
 # The agent asks its model first: what it does next is then the model's decision (a harness that ends
@@ -324,12 +350,19 @@ async def test_an_agent_killing_what_it_can_fails_itself_never_infra(tmp_path: P
     from openforgerl.tasks.loader import load_runtime
 
     rt = load_runtime(TASK)
-    harness = get_harness("command", argv=["env", f"PY={sys.executable}", f"ASK_MODEL={ASK_MODEL}", "sh", "-c", KILLER])
+    harness = get_harness(
+        "command", argv=["env", f"PY={sys.executable}", f"ASK_MODEL={ASK_MODEL}", "sh", "-c", KILLER]
+    )
     [record] = await _run(rt, harness, ScriptedEngine(lambda turn: "unused"), tmp_path, retries=1)
-    assert record.status == RolloutStatus.AGENT_FAILED and record.reward == 0.0, (record.status, record.metadata)
+    assert record.status == RolloutStatus.AGENT_FAILED and record.reward == 0.0, (
+        record.status,
+        record.metadata,
+    )
     assert not record.infra_tainted and record.in_batch
     out = record.metadata["harness_stdout_tail"].split()
-    assert out and int(out[-1]) > 1000, {k: v for k, v in record.metadata.items() if "harness" in k}  # the screen outlived it
+    assert out and int(out[-1]) > 1000, {
+        k: v for k, v in record.metadata.items() if "harness" in k
+    }  # the screen outlived it
     assert _service_pids(rt.token) == []  # and the sandbox took it down at close
 
 
@@ -338,7 +371,9 @@ async def test_an_agent_killing_what_it_can_fails_itself_never_infra(tmp_path: P
 # gets 1/k of the CPU for the k-th fork (quadratic: the 600-loop `sh` version ran into its 300 s budget in
 # CI); a client started after the loops takes seconds of wall time just to import, and an interpreter's
 # own exit beside 600 loops took ~30 s here (hence `os._exit` after the kills).
-STARVER = ASK_MODEL + r"""
+STARVER = (
+    ASK_MODEL
+    + r"""
 import os, time, urllib.request as u
 for _ in range(600):
     try: u.urlopen("http://127.0.0.1:8765/healthz", timeout=5); break
@@ -359,12 +394,15 @@ for _ in range(3):
 for pid in loops: os.kill(pid, 9)
 os._exit(1)
 """
+)
 
 
 @needs_gui
 @pytest.mark.gui
 @pytest.mark.timeout(600)
-async def test_an_agent_busy_looping_600_processes_cannot_starve_the_screen_into_infra(tmp_path: Path) -> None:
+async def test_an_agent_busy_looping_600_processes_cannot_starve_the_screen_into_infra(
+    tmp_path: Path,
+) -> None:
     """The agent's processes share the sandbox's CPU quota with the service but sit in a child group with a
     tenth of its weight (`sandbox.cgroups`): its screenshots are served, no fault is counted, and the rollout
     is the agent's own failure. In one shared group (the split disabled) the screenshots took 5.8-9.8 s with
@@ -379,20 +417,38 @@ async def test_an_agent_busy_looping_600_processes_cannot_starve_the_screen_into
     rt = load_runtime(TASK)
     harness = get_harness("command", argv=[sys.executable, "-c", STARVER])
     # the budget is a cap, not a wait: the attack ends by itself once its three screenshots are served
-    records = await _run(rt, harness, ScriptedEngine(lambda turn: "unused"), tmp_path, retries=1, budget_s=300.0)
+    records = await _run(
+        rt, harness, ScriptedEngine(lambda turn: "unused"), tmp_path, retries=1, budget_s=300.0
+    )
     # one attempt: an environment fault would have made it infra and retried it (what the split prevents)
     assert len(records) == 1, [(r.status, r.metadata.get("error")) for r in records]
     [record] = records
     # the agent's own end either way: it exits 1 after its screenshots, or (a box loaded by other work) its
     # 600 loops outlast the budget
-    assert (record.status, record.reward) in ((RolloutStatus.AGENT_FAILED, 0.0), (RolloutStatus.TIMEOUT, None)), \
-        (record.status, record.metadata)  # a timeout is never verified: trained as the agent's failure
-    assert not record.infra_tainted  # never a fault of the environment (a timeout without calls trains nothing)
-    shots = [line.split() for line in str(record.metadata.get("harness_stdout_tail", "")).splitlines() if line.strip()]
+    assert (record.status, record.reward) in (
+        (RolloutStatus.AGENT_FAILED, 0.0),
+        (RolloutStatus.TIMEOUT, None),
+    ), (record.status, record.metadata)  # a timeout is never verified: trained as the agent's failure
+    assert (
+        not record.infra_tainted
+    )  # never a fault of the environment (a timeout without calls trains nothing)
+    shots = [
+        line.split()
+        for line in str(record.metadata.get("harness_stdout_tail", "")).splitlines()
+        if line.strip()
+    ]
     if record.status == RolloutStatus.AGENT_FAILED:
-        assert record.in_batch and len(shots) == 3 and all(int(n) > 1000 for n, _ in shots), record.metadata["harness_stdout_tail"]
-    print("status", record.status, "screenshot seconds under the attack:", [s for _, s in shots],
-          "harness_s", record.metadata["timings"].get("harness_s"))
+        assert record.in_batch and len(shots) == 3 and all(int(n) > 1000 for n, _ in shots), record.metadata[
+            "harness_stdout_tail"
+        ]
+    print(
+        "status",
+        record.status,
+        "screenshot seconds under the attack:",
+        [s for _, s in shots],
+        "harness_s",
+        record.metadata["timings"].get("harness_s"),
+    )
 
 
 # The victim stands for the screen: from the attack's start (`.go`) to its end (`.stop`) it spins and then
@@ -482,7 +538,9 @@ async def test_the_cpu_split_keeps_the_service_running_under_600_agent_loops(tmp
     finally:
         await sbx.aclose()
         await backend.aclose()
-    print(f"victim's share of a core under 600 loops: in the service group {split:.3f}, in the agent's {shared:.4f}")
+    print(
+        f"victim's share of a core under 600 loops: in the service group {split:.3f}, in the agent's {shared:.4f}"
+    )
     assert split > 20 * shared, (split, shared)  # the split protects the service ...
     assert shared < 0.05, (split, shared)  # ... from an attack that starves it without the split
 
@@ -504,8 +562,10 @@ async def test_desktop_apps_run_niced_in_the_service_group(task: str) -> None:
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="nice", files=rt.files(), lifetime_s=300))
     try:
         await sbx.spawn(list(rt.service_argv()))
-        probe = ("import time, urllib.request as u\nfor _ in range(600):\n try: u.urlopen("
-                 "'http://127.0.0.1:8765/screenshot', timeout=30).read(); break\n except OSError: time.sleep(0.2)")
+        probe = (
+            "import time, urllib.request as u\nfor _ in range(600):\n try: u.urlopen("
+            "'http://127.0.0.1:8765/screenshot', timeout=30).read(); break\n except OSError: time.sleep(0.2)"
+        )
         assert (await sbx.exec([sys.executable, "-c", probe], timeout_s=120)).returncode == 0
         tree = {q for p in _service_pids(rt.token) for q in (p, *_descendants(p))}  # launcher, bwrap, service
         procs = {p: _cmdline(p).split(b"\0")[0].rsplit(b"/", 1)[-1].decode() for p in tree}
@@ -513,7 +573,9 @@ async def test_desktop_apps_run_niced_in_the_service_group(task: str) -> None:
         apps = [p for p, name in procs.items() if name in ("chromium", "mousepad")]
         screen = [p for p, name in procs.items() if name == "Xvfb" or name.startswith("python")]
         assert apps and screen, procs
-        assert {nice[p] for p in apps} == {APP_NICE} and {nice[p] for p in screen} == {0}, {procs[p]: nice[p] for p in procs}
+        assert {nice[p] for p in apps} == {APP_NICE} and {nice[p] for p in screen} == {0}, {
+            procs[p]: nice[p] for p in procs
+        }
         if sbx.cgroup is not None and sbx.cgroup.children:
             groups = {p: _read(Path(f"/proc/{p}/cgroup")) for p in [*apps, *screen]}
             assert all(f"/{sbx.id}/service" in g for g in groups.values()), groups

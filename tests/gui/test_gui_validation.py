@@ -25,10 +25,14 @@ pytestmark = [pytest.mark.gui, needs_gui]
 def test_every_gui_task_oracle_one_noop_zero():
     runtimes = [load_runtime(p) for p in find_tasks(GUI_SUITE)]
     t0 = time.monotonic()
-    results = asyncio.run(validate_tasks(runtimes, concurrency=int(os.environ.get("GUI_VALIDATE_CONCURRENCY", "4"))))
+    results = asyncio.run(
+        validate_tasks(runtimes, concurrency=int(os.environ.get("GUI_VALIDATE_CONCURRENCY", "4")))
+    )
     wall = time.monotonic() - t0
     for r in sorted(results, key=lambda r: -r.seconds):
-        print(f"{r.task_id:32s} noop={r.noop_reward} oracle={r.oracle_reward} {r.seconds:5.1f}s {r.error[:200]}")
+        print(
+            f"{r.task_id:32s} noop={r.noop_reward} oracle={r.oracle_reward} {r.seconds:5.1f}s {r.error[:200]}"
+        )
     print(f"{len(results)} GUI tasks validated in {wall:.0f} s")
     bad = [(r.task_id, r.noop_reward, r.oracle_reward, r.error[:300]) for r in results if not r.ok]
     assert not bad

@@ -15,15 +15,23 @@ from openforgerl.store.sqlite import SQLiteCallStore
 
 
 @pytest.fixture
-async def make_gateway(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[tuple[RunningGateway, ScriptedEngine]]]]:
+async def make_gateway(
+    tmp_path: Path,
+) -> AsyncIterator[Callable[..., Awaitable[tuple[RunningGateway, ScriptedEngine]]]]:
     """Factory: `await make_gateway(policy, faults=..., call_deadline_s=...)` -> (gateway, engine)."""
     opened: list[tuple[RunningGateway, SQLiteCallStore]] = []
 
-    async def make(policy: Callable[..., str], faults: Faults | None = None, call_deadline_s: float = 60.0,
-                   verbatim_history: bool = True) -> tuple[RunningGateway, ScriptedEngine]:
+    async def make(
+        policy: Callable[..., str],
+        faults: Faults | None = None,
+        call_deadline_s: float = 60.0,
+        verbatim_history: bool = True,
+    ) -> tuple[RunningGateway, ScriptedEngine]:
         engine = ScriptedEngine(policy, faults=faults)
         store = SQLiteCallStore(tmp_path / f"calls{len(opened)}.db")
-        gw = await start_gateway(engine, store, call_deadline_s=call_deadline_s, verbatim_history=verbatim_history)
+        gw = await start_gateway(
+            engine, store, call_deadline_s=call_deadline_s, verbatim_history=verbatim_history
+        )
         opened.append((gw, store))
         return gw, engine
 
@@ -44,9 +52,13 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
     if not HARNESS_FIGURES:
         return
     write = terminalreporter.write_line  # type: ignore[attr-defined]
-    write("harness figures: name | version | protocol | calls (side) | chains | merge rate | first call s | run s")
+    write(
+        "harness figures: name | version | protocol | calls (side) | chains | merge rate | first call s | run s"
+    )
     for f in HARNESS_FIGURES:
         merge = "n/a" if f["merge_rate"] is None else f"{f['merge_rate']:.2f}"
         first = "n/a" if f["first_call_s"] is None else f"{f['first_call_s']:.1f}"
-        write(f"  {f['harness']} | {f['version']} | {f['protocol']} | {f['calls']} ({f['side_calls']}) | "
-              f"{f['chains']} | {merge} | {first} | {f['run_s']:.1f}")
+        write(
+            f"  {f['harness']} | {f['version']} | {f['protocol']} | {f['calls']} ({f['side_calls']}) | "
+            f"{f['chains']} | {merge} | {first} | {f['run_s']:.1f}"
+        )

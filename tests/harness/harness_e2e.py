@@ -45,19 +45,27 @@ class Outcome:
         return path.read_text() if path.is_file() else None
 
     def describe(self) -> str:
-        return (f"rc={self.run.returncode} timed_out={self.run.timed_out} calls={len(self.calls)} "
-                f"errors={[c.error for c in self.calls if c.error]}\nstdout={self.run.stdout[-3000:]}\n"
-                f"stderr={self.run.stderr[-3000:]}")
+        return (
+            f"rc={self.run.returncode} timed_out={self.run.timed_out} calls={len(self.calls)} "
+            f"errors={[c.error for c in self.calls if c.error]}\nstdout={self.run.stdout[-3000:]}\n"
+            f"stderr={self.run.stderr[-3000:]}"
+        )
 
 
 def context(opened: dict[str, str], root: Path, content: str, **extra: Any) -> HarnessContext:
     workdir, home = root / "work", root / "home"
     workdir.mkdir(parents=True, exist_ok=True)
     home.mkdir(parents=True, exist_ok=True)
-    return HarnessContext(instruction=INSTRUCTION.format(content=content),
-                          openai_base_url=opened["openai_base_url"],
-                          anthropic_base_url=opened["anthropic_base_url"], api_key=opened["api_key"],
-                          model=MODEL_NAME, workdir=str(workdir), home=str(home), **extra)
+    return HarnessContext(
+        instruction=INSTRUCTION.format(content=content),
+        openai_base_url=opened["openai_base_url"],
+        anthropic_base_url=opened["anthropic_base_url"],
+        api_key=opened["api_key"],
+        model=MODEL_NAME,
+        workdir=str(workdir),
+        home=str(home),
+        **extra,
+    )
 
 
 def _status(record: RolloutRecord, run: HostRun, ok: bool) -> RolloutStatus:
@@ -69,8 +77,15 @@ def _status(record: RolloutRecord, run: HostRun, ok: bool) -> RolloutStatus:
     return RolloutStatus.OK if ok else RolloutStatus.AGENT_FAILED
 
 
-async def run_rollout(gw: RunningGateway, adapter: HarnessAdapter, tools_dir: Path, root: Path, content: str,
-                      budget_s: float, **ctx_extra: Any) -> Outcome:
+async def run_rollout(
+    gw: RunningGateway,
+    adapter: HarnessAdapter,
+    tools_dir: Path,
+    root: Path,
+    content: str,
+    budget_s: float,
+    **ctx_extra: Any,
+) -> Outcome:
     opened = await gw.open_rollout(harness=adapter.name, task_id="proof-file")
     ctx = context(opened, root, content, **ctx_extra)
     launch = adapter.launch(ctx, tools_dir)
@@ -84,11 +99,24 @@ async def run_rollout(gw: RunningGateway, adapter: HarnessAdapter, tools_dir: Pa
     assert record is not None
     status = _status(record, run, ok)
     # the orchestrator's verdict for a group of one: in the batch unless infra (trajectory.trainable)
-    record = record.model_copy(update={"status": status, "reward": 1.0 if ok else 0.0, "harness": adapter.name,
-                                       "in_batch": not status.is_infra, "group_valid": True})
+    record = record.model_copy(
+        update={
+            "status": status,
+            "reward": 1.0 if ok else 0.0,
+            "harness": adapter.name,
+            "in_batch": not status.is_infra,
+            "group_valid": True,
+        }
+    )
     first = min((c.started_at for c in calls), default=None)
-    return Outcome(run, calls, record, reconstruct_samples(calls, record), workdir,
-                   None if first is None else first - started)
+    return Outcome(
+        run,
+        calls,
+        record,
+        reconstruct_samples(calls, record),
+        workdir,
+        None if first is None else first - started,
+    )
 
 
 def masked_runs(sample: Any) -> list[list[int]]:
@@ -106,7 +134,7 @@ def masked_runs(sample: Any) -> list[list[int]]:
 
 def contains(haystack: list[int], needle: list[int]) -> bool:
     n = len(needle)
-    return any(haystack[i:i + n] == needle for i in range(len(haystack) - n + 1))
+    return any(haystack[i : i + n] == needle for i in range(len(haystack) - n + 1))
 
 
 def sampled_in_samples(done: Completion, outcome: Outcome) -> bool:
@@ -136,10 +164,16 @@ HARNESS_FIGURES: list[dict[str, object]] = []
 
 def record_figures(name: str, adapter: object, outcome: Outcome) -> None:
     metrics = outcome.result.metrics
-    HARNESS_FIGURES.append({
-        "harness": name, "version": getattr(adapter, "version", "?"),
-        "protocol": getattr(getattr(adapter, "protocol", None), "value", "?"),
-        "calls": len(outcome.calls), "side_calls": sum(c.side_call for c in outcome.calls),
-        "merge_rate": metrics.merge_rate, "chains": metrics.chains,
-        "first_call_s": outcome.first_call_s, "run_s": outcome.run.duration_s,
-    })
+    HARNESS_FIGURES.append(
+        {
+            "harness": name,
+            "version": getattr(adapter, "version", "?"),
+            "protocol": getattr(getattr(adapter, "protocol", None), "value", "?"),
+            "calls": len(outcome.calls),
+            "side_calls": sum(c.side_call for c in outcome.calls),
+            "merge_rate": metrics.merge_rate,
+            "chains": metrics.chains,
+            "first_call_s": outcome.first_call_s,
+            "run_s": outcome.run.duration_s,
+        }
+    )

@@ -17,8 +17,15 @@ MCP = McpServer("claw", "/usr/bin/python3", ["-m", "claw"], {"CLAW_URL": "http:/
 
 
 def ctx(**kw: object) -> HarnessContext:
-    base = dict(instruction="do it", openai_base_url="http://gw:1/r/abc/v1", anthropic_base_url="http://gw:1/r/abc",
-                api_key="ofr-key", model="policy", workdir="/workdir", home="/workdir/.home")
+    base = dict(
+        instruction="do it",
+        openai_base_url="http://gw:1/r/abc/v1",
+        anthropic_base_url="http://gw:1/r/abc",
+        api_key="ofr-key",
+        model="policy",
+        workdir="/workdir",
+        home="/workdir/.home",
+    )
     return HarnessContext(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -32,7 +39,9 @@ def test_codex_uses_a_custom_responses_provider_with_home_outside_tmp() -> None:
     assert server["command"] == "/usr/bin/python3" and server["args"] == ["-m", "claw"]
     assert server["env"] == {"CLAW_URL": "http://127.0.0.1:7717"} and server["startup_timeout_sec"] >= 60
     assert launch.env["CODEX_HOME"] == "/workdir/.home/.codex"
-    assert {"exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json"} <= set(launch.argv)
+    assert {"exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json"} <= set(
+        launch.argv
+    )
     assert launch.argv[-1] == "do it"
 
 
@@ -49,11 +58,14 @@ def test_claude_code_env_and_mcp_config() -> None:
     assert mcp["mcpServers"]["claw"]["command"] == "/usr/bin/python3"
 
 
-@pytest.mark.parametrize(("api", "protocol", "base"), [
-    ("openai-completions", WireProtocol.CHAT, "http://gw:1/r/abc/v1"),
-    ("openai-responses", WireProtocol.RESPONSES, "http://gw:1/r/abc/v1"),
-    ("anthropic-messages", WireProtocol.ANTHROPIC, "http://gw:1/r/abc"),
-])
+@pytest.mark.parametrize(
+    ("api", "protocol", "base"),
+    [
+        ("openai-completions", WireProtocol.CHAT, "http://gw:1/r/abc/v1"),
+        ("openai-responses", WireProtocol.RESPONSES, "http://gw:1/r/abc/v1"),
+        ("anthropic-messages", WireProtocol.ANTHROPIC, "http://gw:1/r/abc"),
+    ],
+)
 def test_openclaw_api_modes(api: str, protocol: WireProtocol, base: str) -> None:
     adapter = get_harness("openclaw", api=api)
     launch = adapter.launch(ctx(), TOOLS)
@@ -154,13 +166,20 @@ def test_the_real_opencode_reads_a_numbered_instruction_from_stdin(tmp_path: Pat
     home = tmp_path / "home"
     launch = get_harness("opencode").launch(
         ctx(instruction=text, home=str(home), openai_base_url=f"http://127.0.0.1:{server.server_port}/v1"),
-        require_installed("opencode"))
+        require_installed("opencode"),
+    )
     for path, data in launch.files.items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_bytes(data)
     try:
-        subprocess.run(list(launch.argv), env={**os.environ, **launch.env}, cwd=tmp_path, timeout=120,
-                       capture_output=True, stdin=subprocess.DEVNULL)
+        subprocess.run(
+            list(launch.argv),
+            env={**os.environ, **launch.env},
+            cwd=tmp_path,
+            timeout=120,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+        )
     finally:
         server.shutdown()
     users = [m["content"] for b in bodies for m in json.loads(b)["messages"] if m["role"] == "user"]

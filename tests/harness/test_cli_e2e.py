@@ -39,8 +39,9 @@ BUDGET_S = 240.0
 
 
 @pytest.mark.parametrize(("name", "policy_opts"), CASES)
-async def test_cli_solves_proof_task(name: str, policy_opts: dict[str, str], make_gateway,
-                                     tmp_path: Path) -> None:
+async def test_cli_solves_proof_task(
+    name: str, policy_opts: dict[str, str], make_gateway, tmp_path: Path
+) -> None:
     tools = require_installed(name)
     content = proof_content()
     gw, engine = await make_gateway(proof_policy(content, **policy_opts))

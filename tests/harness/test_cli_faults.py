@@ -30,8 +30,17 @@ from openforgerl.trajectory.reconstruct import reconstruct_samples
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(400)]
 
-HARNESSES = ["codex", "claude_code", "qwen_code", "opencode", "mini_swe_agent", "openclaw-completions",
-             "openclaw-responses", "openclaw-messages", "zero"]
+HARNESSES = [
+    "codex",
+    "claude_code",
+    "qwen_code",
+    "opencode",
+    "mini_swe_agent",
+    "openclaw-completions",
+    "openclaw-responses",
+    "openclaw-messages",
+    "zero",
+]
 # The budget is only the cap a broken taint watch would run into: the harness is cut at the first infra
 # error, which comes 1-17 s after the start here (a stall is an error at the 5 s call deadline). OpenClaw
 # needs 12-19 s idle to make its first call, and 42 s to over 120 s inside the sandbox on this box at load
@@ -83,21 +92,32 @@ async def test_engine_fault_ends_run_as_infra(name: str, kind: str, tmp_path: Pa
     store = SQLiteCallStore(tmp_path / "calls.db")
     gateway = await start_gateway(engine, store, call_deadline_s=CALL_DEADLINE_S)
     backend = ProofAtClose(LocalBackend(root=tmp_path / "sbx"))
-    config = OrchestratorConfig(group_size=1, min_group_size=1, retries=0, model=MODEL_NAME, harness_cache=tools)
+    config = OrchestratorConfig(
+        group_size=1, min_group_size=1, retries=0, model=MODEL_NAME, harness_cache=tools
+    )
     adapter = get_harness(name, **({"wall_clock_s": 30.0} if name == "zero" else {}))
     try:
-        [record] = (await run_batch([task], adapter, gateway=gateway.access, backend=backend,  # type: ignore[arg-type]
-                                    config=config)).records
+        [record] = (
+            await run_batch(
+                [task],
+                adapter,
+                gateway=gateway.access,
+                backend=backend,  # type: ignore[arg-type]
+                config=config,
+            )
+        ).records
         calls = await store.list_calls(record.rollout_id)
     finally:
         await gateway.aclose()
         await backend.aclose()
         await store.aclose()
     meta = record.metadata
-    describe = (f"status={record.status} calls={len(calls)} errors={[c.error for c in calls if c.error]} "
-                f"timings={meta.get('timings')} rc={meta.get('harness_returncode')} ended={meta.get('harness_ended')} "
-                f"error={meta.get('error')}\n"
-                f"stdout={meta.get('harness_stdout_tail', '')[-3000:]}\nstderr={meta.get('harness_stderr_tail', '')[-3000:]}")
+    describe = (
+        f"status={record.status} calls={len(calls)} errors={[c.error for c in calls if c.error]} "
+        f"timings={meta.get('timings')} rc={meta.get('harness_returncode')} ended={meta.get('harness_ended')} "
+        f"error={meta.get('error')}\n"
+        f"stdout={meta.get('harness_stdout_tail', '')[-3000:]}\nstderr={meta.get('harness_stderr_tail', '')[-3000:]}"
+    )
     # ended before its budget: cut at the taint, or the CLI gave up by itself (never the budget's kill)
     assert meta.get("harness_timed_out") is False and meta["timings"]["harness_s"] < budget, describe
     assert calls and any(c.is_infra_error for c in calls), describe

@@ -52,17 +52,23 @@ def computer_url() -> Iterator[str]:
 def host_context(opened: dict[str, str], root: Path, computer_url: str, instruction: str) -> HarnessContext:
     (root / "work").mkdir(exist_ok=True)
     (root / "home").mkdir(exist_ok=True)
-    return HarnessContext(instruction=instruction, openai_base_url=opened["openai_base_url"],
-                          anthropic_base_url=opened["anthropic_base_url"], api_key=opened["api_key"],
-                          model=MODEL_NAME, workdir=str(root / "work"), home=str(root / "home"),
-                          tool_service_url=computer_url)
+    return HarnessContext(
+        instruction=instruction,
+        openai_base_url=opened["openai_base_url"],
+        anthropic_base_url=opened["anthropic_base_url"],
+        api_key=opened["api_key"],
+        model=MODEL_NAME,
+        workdir=str(root / "work"),
+        home=str(root / "home"),
+        tool_service_url=computer_url,
+    )
 
 
 def resent_suffix(before: list[str], now: list[str]) -> bool:
     """`now` = the newest screenshots of `before` (by blob hash) plus one new one: re-sent images are the
     same blob, never stored again."""
     kept = now[:-1]
-    return kept == before[len(before) - len(kept):]
+    return kept == before[len(before) - len(kept) :]
 
 
 def in_samples(engine: ScriptedEngine, result: Any) -> bool:
@@ -73,8 +79,9 @@ def in_samples(engine: ScriptedEngine, result: Any) -> bool:
 
 
 # -- UI-TARS on the host, fake screen -----------------------------------------------------------------------
-async def test_ui_tars_on_the_host_drives_the_computer_service(make_gateway, tmp_path: Path,
-                                                               computer_url: str) -> None:
+async def test_ui_tars_on_the_host_drives_the_computer_service(
+    make_gateway, tmp_path: Path, computer_url: str
+) -> None:
     tools = require_installed("ui-tars")
     actions = [f"click(start_box='({100 * i},500)')" for i in range(1, 7)] + ["finished()"]
     gw, engine = await make_gateway(ui_tars_policy(actions))
@@ -85,15 +92,28 @@ async def test_ui_tars_on_the_host_drives_the_computer_service(make_gateway, tmp
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
     calls = await gw.gateway.store.list_calls(opened["rollout_id"])
     assert [len(c.images) for c in calls] == [1, 2, 3, 4, 5, 5, 5]  # the SDK keeps the last 5
-    events = [json.loads(line) for line in (tmp_path / "home" / "ui-tars-transcript.jsonl").read_text().splitlines()]
+    events = [
+        json.loads(line) for line in (tmp_path / "home" / "ui-tars-transcript.jsonl").read_text().splitlines()
+    ]
     executed = [e["executed"] for e in events if e["event"] == "action"]
     assert executed == [{"action": "click", "x": round(0.1 * i * 64), "y": 18} for i in range(1, 7)]
     record = await gw.gateway.store.get_rollout(opened["rollout_id"])
-    result = reconstruct_samples(calls, record.model_copy(update={"status": RolloutStatus.OK, "reward": 1.0,
-                                                                  "harness": "ui-tars", "in_batch": True,
-                                                                  "group_valid": True}))
-    print(f"ui-tars host: run {run.duration_s:.1f} s, first call {calls[0].started_at - started:.1f} s after launch,",
-          result.metrics)
+    result = reconstruct_samples(
+        calls,
+        record.model_copy(
+            update={
+                "status": RolloutStatus.OK,
+                "reward": 1.0,
+                "harness": "ui-tars",
+                "in_batch": True,
+                "group_valid": True,
+            }
+        ),
+    )
+    print(
+        f"ui-tars host: run {run.duration_s:.1f} s, first call {calls[0].started_at - started:.1f} s after launch,",
+        result.metrics,
+    )
     assert in_samples(engine, result), result.metrics
     shas = [[i.sha256 for i in c.images] for c in calls]
     assert all(resent_suffix(before, now) for before, now in itertools.pairwise(shas))
@@ -112,8 +132,14 @@ class SandboxRun:
     first_call_s: float
 
 
-async def run_in_sandbox(harness: str, task: str, tmp_path: Path, make_policy: Callable[[list[dict[str, Any]], Any], Any],
-                         faults: Faults | None = None, **harness_options: Any) -> SandboxRun:
+async def run_in_sandbox(
+    harness: str,
+    task: str,
+    tmp_path: Path,
+    make_policy: Callable[[list[dict[str, Any]], Any], Any],
+    faults: Faults | None = None,
+    **harness_options: Any,
+) -> SandboxRun:
     """One rollout of a suite task with `harness`: real orchestrator, local bubblewrap sandbox, real gateway.
     `make_policy(oracle pixel steps, runtime)` builds the scripted policy."""
     if missing := _gui_missing():
@@ -129,9 +155,15 @@ async def run_in_sandbox(harness: str, task: str, tmp_path: Path, make_policy: C
     rt = load_runtime(GUI_SUITE / task)
     backend = LocalBackend(root=tmp_path / "sbx")
     store = SQLiteCallStore(tmp_path / "calls.db")
-    config = OrchestratorConfig(group_size=1, min_group_size=1, retries=0, model=MODEL_NAME, harness_cache=tools,
-                                end_at_taint=faults is None,  # with faults: the harness's own exit is checked
-                                budget_s=BUDGET_S)
+    config = OrchestratorConfig(
+        group_size=1,
+        min_group_size=1,
+        retries=0,
+        model=MODEL_NAME,
+        harness_cache=tools,
+        end_at_taint=faults is None,  # with faults: the harness's own exit is checked
+        budget_s=BUDGET_S,
+    )
     try:
         policy = make_policy(await oracle_pixels(rt, backend), rt)
         engine = ScriptedEngine(policy, faults=faults)
@@ -150,8 +182,10 @@ async def run_in_sandbox(harness: str, task: str, tmp_path: Path, make_policy: C
         await backend.aclose()
         await store.aclose()
     first = min(c.started_at for c in calls) - record.started_at if calls else float("nan")
-    print(f"{harness} {task}: {len(calls)} calls in {seconds:.1f} s, first call {first:.1f} s after the rollout's "
-          f"start, timings {record.metadata.get('timings')}")
+    print(
+        f"{harness} {task}: {len(calls)} calls in {seconds:.1f} s, first call {first:.1f} s after the rollout's "
+        f"start, timings {record.metadata.get('timings')}"
+    )
     return SandboxRun(record, calls, engine, blobs.get, seconds, first)
 
 
@@ -167,10 +201,19 @@ def check_solved(run: SandboxRun, harness: str, version: str) -> Any:
     assert 2 <= len({s for call in shas for s in call}) <= len(run.calls)
     result = reconstruct_samples(run.calls, record)
     assert in_samples(run.engine, result), result.metrics
-    HARNESS_FIGURES.append({"harness": f"{harness} ({record.task_id})", "version": version, "protocol": "chat",
-                            "calls": len(run.calls), "side_calls": sum(c.side_call for c in run.calls),
-                            "merge_rate": result.metrics.merge_rate, "chains": result.metrics.chains,
-                            "first_call_s": run.first_call_s, "run_s": run.seconds})
+    HARNESS_FIGURES.append(
+        {
+            "harness": f"{harness} ({record.task_id})",
+            "version": version,
+            "protocol": "chat",
+            "calls": len(run.calls),
+            "side_calls": sum(c.side_call for c in run.calls),
+            "merge_rate": result.metrics.merge_rate,
+            "chains": result.metrics.chains,
+            "first_call_s": run.first_call_s,
+            "run_s": run.seconds,
+        }
+    )
     print(f"{harness} {record.task_id}: merge rate {result.metrics.merge_rate}, {result.metrics}")
     return result
 
@@ -189,8 +232,14 @@ async def test_ui_tars_solves_a_gui_task_in_a_sandbox(task: str, tmp_path: Path)
 
 
 async def test_ui_tars_persistent_503_in_a_sandbox_is_infra(tmp_path: Path) -> None:
-    run = await run_in_sandbox("ui-tars", "desktop-editor-01", tmp_path, ui_tars_from_oracle,
-                               Faults(http_errors=1000, http_status=503), wall_clock_s=120)
+    run = await run_in_sandbox(
+        "ui-tars",
+        "desktop-editor-01",
+        tmp_path,
+        ui_tars_from_oracle,
+        Faults(http_errors=1000, http_status=503),
+        wall_clock_s=120,
+    )
     assert run.record.status == RolloutStatus.INFRA_ENGINE and run.record.infra_tainted, run.record.metadata
     assert call_log_taint(run.calls, None) == RolloutStatus.INFRA_ENGINE
     assert run.record.metadata["harness_returncode"] == 3
@@ -218,7 +267,8 @@ async def test_browser_use_on_the_host_drives_a_real_app(make_gateway, tmp_path:
         ctx = host_context(opened, tmp_path, "", "Add a new card 'Call the caterer' to the to-do board.")
         (tmp_path / "work" / ".gui").mkdir()
         (tmp_path / "work" / ".gui" / "config.json").write_text(
-            json.dumps({"start_url": f"http://127.0.0.1:{server.server_address[1]}/board"}))
+            json.dumps({"start_url": f"http://127.0.0.1:{server.server_address[1]}/board"})
+        )
         launch = get_harness("browser-use", wall_clock_s=120).launch(ctx, tools)
         started = time.time()
         run = await run_on_host(launch, tmp_path / "work", 150)
@@ -232,11 +282,22 @@ async def test_browser_use_on_the_host_drives_a_real_app(make_gateway, tmp_path:
     assert len(calls) == 3 and all(len(c.images) == 1 for c in calls)
     assert all(c.request.get("response_format", {}).get("type") == "json_schema" for c in calls)
     record = await gw.gateway.store.get_rollout(opened["rollout_id"])
-    result = reconstruct_samples(calls, record.model_copy(update={"status": RolloutStatus.OK, "reward": 1.0,
-                                                                  "harness": "browser-use", "in_batch": True,
-                                                                  "group_valid": True}))
+    result = reconstruct_samples(
+        calls,
+        record.model_copy(
+            update={
+                "status": RolloutStatus.OK,
+                "reward": 1.0,
+                "harness": "browser-use",
+                "in_batch": True,
+                "group_valid": True,
+            }
+        ),
+    )
     assert in_samples(engine, result) and result.metrics.chains == 3, result.metrics
-    print(f"browser-use host: run {run.duration_s:.1f} s, first call {calls[0].started_at - started:.1f} s after launch")
+    print(
+        f"browser-use host: run {run.duration_s:.1f} s, first call {calls[0].started_at - started:.1f} s after launch"
+    )
 
 
 async def test_browser_use_solves_a_browser_task_in_a_sandbox(tmp_path: Path) -> None:
@@ -244,23 +305,36 @@ async def test_browser_use_solves_a_browser_task_in_a_sandbox(tmp_path: Path) ->
     result = check_solved(run, "browser-use", "0.13.14")
     assert [len(c.images) for c in run.calls] == [1, 1, 1]  # one screenshot per state message
     assert all(c.request.get("response_format", {}).get("type") == "json_schema" for c in run.calls)
-    assert result.metrics.chains == len(run.calls)  # the prompt is rebuilt every step: no call extends another
+    assert result.metrics.chains == len(
+        run.calls
+    )  # the prompt is rebuilt every step: no call extends another
 
 
 async def test_browser_use_persistent_503_in_a_sandbox_is_infra(tmp_path: Path) -> None:
-    run = await run_in_sandbox("browser-use", "board-add-01", tmp_path, board_policy,
-                               Faults(http_errors=1000, http_status=503), wall_clock_s=120)
+    run = await run_in_sandbox(
+        "browser-use",
+        "board-add-01",
+        tmp_path,
+        board_policy,
+        Faults(http_errors=1000, http_status=503),
+        wall_clock_s=120,
+    )
     assert run.record.status == RolloutStatus.INFRA_ENGINE and run.record.infra_tainted, run.record.metadata
     assert call_log_taint(run.calls, None) == RolloutStatus.INFRA_ENGINE
     assert run.record.metadata["harness_returncode"] == 3
-    assert len(run.calls) == 3 and run.seconds < BUDGET_S  # openai's own 2 retries, then max_failures=1 stops it
+    assert (
+        len(run.calls) == 3 and run.seconds < BUDGET_S
+    )  # openai's own 2 retries, then max_failures=1 stops it
 
 
 # -- a mixed run: two GUI harnesses over browser and desktop tasks ---------------------------------------------
 def _prompt_text(messages: list[dict[str, Any]]) -> str:
     parts = [m.get("content") for m in messages if m.get("role") in ("system", "user")]
-    return "\n".join(p if isinstance(p, str) else " ".join(str(x.get("text", "")) for x in p if isinstance(x, dict))
-                     for p in parts if p)
+    return "\n".join(
+        p if isinstance(p, str) else " ".join(str(x.get("text", "")) for x in p if isinstance(x, dict))
+        for p in parts
+        if p
+    )
 
 
 async def test_a_mixed_eval_of_zero_gui_and_ui_tars_over_browser_and_desktop_tasks(tmp_path: Path) -> None:
@@ -288,8 +362,13 @@ async def test_a_mixed_eval_of_zero_gui_and_ui_tars_over_browser_and_desktop_tas
         plans = []
         for rt in runtimes:
             steps = await oracle_pixels(rt, backend)
-            plans.append((rt.instruction, replay_policy(oracle_to_calls(steps, *rt.screen)),
-                          ui_tars_policy(oracle_to_ui_tars(steps, *rt.screen))))
+            plans.append(
+                (
+                    rt.instruction,
+                    replay_policy(oracle_to_calls(steps, *rt.screen)),
+                    ui_tars_policy(oracle_to_ui_tars(steps, *rt.screen)),
+                )
+            )
 
         def policy(turn: Any) -> str:
             text = _prompt_text(turn.messages)
@@ -298,9 +377,18 @@ async def test_a_mixed_eval_of_zero_gui_and_ui_tars_over_browser_and_desktop_tas
 
         gateway = await start_gateway(ScriptedEngine(policy), store, call_deadline_s=60.0)
         try:
-            trials = await run_eval(runtimes, ["zero-gui", "ui-tars"], gateway=gateway.access, backend=backend,
-                                    group_size=2, model=MODEL_NAME, harness_cache=tools, budget_s=BUDGET_S,
-                                    retries=1, max_running=4)
+            trials = await run_eval(
+                runtimes,
+                ["zero-gui", "ui-tars"],
+                gateway=gateway.access,
+                backend=backend,
+                group_size=2,
+                model=MODEL_NAME,
+                harness_cache=tools,
+                budget_s=BUDGET_S,
+                retries=1,
+                max_running=4,
+            )
         finally:
             await gateway.aclose()
         calls = [c for rid in store.read_rollout_ids_with_calls() for c in store.read_calls(rid)]
@@ -308,12 +396,17 @@ async def test_a_mixed_eval_of_zero_gui_and_ui_tars_over_browser_and_desktop_tas
         await backend.aclose()
         await store.aclose()
     assert sorted((t.harness, t.task_id, t.reward) for t in trials) == sorted(
-        (h, rt.task_id, 1.0) for h in ("zero-gui", "ui-tars") for rt in runtimes for _ in range(2)), trials
+        (h, rt.task_id, 1.0) for h in ("zero-gui", "ui-tars") for rt in runtimes for _ in range(2)
+    ), trials
     report = build_report(trials, 2)
     for harness in ("zero-gui", "ui-tars"):
         assert report["harnesses"][harness]["pass_at"][2]["value"] == 1.0
         assert set(report["services"][harness]) == {"browser", "desktop", "board"}
-        assert report["services"][harness]["browser"]["trials"] == report["services"][harness]["desktop"]["trials"] == 2
+        assert (
+            report["services"][harness]["browser"]["trials"]
+            == report["services"][harness]["desktop"]["trials"]
+            == 2
+        )
     described = {}  # zero-gui's tool description per task: the environment the service reported
     for call in calls:
         if call.request.get("tools"):

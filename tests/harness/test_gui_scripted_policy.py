@@ -27,12 +27,22 @@ Today:2026-12-01</step_info>"""
 
 
 def test_oracle_becomes_ui_tars_actions_in_0_1000_units() -> None:
-    steps = [{"action": "click", "x": 640, "y": 360}, {"action": "key", "keys": "ctrl+end"},
-             {"action": "type", "text": "it's"}, {"action": "wait", "seconds": 0.5},
-             {"action": "drag", "x": 0, "y": 0, "to_x": 1280, "to_y": 720}, {"action": "double_click", "x": 128, "y": 72}]
+    steps = [
+        {"action": "click", "x": 640, "y": 360},
+        {"action": "key", "keys": "ctrl+end"},
+        {"action": "type", "text": "it's"},
+        {"action": "wait", "seconds": 0.5},
+        {"action": "drag", "x": 0, "y": 0, "to_x": 1280, "to_y": 720},
+        {"action": "double_click", "x": 128, "y": 72},
+    ]
     assert oracle_to_ui_tars(steps, 1280, 720) == [
-        "click(start_box='(500,500)')", "hotkey(key='ctrl end')", "type(content='it\\'s')",
-        "drag(start_box='(0,0)', end_box='(1000,1000)')", "left_double(start_box='(100,100)')", "finished()"]
+        "click(start_box='(500,500)')",
+        "hotkey(key='ctrl end')",
+        "type(content='it\\'s')",
+        "drag(start_box='(0,0)', end_box='(1000,1000)')",
+        "left_double(start_box='(100,100)')",
+        "finished()",
+    ]
     with pytest.raises(ValueError):
         oracle_to_ui_tars([{"action": "teleport"}], 1280, 720)
 
@@ -52,9 +62,17 @@ def test_browser_use_policy_reads_the_step_and_the_indices_from_the_state() -> N
     policy = browser_use_fill_and_submit("id=new-title", "Call the caterer", "id=add")
 
     def answer(n: int) -> dict:
-        msgs = [{"role": "system", "content": "rules"},
-                {"role": "user", "content": [{"type": "text", "text": STATE.format(n=n)}, {"type": "text", "text": "Current screenshot:"}]},
-                {"role": "user", "content": "PLANNING NUDGE"}]
+        msgs = [
+            {"role": "system", "content": "rules"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": STATE.format(n=n)},
+                    {"type": "text", "text": "Current screenshot:"},
+                ],
+            },
+            {"role": "user", "content": "PLANNING NUDGE"},
+        ]
         return json.loads(policy(SimpleNamespace(messages=msgs)))
 
     assert answer(1)["action"] == [{"input": {"index": 2, "text": "Call the caterer"}}]

@@ -43,11 +43,24 @@ async def test_task_tools_reach_the_harness(name: str, claw: str, make_gateway, 
     tools = require_installed(name) if name != "zero" else tmp_path
     content = proof_content()
     gw, _ = await make_gateway(task_tool_policy(content))
-    mcp = McpServer("claw", sys.executable, ["-m", "openforgerl.envs.claw.mcp_server", "--tools", ",".join(TOOLS)],
-                    {"OPENFORGERL_CLAW_URL": claw})
+    mcp = McpServer(
+        "claw",
+        sys.executable,
+        ["-m", "openforgerl.envs.claw.mcp_server", "--tools", ",".join(TOOLS)],
+        {"OPENFORGERL_CLAW_URL": claw},
+    )
     adapter = get_harness(name)
-    out = await run_rollout(gw, adapter, tools, tmp_path, content, budget_s=240.0, mcp_servers=[mcp],
-                            tools=function_tools(tools_for(names=TOOLS)), tool_service_url=claw)
+    out = await run_rollout(
+        gw,
+        adapter,
+        tools,
+        tmp_path,
+        content,
+        budget_s=240.0,
+        mcp_servers=[mcp],
+        tools=function_tools(tools_for(names=TOOLS)),
+        tool_service_url=claw,
+    )
     record_figures(f"{name}+mcp", adapter, out)
     assert out.file_text() == content, out.describe()
     assert out.rollout.reward == 1.0
@@ -63,15 +76,29 @@ async def test_task_tools_reach_the_harness(name: str, claw: str, make_gateway, 
 # each failed this test before its change (harness/*.py).
 # How long each CLI waits for a starting server by default (harness/*.py; Qwen Code's `tool_search` waits
 # for the catalog itself): a server later than that is left out unless the adapter's setting holds.
-DEFAULT_WAIT_S = {"claude_code": 5.0, "qwen_code": 0.0, "opencode": 5.0, "codex": 1.0, "openclaw-completions": 30.0}
+DEFAULT_WAIT_S = {
+    "claude_code": 5.0,
+    "qwen_code": 0.0,
+    "opencode": 5.0,
+    "codex": 1.0,
+    "openclaw-completions": 30.0,
+}
 # The delay only has to pass the default wait with a margin for the CLI's own start (each test waited out a
 # 40 s start before: 41-53 s per harness); 5 s past the default, at least 10 s, proves the same setting
 # (Codex failed with a server 8 s late; OpenClaw keeps the 40 s that failed it before its change).
-SLOW_START_S = {"claude_code": 12.0, "qwen_code": 15.0, "opencode": 12.0, "codex": 10.0, "openclaw-completions": 40.0}
+SLOW_START_S = {
+    "claude_code": 12.0,
+    "qwen_code": 15.0,
+    "opencode": 12.0,
+    "codex": 10.0,
+    "openclaw-completions": 40.0,
+}
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "zero"])
-async def test_a_slow_starting_mcp_server_is_waited_for(name: str, claw: str, make_gateway, tmp_path: Path) -> None:
+async def test_a_slow_starting_mcp_server_is_waited_for(
+    name: str, claw: str, make_gateway, tmp_path: Path
+) -> None:
     """The task's tools reach the model even when its MCP server takes seconds to start. A harness that goes
     on without them gives the model a prompt with no task tools: the rollout fails as the model's fault
     (reward 0) for what was the machine's load. Without `claude_env`'s MCP_CONNECT_TIMEOUT_MS, Claude Code
@@ -81,12 +108,32 @@ async def test_a_slow_starting_mcp_server_is_waited_for(name: str, claw: str, ma
     tools = require_installed(name)
     content = proof_content()
     gw, _ = await make_gateway(task_tool_policy(content))
-    mcp = McpServer("claw", "/bin/sh", ["-c", f'sleep {SLOW_START_S[name]}; exec "$0" "$@"', sys.executable, "-m",
-                                        "openforgerl.envs.claw.mcp_server", "--tools", ",".join(TOOLS)],
-                    {"OPENFORGERL_CLAW_URL": claw})
+    mcp = McpServer(
+        "claw",
+        "/bin/sh",
+        [
+            "-c",
+            f'sleep {SLOW_START_S[name]}; exec "$0" "$@"',
+            sys.executable,
+            "-m",
+            "openforgerl.envs.claw.mcp_server",
+            "--tools",
+            ",".join(TOOLS),
+        ],
+        {"OPENFORGERL_CLAW_URL": claw},
+    )
     adapter = get_harness(name)
-    out = await run_rollout(gw, adapter, tools, tmp_path, content, budget_s=240.0, mcp_servers=[mcp],
-                            tools=function_tools(tools_for(names=TOOLS)), tool_service_url=claw)
+    out = await run_rollout(
+        gw,
+        adapter,
+        tools,
+        tmp_path,
+        content,
+        budget_s=240.0,
+        mcp_servers=[mcp],
+        tools=function_tools(tools_for(names=TOOLS)),
+        tool_service_url=claw,
+    )
     assert out.file_text() == content, out.describe()
     assert out.rollout.reward == 1.0
     # A real model answers the first prompt it gets: the task's tools must be in it, not only in later ones

@@ -47,8 +47,11 @@ def smol_url(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     # its own process (the gateway and the CLIs' host runs share this one's loop); one thread: on a busy
     # box a second intra-op thread mostly spins
-    proc = asyncio.run(LocalEngineProcess.start("smollm2", tmp_path_factory.mktemp("engine") / "engine.log",
-                                                threads=1, ready_timeout_s=300))
+    proc = asyncio.run(
+        LocalEngineProcess.start(
+            "smollm2", tmp_path_factory.mktemp("engine") / "engine.log", threads=1, ready_timeout_s=300
+        )
+    )
     yield proc.url
     proc.close()
 
@@ -60,8 +63,9 @@ async def capped_gateway(smol_url: str, tmp_path: Path) -> Any:
     from openforgerl.store.sqlite import SQLiteCallStore
 
     store = SQLiteCallStore(tmp_path / "calls.db")
-    gw = await start_gateway(OpenAICompatEngine([smol_url], max_tokens_cap=CAP), store, owns_engine=True,
-                             call_deadline_s=300)
+    gw = await start_gateway(
+        OpenAICompatEngine([smol_url], max_tokens_cap=CAP), store, owns_engine=True, call_deadline_s=300
+    )
     yield gw
     await gw.aclose()
     await store.aclose()
@@ -91,17 +95,23 @@ async def test_real_model_through_every_cli(name: str, capped_gateway: Any, tmp_
     m = out.result.metrics
     first = calls[0].error.message if calls and calls[0].error else ""
     first_prompt = len(calls[0].prompt_token_ids) if calls else 0
-    print(f"real-model {name}: status={status} calls={len(out.calls)} (side {len(out.calls) - len(calls)}) "
-          f"first_prompt={first_prompt or first[first.find('has '):first.find(' input')]} "
-          f"completions={[len(c.completion_token_ids) for c in out.calls]} chains={m.chains} "
-          f"merge_rate={m.merge_rate} breaks={dict(m.break_causes)} run_s={out.run.duration_s:.0f}")
+    print(
+        f"real-model {name}: status={status} calls={len(out.calls)} (side {len(out.calls) - len(calls)}) "
+        f"first_prompt={first_prompt or first[first.find('has ') : first.find(' input')]} "
+        f"completions={[len(c.completion_token_ids) for c in out.calls]} chains={m.chains} "
+        f"merge_rate={m.merge_rate} breaks={dict(m.break_causes)} run_s={out.run.duration_s:.0f}"
+    )
     assert calls, out.describe()
     assert not status.is_infra and status is not RolloutStatus.TIMEOUT, (status, out.describe())
     assert out.run.duration_s < BUDGET_S, out.describe()
     # the cap holds for every call, including those that asked for no max_tokens
-    assert all(len(c.completion_token_ids) <= CAP for c in out.calls), [len(c.completion_token_ids) for c in out.calls]
+    assert all(len(c.completion_token_ids) <= CAP for c in out.calls), [
+        len(c.completion_token_ids) for c in out.calls
+    ]
     if status is RolloutStatus.CONFIG_CONTEXT:
-        overflow = [c for c in calls if c.error is not None and c.error.kind is CallErrorKind.CONTEXT_OVERFLOW]
+        overflow = [
+            c for c in calls if c.error is not None and c.error.kind is CallErrorKind.CONTEXT_OVERFLOW
+        ]
         assert overflow and str(CONTEXT) in (overflow[0].error.message or ""), out.describe()
         return
     metrics = out.result.metrics
@@ -111,7 +121,9 @@ async def test_real_model_through_every_cli(name: str, capped_gateway: Any, tmp_
         assert causes and causes <= EXPLAINED.get(name, set()), (metrics, out.describe())
 
 
-async def test_qwen_code_reads_at_signs_in_the_prompt_as_file_references(make_gateway, tmp_path: Path) -> None:
+async def test_qwen_code_reads_at_signs_in_the_prompt_as_file_references(
+    make_gateway, tmp_path: Path
+) -> None:
     """Qwen Code (like the Gemini CLI it forks) runs every headless prompt, argv, stdin and stream-json
     alike, through its `@<path>` file-reference parser: an `@` not preceded by `\\` starts a path, and an
     unresolved path is joined back with a space (`nora.blake@initech.com` -> `nora.blake @initech.com`).
@@ -126,9 +138,15 @@ async def test_qwen_code_reads_at_signs_in_the_prompt_as_file_references(make_ga
     gw, _ = await make_gateway(lambda turn: "Done.")
     opened = await gw.open_rollout(harness="qwen_code", task_id="at-sign")
     (tmp_path / "work").mkdir()
-    ctx = HarnessContext(instruction=instruction, openai_base_url=opened["openai_base_url"],
-                         anthropic_base_url=opened["anthropic_base_url"], api_key=opened["api_key"],
-                         model=MODEL_NAME, workdir=str(tmp_path / "work"), home=str(tmp_path / "home"))
+    ctx = HarnessContext(
+        instruction=instruction,
+        openai_base_url=opened["openai_base_url"],
+        anthropic_base_url=opened["anthropic_base_url"],
+        api_key=opened["api_key"],
+        model=MODEL_NAME,
+        workdir=str(tmp_path / "work"),
+        home=str(tmp_path / "home"),
+    )
     launch = get_harness("qwen_code").launch(ctx, tools)
     assert launch.argv[-1] == instruction  # ours: verbatim
     await run_on_host(launch, tmp_path / "work", 120.0)

@@ -54,14 +54,26 @@ async def zero_rollout(model: str, tmp: Path) -> list[dict[str, Any]]:
     proc = await LocalEngineProcess.start(model, tmp / "engine.log", threads=1, ready_timeout_s=600)
     store = SQLiteCallStore(tmp / "calls.db")
     try:
-        gw = await start_gateway(OpenAICompatEngine([proc.url], max_tokens_cap=CAP), store, owns_engine=True,
-                                 call_deadline_s=300)
+        gw = await start_gateway(
+            OpenAICompatEngine([proc.url], max_tokens_cap=CAP), store, owns_engine=True, call_deadline_s=300
+        )
         backend = LocalBackend()
-        config = OrchestratorConfig(group_size=1, min_group_size=1, retries=0, budget_s=BUDGET_S, model=model,
-                                    artifacts_dir=tmp / "artifacts")
+        config = OrchestratorConfig(
+            group_size=1,
+            min_group_size=1,
+            retries=0,
+            budget_s=BUDGET_S,
+            model=model,
+            artifacts_dir=tmp / "artifacts",
+        )
         try:
-            await run_batch(load_runtimes(tmp / "tasks"), get_harness("zero"), gateway=gw.access,
-                            backend=backend, config=config)
+            await run_batch(
+                load_runtimes(tmp / "tasks"),
+                get_harness("zero"),
+                gateway=gw.access,
+                backend=backend,
+                config=config,
+            )
         finally:
             await backend.aclose()
             await gw.aclose()
@@ -77,9 +89,14 @@ async def zero_rollout(model: str, tmp: Path) -> list[dict[str, Any]]:
 
 def model_tool_calls(records: list[dict[str, Any]]) -> int:
     """Calls the engine answered with a parsed tool call, sampled by the model (ids and logprobs recorded)."""
-    return sum(1 for r in records if r.get("finish_reason") == "tool_calls" and not r.get("side_call")
-               and r.get("completion_token_ids")
-               and len(r.get("completion_logprobs") or []) == len(r["completion_token_ids"]))
+    return sum(
+        1
+        for r in records
+        if r.get("finish_reason") == "tool_calls"
+        and not r.get("side_call")
+        and r.get("completion_token_ids")
+        and len(r.get("completion_logprobs") or []) == len(r["completion_token_ids"])
+    )
 
 
 @pytest.mark.parametrize(("model", "at_least"), [("smollm2-tools", True), ("smollm2", False)])

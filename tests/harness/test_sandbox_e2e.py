@@ -42,10 +42,13 @@ async def test_cli_in_sandbox_via_orchestrator(name: str, tmp_path: Path) -> Non
     store = SQLiteCallStore(tmp_path / "calls.db")
     gateway = await start_gateway(engine, store, call_deadline_s=60.0)
     backend = LocalBackend(root=tmp_path / "sbx")
-    config = OrchestratorConfig(group_size=1, min_group_size=1, retries=0, model=MODEL_NAME, harness_cache=tools)
+    config = OrchestratorConfig(
+        group_size=1, min_group_size=1, retries=0, model=MODEL_NAME, harness_cache=tools
+    )
     try:
-        batch = await run_batch([task], get_harness(name), gateway=gateway.access, backend=backend,
-                                config=config)
+        batch = await run_batch(
+            [task], get_harness(name), gateway=gateway.access, backend=backend, config=config
+        )
         [record] = batch.records
         calls = await store.list_calls(record.rollout_id)
     finally:

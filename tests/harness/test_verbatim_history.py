@@ -31,18 +31,25 @@ def _shell(tools: list[dict[str, Any]], command: str) -> tuple[str, str]:
 def real_shaped_policy(content: str) -> Any:
     """Turn 1: reasoning closed by `</think>`, then the write; turn 2: compact tool-call JSON; turn 3:
     text with trailing spaces around the call; last: reasoning without an opening tag, then the answer."""
+
     def policy(turn: Any) -> str:
         if not turn.tools:
             return "Write proof file"
         done = sum(1 for m in turn.messages if m.get("role") == "tool")
         if done == 0:
             return "The user wants a file; the shell can write it.\n</think>\n\n" + first_call(
-                turn.tools, "proof.txt", content)
+                turn.tools, "proof.txt", content
+            )
         if done == 1:
             return "<tool_call>" + _shell(turn.tools, "cat proof.txt")[1] + "</tool_call>"
         if done == 2:
-            return "Let me list the folder.  \n\n<tool_call>\n" + _shell(turn.tools, "ls")[1] + "\n</tool_call>\n"
+            return (
+                "Let me list the folder.  \n\n<tool_call>\n"
+                + _shell(turn.tools, "ls")[1]
+                + "\n</tool_call>\n"
+            )
         return "It is there.</think>Done: wrote the file."
+
     return policy
 
 

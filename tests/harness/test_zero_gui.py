@@ -56,11 +56,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gui"))
 # -- fakes ---------------------------------------------------------------------------------------
 def png(width: int = 1280, height: int = 720, shade: int = 0) -> bytes:
     """A real grey PNG (the gateway parses image headers); `shade` makes each screenshot distinct."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
     raw = b"".join(b"\x00" + bytes([shade % 256]) * width for _ in range(height))
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    )
 
 
 class FakeComputer:
@@ -91,13 +95,18 @@ class FakeClient:
     def __init__(self, answers: list[dict[str, Any] | str]) -> None:
         self.answers, self.bodies = list(answers), []
 
-    def create(self, body: dict[str, Any], *, timeout: float, deadline: float | None = None) -> dict[str, Any]:
+    def create(
+        self, body: dict[str, Any], *, timeout: float, deadline: float | None = None
+    ) -> dict[str, Any]:
         self.bodies.append(json.loads(json.dumps(body)))
         answer = self.answers.pop(0)
         if isinstance(answer, str):
             return {"choices": [{"message": {"role": "assistant", "content": answer}}]}
-        call = {"id": f"call{len(self.bodies)}", "type": "function",
-                "function": {"name": "computer_use", "arguments": json.dumps(answer)}}
+        call = {
+            "id": f"call{len(self.bodies)}",
+            "type": "function",
+            "function": {"name": "computer_use", "arguments": json.dumps(answer)},
+        }
         return {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
 
 
@@ -115,22 +124,36 @@ def test_schema_is_one_computer_use_function_with_the_screen_size() -> None:
     fn = schema["function"]
     assert schema["type"] == "function" and fn["name"] == "computer_use"
     assert fn["parameters"]["properties"]["action"]["enum"] == list(ACTIONS)
-    assert set(ACTIONS) == {"left_click", "double_click", "right_click", "left_click_drag", "type", "key",
-                            "scroll", "wait", "terminate", "answer"}
+    assert set(ACTIONS) == {
+        "left_click",
+        "double_click",
+        "right_click",
+        "left_click_drag",
+        "type",
+        "key",
+        "scroll",
+        "wait",
+        "terminate",
+        "answer",
+    }
     assert "1280x720" in fn["description"] and "0-1000" in fn["description"]
 
 
-@pytest.mark.parametrize(("coord", "size", "pixels"), [
-    ([0, 0], (1280, 720), (0, 0)),
-    ([500, 500], (1280, 720), (640, 360)),
-    ([1000, 1000], (1280, 720), (1279, 719)),  # the far edge is clamped onto the last pixel
-    ([999, 999], (1280, 720), (1279, 719)),
-    ([1, 1], (1280, 720), (1, 1)),  # 1.28 -> 1, 0.72 -> 1: round half up, not truncation
-    ([250.5, 333], (1920, 1080), (481, 360)),
-    ([125, 125], (4, 4), (1, 1)),  # 0.5 rounds up (Python's round() would give 0)
-])
-def test_to_pixels_rounds_half_up_and_clamps_the_edge(coord: list[float], size: tuple[int, int],
-                                                      pixels: tuple[int, int]) -> None:
+@pytest.mark.parametrize(
+    ("coord", "size", "pixels"),
+    [
+        ([0, 0], (1280, 720), (0, 0)),
+        ([500, 500], (1280, 720), (640, 360)),
+        ([1000, 1000], (1280, 720), (1279, 719)),  # the far edge is clamped onto the last pixel
+        ([999, 999], (1280, 720), (1279, 719)),
+        ([1, 1], (1280, 720), (1, 1)),  # 1.28 -> 1, 0.72 -> 1: round half up, not truncation
+        ([250.5, 333], (1920, 1080), (481, 360)),
+        ([125, 125], (4, 4), (1, 1)),  # 0.5 rounds up (Python's round() would give 0)
+    ],
+)
+def test_to_pixels_rounds_half_up_and_clamps_the_edge(
+    coord: list[float], size: tuple[int, int], pixels: tuple[int, int]
+) -> None:
     assert to_pixels(coord, *size) == pixels
 
 
@@ -145,32 +168,46 @@ def test_calls_become_service_actions() -> None:
         return parse_call("computer_use", json.dumps(args), 1280, 720, pointer)
 
     assert p(click(500, 500)) == Act({"action": "click", "x": 640, "y": 360}, (640, 360))
-    assert p({"action": "right_click", "coordinate": [0, 0]}).body == {"action": "right_click", "x": 0, "y": 0}
+    assert p({"action": "right_click", "coordinate": [0, 0]}).body == {
+        "action": "right_click",
+        "x": 0,
+        "y": 0,
+    }
     assert p({"action": "double_click", "coordinate": [1000, 0]}).body["x"] == 1279
     drag = p({"action": "left_click_drag", "coordinate": [1000, 500]}, pointer=(10, 20))
     assert drag == Act({"action": "drag", "x": 10, "y": 20, "to_x": 1279, "to_y": 360}, (1279, 360))
-    assert p({"action": "left_click_drag", "start_coordinate": [0, 0], "coordinate": [500, 500]}).body["x"] == 0
+    assert (
+        p({"action": "left_click_drag", "start_coordinate": [0, 0], "coordinate": [500, 500]}).body["x"] == 0
+    )
     assert p({"action": "key", "keys": ["ctrl", "s"]}).body == {"action": "key", "keys": "ctrl+s"}
     assert p({"action": "type", "text": "hi"}).body == {"action": "type", "text": "hi"}
     assert p({"action": "scroll", "pixels": -3}).body == {"action": "scroll", "x": 640, "y": 360, "dy": 3}
-    assert p({"action": "scroll", "pixels": 2}, pointer=(5, 6)).body == {"action": "scroll", "x": 5, "y": 6, "dy": -2}
+    assert p({"action": "scroll", "pixels": 2}, pointer=(5, 6)).body == {
+        "action": "scroll",
+        "x": 5,
+        "y": 6,
+        "dy": -2,
+    }
     assert p({"action": "wait", "time": 2}).body == {"action": "wait", "seconds": 2.0}
     assert p({"action": "terminate", "status": "failure"}) == Terminal("failure")
     assert p({"action": "answer", "text": "42"}) == Terminal("answer", "42")
 
 
-@pytest.mark.parametrize(("name", "args"), [
-    ("computer", '{"action": "left_click", "coordinate": [1, 1]}'),
-    ("computer_use", "{not json"),
-    ("computer_use", "[1, 2]"),
-    ("computer_use", '{"action": "mouse_move", "coordinate": [1, 1]}'),
-    ("computer_use", '{"action": "left_click"}'),
-    ("computer_use", '{"action": "left_click_drag", "coordinate": [1, 1]}'),  # no start, pointer unknown
-    ("computer_use", '{"action": "type"}'),
-    ("computer_use", '{"action": "key", "keys": []}'),
-    ("computer_use", '{"action": "scroll", "pixels": 1.5}'),
-    ("computer_use", '{"action": "terminate", "status": "maybe"}'),
-])
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("computer", '{"action": "left_click", "coordinate": [1, 1]}'),
+        ("computer_use", "{not json"),
+        ("computer_use", "[1, 2]"),
+        ("computer_use", '{"action": "mouse_move", "coordinate": [1, 1]}'),
+        ("computer_use", '{"action": "left_click"}'),
+        ("computer_use", '{"action": "left_click_drag", "coordinate": [1, 1]}'),  # no start, pointer unknown
+        ("computer_use", '{"action": "type"}'),
+        ("computer_use", '{"action": "key", "keys": []}'),
+        ("computer_use", '{"action": "scroll", "pixels": 1.5}'),
+        ("computer_use", '{"action": "terminate", "status": "maybe"}'),
+    ],
+)
 def test_malformed_calls_are_refused(name: str, args: str) -> None:
     with pytest.raises(MalformedAction):
         parse_call(name, args, 1280, 720)
@@ -189,15 +226,24 @@ def test_pruning_drops_screenshots_in_chunks_and_keeps_prefixes_between_drops() 
     assert drops == [5, 8, 11]  # a drop every `chunk` screenshots
     for i in range(1, turns):
         before, now = client.bodies[i - 1]["messages"], client.bodies[i]["messages"]
-        assert (now[:len(before)] == before) == (i not in drops), i  # append-only between drops
+        assert (now[: len(before)] == before) == (i not in drops), i  # append-only between drops
     last = client.bodies[-1]["messages"]
-    assert sum(p.get("text") == PLACEHOLDER for m in last if isinstance(m.get("content"), list)
-               for p in m["content"]) == turns - 5  # every dropped screenshot left a placeholder
+    assert (
+        sum(
+            p.get("text") == PLACEHOLDER
+            for m in last
+            if isinstance(m.get("content"), list)
+            for p in m["content"]
+        )
+        == turns - 5
+    )  # every dropped screenshot left a placeholder
     assert last[-1]["role"] == "tool" and last[-1]["content"][-1]["type"] == "image_url"  # newest kept
 
 
 def test_prune_keeps_everything_below_the_threshold_and_copies_what_it_changes() -> None:
-    msgs = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]} for _ in range(4)]
+    msgs = [
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]} for _ in range(4)
+    ]
     assert prune(msgs, Pruning(2, 3)) is msgs
     out = prune(msgs, Pruning(2, 2))
     assert count_images(out) == 2 and count_images(msgs) == 4
@@ -223,13 +269,20 @@ def test_feedback_sends_the_error_back_and_goes_on() -> None:
 
 def test_a_refused_last_call_still_shows_the_screen_after_the_ones_that_ran() -> None:
     class TwoCalls(FakeClient):
-        def create(self, body: dict[str, Any], *, timeout: float, deadline: float | None = None) -> dict[str, Any]:
+        def create(
+            self, body: dict[str, Any], *, timeout: float, deadline: float | None = None
+        ) -> dict[str, Any]:
             out = super().create(body, timeout=timeout, deadline=deadline)
             if len(self.bodies) == 1:  # first turn: a click, then a malformed call
                 good, bad = click(500, 500), BAD[0]
                 out["choices"][0]["message"]["tool_calls"] = [
-                    {"id": f"c{i}", "type": "function", "function": {"name": "computer_use", "arguments": json.dumps(a)}}
-                    for i, a in enumerate((good, bad))]
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "computer_use", "arguments": json.dumps(a)},
+                    }
+                    for i, a in enumerate((good, bad))
+                ]
             return out
 
     client = TwoCalls([click(0, 0), {"action": "terminate"}])
@@ -254,7 +307,9 @@ def test_turn_cap_text_reply_and_answer() -> None:
     assert capped.exit_code == ExitCode.BUDGET and capped.turns == 2
     text = run_agent(FakeClient(["all done"]), FakeComputer(), "m", "x", budget())
     assert (text.exit_code, text.answer) == (ExitCode.ANSWERED, "all done")
-    answer = run_agent(FakeClient([{"action": "answer", "text": "7 items"}]), FakeComputer(), "m", "x", budget())
+    answer = run_agent(
+        FakeClient([{"action": "answer", "text": "7 items"}]), FakeComputer(), "m", "x", budget()
+    )
     assert (answer.exit_code, answer.answer) == (ExitCode.ANSWERED, "7 items")
     late = run_agent(FakeClient([click(1, 1)]), FakeComputer(), "m", "x", budget(seconds=-1))
     assert late.exit_code == ExitCode.BUDGET and late.error == "wall clock"
@@ -313,20 +368,33 @@ def computer_url() -> Iterator[str]:
 def host_context(opened: dict[str, str], root: Path, computer_url: str) -> HarnessContext:
     (root / "work").mkdir(exist_ok=True)
     (root / "home").mkdir(exist_ok=True)
-    return HarnessContext(instruction="Click the button.", openai_base_url=opened["openai_base_url"],
-                          anthropic_base_url=opened["anthropic_base_url"], api_key=opened["api_key"],
-                          model=MODEL_NAME, workdir=str(root / "work"), home=str(root / "home"),
-                          tool_service_url=computer_url)
+    return HarnessContext(
+        instruction="Click the button.",
+        openai_base_url=opened["openai_base_url"],
+        anthropic_base_url=opened["anthropic_base_url"],
+        api_key=opened["api_key"],
+        model=MODEL_NAME,
+        workdir=str(root / "work"),
+        home=str(root / "home"),
+        tool_service_url=computer_url,
+    )
 
 
-@pytest.mark.parametrize(("fault", "deadline_s"), [(Faults(http_errors=1000, http_status=503), 60.0),
-                                                  (Faults(hang_before_headers=1000), 1.5)], ids=["503", "stall"])
-async def test_engine_fault_ends_as_infra_within_budget(make_gateway, tmp_path: Path, computer_url: str,
-                                                        fault: Faults, deadline_s: float) -> None:
-    gw, _ = await make_gateway(lambda turn: format_tool_call("computer_use", click(5, 5)), faults=fault,
-                               call_deadline_s=deadline_s)
+@pytest.mark.parametrize(
+    ("fault", "deadline_s"),
+    [(Faults(http_errors=1000, http_status=503), 60.0), (Faults(hang_before_headers=1000), 1.5)],
+    ids=["503", "stall"],
+)
+async def test_engine_fault_ends_as_infra_within_budget(
+    make_gateway, tmp_path: Path, computer_url: str, fault: Faults, deadline_s: float
+) -> None:
+    gw, _ = await make_gateway(
+        lambda turn: format_tool_call("computer_use", click(5, 5)), faults=fault, call_deadline_s=deadline_s
+    )
     opened = await gw.open_rollout(harness="zero-gui", task_id="gui-fault")
-    launch = get_harness("zero-gui", wall_clock_s=30).launch(host_context(opened, tmp_path, computer_url), tmp_path)
+    launch = get_harness("zero-gui", wall_clock_s=30).launch(
+        host_context(opened, tmp_path, computer_url), tmp_path
+    )
     run = await run_on_host(launch, tmp_path / "work", 45)
     calls = await gw.gateway.store.list_calls(opened["rollout_id"])
     assert run.returncode == ExitCode.MODEL_ERROR and not run.timed_out and run.duration_s < 20, run.stderr
@@ -335,22 +403,42 @@ async def test_engine_fault_ends_as_infra_within_budget(make_gateway, tmp_path: 
     assert calls[0].images and calls[0].images[0].width == 64  # the screenshot reached the gateway
 
 
-async def test_host_run_records_screenshots_and_breaks_chains_only_at_drops(make_gateway, tmp_path: Path,
-                                                                          computer_url: str) -> None:
+async def test_host_run_records_screenshots_and_breaks_chains_only_at_drops(
+    make_gateway, tmp_path: Path, computer_url: str
+) -> None:
     steps = [click(100 * i, 100) for i in range(1, 7)]
-    gw, engine = await make_gateway(lambda turn: format_tool_call(
-        "computer_use", steps[sum(m["role"] == "tool" for m in turn.messages)]
-        if sum(m["role"] == "tool" for m in turn.messages) < len(steps) else {"action": "terminate"}))
+    gw, engine = await make_gateway(
+        lambda turn: format_tool_call(
+            "computer_use",
+            steps[sum(m["role"] == "tool" for m in turn.messages)]
+            if sum(m["role"] == "tool" for m in turn.messages) < len(steps)
+            else {"action": "terminate"},
+        )
+    )
     opened = await gw.open_rollout(harness="zero-gui", task_id="gui-host")
-    launch = get_harness("zero-gui", wall_clock_s=30).launch(host_context(opened, tmp_path, computer_url), tmp_path)
+    launch = get_harness("zero-gui", wall_clock_s=30).launch(
+        host_context(opened, tmp_path, computer_url), tmp_path
+    )
     run = await run_on_host(launch, tmp_path / "work", 45)
     assert run.returncode == 0, run.stderr
     calls = await gw.gateway.store.list_calls(opened["rollout_id"])
     assert [len(c.images) for c in calls] == [1, 2, 3, 4, 5, 3, 4]
     record = await gw.gateway.store.get_rollout(opened["rollout_id"])
-    result = reconstruct_samples(calls, record.model_copy(update={"status": RolloutStatus.OK, "reward": 1.0, "harness": "zero-gui",
-                                                                  "in_batch": True, "group_valid": True}))
-    assert result.metrics.chains == 2 and dict(result.metrics.break_causes) == {"image_pruned": 1}, result.metrics
+    result = reconstruct_samples(
+        calls,
+        record.model_copy(
+            update={
+                "status": RolloutStatus.OK,
+                "reward": 1.0,
+                "harness": "zero-gui",
+                "in_batch": True,
+                "group_valid": True,
+            }
+        ),
+    )
+    assert result.metrics.chains == 2 and dict(result.metrics.break_causes) == {"image_pruned": 1}, (
+        result.metrics
+    )
     runs = [r for s in result.samples for r in masked_runs(s)]
     assert all(any(contains(r, c.ids) for r in runs) for c in tool_call_completions(engine))
     transcript = (tmp_path / "home" / "zero-gui-transcript.jsonl").read_text()
@@ -366,8 +454,10 @@ def _gui_missing() -> str:
 
 def oracle_to_calls(steps: list[dict[str, Any]], width: int, height: int) -> list[dict[str, Any]]:
     """Pixel oracle actions -> `computer_use` arguments in 0-1000 units (the model's side of to_pixels)."""
+
     def norm(x: int, y: int) -> list[int]:
         return [round(x * 1000 / width), round(y * 1000 / height)]
+
     out: list[dict[str, Any]] = []
     for s in steps:
         kind = s["action"]
@@ -375,8 +465,13 @@ def oracle_to_calls(steps: list[dict[str, Any]], width: int, height: int) -> lis
             name = {"click": "right_click" if s.get("button") == "right" else "left_click"}.get(kind, kind)
             out.append({"action": name, "coordinate": norm(s["x"], s["y"])})
         elif kind == "drag":
-            out.append({"action": "left_click_drag", "start_coordinate": norm(s["x"], s["y"]),
-                        "coordinate": norm(s["to_x"], s["to_y"])})
+            out.append(
+                {
+                    "action": "left_click_drag",
+                    "start_coordinate": norm(s["x"], s["y"]),
+                    "coordinate": norm(s["to_x"], s["to_y"]),
+                }
+            )
         elif kind == "type":
             out.append({"action": "type", "text": s["text"]})
         elif kind == "key":
@@ -390,9 +485,11 @@ def oracle_to_calls(steps: list[dict[str, Any]], width: int, height: int) -> lis
 
 def replay_policy(calls: list[dict[str, Any]]) -> Any:
     """The i-th call after i tool results (zero-gui answers every call with one tool message)."""
+
     def policy(turn: Turn) -> str:
         done = sum(m.get("role") == "tool" for m in turn.messages)
         return format_tool_call("computer_use", calls[min(done, len(calls) - 1)])
+
     return policy
 
 
@@ -405,13 +502,27 @@ async def oracle_pixels(rt: Any, backend: Any) -> list[dict[str, Any]]:
     steps = json.loads(actions)
     if not any("target" in s or "to_target" in s for s in steps):
         return steps
-    sbx = await backend.open_sandbox(SandboxSpec(rollout_id="oracle-twin", files=dict(rt.files()), lifetime_s=300))
+    sbx = await backend.open_sandbox(
+        SandboxSpec(rollout_id="oracle-twin", files=dict(rt.files()), lifetime_s=300)
+    )
     try:
         await sbx.spawn(list(rt.service_argv()))
         await sbx.write_file("/tmp/oracle-actions.json", actions)
-        res = await sbx.exec([rt.python, "-I", "-m", "openforgerl.envs.gui.oracle", "--actions",
-                              "/tmp/oracle-actions.json", "--token", rt.token, "--url", rt.computer_url],
-                             timeout_s=180)
+        res = await sbx.exec(
+            [
+                rt.python,
+                "-I",
+                "-m",
+                "openforgerl.envs.gui.oracle",
+                "--actions",
+                "/tmp/oracle-actions.json",
+                "--token",
+                rt.token,
+                "--url",
+                rt.computer_url,
+            ],
+            timeout_s=180,
+        )
     finally:
         await sbx.aclose()
     assert res.returncode == 0, res.stderr.decode()[-2000:]
@@ -441,9 +552,15 @@ async def run_in_sandbox(task: str, kind: str, tmp_path: Path, faults: Faults | 
     rt = load_runtime(GUI_SUITE / task)
     backend = LocalBackend(root=tmp_path / "sbx")
     store = SQLiteCallStore(tmp_path / "calls.db")
-    config = OrchestratorConfig(group_size=1, min_group_size=1, retries=0, model=MODEL_NAME, harness_cache=tmp_path,
-                                end_at_taint=faults is None,  # with faults: the harness's own retries are checked
-                                budget_s=120.0)
+    config = OrchestratorConfig(
+        group_size=1,
+        min_group_size=1,
+        retries=0,
+        model=MODEL_NAME,
+        harness_cache=tmp_path,
+        end_at_taint=faults is None,  # with faults: the harness's own retries are checked
+        budget_s=120.0,
+    )
     try:
         planned = oracle_to_calls(await oracle_pixels(rt, backend), *rt.screen)
         engine = ScriptedEngine(replay_policy(planned), faults=faults)
@@ -461,18 +578,25 @@ async def run_in_sandbox(task: str, kind: str, tmp_path: Path, faults: Faults | 
         await backend.aclose()
         await store.aclose()
     first = min(c.started_at for c in calls) - record.started_at if calls else float("nan")
-    print(f"{task}: {len(calls)} calls in {seconds:.1f} s, first call {first:.1f} s after the rollout's start, "
-          f"timings {record.metadata.get('timings')}")
+    print(
+        f"{task}: {len(calls)} calls in {seconds:.1f} s, first call {first:.1f} s after the rollout's start, "
+        f"timings {record.metadata.get('timings')}"
+    )
     return SandboxRun(record, calls, engine, planned, seconds)
 
 
 @pytest.mark.gui
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(("task", "kind", "images"), [
-    ("board-add-01", "browser", [1, 2, 3, 4]),
-    ("desktop-editor-01", "desktop", [1, 2, 3, 4, 5, 3, 4]),  # one chunked drop: two chains
-])
-async def test_solves_a_gui_task_in_a_sandbox(task: str, kind: str, images: list[int], tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("task", "kind", "images"),
+    [
+        ("board-add-01", "browser", [1, 2, 3, 4]),
+        ("desktop-editor-01", "desktop", [1, 2, 3, 4, 5, 3, 4]),  # one chunked drop: two chains
+    ],
+)
+async def test_solves_a_gui_task_in_a_sandbox(
+    task: str, kind: str, images: list[int], tmp_path: Path
+) -> None:
     run = await run_in_sandbox(task, kind, tmp_path)
     record = run.record
     assert record.status == RolloutStatus.OK and record.reward == 1.0, (record.metadata, record.verifier_log)
@@ -489,7 +613,9 @@ async def test_solves_a_gui_task_in_a_sandbox(task: str, kind: str, images: list
 @pytest.mark.gui
 @pytest.mark.timeout(300)
 async def test_persistent_503_in_a_sandbox_is_infra(tmp_path: Path) -> None:
-    run = await run_in_sandbox("desktop-editor-01", "desktop", tmp_path, Faults(http_errors=1000, http_status=503))
+    run = await run_in_sandbox(
+        "desktop-editor-01", "desktop", tmp_path, Faults(http_errors=1000, http_status=503)
+    )
     assert run.record.status == RolloutStatus.INFRA_ENGINE and run.record.infra_tainted, run.record.metadata
     assert run.record.metadata["harness_returncode"] == ExitCode.MODEL_ERROR
     assert len(run.calls) == 3 and run.seconds < 30

@@ -17,7 +17,9 @@ class _Service(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         args = json.loads(self.rfile.read(int(self.headers["content-length"])))
         name = self.path.removeprefix("/tools/")
-        status, body = (200, {"result": {"tool": name, "args": args}}) if name != "boom" else (400, {"error": "bad id"})
+        status, body = (
+            (200, {"result": {"tool": name, "args": args}}) if name != "boom" else (400, {"error": "bad id"})
+        )
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("content-length", str(len(data)))
@@ -37,13 +39,19 @@ def service() -> Iterator[str]:
 
 
 def _schema(name: str) -> dict[str, object]:
-    return {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+    return {
+        "type": "function",
+        "function": {"name": name, "parameters": {"type": "object", "properties": {}}},
+    }
 
 
 def test_task_tools_go_to_the_service_and_override_builtins(service: str, tmp_path: Path) -> None:
     spec = tmp_path / "tools.json"
-    spec.write_text(json.dumps({"tools": [_schema("todo_add"), _schema("write_file"), _schema("boom")],
-                                "service_url": service}))
+    spec.write_text(
+        json.dumps(
+            {"tools": [_schema("todo_add"), _schema("write_file"), _schema("boom")], "service_url": service}
+        )
+    )
     box = load_toolbox(spec, tmp_path)
     names = [s["function"]["name"] for s in box.schemas]
     assert names == ["todo_add", "write_file", "boom", "read_file", "bash"]

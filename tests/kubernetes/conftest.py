@@ -50,6 +50,7 @@ async def make_backend(fake_kube: FakeKubeServer, kubeconfig: Path) -> AsyncIter
 
 
 @pytest.fixture
-async def kube_backend(make_backend: Callable[..., object], fake_kube: FakeKubeServer
-                       ) -> AsyncIterator[KubernetesBackend]:
+async def kube_backend(
+    make_backend: Callable[..., object], fake_kube: FakeKubeServer
+) -> AsyncIterator[KubernetesBackend]:
     yield await make_backend()  # type: ignore[misc]

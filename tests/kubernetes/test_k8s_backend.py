@@ -124,20 +124,28 @@ async def test_janitor_reaps_leftovers_by_label(make_backend, fake_kube: FakeKub
     await other.informer.wait_for("ofrl-not-mine", lambda p: p is None, 10)
 
 
-async def test_gateway_service_objects_created_once(kube_backend: KubernetesBackend, fake_kube: FakeKubeServer):
+async def test_gateway_service_objects_created_once(
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     from openforgerl.sandbox.kubernetes.gateway import ensure_gateway
 
     cfg = kube_backend.config
     created = await ensure_gateway(kube_backend.api, cfg)
-    assert created == ["Deployment/openforgerl-gateway", "Service/openforgerl-gateway",
-                       "NetworkPolicy/openforgerl-sandbox-egress", "NetworkPolicy/openforgerl-gateway-ingress"]
+    assert created == [
+        "Deployment/openforgerl-gateway",
+        "Service/openforgerl-gateway",
+        "NetworkPolicy/openforgerl-sandbox-egress",
+        "NetworkPolicy/openforgerl-gateway-ingress",
+    ]
     assert await ensure_gateway(kube_backend.api, cfg) == []  # 409s: already there
     svc = fake_kube.store.get("services", cfg.gateway.namespace, cfg.gateway.name)
     assert svc["spec"]["ports"][0]["port"] == cfg.gateway.port
-    for kind, ns, name in [("Deployment", cfg.gateway.namespace, cfg.gateway.name),
-                           ("Service", cfg.gateway.namespace, cfg.gateway.name),
-                           ("NetworkPolicy", cfg.namespace, "openforgerl-sandbox-egress"),
-                           ("NetworkPolicy", cfg.gateway.namespace, "openforgerl-gateway-ingress")]:
+    for kind, ns, name in [
+        ("Deployment", cfg.gateway.namespace, cfg.gateway.name),
+        ("Service", cfg.gateway.namespace, cfg.gateway.name),
+        ("NetworkPolicy", cfg.namespace, "openforgerl-sandbox-egress"),
+        ("NetworkPolicy", cfg.gateway.namespace, "openforgerl-gateway-ingress"),
+    ]:
         assert await kube_backend.api.delete(kind, ns, name)
     assert fake_kube.store.objects == {}
 
@@ -149,8 +157,11 @@ async def test_janitor_reaps_finished_pods_of_any_backend(make_backend, fake_kub
     await ours.api.create(theirs)
     running = await ours.open_sandbox(SandboxSpec("still-running"))
     for _ in range(200):
-        if [p["status"].get("phase") for p in fake_kube.pods() if p["metadata"]["name"] == "ofrl-done-elsewhere"] \
-                == ["Succeeded"]:
+        if [
+            p["status"].get("phase")
+            for p in fake_kube.pods()
+            if p["metadata"]["name"] == "ofrl-done-elsewhere"
+        ] == ["Succeeded"]:
             break
         await asyncio.sleep(0.05)
     assert await ours.reap_finished(min_age_s=0) == ["ofrl-done-elsewhere"]

@@ -9,8 +9,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-ARGS = ["rollout", "--tasks", "builtin:claw", "--limit", "1", "--n", "1", "--backend", "kubernetes",
-        "--engine", "scripted"]
+ARGS = [
+    "rollout",
+    "--tasks",
+    "builtin:claw",
+    "--limit",
+    "1",
+    "--n",
+    "1",
+    "--backend",
+    "kubernetes",
+    "--engine",
+    "scripted",
+]
 
 
 def run_cli(tmp_path: Path, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
@@ -18,7 +29,14 @@ def run_cli(tmp_path: Path, kubeconfig: Path) -> subprocess.CompletedProcess[str
     home.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBERNETES_", "OPENFORGERL_"))}
     env.update(HOME=str(home), KUBECONFIG=str(kubeconfig))
-    cmd = [sys.executable, "-c", "from openforgerl.cli import main; main()", *ARGS, "--out", str(tmp_path / "out")]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from openforgerl.cli import main; main()",
+        *ARGS,
+        "--out",
+        str(tmp_path / "out"),
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -62,6 +80,13 @@ def test_debug_keeps_the_traceback(tmp_path: Path):
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBERNETES_", "OPENFORGERL_"))}
     env.update(HOME=str(home), KUBECONFIG=str(tmp_path / "missing"), OPENFORGERL_DEBUG="1")
-    cmd = [sys.executable, "-c", "from openforgerl.cli import main; main()", *ARGS, "--out", str(tmp_path / "o")]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from openforgerl.cli import main; main()",
+        *ARGS,
+        "--out",
+        str(tmp_path / "o"),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode != 0 and "NoCluster" in out.stderr and "ConfigError" in out.stderr

@@ -50,10 +50,21 @@ def subset_kustomize(base: Path) -> list[dict[str, Any]]:
     assert set(kust) <= known, f"the subset renderer does not know {set(kust) - known}"
     objs = [o for r in kust["resources"] for o in yaml.safe_load_all((base / r).read_text())]
     for gen in kust.get("secretGenerator", []):
-        data = dict(line.split("=", 1) for f in gen["envs"] for line in (base / f).read_text().splitlines()
-                    if line.strip() and not line.startswith("#"))
-        objs.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": {"name": gen["name"]},
-                     "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}})
+        data = dict(
+            line.split("=", 1)
+            for f in gen["envs"]
+            for line in (base / f).read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        )
+        objs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "metadata": {"name": gen["name"]},
+                "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+            }
+        )
     images = {i["name"]: i for i in kust.get("images", [])}
     for obj in objs:
         if obj["kind"] != "Namespace":
@@ -67,14 +78,19 @@ def subset_kustomize(base: Path) -> list[dict[str, Any]]:
 
 def containers(obj: dict[str, Any]) -> list[dict[str, Any]]:
     spec = obj.get("spec", {})
-    pod = {"Pod": spec, "Deployment": spec.get("template", {}).get("spec", {}),
-           "PodTemplate": obj.get("template", {}).get("spec", {})}.get(obj["kind"], {})
+    pod = {
+        "Pod": spec,
+        "Deployment": spec.get("template", {}).get("spec", {}),
+        "PodTemplate": obj.get("template", {}).get("spec", {}),
+    }.get(obj["kind"], {})
     return list(pod.get("containers", []))
 
 
 def kubectl_kustomize(base: Path) -> list[dict[str, Any]]:
     assert KUBECTL is not None
-    out = subprocess.run([KUBECTL, "kustomize", str(base)], capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [KUBECTL, "kustomize", str(base)], capture_output=True, text=True, timeout=60, check=True
+    )
     return list(yaml.safe_load_all(out.stdout))
 
 
@@ -94,7 +110,9 @@ def test_committed_files_equal_the_render():
     for name, text in files.items():
         assert (BASE / name).read_text() == text, f"deploy/k8s/{name} is stale: re-run the renderer"
     committed = {p.name for p in BASE.glob("*.yaml")}
-    assert committed == set(files), f"deploy/k8s has files the renderer does not write: {committed - set(files)}"
+    assert committed == set(files), (
+        f"deploy/k8s has files the renderer does not write: {committed - set(files)}"
+    )
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed; the subset renderer stands in")
@@ -107,21 +125,34 @@ def test_subset_renderer_matches_kubectl(tmp_path: Path):
 def test_kustomize_refuses_the_base_without_secret_files(tmp_path: Path):
     """No placeholder credential can be applied: the env files must exist first."""
     shutil.copytree(BASE, tmp_path / "k8s")
-    out = subprocess.run([KUBECTL, "kustomize", str(tmp_path / "k8s")], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [KUBECTL, "kustomize", str(tmp_path / "k8s")], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode != 0 and "secrets/" in out.stderr
 
 
 @pytest.mark.parametrize("version", ["1.30", "1.37"])
 def test_every_rendered_object_passes_strict_schema(rendered, version: str):
     kinds = {k for k, _ in rendered}
-    assert {"Deployment", "PodDisruptionBudget", "Service", "Secret", "NetworkPolicy", "ServiceAccount",
-            "Role", "RoleBinding", "PodTemplate", "Namespace"} <= kinds
+    assert {
+        "Deployment",
+        "PodDisruptionBudget",
+        "Service",
+        "Secret",
+        "NetworkPolicy",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "PodTemplate",
+        "Namespace",
+    } <= kinds
     problems = {key: schema_problems(obj, [version]) for key, obj in rendered.items()}
     assert {k: p for k, p in problems.items() if p} == {}
 
 
 def test_schema_check_can_fail(rendered):
     """Control: a mistyped field in the same objects is caught."""
+
     def broken(change) -> dict[str, Any]:
         dep = yaml.safe_load(yaml.safe_dump(rendered[("Deployment", "openforgerl-gateway")]))
         change(dep["spec"])
@@ -133,8 +164,12 @@ def test_schema_check_can_fail(rendered):
 
 
 def test_workloads_pass_semantic_checks(rendered):
-    for key in [("Deployment", "openforgerl-gateway"), ("Service", "openforgerl-gateway"),
-                ("Service", "openforgerl-gateway-admin"), ("Service", "openforgerl-trainer")]:
+    for key in [
+        ("Deployment", "openforgerl-gateway"),
+        ("Service", "openforgerl-gateway"),
+        ("Service", "openforgerl-gateway-admin"),
+        ("Service", "openforgerl-trainer"),
+    ]:
         check_manifest(rendered[key])
 
 
@@ -143,16 +178,33 @@ def test_images_are_overridable(tmp_path: Path):
     base = with_secrets(tmp_path)
     overlay = tmp_path / "overlay"
     overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
-        "resources": ["../k8s"],
-        "images": [{"name": "openforgerl/gateway", "newName": "registry.example.com/og/gateway", "newTag": "9.9"},
-                   {"name": "openforgerl/rollout", "newName": "registry.example.com/og/rollout", "newTag": "9.9"}]}))
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": ["../k8s"],
+                "images": [
+                    {
+                        "name": "openforgerl/gateway",
+                        "newName": "registry.example.com/og/gateway",
+                        "newTag": "9.9",
+                    },
+                    {
+                        "name": "openforgerl/rollout",
+                        "newName": "registry.example.com/og/rollout",
+                        "newTag": "9.9",
+                    },
+                ],
+            }
+        )
+    )
     if KUBECTL is None:
         pytest.skip("kubectl not installed: overlays need the real kustomize")
     objs = by_key(kubectl_kustomize(overlay))
     images = {key: [c["image"] for c in containers(o)] for key, o in objs.items() if containers(o)}
-    assert images == {("Deployment", "openforgerl-gateway"): ["registry.example.com/og/gateway:9.9"],
-                      ("PodTemplate", "openforgerl-rollout"): ["registry.example.com/og/rollout:9.9"] * 2}
+    assert images == {
+        ("Deployment", "openforgerl-gateway"): ["registry.example.com/og/gateway:9.9"],
+        ("PodTemplate", "openforgerl-rollout"): ["registry.example.com/og/rollout:9.9"] * 2,
+    }
     assert base.exists()
 
 
@@ -166,12 +218,16 @@ def test_gateway_deployment_shares_state_across_replicas(rendered):
     for name, (_, keys) in deploy.SECRETS.items():
         assert name in secrets and set(rendered[("Secret", name)]["data"]) == set(keys)
     assert {(r["name"], r["key"], r["optional"]) for r in env.values()} == {
-        ("openforgerl-gateway-admin", "token", False), ("openforgerl-gateway-keys", "secret", False),
-        ("openforgerl-store", "url", False)}
+        ("openforgerl-gateway-admin", "token", False),
+        ("openforgerl-gateway-keys", "secret", False),
+        ("openforgerl-store", "url", False),
+    }
     assert set(env) == {"OPENFORGERL_ADMIN_TOKEN", "OPENFORGERL_GATEWAY_SECRET", "OPENFORGERL_STORE_URL"}
     assert set(ctr["resources"]) == {"requests", "limits"}
-    assert rendered[("PodDisruptionBudget", "openforgerl-gateway")]["spec"]["selector"]["matchLabels"] == \
-        dep["spec"]["selector"]["matchLabels"]
+    assert (
+        rendered[("PodDisruptionBudget", "openforgerl-gateway")]["spec"]["selector"]["matchLabels"]
+        == dep["spec"]["selector"]["matchLabels"]
+    )
 
 
 def test_gateway_args_parse_with_the_real_cli(rendered):
@@ -202,13 +258,20 @@ def test_probes_use_the_admin_planes_open_health_route(rendered):
 
 def sandbox_egress(rendered) -> list[dict[str, Any]]:
     sandbox = {"app.kubernetes.io/component": "sandbox"}
-    return [rule for (k, _), o in rendered.items() if k == "NetworkPolicy"
-            and sandbox.items() <= o["spec"]["podSelector"]["matchLabels"].items()
-            for rule in o["spec"].get("egress", [])]
+    return [
+        rule
+        for (k, _), o in rendered.items()
+        if k == "NetworkPolicy" and sandbox.items() <= o["spec"]["podSelector"]["matchLabels"].items()
+        for rule in o["spec"].get("egress", [])
+    ]
 
 
 def reachable_ports(rules: list[dict[str, Any]]) -> set[tuple[str, int]]:
-    return {(p["protocol"], p["port"]) for rule in rules for p in rule.get("ports", [{"protocol": "*", "port": 0}])}
+    return {
+        (p["protocol"], p["port"])
+        for rule in rules
+        for p in rule.get("ports", [{"protocol": "*", "port": 0}])
+    }
 
 
 def test_sandboxes_reach_only_model_ports_and_dns(rendered):
@@ -233,7 +296,9 @@ def test_admin_port_admits_only_orchestrator_pods(rendered):
     admin_rules = [r for r in policy["spec"]["ingress"] if {"protocol": "TCP", "port": 8081} in r["ports"]]
     assert len(admin_rules) == 1
     peers = admin_rules[0]["from"]
-    assert [p["podSelector"]["matchLabels"] for p in peers] == [{"app.kubernetes.io/component": "orchestrator"}]
+    assert [p["podSelector"]["matchLabels"] for p in peers] == [
+        {"app.kubernetes.io/component": "orchestrator"}
+    ]
     sandbox_labels = rendered[("PodTemplate", "openforgerl-rollout")]["template"]["metadata"]["labels"]
     assert sandbox_labels["app.kubernetes.io/component"] == "sandbox"
 
@@ -242,10 +307,15 @@ def test_orchestrator_role_holds_exactly_what_the_backend_calls(rendered):
     role = rendered[("Role", "openforgerl-orchestrator")]
     grants = {(res, verb) for r in role["rules"] for res in r["resources"] for verb in r["verbs"]}
     assert grants == {("pods", v) for v in ("create", "delete", "get", "list", "watch")} | {
-        ("pods/exec", "get"), ("pods/exec", "create"), ("pods/log", "get")}
+        ("pods/exec", "get"),
+        ("pods/exec", "create"),
+        ("pods/log", "get"),
+    }
     assert all(r["apiGroups"] == [""] for r in role["rules"])
     binding = rendered[("RoleBinding", "openforgerl-orchestrator")]
-    assert binding["roleRef"]["kind"] == "Role" and binding["subjects"][0]["name"] == "openforgerl-orchestrator"
+    assert (
+        binding["roleRef"]["kind"] == "Role" and binding["subjects"][0]["name"] == "openforgerl-orchestrator"
+    )
     assert not any(k in ("ClusterRole", "ClusterRoleBinding") for k, _ in rendered)
 
 
@@ -254,8 +324,10 @@ def test_rollout_template_is_what_the_backend_creates(rendered):
     spec = rendered[("PodTemplate", "openforgerl-rollout")]["template"]["spec"]
     env = {e["name"]: e["value"] for e in spec["containers"][0]["env"]}
     svc = rendered[("Service", "openforgerl-gateway")]
-    assert env["OPENFORGERL_GATEWAY_URL"] == \
-        f"http://{svc['metadata']['name']}.openforgerl.svc.cluster.local:{svc['spec']['ports'][0]['port']}"
+    assert (
+        env["OPENFORGERL_GATEWAY_URL"]
+        == f"http://{svc['metadata']['name']}.openforgerl.svc.cluster.local:{svc['spec']['ports'][0]['port']}"
+    )
     assert spec["automountServiceAccountToken"] is False and spec["restartPolicy"] == "Never"
 
 
@@ -266,7 +338,9 @@ def test_trainer_example_config_matches_the_base(rendered):
     assert cfg.sandbox.backend == "kubernetes"
     svc = rendered[("Service", "openforgerl-trainer")]
     port = svc["spec"]["ports"][0]["port"]
-    assert cfg.sandbox.kubernetes.build().effective_gateway_url == \
-        f"http://{svc['metadata']['name']}.openforgerl.svc.cluster.local:{port}"
+    assert (
+        cfg.sandbox.kubernetes.build().effective_gateway_url
+        == f"http://{svc['metadata']['name']}.openforgerl.svc.cluster.local:{port}"
+    )
     assert cfg.gateway.port == port and cfg.gateway.admin_host == "127.0.0.1"
     assert ("TCP", port) in reachable_ports(sandbox_egress(rendered))

@@ -77,8 +77,9 @@ async def recording_kube(tmp_path: Path) -> AsyncIterator[RecordingKube]:
 
 
 async def run_one_rollout(srv: RecordingKube, tmp_path: Path) -> tuple[dict[str, Any], bytes, bytes]:
-    cfg = dataclasses.replace(FAST, namespace=deploy.NAMESPACE, default_image=deploy.SANDBOXES.default_image,
-                              gateway=deploy.GATEWAY)
+    cfg = dataclasses.replace(
+        FAST, namespace=deploy.NAMESPACE, default_image=deploy.SANDBOXES.default_image, gateway=deploy.GATEWAY
+    )
     kubeconfig = srv.write_kubeconfig(tmp_path / "kubeconfig.yaml", deploy.NAMESPACE)
     backend = KubernetesBackend(LightkubeApi.from_kubeconfig(kubeconfig, namespace=deploy.NAMESPACE), cfg)
     await backend.start()
@@ -94,14 +95,29 @@ async def run_one_rollout(srv: RecordingKube, tmp_path: Path) -> tuple[dict[str,
     return pod, env.stdout, logs
 
 
-async def test_deploy_profile_rollout_boots_and_stays_inside_the_role(recording_kube: RecordingKube,
-                                                                      tmp_path: Path):
+async def test_deploy_profile_rollout_boots_and_stays_inside_the_role(
+    recording_kube: RecordingKube, tmp_path: Path
+):
     pod, gateway_url, logs = await run_one_rollout(recording_kube, tmp_path)
     template = deploy.render_rollout_template()["template"]["spec"]
-    expected = render_pod(SandboxSpec("deploy-rollout"), dataclasses.replace(
-        FAST, namespace=deploy.NAMESPACE, default_image=deploy.SANDBOXES.default_image, gateway=deploy.GATEWAY))
-    assert pod["spec"]["containers"][0]["image"] == template["containers"][0]["image"] == "openforgerl/rollout:0.1.0"
-    assert pod["spec"]["containers"][0]["securityContext"] == expected["spec"]["containers"][0]["securityContext"]
+    expected = render_pod(
+        SandboxSpec("deploy-rollout"),
+        dataclasses.replace(
+            FAST,
+            namespace=deploy.NAMESPACE,
+            default_image=deploy.SANDBOXES.default_image,
+            gateway=deploy.GATEWAY,
+        ),
+    )
+    assert (
+        pod["spec"]["containers"][0]["image"]
+        == template["containers"][0]["image"]
+        == "openforgerl/rollout:0.1.0"
+    )
+    assert (
+        pod["spec"]["containers"][0]["securityContext"]
+        == expected["spec"]["containers"][0]["securityContext"]
+    )
     assert gateway_url.decode().strip() == "http://openforgerl-gateway.openforgerl.svc.cluster.local:8080"
     assert b"openforgerl sandbox ready" in logs
 
@@ -117,6 +133,8 @@ async def test_role_check_fails_without_exec_get(recording_kube: RecordingKube, 
     such as kubectl need) leave the websocket exec unauthorized."""
     await run_one_rollout(recording_kube, tmp_path)
     used = set().union(*(rbac_attributes(*r) for r in recording_kube.requests))
-    narrower = [r if r["resources"] != ["pods/exec"] else {**r, "verbs": ["create"]}
-                for r in deploy.ORCHESTRATOR_RULES]
+    narrower = [
+        r if r["resources"] != ["pods/exec"] else {**r, "verbs": ["create"]}
+        for r in deploy.ORCHESTRATOR_RULES
+    ]
     assert used - granted(narrower) == {("pods/exec", "get")}

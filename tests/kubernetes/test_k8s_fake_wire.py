@@ -66,8 +66,16 @@ async def test_kubernetes_asyncio_client_full_cycle(fake_kube: FakeKubeServer, k
 async def exec_v4(core: Any, ws_client: Any) -> tuple[int, str, str]:
     """kubernetes-asyncio's exec (v4 protocol), reading channels ourselves for the exit code."""
     ctx = await core.connect_get_namespaced_pod_exec(
-        "ofrl-second-client", NAMESPACE, command=["sh", "-c", "echo out; echo err >&2; exit 3"], container="sandbox",
-        stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+        "ofrl-second-client",
+        NAMESPACE,
+        command=["sh", "-c", "echo out; echo err >&2; exit 3"],
+        container="sandbox",
+        stderr=True,
+        stdin=False,
+        stdout=True,
+        tty=False,
+        _preload_content=False,
+    )
     chunks: dict[int, str] = {1: "", 2: "", 3: ""}
     async with ctx as ws:
         async for msg in ws:
@@ -131,7 +139,12 @@ async def test_exec_v5_frames_stdin_close_and_status(fake_kube: FakeKubeServer):
         await http.post(base, json=pod_body("frames"))
         pod = await running(fake_kube, "ofrl-frames")
         conds = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
-        assert conds == {"PodScheduled": "True", "Initialized": "True", "ContainersReady": "True", "Ready": "True"}
+        assert conds == {
+            "PodScheduled": "True",
+            "Initialized": "True",
+            "ContainersReady": "True",
+            "Ready": "True",
+        }
         url = f"{base}/ofrl-frames/exec?container=sandbox&command=sh&command=-c&command=cat;exit 5&stdin=true&stdout=true&stderr=true"
         frames: list[bytes] = []
         async with http.ws_connect(url, protocols=("v5.channel.k8s.io",)) as ws:
@@ -171,12 +184,15 @@ async def test_a_pods_containers_share_the_network_not_the_processes(fake_kube: 
         assert (await run(http, "services", f"(setsid {listen} > /dev/null 2>&1 &); sleep 0.5"))[0] == 0
         seen = "for c in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $c; echo; done | grep -c 'sleep[(]600'; "
         assert (await run(http, "services", seen))[1].startswith(b"1\n")  # the control: it sees its own
-        _, out = await run(http, "sandbox", seen + "python3 -c 'import socket; "
-                                            "socket.socket().bind((\"127.0.0.1\", 8799))' 2>&1 | tail -1")
+        _, out = await run(
+            http,
+            "sandbox",
+            seen + "python3 -c 'import socket; socket.socket().bind((\"127.0.0.1\", 8799))' 2>&1 | tail -1",
+        )
         assert out.startswith(b"0\n") and b"Address already in use" in out, out
         await run(http, "sandbox", "kill -TERM 1")
         for _ in range(100):
-            pod = (await running(fake_kube, "ofrl-two"))
+            pod = await running(fake_kube, "ofrl-two")
             states = {s["name"]: s["state"] for s in pod["status"]["containerStatuses"]}
             if "terminated" in states["sandbox"]:
                 break
@@ -189,7 +205,9 @@ async def test_a_pods_containers_share_the_network_not_the_processes(fake_kube: 
 
 async def test_kubelet_enforces_active_deadline(fake_kube: FakeKubeServer):
     async with aiohttp.ClientSession(fake_kube.url) as http:
-        await http.post(f"/api/v1/namespaces/{NAMESPACE}/pods", json=pod_body("deadline", activeDeadlineSeconds=1))
+        await http.post(
+            f"/api/v1/namespaces/{NAMESPACE}/pods", json=pod_body("deadline", activeDeadlineSeconds=1)
+        )
         pod = await running(fake_kube, "ofrl-deadline", phase="Failed")
         assert pod["status"]["reason"] == "DeadlineExceeded"
         assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137

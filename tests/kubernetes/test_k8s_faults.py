@@ -34,7 +34,9 @@ async def open_and_echo(backend: KubernetesBackend, rollout: str) -> None:
         await sbx.aclose()
 
 
-async def test_watch_reset_410_relists_and_resumes(kube_backend: KubernetesBackend, fake_kube: FakeKubeServer):
+async def test_watch_reset_410_relists_and_resumes(
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     assert fake_kube.reset_watches() == 1  # the informer's open watch gets ERROR 410 mid-stream
     fake_kube.faults.watch_resets = 1  # and its next watch too, right after the backlog
     await open_and_echo(kube_backend, "after-reset")
@@ -60,7 +62,9 @@ async def test_409_on_create_is_idempotent(kube_backend: KubernetesBackend, fake
     assert fake_kube.faults.create_conflicts == 0
 
 
-async def test_409_for_someone_elses_pod_is_rejected(kube_backend: KubernetesBackend, fake_kube: FakeKubeServer):
+async def test_409_for_someone_elses_pod_is_rejected(
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     squatter = render_pod(SandboxSpec("taken"), kube_backend.config)
     squatter["metadata"]["annotations"]["openforgerl.io/rollout-id"] = "another-rollout"
     squatter["metadata"]["labels"] = {"owner": "someone"}
@@ -87,8 +91,9 @@ async def test_persistent_5xx_on_create_is_infra(make_backend, fake_kube: FakeKu
     assert fake_kube.pods() == []
 
 
-async def test_exec_disconnect_is_infra_and_sandbox_survives(kube_backend: KubernetesBackend,
-                                                             fake_kube: FakeKubeServer):
+async def test_exec_disconnect_is_infra_and_sandbox_survives(
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     sbx = await kube_backend.open_sandbox(SandboxSpec("exec-drop"))
     try:
         fake_kube.faults.exec_disconnects = 1
@@ -118,8 +123,9 @@ async def test_unschedulable_is_infra(make_backend, fake_kube: FakeKubeServer):
     assert fake_kube.pods() == []
 
 
-async def test_oom_killed_during_exec_is_the_agents_outcome(kube_backend: KubernetesBackend,
-                                                            fake_kube: FakeKubeServer):
+async def test_oom_killed_during_exec_is_the_agents_outcome(
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     """Every container OOMKilled (the fault's HTTP form acts on one; see test_k8s_oom.py): no infra fault,
     the exec ends 137 with the memory limit named, and so do later calls."""
     sbx = await kube_backend.open_sandbox(SandboxSpec("oom"))

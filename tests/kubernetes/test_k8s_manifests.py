@@ -28,18 +28,31 @@ pytest.importorskip("kubernetes_validate")
 GOLDEN = Path(__file__).parent / "golden"
 VERSIONS = ("1.30", "1.37")
 PROD = KubernetesConfig(
-    namespace="rl-prod", default_image="registry.example.com/envs/swe:2026-11", image_pull_policy="Always",
+    namespace="rl-prod",
+    default_image="registry.example.com/envs/swe:2026-11",
+    image_pull_policy="Always",
     node_selector={"node.kubernetes.io/pool": "rollouts"},
     tolerations=(Toleration("dedicated", "Equal", "rollouts", "NoSchedule"), Toleration("gpu", "Exists")),
-    runtime_class_name="gvisor", service_account_name="rollout-sandbox", priority_class_name="rl-batch",
-    request_fraction=0.5, extra_labels={"team": "rl"}, backend_id="run-2026-11-30",
+    runtime_class_name="gvisor",
+    service_account_name="rollout-sandbox",
+    priority_class_name="rl-batch",
+    request_fraction=0.5,
+    extra_labels={"team": "rl"},
+    backend_id="run-2026-11-30",
     gateway=GatewayService(namespace="rl-prod", engine_urls=("http://vllm-0.rl-prod.svc:8000",)),
 )
 SPECS = {
     "pod_default": (SandboxSpec("rollout-0001"), KubernetesConfig()),
-    "pod_production": (SandboxSpec("Task_42/Group-7#3", image="ghcr.io/acme/env:1.2", lifetime_s=1800.5,
-                                   limits=Limits(cpus=2.5, memory_mb=3000), env={"OPENAI_API_KEY": "sk-x"}),
-                       PROD),
+    "pod_production": (
+        SandboxSpec(
+            "Task_42/Group-7#3",
+            image="ghcr.io/acme/env:1.2",
+            lifetime_s=1800.5,
+            limits=Limits(cpus=2.5, memory_mb=3000),
+            env={"OPENAI_API_KEY": "sk-x"},
+        ),
+        PROD,
+    ),
 }
 
 
@@ -79,8 +92,10 @@ def test_pod_template_fields():
     assert spec["activeDeadlineSeconds"] == 1801 + PROD.deadline_grace_s
     assert (spec["runtimeClassName"], spec["serviceAccountName"]) == ("gvisor", "rollout-sandbox")
     assert spec["automountServiceAccountToken"] is False
-    assert ctr["resources"] == {"limits": {"cpu": "2500m", "memory": "3000Mi"},
-                                "requests": {"cpu": "1250m", "memory": "1500Mi"}}
+    assert ctr["resources"] == {
+        "limits": {"cpu": "2500m", "memory": "3000Mi"},
+        "requests": {"cpu": "1250m", "memory": "1500Mi"},
+    }
     env = {e["name"]: e["value"] for e in ctr["env"]}
     assert env["OPENFORGERL_GATEWAY_URL"] == "http://openforgerl-gateway.rl-prod.svc.cluster.local:8000"
     assert env["OPENAI_API_KEY"] == "sk-x"
@@ -95,7 +110,11 @@ def test_the_services_container_shares_the_network_and_workdir_but_not_processes
     assert spec["shareProcessNamespace"] is False  # the agent cannot see, signal or trace a service
     mounts = {c["name"]: {m["mountPath"]: m["name"] for m in c["volumeMounts"]} for c in (agent, services)}
     assert mounts[agent["name"]] == {"/workdir": "workdir", "/tmp": "tmp"}
-    assert mounts[services["name"]] == {"/workdir": "workdir", "/tmp": "services-tmp", "/verifier": "verifier"}
+    assert mounts[services["name"]] == {
+        "/workdir": "workdir",
+        "/tmp": "services-tmp",
+        "/verifier": "verifier",
+    }
     assert services["securityContext"] == agent["securityContext"]
     assert services["securityContext"]["readOnlyRootFilesystem"] is True
     assert services["image"] == agent["image"] and services["command"] == agent["command"]
@@ -107,9 +126,13 @@ def test_the_services_container_reserves_little_cpu_and_all_its_memory():
     killed), its memory request its limit (memory the node has not reserved makes evictions, which are infra)."""
     cfg = KubernetesConfig()
     agent, services = render_pod(SandboxSpec("sizes"), cfg)["spec"]["containers"]
-    assert services["resources"] == {"limits": {"cpu": "500m", "memory": "512Mi"},
-                                     "requests": {"cpu": "100m", "memory": "512Mi"}}
-    assert agent["resources"]["requests"] == agent["resources"]["limits"] == {"cpu": "1000m", "memory": "1024Mi"}
+    assert services["resources"] == {
+        "limits": {"cpu": "500m", "memory": "512Mi"},
+        "requests": {"cpu": "100m", "memory": "512Mi"},
+    }
+    assert (
+        agent["resources"]["requests"] == agent["resources"]["limits"] == {"cpu": "1000m", "memory": "1024Mi"}
+    )
     guaranteed = KubernetesConfig(services_cpu_request=cfg.services_cpus)
     _, services = render_pod(SandboxSpec("sizes"), guaranteed)["spec"]["containers"]
     assert services["resources"]["requests"] == services["resources"]["limits"]
@@ -123,7 +146,9 @@ BAD = {
     "label value": lambda p: p["metadata"]["labels"].update(x="v" * 64),
     "label key": lambda p: p["metadata"]["labels"].update({"bad key!": "v"}),
     "toleration": lambda p: p["spec"]["tolerations"][0].update(effect="Never"),
-    "volume ref": lambda p: p["spec"]["containers"][0]["volumeMounts"].append({"name": "nope", "mountPath": "/x"}),
+    "volume ref": lambda p: p["spec"]["containers"][0]["volumeMounts"].append(
+        {"name": "nope", "mountPath": "/x"}
+    ),
     "env name": lambda p: p["spec"]["containers"][0]["env"].append({"name": "1=2", "value": ""}),
 }
 

@@ -27,8 +27,10 @@ from openforgerl.testing.fake_kube import FakeKubeServer
 pytestmark = needs_bwrap
 
 # The fresh-Pod verifier: reward 1 iff the agent left the expected answer in /workdir.
-CHECK = ('answer=$(cat /workdir/answer.txt 2>/dev/null); expected=$(cat /verifier/in/tests/expected); '
-         'echo "{\\"reward\\": $([ "$answer" = "$expected" ] && echo 1 || echo 0)}" > reward.json')
+CHECK = (
+    "answer=$(cat /workdir/answer.txt 2>/dev/null); expected=$(cat /verifier/in/tests/expected); "
+    'echo "{\\"reward\\": $([ "$answer" = "$expected" ] && echo 1 || echo 0)}" > reward.json'
+)
 HARNESS = ["sh", "-c", "echo 42 > answer.txt; sleep 60"]  # its work done, then it holds on (or allocates)
 
 
@@ -37,7 +39,10 @@ async def harness_oom_killed(sbx: KubernetesSandbox, fake_kube: FakeKubeServer, 
     running = asyncio.create_task(sbx.exec(HARNESS))
     await asyncio.sleep(0.5)
     url = f"{fake_kube.url}/__fault/namespaces/{NAMESPACE}/pods/{sbx.pod_name}"
-    async with aiohttp.ClientSession() as http, http.post(url, json={"action": "oom", "container": container}) as r:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(url, json={"action": "oom", "container": container}) as r,
+    ):
         assert r.status == 200, await r.text()
     return await running
 
@@ -48,7 +53,8 @@ async def fresh_pod_verdict(sbx: KubernetesSandbox) -> float:
 
 
 async def test_attack_the_agents_container_oomkilled_during_the_harness_is_its_outcome(
-        kube_backend: KubernetesBackend, fake_kube: FakeKubeServer):
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     """The harness's container goes past its memory limit and is OOMKilled whole: the exec ends 137 with
     "memory" in `limits_hit` (the orchestrator's `agent_failed`, the limit named), no `SandboxError`; later
     execs say the same, and the verifier still scores what the agent left in /workdir (read through the
@@ -64,8 +70,9 @@ async def test_attack_the_agents_container_oomkilled_during_the_harness_is_its_o
         await sbx.aclose()
 
 
-async def test_attack_the_agents_oom_kill_leaves_a_wrong_answer_scored_zero(kube_backend: KubernetesBackend,
-                                                                             fake_kube: FakeKubeServer):
+async def test_attack_the_agents_oom_kill_leaves_a_wrong_answer_scored_zero(
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     """The same kill where the agent had not done the task: a verdict of 0, not a retry."""
     sbx = await kube_backend.open_sandbox(SandboxSpec("oom-agent-fail"))
     try:
@@ -78,8 +85,9 @@ async def test_attack_the_agents_oom_kill_leaves_a_wrong_answer_scored_zero(kube
         await sbx.aclose()
 
 
-async def test_a_workdir_file_is_read_once_the_agents_container_is_oomkilled(kube_backend: KubernetesBackend,
-                                                                           fake_kube: FakeKubeServer):
+async def test_a_workdir_file_is_read_once_the_agents_container_is_oomkilled(
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     """A task that reads the agent's answer itself (`read_file`) still reads it; a link leaving /workdir (to
     the services container's /tmp, where its spawn logs are) or a FIFO is not followed: a missing file."""
     sbx = await kube_backend.open_sandbox(SandboxSpec("oom-read"))
@@ -98,9 +106,9 @@ async def test_a_workdir_file_is_read_once_the_agents_container_is_oomkilled(kub
         await sbx.aclose()
 
 
-async def test_control_without_the_check_the_same_pod_fault_was_infra(kube_backend: KubernetesBackend,
-                                                                      fake_kube: FakeKubeServer,
-                                                                      monkeypatch: pytest.MonkeyPatch):
+async def test_control_without_the_check_the_same_pod_fault_was_infra(
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer, monkeypatch: pytest.MonkeyPatch
+):
     """The same OOM kill read as every other Pod fault (no container's end counted the agent's): `PodOOMKilled`,
     a `SandboxError` the orchestrator drops and retries as infra."""
     monkeypatch.setattr(k8s_sandbox, "agents_doing", lambda pod, agent, services: {})
@@ -112,8 +120,9 @@ async def test_control_without_the_check_the_same_pod_fault_was_infra(kube_backe
         await sbx.aclose()
 
 
-async def test_control_an_evicted_pod_during_the_harness_is_still_infra(kube_backend: KubernetesBackend,
-                                                                        fake_kube: FakeKubeServer):
+async def test_control_an_evicted_pod_during_the_harness_is_still_infra(
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     """Node pressure the agent cannot cause: every container killed, exit 137, phase Failed, reason Evicted."""
     sbx = await kube_backend.open_sandbox(SandboxSpec("oom-evict-control"))
     try:
@@ -127,7 +136,8 @@ async def test_control_an_evicted_pod_during_the_harness_is_still_infra(kube_bac
 
 
 async def test_attack_ending_its_own_container_on_a_task_without_a_service_is_scored(
-        kube_backend: KubernetesBackend):
+    kube_backend: KubernetesBackend,
+):
     """`kill 1` on a task without a service: the fresh-Pod verifier's copy of the workdir is read through the
     services container and the rollout is scored on it."""
     sbx = await kube_backend.open_sandbox(SandboxSpec("self-end-fresh"))
@@ -139,7 +149,9 @@ async def test_attack_ending_its_own_container_on_a_task_without_a_service_is_sc
         await sbx.aclose()
 
 
-async def test_control_the_workdir_cannot_be_copied_out_of_the_ended_container(kube_backend: KubernetesBackend):
+async def test_control_the_workdir_cannot_be_copied_out_of_the_ended_container(
+    kube_backend: KubernetesBackend,
+):
     """The copy the fresh-Pod path made before, out of the agent's container, once that container has ended:
     exit 137, which failed the copy-out as the sandbox's fault."""
     sbx = await kube_backend.open_sandbox(SandboxSpec("self-end-fresh-control"))
@@ -152,18 +164,24 @@ async def test_control_the_workdir_cannot_be_copied_out_of_the_ended_container(k
 
 
 async def test_attack_a_service_driven_out_of_memory_is_the_agents_failure_not_infra(
-        kube_backend: KubernetesBackend, fake_kube: FakeKubeServer):
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     """The agent does the task, then drives the service's memory through its API until `services` is
     OOMKilled: its own execs go on (an exit 137 of its own is no fault), and the verdict is the agent's
     failure (exit 3, tampered, reward 0), neither the pass the task would have earned nor infra."""
     sbx = await open_task(kube_backend, "oom-services")
     try:
-        await act(sbx, "echo 42 > answer.txt; /usr/bin/python3 -I -c 'import urllib.request; "
-                       "urllib.request.urlopen(urllib.request.Request(\"http://127.0.0.1:8731/done\", data=b\"\"))'")
+        await act(
+            sbx,
+            "echo 42 > answer.txt; /usr/bin/python3 -I -c 'import urllib.request; "
+            'urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:8731/done", data=b""))\'',
+        )
         fake_kube.kubelet.oom_kill(NAMESPACE, sbx.pod_name, kube_backend.config.services_container_name)
         res = await sbx.exec(["sh", "-c", "kill -KILL $$"])  # type: ignore[attr-defined]
         assert res.returncode == 137 and res.limits_hit == ()
-        run = await run_verifier(sbx, ["/bin/sh", "-c", CHECK], inputs={"tests/expected": b"42\n"}, timeout_s=60)
+        run = await run_verifier(
+            sbx, ["/bin/sh", "-c", CHECK], inputs={"tests/expected": b"42\n"}, timeout_s=60
+        )
         assert run.result.returncode == 3 and run.outputs == {} and "memory" in run.result.limits_hit
         with pytest.raises(TamperError, match="OOMKilled"):
             verdict_of(run)
@@ -172,7 +190,8 @@ async def test_attack_a_service_driven_out_of_memory_is_the_agents_failure_not_i
 
 
 async def test_attack_a_service_oom_kill_then_ending_its_own_container_is_not_infra(
-        kube_backend: KubernetesBackend, fake_kube: FakeKubeServer):
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     """`services` OOMKilled, then the agent's `kill 1`: every container of the Pod has ended (phase Failed),
     all by the agent's doing, so its exec ends 137 (no `PodLost`) and the verdict is still tampered."""
     sbx = await open_task(kube_backend, "oom-services-self-end")
@@ -181,7 +200,9 @@ async def test_attack_a_service_oom_kill_then_ending_its_own_container_is_not_in
         res = await sbx.exec(["sh", "-c", "echo 42 > answer.txt; kill -TERM 1; sleep 5"])  # type: ignore[attr-defined]
         assert res.returncode == 137 and res.limits_hit == ()
         assert (sbx.pod() or {})["status"]["phase"] == "Failed"  # type: ignore[attr-defined]
-        run = await run_verifier(sbx, ["/bin/sh", "-c", CHECK], inputs={"tests/expected": b"42\n"}, timeout_s=60)
+        run = await run_verifier(
+            sbx, ["/bin/sh", "-c", CHECK], inputs={"tests/expected": b"42\n"}, timeout_s=60
+        )
         assert run.result.returncode == 3 and run.outputs == {}
     finally:
         await sbx.aclose()  # type: ignore[attr-defined]
@@ -191,29 +212,35 @@ async def test_control_the_task_done_without_the_oom_kill_passes(kube_backend: K
     """The same work without the kill: the verifier beside the service scores it 1."""
     sbx = await open_task(kube_backend, "oom-services-pass")
     try:
-        await act(sbx, "echo 42 > answer.txt; /usr/bin/python3 -I -c 'import urllib.request; "
-                       "urllib.request.urlopen(urllib.request.Request(\"http://127.0.0.1:8731/done\", data=b\"\"))'")
+        await act(
+            sbx,
+            "echo 42 > answer.txt; /usr/bin/python3 -I -c 'import urllib.request; "
+            'urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:8731/done", data=b""))\'',
+        )
         reward, seen = await verify(sbx)
         assert reward == {"reward": 1} and seen["done"] == 1
     finally:
         await sbx.aclose()  # type: ignore[attr-defined]
 
 
-async def test_control_a_services_oom_kill_without_the_check_was_infra(kube_backend: KubernetesBackend,
-                                                                       fake_kube: FakeKubeServer,
-                                                                       monkeypatch: pytest.MonkeyPatch):
+async def test_control_a_services_oom_kill_without_the_check_was_infra(
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.setattr(k8s_sandbox, "agents_doing", lambda pod, agent, services: {})
     sbx = await open_task(kube_backend, "oom-services-control")
     try:
         fake_kube.kubelet.oom_kill(NAMESPACE, sbx.pod_name, kube_backend.config.services_container_name)  # type: ignore[attr-defined]
         with pytest.raises(PodOOMKilled):
-            await run_verifier(sbx, ["/bin/sh", "-c", CHECK], inputs={"tests/expected": b"42\n"}, timeout_s=60)
+            await run_verifier(
+                sbx, ["/bin/sh", "-c", CHECK], inputs={"tests/expected": b"42\n"}, timeout_s=60
+            )
     finally:
         await sbx.aclose()  # type: ignore[attr-defined]
 
 
-async def test_control_a_services_container_that_died_otherwise_is_infra(kube_backend: KubernetesBackend,
-                                                                         fake_kube: FakeKubeServer):
+async def test_control_a_services_container_that_died_otherwise_is_infra(
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     """`services` killed with no OOM (its PID 1 is in a PID namespace the agent cannot reach: only the node
     can end it so): the verifier cannot run, and that is the sandbox's fault."""
     sbx = await open_task(kube_backend, "svc-died-control")
@@ -222,17 +249,23 @@ async def test_control_a_services_container_that_died_otherwise_is_infra(kube_ba
         pod.containers[kube_backend.config.services_container_name].kill()
         await kube_backend.informer.wait_for(sbx.pod_name, lambda p: json.dumps(p).count('"Error"') > 0, 10)  # type: ignore[attr-defined]
         with pytest.raises(SandboxError) as err:
-            await run_verifier(sbx, ["/bin/sh", "-c", CHECK], inputs={"tests/expected": b"42\n"}, timeout_s=60)
+            await run_verifier(
+                sbx, ["/bin/sh", "-c", CHECK], inputs={"tests/expected": b"42\n"}, timeout_s=60
+            )
         assert not isinstance(err.value, PodOOMKilled) and err.value.reason == "Error"  # type: ignore[attr-defined]
     finally:
         await sbx.aclose()  # type: ignore[attr-defined]
 
 
-async def test_control_an_evicted_service_task_is_infra(kube_backend: KubernetesBackend, fake_kube: FakeKubeServer):
+async def test_control_an_evicted_service_task_is_infra(
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     sbx = await open_task(kube_backend, "svc-evict-control")
     try:
         fake_kube.kubelet.evict(NAMESPACE, sbx.pod_name)  # type: ignore[attr-defined]
         with pytest.raises(PodEvicted):
-            await run_verifier(sbx, ["/bin/sh", "-c", CHECK], inputs={"tests/expected": b"42\n"}, timeout_s=60)
+            await run_verifier(
+                sbx, ["/bin/sh", "-c", CHECK], inputs={"tests/expected": b"42\n"}, timeout_s=60
+            )
     finally:
         await sbx.aclose()  # type: ignore[attr-defined]

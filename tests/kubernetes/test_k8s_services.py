@@ -43,7 +43,7 @@ PY = "/usr/bin/python3"
 URL = f"http://127.0.0.1:{PORT}"
 # The verifier: reads the service (which the service counts), takes its time, reads the service and the answer
 # again, and scores both; then it lingers, as a verifier with more checks would.
-PROBE = (f"""
+PROBE = f"""
 get() {{ {PY} -I -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' "$1"; }}
 get {URL}/state > /dev/null; sleep 1
 done=$(get {URL}/peek | {PY} -I -c 'import json, sys; print(int(json.load(sys.stdin)["done"]))')
@@ -52,7 +52,7 @@ ok=$([ "$answer" = "$expected" ] && [ "$done" = 1 ] && echo 1 || echo 0)
 printf '{{"done": %s, "answer": "%s"}}\\n' "$done" "$answer" > seen.json
 echo "{{\\"reward\\": $ok}}" > reward.json
 sleep 1
-""")
+"""
 # Left running by the agent (under a supervisor that restarts it): once the verifier has read the service,
 # it marks the task done and writes the right answer; all along it writes a reward of 1 into any verifier
 # output folder it can reach.
@@ -74,8 +74,14 @@ while True:
 
 
 async def wait_for_service(sbx: object) -> None:
-    res = await sbx.exec(["sh", "-c", f"for i in $(seq 100); do {PY} -I -c 'import urllib.request; "  # type: ignore[attr-defined]
-                                      f"urllib.request.urlopen(\"{URL}/peek\", timeout=1)' && exit 0; sleep 0.1; done; exit 1"])
+    res = await sbx.exec(
+        [
+            "sh",
+            "-c",
+            f"for i in $(seq 100); do {PY} -I -c 'import urllib.request; "  # type: ignore[attr-defined]
+            f'urllib.request.urlopen("{URL}/peek", timeout=1)\' && exit 0; sleep 0.1; done; exit 1',
+        ]
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -97,22 +103,33 @@ def _q(text: str) -> str:
 
 
 async def verify(sbx: object) -> tuple[dict[str, object], dict[str, object]]:
-    run = await run_verifier(sbx, ["/bin/sh", "-c", PROBE], inputs={"tests/expected": b"42\n"},
-                             outputs=("reward.json", "seen.json"), timeout_s=60)
+    run = await run_verifier(
+        sbx,
+        ["/bin/sh", "-c", PROBE],
+        inputs={"tests/expected": b"42\n"},
+        outputs=("reward.json", "seen.json"),
+        timeout_s=60,
+    )
     assert run.result.returncode == 0, run.result.stderr
     return json.loads(run.outputs["reward.json"]), json.loads(run.outputs["seen.json"])
 
 
 async def leave(sbx: object) -> None:
-    await agent(sbx, f"echo 41 > /workdir/answer.txt; "
-                     f"(setsid sh -c 'while :; do {PY} -I -c \"$0\"; done' {_q(LEFTOVER)} > /dev/null 2>&1 < /dev/null &)")
+    await agent(
+        sbx,
+        f"echo 41 > /workdir/answer.txt; "
+        f"(setsid sh -c 'while :; do {PY} -I -c \"$0\"; done' {_q(LEFTOVER)} > /dev/null 2>&1 < /dev/null &)",
+    )
 
 
 async def test_honest_pass_on_a_service_task(kube_backend: KubernetesBackend, fake_kube: FakeKubeServer):
     sbx = await open_task(kube_backend, "svc-pass")
     try:
-        await agent(sbx, f"echo 42 > answer.txt; {PY} -I -c 'import urllib.request; "
-                         f"urllib.request.urlopen(urllib.request.Request(\"{URL}/done\", data=b\"\"))'")
+        await agent(
+            sbx,
+            f"echo 42 > answer.txt; {PY} -I -c 'import urllib.request; "
+            f'urllib.request.urlopen(urllib.request.Request("{URL}/done", data=b""))\'',
+        )
         reward, seen = await verify(sbx)
         assert reward == {"reward": 1} and seen["done"] == 1 and seen["answer"] == "42"
         with pytest.raises(SandboxError, match="ended for the verifier"):
@@ -134,7 +151,9 @@ async def test_honest_fail_on_a_service_task(kube_backend: KubernetesBackend):
         await sbx.aclose()  # type: ignore[attr-defined]
 
 
-async def test_attack_a_leftover_process_cannot_rewrite_a_service_tasks_verdict(kube_backend: KubernetesBackend):
+async def test_attack_a_leftover_process_cannot_rewrite_a_service_tasks_verdict(
+    kube_backend: KubernetesBackend,
+):
     """The agent fails and leaves a supervised process that, once the verifier reads the service, marks the
     task done, rewrites the answer and writes reward 1 into any verifier output folder: the verdict stays the
     failure the host saw when the agent's turn ended."""
@@ -147,7 +166,9 @@ async def test_attack_a_leftover_process_cannot_rewrite_a_service_tasks_verdict(
         await sbx.aclose()  # type: ignore[attr-defined]
 
 
-async def test_control_the_leftover_process_rewrites_the_verdict_from_a_plain_exec(kube_backend: KubernetesBackend):
+async def test_control_the_leftover_process_rewrites_the_verdict_from_a_plain_exec(
+    kube_backend: KubernetesBackend,
+):
     """The same attack where the verifier runs as a plain exec in the agent's container (the protection absent):
     the leftover turns the failure into a pass."""
     sbx = await open_task(kube_backend, "svc-control")
@@ -164,7 +185,9 @@ async def kill_and_impersonate(sbx: object) -> None:
     """Kill every process the agent may signal (its own exec's wrapper too: that exec ends 137), then serve
     the impostor on the service's port."""
     await sbx.exec(["sh", "-c", "echo 41 > answer.txt; kill -9 -1"])  # type: ignore[attr-defined]
-    await agent(sbx, f"sleep 0.3; (setsid {PY} -I -c {_q(IMPOSTOR)} > /tmp/impostor.log 2>&1 < /dev/null &); sleep 1")
+    await agent(
+        sbx, f"sleep 0.3; (setsid {PY} -I -c {_q(IMPOSTOR)} > /tmp/impostor.log 2>&1 < /dev/null &); sleep 1"
+    )
 
 
 async def test_attack_the_agent_cannot_kill_or_replace_the_service(kube_backend: KubernetesBackend):
@@ -181,7 +204,9 @@ async def test_attack_the_agent_cannot_kill_or_replace_the_service(kube_backend:
         await sbx.aclose()  # type: ignore[attr-defined]
 
 
-async def test_control_a_service_in_the_agents_container_is_killed_and_replaced(kube_backend: KubernetesBackend):
+async def test_control_a_service_in_the_agents_container_is_killed_and_replaced(
+    kube_backend: KubernetesBackend,
+):
     """The same attack on a service started by a plain exec in the agent's container: the impostor answers."""
     sbx = await kube_backend.open_sandbox(SandboxSpec("svc-impostor-control"))
     try:
@@ -190,7 +215,9 @@ async def test_control_a_service_in_the_agents_container_is_killed_and_replaced(
         await kill_and_impersonate(sbx)
         await wait_for_service(sbx)
         reward, seen = await verify_in_place(sbx, PROBE, ("reward.json", "seen.json"))
-        assert seen["done"] == 1 and reward == {"reward": 0}  # the impostor's state; the answer was still wrong
+        assert seen["done"] == 1 and reward == {
+            "reward": 0
+        }  # the impostor's state; the answer was still wrong
     finally:
         await sbx.aclose()  # type: ignore[attr-defined]
 
@@ -237,20 +264,31 @@ async def test_attack_a_link_into_the_verifiers_inputs_is_not_followed(kube_back
         await sbx.aclose()  # type: ignore[attr-defined]
 
 
-async def test_control_the_link_reads_the_expected_answer_in_the_services_container(kube_backend: KubernetesBackend):
+async def test_control_the_link_reads_the_expected_answer_in_the_services_container(
+    kube_backend: KubernetesBackend,
+):
     """The same link, read in the services container once the inputs are there, gives the expected answer."""
     sbx = await open_task(kube_backend, "svc-link-control")
     try:
         await agent(sbx, LINK_TO_EXPECTED)
         svc = kube_backend.config.services_container_name
-        res = await sbx._exec_in(svc, ["sh", "-c", "mkdir -p /verifier/in/tests && echo 42 > /verifier/in/tests/expected "  # type: ignore[attr-defined]
-                                                   "&& cat /workdir/answer.txt"])
+        res = await sbx._exec_in(
+            svc,
+            [
+                "sh",
+                "-c",
+                "mkdir -p /verifier/in/tests && echo 42 > /verifier/in/tests/expected "  # type: ignore[attr-defined]
+                "&& cat /workdir/answer.txt",
+            ],
+        )
         assert res.stdout == b"42\n"
     finally:
         await sbx.aclose()  # type: ignore[attr-defined]
 
 
-async def test_attack_a_fifo_for_an_answer_cannot_hang_the_verifier_into_infra(kube_backend: KubernetesBackend):
+async def test_attack_a_fifo_for_an_answer_cannot_hang_the_verifier_into_infra(
+    kube_backend: KubernetesBackend,
+):
     """A FIFO where the verifier reads the answer is dropped: the verifier finishes and scores the failure."""
     sbx = await open_task(kube_backend, "svc-fifo")
     try:
@@ -271,8 +309,9 @@ async def test_control_a_fifo_for_an_answer_hangs_a_plain_read(kube_backend: Kub
         await sbx.aclose()  # type: ignore[attr-defined]
 
 
-async def test_a_container_that_does_not_end_is_the_agents_failure_not_infra(kube_backend: KubernetesBackend,
-                                                                            monkeypatch: pytest.MonkeyPatch):
+async def test_a_container_that_does_not_end_is_the_agents_failure_not_infra(
+    kube_backend: KubernetesBackend, monkeypatch: pytest.MonkeyPatch
+):
     """Where the agent's PID 1 would not exit on TERM (only an agent that took it over could make that so;
     here the TERM is not sent), the run is the agent's: exit 3 (tampered, reward 0), no outputs, no verifier
     run beside the leftovers. The control is every other test here: the TERM ends it and the verifier runs."""
@@ -284,7 +323,9 @@ async def test_a_container_that_does_not_end_is_the_agents_failure_not_infra(kub
     sbx = await open_task(kube_backend, "svc-stuck")
     try:
         await leave(sbx)
-        run = await run_verifier(sbx, ["/bin/sh", "-c", PROBE], inputs={"tests/expected": b"42\n"}, timeout_s=60)
+        run = await run_verifier(
+            sbx, ["/bin/sh", "-c", PROBE], inputs={"tests/expected": b"42\n"}, timeout_s=60
+        )
         assert run.result.returncode == 3 and run.outputs == {}
         with pytest.raises(TamperError, match="did not end"):
             verdict_of(run)

@@ -57,17 +57,23 @@ def pod(phase: str = "Running", state: dict | None = None, **status: object) -> 
     return {"metadata": {"name": "p"}, "status": {"phase": phase, "containerStatuses": cs, **status}}
 
 
-@pytest.mark.parametrize(("obj", "expected"), [
-    (pod(), None),
-    (pod("Pending", {"waiting": {"reason": "ContainerCreating"}}), None),
-    (pod("Pending", {"waiting": {"reason": "ErrImagePull"}}), None),  # may still recover: boot timeout decides
-    (pod("Pending", {"waiting": {"reason": "InvalidImageName"}}), ImagePullFailed),
-    (pod("Failed", {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}), PodOOMKilled),
-    (pod("Failed", {"terminated": {"exitCode": 137, "reason": "Error"}}, reason="Evicted"), PodEvicted),
-    (pod("Succeeded", {"terminated": {"exitCode": 0, "reason": "Completed"}}), PodLost),
-    (pod("Failed", {"terminated": {"exitCode": 137}}, reason="DeadlineExceeded"), SandboxExpired),
-    (pod("Failed", {"terminated": {"exitCode": 1, "reason": "Error"}}), PodLost),
-])
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (pod(), None),
+        (pod("Pending", {"waiting": {"reason": "ContainerCreating"}}), None),
+        (
+            pod("Pending", {"waiting": {"reason": "ErrImagePull"}}),
+            None,
+        ),  # may still recover: boot timeout decides
+        (pod("Pending", {"waiting": {"reason": "InvalidImageName"}}), ImagePullFailed),
+        (pod("Failed", {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}), PodOOMKilled),
+        (pod("Failed", {"terminated": {"exitCode": 137, "reason": "Error"}}, reason="Evicted"), PodEvicted),
+        (pod("Succeeded", {"terminated": {"exitCode": 0, "reason": "Completed"}}), PodLost),
+        (pod("Failed", {"terminated": {"exitCode": 137}}, reason="DeadlineExceeded"), SandboxExpired),
+        (pod("Failed", {"terminated": {"exitCode": 1, "reason": "Error"}}), PodLost),
+    ],
+)
 def test_fault_classification(obj: dict, expected: type | None):
     got = fault(obj)
     assert (type(got) if got else None) is expected
@@ -76,15 +82,24 @@ def test_fault_classification(obj: dict, expected: type | None):
 def test_boot_timeout_reasons():
     pulling = pod("Pending", {"waiting": {"reason": "ImagePullBackOff"}})
     assert isinstance(boot_timeout_fault(pulling, "p", 5), ImagePullFailed)
-    unsched = {"metadata": {"name": "p"}, "status": {"phase": "Pending", "conditions": [
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes"}]}}
+    unsched = {
+        "metadata": {"name": "p"},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes"}
+            ],
+        },
+    }
     assert isinstance(boot_timeout_fault(unsched, "p", 5), Unschedulable)
     assert type(boot_timeout_fault(None, "p", 5)) is BootTimeout
     assert not is_running(pod("Running", {"waiting": {"reason": "x"}}))
 
 
 async def test_exec_argv_runs_as_described(tmp_path):
-    argv = exec_argv(["sh", "-c", 'pwd; echo "$A"; sleep 5'], cwd=str(tmp_path), env={"A": "b c"}, timeout_s=0.5)
+    argv = exec_argv(
+        ["sh", "-c", 'pwd; echo "$A"; sleep 5'], cwd=str(tmp_path), env={"A": "b c"}, timeout_s=0.5
+    )
     proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
     out, _ = await proc.communicate()
     assert out.decode().split("\n")[:2] == [str(tmp_path), "b c"]
@@ -105,7 +120,13 @@ def test_tar_bytes_layout(tmp_path):
 def test_config_from_env():
     from openforgerl.sandbox.kubernetes import KubernetesConfig
 
-    cfg = KubernetesConfig.from_env({"OPENFORGERL_K8S_NAMESPACE": "rl", "OPENFORGERL_K8S_IMAGE": "img:1",
-                                     "OPENFORGERL_K8S_GATEWAY_URL": "http://gw:8000", "OTHER": "x"})
+    cfg = KubernetesConfig.from_env(
+        {
+            "OPENFORGERL_K8S_NAMESPACE": "rl",
+            "OPENFORGERL_K8S_IMAGE": "img:1",
+            "OPENFORGERL_K8S_GATEWAY_URL": "http://gw:8000",
+            "OTHER": "x",
+        }
+    )
     assert (cfg.namespace, cfg.default_image, cfg.effective_gateway_url) == ("rl", "img:1", "http://gw:8000")
     assert KubernetesConfig.from_env({}) == KubernetesConfig()

@@ -34,14 +34,23 @@ echo '{"reward": 0}' > reward.json
 sleep 1
 """
 # Left running by the agent: writes a reward of 1 into any verifier output folder it can reach.
-REWRITER = ("while :; do for d in /tmp/.openforgerl-verifier-*/out /verifier/out; do "
-            "[ -d \"$d\" ] && echo '{\"reward\": 1}' > \"$d/reward.json\"; done; sleep 0.05; done")
+REWRITER = (
+    "while :; do for d in /tmp/.openforgerl-verifier-*/out /verifier/out; do "
+    '[ -d "$d" ] && echo \'{"reward": 1}\' > "$d/reward.json"; done; sleep 0.05; done'
+)
 
 
 async def leave_behind(sbx: object) -> None:
     """The agent's last acts: its answer, a process that outlives it, a rewriter of verdicts."""
-    res = await sbx.exec(["sh", "-c", "echo 42 > answer.txt; (setsid sleep 4321 > /dev/null 2>&1 < /dev/null &); "  # type: ignore[attr-defined]
-                                      '(setsid sh -c "$0" > /dev/null 2>&1 < /dev/null &)', REWRITER])
+    res = await sbx.exec(
+        [
+            "sh",
+            "-c",
+            "echo 42 > answer.txt; (setsid sleep 4321 > /dev/null 2>&1 < /dev/null &); "  # type: ignore[attr-defined]
+            '(setsid sh -c "$0" > /dev/null 2>&1 < /dev/null &)',
+            REWRITER,
+        ]
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -51,15 +60,21 @@ async def verify(sbx: object) -> tuple[dict[str, object], dict[str, object]]:
     return json.loads(run.outputs["reward.json"]), json.loads(run.outputs["seen.json"])
 
 
-async def test_verifier_runs_in_a_fresh_pod_after_the_agents_is_gone(kube_backend: KubernetesBackend,
-                                                                       fake_kube: FakeKubeServer):
+async def test_verifier_runs_in_a_fresh_pod_after_the_agents_is_gone(
+    kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
+):
     sbx = await kube_backend.open_sandbox(SandboxSpec("verify-fresh", files={"README": b"answer 42\n"}))
     agent_pod = sbx.pod_name
     await leave_behind(sbx)
     reward, seen = await verify(sbx)
     assert reward == {"reward": 0}  # the verifier's own verdict: the rewriter died with the agent's Pod
-    assert seen == {"pod": verifier_pod_name("verify-fresh", 1), "cwd": "/verifier/out", "workdir": "-r--r--r---r--r--r--",
-                    "agent_left": 0, "ok": 1}
+    assert seen == {
+        "pod": verifier_pod_name("verify-fresh", 1),
+        "cwd": "/verifier/out",
+        "workdir": "-r--r--r---r--r--r--",
+        "agent_left": 0,
+        "ok": 1,
+    }
     assert agent_pod not in [p["metadata"]["name"] for p in fake_kube.pods(NAMESPACE)]
     with pytest.raises(SandboxError):
         await sbx.exec(["true"])  # the agent's Pod is gone for good
@@ -70,14 +85,19 @@ async def test_verifier_runs_in_a_fresh_pod_after_the_agents_is_gone(kube_backen
 
 
 def test_verifier_pod_is_the_sandbox_pod_without_the_tasks_env_plus_its_own_folder():
-    spec = SandboxSpec("r/1", image="img:1", env={"OPENAI_API_KEY": "k"}, limits=Limits(cpus=0.5, memory_mb=64))
+    spec = SandboxSpec(
+        "r/1", image="img:1", env={"OPENAI_API_KEY": "k"}, limits=Limits(cpus=0.5, memory_mb=64)
+    )
     pod = render_verifier_pod(spec, FAST, 3)
     agent = render_pod(spec, FAST)
     assert pod["metadata"]["name"] == verifier_pod_name("r/1", 3) != agent["metadata"]["name"]
     assert pod["metadata"]["labels"] == {**agent["metadata"]["labels"], LABEL_ROLE: "verifier"}
     (ctr,) = pod["spec"]["containers"]
     assert "OPENAI_API_KEY" not in {e["name"] for e in ctr["env"]}
-    assert ctr["resources"]["limits"] == {"cpu": f"{round(FAST.default_cpus * 1000)}m", "memory": f"{FAST.default_memory_mb}Mi"}
+    assert ctr["resources"]["limits"] == {
+        "cpu": f"{round(FAST.default_cpus * 1000)}m",
+        "memory": f"{FAST.default_memory_mb}Mi",
+    }
     assert {"name": "verifier", "mountPath": "/verifier"} in ctr["volumeMounts"]
     assert ctr["securityContext"] == agent["spec"]["containers"][0]["securityContext"]
     assert pod["spec"]["automountServiceAccountToken"] is False
@@ -87,7 +107,13 @@ def test_verifier_pod_is_the_sandbox_pod_without_the_tasks_env_plus_its_own_fold
 async def test_verifier_refuses_the_agents_programs(kube_backend: KubernetesBackend):
     sbx = await kube_backend.open_sandbox(SandboxSpec("verify-refuse"))
     try:
-        await sbx.exec(["sh", "-c", "printf '#!/bin/sh\\necho {\\\"reward\\\": 1} > reward.json\\n' > v.sh; chmod +x v.sh"])
+        await sbx.exec(
+            [
+                "sh",
+                "-c",
+                "printf '#!/bin/sh\\necho {\\\"reward\\\": 1} > reward.json\\n' > v.sh; chmod +x v.sh",
+            ]
+        )
         for planted in ("/workdir/v.sh", "v.sh", "/tmp/../workdir/v.sh", "/tmp/x"):
             with pytest.raises(SandboxError, match="not a trusted image path"):
                 await sbx.run_verifier([planted], inputs={})
@@ -97,7 +123,9 @@ async def test_verifier_refuses_the_agents_programs(kube_backend: KubernetesBack
         await sbx.aclose()
 
 
-async def test_attack_a_process_left_in_the_agents_pod_cannot_rewrite_the_verdict(kube_backend: KubernetesBackend):
+async def test_attack_a_process_left_in_the_agents_pod_cannot_rewrite_the_verdict(
+    kube_backend: KubernetesBackend,
+):
     sbx = await kube_backend.open_sandbox(SandboxSpec("verify-attack"))
     try:
         await leave_behind(sbx)
@@ -107,7 +135,9 @@ async def test_attack_a_process_left_in_the_agents_pod_cannot_rewrite_the_verdic
         await sbx.aclose()
 
 
-async def test_control_in_the_agents_pod_the_leftover_process_rewrites_the_verdict(kube_backend: KubernetesBackend):
+async def test_control_in_the_agents_pod_the_leftover_process_rewrites_the_verdict(
+    kube_backend: KubernetesBackend,
+):
     """The same attack where the verifier runs as a plain exec in the agent's container."""
     sbx = await kube_backend.open_sandbox(SandboxSpec("verify-control"))
     try:
@@ -128,11 +158,17 @@ class PlainExec:
         self.read_file, self.write_file = sbx.read_file, sbx.write_file  # type: ignore[attr-defined]
 
 
-async def verify_in_place(sbx: object, probe: str = PROBE, outputs: tuple[str, ...] = ("reward.json", "seen.json")
-                          ) -> tuple[dict[str, object], dict[str, object]]:
+async def verify_in_place(
+    sbx: object, probe: str = PROBE, outputs: tuple[str, ...] = ("reward.json", "seen.json")
+) -> tuple[dict[str, object], dict[str, object]]:
     probe = probe.replace("/verifier/in", "$VIN")
-    run = await run_verifier(PlainExec(sbx), ["/bin/sh", "-c", f'VIN="$(dirname "$(pwd)")/in"; {probe}'],
-                             inputs={"tests/expected": b"42\n"}, outputs=outputs, timeout_s=60)
+    run = await run_verifier(
+        PlainExec(sbx),
+        ["/bin/sh", "-c", f'VIN="$(dirname "$(pwd)")/in"; {probe}'],
+        inputs={"tests/expected": b"42\n"},
+        outputs=outputs,
+        timeout_s=60,
+    )
     assert run.result.returncode == 0, run.result.stderr
     return json.loads(run.outputs["reward.json"]), json.loads(run.outputs["seen.json"])
 
@@ -143,8 +179,15 @@ GROWER = "while :; do head -c 65536 /dev/zero >> /workdir/grow.bin; sleep 0.01; 
 
 
 async def leave_a_growing_file(sbx: object) -> None:
-    res = await sbx.exec(["sh", "-c", 'echo 42 > answer.txt; (setsid sh -c "$0" > /dev/null 2>&1 < /dev/null &); '  # type: ignore[attr-defined]
-                                      "sleep 0.5", GROWER])
+    res = await sbx.exec(
+        [
+            "sh",
+            "-c",
+            'echo 42 > answer.txt; (setsid sh -c "$0" > /dev/null 2>&1 < /dev/null &); '  # type: ignore[attr-defined]
+            "sleep 0.5",
+            GROWER,
+        ]
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -162,7 +205,9 @@ async def test_control_a_file_growing_fails_a_plain_tar_of_the_workdir(kube_back
     """The attack is real: a plain `tar -c` of that workdir exits non-zero. Whether one read overlaps a
     write is timing (a loaded machine can schedule the grower out for a whole read), so a few reads are
     taken: the attack needs only one, and the copy-out above gets no second chance either."""
-    sbx = await kube_backend.open_sandbox(SandboxSpec("verify-grow-control", files={"README": b"answer 42\n"}))
+    sbx = await kube_backend.open_sandbox(
+        SandboxSpec("verify-grow-control", files={"README": b"answer 42\n"})
+    )
     await leave_a_growing_file(sbx)
     seen = []
     for _ in range(10):

@@ -23,9 +23,13 @@ def magic_policy(turn: Turn) -> str:
 @pytest.fixture
 async def make_env(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     async with AsyncExitStack() as stack:
-        async def make(policy: Callable[[Turn], str] = magic_policy, faults: Faults | None = None,
-                       **gw_kw: Any) -> RolloutEnv:
+
+        async def make(
+            policy: Callable[[Turn], str] = magic_policy, faults: Faults | None = None, **gw_kw: Any
+        ) -> RolloutEnv:
             # the test harness (agents/) is bound in read-only
-            return await stack.enter_async_context(open_rollout_env(tmp_path, policy, faults=faults,
-                                                                    ro_binds=[AGENT.parent], **gw_kw))
+            return await stack.enter_async_context(
+                open_rollout_env(tmp_path, policy, faults=faults, ro_binds=[AGENT.parent], **gw_kw)
+            )
+
         yield make

@@ -17,8 +17,10 @@ def agent_harness(mode: str = "ok") -> CommandHarness:
 
 
 def proof_task(**fields: Any) -> ProofFileTask:
-    """"proof.txt must contain the magic word"; `crash_verifier=True` makes the verifier itself break."""
-    return ProofFileTask(**{"task_id": "proof", "instruction": "Write the magic word into proof.txt", **fields})
+    """ "proof.txt must contain the magic word"; `crash_verifier=True` makes the verifier itself break."""
+    return ProofFileTask(
+        **{"task_id": "proof", "instruction": "Write the magic word into proof.txt", **fields}
+    )
 
 
 def procs_with(marker: str) -> list[int]:

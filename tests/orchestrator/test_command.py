@@ -18,8 +18,23 @@ def test_rollout_cli_writes_results_summary_and_call_log(tmp_path: Path) -> None
     app.command()(command)
     out = tmp_path / "run"
     task = sorted(p for p in SUITE.iterdir() if p.name.startswith("easy-write-file"))[0]
-    res = CliRunner().invoke(app, ["--tasks", str(task), "--harness", "zero", "--n", "2",
-                                   "--out", str(out), "--max-running", "2", "--engine", "scripted"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "--tasks",
+            str(task),
+            "--harness",
+            "zero",
+            "--n",
+            "2",
+            "--out",
+            str(out),
+            "--max-running",
+            "2",
+            "--engine",
+            "scripted",
+        ],
+    )
     assert res.exit_code == 0, res.output
     lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert len(lines) == 2 and {x["status"] for x in lines} == {"ok"}

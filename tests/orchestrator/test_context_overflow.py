@@ -18,8 +18,10 @@ from openforgerl.records import (
 )
 from openforgerl.trajectory.trainable import untrainable_reason
 
-VLLM_400 = ("This model's maximum context length is 8192 tokens. However, your request has 20503 input "
-            "tokens. Please reduce the length of the input messages.")
+VLLM_400 = (
+    "This model's maximum context length is 8192 tokens. However, your request has 20503 input "
+    "tokens. Please reduce the length of the input messages."
+)
 
 
 def test_the_engines_context_400_is_a_context_overflow_not_a_bad_request() -> None:
@@ -33,8 +35,12 @@ def test_the_status_table_and_its_readers() -> None:
     kind = CallErrorKind.CONTEXT_OVERFLOW
     assert kind.rollout_status is RolloutStatus.CONFIG_CONTEXT and not kind.is_infra
     assert RolloutStatus.CONFIG_CONTEXT.is_config and not RolloutStatus.CONFIG_CONTEXT.is_infra
-    call = CallRecord(rollout_id="r", index=0, protocol=WireProtocol.ANTHROPIC,
-                      error=CallError(kind=kind, message=VLLM_400, status=400))
+    call = CallRecord(
+        rollout_id="r",
+        index=0,
+        protocol=WireProtocol.ANTHROPIC,
+        error=CallError(kind=kind, message=VLLM_400, status=400),
+    )
     assert call_log_taint([call]) is RolloutStatus.CONFIG_CONTEXT
     record = RolloutRecord(rollout_id="r", status=RolloutStatus.CONFIG_CONTEXT, reward=0.0)
     [judged], valid = apply_group_policy([record], OrchestratorConfig(group_size=1, min_group_size=1))
@@ -57,8 +63,10 @@ def test_an_overflow_after_the_model_answered_is_the_agents_doing_not_a_config_e
     # a side call (title) answering first is not the model acting on the task
     assert call_log_taint([_call(0, side=True), _call(1, overflow)]) is RolloutStatus.CONFIG_CONTEXT
     # an engine fault after the answer still counts as infra
-    assert call_log_taint([_call(0), _call(1, overflow), _call(2, CallErrorKind.ENGINE_DEADLINE)]) \
+    assert (
+        call_log_taint([_call(0), _call(1, overflow), _call(2, CallErrorKind.ENGINE_DEADLINE)])
         is RolloutStatus.INFRA_ENGINE
+    )
 
 
 def test_the_first_prompts_overflow_decides_whatever_follows_it() -> None:
@@ -68,8 +76,10 @@ def test_the_first_prompts_overflow_decides_whatever_follows_it() -> None:
     loop = [_call(0, overflow), _call(1), _call(2, overflow), _call(3, CallErrorKind.ROLLOUT_DEADLINE)]
     assert call_log_taint(loop) is RolloutStatus.CONFIG_CONTEXT
     assert call_log_taint([*loop[:3], _call(3, CallErrorKind.ENGINE_HTTP)]) is RolloutStatus.CONFIG_CONTEXT
-    assert call_log_taint(loop, {"infra_tainted": True, "status": "infra_error:engine"}) \
+    assert (
+        call_log_taint(loop, {"infra_tainted": True, "status": "infra_error:engine"})
         is RolloutStatus.CONFIG_CONTEXT
+    )
     # control: the same loop after the model answered first is the agent's own timeout, not config or infra
     answered = [_call(0), *[c.model_copy(update={"index": c.index + 1}) for c in loop]]
     assert call_log_taint(answered) is RolloutStatus.TIMEOUT

@@ -27,7 +27,8 @@ def long_policy(turn: Turn) -> str:
 
 @pytest.mark.parametrize("mode", ["crash-before-call", "exit-0-before-call"])
 async def test_a_harness_that_ends_before_its_first_model_call_is_infra_retried_with_its_output(
-        make_env, mode) -> None:
+    make_env, mode
+) -> None:
     """The gateway's call log has no call: the model decided nothing, so the exit is never its 0. The
     rollout is `infra_error:harness_start`, retried within the group's retry budget, out of the batch
     and out of eval's denominators, its output tails in the record. Control: a harness that asked the
@@ -65,8 +66,10 @@ async def test_an_answer_still_running_at_the_rollout_deadline_is_a_timeout_not_
     env = await make_env(policy=long_policy, faults=Faults(token_delay_s=0.05))
     task = proof_task(budget_s=25.0)  # room for the harness's start on a loaded box (seen: 13 s)
     # Both policies' rollouts at once: each waits out its deadline, so one after the other took 47 s.
-    result, zero_run = await asyncio.gather(env.run([task], agent_harness(mode), retries=2),
-                                            env.run([task], agent_harness(mode), timeout_policy="zero"))
+    result, zero_run = await asyncio.gather(
+        env.run([task], agent_harness(mode), retries=2),
+        env.run([task], agent_harness(mode), timeout_policy="zero"),
+    )
     (rec,) = result.records  # no retry: not infra
     assert rec.status is RolloutStatus.TIMEOUT and not rec.infra_tainted, rec.metadata
     assert not rec.in_batch and rec.drop_reason == "timeout"
@@ -93,7 +96,10 @@ async def test_a_hung_engine_at_the_same_deadline_is_infra(make_env) -> None:
 
 
 def _why(records: list) -> list:
-    return [(str(r.status), r.metadata.get("error"), r.metadata.get("harness_stderr_tail", "")[-400:]) for r in records]
+    return [
+        (str(r.status), r.metadata.get("error"), r.metadata.get("harness_stderr_tail", "")[-400:])
+        for r in records
+    ]
 
 
 def _summary_is_long(turn: Turn) -> str:
@@ -101,7 +107,9 @@ def _summary_is_long(turn: Turn) -> str:
     return LONG if "Summarize" in text else "The magic word is abracadabra."
 
 
-async def test_a_harness_looping_on_its_first_prompts_overflow_is_a_config_error(make_env, monkeypatch) -> None:
+async def test_a_harness_looping_on_its_first_prompts_overflow_is_a_config_error(
+    make_env, monkeypatch
+) -> None:
     """opencode with SmolLM2: the first prompt overflows, a summary call, the prompt again... here the
     summary call is still being written at the rollout's deadline. The rollout is `config_error:context`
     whatever the harness did after the overflow (it ended `infra_error:engine` when the cut call was
@@ -123,7 +131,8 @@ async def test_a_harness_looping_on_its_first_prompts_overflow_is_a_config_error
 
 
 async def test_an_overflow_after_the_model_answered_is_the_agents_own_never_config_or_infra(
-        make_env, monkeypatch) -> None:
+    make_env, monkeypatch
+) -> None:
     """Control of the test above, and the protection it keeps: once the model has answered, a prompt
     over the context is what the agent grew (or sent on purpose): not a config error, so the agent
     cannot choose to be excluded, and not infra either: the rollout is its own `timeout`."""

@@ -171,8 +171,9 @@ async def test_running_and_boot_caps_are_separate(make_env) -> None:
     env = await make_env()
     backend = CountingBackend(env.backend)
     cfg = OrchestratorConfig(group_size=5, min_group_size=1, retries=0, max_running=3, max_booting=1)
-    result = await run_batch([proof_task()], agent_harness("ok"), gateway=env.gateway.access,
-                             backend=backend, config=cfg)
+    result = await run_batch(
+        [proof_task()], agent_harness("ok"), gateway=env.gateway.access, backend=backend, config=cfg
+    )
     assert [str(r.status) for r in result.records] == ["ok"] * 5
     assert backend.max_booting == 1
     assert 1 <= backend.max_open <= 3

@@ -27,10 +27,12 @@ pytestmark = [
     pytest.mark.skipif(not BUSYBOX.exists(), reason="apt-get install busybox-static"),
 ]
 
-WGET = ('wget -q -O /workdir/reply.json --header "Authorization: Bearer $OPENAI_API_KEY" '
-        '--header "Content-Type: application/json" '
-        '--post-data \'{"model":"m","messages":[{"role":"user","content":"hi"}]}\' '
-        '"$OPENAI_BASE_URL/chat/completions"')
+WGET = (
+    'wget -q -O /workdir/reply.json --header "Authorization: Bearer $OPENAI_API_KEY" '
+    '--header "Content-Type: application/json" '
+    '--post-data \'{"model":"m","messages":[{"role":"user","content":"hi"}]}\' '
+    '"$OPENAI_BASE_URL/chat/completions"'
+)
 
 
 class ReplyTask(TaskDefaults):
@@ -56,9 +58,13 @@ async def test_rollout_in_podman_reaches_gateway(tmp_path: Path) -> None:
     backend = PodmanBackend(root=tmp_path / "podman")
     try:
         image = await ensure_busybox_image(backend)
-        result = await run_batch([ReplyTask(image)], CommandHarness(["sh", "-c", WGET]),
-                                 gateway=gateway.access, backend=backend,
-                                 config=OrchestratorConfig(group_size=1, min_group_size=1, retries=0))
+        result = await run_batch(
+            [ReplyTask(image)],
+            CommandHarness(["sh", "-c", WGET]),
+            gateway=gateway.access,
+            backend=backend,
+            config=OrchestratorConfig(group_size=1, min_group_size=1, retries=0),
+        )
     finally:
         await backend.aclose()
         await gateway.aclose()

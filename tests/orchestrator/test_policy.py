@@ -47,22 +47,28 @@ def _call(kind: CallErrorKind | None) -> CallRecord:
     return CallRecord(rollout_id="r", index=0, protocol=WireProtocol.CHAT, error=err)
 
 
-@pytest.mark.parametrize(("kind", "status"), [
-    (None, None),
-    (CallErrorKind.CLIENT_DISCONNECTED, None),
-    (CallErrorKind.CLIENT_BAD_REQUEST, None),
-    (CallErrorKind.ENGINE_HTTP, RolloutStatus.INFRA_ENGINE),
-    (CallErrorKind.ENGINE_CONNECTION, RolloutStatus.INFRA_ENGINE),
-    (CallErrorKind.ENGINE_PROTOCOL, RolloutStatus.INFRA_ENGINE),
-    (CallErrorKind.ENGINE_DEADLINE, RolloutStatus.INFRA_ENGINE),
-    (CallErrorKind.GATEWAY_INTERNAL, RolloutStatus.INFRA_GATEWAY),
-])
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [
+        (None, None),
+        (CallErrorKind.CLIENT_DISCONNECTED, None),
+        (CallErrorKind.CLIENT_BAD_REQUEST, None),
+        (CallErrorKind.ENGINE_HTTP, RolloutStatus.INFRA_ENGINE),
+        (CallErrorKind.ENGINE_CONNECTION, RolloutStatus.INFRA_ENGINE),
+        (CallErrorKind.ENGINE_PROTOCOL, RolloutStatus.INFRA_ENGINE),
+        (CallErrorKind.ENGINE_DEADLINE, RolloutStatus.INFRA_ENGINE),
+        (CallErrorKind.GATEWAY_INTERNAL, RolloutStatus.INFRA_GATEWAY),
+    ],
+)
 def test_call_log_taint(kind: CallErrorKind | None, status: RolloutStatus | None) -> None:
     assert call_log_taint([_call(None), _call(kind)]) == status
 
 
 def test_gateway_taint_flag_without_call_error() -> None:
-    assert call_log_taint([], {"infra_tainted": True, "status": "infra_error:engine"}) is RolloutStatus.INFRA_ENGINE
+    assert (
+        call_log_taint([], {"infra_tainted": True, "status": "infra_error:engine"})
+        is RolloutStatus.INFRA_ENGINE
+    )
     assert call_log_taint([], {"infra_tainted": True}) is RolloutStatus.INFRA_GATEWAY
     assert call_log_taint([], {"infra_tainted": False}) is None
 
@@ -78,19 +84,29 @@ def _rec(i: int, status: RolloutStatus, reward: float | None = None) -> RolloutR
 
 
 def test_group_policy_drop_and_zero() -> None:
-    recs = [_rec(0, RolloutStatus.OK, 1.0), _rec(1, RolloutStatus.AGENT_FAILED, 0.0),
-            _rec(2, RolloutStatus.TIMEOUT), _rec(3, RolloutStatus.INFRA_ENGINE)]
+    recs = [
+        _rec(0, RolloutStatus.OK, 1.0),
+        _rec(1, RolloutStatus.AGENT_FAILED, 0.0),
+        _rec(2, RolloutStatus.TIMEOUT),
+        _rec(3, RolloutStatus.INFRA_ENGINE),
+    ]
     out, valid = apply_group_policy(recs, OrchestratorConfig(group_size=4, min_group_size=2))
     assert valid and all(r.group_valid for r in out)
     assert [r.in_batch for r in out] == [True, True, False, False]
     assert [r.drop_reason for r in out] == [None, None, "timeout", "infra"]
-    out, valid = apply_group_policy(recs, OrchestratorConfig(group_size=4, min_group_size=3, timeout_policy="zero"))
+    out, valid = apply_group_policy(
+        recs, OrchestratorConfig(group_size=4, min_group_size=3, timeout_policy="zero")
+    )
     assert valid and out[2].in_batch and out[2].reward == 0.0
     assert not out[3].in_batch
 
 
 def test_group_below_min_size_dropped_whole() -> None:
-    recs = [_rec(0, RolloutStatus.OK, 1.0), _rec(1, RolloutStatus.INFRA_SANDBOX), _rec(2, RolloutStatus.TIMEOUT)]
+    recs = [
+        _rec(0, RolloutStatus.OK, 1.0),
+        _rec(1, RolloutStatus.INFRA_SANDBOX),
+        _rec(2, RolloutStatus.TIMEOUT),
+    ]
     out, valid = apply_group_policy(recs, OrchestratorConfig(group_size=3, min_group_size=2))
     assert not valid and not any(r.group_valid for r in out)
     assert not any(r.in_batch for r in out)
@@ -108,7 +124,9 @@ def test_relative_tools_dir_is_resolved_against_the_callers_directory(tmp_path, 
 def test_rollout_status_weighs_the_call_log_then_the_harness() -> None:
     """classify.rollout_status: the one decision (see its module docstring for the rule)."""
     exited = ExecResult(1, b"", b"boom")
-    assert rollout_status(exited, [])[0] is RolloutStatus.INFRA_HARNESS_START  # no call: the model decided nothing
+    assert (
+        rollout_status(exited, [])[0] is RolloutStatus.INFRA_HARNESS_START
+    )  # no call: the model decided nothing
     assert rollout_status(ExecResult(0, b"", b""), [])[0] is RolloutStatus.INFRA_HARNESS_START
     assert rollout_status(ExecResult(-9, b"", b"", timed_out=True), [])[0] is RolloutStatus.TIMEOUT
     assert rollout_status(exited, [_call(None)]) == (RolloutStatus.AGENT_FAILED, "")  # control: it asked

@@ -23,19 +23,30 @@ TASK_TOOLS = ["write_file", "todo_add", "mail_send"]
 
 def _call(index: int, tools: list[dict[str, Any]], side: bool = False, error: bool = False) -> CallRecord:
     err = CallError(kind=CallErrorKind.CLIENT_BAD_REQUEST, message="bad", status=400) if error else None
-    return CallRecord(rollout_id="r", index=index, protocol=WireProtocol.CHAT, request={"tools": tools},
-                      side_call=side, error=err)
+    return CallRecord(
+        rollout_id="r",
+        index=index,
+        protocol=WireProtocol.CHAT,
+        request={"tools": tools},
+        side_call=side,
+        error=err,
+    )
 
 
-CHAT = [{"type": "function", "function": {"name": "mcp__claw__todo_add"}}, {"type": "function", "function": {"name": "Bash"}}]
+CHAT = [
+    {"type": "function", "function": {"name": "mcp__claw__todo_add"}},
+    {"type": "function", "function": {"name": "Bash"}},
+]
 BARE = [{"type": "function", "function": {"name": "Bash"}}]
 
 
 def test_offered_tool_names_in_each_protocol() -> None:
     assert offered_tool_names({"tools": CHAT}) == ["mcp__claw__todo_add", "Bash"]
-    responses = [{"type": "function", "name": "exec_command"},
-                 {"type": "namespace", "name": "mcp__claw", "tools": [{"type": "function", "name": "todo_add"}]},
-                 {"type": "web_search"}]
+    responses = [
+        {"type": "function", "name": "exec_command"},
+        {"type": "namespace", "name": "mcp__claw", "tools": [{"type": "function", "name": "todo_add"}]},
+        {"type": "web_search"},
+    ]
     assert offered_tool_names({"tools": responses}) == ["exec_command", "todo_add"]
     assert offered_tool_names({"tools": [{"name": "Write", "input_schema": {}}]}) == ["Write"]
     assert offered_tool_names({"tools": "junk"}) == [] and offered_tool_names({}) == []
@@ -63,6 +74,7 @@ def test_later_prompts_without_the_tools_are_the_agents_doing() -> None:
 
 # -- end to end: the real orchestrator, bubblewrap, the Claw service, the real Codex CLI ---------------------
 
+
 class _ToolServer:
     """The task, with its MCP server's command replaced: the double is the server's start (a crash), never
     the orchestrator, the harness or the check under test."""
@@ -88,8 +100,10 @@ def _kill_tool_server_policy(turn: Any) -> str:
     if any(m.get("role") == "tool" for m in turn.messages):
         return "I could not do it."
     shell = next(n for n in SHELL_TOOLS if n in tool_names(turn.tools))
-    kill = ("for p in /proc/[0-9]*; do grep -qa envs.claw.mcp_server $p/cmdline 2>/dev/null && "
-            "kill -9 ${p#/proc/}; done; echo killed")
+    kill = (
+        "for p in /proc/[0-9]*; do grep -qa envs.claw.mcp_server $p/cmdline 2>/dev/null && "
+        "kill -9 ${p#/proc/}; done; echo killed"
+    )
     return format_tool_call(shell, {SHELL_TOOLS[shell]: kill})
 
 
@@ -106,11 +120,13 @@ async def _one(tmp_path: Path, runtime: Any, policy: Any) -> Any:
     store = SQLiteCallStore(tmp_path / "calls.db")
     gateway = await start_gateway(ScriptedEngine(policy), store, call_deadline_s=60.0)
     backend = LocalBackend(root=tmp_path / "sbx")
-    config = OrchestratorConfig(group_size=1, min_group_size=1, retries=0, model=MODEL_NAME,
-                                harness_cache=tools_dir())
+    config = OrchestratorConfig(
+        group_size=1, min_group_size=1, retries=0, model=MODEL_NAME, harness_cache=tools_dir()
+    )
     try:
-        batch = await run_batch([runtime], get_harness("codex"), gateway=gateway.access, backend=backend,
-                                config=config)
+        batch = await run_batch(
+            [runtime], get_harness("codex"), gateway=gateway.access, backend=backend, config=config
+        )
     finally:
         await gateway.aclose()
         await backend.aclose()
@@ -122,7 +138,9 @@ async def _one(tmp_path: Path, runtime: Any, policy: Any) -> Any:
 @pytest.mark.harness
 @pytest.mark.timeout(600)
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
-async def test_codex_without_its_tool_server_is_infra_and_an_agent_that_kills_it_is_not(tmp_path: Path) -> None:
+async def test_codex_without_its_tool_server_is_infra_and_an_agent_that_kills_it_is_not(
+    tmp_path: Path,
+) -> None:
     sys.path.insert(0, EVAL_TESTS)
     from test_eval_real_clis import _require_installed
 
@@ -134,7 +152,9 @@ async def test_codex_without_its_tool_server_is_infra_and_an_agent_that_kills_it
     solved = await _one(tmp_path / "ok", runtime, oracle_policy([runtime], success_rate=1.0))
     assert solved.status == RolloutStatus.OK and solved.reward == 1.0, solved
     # the MCP server dies at start: Codex goes on and asks the model with no task tool
-    crashed = await _one(tmp_path / "crash", _ToolServer(runtime, "/bin/false"), oracle_policy([runtime], success_rate=1.0))
+    crashed = await _one(
+        tmp_path / "crash", _ToolServer(runtime, "/bin/false"), oracle_policy([runtime], success_rate=1.0)
+    )
     assert crashed.status == RolloutStatus.INFRA_HARNESS_START, crashed
     assert "none of the task's tools" in crashed.metadata["error"]
     assert crashed.in_batch is False

@@ -31,15 +31,25 @@ def base_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.mktemp("base") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "-c", str(ROOT / "locks" / "project.txt"), str(ROOT)], check=True,
-                   capture_output=True, timeout=800)
+    subprocess.run(
+        [*pip, "-c", str(ROOT / "locks" / "project.txt"), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=800,
+    )
     return venv
 
 
 def _cli(venv: Path, *args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run([str(venv / "bin" / "openforgerl"), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=kw.get("cwd", "/"))
+    return subprocess.run(
+        [str(venv / "bin" / "openforgerl"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=kw.get("cwd", "/"),
+    )
 
 
 def test_base_install_has_no_torch_or_transformers(base_venv: Path) -> None:
@@ -48,15 +58,22 @@ def test_base_install_has_no_torch_or_transformers(base_venv: Path) -> None:
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("command", ["gateway", "export", "rollout", "eval", "tasks", "harness", "engine", "train"])
+@pytest.mark.parametrize(
+    "command", ["gateway", "export", "rollout", "eval", "tasks", "harness", "engine", "train"]
+)
 def test_every_command_starts(base_venv: Path, command: str) -> None:
     out = _cli(base_venv, command, "--help")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize(("args", "extra"), [(["engine", "--model", "tiny"], "engine"),
-                                             (["train", str(ROOT / "examples" / "quickstart.yaml")], "train")])
+@pytest.mark.parametrize(
+    ("args", "extra"),
+    [
+        (["engine", "--model", "tiny"], "engine"),
+        (["train", str(ROOT / "examples" / "quickstart.yaml")], "train"),
+    ],
+)
 def test_model_commands_name_their_extra_in_one_line(base_venv: Path, args: list[str], extra: str) -> None:
     out = _cli(base_venv, *args)
     assert out.returncode == 2
@@ -100,21 +117,41 @@ def test_gateway_and_export_from_the_base_install(base_venv: Path, tmp_path: Pat
     port, admin_port = _free_port(), _free_port()
     store, token_file = tmp_path / "calls.db", tmp_path / "admin.token"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    gateway = subprocess.Popen([str(base_venv / "bin" / "openforgerl"), "gateway", "--engine", engine.url,
-                                "--port", str(port), "--admin-port", str(admin_port), "--store", str(store),
-                                "--admin-token-file", str(token_file)],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    gateway = subprocess.Popen(
+        [
+            str(base_venv / "bin" / "openforgerl"),
+            "gateway",
+            "--engine",
+            engine.url,
+            "--port",
+            str(port),
+            "--admin-port",
+            str(admin_port),
+            "--store",
+            str(store),
+            "--admin-token-file",
+            str(token_file),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         _wait(f"http://127.0.0.1:{port}/healthz")
         token = token_file.read_text().strip()
-        req = urllib.request.Request(f"http://127.0.0.1:{admin_port}/rollouts", data=b'{"task_id": "t"}',
-                                     headers={"Authorization": f"Bearer {token}",
-                                              "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{admin_port}/rollouts",
+            data=b'{"task_id": "t"}',
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=30) as r:
             opened = json.loads(r.read())
-        client = OpenAI(base_url=opened["openai_base_url"], api_key=opened["api_key"], max_retries=0, timeout=120)
-        out = client.chat.completions.create(model="tiny", max_tokens=8,
-                                             messages=[{"role": "user", "content": "Add a todo 'milk'."}])
+        client = OpenAI(
+            base_url=opened["openai_base_url"], api_key=opened["api_key"], max_retries=0, timeout=120
+        )
+        out = client.chat.completions.create(
+            model="tiny", max_tokens=8, messages=[{"role": "user", "content": "Add a todo 'milk'."}]
+        )
         assert out.choices[0].finish_reason in ("stop", "length", "tool_calls")
     finally:
         gateway.terminate()

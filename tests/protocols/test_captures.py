@@ -53,7 +53,9 @@ def _check_calls_and_outputs(items: list[dict[str, Any]], msgs: list[dict[str, A
             fn = calls[item["call_id"]]
             # the engine's json.dumps spacing: byte for byte for Codex, re-spaced for OpenClaw's compact JSON
             assert fn["arguments"] == json.dumps(json.loads(item["arguments"]), ensure_ascii=False)
-            assert fn["name"] == (f"{item['namespace']}.{item['name']}" if item.get("namespace") else item["name"])
+            assert fn["name"] == (
+                f"{item['namespace']}.{item['name']}" if item.get("namespace") else item["name"]
+            )
         elif item["type"] == "function_call_output":
             assert outputs[item["call_id"]] == item["output"]
     # a tool message always follows the assistant message that made the call
@@ -86,8 +88,12 @@ def test_messages_capture(path) -> None:
     t = anthropic.translate_request(body)
     chat = t.chat
     assert chat["max_tokens"] == body["max_tokens"] and chat["stream"] is True
-    assert [x["function"]["name"] for x in chat.get("tools", [])] == [x["name"] for x in body.get("tools") or []]
-    assert [x["function"]["parameters"] for x in chat.get("tools", [])] == [x["input_schema"] for x in body.get("tools") or []]
+    assert [x["function"]["name"] for x in chat.get("tools", [])] == [
+        x["name"] for x in body.get("tools") or []
+    ]
+    assert [x["function"]["parameters"] for x in chat.get("tools", [])] == [
+        x["input_schema"] for x in body.get("tools") or []
+    ]
     dumped = json.dumps(chat)
     assert "cache_control" not in dumped and anthropic.BILLING_HEADER not in dumped
     msgs = chat["messages"]
@@ -103,10 +109,15 @@ def _check_anthropic_history(src: list[dict[str, Any]], msgs: list[dict[str, Any
     for m in src:
         for b in m["content"] if isinstance(m["content"], list) else ():
             if b["type"] == "tool_use":
-                assert json.loads(calls[b["id"]]["arguments"]) == b["input"] and calls[b["id"]]["name"] == b["name"]
+                assert (
+                    json.loads(calls[b["id"]]["arguments"]) == b["input"]
+                    and calls[b["id"]]["name"] == b["name"]
+                )
             elif b["type"] == "tool_result":
                 c = b["content"]
-                assert results[b["tool_use_id"]] == (c if isinstance(c, str) else "\n".join(x["text"] for x in c))
+                assert results[b["tool_use_id"]] == (
+                    c if isinstance(c, str) else "\n".join(x["text"] for x in c)
+                )
 
 
 def test_claude_system_in_the_middle_stays_between_user_and_assistant() -> None:
@@ -124,9 +135,11 @@ def test_claude_title_side_call_gets_json_schema() -> None:
 
 def test_turn2_extends_turn1() -> None:
     """The next call's chat messages start with the previous call's messages (prefix-stable)."""
-    for a, b in (("codex__turn1_request", "codex__turn2_request_with_tool_output"),
-                 ("claude__turn1_request", "claude__turn2_request_with_tool_result"),
-                 ("openclaw__responses_turn1_request", "openclaw__responses_turn2_request")):
+    for a, b in (
+        ("codex__turn1_request", "codex__turn2_request_with_tool_output"),
+        ("claude__turn1_request", "claude__turn2_request_with_tool_result"),
+        ("openclaw__responses_turn1_request", "openclaw__responses_turn2_request"),
+    ):
         mod = anthropic if a.startswith("claude") else responses
         m1 = mod.to_chat_request(load_body(CAPTURES / f"{a}.json.gz"))["messages"]
         m2 = mod.to_chat_request(load_body(CAPTURES / f"{b}.json.gz"))["messages"]
@@ -150,7 +163,10 @@ def test_codex_arguments_byte_for_byte_openclaw_respaced() -> None:
     codex = load_body(CAPTURES / "codex__turn2_request_with_tool_output.json.gz")
     sent = next(i for i in codex["input"] if i["type"] == "function_call")["arguments"]
     chat = responses.to_chat_request(codex)
-    assert next(m for m in chat["messages"] if m.get("tool_calls"))["tool_calls"][0]["function"]["arguments"] == sent
+    assert (
+        next(m for m in chat["messages"] if m.get("tool_calls"))["tool_calls"][0]["function"]["arguments"]
+        == sent
+    )
     claw = load_body(CAPTURES / "openclaw__responses_turn2_request.json.gz")
     sent = next(i for i in claw["input"] if i["type"] == "function_call")["arguments"]
     assert sent.startswith('{"command":"')  # OpenClaw re-serialized our answer compactly

@@ -19,14 +19,65 @@ JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=20,
 )
-KEYS = st.sampled_from(["model", "input", "messages", "tools", "system", "instructions", "tool_choice", "type",
-                        "role", "content", "text", "name", "call_id", "arguments", "output", "max_tokens",
-                        "tool_use_id", "input_schema", "source", "stream", "parameters", "namespace", "id"])
+KEYS = st.sampled_from(
+    [
+        "model",
+        "input",
+        "messages",
+        "tools",
+        "system",
+        "instructions",
+        "tool_choice",
+        "type",
+        "role",
+        "content",
+        "text",
+        "name",
+        "call_id",
+        "arguments",
+        "output",
+        "max_tokens",
+        "tool_use_id",
+        "input_schema",
+        "source",
+        "stream",
+        "parameters",
+        "namespace",
+        "id",
+    ]
+)
 SHAPED = st.recursive(
-    st.none() | st.booleans() | st.integers(-2, 5) | st.sampled_from(
-        ["message", "user", "assistant", "system", "developer", "function_call", "function_call_output",
-         "reasoning", "text", "tool_use", "tool_result", "image", "thinking", "function", "namespace", "custom",
-         "input_text", "base64", "url", "tool", "any", "auto", "m", ""]),
+    st.none()
+    | st.booleans()
+    | st.integers(-2, 5)
+    | st.sampled_from(
+        [
+            "message",
+            "user",
+            "assistant",
+            "system",
+            "developer",
+            "function_call",
+            "function_call_output",
+            "reasoning",
+            "text",
+            "tool_use",
+            "tool_result",
+            "image",
+            "thinking",
+            "function",
+            "namespace",
+            "custom",
+            "input_text",
+            "base64",
+            "url",
+            "tool",
+            "any",
+            "auto",
+            "m",
+            "",
+        ]
+    ),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=5),
     max_leaves=30,
 )
@@ -36,7 +87,11 @@ SEEDS = {
 }
 MODULES = {"responses": responses, "anthropic": anthropic}
 RAW_TRANSLATE = {responses: responses_request._translate, anthropic: anthropic_request._translate}
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 def only_protocol_errors(mod: Any, body: Any) -> None:
@@ -63,10 +118,17 @@ def test_random_bodies(name, body) -> None:
 
 @pytest.mark.parametrize("name", MODULES)
 @SETTINGS
-@given(body=st.fixed_dictionaries({"model": st.just("m"), "max_tokens": st.just(5), "input": SHAPED,
-                                   "messages": st.lists(SHAPED, max_size=4)}, optional={"tools": SHAPED,
-                                                                                         "tool_choice": SHAPED,
-                                                                                         "system": SHAPED}))
+@given(
+    body=st.fixed_dictionaries(
+        {
+            "model": st.just("m"),
+            "max_tokens": st.just(5),
+            "input": SHAPED,
+            "messages": st.lists(SHAPED, max_size=4),
+        },
+        optional={"tools": SHAPED, "tool_choice": SHAPED, "system": SHAPED},
+    )
+)
 def test_shaped_bodies(name, body) -> None:
     only_protocol_errors(MODULES[name], body)
 

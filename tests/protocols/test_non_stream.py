@@ -28,12 +28,18 @@ def anthropic_client(status: int, body: dict) -> anthropic_sdk.Anthropic:
 
 
 def test_responses_non_stream_via_sdk() -> None:
-    chat = chat_completion(reasoning="plan", content="ok", calls=[("call_1", "multi_agent_v1.spawn_agent", '{"message": "x"}')])
+    chat = chat_completion(
+        reasoning="plan", content="ok", calls=[("call_1", "multi_agent_v1.spawn_agent", '{"message": "x"}')]
+    )
     body = responses.from_chat_completion(chat, CODEX)
     Response.model_validate(body)
     got = openai_client(200, body).responses.create(model="m", input="hi")
     assert [o.type for o in got.output] == ["reasoning", "message", "function_call"]
-    assert got.output_text == "ok" and got.output[2].namespace == "multi_agent_v1" and got.output[2].name == "spawn_agent"
+    assert (
+        got.output_text == "ok"
+        and got.output[2].namespace == "multi_agent_v1"
+        and got.output[2].name == "spawn_agent"
+    )
     assert got.usage.total_tokens == 18 and got.status == "completed"
 
 
@@ -41,7 +47,9 @@ def test_anthropic_non_stream_via_sdk() -> None:
     chat = chat_completion(reasoning="plan", content="ok", calls=[("call_1", "Bash", '{"command": "ls"}')])
     body = anthropic.from_chat_completion(chat, CLAUDE)
     anthropic_sdk.types.Message.model_validate(body)
-    got = anthropic_client(200, body).messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+    got = anthropic_client(200, body).messages.create(
+        model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}]
+    )
     assert [b.type for b in got.content] == ["thinking", "text", "tool_use"]
     assert got.content[2].input == {"command": "ls"} and got.stop_reason == "tool_use"
 
@@ -51,8 +59,15 @@ def test_bad_tool_arguments_kept_raw() -> None:
     assert body["content"][0]["input"] == {"raw": "{not json"}
 
 
-@pytest.mark.parametrize("status,exc", [(400, openai.BadRequestError), (401, openai.AuthenticationError),
-                                        (404, openai.NotFoundError), (503, openai.InternalServerError)])
+@pytest.mark.parametrize(
+    "status,exc",
+    [
+        (400, openai.BadRequestError),
+        (401, openai.AuthenticationError),
+        (404, openai.NotFoundError),
+        (503, openai.InternalServerError),
+    ],
+)
 def test_openai_error_shape(status, exc) -> None:
     body = responses.error_body(status, "nope")
     assert set(body["error"]) == {"message", "type", "param", "code"}
@@ -61,20 +76,25 @@ def test_openai_error_shape(status, exc) -> None:
     assert err.value.message.endswith("nope") or "nope" in str(err.value)
 
 
-@pytest.mark.parametrize("status,kind,exc", [
-    (400, "invalid_request_error", anthropic_sdk.BadRequestError),
-    (401, "authentication_error", anthropic_sdk.AuthenticationError),
-    (404, "not_found_error", anthropic_sdk.NotFoundError),
-    (413, "request_too_large", anthropic_sdk.APIStatusError),
-    (503, "overloaded_error", anthropic_sdk.InternalServerError),
-    (529, "overloaded_error", anthropic_sdk.APIStatusError),
-    (500, "api_error", anthropic_sdk.InternalServerError),
-])
+@pytest.mark.parametrize(
+    "status,kind,exc",
+    [
+        (400, "invalid_request_error", anthropic_sdk.BadRequestError),
+        (401, "authentication_error", anthropic_sdk.AuthenticationError),
+        (404, "not_found_error", anthropic_sdk.NotFoundError),
+        (413, "request_too_large", anthropic_sdk.APIStatusError),
+        (503, "overloaded_error", anthropic_sdk.InternalServerError),
+        (529, "overloaded_error", anthropic_sdk.APIStatusError),
+        (500, "api_error", anthropic_sdk.InternalServerError),
+    ],
+)
 def test_anthropic_error_shape(status, kind, exc) -> None:
     body = anthropic.error_body(status, "nope")
     assert body == {"type": "error", "error": {"type": kind, "message": "nope"}}
     with pytest.raises(exc) as err:
-        anthropic_client(status, body).messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+        anthropic_client(status, body).messages.create(
+            model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}]
+        )
     assert err.value.body["error"]["type"] == kind
 
 
@@ -82,16 +102,25 @@ def test_codex_round_trip_keeps_reasoning_and_arguments() -> None:
     """Codex echoes our output items (dropping reasoning `content`, keeping `encrypted_content`):
     the next chat request holds the same assistant turn the engine produced."""
     args = '{"message": "Create proof.txt"}'
-    chat = chat_completion(reasoning="\nthink\n", content="\n\nok", calls=[("call_7", "multi_agent_v1.spawn_agent", args)])
+    chat = chat_completion(
+        reasoning="\nthink\n", content="\n\nok", calls=[("call_7", "multi_agent_v1.spawn_agent", args)]
+    )
     out = responses.from_chat_completion(chat, CODEX)["output"]
-    echoed = [{k: v for k, v in item.items() if not (item["type"] == "reasoning" and k == "content")} for item in out]
+    echoed = [
+        {k: v for k, v in item.items() if not (item["type"] == "reasoning" and k == "content")}
+        for item in out
+    ]
     result = {"type": "function_call_output", "call_id": "call_7", "output": "spawned"}
     turn2 = dict(CODEX, input=CODEX["input"] + echoed + [result])
     msgs = responses.to_chat_request(turn2)["messages"]
     engine_msg = chat["choices"][0]["message"]
     assistant = msgs[-2]
-    assert assistant == {"role": "assistant", "content": engine_msg["content"], "reasoning": engine_msg["reasoning"],
-                         "tool_calls": engine_msg["tool_calls"]}
+    assert assistant == {
+        "role": "assistant",
+        "content": engine_msg["content"],
+        "reasoning": engine_msg["reasoning"],
+        "tool_calls": engine_msg["tool_calls"],
+    }
     assert msgs[-1] == {"role": "tool", "tool_call_id": "call_7", "content": "spawned"}
 
 
@@ -102,10 +131,18 @@ def test_claude_round_trip_keeps_reasoning_and_arguments() -> None:
     message = anthropic.from_chat_completion(chat, CLAUDE)
     tool_id = message["content"][2]["id"]
     result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": "été"}]}
-    turn2 = dict(CLAUDE, messages=CLAUDE["messages"] + [{"role": "assistant", "content": message["content"]}, result])
+    turn2 = dict(
+        CLAUDE, messages=CLAUDE["messages"] + [{"role": "assistant", "content": message["content"]}, result]
+    )
     msgs = anthropic.to_chat_request(turn2)["messages"]
-    assert msgs[-2] == {"role": "assistant", "content": "run", "reasoning": "think", "tool_calls": [
-        {"id": tool_id, "type": "function", "function": {"name": "Bash", "arguments": vllm_args}}]}
+    assert msgs[-2] == {
+        "role": "assistant",
+        "content": "run",
+        "reasoning": "think",
+        "tool_calls": [
+            {"id": tool_id, "type": "function", "function": {"name": "Bash", "arguments": vllm_args}}
+        ],
+    }
     assert msgs[-1] == {"role": "tool", "tool_call_id": tool_id, "content": "été"}
 
 

@@ -31,7 +31,12 @@ pytestmark = [pytest.mark.harness, pytest.mark.timeout(600)]
 def thinking(policy: Callable[[Any], str]) -> Callable[[Any], str]:
     def think_first(turn: Any) -> str:
         text = policy(turn)
-        return text if not turn.tools else f"<think>\nStep {turn.call_index}: decide what to do.\n</think>\n\n{text}"
+        return (
+            text
+            if not turn.tools
+            else f"<think>\nStep {turn.call_index}: decide what to do.\n</think>\n\n{text}"
+        )
+
     return think_first
 
 

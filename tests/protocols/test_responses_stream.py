@@ -14,8 +14,10 @@ from openforgerl.gateway.protocols import responses
 from openforgerl.gateway.protocols.sse import SSEDecoder
 
 # event type -> the SDK's pydantic class for it (validated strictly, one class per event)
-EVENTS = {cls.model_fields["type"].annotation.__args__[0]: cls
-          for cls in typing.get_args(typing.get_args(ResponseStreamEvent)[0])}
+EVENTS = {
+    cls.model_fields["type"].annotation.__args__[0]: cls
+    for cls in typing.get_args(typing.get_args(ResponseStreamEvent)[0])
+}
 CODEX = load_body(CAPTURES / "codex__turn2_request_with_tool_output.json.gz")
 CALL = ("call_abc", "exec_command", '{"cmd": "echo hi > proof.txt"}')
 
@@ -28,7 +30,9 @@ def run(request: dict[str, Any], chunks: list[dict[str, Any]], *, fail: str | No
 
 def sdk_stream(body: bytes):
     """Drive `client.responses.stream` (SDK accumulator) over our bytes; return (events, final)."""
-    client = openai.OpenAI(api_key="k", base_url="http://gw/v1", http_client=mock_http(200, body, "text/event-stream"))
+    client = openai.OpenAI(
+        api_key="k", base_url="http://gw/v1", http_client=mock_http(200, body, "text/event-stream")
+    )
     with client.responses.stream(model="m", input="hi") as stream:
         events = list(stream)
         return events, stream.get_final_response()
@@ -86,21 +90,39 @@ def test_namespaced_call_comes_back_with_namespace() -> None:
     call = ("call_9", "multi_agent_v1.spawn_agent", '{"message": "Create proof.txt"}')
     evs = decode(run(request, stream_chunks(calls=[call])))
     done = [e["item"] for e in evs if e["type"] == "response.output_item.done"]
-    assert done == [{"type": "function_call", "id": done[0]["id"], "call_id": "call_9", "name": "spawn_agent",
-                     "arguments": call[2], "status": "completed", "namespace": "multi_agent_v1"}]
+    assert done == [
+        {
+            "type": "function_call",
+            "id": done[0]["id"],
+            "call_id": "call_9",
+            "name": "spawn_agent",
+            "arguments": call[2],
+            "status": "completed",
+            "namespace": "multi_agent_v1",
+        }
+    ]
     _, final = sdk_stream(run(request, stream_chunks(calls=[call])))
     assert final.output[0].namespace == "multi_agent_v1"
 
 
 def test_custom_tool_call() -> None:
-    request = {"model": "m", "input": "x", "tools": [{"type": "custom", "name": "apply_patch", "description": "p"}]}
+    request = {
+        "model": "m",
+        "input": "x",
+        "tools": [{"type": "custom", "name": "apply_patch", "description": "p"}],
+    }
     chat = responses.to_chat_request(request)
     assert chat["tools"][0]["function"]["parameters"]["required"] == ["input"]
     patch = "*** Begin Patch\n*** End Patch"
     args = '{"input": ' + __import__("json").dumps(patch) + "}"
     _, final = sdk_stream(run(request, stream_chunks(calls=[("call_p", "apply_patch", args)])))
     item = final.output[0]
-    assert (item.type, item.name, item.input, item.call_id) == ("custom_tool_call", "apply_patch", patch, "call_p")
+    assert (item.type, item.name, item.input, item.call_id) == (
+        "custom_tool_call",
+        "apply_patch",
+        patch,
+        "call_p",
+    )
 
 
 def test_length_finish_is_completed_but_incomplete() -> None:
@@ -118,7 +140,9 @@ def test_error_mid_stream() -> None:
     failed = Response.model_validate(evs[-1]["response"])
     assert failed.status == "failed" and failed.error.message == "engine went away"
     assert failed.error.code == "server_error"  # Codex retries anything but context_length_exceeded
-    client = openai.OpenAI(api_key="k", base_url="http://gw/v1", http_client=mock_http(200, body, "text/event-stream"))
+    client = openai.OpenAI(
+        api_key="k", base_url="http://gw/v1", http_client=mock_http(200, body, "text/event-stream")
+    )
     seen = [e.type for e in client.responses.create(model="m", input="hi", stream=True)]
     assert seen[-2:] == ["error", "response.failed"]
     with pytest.raises(RuntimeError):  # the SDK helper reports the stream as failed, not completed
@@ -140,12 +164,15 @@ def test_usage_override_on_finish() -> None:
     assert evs[-1]["response"]["usage"]["total_tokens"] == 103
 
 
-@pytest.mark.parametrize("kw", [
-    {"content": "hello"},
-    {"reasoning": "r", "content": "c", "calls": [CALL]},
-    {"calls": [CALL, ("call_x", "multi_agent_v1.wait_agent", "{}")]},
-    {"content": "cut", "finish": "length"},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"content": "hello"},
+        {"reasoning": "r", "content": "c", "calls": [CALL]},
+        {"calls": [CALL, ("call_x", "multi_agent_v1.wait_agent", "{}")]},
+        {"content": "cut", "finish": "length"},
+    ],
+)
 def test_stream_equals_non_stream(kw) -> None:
     """The streamed final response and `from_chat_completion` agree item for item (ids aside)."""
     request = load_body(CAPTURES / "codex__subagent__0001_POST_v1_responses.json.gz")

@@ -8,11 +8,13 @@ from openai._streaming import SSEDecoder as OpenAIDecoder
 
 from openforgerl.gateway.protocols.sse import SSEDecoder, comment, encode
 
-STREAM = (b"event: a\r\ndata: {\"x\": \"\xc3\xa9\"}\r\n\r\n"
-          b": keepalive\n\n"
-          b"data: line1\ndata: line2\nid: 7\nretry: 100\n\n"
-          b"event: b\rdata:nospace\r\r"
-          b"data: [DONE]\n\n")
+STREAM = (
+    b'event: a\r\ndata: {"x": "\xc3\xa9"}\r\n\r\n'
+    b": keepalive\n\n"
+    b"data: line1\ndata: line2\nid: 7\nretry: 100\n\n"
+    b"event: b\rdata:nospace\r\r"
+    b"data: [DONE]\n\n"
+)
 
 
 def events(dec: SSEDecoder, pieces: list[bytes]) -> list[tuple]:
@@ -41,14 +43,23 @@ def test_unterminated_last_event_flushed_by_finish() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([None, "message_start", "response.output_text.delta"]),
-                          st.dictionaries(st.text(max_size=5), st.text(max_size=20), max_size=3)), max_size=6),
-       st.lists(st.integers(min_value=0, max_value=400), max_size=5))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([None, "message_start", "response.output_text.delta"]),
+            st.dictionaries(st.text(max_size=5), st.text(max_size=20), max_size=3),
+        ),
+        max_size=6,
+    ),
+    st.lists(st.integers(min_value=0, max_value=400), max_size=5),
+)
 def test_encoder_round_trips_through_both_decoders(evs, cuts) -> None:
     body = b"".join(encode(data, event) for event, data in evs) + comment("hi\nthere")
     cuts = sorted(c for c in cuts if c <= len(body))
     pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
     dec = SSEDecoder()
-    mine = [(e.event, e.json()) for p in pieces for e in dec.feed(p)] + [(e.event, e.json()) for e in dec.finish()]
+    mine = [(e.event, e.json()) for p in pieces for e in dec.feed(p)] + [
+        (e.event, e.json()) for e in dec.finish()
+    ]
     theirs = [(e.event, e.json()) for e in OpenAIDecoder().iter_bytes(iter(pieces))]
     assert mine == theirs == [(event, data) for event, data in evs]

@@ -32,6 +32,7 @@ async def other_port() -> AsyncIterator[EchoServer]:
     yield s
     await s.aclose()
 
+
 @pytest.fixture
 def marker(request: pytest.FixtureRequest) -> Iterator[str]:
     yield f"ofrl-marker-{os.getpid()}-{request.node.name}"[:60]

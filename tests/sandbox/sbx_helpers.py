@@ -12,6 +12,7 @@ import pytest
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="netns/cgroups need root")
 
+
 class EchoServer:
     """A TCP server on the host that answers every connection with a fixed banner."""
 
@@ -36,7 +37,6 @@ class EchoServer:
     async def aclose(self) -> None:
         if self.server:
             self.server.close()
-
 
 
 def procs_with(marker: str) -> list[int]:

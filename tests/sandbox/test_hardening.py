@@ -31,11 +31,17 @@ async def _sh(sbx, script: str, **kw):
 
 async def test_only_the_allow_list_is_visible(backend: LocalBackend) -> None:
     """No /root (beyond the interpreter's own folder), /home, /run, /etc/shadow, task solutions."""
-    solve, gui_oracle = next(SUITE.glob("*/solution/solve.sh")), next(GUI_SUITE.glob("*/solution/actions.json"))
+    solve, gui_oracle = (
+        next(SUITE.glob("*/solution/solve.sh")),
+        next(GUI_SUITE.glob("*/solution/actions.json")),
+    )
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="allow"))
-    res = await _sh(sbx, f"cat /etc/shadow; cat /root/.bashrc; ls -A /home /run /var; cat {solve} {gui_oracle}; "
-                         f"ls {SUITE}; cat {SUITE.parent / 'families.py'} | head -c 3; echo; "
-                         "ls /usr/bin/env && ls /etc/passwd")
+    res = await _sh(
+        sbx,
+        f"cat /etc/shadow; cat /root/.bashrc; ls -A /home /run /var; cat {solve} {gui_oracle}; "
+        f"ls {SUITE}; cat {SUITE.parent / 'families.py'} | head -c 3; echo; "
+        "ls /usr/bin/env && ls /etc/passwd",
+    )
     await sbx.aclose()
     out, err = res.stdout.decode(), res.stderr.decode()
     assert "root:" not in out and "solve" not in out and out.splitlines()[0] == '"""'  # only the code
@@ -55,8 +61,10 @@ async def test_host_unix_socket_outside_tmp_is_unreachable(backend: LocalBackend
     srv.listen(1)
     try:
         sbx = await backend.open_sandbox(SandboxSpec(rollout_id="unix"))
-        probe = ("import socket,sys\ns=socket.socket(socket.AF_UNIX)\n"
-                 "try:\n s.connect(sys.argv[1]); print('CONNECTED')\nexcept OSError as e: print(type(e).__name__)")
+        probe = (
+            "import socket,sys\ns=socket.socket(socket.AF_UNIX)\n"
+            "try:\n s.connect(sys.argv[1]); print('CONNECTED')\nexcept OSError as e: print(type(e).__name__)"
+        )
         res = await sbx.exec([sys.executable, "-c", probe, str(path)])
         await sbx.aclose()
         assert res.stdout.strip() == b"FileNotFoundError", res
@@ -98,8 +106,9 @@ async def test_limits_are_on_by_default(backend: LocalBackend) -> None:
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="defaults"))
     if sbx.cgroup is None:
         pytest.skip("no writable cgroups here")
-    assert sbx.limits == DEFAULT_LIMITS and all((DEFAULT_LIMITS.cpus, DEFAULT_LIMITS.memory_mb,
-                                                 DEFAULT_LIMITS.pids, DEFAULT_LIMITS.disk_mb))
+    assert sbx.limits == DEFAULT_LIMITS and all(
+        (DEFAULT_LIMITS.cpus, DEFAULT_LIMITS.memory_mb, DEFAULT_LIMITS.pids, DEFAULT_LIMITS.disk_mb)
+    )
     res = await _sh(sbx, "df -k /workdir | tail -1")
     mem = (sbx.cgroup.dirs[1] / "memory.limit_in_bytes").read_text() if len(sbx.cgroup.dirs) > 1 else ""
     await sbx.aclose()
@@ -155,7 +164,9 @@ with open("/tmp/probe.log", "w") as out:
 
 
 @needs_root
-async def test_a_busy_agent_cannot_starve_a_service_and_its_cpu_saturation_is_counted(backend: LocalBackend) -> None:
+async def test_a_busy_agent_cannot_starve_a_service_and_its_cpu_saturation_is_counted(
+    backend: LocalBackend,
+) -> None:
     """Services (`spawn`) sit in the sandbox's CPU group with ten times the weight of the agent's execs: 100
     busy loops under a 0.5-CPU quota still leave a service ~0.4 CPU (one shared group: 0.5/101). The quota
     throttling the sandbox for seconds is counted as the `cpu` limit hit."""
@@ -164,7 +175,9 @@ async def test_a_busy_agent_cannot_starve_a_service_and_its_cpu_saturation_is_co
         pytest.skip("no writable cgroups here")
     await sbx.spawn([sys.executable, "-c", PROBE])
     await asyncio.sleep(1.5)
-    res = await _sh(sbx, "for i in $(seq 100); do (while :; do :; done) & done; sleep 8; kill -9 -1", timeout_s=60)
+    res = await _sh(
+        sbx, "for i in $(seq 100); do (while :; do :; done) & done; sleep 8; kill -9 -1", timeout_s=60
+    )
     await asyncio.sleep(0.5)
     slices = [float(x) for x in (sbx.host_tmpdir / "probe.log").read_text().split()]
     await sbx.aclose()
@@ -177,8 +190,11 @@ async def test_disk_quota_stops_a_300_mb_write(backend: LocalBackend) -> None:
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="disk", limits=Limits(disk_mb=64)))
     if not sbx.quota:
         pytest.skip("no disk quota here (not root)")
-    res = await _sh(sbx, "dd if=/dev/zero of=/workdir/big bs=1M count=300 2>&1; echo rc=$?; "
-                         "dd if=/dev/zero of=/tmp/big2 bs=1M count=10 2>&1 | tail -1")
+    res = await _sh(
+        sbx,
+        "dd if=/dev/zero of=/workdir/big bs=1M count=300 2>&1; echo rc=$?; "
+        "dd if=/dev/zero of=/tmp/big2 bs=1M count=10 2>&1 | tail -1",
+    )
     size = (sbx.host_workdir / "big").stat().st_size
     await sbx.aclose()
     assert b"No space left on device" in res.stdout and b"rc=1" in res.stdout
@@ -189,20 +205,26 @@ async def test_verifier_runs_apart_from_the_agent(backend: LocalBackend) -> None
     """Harness leftovers are killed first; the verifier sees /workdir read-only, not the agent's /tmp,
     its inputs at /verifier/in, and what it writes to /verifier/out comes back."""
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="ver"))
-    await _sh(sbx, "echo agent > /workdir/a.txt; echo secret > /tmp/agent-tmp; "
-                   "mkdir -p /workdir/openforgerl; echo 'print(\"SHADOW\")' > /workdir/openforgerl/__init__.py")
+    await _sh(
+        sbx,
+        "echo agent > /workdir/a.txt; echo secret > /tmp/agent-tmp; "
+        "mkdir -p /workdir/openforgerl; echo 'print(\"SHADOW\")' > /workdir/openforgerl/__init__.py",
+    )
     ticker = "i=0; while true; do i=$((i+1)); echo $i > /workdir/tick; sleep 0.01; done"
     survivor = asyncio.ensure_future(_sh(sbx, f"setsid sh -c '{ticker}' & {ticker}"))
     await asyncio.sleep(0.5)
-    script = ("import os, pathlib\n"
-              "print(open('/verifier/in/spec.txt').read().strip(), open('/workdir/a.txt').read().strip())\n"
-              "print(os.path.exists('/tmp/agent-tmp'), os.getcwd())\n"
-              "try:\n open('/workdir/x', 'w')\nexcept OSError as e: print('ro', e.errno)\n"
-              "import time; a = open('/workdir/tick').read(); time.sleep(0.3); print(a == open('/workdir/tick').read())\n"
-              "import openforgerl; print(openforgerl.__file__.startswith('/workdir'))\n"
-              "pathlib.Path('/verifier/out/reward.json').write_text('{\"reward\": 1}')\n")
-    run = await sbx.run_verifier([sys.executable, "-I", "-c", script], inputs={"spec.txt": b"spec"},
-                                 timeout_s=60)
+    script = (
+        "import os, pathlib\n"
+        "print(open('/verifier/in/spec.txt').read().strip(), open('/workdir/a.txt').read().strip())\n"
+        "print(os.path.exists('/tmp/agent-tmp'), os.getcwd())\n"
+        "try:\n open('/workdir/x', 'w')\nexcept OSError as e: print('ro', e.errno)\n"
+        "import time; a = open('/workdir/tick').read(); time.sleep(0.3); print(a == open('/workdir/tick').read())\n"
+        "import openforgerl; print(openforgerl.__file__.startswith('/workdir'))\n"
+        "pathlib.Path('/verifier/out/reward.json').write_text('{\"reward\": 1}')\n"
+    )
+    run = await sbx.run_verifier(
+        [sys.executable, "-I", "-c", script], inputs={"spec.txt": b"spec"}, timeout_s=60
+    )
     lines = run.result.stdout.decode().splitlines()
     await sbx.aclose()  # (also ends the survivor if run_verifier had not)
     res = await asyncio.wait_for(survivor, 10)
@@ -226,7 +248,10 @@ async def test_verifier_program_must_not_come_from_the_agent(backend: LocalBacke
 async def test_eight_fifos_do_not_starve_anything(backend: LocalBackend) -> None:
     """Before: each `read_file` of a FIFO blocked a worker thread forever (6 stopped every rollout)."""
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="fifo"))
-    await _sh(sbx, "for i in 1 2 3 4 5 6 7 8; do mkfifo /workdir/p$i /tmp/q$i; done; mknod /workdir/dev c 1 3 || true")
+    await _sh(
+        sbx,
+        "for i in 1 2 3 4 5 6 7 8; do mkfifo /workdir/p$i /tmp/q$i; done; mknod /workdir/dev c 1 3 || true",
+    )
     t0 = time.monotonic()
     reads = [sbx.read_file(f"/workdir/p{i}") for i in range(1, 9)]
     reads += [sbx.read_file(f"/tmp/q{i}") for i in range(1, 9)]

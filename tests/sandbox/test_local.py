@@ -39,9 +39,11 @@ async def probe(sbx, *targets: str) -> dict[str, str]:
 
 async def test_workdir_is_the_only_writable_place(backend: LocalBackend) -> None:
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="w", files={"in/a.txt": b"task"}))
-    script = ("cat in/a.txt > copy.txt && echo t > /tmp/t && "
-              "for p in /etc/x /usr/x /root/x /x /work/x /var/x; do touch $p 2>/dev/null && echo WROTE $p; done; "
-              "true")
+    script = (
+        "cat in/a.txt > copy.txt && echo t > /tmp/t && "
+        "for p in /etc/x /usr/x /root/x /x /work/x /var/x; do touch $p 2>/dev/null && echo WROTE $p; done; "
+        "true"
+    )
     res = await sbx.exec(["sh", "-c", script])
     assert res.returncode == 0, res.stderr
     assert b"WROTE" not in res.stdout
@@ -55,7 +57,9 @@ async def test_workdir_is_the_only_writable_place(backend: LocalBackend) -> None
     await sbx.aclose()
 
 
-async def test_symlink_cannot_leak_host_files_through_read_file(backend: LocalBackend, tmp_path: Path) -> None:
+async def test_symlink_cannot_leak_host_files_through_read_file(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
     secret = tmp_path / "sbx" / "secret.txt"  # lives in the (hidden) sandboxes root
     _write_text(secret, "host secret")
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="s"))
@@ -75,13 +79,19 @@ def _write_text(path: Path, text: str) -> None:
 
 
 @needs_root
-async def test_network_reaches_only_the_gateway(backend: LocalBackend, echo: EchoServer,
-                                                other_port: EchoServer) -> None:
+async def test_network_reaches_only_the_gateway(
+    backend: LocalBackend, echo: EchoServer, other_port: EchoServer
+) -> None:
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="n", gateway_port=echo.port))
     assert sbx.gateway_url == f"http://127.0.0.1:{echo.port}"
     host_ip = await _host_ip()
-    out = await probe(sbx, f"127.0.0.1:{echo.port}", f"127.0.0.1:{other_port.port}",
-                      f"{host_ip}:{other_port.port}", "1.1.1.1:80")
+    out = await probe(
+        sbx,
+        f"127.0.0.1:{echo.port}",
+        f"127.0.0.1:{other_port.port}",
+        f"{host_ip}:{other_port.port}",
+        "1.1.1.1:80",
+    )
     assert out[f"127.0.0.1:{echo.port}"] == "ok:gateway:hi"
     assert out[f"127.0.0.1:{other_port.port}"].startswith("err:")
     assert out[f"{host_ip}:{other_port.port}"].startswith("err:")
@@ -103,22 +113,34 @@ async def _host_ip() -> str:
 
 
 @needs_root
-async def test_netns_test_host_reachable_from_host_but_not_from_sandbox(backend: LocalBackend,
-                                                                     echo: EchoServer) -> None:
+async def test_netns_test_host_reachable_from_host_but_not_from_sandbox(
+    backend: LocalBackend, echo: EchoServer
+) -> None:
     """A host in its own netns behind a veth pair: the host reaches it, the sandbox must not."""
     name, hv, tv = f"ofrl-th{os.getpid() % 10000}", f"ofh{os.getpid() % 10000}", f"oft{os.getpid() % 10000}"
-    cmds = [f"ip netns add {name}", f"ip link add {hv} type veth peer name {tv} netns {name}",
-            f"ip addr add 10.254.77.1/30 dev {hv}", f"ip link set {hv} up",
-            f"ip -n {name} addr add 10.254.77.2/30 dev {tv}", f"ip -n {name} link set {tv} up",
-            f"ip -n {name} link set lo up"]
+    cmds = [
+        f"ip netns add {name}",
+        f"ip link add {hv} type veth peer name {tv} netns {name}",
+        f"ip addr add 10.254.77.1/30 dev {hv}",
+        f"ip link set {hv} up",
+        f"ip -n {name} addr add 10.254.77.2/30 dev {tv}",
+        f"ip -n {name} link set {tv} up",
+        f"ip -n {name} link set lo up",
+    ]
     try:
         for c in cmds:
             assert await _sh(c) == 0, c
         server = await asyncio.create_subprocess_exec(
-            "ip", "netns", "exec", name, sys.executable, "-c",
+            "ip",
+            "netns",
+            "exec",
+            name,
+            sys.executable,
+            "-c",
             "import socket\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
             "s.bind(('10.254.77.2',8099));s.listen()\n"
-            "while True:\n c,_=s.accept();c.recv(10);c.sendall(b'testhost');c.close()")
+            "while True:\n c,_=s.accept();c.recv(10);c.sendall(b'testhost');c.close()",
+        )
         try:
             sbx = await backend.open_sandbox(SandboxSpec(rollout_id="th", gateway_port=echo.port))
             assert await _host_can_reach("10.254.77.2", 8099)
@@ -154,8 +176,9 @@ async def test_rollouts_cannot_see_each_other(backend: LocalBackend) -> None:
     a = await backend.open_sandbox(SandboxSpec(rollout_id="a", files={"secret-a.txt": b"A"}))
     b = await backend.open_sandbox(SandboxSpec(rollout_id="b"))
     await a.exec(["sh", "-c", "echo tmpA > /tmp/secret-tmp"])
-    res = await b.exec(["sh", "-c", f"ls {backend.root} ; cat {a.host_workdir}/secret-a.txt ; "
-                                    "ls /tmp ; ls /workdir"])
+    res = await b.exec(
+        ["sh", "-c", f"ls {backend.root} ; cat {a.host_workdir}/secret-a.txt ; ls /tmp ; ls /workdir"]
+    )
     assert b"secret" not in res.stdout
     assert b"No such file" in res.stderr
     await a.aclose()
@@ -164,9 +187,11 @@ async def test_rollouts_cannot_see_each_other(backend: LocalBackend) -> None:
 
 async def test_timeout_kills_runaway_tree(backend: LocalBackend, marker: str) -> None:
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="t"))
-    script = (f"trap '' TERM; for i in 1 2 3; do (trap '' TERM HUP; exec -a {marker} sleep 1000) & done; "
-              f"setsid sh -c 'trap \"\" TERM; exec -a {marker} sleep 1000' & "
-              f"(sh -c 'sleep 1000 & exec -a {marker} sleep 1000' &) ; exec -a {marker} sleep 1000")
+    script = (
+        f"trap '' TERM; for i in 1 2 3; do (trap '' TERM HUP; exec -a {marker} sleep 1000) & done; "
+        f"setsid sh -c 'trap \"\" TERM; exec -a {marker} sleep 1000' & "
+        f"(sh -c 'sleep 1000 & exec -a {marker} sleep 1000' &) ; exec -a {marker} sleep 1000"
+    )
     assert procs_with(marker) == []  # control: every marked process below is the script's own
     res_task = asyncio.ensure_future(sbx.exec(["bash", "-c", script], timeout_s=2))
     await _wait_for(lambda: len(procs_with(marker)) >= 5)
@@ -192,8 +217,13 @@ async def test_a_cancelled_exec_leaves_no_output_reader_behind(backend: LocalBac
         return [t for t in asyncio.all_tasks() if "read_capped" in repr(t.get_coro())]
 
     proc = await asyncio.create_subprocess_exec(
-        "bash", "-c", f"(exec -a {marker} sleep 1000) & exec -a {marker} sleep 1000",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        "bash",
+        "-c",
+        f"(exec -a {marker} sleep 1000) & exec -a {marker} sleep 1000",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         task = asyncio.ensure_future(sbx._collect(proc, None, 60, 0.0))
         await _wait_for(lambda: len(readers()) == 2)  # control: the check sees the exec's two readers
@@ -208,8 +238,12 @@ async def test_a_cancelled_exec_leaves_no_output_reader_behind(backend: LocalBac
         gc.collect()
         await asyncio.sleep(0)
         # only the exec's own reports: other tests' fixtures may share this loop
-        assert [c.get("message") for c in seen if "_GatheringFuture" in str(c.get("message"))
-                or "read_capped" in repr(c.get("future") or c.get("task"))] == []
+        assert [
+            c.get("message")
+            for c in seen
+            if "_GatheringFuture" in str(c.get("message"))
+            or "read_capped" in repr(c.get("future") or c.get("task"))
+        ] == []
     finally:
         loop.set_exception_handler(before)
         os.killpg(proc.pid, 9)
@@ -228,13 +262,17 @@ async def _wait_for(cond, must: bool = True, timeout_s: float = 20.0) -> None:
 
 
 @needs_root
-async def test_services_share_netns_and_aclose_leaves_nothing(backend: LocalBackend, echo: EchoServer,
-                                                              marker: str) -> None:
-    sbx = await backend.open_sandbox(SandboxSpec(rollout_id="svc", gateway_port=echo.port,
-                                                 limits=Limits(pids=200, memory_mb=512)))
-    service = ("import socket,sys\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
-               "s.bind(('127.0.0.1',7001));s.listen()\n"
-               "while True:\n c,_=s.accept();c.recv(10);c.sendall(b'service');c.close()")
+async def test_services_share_netns_and_aclose_leaves_nothing(
+    backend: LocalBackend, echo: EchoServer, marker: str
+) -> None:
+    sbx = await backend.open_sandbox(
+        SandboxSpec(rollout_id="svc", gateway_port=echo.port, limits=Limits(pids=200, memory_mb=512))
+    )
+    service = (
+        "import socket,sys\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+        "s.bind(('127.0.0.1',7001));s.listen()\n"
+        "while True:\n c,_=s.accept();c.recv(10);c.sendall(b'service');c.close()"
+    )
     await sbx.spawn([sys.executable, "-c", service, marker])
     await sbx.exec(["sh", "-c", f"exec -a {marker} sleep 1000 &"])  # a leftover from an exec
     out = {}
@@ -300,8 +338,9 @@ async def test_lifetime_expiry_marks_sandbox_lost(backend: LocalBackend) -> None
 
 async def test_stdin_and_exit_codes(backend: LocalBackend) -> None:
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="io", env={"FOO": "bar"}))
-    res = await sbx.exec(["sh", "-c", "cat; echo $FOO $BAZ; echo err >&2; exit 3"], stdin=b"in\n",
-                         env={"BAZ": "qux"})
+    res = await sbx.exec(
+        ["sh", "-c", "cat; echo $FOO $BAZ; echo err >&2; exit 3"], stdin=b"in\n", env={"BAZ": "qux"}
+    )
     assert (res.returncode, res.stdout, res.stderr) == (3, b"in\nbar qux\n", b"err\n")
     await sbx.aclose()
 
@@ -328,8 +367,9 @@ def _netns_users(inode: int) -> list[str]:
     return users
 
 
-async def test_failed_bwrap_setup_is_retried_but_command_failures_are_not(backend: LocalBackend,
-                                                                          monkeypatch) -> None:
+async def test_failed_bwrap_setup_is_retried_but_command_failures_are_not(
+    backend: LocalBackend, monkeypatch
+) -> None:
     """A bwrap that dies in its own setup (e.g. a racing umount) is retried; exit 1 of the command is not."""
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="retry"))
     real = sbx._command
@@ -397,15 +437,23 @@ async def test_python_venv_under_tmp_runs_the_package(tmp_path: Path) -> None:
 
     host_dir = Path(tempfile.mkdtemp(prefix="ofrl-tmp-venv-", dir="/tmp"))
     try:
-        shutil.copytree(Path(openforgerl.__file__).parent, host_dir / "src" / "openforgerl",
-                        ignore=shutil.ignore_patterns("__pycache__", "suite"))
+        shutil.copytree(
+            Path(openforgerl.__file__).parent,
+            host_dir / "src" / "openforgerl",
+            ignore=shutil.ignore_patterns("__pycache__", "suite"),
+        )
         (host_dir / "bin").mkdir()
         (host_dir / "bin" / "python").symlink_to(os.path.realpath(sys.executable))  # noqa: ASYNC240
         backend = LocalBackend(root=tmp_path / "sbx", ro_binds=[host_dir])
         sbx = await backend.open_sandbox(SandboxSpec(rollout_id="tmpvenv"))
-        res = await sbx.exec([str(host_dir / "bin" / "python"), "-c",
-                              "import openforgerl.sandbox.safefile as m; print(m.__file__)"],
-                             env={"PYTHONPATH": str(host_dir / "src")})
+        res = await sbx.exec(
+            [
+                str(host_dir / "bin" / "python"),
+                "-c",
+                "import openforgerl.sandbox.safefile as m; print(m.__file__)",
+            ],
+            env={"PYTHONPATH": str(host_dir / "src")},
+        )
         await backend.aclose()
         assert res.returncode == 0, res.stderr
         assert res.stdout.decode().startswith(str(host_dir / "src" / "openforgerl"))

@@ -30,13 +30,22 @@ async def podman(tmp_path: Path) -> AsyncIterator[tuple[PodmanBackend, str]]:
     await b.aclose()
 
 
-async def test_podman_sandbox_isolation_network_and_cleanup(podman, echo: EchoServer,
-                                                            other_port: EchoServer) -> None:
+async def test_podman_sandbox_isolation_network_and_cleanup(
+    podman, echo: EchoServer, other_port: EchoServer
+) -> None:
     backend, image = podman
-    sbx = await backend.open_sandbox(SandboxSpec(rollout_id="p1", image=image, gateway_port=echo.port,
-                                                 files={"task.txt": b"hello"},
-                                                 limits=Limits(memory_mb=128, cpus=1, pids=64)))
-    res = await sbx.exec(["sh", "-c", "cat task.txt; echo out > result.txt; touch /etc/x || echo RO; ip -o link"])
+    sbx = await backend.open_sandbox(
+        SandboxSpec(
+            rollout_id="p1",
+            image=image,
+            gateway_port=echo.port,
+            files={"task.txt": b"hello"},
+            limits=Limits(memory_mb=128, cpus=1, pids=64),
+        )
+    )
+    res = await sbx.exec(
+        ["sh", "-c", "cat task.txt; echo out > result.txt; touch /etc/x || echo RO; ip -o link"]
+    )
     assert res.returncode == 0, res.stderr
     assert b"hello" in res.stdout and b"RO" in res.stdout
     assert b"eth0" not in res.stdout

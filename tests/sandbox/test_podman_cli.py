@@ -29,10 +29,33 @@ def test_image_paths_only_where_the_sandbox_runs_the_image() -> None:
 @pytest.mark.parametrize("harness", ["zero", "codex"])
 def test_rollout_cli_on_podman_needs_no_path_flags(harness: str, rollout_image: str, tmp_path: Path) -> None:  # noqa: F811
     out = tmp_path / "run"
-    done = subprocess.run([str(Path(sys.executable).parent / "openforgerl"), "rollout", "--tasks", str(SUITE / TASK),
-                           "--backend", "podman", "--image", rollout_image, "--engine", "scripted",
-                           "--harness", harness, "--n", "1", "--min-group-size", "1", "--retries", "0",
-                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "openforgerl"),
+            "rollout",
+            "--tasks",
+            str(SUITE / TASK),
+            "--backend",
+            "podman",
+            "--image",
+            rollout_image,
+            "--engine",
+            "scripted",
+            "--harness",
+            harness,
+            "--n",
+            "1",
+            "--min-group-size",
+            "1",
+            "--retries",
+            "0",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     (record,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert (record["status"], record["reward"]) == ("ok", 1.0), (record["metadata"], done.stdout[-2000:])
     assert record["metadata"]["calls"] >= 2 and done.returncode == 0

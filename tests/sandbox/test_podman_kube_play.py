@@ -43,12 +43,22 @@ class Pod:
     def __init__(self, container: str, env: Mapping[str, str]) -> None:
         self.container, self.env = container, env
 
-    def sh(self, script: str, stdin: bytes | None = None, detach: bool = False,
-           env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    def sh(
+        self,
+        script: str,
+        stdin: bytes | None = None,
+        detach: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
         flags = ["-d"] if detach else (["-i"] if stdin is not None else [])
         envs = [a for k, v in (env or {}).items() for a in ("-e", f"{k}={v}")]
-        return subprocess.run(["podman", "exec", *flags, *envs, self.container, "sh", "-c", script],
-                              input=stdin, capture_output=True, env=self.env, timeout=120)
+        return subprocess.run(
+            ["podman", "exec", *flags, *envs, self.container, "sh", "-c", script],
+            input=stdin,
+            capture_output=True,
+            env=self.env,
+            timeout=120,
+        )
 
 
 def _tar(files: Mapping[str, bytes]) -> bytes:
@@ -70,13 +80,20 @@ def pod(rollout_image: str, tmp_path: Path) -> Iterator[Pod]:  # noqa: F811
     manifest = render_pod(SandboxSpec(rollout_id=f"kube-play-{os.getpid()}", image=rollout_image), cfg)
     (tmp_path / "pod.yaml").write_text(yaml.safe_dump(manifest))
     name = manifest["metadata"]["name"]
-    played = subprocess.run(["podman", "kube", "play", "--network", "none", str(tmp_path / "pod.yaml")],
-                            capture_output=True, text=True, env=env, timeout=300)
+    played = subprocess.run(
+        ["podman", "kube", "play", "--network", "none", str(tmp_path / "pod.yaml")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert played.returncode == 0, played.stderr
     try:
         yield Pod(f"{name}-{cfg.container_name}", env)
     finally:
-        subprocess.run(["podman", "pod", "rm", "-f", "-t", "0", name], capture_output=True, env=env, timeout=120)
+        subprocess.run(
+            ["podman", "pod", "rm", "-f", "-t", "0", name], capture_output=True, env=env, timeout=120
+        )
 
 
 def _reward(pod: Pod, runtime: object, n: int) -> float:
@@ -86,9 +103,22 @@ def _reward(pod: Pod, runtime: object, n: int) -> float:
     base = f"/tmp/verifier-{n}"
     inputs = read_tree(runtime.task.root / "tests", "tests/")  # type: ignore[attr-defined]
     assert pod.sh(f"mkdir -p {base}/in {base}/out && tar -x -C {base}/in", stdin=_tar(inputs)).returncode == 0
-    argv = [IMAGE_PYTHON, "-I", "-m", "openforgerl.envs.claw.verify", "--checks", f"{VERIFIER_IN}/tests/checks.toml",
-            "--state-url", runtime.url, "--workdir", "/workdir", "--out",  # type: ignore[attr-defined]
-            f"{VERIFIER_OUT}/reward.json", "--log", f"{VERIFIER_OUT}/verifier.log"]
+    argv = [
+        IMAGE_PYTHON,
+        "-I",
+        "-m",
+        "openforgerl.envs.claw.verify",
+        "--checks",
+        f"{VERIFIER_IN}/tests/checks.toml",
+        "--state-url",
+        runtime.url,
+        "--workdir",
+        "/workdir",
+        "--out",  # type: ignore[attr-defined]
+        f"{VERIFIER_OUT}/reward.json",
+        "--log",
+        f"{VERIFIER_OUT}/verifier.log",
+    ]
     argv = [a.replace(VERIFIER_IN, f"{base}/in").replace(VERIFIER_OUT, f"{base}/out") for a in argv]
     ran = pod.sh(f"cd {base}/out && " + shlex.join(argv))
     out = pod.sh(f"cat {base}/out/reward.json")
@@ -97,8 +127,10 @@ def _reward(pod: Pod, runtime: object, n: int) -> float:
 
 
 def test_rendered_pod_under_kube_play_runs_the_task_to_a_verified_result(pod: Pod) -> None:
-    locked = pod.sh("touch /x 2>/dev/null && echo root-writable; touch /workdir/w && echo workdir-ok; "
-                    "grep CapEff /proc/self/status; ls /sys/class/net")
+    locked = pod.sh(
+        "touch /x 2>/dev/null && echo root-writable; touch /workdir/w && echo workdir-ok; "
+        "grep CapEff /proc/self/status; ls /sys/class/net"
+    )
     assert b"root-writable" not in locked.stdout and b"workdir-ok" in locked.stdout, locked
     assert b"CapEff:\t0000000000000000" in locked.stdout and locked.stdout.split()[-1] == b"lo", locked.stdout
     runtime = load_runtime(SUITE / TASK, python=IMAGE_PYTHON)
@@ -114,8 +146,10 @@ def test_rendered_pod_under_kube_play_runs_the_task_to_a_verified_result(pod: Po
         done = pod.sh(_shell_line(runtime)(action), env={URL_ENV: runtime.url})
         assert done.returncode == 0, done
     assert _reward(pod, runtime, 2) == 1.0
-    versions = pod.sh("node --version && /opt/openforgerl/tools/npm/codex/node_modules/.bin/codex --version && "
-                      "/opt/openforgerl/tools/npm/claude-code/node_modules/.bin/claude --version")
+    versions = pod.sh(
+        "node --version && /opt/openforgerl/tools/npm/codex/node_modules/.bin/codex --version && "
+        "/opt/openforgerl/tools/npm/claude-code/node_modules/.bin/claude --version"
+    )
     assert versions.returncode == 0 and b"v20." in versions.stdout, versions
 
 
@@ -126,23 +160,35 @@ def verifier_pod(rollout_image: str, tmp_path: Path) -> Iterator[Pod]:  # noqa: 
 
     env = {**os.environ, "CONTAINERS_CONF": str(write_containers_conf(tmp_path / "podman"))}
     cfg = KubernetesConfig(image_pull_policy="Never")
-    manifest = render_verifier_pod(SandboxSpec(rollout_id=f"kube-verify-{os.getpid()}", image=rollout_image), cfg, 1)
+    manifest = render_verifier_pod(
+        SandboxSpec(rollout_id=f"kube-verify-{os.getpid()}", image=rollout_image), cfg, 1
+    )
     (tmp_path / "verifier.yaml").write_text(yaml.safe_dump(manifest))
     name = manifest["metadata"]["name"]
-    played = subprocess.run(["podman", "kube", "play", "--network", "none", str(tmp_path / "verifier.yaml")],
-                            capture_output=True, text=True, env=env, timeout=300)
+    played = subprocess.run(
+        ["podman", "kube", "play", "--network", "none", str(tmp_path / "verifier.yaml")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert played.returncode == 0, played.stderr
     try:
         yield Pod(f"{name}-{cfg.container_name}", env)
     finally:
-        subprocess.run(["podman", "pod", "rm", "-f", "-t", "0", name], capture_output=True, env=env, timeout=120)
+        subprocess.run(
+            ["podman", "pod", "rm", "-f", "-t", "0", name], capture_output=True, env=env, timeout=120
+        )
 
 
 def _agent_workdir(answer: bytes) -> bytes:
     """A workdir as it leaves an agent's Pod: the answer, a link out of the workdir, a planted program."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
-        for rel, data in {"./answer.txt": answer, "./bin/python3": b"#!/bin/sh\necho '{\"reward\": 1}'\n"}.items():
+        for rel, data in {
+            "./answer.txt": answer,
+            "./bin/python3": b"#!/bin/sh\necho '{\"reward\": 1}'\n",
+        }.items():
             info = tarfile.TarInfo(rel)
             info.size, info.mode = len(data), 0o755
             tf.addfile(info, io.BytesIO(data))
@@ -155,15 +201,23 @@ def _agent_workdir(answer: bytes) -> bytes:
 def _verify_in(pod: Pod, answer: bytes) -> tuple[float, bytes]:
     """The steps of `KubernetesSandbox.verify_here`, through `podman exec`: the reward and the seal probe."""
     assert pod.sh(shlex.join(commands.untar_argv("/workdir")), stdin=_agent_workdir(answer)).returncode == 0
-    assert pod.sh(shlex.join(commands.untar_argv(VERIFIER_IN)),
-                  stdin=commands.tar_bytes({"expected": b"42\n"}, {})).returncode == 0
+    assert (
+        pod.sh(
+            shlex.join(commands.untar_argv(VERIFIER_IN)), stdin=commands.tar_bytes({"expected": b"42\n"}, {})
+        ).returncode
+        == 0
+    )
     assert pod.sh(shlex.join(["sh", "-c", SEAL, VERIFIER_OUT, "/workdir", VERIFIER_IN])).returncode == 0
-    probe = pod.sh("touch /workdir/w 2>/dev/null && echo workdir-writable; "
-                   f"touch {VERIFIER_IN}/w 2>/dev/null && echo inputs-writable; ls -l /workdir/out; "
-                   f"PATH={VERIFIER_PATH}; cd {VERIFIER_OUT} && touch ok && command -v python3")
-    script = ("import json, pathlib; a = pathlib.Path('/workdir/answer.txt').read_bytes(); "
-              f"e = pathlib.Path('{VERIFIER_IN}/expected').read_bytes(); "
-              "pathlib.Path('reward.json').write_text(json.dumps({'reward': float(a == e)}))")
+    probe = pod.sh(
+        "touch /workdir/w 2>/dev/null && echo workdir-writable; "
+        f"touch {VERIFIER_IN}/w 2>/dev/null && echo inputs-writable; ls -l /workdir/out; "
+        f"PATH={VERIFIER_PATH}; cd {VERIFIER_OUT} && touch ok && command -v python3"
+    )
+    script = (
+        "import json, pathlib; a = pathlib.Path('/workdir/answer.txt').read_bytes(); "
+        f"e = pathlib.Path('{VERIFIER_IN}/expected').read_bytes(); "
+        "pathlib.Path('reward.json').write_text(json.dumps({'reward': float(a == e)}))"
+    )
     ran = pod.sh(f"cd {VERIFIER_OUT} && PATH={VERIFIER_PATH} python3 -I -c {shlex.quote(script)}")
     assert ran.returncode == 0, ran.stderr
     out = pod.sh(shlex.join(commands.tar_out_argv(VERIFIER_OUT)))

@@ -64,8 +64,9 @@ def rollout_image() -> str:
             pytest.fail(reason)
         pytest.skip(reason)
     t0 = time.monotonic()
-    done = subprocess.run(["bash", str(REPO / "scripts/build_images.sh")], capture_output=True, text=True,
-                          timeout=1500)
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts/build_images.sh")], capture_output=True, text=True, timeout=1500
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     print(f"rollout image ready in {time.monotonic() - t0:.0f} s: {done.stdout.strip().splitlines()[-4:]}")
     return _version_tag()
@@ -97,13 +98,17 @@ async def _rollout(name: str, image: str, tmp_path: Path) -> Any:
     runtime = load_runtime(SUITE / TASK, python=IMAGE_PYTHON)
     runtime.image = image
     store = SQLiteCallStore(tmp_path / "calls.db")
-    gateway = await start_gateway(ScriptedEngine(oracle_policy([runtime], success_rate=1.0)), store,
-                                  call_deadline_s=60.0)
+    gateway = await start_gateway(
+        ScriptedEngine(oracle_policy([runtime], success_rate=1.0)), store, call_deadline_s=60.0
+    )
     backend = PodmanBackend(root=tmp_path / "podman")
-    config = OrchestratorConfig(group_size=1, min_group_size=1, retries=0, model=MODEL_NAME,
-                                harness_cache=tmp_path)
+    config = OrchestratorConfig(
+        group_size=1, min_group_size=1, retries=0, model=MODEL_NAME, harness_cache=tmp_path
+    )
     try:
-        batch = await run_batch([runtime], _harness(name), gateway=gateway.access, backend=backend, config=config)
+        batch = await run_batch(
+            [runtime], _harness(name), gateway=gateway.access, backend=backend, config=config
+        )
         [record] = batch.records
         calls = await store.list_calls(record.rollout_id)
     finally:
@@ -113,9 +118,19 @@ async def _rollout(name: str, image: str, tmp_path: Path) -> Any:
     return record, calls
 
 
-@pytest.mark.parametrize("name", ["zero", pytest.param("codex", marks=pytest.mark.harness),
-                                  pytest.param("claude_code", marks=pytest.mark.harness)])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "zero",
+        pytest.param("codex", marks=pytest.mark.harness),
+        pytest.param("claude_code", marks=pytest.mark.harness),
+    ],
+)
 async def test_harness_in_podman_scores_on_a_claw_task(name: str, rollout_image: str, tmp_path: Path) -> None:
     record, calls = await _rollout(name, rollout_image, tmp_path)
-    assert record.status == RolloutStatus.OK and record.reward == 1.0, (record.status, record.metadata, record)
+    assert record.status == RolloutStatus.OK and record.reward == 1.0, (
+        record.status,
+        record.metadata,
+        record,
+    )
     assert calls and all(c.error is None for c in calls if not c.side_call), [c.error for c in calls]

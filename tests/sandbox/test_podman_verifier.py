@@ -29,10 +29,12 @@ pytestmark = [
 # Leaves `sleep 999` behind in its own session, which appends to /workdir/answer.txt every 0.1 s.
 TAMPER = "setsid sh -c 'while :; do echo tampered >> /workdir/answer.txt; sleep 0.1; done' </dev/null >/dev/null 2>&1 &"
 # The verifier's view: any process besides itself (pid 1 is --init), its writable places, the service.
-CHECK = ("ps -o pid,args > /verifier/out/ps.txt; cat /workdir/answer.txt > /verifier/out/a1.txt; sleep 1; "
-         "cat /workdir/answer.txt > /verifier/out/a2.txt; touch /workdir/x 2>/dev/null && echo wrote-workdir;"
-         "ls -A /tmp > /verifier/out/tmp.txt; cat /verifier/in/expected.txt; "
-         "wget -q -O - http://127.0.0.1:8088/state.txt > /verifier/out/service.txt; echo done > /verifier/out/reward.json")
+CHECK = (
+    "ps -o pid,args > /verifier/out/ps.txt; cat /workdir/answer.txt > /verifier/out/a1.txt; sleep 1; "
+    "cat /workdir/answer.txt > /verifier/out/a2.txt; touch /workdir/x 2>/dev/null && echo wrote-workdir;"
+    "ls -A /tmp > /verifier/out/tmp.txt; cat /verifier/in/expected.txt; "
+    "wget -q -O - http://127.0.0.1:8088/state.txt > /verifier/out/service.txt; echo done > /verifier/out/reward.json"
+)
 
 
 @pytest.fixture(params=["netns", "none"])
@@ -46,9 +48,13 @@ async def podman(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
 
 
 async def _rollout(backend: PodmanBackend, image: str, rid: str):  # type: ignore[no-untyped-def]
-    sbx = await backend.open_sandbox(SandboxSpec(rollout_id=rid, image=image, files={"www/state.txt": b"svc-state"}))
+    sbx = await backend.open_sandbox(
+        SandboxSpec(rollout_id=rid, image=image, files={"www/state.txt": b"svc-state"})
+    )
     await sbx.spawn(["httpd", "-f", "-p", "127.0.0.1:8088", "-h", "/workdir/www"])
-    agent = await sbx.exec(["sh", "-c", f"echo answer > /workdir/answer.txt; echo secret > /tmp/agent.txt; {TAMPER}"])
+    agent = await sbx.exec(
+        ["sh", "-c", f"echo answer > /workdir/answer.txt; echo secret > /tmp/agent.txt; {TAMPER}"]
+    )
     assert agent.returncode == 0, agent
     await asyncio.sleep(0.5)
     return sbx
@@ -58,8 +64,13 @@ async def test_verifier_runs_in_a_fresh_container_after_the_agents_is_gone(podma
     backend, image = podman
     sbx = await _rollout(backend, image, "v1")
     agent_container = sbx.container
-    run = await run_verifier(sbx, ["/bin/sh", "-c", CHECK], inputs={"expected.txt": b"expected-input"},
-                             outputs=("reward.json",), timeout_s=60)
+    run = await run_verifier(
+        sbx,
+        ["/bin/sh", "-c", CHECK],
+        inputs={"expected.txt": b"expected-input"},
+        outputs=("reward.json",),
+        timeout_s=60,
+    )
     assert run.result.returncode == 0, run.result
     out = run.outputs
     assert b"sleep 0.1" not in out["ps.txt"] and b"while" not in out["ps.txt"], out["ps.txt"]
@@ -76,7 +87,9 @@ async def test_verifier_runs_in_a_fresh_container_after_the_agents_is_gone(podma
         await run_verifier(sbx, ["/workdir/answer.txt"], inputs={})
     home = sbx.home
     await sbx.aclose()
-    _, left, _ = await backend.run("ps", "-a", "--filter", f"label=openforgerl.sandbox={sbx.id}", "--format", "{{.Names}}")
+    _, left, _ = await backend.run(
+        "ps", "-a", "--filter", f"label=openforgerl.sandbox={sbx.id}", "--format", "{{.Names}}"
+    )
     assert left.strip() == b"" and not home.exists()
 
 
@@ -84,8 +97,14 @@ async def test_control_in_the_agents_container_the_leftover_process_tampers(podm
     """The attack works where the verifier shares the agent's container: the same check sees it."""
     backend, image = podman
     sbx = await _rollout(backend, image, "v2")
-    run = await _in_place(sbx, ["/bin/sh", "-c", CHECK.replace("/verifier/out/", "")], {},
-                          ("ps.txt", "a1.txt", "a2.txt"), None, 60)
+    run = await _in_place(
+        sbx,
+        ["/bin/sh", "-c", CHECK.replace("/verifier/out/", "")],
+        {},
+        ("ps.txt", "a1.txt", "a2.txt"),
+        None,
+        60,
+    )
     assert b"sleep 0.1" in run.outputs["ps.txt"] or b"while" in run.outputs["ps.txt"], run.outputs
     assert run.outputs["a1.txt"] != run.outputs["a2.txt"]
     await sbx.aclose()

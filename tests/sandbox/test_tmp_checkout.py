@@ -56,11 +56,13 @@ async def test_npm_cli_from_a_checkout_under_tmp(tools_under_tmp: Path, tmp_path
     gateway = await start_gateway(ScriptedEngine(proof_policy(task.expected)), store, call_deadline_s=60.0)
     backend = LocalBackend(root=tmp_path / "sbx")
     assert any(p == tools_under_tmp for p in backend.ro_binds), backend.ro_binds
-    config = OrchestratorConfig(group_size=1, min_group_size=1, retries=0, model=MODEL_NAME,
-                                harness_cache=tools_under_tmp)
+    config = OrchestratorConfig(
+        group_size=1, min_group_size=1, retries=0, model=MODEL_NAME, harness_cache=tools_under_tmp
+    )
     try:
-        batch = await run_batch([task], get_harness("codex"), gateway=gateway.access, backend=backend,
-                                config=config)
+        batch = await run_batch(
+            [task], get_harness("codex"), gateway=gateway.access, backend=backend, config=config
+        )
     finally:
         await gateway.aclose()
         await backend.aclose()

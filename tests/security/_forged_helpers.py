@@ -21,7 +21,10 @@ def last_call_history(calls: Sequence[Any]) -> list[dict[str, Any]]:
         if m.get("role") == "assistant" and not m.get("tool_calls") and isinstance(m.get("content"), str):
             out.append(_answer(m["content"]))
             continue
-        msg = {"role": m.get("role"), "content": m.get("content") if isinstance(m.get("content"), str) else ""}
+        msg = {
+            "role": m.get("role"),
+            "content": m.get("content") if isinstance(m.get("content"), str) else "",
+        }
         msg |= {k: m[k] for k in ("tool_calls", "tool_call_id") if m.get(k)}
         out.append(msg)
     if last.response_text is not None:
@@ -33,6 +36,8 @@ def _answer(text: str) -> dict[str, Any]:
     parsed = parse_output(text)
     msg: dict[str, Any] = {"role": "assistant", "content": parsed.content or ""}
     if parsed.tool_calls:
-        msg["tool_calls"] = [{"id": t.id, "type": "function", "function": {"name": t.name, "arguments": t.arguments}}
-                             for t in parsed.tool_calls]
+        msg["tool_calls"] = [
+            {"id": t.id, "type": "function", "function": {"name": t.name, "arguments": t.arguments}}
+            for t in parsed.tool_calls
+        ]
     return msg

@@ -36,7 +36,7 @@ from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, Verifi
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import Sandbox
 
-AGENT_SOURCE = r'''
+AGENT_SOURCE = r"""
 import json, os, sys, time, urllib.error, urllib.request
 
 mode, token, instruction = sys.argv[1], sys.argv[2], sys.argv[-1]
@@ -59,7 +59,7 @@ except (urllib.error.URLError, OSError, ValueError) as exc:
 with open("/workdir/proof.txt", "w") as fh:
     fh.write(reply["choices"][0]["message"]["content"] or "")
 sys.exit(2 if mode == "fail" else 0)
-'''
+"""
 
 # fault kind -> the status its rollout must end with
 EXPECTED: Mapping[str, RolloutStatus] = {
@@ -116,13 +116,13 @@ class FaultHarness(CommandHarness):
         base = super().launch(ctx, cache_dir)
         if mode == "harness-start":
             return HarnessLaunch(argv=["/nonexistent/fault-agent", *base.argv[1:]], env=base.env)
-        argv = [*self.argv, mode, uuid.uuid4().hex, *base.argv[len(self.argv):]]
+        argv = [*self.argv, mode, uuid.uuid4().hex, *base.argv[len(self.argv) :]]
         return HarnessLaunch(argv=argv, env=base.env)
 
 
 @dataclass
 class FaultTask(TaskDefaults):
-    """"Write the magic word into proof.txt"; the verifier crashes where the plan says."""
+    """ "Write the magic word into proof.txt"; the verifier crashes where the plan says."""
 
     task_id: str
     plan: FaultPlan
@@ -149,8 +149,11 @@ class FaultTask(TaskDefaults):
 
 def coin_policy(turn: Turn) -> str:
     """The model's answer: right on most calls, wrong on some (so groups have reward variance)."""
-    return "no idea" if sum(map(ord, turn.rollout_id + str(turn.call_index))) % 3 == 0 \
+    return (
+        "no idea"
+        if sum(map(ord, turn.rollout_id + str(turn.call_index))) % 3 == 0
         else "The magic word is abracadabra."
+    )
 
 
 @web.middleware

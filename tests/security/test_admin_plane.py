@@ -54,9 +54,14 @@ def _host_addresses() -> list[str]:
 
 async def _victim_call(gw: Any, ro: dict[str, str]) -> None:
     body = {"model": "m", "messages": [{"role": "user", "content": "victim's work"}]}
-    async with aiohttp.ClientSession() as http, http.post(
-            ro["openai_base_url"] + "/chat/completions", json=body,
-            headers={"Authorization": f"Bearer {ro['api_key']}"}) as r:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            ro["openai_base_url"] + "/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {ro['api_key']}"},
+        ) as r,
+    ):
         assert r.status == 200
 
 
@@ -101,14 +106,21 @@ def test_kubernetes_sandboxes_reach_only_the_model_port() -> None:
     from openforgerl.sandbox.kubernetes.gateway import gateway_objects
     from openforgerl.sandbox.kubernetes.manifests import ADMIN_CLIENT_COMPONENT, admin_port, render_pod
 
-    cfg = KubernetesConfig(extra_labels={"app.kubernetes.io/component": ADMIN_CLIENT_COMPONENT})  # a forged label
+    cfg = KubernetesConfig(
+        extra_labels={"app.kubernetes.io/component": ADMIN_CLIENT_COMPONENT}
+    )  # a forged label
     gw = cfg.gateway
     objs = {(o["kind"], o["metadata"]["name"]): o for o in gateway_objects(cfg)}
     service = objs[("Service", gw.name)]
     assert [p["port"] for p in service["spec"]["ports"]] == [gw.port]
     egress = objs[("NetworkPolicy", "openforgerl-sandbox-egress")]["spec"]["egress"]
-    to_gateway = [rule for rule in egress if any("podSelector" in t and "namespaceSelector" in t
-                                                 and "k8s-app" not in str(t) for t in rule["to"])]
+    to_gateway = [
+        rule
+        for rule in egress
+        if any(
+            "podSelector" in t and "namespaceSelector" in t and "k8s-app" not in str(t) for t in rule["to"]
+        )
+    ]
     assert [[p["port"] for p in rule["ports"]] for rule in to_gateway] == [[gw.port]]
     ingress = objs[("NetworkPolicy", "openforgerl-gateway-ingress")]["spec"]["ingress"]
     (admin_rule,) = [r for r in ingress if r["ports"][0]["port"] == admin_port(gw)]

@@ -33,9 +33,16 @@ from test_claw_eval_services import POST, eval_task
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 BASE = f"http://127.0.0.1:{DEFAULT_PORT}"
-PROBES = [("GET", "/upstream/audit"), ("GET", "/ledger/audit"), ("POST", "/ledger/admin/credit"),
-          ("POST", "/ledger/reset"), ("POST", "/call/ledger_admin_credit"), ("POST", "/call/../ledger/admin/credit"),
-          ("POST", "/tools/..%2Fledger%2Fadmin%2Fcredit"), ("GET", "/upstream/audit?token=x")]
+PROBES = [
+    ("GET", "/upstream/audit"),
+    ("GET", "/ledger/audit"),
+    ("POST", "/ledger/admin/credit"),
+    ("POST", "/ledger/reset"),
+    ("POST", "/call/ledger_admin_credit"),
+    ("POST", "/call/../ledger/admin/credit"),
+    ("POST", "/tools/..%2Fledger%2Fadmin%2Fcredit"),
+    ("GET", "/upstream/audit?token=x"),
+]
 
 
 def _probe() -> str:
@@ -53,17 +60,29 @@ for m, p in {PROBES!r}:
 
 def _forge() -> str:
     forged = json.dumps({"ledger": {"posted": [POST]}})
-    files = ["/workdir/.claw/upstream/services.json", "/workdir/.claw/upstream/mock_services/ledger/server.py",
-             "/workdir/.claw/upstream/tasks/T950_ledger_post/fixtures/ledger/accounts.json"]
-    return " && ".join(f"mkdir -p {shlex.quote(f.rsplit('/', 1)[0])} && printf %s {shlex.quote(forged)} > {f}"
-                       for f in files) + " && echo FORGED"
+    files = [
+        "/workdir/.claw/upstream/services.json",
+        "/workdir/.claw/upstream/mock_services/ledger/server.py",
+        "/workdir/.claw/upstream/tasks/T950_ledger_post/fixtures/ledger/accounts.json",
+    ]
+    return (
+        " && ".join(
+            f"mkdir -p {shlex.quote(f.rsplit('/', 1)[0])} && printf %s {shlex.quote(forged)} > {f}"
+            for f in files
+        )
+        + " && echo FORGED"
+    )
 
 
 @pytest.mark.parametrize("post", [False, True])  # True: the control run
-def test_the_agent_cannot_reach_the_audit_reset_or_undeclared_routes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                   post: bool) -> None:
-    steps = [("bash", {"command": _probe()}), ("bash", {"command": _forge()}),
-             *([("ledger_post_entry", POST)] if post else [])]
+def test_the_agent_cannot_reach_the_audit_reset_or_undeclared_routes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, post: bool
+) -> None:
+    steps = [
+        ("bash", {"command": _probe()}),
+        ("bash", {"command": _forge()}),
+        *([("ledger_post_entry", POST)] if post else []),
+    ]
     seen: list[str] = []
     record = eval_task(tmp_path, monkeypatch, steps, seen)
     probes = [ln.split()[1:] for ln in seen[0].splitlines() if ln.startswith("PROBE")]
@@ -100,7 +119,9 @@ async def _race(folder: Path, gated: bool) -> tuple[int, str]:
 
     runtime = ClawTaskRuntime(load_task(folder))
     backend = LocalBackend()
-    sandbox = await backend.open_sandbox(SandboxSpec(rollout_id=f"race-{gated}", files=runtime.files(), lifetime_s=120))
+    sandbox = await backend.open_sandbox(
+        SandboxSpec(rollout_id=f"race-{gated}", files=runtime.files(), lifetime_s=120)
+    )
     try:
         await sandbox.spawn(list(runtime.service_argv()))
         if gated:
@@ -109,10 +130,12 @@ async def _race(folder: Path, gated: bool) -> tuple[int, str]:
             listing = await sandbox.exec(["ls", "-A", "/workdir/.claw"], timeout_s=30)
             assert listing.returncode == 0 and "upstream" not in listing.stdout.decode().split(), listing
         await sandbox.write_file(".claw/upstream/mock_services/ledger/server.py", FORGED_SERVER.encode())
-        call = (f"import time, urllib.request as u\nfor i in range(600):\n"
-                f"  try:\n    u.urlopen(u.Request({runtime.url!r} + '/call/ledger_list_accounts', data=b'{{}}', method='POST'), timeout=60)\n"
-                f"  except Exception: time.sleep(0.05); continue\n"
-                f"print(u.urlopen(u.Request({runtime.url!r} + '/call/ledger_list_accounts', data=b'{{}}', method='POST'), timeout=60).read().decode())\n")
+        call = (
+            f"import time, urllib.request as u\nfor i in range(600):\n"
+            f"  try:\n    u.urlopen(u.Request({runtime.url!r} + '/call/ledger_list_accounts', data=b'{{}}', method='POST'), timeout=60)\n"
+            f"  except Exception: time.sleep(0.05); continue\n"
+            f"print(u.urlopen(u.Request({runtime.url!r} + '/call/ledger_list_accounts', data=b'{{}}', method='POST'), timeout=60).read().decode())\n"
+        )
         res = await sandbox.exec([runtime.python, "-I", "-c", call], timeout_s=90)
         return res.returncode, res.stdout.decode()
     finally:
@@ -121,7 +144,9 @@ async def _race(folder: Path, gated: bool) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("gated", [True, False])  # False: the control, without the boot's gate
-def test_the_service_loads_upstreams_code_before_the_agent_can_rewrite_it(tmp_path: Path, gated: bool) -> None:
+def test_the_service_loads_upstreams_code_before_the_agent_can_rewrite_it(
+    tmp_path: Path, gated: bool
+) -> None:
     """`ClawTaskRuntime.service_started`: the boot waits until the service has loaded upstream's sources from the
     agent-writable workdir. Without the wait, a rewrite in the first second (an agent's first command) is what
     the service runs: the control shows the race is real, so the gate is what closes it."""

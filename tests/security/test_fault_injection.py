@@ -56,7 +56,15 @@ def _plan() -> FaultPlan:
     (refilled by retries), 2 groups with a fault on every attempt (dropped whole), and 2 groups where
     3 of 4 agents genuinely time out (the honest survivor is in a group below its minimum size)."""
     tasks: dict[str, TaskPlan] = {}
-    kinds = ["engine-5xx", "engine-reset", "engine-stall", "harness-start", "sigkill", "lose", "verifier-crash"]
+    kinds = [
+        "engine-5xx",
+        "engine-reset",
+        "engine-stall",
+        "harness-start",
+        "sigkill",
+        "lose",
+        "verifier-crash",
+    ]
     # Those that wait (timeouts run into the budget, a stall into its window, a fault into its retries) go
     # first: the batch launches in task order, and last in line the timeouts' 30 s was the batch's tail.
     specs = [TaskPlan("timeout", 3)] * 2 + [TaskPlan("engine-5xx", 100)] * 2
@@ -77,13 +85,15 @@ async def _run(tmp_path: Path) -> tuple[BatchResult, FaultPlan, dict[str, Any], 
     engine = await start_fault_engine(ScriptedEngine(coin_policy))
     gateway = await start_gateway(OpenAICompatEngine([engine.url]), store, owns_engine=True)
     backend = LocalBackend(root=tmp_path / "sbx", ro_binds=[agent.parent])
-    config = OrchestratorConfig(group_size=4, min_group_size=2, retries=3, max_running=32, max_booting=8,
-                                verify_timeout_s=30.0)
+    config = OrchestratorConfig(
+        group_size=4, min_group_size=2, retries=3, max_running=32, max_booting=8, verify_timeout_s=30.0
+    )
     try:
         t0 = time.monotonic()
         async with Watcher(backend) as watcher:
-            batch = await run_batch(tasks, FaultHarness(agent, plan), gateway=gateway.access,
-                                    backend=backend, config=config)
+            batch = await run_batch(
+                tasks, FaultHarness(agent, plan), gateway=gateway.access, backend=backend, config=config
+            )
         picked = await _trainer_and_verl(batch, store)
         picked.update(seconds=time.monotonic() - t0, killed=watcher.killed, lost=watcher.lost)
     finally:
@@ -116,9 +126,15 @@ async def _trainer_and_verl(batch: BatchResult, store: SQLiteCallStore) -> dict[
         if not classic["extra_fields"]["dropped"]:
             verl_classic.add(classic["extra_fields"]["rollout_id"])
     stored = {r.rollout_id: await store.get_rollout(r.rollout_id) for r in batch.records}
-    return {"trainer": {s.rollout_id for s in data.scores}, "samples": data.samples,
-            "advantages": advantages, "verl_v1": verl_v1, "verl_classic": verl_classic, "stored": stored,
-            "calls": all_calls}
+    return {
+        "trainer": {s.rollout_id for s in data.scores},
+        "samples": data.samples,
+        "advantages": advantages,
+        "verl_v1": verl_v1,
+        "verl_classic": verl_classic,
+        "stored": stored,
+        "calls": all_calls,
+    }
 
 
 def _export(db: Path, out: Path) -> list[dict[str, Any]]:
@@ -162,7 +178,9 @@ def test_every_fault_ends_with_its_infra_status_and_honest_ones_are_scored(outco
         want = EXPECTED.get(mode)
         ok = r.status is want if want else r.status in (RolloutStatus.OK, RolloutStatus.AGENT_FAILED)
         if not ok:
-            wrong.append((mode, str(r.status), r.metadata.get("error"), r.metadata.get("harness_stderr_tail")))
+            wrong.append(
+                (mode, str(r.status), r.metadata.get("error"), r.metadata.get("harness_stderr_tail"))
+            )
     assert not wrong, wrong[:5]
     assert len(outcome["killed"]) >= 4 and len(outcome["lost"]) >= 4
 
@@ -184,8 +202,11 @@ def test_no_infra_faulted_rollout_is_trained_anywhere(outcome: dict[str, Any]) -
     selected = outcome["trainer"] | outcome["verl_v1"] | {row["rollout_id"] for row in outcome["rows"]}
     modes = {r.rollout_id: _mode(outcome, r) for r in batch.records}
     assert {modes[rid] for rid in selected} <= set(HONEST), "only honest rollouts are trained"
-    faulted_in_batch = [r for r in batch.records if r.in_batch and modes[r.rollout_id] in EXPECTED
-                        and EXPECTED[modes[r.rollout_id]].is_infra]
+    faulted_in_batch = [
+        r
+        for r in batch.records
+        if r.in_batch and modes[r.rollout_id] in EXPECTED and EXPECTED[modes[r.rollout_id]].is_infra
+    ]
     assert faulted_in_batch == []
     for rid in selected:
         assert infra_reason(stored[rid]) is None and stored[rid].in_batch and stored[rid].group_valid
@@ -199,7 +220,12 @@ def test_the_gateway_stored_the_verdict_the_batch_returned(outcome: dict[str, An
             assert s is None
             continue
         assert (s.status, s.reward, s.in_batch, s.group_valid, s.drop_reason) == (
-            r.status, r.reward, r.in_batch, r.group_valid, r.drop_reason)
+            r.status,
+            r.reward,
+            r.in_batch,
+            r.group_valid,
+            r.drop_reason,
+        )
 
 
 def test_export_rows_carry_status_and_reward(outcome: dict[str, Any]) -> None:
@@ -227,8 +253,11 @@ def test_every_rollout_ends_within_its_budget(outcome: dict[str, Any]) -> None:
         harness_s = r.metadata.get("timings", {}).get("harness_s")
         if harness_s is not None and harness_s > BUDGET_S + KILL_GRACE_S:
             late.append(("harness", r.rollout_id, harness_s))
-        if r.deadline_at is not None and r.finished_at is not None \
-                and r.finished_at > r.deadline_at + KILL_GRACE_S + AFTER_HARNESS_S:
+        if (
+            r.deadline_at is not None
+            and r.finished_at is not None
+            and r.finished_at > r.deadline_at + KILL_GRACE_S + AFTER_HARNESS_S
+        ):
             late.append(("rollout", r.rollout_id, r.finished_at - r.deadline_at))
     assert not late, late[:5]
 

@@ -48,10 +48,21 @@ class InstantEngine:
     engine_id = "instant"
 
     def _body(self) -> dict[str, Any]:
-        return {"id": "c1", "object": "chat.completion", "created": 1, "model": "m",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
-                             "logprobs": None, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+        return {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "ok"},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+        }
 
     async def complete(self, call: EngineCall) -> EngineResult:
         return EngineResult(self._body(), PromptIds(ids=[1, 2, 3]), [7], [-0.5], "stop", self.engine_id)
@@ -60,13 +71,23 @@ class InstantEngine:
         head = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+            return {
+                **head,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            }
 
-        yield EngineChunk(chunk({"role": "assistant", "content": ""}), prompt=PromptIds(ids=[1, 2, 3]),
-                          engine_id=self.engine_id)
+        yield EngineChunk(
+            chunk({"role": "assistant", "content": ""}),
+            prompt=PromptIds(ids=[1, 2, 3]),
+            engine_id=self.engine_id,
+        )
         yield EngineChunk(chunk({"content": "ok"}), [7], [-0.5], engine_id=self.engine_id)
         yield EngineChunk(chunk({}, "stop"), finish_reason="stop", engine_id=self.engine_id, final=True)
-        usage = {**head, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+        usage = {
+            **head,
+            "choices": [],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+        }
         yield EngineChunk(usage, engine_id=self.engine_id, final=True)
 
     async def models(self) -> list[str]:
@@ -95,8 +116,10 @@ def _protocol(path: str) -> str | None:
 def load_seeds() -> dict[str, list[bytes]]:
     """Captured request bodies by protocol, as JSON bytes."""
     seeds: dict[str, list[bytes]] = {name: [] for name in ROUTES}
-    gzipped = [*sorted((ROOT / "tests/protocols/captures").glob("*.json.gz")),
-               *sorted((Path(__file__).parent / "captures").glob("*.json.gz"))]  # Chat Completions ones
+    gzipped = [
+        *sorted((ROOT / "tests/protocols/captures").glob("*.json.gz")),
+        *sorted((Path(__file__).parent / "captures").glob("*.json.gz")),
+    ]  # Chat Completions ones
     for path in gzipped:
         capture = json.loads(gzip.decompress(path.read_bytes()))
         if (name := _protocol(capture.get("path", ""))) and isinstance(capture.get("body"), dict):
@@ -106,24 +129,59 @@ def load_seeds() -> dict[str, list[bytes]]:
             capture = json.loads(path.read_text())
         except (ValueError, UnicodeDecodeError):
             continue
-        if isinstance(capture, dict) and isinstance(capture.get("body"), dict) and capture.get("method") == "POST":
+        if (
+            isinstance(capture, dict)
+            and isinstance(capture.get("body"), dict)
+            and capture.get("method") == "POST"
+        ):
             if name := _protocol(capture.get("path", "")):
                 seeds[name].append(orjson.dumps(capture["body"]))
     return seeds
 
 
 ADMIN_SEEDS = {
-    "open": {"task_id": "t", "harness": "codex", "group_id": "g", "sample_index": 0, "metadata": {"a": [1]},
-             "budget_s": 300.0},
+    "open": {
+        "task_id": "t",
+        "harness": "codex",
+        "group_id": "g",
+        "sample_index": 0,
+        "metadata": {"a": [1]},
+        "budget_s": 300.0,
+    },
     "reward": {"reward": 1.0, "components": {"tests": 1.0}, "verifier_log": "ok"},
-    "outcome": {"status": "ok", "reward": 0.0, "reward_components": {}, "verifier_log": "", "in_batch": True,
-                "drop_reason": None, "finished_at": 1.0},
+    "outcome": {
+        "status": "ok",
+        "reward": 0.0,
+        "reward_components": {},
+        "verifier_log": "",
+        "in_batch": True,
+        "drop_reason": None,
+        "finished_at": 1.0,
+    },
 }
 
 # ----------------------------------------------------------------------------------- mutations
 
-VALUES: list[Any] = [None, 0, -1, 1.5, "__BIG__", 1e308, "", "x", "é\u0000\ud7ff", True, False, [], {}, [None],
-                     {"type": None}, [[[]]], {"role": 5}, "A" * 2000]
+VALUES: list[Any] = [
+    None,
+    0,
+    -1,
+    1.5,
+    "__BIG__",
+    1e308,
+    "",
+    "x",
+    "é\u0000\ud7ff",
+    True,
+    False,
+    [],
+    {},
+    [None],
+    {"type": None},
+    [[[]]],
+    {"role": 5},
+    "A" * 2000,
+]
 DEEP = b'"__DEEP__"'
 
 
@@ -131,8 +189,11 @@ def _containers(value: Any, rng: random.Random) -> Any:
     """A random container inside `value` (walked from the top), or `value` itself."""
     node = value
     for _ in range(rng.randint(0, 6)):
-        kids = [v for v in (node.values() if isinstance(node, dict) else node) if isinstance(v, dict | list)] \
-            if isinstance(node, dict | list) else []
+        kids = (
+            [v for v in (node.values() if isinstance(node, dict) else node) if isinstance(v, dict | list)]
+            if isinstance(node, dict | list)
+            else []
+        )
         if not kids:
             break
         node = rng.choice(kids)
@@ -142,7 +203,9 @@ def _containers(value: Any, rng: random.Random) -> Any:
 def _set_somewhere(body: Any, value: Any, rng: random.Random) -> None:
     node = _containers(body, rng)
     if isinstance(node, dict):
-        node[rng.choice([*node.keys(), "extra", "stream", "messages", "input", "tools"]) if node else "k"] = value
+        node[rng.choice([*node.keys(), "extra", "stream", "messages", "input", "tools"]) if node else "k"] = (
+            value
+        )
     elif isinstance(node, list):
         if node:
             node[rng.randrange(len(node))] = value
@@ -187,7 +250,11 @@ BAD_TURNS: list[Any] = [
     {"role": "assistant", "content": "ok", "tool_calls": [7]},
     {"role": "assistant", "content": "ok", "tool_calls": [{"id": "c", "type": "function", "function": 7}]},
     {"role": "assistant", "content": "ok", "tool_calls": [{"id": "c", "type": "function", "function": []}]},
-    {"role": "assistant", "content": "ok", "tool_calls": [{"function": {"name": 3, "arguments": {"n": "__BIG__"}}}]},
+    {
+        "role": "assistant",
+        "content": "ok",
+        "tool_calls": [{"function": {"name": 3, "arguments": {"n": "__BIG__"}}}],
+    },
 ]
 
 
@@ -238,7 +305,9 @@ def wire_mutations(req: Req, rng: random.Random) -> None:
     """Encodings, content types, queries, methods: on the request, not its JSON."""
     roll = rng.random()
     if roll < 0.12 and req.data is not None:
-        enc = rng.choice(["gzip", "gzip-garbage", "deflate", "br", "zstd", "identity", "compress", "GZIP", "gzip, br"])
+        enc = rng.choice(
+            ["gzip", "gzip-garbage", "deflate", "br", "zstd", "identity", "compress", "GZIP", "gzip, br"]
+        )
         if enc == "gzip":
             req.data = gzip.compress(req.data)
         elif enc == "deflate":
@@ -247,12 +316,27 @@ def wire_mutations(req: Req, rng: random.Random) -> None:
             enc, req.data = "gzip", b"\x1f\x8b\x08\x00garbage" + req.data[:50]
         req.headers["Content-Encoding"] = enc
     elif roll < 0.20:
-        req.headers["Content-Type"] = rng.choice(["text/plain", "application/x-www-form-urlencoded",
-                                                  "multipart/form-data; boundary=zz", "application/json; charset=latin-1",
-                                                  "image/png"])
+        req.headers["Content-Type"] = rng.choice(
+            [
+                "text/plain",
+                "application/x-www-form-urlencoded",
+                "multipart/form-data; boundary=zz",
+                "application/json; charset=latin-1",
+                "image/png",
+            ]
+        )
     elif roll < 0.28:
-        req.url += rng.choice(["?beta=true", "?beta=false&x=%ff%fe", "?timeout=nan", "?a=" + "q" * 3000,
-                               "?=&&==", "?beta=true&beta=1", "?%00=1"])
+        req.url += rng.choice(
+            [
+                "?beta=true",
+                "?beta=false&x=%ff%fe",
+                "?timeout=nan",
+                "?a=" + "q" * 3000,
+                "?=&&==",
+                "?beta=true&beta=1",
+                "?%00=1",
+            ]
+        )
     elif roll < 0.33:
         req.method = rng.choice(["GET", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"])
 
@@ -288,29 +372,49 @@ class Generator:
         else:
             headers["Authorization"] = f"Bearer {key}"
         rid = ro["rollout_id"] if rng.random() < 0.95 else rng.choice(["nope", "..", "%2e%2e", "a" * 300])
-        path = f"/r/{rid}{route}" if rng.random() < 0.95 else f"/r/{rid}/v1/{rng.choice(['x', 'rollouts', 'admin/pause'])}"
-        req = Req("POST", self.model["url"] + path, headers, data, "anthropic" if name == "anthropic" else "openai")
+        path = (
+            f"/r/{rid}{route}"
+            if rng.random() < 0.95
+            else f"/r/{rid}/v1/{rng.choice(['x', 'rollouts', 'admin/pause'])}"
+        )
+        req = Req(
+            "POST", self.model["url"] + path, headers, data, "anthropic" if name == "anthropic" else "openai"
+        )
         wire_mutations(req, rng)
         return req
 
     def admin_request(self) -> Req:
         rng = self.rng
         target = rng.choice(self.admin["rollouts"])
-        kind = rng.choice(["open", "reward", "outcome", "close", "get", "calls", "pause", "resume", "metrics", "bad"])
+        kind = rng.choice(
+            ["open", "reward", "outcome", "close", "get", "calls", "pause", "resume", "metrics", "bad"]
+        )
         path, data, method = {
-            "open": ("/rollouts", "open", "POST"), "reward": (f"/rollouts/{target}/reward", "reward", "POST"),
+            "open": ("/rollouts", "open", "POST"),
+            "reward": (f"/rollouts/{target}/reward", "reward", "POST"),
             "outcome": (f"/rollouts/{target}/outcome", "outcome", "POST"),
-            "close": (f"/rollouts/{target}/close", None, "POST"), "get": (f"/rollouts/{target}", None, "GET"),
+            "close": (f"/rollouts/{target}/close", None, "POST"),
+            "get": (f"/rollouts/{target}", None, "GET"),
             "calls": (f"/rollouts/{target}/calls", None, "GET"),
-            "pause": ("/admin/pause?timeout=" + rng.choice(["nan", "abc", "-1", "inf", "-inf", "1e999", "%00", "--"]),
-                      None, "POST"),
-            "resume": ("/admin/resume", None, "POST"), "metrics": ("/metrics", None, "GET"),
-            "bad": (rng.choice(["/rollouts/x/y/z", "/admin", "/admin/pause/x", "/r/x/v1/chat/completions"]), "open",
-                    "POST"),
+            "pause": (
+                "/admin/pause?timeout="
+                + rng.choice(["nan", "abc", "-1", "inf", "-inf", "1e999", "%00", "--"]),
+                None,
+                "POST",
+            ),
+            "resume": ("/admin/resume", None, "POST"),
+            "metrics": ("/metrics", None, "GET"),
+            "bad": (
+                rng.choice(["/rollouts/x/y/z", "/admin", "/admin/pause/x", "/r/x/v1/chat/completions"]),
+                "open",
+                "POST",
+            ),
         }[kind]
         raw = None if data is None else self._body(orjson.dumps(ADMIN_SEEDS[data]))[0]
         headers = {"Content-Type": "application/json"}
-        headers["Authorization"] = rng.choices([f"Bearer {self.admin['token']}", "Bearer x", ""], [10, 1, 1])[0]
+        headers["Authorization"] = rng.choices([f"Bearer {self.admin['token']}", "Bearer x", ""], [10, 1, 1])[
+            0
+        ]
         req = Req(method, self.admin["url"] + path, headers, raw, "admin")
         if "timeout" not in path:  # a *valid* pause is a real admin action: never sent
             wire_mutations(req, rng)
@@ -327,8 +431,12 @@ class Generator:
 def shape_ok(shape: str, body: Any) -> bool:
     if shape == "anthropic":
         err = body.get("error") if isinstance(body, dict) else None
-        return body.get("type") == "error" and isinstance(err, dict) and bool(err.get("message")) \
+        return (
+            body.get("type") == "error"
+            and isinstance(err, dict)
+            and bool(err.get("message"))
             and isinstance(err.get("type"), str)
+        )
     err = body.get("error") if isinstance(body, dict) else None
     return isinstance(err, dict) and bool(err.get("message")) and isinstance(err.get("type"), str)
 
@@ -341,8 +449,9 @@ def _shape_for(req: Req) -> str:
 
 
 async def send(http: aiohttp.ClientSession, req: Req, tally: Counter[str], bad: list[str]) -> None:
-    async with http.request(req.method, req.url, data=req.data, headers=req.headers,
-                            skip_auto_headers=["Content-Type"]) as r:
+    async with http.request(
+        req.method, req.url, data=req.data, headers=req.headers, skip_auto_headers=["Content-Type"]
+    ) as r:
         payload = await r.read()
         tally[f"{r.status // 100}xx"] += 1
         if r.status >= 500:
@@ -365,13 +474,17 @@ async def test_ten_thousand_mutated_requests(tmp_path: Path) -> None:
     gw = await start_gateway(InstantEngine(), store, max_body_bytes=2 * 1024 * 1024)  # type: ignore[arg-type]
     try:
         model = {"url": gw.model_url, "rollouts": [await gw.open_rollout(task_id=f"m{i}") for i in range(4)]}
-        admin = {"url": gw.admin_url, "token": gw.admin_token,
-                 "rollouts": [(await gw.open_rollout(task_id=f"a{i}"))["rollout_id"] for i in range(4)] + ["nope"]}
+        admin = {
+            "url": gw.admin_url,
+            "token": gw.admin_token,
+            "rollouts": [(await gw.open_rollout(task_id=f"a{i}"))["rollout_id"] for i in range(4)] + ["nope"],
+        }
         tally: Counter[str] = Counter()
         bad: list[str] = []
         gate = asyncio.Semaphore(CONCURRENCY)
         conn = aiohttp.TCPConnector(limit=CONCURRENCY)
         async with aiohttp.ClientSession(connector=conn, auto_decompress=False) as http:
+
             async def one(req: Req) -> None:
                 async with gate:
                     await send(http, req, tally, bad)

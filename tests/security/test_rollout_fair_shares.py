@@ -46,8 +46,9 @@ async def _post(http: aiohttp.ClientSession, ro: dict[str, str], body: dict[str,
         return r.status, await r.json(content_type=None)
 
 
-async def _flood_then_call(tmp_path: Path, fmt: ChatFormat, share: int | None
-                           ) -> tuple[list[int], tuple[int, Any], Any, str]:
+async def _flood_then_call(
+    tmp_path: Path, fmt: ChatFormat, share: int | None
+) -> tuple[list[int], tuple[int, Any], Any, str]:
     """Rollout A floods with calls the engine never answers; then rollout B makes one call.
     `share`: the per-rollout setting (None: the default); 0: no share at all (the control)."""
     faults = Faults()
@@ -57,7 +58,9 @@ async def _flood_then_call(tmp_path: Path, fmt: ChatFormat, share: int | None
     gw = await start_gateway(engine, store, max_in_flight=GLOBAL_CAP, pause_wait_s=0.1, **kw)
     if share == 0:
         gw.gateway.max_in_flight_per_rollout = FLOOD + 1  # the gateway as it was: one global limit
-    faults.hang_before_headers = min(FLOOD, gw.gateway.max_in_flight_per_rollout, GLOBAL_CAP)  # all admitted hang
+    faults.hang_before_headers = min(
+        FLOOD, gw.gateway.max_in_flight_per_rollout, GLOBAL_CAP
+    )  # all admitted hang
     try:
         a, b = await gw.open_rollout(task_id="flooder"), await gw.open_rollout(task_id="victim")
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
@@ -75,7 +78,7 @@ async def _flood_then_call(tmp_path: Path, fmt: ChatFormat, share: int | None
             for task in flood:  # the flooder goes away: its hanging calls are cancelled with it
                 task.cancel()
             await asyncio.wait_for(asyncio.gather(*flood, return_exceptions=True), 10)
-        info = (await store.get_rollout(a["rollout_id"]))
+        info = await store.get_rollout(a["rollout_id"])
         assert info is not None and not info.infra_tainted
         return refused, victim, refusal, metrics
     finally:
@@ -83,16 +86,22 @@ async def _flood_then_call(tmp_path: Path, fmt: ChatFormat, share: int | None
         await store.aclose()
 
 
-@pytest.mark.parametrize(("share", "admitted"), [(SHARE, SHARE), (None, GLOBAL_CAP // 2)], ids=["set", "default"])
+@pytest.mark.parametrize(
+    ("share", "admitted"), [(SHARE, SHARE), (None, GLOBAL_CAP // 2)], ids=["set", "default"]
+)
 async def test_a_flooding_rollout_gets_429s_and_another_rollout_is_served(
-        tmp_path: Path, fmt: ChatFormat, share: int | None, admitted: int) -> None:
+    tmp_path: Path, fmt: ChatFormat, share: int | None, admitted: int
+) -> None:
     refused, (status, body), refusal, metrics = await _flood_then_call(tmp_path, fmt, share)
     assert refused == [429] * (FLOOD - admitted)  # only its own share was admitted
     err = refusal["error"]
     assert err["code"] == "rollout_calls_in_flight" and err["type"] and err["message"]
     assert status == 200, body
     assert body["choices"][0]["message"]["content"] == "ok"
-    assert f'openforgerl_gateway_share_refusals_total{{reason="rollout_calls_in_flight"}} {FLOOD - admitted}' in metrics
+    assert (
+        f'openforgerl_gateway_share_refusals_total{{reason="rollout_calls_in_flight"}} {FLOOD - admitted}'
+        in metrics
+    )
 
 
 async def test_control_without_a_share_the_flood_takes_the_gateway(tmp_path: Path, fmt: ChatFormat) -> None:
@@ -104,8 +113,11 @@ async def test_control_without_a_share_the_flood_takes_the_gateway(tmp_path: Pat
 
 def _log_bytes(db: Path, rollout_id: str) -> int:
     with sqlite3.connect(db) as conn:
-        return int(conn.execute("SELECT coalesce(sum(length(body)), 0) FROM calls WHERE rollout_id = ?",
-                                (rollout_id,)).fetchone()[0])
+        return int(
+            conn.execute(
+                "SELECT coalesce(sum(length(body)), 0) FROM calls WHERE rollout_id = ?", (rollout_id,)
+            ).fetchone()[0]
+        )
 
 
 BIG_BODY = 300_000  # bytes of text per request
@@ -127,8 +139,14 @@ async def _send_big(quota: int | None, tmp_path: Path, fmt: ChatFormat) -> dict[
             other = await _post(http, b, _chat("y" * BIG_BODY))
         calls = await store.list_calls(a["rollout_id"])
         info = await store.get_rollout(a["rollout_id"])
-        return {"statuses": statuses, "other": other, "calls": calls, "info": info,
-                "bytes": _log_bytes(db, a["rollout_id"]), "taint": call_log_taint(calls, info.model_dump())}
+        return {
+            "statuses": statuses,
+            "other": other,
+            "calls": calls,
+            "info": info,
+            "bytes": _log_bytes(db, a["rollout_id"]),
+            "taint": call_log_taint(calls, info.model_dump()),
+        }
     finally:
         await gw.aclose()
         await store.aclose()
@@ -154,7 +172,9 @@ async def test_a_rollout_past_its_log_quota_gets_a_compact_413(tmp_path: Path, f
     assert got["taint"] is None and not got["info"].infra_tainted  # the agent's doing, never infra
 
 
-async def test_control_under_the_default_quota_every_big_body_is_stored(tmp_path: Path, fmt: ChatFormat) -> None:
+async def test_control_under_the_default_quota_every_big_body_is_stored(
+    tmp_path: Path, fmt: ChatFormat
+) -> None:
     got = await _send_big(None, tmp_path, fmt)
     assert [s for s, _ in got["statuses"]] == [200] * 4
     assert got["bytes"] > 4 * BIG_BODY  # what the attack costs the host without a quota

@@ -61,14 +61,18 @@ async def test_honest_harness_earns_the_reward(attack_env, claw_task) -> None:
 
 async def test_shadow_verifier_module_in_workdir_is_never_imported(attack_env, claw_task) -> None:
     """Before: the verifier ran `python -m openforgerl.envs.claw.verify` with cwd /workdir -> reward 1.0."""
-    forged = "import json, pathlib\\nfor p in ('/workdir/.claw/reward.json', '/verifier/out/reward.json'):\\n" \
-             "    try: pathlib.Path(p).write_text(json.dumps({'reward': 1.0}))\\n    except OSError: pass\\n"
-    script = ("set -e; mkdir -p /workdir/openforgerl/envs/claw/verify /workdir/.claw; "
-              "touch /workdir/openforgerl/__init__.py /workdir/openforgerl/envs/__init__.py "
-              "/workdir/openforgerl/envs/claw/verify/__init__.py; "
-              f"printf '{forged}' > /workdir/openforgerl/envs/claw/verify/__main__.py; "
-              f"printf '{forged}' > /workdir/sitecustomize.py; cp /workdir/sitecustomize.py /workdir/json.py; "
-              "echo '{\"reward\": 1.0}' > /workdir/.claw/reward.json")
+    forged = (
+        "import json, pathlib\\nfor p in ('/workdir/.claw/reward.json', '/verifier/out/reward.json'):\\n"
+        "    try: pathlib.Path(p).write_text(json.dumps({'reward': 1.0}))\\n    except OSError: pass\\n"
+    )
+    script = (
+        "set -e; mkdir -p /workdir/openforgerl/envs/claw/verify /workdir/.claw; "
+        "touch /workdir/openforgerl/__init__.py /workdir/openforgerl/envs/__init__.py "
+        "/workdir/openforgerl/envs/claw/verify/__init__.py; "
+        f"printf '{forged}' > /workdir/openforgerl/envs/claw/verify/__main__.py; "
+        f"printf '{forged}' > /workdir/sitecustomize.py; cp /workdir/sitecustomize.py /workdir/json.py; "
+        "echo '{\"reward\": 1.0}' > /workdir/.claw/reward.json"
+    )
     rec = await _one(attack_env, claw_task("easy-write-file-01"), script)
     _agent_outcome(rec)
     assert rec.status is RolloutStatus.OK and "FAIL file_written" in rec.verifier_log
@@ -78,8 +82,10 @@ async def test_planted_lenient_checks_are_not_used(attack_env, claw_task) -> Non
     """The task's checks used to be copied into /workdir/.claw/tests/ before the verifier ran; a
     pre-planted folder there (a FIFO, or checks that always pass) must change nothing."""
     lenient = '[[checks]]\\nkind = \\"file\\"\\npath = \\"README.md\\"\\nexists = false\\n'
-    script = (f"mkdir -p /workdir/.claw/tests; printf '{lenient}' > /workdir/.claw/tests/checks.toml; "
-              "mkfifo /workdir/.claw/tests/test.sh; mkdir -p /workdir/verifier/in/tests")
+    script = (
+        f"mkdir -p /workdir/.claw/tests; printf '{lenient}' > /workdir/.claw/tests/checks.toml; "
+        "mkfifo /workdir/.claw/tests/test.sh; mkdir -p /workdir/verifier/in/tests"
+    )
     rec = await _one(attack_env, claw_task("easy-write-file-01"), script)
     _agent_outcome(rec)
     assert rec.status is RolloutStatus.OK and "FAIL file_written" in rec.verifier_log
@@ -88,9 +94,11 @@ async def test_planted_lenient_checks_are_not_used(attack_env, claw_task) -> Non
 async def test_task_solution_and_tests_are_not_visible(attack_env, claw_task) -> None:
     """Before: the host root was bound read-only, so `solution/solve.sh` gave 1.0 with no model call."""
     task_dir = SUITE / "calendar-create-01"
-    script = (f"export OPENFORGERL_PYTHON={sys.executable}; "
-              f"cat {task_dir}/tests/checks.toml; ls {task_dir}; bash {task_dir}/solution/solve.sh; "
-              f"ls /work /root 2>&1 | head -3; exit 0")
+    script = (
+        f"export OPENFORGERL_PYTHON={sys.executable}; "
+        f"cat {task_dir}/tests/checks.toml; ls {task_dir}; bash {task_dir}/solution/solve.sh; "
+        f"ls /work /root 2>&1 | head -3; exit 0"
+    )
     rec = await _one(attack_env, claw_task("calendar-create-01"), script)
     _agent_outcome(rec)
     err = rec.metadata["harness_stderr_tail"]
@@ -126,8 +134,12 @@ async def test_symlink_to_shadow_never_reaches_the_verifier_log(attack_env) -> N
 async def test_eight_fifos_score_zero_and_later_rollouts_still_finish(attack_env, claw_task) -> None:
     """Before: each FIFO proof.txt blocked a worker thread forever and ended `infra_error:verifier`;
     after six of them no rollout finished and the process could not exit."""
-    fifo = await attack_env.run([proof_task(), claw_task("easy-write-file-01")],
-                                attacker("mkfifo /workdir/proof.txt /workdir/plan.md"), group_size=8, min_group_size=1)
+    fifo = await attack_env.run(
+        [proof_task(), claw_task("easy-write-file-01")],
+        attacker("mkfifo /workdir/proof.txt /workdir/plan.md"),
+        group_size=8,
+        min_group_size=1,
+    )
     assert len(fifo.records) == 16
     for rec in fifo.records:
         _agent_outcome(rec)
@@ -139,8 +151,10 @@ async def test_eight_fifos_score_zero_and_later_rollouts_still_finish(attack_env
 async def test_late_writer_cannot_change_the_work_after_the_harness(attack_env) -> None:
     """A daemon left behind (setsid, ignoring SIGTERM) that writes the answer once the harness is gone
     is killed with the harness's PID namespace before the verifier reads anything."""
-    script = ("echo wrong > /workdir/proof.txt; "
-              "setsid sh -c 'trap \"\" TERM; sleep 1; echo abracadabra > /workdir/proof.txt' & exit 0")
+    script = (
+        "echo wrong > /workdir/proof.txt; "
+        "setsid sh -c 'trap \"\" TERM; sleep 1; echo abracadabra > /workdir/proof.txt' & exit 0"
+    )
     rec = await _one(attack_env, proof_task(), script)
     await asyncio.sleep(1.5)
     _agent_outcome(rec)
@@ -148,15 +162,18 @@ async def test_late_writer_cannot_change_the_work_after_the_harness(attack_env) 
 
 
 async def test_oversized_proof_is_refused(attack_env) -> None:
-    rec = await _one(attack_env, proof_task(),
-                     "(echo abracadabra; head -c 9000000 /dev/zero) > /workdir/proof.txt")
+    rec = await _one(
+        attack_env, proof_task(), "(echo abracadabra; head -c 9000000 /dev/zero) > /workdir/proof.txt"
+    )
     _agent_outcome(rec)
     assert rec.status is RolloutStatus.AGENT_FAILED and "limit" in rec.verifier_log
 
 
 async def test_shadow_and_root_are_unreadable(attack_env) -> None:
-    script = ("cat /etc/shadow /root/.bashrc /root/.ssh/id_rsa > /workdir/proof.txt 2>/workdir/err.txt; "
-              "cat /workdir/err.txt >&2; ls -A /root >&2; exit 0")
+    script = (
+        "cat /etc/shadow /root/.bashrc /root/.ssh/id_rsa > /workdir/proof.txt 2>/workdir/err.txt; "
+        "cat /workdir/err.txt >&2; ls -A /root >&2; exit 0"
+    )
     rec = await _one(attack_env, proof_task(), script)
     _agent_outcome(rec)
     err = rec.metadata["harness_stderr_tail"]
@@ -178,9 +195,11 @@ async def test_the_call_log_and_its_blob_files_are_unreachable(attack_env) -> No
     (pack,) = packs.iterdir()
     head = b"OFB1" + bytes.fromhex(forged_sha) + len(forged).to_bytes(8, "big")
     entry = "".join(f"\\{b:03o}" for b in head) + "forged"  # printf's octal escapes (POSIX sh)
-    script = (f"cat {pack} {attack_env.store.path} > /workdir/proof.txt; ls {packs} >&2; mkdir -p {packs}; "
-              f"printf '{entry}' > {packs}/0-planted.pack; printf '{entry}' >> {pack}; "
-              f"mkdir -p {packs.parent}/{sha[:2]}; printf forged > {packs.parent}/{sha[:2]}/{sha}; exit 0")
+    script = (
+        f"cat {pack} {attack_env.store.path} > /workdir/proof.txt; ls {packs} >&2; mkdir -p {packs}; "
+        f"printf '{entry}' > {packs}/0-planted.pack; printf '{entry}' >> {pack}; "
+        f"mkdir -p {packs.parent}/{sha[:2]}; printf forged > {packs.parent}/{sha[:2]}/{sha}; exit 0"
+    )
     rec = await _one(attack_env, proof_task(), script)
     _agent_outcome(rec)
     assert "No such file or directory" in rec.metadata["harness_stderr_tail"]
@@ -195,8 +214,10 @@ async def test_host_unix_socket_outside_tmp_is_unreachable(attack_env) -> None:
     srv.bind(str(path))
     srv.listen(4)
     srv.setblocking(False)
-    probe = (f"{sys.executable} -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{path}'); "
-             "print('CONNECTED')\"")
+    probe = (
+        f"{sys.executable} -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{path}'); "
+        "print('CONNECTED')\""
+    )
     try:
         rec = await _one(attack_env, proof_task(), f"{probe}; ls /var/tmp /run 2>&1 >&2; exit 0")
         with pytest.raises(BlockingIOError):
@@ -212,7 +233,9 @@ async def test_host_unix_socket_outside_tmp_is_unreachable(attack_env) -> None:
 async def test_writing_300_mb_is_stopped_by_the_quota(attack_env) -> None:
     if os.geteuid() != 0:
         pytest.skip("the disk quota needs root")
-    script = "dd if=/dev/zero of=/workdir/big bs=1M count=300 || exit 3; echo abracadabra > /workdir/proof.txt"
+    script = (
+        "dd if=/dev/zero of=/workdir/big bs=1M count=300 || exit 3; echo abracadabra > /workdir/proof.txt"
+    )
     rec = await _one(attack_env, proof_task(), script, limits=Limits(disk_mb=64))
     _agent_outcome(rec)
     assert rec.status is RolloutStatus.AGENT_FAILED and rec.metadata["harness_returncode"] == 3
@@ -223,8 +246,9 @@ async def test_writing_300_mb_is_stopped_by_the_quota(attack_env) -> None:
 async def test_fork_bomb_is_stopped_by_the_pids_limit(attack_env) -> None:
     if os.geteuid() != 0:
         pytest.skip("cgroups need root")
-    rec = await _one(attack_env, proof_task(), "bomb() { bomb | bomb & }; bomb; sleep 3; exit 0",
-                     limits=Limits(pids=64))
+    rec = await _one(
+        attack_env, proof_task(), "bomb() { bomb | bomb & }; bomb; sleep 3; exit 0", limits=Limits(pids=64)
+    )
     assert rec.status is not RolloutStatus.TIMEOUT and not rec.status.is_infra
     assert rec.reward == 0.0 and "pids" in rec.metadata["limits_hit"]
 
@@ -232,8 +256,9 @@ async def test_fork_bomb_is_stopped_by_the_pids_limit(attack_env) -> None:
 async def test_memory_hog_is_the_agents_failure(attack_env) -> None:
     if os.geteuid() != 0:
         pytest.skip("cgroups need root")
-    rec = await _one(attack_env, proof_task(), "awk 'BEGIN{s=\"x\"; while(1) s=s s}'",
-                     limits=Limits(memory_mb=64))
+    rec = await _one(
+        attack_env, proof_task(), "awk 'BEGIN{s=\"x\"; while(1) s=s s}'", limits=Limits(memory_mb=64)
+    )
     _agent_outcome(rec)
     assert rec.status is RolloutStatus.AGENT_FAILED and "memory" in rec.metadata["limits_hit"]
 

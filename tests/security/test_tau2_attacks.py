@@ -35,7 +35,7 @@ from openforgerl.testing.rollouts import open_rollout_env
 
 pytestmark = [needs_bwrap, pytest.mark.skipif(find_spec("tau2") is None, reason="tau2 not installed")]
 
-ATTACK = r'''
+ATTACK = r"""
 import glob, json, os, sys, urllib.request as u
 instruction, url = " ".join(sys.argv[1:]), "http://127.0.0.1:7727"  # the request, then the instruction
 # an agent acts only after a model answer (a harness that ends before its first model call is infra)
@@ -71,7 +71,7 @@ for path in glob.glob(os.path.join(os.path.dirname(tau2.__file__), "data/tau2/do
 print(json.dumps(found))
 assert found["log"] == found["log_guess"] == 403 and found["reset"] == found["post_log"] == 404, found
 assert not found["token_seen"], found
-'''
+"""
 
 
 def _upstream_task(task_id: str = "12") -> dict:
@@ -111,7 +111,7 @@ async def test_the_agent_cannot_read_the_gold_or_forge_the_state(tmp_path: Path,
 
 # ------------------------------------------------------------------ the user's scenario stays on the host
 
-PROBE = r'''
+PROBE = r"""
 import glob, json, os, sys
 seen = {"argv": sys.argv, "env": dict(os.environ), "files": {}, "proc": []}
 for path in glob.glob("/workdir/**", recursive=True) + glob.glob("/workdir/.*/**", recursive=True):
@@ -126,7 +126,7 @@ for path in glob.glob("/proc/[0-9]*/cmdline") + glob.glob("/proc/[0-9]*/environ"
     except OSError:
         pass
 print(json.dumps(seen))
-'''
+"""
 OPENING = "Hi, I would like to change my flight."
 
 
@@ -146,7 +146,9 @@ async def test_the_users_scenario_is_nowhere_in_the_sandbox(tmp_path: Path) -> N
 
     rt = _task(tmp_path)
     inst = _upstream_task()["user_scenario"]["instructions"]
-    private = [str(inst[k]).strip() for k in ("known_info", "unknown_info", "task_instructions") if inst.get(k)]
+    private = [
+        str(inst[k]).strip() for k in ("known_info", "unknown_info", "task_instructions") if inst.get(k)
+    ]
     persona = json.loads((rt.task.root / "tests/user_agent.json").read_text())["persona"]
     assert private and all(f in persona for f in private)
     relay = UserRelay(_OpeningUser(), {rt.task_id: rt}, task_of=None)  # type: ignore[arg-type]
@@ -159,7 +161,9 @@ async def test_the_users_scenario_is_nowhere_in_the_sandbox(tmp_path: Path) -> N
     assert OPENING in seen["argv"][-1] and OPENING in seen["env"]["OPENFORGERL_INSTRUCTION"]
     assert seen["files"]["/workdir/.tau2/config.json"]  # the probe reads the workdir
     text = json.dumps(seen) + dump
-    leaked = [f for f in [*private, inst["reason_for_call"].strip()] if f in text or json.dumps(f)[1:-1] in text]
+    leaked = [
+        f for f in [*private, inst["reason_for_call"].strip()] if f in text or json.dumps(f)[1:-1] in text
+    ]
     assert not leaked, leaked
     [record] = [c.record for c in relay.conversations.values()]
     assert record == [{"role": "user", "content": OPENING}]
@@ -167,7 +171,7 @@ async def test_the_users_scenario_is_nowhere_in_the_sandbox(tmp_path: Path) -> N
 
 # ------------------------------------------------------------------ telecom: the user's phone is the host's
 
-USER_ROUTE_ATTACK = r'''
+USER_ROUTE_ATTACK = r"""
 import glob, json, sys, urllib.request as u
 url, refuel = "http://127.0.0.1:7727", json.loads(sys.argv[1])
 def call(path, body, headers={}):
@@ -189,7 +193,7 @@ found = {"user": call("/user/toggle_roaming", {}), "user_guess": call("/user/tog
 print(json.dumps(found))
 assert found["user"] == found["user_guess"] == 403 and found["as_agent"] == 400 and found["refuel"] == 200, found
 assert not found["fault_seen"] and not found["token_seen"], found
-'''
+"""
 
 
 def _telecom_task(tmp_path: Path):
@@ -199,8 +203,9 @@ def _telecom_task(tmp_path: Path):
     out = tmp_path / "upstream" / "telecom"
     out.mkdir(parents=True)
     task_id = "[mobile_data_issue]data_usage_exceeded|user_abroad_roaming_enabled_off[PERSONA:Easy]"
-    (out / "tasks.json").write_text(json.dumps([t for t in json.loads((src / "tasks.json").read_text())
-                                                if t["id"] == task_id]))
+    (out / "tasks.json").write_text(
+        json.dumps([t for t in json.loads((src / "tasks.json").read_text()) if t["id"] == task_id])
+    )
     [folder] = import_any(out, tmp_path / "t", user_engine="http://127.0.0.1:9/v1")
     return load_runtime(folder)
 
@@ -215,10 +220,14 @@ async def test_the_agent_cannot_act_as_the_user_on_its_phone(tmp_path: Path) -> 
     rt = _telecom_task(tmp_path)
     [refuel] = [a for a in rt.gold_actions() if a["requestor"] == "assistant"]
     backend = LocalBackend(root=tmp_path / "sbx")
-    sandbox = await backend.open_sandbox(SandboxSpec(rollout_id="telecom-attack", files=rt.files(), lifetime_s=600))
+    sandbox = await backend.open_sandbox(
+        SandboxSpec(rollout_id="telecom-attack", files=rt.files(), lifetime_s=600)
+    )
     try:
         await sandbox.spawn(rt.service_argv())
-        res = await sandbox.exec([sys.executable, "-c", USER_ROUTE_ATTACK, json.dumps(refuel["args"])], timeout_s=120)
+        res = await sandbox.exec(
+            [sys.executable, "-c", USER_ROUTE_ATTACK, json.dumps(refuel["args"])], timeout_s=120
+        )
         assert res.returncode == 0, res.stdout.decode() + res.stderr.decode()
         assert (await rt.verify(sandbox))[0] == 0.0
         status, _ = await rt.user_call(sandbox, "toggle_roaming", {})  # the control: the host, with the token

@@ -36,15 +36,19 @@ async def _rollout_with_a_call(gateway: RunningGateway, **spec: Any) -> str:
     opened = await gateway.open_rollout(task_id="t", harness="h", group_id="g", **spec)
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     headers = {"Authorization": f"Bearer {opened['api_key']}"}
-    async with aiohttp.ClientSession() as http, http.post(
-            opened["openai_base_url"] + "/chat/completions", json=body, headers=headers) as resp:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(opened["openai_base_url"] + "/chat/completions", json=body, headers=headers) as resp,
+    ):
         assert resp.status == 200, await resp.text()
     return opened["rollout_id"]
 
 
 async def _admin(gateway: RunningGateway, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    async with aiohttp.ClientSession(headers=gateway.admin_headers()) as http, http.post(
-            f"{gateway.admin_url}{path}", json=body) as resp:
+    async with (
+        aiohttp.ClientSession(headers=gateway.admin_headers()) as http,
+        http.post(f"{gateway.admin_url}{path}", json=body) as resp,
+    ):
         assert resp.status == 200, await resp.text()
         return dict(await resp.json())
 
@@ -64,15 +68,29 @@ async def test_only_a_judged_rollout_is_exported(gw: tuple[RunningGateway, Path]
     await _admin(gateway, f"/rollouts/{forged}/reward", {"reward": 1.0})
     await _admin(gateway, f"/rollouts/{forged}/close", {})
     judged = await _rollout_with_a_call(gateway)
-    await _admin(gateway, f"/rollouts/{judged}/outcome",
-                 {"status": "ok", "reward": 1.0, "in_batch": True, "group_valid": True})
+    await _admin(
+        gateway,
+        f"/rollouts/{judged}/outcome",
+        {"status": "ok", "reward": 1.0, "in_batch": True, "group_valid": True},
+    )
     timed_out = await _rollout_with_a_call(gateway)  # kept, but without a reward: never a sample
-    await _admin(gateway, f"/rollouts/{timed_out}/outcome",
-                 {"status": "timeout", "in_batch": True, "group_valid": True})
+    await _admin(
+        gateway,
+        f"/rollouts/{timed_out}/outcome",
+        {"status": "timeout", "in_batch": True, "group_valid": True},
+    )
     small = await _rollout_with_a_call(gateway)  # a group below its minimum size
-    await _admin(gateway, f"/rollouts/{small}/outcome",
-                 {"status": "ok", "reward": 1.0, "in_batch": False, "group_valid": False,
-                  "drop_reason": "group_below_min_size(1<2)"})
+    await _admin(
+        gateway,
+        f"/rollouts/{small}/outcome",
+        {
+            "status": "ok",
+            "reward": 1.0,
+            "in_batch": False,
+            "group_valid": False,
+            "drop_reason": "group_below_min_size(1<2)",
+        },
+    )
     assert _exported(db) == {judged}
 
 
@@ -81,8 +99,11 @@ async def test_the_gateways_infra_taint_wins_over_a_reported_ok(gw: tuple[Runnin
     rid = await _rollout_with_a_call(gateway)
     state = await gateway.gateway.registry.state(rid)
     await gateway.gateway.registry.taint(state, CallErrorKind.ENGINE_DEADLINE)
-    stored = await _admin(gateway, f"/rollouts/{rid}/outcome",
-                          {"status": "ok", "reward": 1.0, "in_batch": True, "group_valid": True})
+    stored = await _admin(
+        gateway,
+        f"/rollouts/{rid}/outcome",
+        {"status": "ok", "reward": 1.0, "in_batch": True, "group_valid": True},
+    )
     record = RolloutRecord.model_validate(stored)
     assert record.status is RolloutStatus.INFRA_ENGINE, "engine deadline -> infra_error:engine (one table)"
     assert not trainable(record) and _exported(db) == set()
@@ -106,13 +127,24 @@ async def test_the_orchestrator_reports_through_the_admin_client(gw: tuple[Runni
     rid = await _rollout_with_a_call(gateway)
     async with GatewayClient(gateway.access) as client:
         runner = RolloutRunner(client, None, OrchestratorConfig(), ("127.0.0.1", 1))  # type: ignore[arg-type]
-        record = RolloutRecord(rollout_id=rid, task_id="t", status=RolloutStatus.AGENT_FAILED, reward=0.0,
-                               in_batch=True, group_valid=True, metadata={"attempt": 0})
+        record = RolloutRecord(
+            rollout_id=rid,
+            task_id="t",
+            status=RolloutStatus.AGENT_FAILED,
+            reward=0.0,
+            in_batch=True,
+            group_valid=True,
+            metadata={"attempt": 0},
+        )
         back = await runner.report(record)
     stored = await gateway.gateway.store.get_rollout(rid)
     assert stored is not None and stored.closed
     assert (stored.status, stored.reward, stored.in_batch, stored.group_valid) == (
-        RolloutStatus.AGENT_FAILED, 0.0, True, True)
+        RolloutStatus.AGENT_FAILED,
+        0.0,
+        True,
+        True,
+    )
     assert (back.status, back.in_batch, back.metadata["attempt"]) == (RolloutStatus.AGENT_FAILED, True, 0)
 
 

@@ -125,5 +125,8 @@ def test_every_blob_put_is_read_back_as_it_was(tmp_path_factory, blobs):
         writer.put(sha, data)
     reader = BlobFiles(root)
     assert [reader.read(s) for s in shas] == blobs
-    assert reader.usage() == (len(set(shas)), sum(len(b) for b in {s: b for s, b in zip(shas, blobs, strict=True)}.values()))
+    assert reader.usage() == (
+        len(set(shas)),
+        sum(len(b) for b in {s: b for s, b in zip(shas, blobs, strict=True)}.values()),
+    )
     writer.close()

@@ -55,7 +55,9 @@ async def test_append_and_read_back_in_order(tmp_path):
 
 async def test_error_kinds_round_trip(tmp_path):
     store = SQLiteCallStore(tmp_path / "log.db")
-    rec = _call("r", 0).model_copy(update={"error": CallError(kind=CallErrorKind.ENGINE_HTTP, message="x", status=500)})
+    rec = _call("r", 0).model_copy(
+        update={"error": CallError(kind=CallErrorKind.ENGINE_HTTP, message="x", status=500)}
+    )
     await store.append_call(*stored(rec))
     (back,) = await store.list_calls("r")
     assert back.is_infra_error and not back.trainable
@@ -94,8 +96,13 @@ async def test_concurrent_appends_group_commit_and_round_trip_exactly(tmp_path):
 
     store = SQLiteCallStore(tmp_path / "log.db")
     records = [
-        _call("r", i).model_copy(update={"completion_logprobs": [-0.5, -9999.0, -1.25e-07], "request": {"a": [1, {"b": None}]},
-                                         "error": CallError(kind=CallErrorKind.CLIENT_DISCONNECTED, message="m")})
+        _call("r", i).model_copy(
+            update={
+                "completion_logprobs": [-0.5, -9999.0, -1.25e-07],
+                "request": {"a": [1, {"b": None}]},
+                "error": CallError(kind=CallErrorKind.CLIENT_DISCONNECTED, message="m"),
+            }
+        )
         for i in range(300)
     ]
     await asyncio.gather(*(store.append_call(*stored(r)) for r in records))
@@ -211,10 +218,27 @@ async def test_append_call_round_trips_the_gateway_record(tmp_path):
     from openforgerl.gateway.recording import CallMeta, CallTape, build_record, record_json
 
     raw_request = b'{"model": "m",  "messages": [{"role": "user", "content": "h\\u00e9"}], "n": 1}'
-    meta = CallMeta("r", 3, WireProtocol.CHAT, orjson.loads(raw_request), None,
-                    {"thread-id": "t1", "x-codex-parent-thread-id": "t0"}, 2, 100.0, False, raw_request)
-    tape = CallTape(prompt=PromptIds(json=b"[5,6,70000]"), token_ids=[1, 2], logprobs=[-0.5, -1e-9], text=["hé"],
-                    finish_reason="stop", engine_id="e", first_token_at=101.0)
+    meta = CallMeta(
+        "r",
+        3,
+        WireProtocol.CHAT,
+        orjson.loads(raw_request),
+        None,
+        {"thread-id": "t1", "x-codex-parent-thread-id": "t0"},
+        2,
+        100.0,
+        False,
+        raw_request,
+    )
+    tape = CallTape(
+        prompt=PromptIds(json=b"[5,6,70000]"),
+        token_ids=[1, 2],
+        logprobs=[-0.5, -1e-9],
+        text=["hé"],
+        finish_reason="stop",
+        engine_id="e",
+        first_token_at=101.0,
+    )
     error = CallError(kind=CallErrorKind.CLIENT_DISCONNECTED, message="gone")
     store = SQLiteCallStore(tmp_path / "log.db")
     await store.append_call("r", 3, record_json(meta, tape, error, finished_at=102.0))
@@ -247,7 +271,9 @@ def _conflicts(db) -> list[tuple[str, int, bytes]]:
     import sqlite3
 
     with sqlite3.connect(db) as conn:
-        return [(r, i, bytes(b)) for r, i, b in conn.execute("SELECT rollout_id, idx, body FROM call_conflicts")]
+        return [
+            (r, i, bytes(b)) for r, i, b in conn.execute("SELECT rollout_id, idx, body FROM call_conflicts")
+        ]
 
 
 async def test_a_finished_call_is_never_overwritten(tmp_path):
@@ -396,8 +422,12 @@ def test_journal_replay_restores_blobs_with_the_records_naming_them(tmp_path):
     SQLiteCallStore(db).close()  # the schema exists, as a live store would have made it
     data = b"\x89PNG fake bytes" * 50
     sha = hashlib.sha256(data).hexdigest()
-    rec = CallRecord(rollout_id="k", index=0, protocol=WireProtocol.CHAT,
-                     images=[ImageRef(sha256=sha, media_type="image/png", width=2, height=3)])
+    rec = CallRecord(
+        rollout_id="k",
+        index=0,
+        protocol=WireProtocol.CHAT,
+        images=[ImageRef(sha256=sha, media_type="image/png", width=2, height=3)],
+    )
     journal = CallJournal(db)
     journal.append(f"{_BLOB_FRAME}{sha}\x00image/png", 0, data)
     journal.append(*stored(rec))
@@ -407,5 +437,7 @@ def test_journal_replay_restores_blobs_with_the_records_naming_them(tmp_path):
     assert store.read_blob(sha) == data
     (call,) = store.read_calls("k")
     assert call.images[0].sha256 == sha
-    assert store._reader().execute("SELECT media_type, size FROM blobs").fetchall() == [("image/png", len(data))]
+    assert store._reader().execute("SELECT media_type, size FROM blobs").fetchall() == [
+        ("image/png", len(data))
+    ]
     store.close()

@@ -48,8 +48,14 @@ def opener(location: str) -> Opener:
 
 
 def _call(rollout: str, index: int) -> CallRecord:
-    return CallRecord(rollout_id=rollout, index=index, protocol=WireProtocol.CHAT, prompt_token_ids=[1, 2, 3 + index],
-                      completion_token_ids=[7, 8], completion_logprobs=[-0.5, -0.25])
+    return CallRecord(
+        rollout_id=rollout,
+        index=index,
+        protocol=WireProtocol.CHAT,
+        prompt_token_ids=[1, 2, 3 + index],
+        completion_token_ids=[7, 8],
+        completion_logprobs=[-0.5, -0.25],
+    )
 
 
 def _conflicts(location: str) -> list[tuple[str, int, bytes]]:
@@ -92,9 +98,13 @@ async def test_concurrent_appends_round_trip_exactly(opener: Opener) -> None:
     """Many appends at once (one commit batch) read back identical to what was appended."""
     store = opener()
     records = [
-        _call("r", i).model_copy(update={"completion_logprobs": [-0.5, -9999.0, -1.25e-07],
-                                         "request": {"a": [1, {"b": None}], "t": "h\u00e9 \u2603"},
-                                         "error": CallError(kind=CallErrorKind.ENGINE_HTTP, message="m", status=500)})
+        _call("r", i).model_copy(
+            update={
+                "completion_logprobs": [-0.5, -9999.0, -1.25e-07],
+                "request": {"a": [1, {"b": None}], "t": "h\u00e9 \u2603"},
+                "error": CallError(kind=CallErrorKind.ENGINE_HTTP, message="m", status=500),
+            }
+        )
         for i in range(300)
     ]
     await asyncio.gather(*(store.append_call(*stored(r)) for r in records))
@@ -108,10 +118,27 @@ async def test_append_call_round_trips_the_gateway_record(opener: Opener) -> Non
     from openforgerl.gateway.recording import CallMeta, CallTape, build_record, record_json
 
     raw_request = b'{"model": "m",  "messages": [{"role": "user", "content": "h\\u00e9"}], "n": 1}'
-    meta = CallMeta("r", 3, WireProtocol.CHAT, orjson.loads(raw_request), None, {"thread-id": "t1"}, 2, 100.0,
-                    False, raw_request)
-    tape = CallTape(prompt=PromptIds(json=b"[5,6,70000]"), token_ids=[1, 2], logprobs=[-0.5, -1e-9], text=["h\u00e9"],
-                    finish_reason="stop", engine_id="e", first_token_at=101.0)
+    meta = CallMeta(
+        "r",
+        3,
+        WireProtocol.CHAT,
+        orjson.loads(raw_request),
+        None,
+        {"thread-id": "t1"},
+        2,
+        100.0,
+        False,
+        raw_request,
+    )
+    tape = CallTape(
+        prompt=PromptIds(json=b"[5,6,70000]"),
+        token_ids=[1, 2],
+        logprobs=[-0.5, -1e-9],
+        text=["h\u00e9"],
+        finish_reason="stop",
+        engine_id="e",
+        first_token_at=101.0,
+    )
     store = opener()
     await store.append_call("r", 3, record_json(meta, tape, None, finished_at=102.0))
     (back,) = await store.list_calls("r")
@@ -145,8 +172,10 @@ async def test_a_second_store_cannot_overwrite_either(opener: Opener, location: 
     await a.aclose()
     await b.aclose()
     ((_, _, diverted),) = _conflicts(location)
-    assert {tuple(kept.completion_token_ids), tuple(CallRecord.model_validate_json(diverted).completion_token_ids)} == {
-        (7, 8), (9,)}
+    assert {
+        tuple(kept.completion_token_ids),
+        tuple(CallRecord.model_validate_json(diverted).completion_token_ids),
+    } == {(7, 8), (9,)}
 
 
 async def test_index_leases_start_past_stored_calls_and_other_stores_leases(opener: Opener) -> None:
@@ -233,7 +262,9 @@ async def test_a_stale_put_never_reopens_a_closed_rollout_on_postgres(opener: Op
     a, b = opener(), opener()
     await a.put_rollout(RolloutRecord(rollout_id="r"))
     stale = await b.get_rollout("r")
-    await a.put_rollout(RolloutRecord(rollout_id="r", closed=True, infra_tainted=True, status=RolloutStatus.OK))
+    await a.put_rollout(
+        RolloutRecord(rollout_id="r", closed=True, infra_tainted=True, status=RolloutStatus.OK)
+    )
     await b.put_rollout(stale.model_copy(update={"policy_versions": [3]}))
     kept = await a.get_rollout("r")
     if location.startswith("postgresql://"):
@@ -246,7 +277,9 @@ async def test_a_stale_put_never_reopens_a_closed_rollout_on_postgres(opener: Op
     await b.aclose()
 
 
-async def test_a_rollout_id_with_a_nul_names_nothing_and_is_refused_alone(opener: Opener, location: str) -> None:
+async def test_a_rollout_id_with_a_nul_names_nothing_and_is_refused_alone(
+    opener: Opener, location: str
+) -> None:
     """An agent picks the rollout id of its model URL (`/r/<id>/v1`): one with a NUL must find no rollout
     (a 404), never crash the read. A write of one is refused alone, not failing its commit batch.
     Control: the PostgreSQL driver itself raises on such a key (so the store's check is what answers)."""
@@ -277,8 +310,10 @@ async def test_postgres_writer_reconnects_when_the_server_drops_it(postgres_url:
     assert store.read_calls("r")
     before = store._conn.info.backend_pid
     with psycopg.connect(postgres_url, autocommit=True) as admin:
-        killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                               "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()[0]
+        killed = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()[0]
     assert killed >= 2  # the writer's connection and this thread's reader
     await asyncio.gather(*(store.append_call(*stored(_call("r", i))) for i in range(1, 20)))
     assert [c.index for c in await store.list_calls("r")] == list(range(20))
@@ -326,8 +361,10 @@ async def test_a_pause_on_one_store_reaches_the_watchers_of_another(postgres_url
         assert await asyncio.wait_for(heard.get(), 5) is None  # listening now: read again
         assert await a.set_flow(True, 3) == FlowState(1, True, 3)
         assert await a.set_flow(False, 1) == FlowState(2, False, 3)
-        assert [await asyncio.wait_for(heard.get(), 5) for _ in range(2)] == [FlowState(1, True, 3),
-                                                                               FlowState(2, False, 3)]
+        assert [await asyncio.wait_for(heard.get(), 5) for _ in range(2)] == [
+            FlowState(1, True, 3),
+            FlowState(2, False, 3),
+        ]
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             conn.execute("SELECT pg_notify('openforgerl_flow', 'not:a state')")
         assert await asyncio.wait_for(heard.get(), 5) is None

@@ -16,8 +16,10 @@ def _skill(name: str) -> float:
 
 def scripted(level: float):
     """Solves task t on attempt i iff i/k-ish < skill(t) + level: the gold, else nothing."""
+
     def policy(cand, attempt: int):
         return cand.actions if attempt / 4 < _skill(cand.name) + level else []
+
     return policy
 
 

@@ -20,7 +20,13 @@ CLAW = load_env("claw")
 def _cand(actions: list[Action], checks: list[dict], **kw: object) -> Candidate:
     from openforgerl.env.world_data import base_fixtures
 
-    base = {"fixtures": base_fixtures(), "services": ["todo"], "family": "t", "variant": "plain", "n_atoms": 1}
+    base = {
+        "fixtures": base_fixtures(),
+        "services": ["todo"],
+        "family": "t",
+        "variant": "plain",
+        "n_atoms": 1,
+    }
     return Candidate("claw", "claw-synth/t", "do it", actions, checks, **(base | kw))  # type: ignore[arg-type]
 
 

@@ -23,32 +23,78 @@ def lend(state: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
 BOOKS = "library.books"
 ENV = ToolEnv(
     name="library",
-    collections=(Collection(BOOKS, label="title", fields={"title": "title", "author": "person", "shelf": "place"},
-                            records=({"id": "b1", "title": "Dune", "author": "Frank Herbert", "shelf": "A1",
-                                      "borrower": ""},
-                                     {"id": "b2", "title": "Emma", "author": "Jane Austen", "shelf": "B4",
-                                      "borrower": ""}),
-                            id_prefix="b", defaults={"borrower": ""}, entity="book"),
-                 Collection("library.members", label="name", fields={"name": "person", "email": "email"},
-                            records=({"id": "p1", "name": "Ada Byron", "email": "ada@lib.org"},), id_prefix="p",
-                            entity="member")),
+    collections=(
+        Collection(
+            BOOKS,
+            label="title",
+            fields={"title": "title", "author": "person", "shelf": "place"},
+            records=(
+                {"id": "b1", "title": "Dune", "author": "Frank Herbert", "shelf": "A1", "borrower": ""},
+                {"id": "b2", "title": "Emma", "author": "Jane Austen", "shelf": "B4", "borrower": ""},
+            ),
+            id_prefix="b",
+            defaults={"borrower": ""},
+            entity="book",
+        ),
+        Collection(
+            "library.members",
+            label="name",
+            fields={"name": "person", "email": "email"},
+            records=({"id": "p1", "name": "Ada Byron", "email": "ada@lib.org"},),
+            id_prefix="p",
+            entity="member",
+        ),
+    ),
     tools=(
-        Tool("add_book", "Add a book to the catalogue.", (Param("title"), Param("author", kind="person"),
-                                                           Param("shelf", kind="place")),
-             effect="write", kind="create", collection=BOOKS, sets={"borrower": ""},
-             templates=('Catalogue "{title}" by {author} on shelf {shelf}.',)),
+        Tool(
+            "add_book",
+            "Add a book to the catalogue.",
+            (Param("title"), Param("author", kind="person"), Param("shelf", kind="place")),
+            effect="write",
+            kind="create",
+            collection=BOOKS,
+            sets={"borrower": ""},
+            templates=('Catalogue "{title}" by {author} on shelf {shelf}.',),
+        ),
         Tool("find_books", "Search books by any field.", (Param("query"),), kind="search", collection=BOOKS),
-        Tool("find_members", "Search members.", (Param("query"),), kind="search", collection="library.members"),
-        Tool("lend_book", "Lend a book to a member.",
-             (Param("id", ref="library.books.id", ref_phrase='"{label}"'),
-              Param("borrower", kind="email", ref="library.members.email",
-                    ref_phrase="{label} (look up their email)")),
-             effect="write", kind="update", collection=BOOKS, op=lend,
-             templates=("Lend {id} to {borrower}.",)),
-        Tool("move_book", "Move a book to another shelf.", (Param("id"), Param("shelf", required=False, kind="place")),
-             effect="write", kind="update", collection=BOOKS),
-        Tool("remove_book", "Remove a book.", (Param("id"),), effect="write", kind="delete", collection=BOOKS,
-             destructive=True),
+        Tool(
+            "find_members", "Search members.", (Param("query"),), kind="search", collection="library.members"
+        ),
+        Tool(
+            "lend_book",
+            "Lend a book to a member.",
+            (
+                Param("id", ref="library.books.id", ref_phrase='"{label}"'),
+                Param(
+                    "borrower",
+                    kind="email",
+                    ref="library.members.email",
+                    ref_phrase="{label} (look up their email)",
+                ),
+            ),
+            effect="write",
+            kind="update",
+            collection=BOOKS,
+            op=lend,
+            templates=("Lend {id} to {borrower}.",),
+        ),
+        Tool(
+            "move_book",
+            "Move a book to another shelf.",
+            (Param("id"), Param("shelf", required=False, kind="place")),
+            effect="write",
+            kind="update",
+            collection=BOOKS,
+        ),
+        Tool(
+            "remove_book",
+            "Remove a book.",
+            (Param("id"),),
+            effect="write",
+            kind="delete",
+            collection=BOOKS,
+            destructive=True,
+        ),
     ),
 )
 # --- end of the environment
@@ -70,7 +116,9 @@ def test_a_test_file_environment_produces_validated_tasks(tmp_path: Path) -> Non
     assert report.generated == report.kept + sum(report.rejected.values())
     families = {load_task(p).config.metadata["synth"]["family"] for p in paths}
     joined = "".join(families)
-    assert any(f.startswith("answer:") for f in families) and "remove_book" in joined and "lend_book" in joined
+    assert (
+        any(f.startswith("answer:") for f in families) and "remove_book" in joined and "lend_book" in joined
+    )
     task = load_task(paths[0])
     assert task.flags == ["unsupported:service:library"]  # no sandbox service speaks these tools
 
@@ -87,7 +135,7 @@ def test_loaded_by_path_as_the_cli_does(tmp_path: Path) -> None:
 def test_a_declarative_toml_environment(tmp_path: Path) -> None:
     from openforgerl.synth import load_env, synthesize
 
-    (tmp_path / "shop.toml").write_text('''
+    (tmp_path / "shop.toml").write_text("""
 name = "shop"
 [[collections]]
 name = "shop.orders"
@@ -114,6 +162,6 @@ kind = "update"
 collection = "shop.orders"
 sets = { status = "cancelled" }
 parameters = { type = "object", properties = { id = { type = "string" } }, required = ["id"] }
-''')
+""")
     report, paths, _ = synthesize(load_env(tmp_path / "shop.toml"), 15, tmp_path / "out", seed=1)
     assert report.kept >= 10 and paths

@@ -23,7 +23,9 @@ def _script() -> ast.Module:
 def _assigned(name: str) -> list[str]:
     """The value of a top-level `NAME = ...` in the warm-up script (string literals and `.split()` only)."""
     for node in _script().body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
             return list(eval(compile(ast.Expression(node.value), str(SCRIPT), "eval"), {"__builtins__": {}}))
     raise AssertionError(f"{name} not in {SCRIPT}")
 
@@ -35,9 +37,14 @@ def _warmup_patterns() -> dict[str, list[re.Pattern[str]]]:
         if not (isinstance(fn, ast.FunctionDef) and fn.name in {f"_{t}" for t in SFT_TOOLS}):
             continue
         for node in ast.walk(fn):
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "user" for t in node.targets):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "user" for t in node.targets
+            ):
                 for js in (n for n in ast.walk(node.value) if isinstance(n, ast.JoinedStr)):
-                    parts = [re.escape(str(v.value)) if isinstance(v, ast.Constant) else r"(\S[^']*)" for v in js.values]
+                    parts = [
+                        re.escape(str(v.value)) if isinstance(v, ast.Constant) else r"(\S[^']*)"
+                        for v in js.values
+                    ]
                     out.setdefault(fn.name[1:], []).append(re.compile("".join(parts)))
     return out
 
@@ -68,8 +75,9 @@ def test_family_tasks_speak_the_warm_up_phrasing_and_offer_its_tools(tmp_path: P
         assert match, f"{first!r} is not a warm-up phrasing of {tool}"
         for value in match.groups():  # every slot is made of warm-up tokens
             tokens = re.split(r"[ @._]", value)
-            assert set(tokens) <= words | set(vocab.WARMUP_EXTS) | {d.split(".")[0] for d in vocab.WARMUP_DOMAINS} \
-                | {d.split(".")[1] for d in vocab.WARMUP_DOMAINS}, value
+            assert set(tokens) <= words | set(vocab.WARMUP_EXTS) | {
+                d.split(".")[0] for d in vocab.WARMUP_DOMAINS
+            } | {d.split(".")[1] for d in vocab.WARMUP_DOMAINS}, value
     assert singles > 10
 
 

@@ -18,32 +18,79 @@ from openforgerl.synth.documents import MAX_DEPTH, DocumentError, depth, read_do
 from openforgerl.synth.importers import from_mcp_tools, from_openapi, load_document
 from openforgerl.synth.toolenv import ToolEnv, load_toml, tool_from_dict
 
-MCP = {"tools": [
-    {"name": "notes_add", "description": "Add a note.", "inputSchema": {
-        "type": "object", "required": ["title"],
-        "properties": {"title": {"type": "string", "description": "Title."},
-                       "tag": {"type": ["string", "null"], "enum": ["home", "work"]}}}},
-    {"name": "notes_get", "description": "Get a note.", "inputSchema": {
-        "type": "object", "properties": {"note_id": {"type": "string"}}, "required": ["note_id"]}},
-    {"name": "notes_list", "inputSchema": {"type": "object", "properties": {}}}]}
+MCP = {
+    "tools": [
+        {
+            "name": "notes_add",
+            "description": "Add a note.",
+            "inputSchema": {
+                "type": "object",
+                "required": ["title"],
+                "properties": {
+                    "title": {"type": "string", "description": "Title."},
+                    "tag": {"type": ["string", "null"], "enum": ["home", "work"]},
+                },
+            },
+        },
+        {
+            "name": "notes_get",
+            "description": "Get a note.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"note_id": {"type": "string"}},
+                "required": ["note_id"],
+            },
+        },
+        {"name": "notes_list", "inputSchema": {"type": "object", "properties": {}}},
+    ]
+}
 OPENAPI = {
-    "openapi": "3.0.3", "info": {"title": "Pets", "version": "1"},
-    "paths": {"/pets": {"get": {"operationId": "listPets", "parameters": [
-        {"name": "limit", "in": "query", "schema": {"type": "integer"}}]},
-        "post": {"operationId": "createPet", "requestBody": {"content": {"application/json": {
-            "schema": {"$ref": "#/components/schemas/Pet"}}}}}},
-        "/pets/{petId}": {"parameters": [{"name": "petId", "in": "path", "required": True,
-                                          "schema": {"type": "string"}}],
-                          "delete": {"operationId": "deletePet", "summary": "Remove a pet"}}},
-    "components": {"schemas": {"Pet": {"type": "object", "required": ["name"],
-                                       "properties": {"name": {"type": "string"}, "tag": {"type": "string"}}}}}}
-TOML_TOOL = {"name": "notes_add", "effect": "write", "kind": "create", "collection": "notes.items",
-             "parameters": {"properties": {"title": {"type": "string"}}, "required": ["title"]},
-             "param": {"title": {"kind": "title"}}, "fields": {"title": "title"}, "forbids": ["notes_delete"]}
+    "openapi": "3.0.3",
+    "info": {"title": "Pets", "version": "1"},
+    "paths": {
+        "/pets": {
+            "get": {
+                "operationId": "listPets",
+                "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+            },
+            "post": {
+                "operationId": "createPet",
+                "requestBody": {
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pet"}}}
+                },
+            },
+        },
+        "/pets/{petId}": {
+            "parameters": [{"name": "petId", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "delete": {"operationId": "deletePet", "summary": "Remove a pet"},
+        },
+    },
+    "components": {
+        "schemas": {
+            "Pet": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {"name": {"type": "string"}, "tag": {"type": "string"}},
+            }
+        }
+    },
+}
+TOML_TOOL = {
+    "name": "notes_add",
+    "effect": "write",
+    "kind": "create",
+    "collection": "notes.items",
+    "parameters": {"properties": {"title": {"type": "string"}}, "required": ["title"]},
+    "param": {"title": {"kind": "title"}},
+    "fields": {"title": "title"},
+    "forbids": ["notes_delete"],
+}
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-                    max_leaves=12)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=12,
+)
 
 
 def _paths(node: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -84,21 +131,28 @@ def test_mcp_with_any_value_anywhere_imports_or_names_the_place(path: tuple[Any,
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(_paths(OPENAPI)), JSON)
-def test_openapi_with_any_value_anywhere_imports_or_names_the_place(path: tuple[Any, ...], value: Any) -> None:
+def test_openapi_with_any_value_anywhere_imports_or_names_the_place(
+    path: tuple[Any, ...], value: Any
+) -> None:
     _imports_or_names_the_problem(from_openapi, _replaced(OPENAPI, path, value))
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(_paths(TOML_TOOL)), JSON)
-def test_a_toml_tool_with_any_value_anywhere_loads_or_names_the_place(path: tuple[Any, ...], value: Any) -> None:
+def test_a_toml_tool_with_any_value_anywhere_loads_or_names_the_place(
+    path: tuple[Any, ...], value: Any
+) -> None:
     try:
         tool_from_dict(_replaced(TOML_TOOL, path, value))
     except DocumentError as exc:
         assert str(exc) and "\n" not in str(exc)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(st.sampled_from(_paths(MCP)), JSON)
 def test_what_imports_also_synthesises(tmp_path: Path, path: tuple[Any, ...], value: Any) -> None:
     """An imported environment with odd but well-typed values still goes through the whole pipeline."""
@@ -114,32 +168,67 @@ def test_controls_the_untouched_documents_import_with_their_tools() -> None:
     assert tool_from_dict(TOML_TOOL).param("title").kind == "title"
 
 
-@pytest.mark.parametrize(("doc", "where"), [
-    ({"tools": [{"name": "a_get", "inputSchema": {"properties": {"x": {"type": "string"}}, "required": 5}}]},
-     "tools[0].inputSchema.required: expected a list, got a number"),
-    ({"tools": [{"name": "a_get", "inputSchema": {"properties": {"x": []}}}]},
-     "tools[0].inputSchema.properties.x: expected an object, got a list"),
-    ({"tools": [{"name": {"a": 1}}]}, "tools[0].name: expected a string, got an object"),
-    ({"tools": [7]}, "tools[0]: expected an object, got a number"),
-    ({"tool": []}, "no `tools` list"),
-    ("tools", "the document: expected an object, got a string"),
-])
+@pytest.mark.parametrize(
+    ("doc", "where"),
+    [
+        (
+            {
+                "tools": [
+                    {"name": "a_get", "inputSchema": {"properties": {"x": {"type": "string"}}, "required": 5}}
+                ]
+            },
+            "tools[0].inputSchema.required: expected a list, got a number",
+        ),
+        (
+            {"tools": [{"name": "a_get", "inputSchema": {"properties": {"x": []}}}]},
+            "tools[0].inputSchema.properties.x: expected an object, got a list",
+        ),
+        ({"tools": [{"name": {"a": 1}}]}, "tools[0].name: expected a string, got an object"),
+        ({"tools": [7]}, "tools[0]: expected an object, got a number"),
+        ({"tool": []}, "no `tools` list"),
+        ("tools", "the document: expected an object, got a string"),
+    ],
+)
 def test_a_wrong_type_at_each_mcp_level_names_its_place(doc: Any, where: str) -> None:
     with pytest.raises(DocumentError) as err:
         from_mcp_tools(doc)
     assert where in str(err.value)
 
 
-@pytest.mark.parametrize(("patch", "where"), [
-    ({"paths": []}, "paths: expected an object, got a list"),
-    ({"paths": {"/pets": []}}, "paths./pets: expected an object, got a list"),
-    ({"paths": {"/pets": {"get": {"parameters": {"a": 1}}}}}, "paths./pets.get.parameters: expected a list"),
-    ({"paths": {"/pets": {"get": {"parameters": [{"in": "query", "name": "q", "schema": {"enum": 3}}]}}}},
-     "paths./pets.get.parameters[0].schema.enum: expected a list, got a number"),
-    ({"paths": {"/pets": {"post": {"requestBody": {"content": {"application/json": {"schema": {
-        "$ref": "#/components/nothing"}}}}}}}}, "schema.$ref '#/components/nothing': points at nothing in the document"),
-    ({"info": "Pets"}, "info: expected an object, got a string"),
-])
+@pytest.mark.parametrize(
+    ("patch", "where"),
+    [
+        ({"paths": []}, "paths: expected an object, got a list"),
+        ({"paths": {"/pets": []}}, "paths./pets: expected an object, got a list"),
+        (
+            {"paths": {"/pets": {"get": {"parameters": {"a": 1}}}}},
+            "paths./pets.get.parameters: expected a list",
+        ),
+        (
+            {
+                "paths": {
+                    "/pets": {"get": {"parameters": [{"in": "query", "name": "q", "schema": {"enum": 3}}]}}
+                }
+            },
+            "paths./pets.get.parameters[0].schema.enum: expected a list, got a number",
+        ),
+        (
+            {
+                "paths": {
+                    "/pets": {
+                        "post": {
+                            "requestBody": {
+                                "content": {"application/json": {"schema": {"$ref": "#/components/nothing"}}}
+                            }
+                        }
+                    }
+                }
+            },
+            "schema.$ref '#/components/nothing': points at nothing in the document",
+        ),
+        ({"info": "Pets"}, "info: expected an object, got a string"),
+    ],
+)
 def test_a_wrong_type_at_each_openapi_level_names_its_place(patch: dict[str, Any], where: str) -> None:
     with pytest.raises(DocumentError) as err:
         from_openapi({**OPENAPI, **patch})
@@ -167,12 +256,15 @@ def test_a_yaml_billion_laughs_is_read_quickly(tmp_path: Path) -> None:
         load_document(tmp_path / "laughs2.yaml")
 
 
-@pytest.mark.parametrize(("name", "text", "hint"), [
-    ("bad.json", "{not json", "not valid JSON (line 1, column 2)"),
-    ("bad.yaml", "tools: [1,\n", "not valid YAML"),
-    ("bin.json", b"\xff\xfe\x00garbage", "not UTF-8 text"),
-    ("bad.toml", "name = \n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "hint"),
+    [
+        ("bad.json", "{not json", "not valid JSON (line 1, column 2)"),
+        ("bad.yaml", "tools: [1,\n", "not valid YAML"),
+        ("bin.json", b"\xff\xfe\x00garbage", "not UTF-8 text"),
+        ("bad.toml", "name = \n", "not valid TOML"),
+    ],
+)
 def test_an_unparseable_document_is_one_line(tmp_path: Path, name: str, text: str | bytes, hint: str) -> None:
     path = tmp_path / name
     path.write_bytes(text if isinstance(text, bytes) else text.encode())

@@ -14,23 +14,53 @@ PETSTORE = {
     "info": {"title": "Petstore", "version": "1"},
     "paths": {
         "/pets": {
-            "get": {"operationId": "listPets", "summary": "List pets",
-                    "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer"}}]},
-            "post": {"operationId": "createPet", "summary": "Add a pet",
-                     "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pet"}}}}},
+            "get": {
+                "operationId": "listPets",
+                "summary": "List pets",
+                "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+            },
+            "post": {
+                "operationId": "createPet",
+                "summary": "Add a pet",
+                "requestBody": {
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pet"}}}
+                },
+            },
         },
         "/pets/{petId}": {
             "parameters": [{"name": "petId", "in": "path", "required": True, "schema": {"type": "string"}}],
             "get": {"operationId": "showPet", "summary": "Info for a pet"},
-            "patch": {"operationId": "updatePet", "summary": "Change a pet",
-                      "requestBody": {"content": {"application/json": {"schema": {
-                          "type": "object", "properties": {"tag": {"type": "string"}, "owner": {"type": "string"}}}}}}},
+            "patch": {
+                "operationId": "updatePet",
+                "summary": "Change a pet",
+                "requestBody": {
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {"tag": {"type": "string"}, "owner": {"type": "string"}},
+                            }
+                        }
+                    }
+                },
+            },
             "delete": {"operationId": "deletePet", "summary": "Remove a pet"},
         },
     },
-    "components": {"schemas": {"Pet": {"type": "object", "required": ["name"], "properties": {
-        "id": {"type": "string"}, "name": {"type": "string"}, "tag": {"type": "string"},
-        "owner": {"type": "string"}}}}},
+    "components": {
+        "schemas": {
+            "Pet": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "name": {"type": "string"},
+                    "tag": {"type": "string"},
+                    "owner": {"type": "string"},
+                },
+            }
+        }
+    },
 }
 
 
@@ -41,7 +71,9 @@ def test_the_claw_mcp_server_tool_list_imports_and_synthesises(tmp_path: Path) -
     roles = {t.name: (t.effect, t.kind) for t in env.tools}
     assert roles["mail_send"] == ("write", "create") and roles["calendar_delete"] == ("write", "delete")
     assert roles["contacts_find"] == ("read", "search") and roles["submit_answer"] == ("final", "answer")
-    assert env.tool("mail_reply").param("id").ref == "mail.items.id"  # the data flow: a found id feeds a reply
+    assert (
+        env.tool("mail_reply").param("id").ref == "mail.items.id"
+    )  # the data flow: a found id feeds a reply
     report, paths, _ = synthesize(env, 25, tmp_path, seed=2)
     assert report.kept == len(paths) == 25
 
@@ -49,8 +81,11 @@ def test_the_claw_mcp_server_tool_list_imports_and_synthesises(tmp_path: Path) -
 def test_an_mcp_listing_file_loads_by_path(tmp_path: Path) -> None:
     from openforgerl.env.world_tools import TOOLS
 
-    listing = {"tools": [{"name": t.name, "description": t.description, "inputSchema": t.input_schema()}
-                         for t in TOOLS]}
+    listing = {
+        "tools": [
+            {"name": t.name, "description": t.description, "inputSchema": t.input_schema()} for t in TOOLS
+        ]
+    }
     (tmp_path / "tools.json").write_text(json.dumps({"jsonrpc": "2.0", "id": 2, "result": listing}))
     report, _, _ = synthesize(load_env(tmp_path / "tools.json"), 10, tmp_path / "out")
     assert report.kept == 10

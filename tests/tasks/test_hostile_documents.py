@@ -18,16 +18,33 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TAU2_TASKS = ROOT / "tests" / "envs" / "data" / "tau2" / "airline" / "tasks.json"
-NOTE_TOOL = {"name": "notes_add", "description": "Add a note.",
-             "inputSchema": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}}
-VALID_MCP = {"tools": [NOTE_TOOL, {"name": "notes_list", "description": "List notes.",
-                                   "inputSchema": {"type": "object", "properties": {}}}]}
+NOTE_TOOL = {
+    "name": "notes_add",
+    "description": "Add a note.",
+    "inputSchema": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]},
+}
+VALID_MCP = {
+    "tools": [
+        NOTE_TOOL,
+        {
+            "name": "notes_list",
+            "description": "List notes.",
+            "inputSchema": {"type": "object", "properties": {}},
+        },
+    ]
+}
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "OPENFORGERL_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "openforgerl.cli", *args], capture_output=True, text=True,
-                          timeout=600, cwd=str(cwd), env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "openforgerl.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=str(cwd),
+        env=env,
+    )
 
 
 def _write_big(path: Path, size: int = 100 * 2**20) -> None:
@@ -38,9 +55,13 @@ def _write_big(path: Path, size: int = 100 * 2**20) -> None:
 
 
 def _hostile(tmp: Path) -> dict[str, Path]:
-    docs = {"nested 5000 deep": '{"tools": ' + "[" * 5000 + "]" * 5000 + "}",
-            "tools is not a list": json.dumps({"tools": {"notes_add": NOTE_TOOL}}),
-            "properties is a list": json.dumps({"tools": [{**NOTE_TOOL, "inputSchema": {"properties": ["title"]}}]})}
+    docs = {
+        "nested 5000 deep": '{"tools": ' + "[" * 5000 + "]" * 5000 + "}",
+        "tools is not a list": json.dumps({"tools": {"notes_add": NOTE_TOOL}}),
+        "properties is a list": json.dumps(
+            {"tools": [{**NOTE_TOOL, "inputSchema": {"properties": ["title"]}}]}
+        ),
+    }
     out = {}
     for what, text in docs.items():
         out[what] = tmp / f"{what.replace(' ', '_')}.json"
@@ -50,9 +71,12 @@ def _hostile(tmp: Path) -> dict[str, Path]:
     return out
 
 
-SYNTH_HINTS = {"nested 5000 deep": "nested more than 64 levels", "tools is not a list": "tools: expected a list",
-               "properties is a list": "tools[0].inputSchema.properties: expected an object, got a list",
-               "100 MB": "100.0 MiB; tool documents over 32 MiB are refused"}
+SYNTH_HINTS = {
+    "nested 5000 deep": "nested more than 64 levels",
+    "tools is not a list": "tools: expected a list",
+    "properties is a list": "tools[0].inputSchema.properties: expected an object, got a list",
+    "100 MB": "100.0 MiB; tool documents over 32 MiB are refused",
+}
 
 
 @pytest.fixture(scope="module")
@@ -70,26 +94,41 @@ def _one_error_line(out: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.mark.parametrize("what", list(SYNTH_HINTS))
-def test_synthesize_refuses_a_hostile_tool_document_in_one_line(hostile: dict[str, Path], tmp_path: Path,
-                                                                 what: str) -> None:
-    line = _one_error_line(_cli("tasks", "synthesize", "--env", str(hostile[what]), "--out", str(tmp_path / "o"),
-                                "--n", "2", cwd=tmp_path))
+def test_synthesize_refuses_a_hostile_tool_document_in_one_line(
+    hostile: dict[str, Path], tmp_path: Path, what: str
+) -> None:
+    line = _one_error_line(
+        _cli(
+            "tasks",
+            "synthesize",
+            "--env",
+            str(hostile[what]),
+            "--out",
+            str(tmp_path / "o"),
+            "--n",
+            "2",
+            cwd=tmp_path,
+        )
+    )
     assert hostile[what].name in line and SYNTH_HINTS[what] in line, line
     assert not (tmp_path / "o").exists()  # refused before anything is written
 
 
 @pytest.mark.parametrize("what", list(SYNTH_HINTS))
-def test_import_points_a_tool_document_at_synthesize_in_one_line(hostile: dict[str, Path], tmp_path: Path,
-                                                                 what: str) -> None:
+def test_import_points_a_tool_document_at_synthesize_in_one_line(
+    hostile: dict[str, Path], tmp_path: Path, what: str
+) -> None:
     line = _one_error_line(_cli("tasks", "import", str(hostile[what]), str(tmp_path / "o"), cwd=tmp_path))
     assert "is a tool document" in line and "tasks synthesize --env" in line, line
 
 
 @pytest.mark.parametrize("what", list(SYNTH_HINTS))
-def test_import_as_tau2_of_a_hostile_document_is_one_line(hostile: dict[str, Path], tmp_path: Path,
-                                                          what: str) -> None:
-    line = _one_error_line(_cli("tasks", "import", str(hostile[what]), str(tmp_path / "o"), "--format", "tau2",
-                                cwd=tmp_path))
+def test_import_as_tau2_of_a_hostile_document_is_one_line(
+    hostile: dict[str, Path], tmp_path: Path, what: str
+) -> None:
+    line = _one_error_line(
+        _cli("tasks", "import", str(hostile[what]), str(tmp_path / "o"), "--format", "tau2", cwd=tmp_path)
+    )
     assert f"{hostile[what].name}: not a valid tau2 task file" in line, line
 
 

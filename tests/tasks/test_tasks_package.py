@@ -27,16 +27,22 @@ def _imported_modules(tree: ast.AST) -> list[str]:
 
 
 def test_no_module_under_tasks_names_an_environment_package() -> None:
-    offenders = {p.name: m for p in TASKS.rglob("*.py") for m in _imported_modules(ast.parse(p.read_text()))
-                 if m.startswith("openforgerl.envs")}
+    offenders = {
+        p.name: m
+        for p in TASKS.rglob("*.py")
+        for m in _imported_modules(ast.parse(p.read_text()))
+        if m.startswith("openforgerl.envs")
+    }
     assert offenders == {}
 
 
 def test_importing_every_tasks_module_leaves_envs_unimported() -> None:
     names = [f"openforgerl.tasks.{m.name}" for m in pkgutil.iter_modules([str(TASKS)])]
     assert {"openforgerl.tasks.format", "openforgerl.tasks.harbor", "openforgerl.tasks.loader"} <= set(names)
-    code = (f"import importlib, sys\nfor n in {names!r}: importlib.import_module(n)\n"
-            "print(sorted(m for m in sys.modules if m.startswith('openforgerl.envs')))")
+    code = (
+        f"import importlib, sys\nfor n in {names!r}: importlib.import_module(n)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('openforgerl.envs')))"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"
@@ -65,8 +71,13 @@ def _import_graph(root: Path, prefixes: tuple[str, ...]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
         tree = ast.parse(path.read_text())
-        typing_only = {id(x) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
-                       for b in n.body for x in ast.walk(b)}
+        typing_only = {
+            id(x)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
+            for b in n.body
+            for x in ast.walk(b)
+        }
         for node in ast.walk(tree):
             if id(node) in typing_only:
                 continue

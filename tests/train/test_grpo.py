@@ -17,8 +17,12 @@ from openforgerl.train.grpo import (
 
 
 def test_advantages_hand_computed():
-    scores = [RolloutScore("a", "g", 1.0), RolloutScore("b", "g", 0.0), RolloutScore("c", "g", 0.0),
-              RolloutScore("d", "g", 1.0)]
+    scores = [
+        RolloutScore("a", "g", 1.0),
+        RolloutScore("b", "g", 0.0),
+        RolloutScore("c", "g", 0.0),
+        RolloutScore("d", "g", 1.0),
+    ]
     adv = group_advantages(scores)
     # mean 0.5, population std 0.5
     assert adv["a"] == pytest.approx(1.0, abs=1e-4)
@@ -33,8 +37,14 @@ def test_infra_dropped_rollouts_excluded_from_statistics():
 
 
 def test_uniform_group_has_zero_advantage_and_groups_are_independent():
-    adv = group_advantages([RolloutScore("a", "g1", 1.0), RolloutScore("b", "g1", 1.0),
-                            RolloutScore("c", "g2", 0.0), RolloutScore("d", "g2", 1.0)])
+    adv = group_advantages(
+        [
+            RolloutScore("a", "g1", 1.0),
+            RolloutScore("b", "g1", 1.0),
+            RolloutScore("c", "g2", 0.0),
+            RolloutScore("d", "g2", 1.0),
+        ]
+    )
     assert adv["a"] == adv["b"] == 0.0
     assert adv["c"] < 0 < adv["d"]
 

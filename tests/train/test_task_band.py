@@ -80,14 +80,22 @@ async def test_training_refreshes_the_band_with_the_current_weights(tmp_path: Pa
     for name in names:
         shutil.copytree(CLAW_SUITE / name, pool / name)
     # a made-up calibration: every task in the band, by a policy that never existed
-    calibrate([pool / n for n in names], lambda _t, _k: {f"claw/{n}": [1.0, 0.0] for n in names}, 2, policy="fake")
+    calibrate(
+        [pool / n for n in names], lambda _t, _k: {f"claw/{n}": [1.0, 0.0] for n in names}, 2, policy="fake"
+    )
     k, out = 3, tmp_path / "run"
     cfg = Config(
-        harness="zero", harness_options={"zero": {"builtins": "", "max_turns": 2}},
-        tasks=[TaskSelection(split="train", tags=["sft"], difficulty=["easy"], limit=2),
-               TaskSelection(dir=str(pool), split=None, pass_rate=(0.0, 1.0), refresh_every=1, refresh_k=k)],
-        eval={"tasks": None}, rollout={"group_size": 3, "budget_s": 60}, out_dir=str(out),
-        train={"steps": 3, "tasks_per_step": 2, "lr": 1e-3, "checkpoint_every": 0, "step0_logprob_tol": None})
+        harness="zero",
+        harness_options={"zero": {"builtins": "", "max_turns": 2}},
+        tasks=[
+            TaskSelection(split="train", tags=["sft"], difficulty=["easy"], limit=2),
+            TaskSelection(dir=str(pool), split=None, pass_rate=(0.0, 1.0), refresh_every=1, refresh_k=k),
+        ],
+        eval={"tasks": None},
+        rollout={"group_size": 3, "budget_s": 60},
+        out_dir=str(out),
+        train={"steps": 3, "tasks_per_step": 2, "lr": 1e-3, "checkpoint_every": 0, "step0_logprob_tol": None},
+    )
     await Trainer(cfg, out).run()
 
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -96,10 +104,10 @@ async def test_training_refreshes_the_band_with_the_current_weights(tmp_path: Pa
     assert [(r["step"], r["refresh_policy_version"]) for r in refreshed] == [(0, 1), (1, 2)]
     records = [json.loads(line) for line in (out / "refresh_rollouts.jsonl").read_text().splitlines()]
     assert len(records) == 2 * len(names) * k
-    for round_, version in ((records[: len(names) * k], 1), (records[len(names) * k:], 2)):
+    for round_, version in ((records[: len(names) * k], 1), (records[len(names) * k :], 2)):
         served = {v for r in round_ for v in r["policy_versions"]}
         assert served == {version}, f"refresh round at v{version} was served by {served}"
-    last = _rates_of(records[len(names) * k:])
+    last = _rates_of(records[len(names) * k :])
     for name in names:
         cal = tomllib.loads((pool / name / "task.toml").read_text())["metadata"]["calibration"]
         assert cal["policy"] == "train@v2" and cal["k"] == k and cal["scored"] == k

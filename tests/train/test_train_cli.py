@@ -43,12 +43,18 @@ def _alive(pid: int) -> bool:
 
 
 def _config(tmp_path: Path) -> Path:
-    cfg = {"model": "tiny", "engine": {"kind": "local", "max_tokens": 32}, "harness": "zero",
-           "harness_options": {"zero": {"builtins": "", "max_turns": 2}}, "sandbox": {"backend": "local"},
-           "tasks": {"dir": "builtin:claw", "split": "train", "tags": ["sft"], "limit": 2},
-           "rollout": {"group_size": 2, "budget_s": 60},
-           "train": {"steps": 20, "tasks_per_step": 1, "checkpoint_every": 1},
-           "eval": {"tasks": None}, "out_dir": str(tmp_path / "run")}
+    cfg = {
+        "model": "tiny",
+        "engine": {"kind": "local", "max_tokens": 32},
+        "harness": "zero",
+        "harness_options": {"zero": {"builtins": "", "max_turns": 2}},
+        "sandbox": {"backend": "local"},
+        "tasks": {"dir": "builtin:claw", "split": "train", "tags": ["sft"], "limit": 2},
+        "rollout": {"group_size": 2, "budget_s": 60},
+        "train": {"steps": 20, "tasks_per_step": 1, "checkpoint_every": 1},
+        "eval": {"tasks": None},
+        "out_dir": str(tmp_path / "run"),
+    }
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -59,8 +65,12 @@ def test_train_to_a_file_shows_progress_and_sigterm_ends_it_cleanly(tmp_path: Pa
     config = _config(tmp_path)
     log = tmp_path / "train.log"
     with log.open("w") as out:
-        proc = subprocess.Popen([CLI, "train", str(config)], stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "COLUMNS": "80"})
+        proc = subprocess.Popen(
+            [CLI, "train", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "COLUMNS": "80"},
+        )
     try:
         deadline = time.monotonic() + 600
         while "step 1/20" not in log.read_text() and time.monotonic() < deadline:
@@ -93,8 +103,20 @@ def test_train_to_a_file_shows_progress_and_sigterm_ends_it_cleanly(tmp_path: Pa
 def test_the_step_table_fits_an_80_column_terminal() -> None:
     from rich.console import Console
 
-    rows = [{"step": i, "reward": 0.41234, "pass_rate": 0.375, "kept": 32, "dropped": 0, "trained_tokens": 123456,
-             "loss": 0.0123, "step_s": 21.37, "policy_version": i + 1} for i in range(3)]
+    rows = [
+        {
+            "step": i,
+            "reward": 0.41234,
+            "pass_rate": 0.375,
+            "kept": 32,
+            "dropped": 0,
+            "trained_tokens": 123456,
+            "loss": 0.0123,
+            "step_s": 21.37,
+            "policy_version": i + 1,
+        }
+        for i in range(3)
+    ]
     console = Console(width=80, record=True, file=open(os.devnull, "w"))
     console.print(step_table(rows, width=80))
     text = console.export_text()

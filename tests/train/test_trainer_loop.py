@@ -19,10 +19,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("bwrap") is None
 
 def _config(out: Path, steps: int) -> Config:
     return Config(
-        harness="zero", harness_options={"zero": {"builtins": "", "max_turns": 2}},
-        tasks=TaskSelection(split="train", tags=["sft"], limit=2), eval={"tasks": None},
+        harness="zero",
+        harness_options={"zero": {"builtins": "", "max_turns": 2}},
+        tasks=TaskSelection(split="train", tags=["sft"], limit=2),
+        eval={"tasks": None},
         train={"steps": steps, "tasks_per_step": 2, "lr": 1e-3, "checkpoint_every": 1},
-        rollout={"group_size": 3, "budget_s": 60}, out_dir=str(out),
+        rollout={"group_size": 3, "budget_s": 60},
+        out_dir=str(out),
     )
 
 

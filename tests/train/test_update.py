@@ -15,17 +15,33 @@ from openforgerl.train.update import UpdateSettings, grpo_update
 
 def _model() -> Qwen3ForCausalLM:
     torch.manual_seed(0)
-    cfg = Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=64)
+    cfg = Qwen3Config(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=64,
+    )
     return Qwen3ForCausalLM(cfg).eval()
 
 
 def _sample(model, rid: str, prompt: list[int], response: list[int], mask: list[int]) -> Sample:
-    s = Sample(prompt_ids=prompt, response_ids=response, response_mask=mask,
-               response_logprobs=[0.0] * len(response), rollout_id=rid, group_id="g")
+    s = Sample(
+        prompt_ids=prompt,
+        response_ids=response,
+        response_mask=mask,
+        response_logprobs=[0.0] * len(response),
+        rollout_id=rid,
+        group_id="g",
+    )
     with torch.no_grad():
         lp = response_logprobs(model, collate([s]))[0].tolist()
-    return s.model_copy(update={"response_logprobs": [v if m else 0.0 for v, m in zip(lp, mask, strict=True)]})
+    return s.model_copy(
+        update={"response_logprobs": [v if m else 0.0 for v, m in zip(lp, mask, strict=True)]}
+    )
 
 
 def _step(model, samples, adv):

@@ -29,7 +29,9 @@ def test_dropped_rows_leave_group_statistics_and_get_no_advantage() -> None:
     assert per_row[0] == pytest.approx(0.5 / (std + 1e-6))
     assert per_row[1] == pytest.approx(-0.5 / (std + 1e-6))
     assert per_row[2] == 0.0 and adv[2].abs().sum() == 0, "dropped row"
-    assert per_row[3] == pytest.approx(1.0 / (1.0 + 1e-6)), "a group with one valid row: (0, 1) like veRL's grpo"
+    assert per_row[3] == pytest.approx(1.0 / (1.0 + 1e-6)), (
+        "a group with one valid row: (0, 1) like veRL's grpo"
+    )
     assert torch.equal(adv, ret) and torch.all(adv[mask == 0] == 0)
 
 
@@ -67,5 +69,7 @@ print("same")
 
 @pytest.mark.skipif(not VENV_PYTHON.exists(), reason="veRL venv missing: run scripts/install_verl.sh")
 def test_equals_verls_grpo_when_nothing_is_dropped() -> None:
-    proc = subprocess.run([str(VENV_PYTHON), "-c", _SAME_AS_VERL], capture_output=True, text=True, timeout=280)
+    proc = subprocess.run(
+        [str(VENV_PYTHON), "-c", _SAME_AS_VERL], capture_output=True, text=True, timeout=280
+    )
     assert proc.returncode == 0 and proc.stdout.strip().endswith("same"), proc.stderr[-3000:]

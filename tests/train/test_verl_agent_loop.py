@@ -45,11 +45,21 @@ def overrides(mode: str) -> list[str]:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("verl-loop")
-    spec = {"tasks": [str(t) for t in TASKS], "overrides_v1": overrides("v1"),
-            "overrides_classic": overrides("classic"), "work": str(work)}
+    spec = {
+        "tasks": [str(t) for t in TASKS],
+        "overrides_v1": overrides("v1"),
+        "overrides_classic": overrides("classic"),
+        "work": str(work),
+    }
     env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "openforgerl.train.verl.agent_loop"}
-    proc = subprocess.run([str(VENV_PYTHON), str(Path(__file__).with_name("verl_driver.py")), json.dumps(spec)],
-                          capture_output=True, text=True, timeout=840, env=env, cwd=str(ROOT))
+    proc = subprocess.run(
+        [str(VENV_PYTHON), str(Path(__file__).with_name("verl_driver.py")), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=840,
+        env=env,
+        cwd=str(ROOT),
+    )
     assert proc.returncode == 0, proc.stderr[-6000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -74,7 +84,9 @@ def test_loop_and_estimator_register_when_verl_imports_our_module(report: dict[s
 
 def test_loop_talks_to_the_server_the_server_manager_knows(report: dict[str, Any]) -> None:
     assert len(report["engine_urls"]) == 1 and report["engine_urls"][0].startswith("http://127.0.0.1:")
-    assert report["engine_calls"] == 4, "two solved rollouts of two model calls each; faulted calls produce nothing"
+    assert report["engine_calls"] == 4, (
+        "two solved rollouts of two model calls each; faulted calls produce nothing"
+    )
 
 
 def test_v1_returns_a_list_of_verls_own_outputs_final_chain_last(report: dict[str, Any]) -> None:
@@ -86,7 +98,9 @@ def test_v1_returns_a_list_of_verls_own_outputs_final_chain_last(report: dict[st
     assert final["reward_score"] == 1.0 and final["num_turns"] >= 2
     fields = final["extra_fields"]
     assert fields["task_id"] == "claw/easy-mail-send-01" and fields["harness"] == "zero"
-    assert fields["min_global_steps"] == fields["max_global_steps"] == 7, "veRL's global_steps, for V1 staleness"
+    assert fields["min_global_steps"] == fields["max_global_steps"] == 7, (
+        "veRL's global_steps, for V1 staleness"
+    )
     assert "reward_extra_info" in fields and final["generate_sequences"] > 0
     prompt = ChatFormat.load().decode(final["prompt_ids"])
     assert "mail" in prompt.lower()

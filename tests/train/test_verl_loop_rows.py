@@ -40,15 +40,25 @@ def _rollout(rollout_id: str = "r0", **update: object):
             sim.answer(agent, sim.call(agent))
     sim.compact(main)
     sim.answer(main, sim.call(main, version=1))
-    rec = RolloutRecord(rollout_id=rollout_id, task_id="t", harness="sim", group_id="g", status=RolloutStatus.OK,
-                        reward=1.0, in_batch=True, group_valid=True)
+    rec = RolloutRecord(
+        rollout_id=rollout_id,
+        task_id="t",
+        harness="sim",
+        group_id="g",
+        status=RolloutStatus.OK,
+        reward=1.0,
+        in_batch=True,
+        group_valid=True,
+    )
     return sim.calls, rec.model_copy(update=update)
 
 
 def test_row_round_trip_through_build_row_and_parse() -> None:
     task = load_task(TASK)
     row = build_row(task, harness="codex", index=7)
-    assert row["agent_name"] == "openforgerl" and row["prompt"] == [{"role": "user", "content": task.instruction}]
+    assert row["agent_name"] == "openforgerl" and row["prompt"] == [
+        {"role": "user", "content": task.instruction}
+    ]
     spec = RowSpec.parse({**row, "index": 7, "uid": "u"})
     assert spec == RowSpec(task.task_id, str(TASK), "codex", 7)
     assert resolve_task_dir(spec, []) == TASK
@@ -92,14 +102,17 @@ def test_classic_row_is_the_final_chain() -> None:
     assert row["extra_fields"]["chains_not_exported"] == 2
 
 
-@pytest.mark.parametrize("update", [
-    {"status": RolloutStatus.INFRA_ENGINE, "in_batch": False, "drop_reason": "infra"},
-    {"infra_tainted": True},
-    {"status": RolloutStatus.TIMEOUT, "in_batch": False, "drop_reason": "timeout"},
-    {"status": RolloutStatus.TIMEOUT, "reward": None},
-    {"in_batch": None},
-    {"in_batch": False, "group_valid": False, "drop_reason": "group_below_min_size(1<2)"},
-])
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"status": RolloutStatus.INFRA_ENGINE, "in_batch": False, "drop_reason": "infra"},
+        {"infra_tainted": True},
+        {"status": RolloutStatus.TIMEOUT, "in_batch": False, "drop_reason": "timeout"},
+        {"status": RolloutStatus.TIMEOUT, "reward": None},
+        {"in_batch": None},
+        {"in_batch": False, "group_valid": False, "drop_reason": "group_below_min_size(1<2)"},
+    ],
+)
 def test_dropped_rollouts_are_empty_in_v1_and_flagged_placeholders_in_classic(update: dict) -> None:
     calls, rec = _rollout(**update)
     assert rollout_rows(rec, calls, mode="v1", options=ReconstructionOptions()) == []
@@ -116,12 +129,16 @@ def test_pick_record_prefers_the_kept_attempt() -> None:
 
 
 def test_mode_and_options_follow_veRLs_config() -> None:
-    cfg = {"trainer": {"use_v1": False},
-           "actor_rollout_ref": {"rollout": {"prompt_length": 100, "response_length": 200, "name": "sglang"}}}
+    cfg = {
+        "trainer": {"use_v1": False},
+        "actor_rollout_ref": {"rollout": {"prompt_length": 100, "response_length": 200, "name": "sglang"}},
+    }
     assert loop_mode(Config(), cfg) == "classic"
     assert loop_mode(load_config({"verl": {"mode": "v1"}}), cfg) == "v1"
     assert loop_mode(Config(), {}) == "v1"
-    opts = reconstruction_options(load_config({"reconstruction": {"overflow": "split"}}), cfg, image_token_id=7)
+    opts = reconstruction_options(
+        load_config({"reconstruction": {"overflow": "split"}}), cfg, image_token_id=7
+    )
     assert (opts.max_prompt_len, opts.max_response_len, opts.overflow.value) == (100, 200, "split")
     assert opts.image_token_id == 7
     own = reconstruction_options(load_config({"reconstruction": {"max_response_len": 50}}), cfg)
@@ -129,8 +146,15 @@ def test_mode_and_options_follow_veRLs_config() -> None:
 
 
 def test_loop_config_keeps_our_sections_only() -> None:
-    s = loop_config({"name": "openforgerl", "_target_": "x", "verl": {"mode": "classic", "task_roots": ["/a"]},
-                     "rollout": {"retries": 0}, "tools": object()})
+    s = loop_config(
+        {
+            "name": "openforgerl",
+            "_target_": "x",
+            "verl": {"mode": "classic", "task_roots": ["/a"]},
+            "rollout": {"retries": 0},
+            "tools": object(),
+        }
+    )
     assert s.verl.mode == "classic" and s.verl.task_roots == ["/a"] and s.rollout.retries == 0
     with pytest.raises(ConfigError, match=r"unknown key verl\.mdoe \(did you mean verl\.mode\?\)"):
         loop_config({"verl": {"mdoe": "v1"}})
@@ -148,6 +172,7 @@ class _Remote:
     def remote(self):
         async def get() -> list[str]:
             return self.value
+
         return get()
 
 
@@ -167,7 +192,10 @@ class _Manager:  # shape of veRL's LLMServerManager
 
 
 async def test_server_addresses_from_client_or_manager() -> None:
-    assert await server_addresses(_Client(["10.0.0.1:8000", "10.0.0.2:8000"])) == ["10.0.0.1:8000", "10.0.0.2:8000"]
+    assert await server_addresses(_Client(["10.0.0.1:8000", "10.0.0.2:8000"])) == [
+        "10.0.0.1:8000",
+        "10.0.0.2:8000",
+    ]
     assert await server_addresses(_Manager()) == ["1.2.3.4:5"]
     assert await server_addresses(object()) == []
 
@@ -187,7 +215,9 @@ async def test_backend_factory(tmp_path: Path) -> None:
 def test_the_shipped_agent_loop_entry_is_a_valid_config() -> None:
     import yaml
 
-    [entry] = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples/verl/agent_loop.yaml").read_text())
+    [entry] = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "examples/verl/agent_loop.yaml").read_text()
+    )
     config = loop_config(entry)
     assert (config.harness, config.sandbox.backend, config.rollout.retries) == ("zero", "local", 1)
     assert config.orchestrator(group_size=1, min_group_size=1).retry_budget == 1

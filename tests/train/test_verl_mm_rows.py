@@ -28,7 +28,9 @@ def test_refs_become_rgb_pil_images_in_order_and_text_rows_are_untouched() -> No
     images = out[0]["multi_modal_data"]["images"]
     assert [im.mode for im in images] == ["RGB", "RGB"]
     assert images[0].getpixel((0, 0)) == (255, 0, 0)
-    assert images[1].getpixel((0, 0)) == (255, 255, 255), "transparency composited on white, as the engine does"
+    assert images[1].getpixel((0, 0)) == (255, 255, 255), (
+        "transparency composited on white, as the engine does"
+    )
     assert out[1]["multi_modal_data"] == {}
 
 

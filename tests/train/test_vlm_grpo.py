@@ -49,7 +49,10 @@ def screenshot(seed: int, size: tuple[int, int] = (96, 64)) -> bytes:
 
 
 def _part(data: bytes) -> dict[str, Any]:
-    return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(data).decode()}}
+    return {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64," + base64.b64encode(data).decode()},
+    }
 
 
 @dataclass
@@ -60,24 +63,40 @@ class Env:
 
     async def rollout(self, index: int, reward: float, *, turns: int = 2) -> tuple[list[Any], Any]:
         """One GUI-style rollout: a screenshot per turn, the model answers; then its verdict."""
-        spec = await self.gateway.open_rollout(task_id="click", harness="gui-test", group_id="g0",
-                                               sample_index=index)
+        spec = await self.gateway.open_rollout(
+            task_id="click", harness="gui-test", group_id="g0", sample_index=index
+        )
         messages: list[dict[str, Any]] = [{"role": "system", "content": "Click the blue box."}]
         headers = {"Authorization": f"Bearer {spec['api_key']}"}
         async with aiohttp.ClientSession(headers=headers) as http:
             for turn in range(turns):
-                messages.append({"role": "user", "content": [_part(screenshot(index * 10 + turn)),
-                                                             {"type": "text", "text": f"step {turn}"}]})
-                body = {"model": "tiny-vl", "messages": messages, "max_tokens": 6, "temperature": 1.0,
-                        "seed": index * 7 + turn}
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            _part(screenshot(index * 10 + turn)),
+                            {"type": "text", "text": f"step {turn}"},
+                        ],
+                    }
+                )
+                body = {
+                    "model": "tiny-vl",
+                    "messages": messages,
+                    "max_tokens": 6,
+                    "temperature": 1.0,
+                    "seed": index * 7 + turn,
+                }
                 async with http.post(spec["openai_base_url"] + "/chat/completions", json=body) as resp:
                     assert resp.status == 200, await resp.text()
                     reply = await resp.json()
-                messages.append({"role": "assistant", "content": reply["choices"][0]["message"]["content"] or ""})
+                messages.append(
+                    {"role": "assistant", "content": reply["choices"][0]["message"]["content"] or ""}
+                )
         outcome = {"status": "ok", "reward": reward, "in_batch": True, "group_valid": True}
         async with aiohttp.ClientSession(headers=self.gateway.admin_headers()) as http:
-            async with http.post(f"{self.gateway.admin_url}/rollouts/{spec['rollout_id']}/outcome",
-                                 json=outcome) as r:
+            async with http.post(
+                f"{self.gateway.admin_url}/rollouts/{spec['rollout_id']}/outcome", json=outcome
+            ) as r:
                 assert r.status == 200, await r.text()
         record = await self.store.get_rollout(spec["rollout_id"])
         return await self.store.list_calls(spec["rollout_id"]), record
@@ -136,8 +155,10 @@ async def test_grpo_on_tiny_vl_trains_both_towers_and_syncs_weights(env: Env) ->
     stats = grpo_update(model, opt, samples, adv, settings, vision=vision)
     check = logprob_check(stats, TOL)
     grads = _grad_norms(model)
-    print(f"\nstep 0: logprob max diff {stats.logprob_diff_max:.2e} mean {stats.logprob_diff_mean:.2e}; "
-          f"grad norms {grads}; loss {stats.loss:.4f}")
+    print(
+        f"\nstep 0: logprob max diff {stats.logprob_diff_max:.2e} mean {stats.logprob_diff_mean:.2e}; "
+        f"grad norms {grads}; loss {stats.loss:.4f}"
+    )
     assert check.passed, check
     assert grads["vision"] > 0 and grads["language"] > 0
     moved = {k for k, v in model.state_dict().items() if not torch.equal(v, before[k])}
@@ -167,14 +188,29 @@ def test_missing_blob_or_other_processor_settings_refuse_to_guess(tmp_path: Path
     import hashlib
 
     sha = hashlib.sha256(png).hexdigest()
-    ref = {"sha256": sha, "media_type": "image/png", "width": 96, "height": 64, "grid_thw": [1, 4, 6], "tokens": 6}
-    sample = Sample(prompt_ids=[1], response_ids=[2], response_mask=[1], response_logprobs=[0.0],
-                    multi_modal_data={"images": [ref]}, rollout_id="r")
+    ref = {
+        "sha256": sha,
+        "media_type": "image/png",
+        "width": 96,
+        "height": 64,
+        "grid_thw": [1, 4, 6],
+        "tokens": 6,
+    }
+    sample = Sample(
+        prompt_ids=[1],
+        response_ids=[2],
+        response_mask=[1],
+        response_logprobs=[0.0],
+        multi_modal_data={"images": [ref]},
+        rollout_id="r",
+    )
     ok = SampleVision.for_model_dir(path, {sha: png}.get)
     assert ok(sample).tokens == (6,)
     with pytest.raises(VisionInputError, match="not in the blob store"):
         SampleVision.for_model_dir(path, {}.get)(sample)
-    wrong = sample.model_copy(update={"multi_modal_data": {"images": [{**ref, "tokens": 880, "grid_thw": None}]}})
+    wrong = sample.model_copy(
+        update={"multi_modal_data": {"images": [{**ref, "tokens": 880, "grid_thw": None}]}}
+    )
     with pytest.raises(VisionInputError, match="engine used 880"):
         ok(wrong)
 
@@ -202,11 +238,16 @@ async def test_trainer_steps_on_tiny_vl_check_logprobs_and_push_both_towers(
 
     monkeypatch.setattr("openforgerl.train.trainer.run_batch", gui_batch)
     path = resolve_model_path("tiny-vl")
-    cfg = Config(model="tiny-vl", eval={"tasks": None}, out_dir=str(tmp_path),
-                      train={"steps": 2, "lr": 1e-3, "micro_batch": 2, "max_grad_norm": 1e9, "step0_logprob_tol": TOL})
+    cfg = Config(
+        model="tiny-vl",
+        eval={"tasks": None},
+        out_dir=str(tmp_path),
+        train={"steps": 2, "lr": 1e-3, "micro_batch": 2, "max_grad_norm": 1e9, "step0_logprob_tol": TOL},
+    )
     trainer = Trainer(cfg, tmp_path)
-    services = TrainServices(cfg, env.server.url, InProcessPusher(env.server), env.store, env.gateway, None,
-                             ["click"], [], path)
+    services = TrainServices(
+        cfg, env.server.url, InProcessPusher(env.server), env.store, env.gateway, None, ["click"], [], path
+    )
     model = load_policy(path)
     trainer.vision = policy_vision(path, env.store)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
@@ -234,6 +275,10 @@ def test_step0_check_fails_loudly_and_runs_once() -> None:
     trainer.console = __import__("rich.console").console.Console(record=True)
     assert trainer.step0_check(UpdateStats(0, 0, 0, 0, 0, 0)) == {}, "no trained tokens: not yet"
     row = trainer.step0_check(UpdateStats(0, 0, 0, 0, 5, 1, logprob_diff_max=0.5, logprob_diff_mean=0.1))
-    assert row == {"step0_logprob_max_diff": 0.5, "step0_logprob_mean_diff": 0.1, "step0_logprob_check": False}
+    assert row == {
+        "step0_logprob_max_diff": 0.5,
+        "step0_logprob_mean_diff": 0.1,
+        "step0_logprob_check": False,
+    }
     assert "step-0 logprob check failed" in trainer.console.export_text()
     assert trainer.step0_check(UpdateStats(0, 0, 0, 0, 5, 1)) == {}

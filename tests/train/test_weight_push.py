@@ -16,8 +16,15 @@ PROMPT = [1, 5, 9, 14, 2, 7]
 
 
 async def _engine_logprobs(url: str) -> tuple[list[int], list[float]]:
-    body = {"model": "tiny", "prompt": PROMPT, "max_tokens": 6, "temperature": 0.0, "logprobs": 0,
-            "return_token_ids": True, "ignore_eos": True}
+    body = {
+        "model": "tiny",
+        "prompt": PROMPT,
+        "max_tokens": 6,
+        "temperature": 0.0,
+        "logprobs": 0,
+        "return_token_ids": True,
+        "ignore_eos": True,
+    }
     async with aiohttp.ClientSession() as http, http.post(url + "/v1/completions", json=body) as resp:
         data = await resp.json()
     choice = data["choices"][0]

@@ -65,6 +65,7 @@ class InProcessActor:
             def remote(self, *args: Any, **kwargs: Any) -> Any:
                 async def call() -> Any:
                     return method(*args, **kwargs)
+
                 return call()
 
         return _Method()
@@ -123,9 +124,13 @@ def describe(out: Any) -> dict[str, Any]:
     return {
         "type": f"{type(out).__module__}.{type(out).__qualname__}",
         "is_verl_output": isinstance(out, AgentLoopOutput),
-        "prompt_ids": out.prompt_ids, "response_ids": out.response_ids, "response_mask": out.response_mask,
-        "response_logprobs": out.response_logprobs, "reward_score": out.reward_score,
-        "num_turns": out.num_turns, "extra_fields": out.extra_fields,
+        "prompt_ids": out.prompt_ids,
+        "response_ids": out.response_ids,
+        "response_mask": out.response_mask,
+        "response_logprobs": out.response_logprobs,
+        "reward_score": out.reward_score,
+        "num_turns": out.num_turns,
+        "extra_fields": out.extra_fields,
         "generate_sequences": out.metrics.generate_sequences,
     }
 
@@ -145,34 +150,52 @@ async def batch_classic(config: Any, tok: Any, outputs: list[Any]) -> dict[str, 
     mask = proto.batch["response_mask"]
     index = ["g"] * len(outputs)
     ours, _ = core_algos.get_adv_estimator_fn("openforgerl_grpo")(
-        token_level_rewards=rewards, response_mask=mask, index=index, config=None)
+        token_level_rewards=rewards, response_mask=mask, index=index, config=None
+    )
     theirs, _ = core_algos.compute_grpo_outcome_advantage(rewards, mask, index)
-    return {"responses_shape": list(proto.batch["responses"].shape), "mask_sums": mask.sum(-1).tolist(),
-            "rm_sums": rewards.sum(-1).tolist(), "dropped": proto.non_tensor_batch["dropped"].tolist(),
-            "adv_ours": ours.sum(-1).tolist(), "adv_verl_grpo": theirs.sum(-1).tolist()}
+    return {
+        "responses_shape": list(proto.batch["responses"].shape),
+        "mask_sums": mask.sum(-1).tolist(),
+        "rm_sums": rewards.sum(-1).tolist(),
+        "dropped": proto.non_tensor_batch["dropped"].tolist(),
+        "adv_ours": ours.sum(-1).tolist(),
+        "adv_verl_grpo": theirs.sum(-1).tolist(),
+    }
 
 
-async def main(task_dirs: list[str], overrides_v1: list[str], overrides_classic: list[str], work: str) -> None:
+async def main(
+    task_dirs: list[str], overrides_v1: list[str], overrides_classic: list[str], work: str
+) -> None:
     runtimes = [load_runtime(d) for d in task_dirs]
     engine = ScriptedEngine(oracle_policy(runtimes), faults=Faults())
     server = await start_scripted_server(engine)
     v1_cfg, classic_cfg = trainer_config(overrides_v1), trainer_config(overrides_classic)
     registry_entry(v1_cfg, work)
     address = f"127.0.0.1:{server.port}"
-    client = LLMServerClient(v1_cfg, load_balancer_handle=InProcessActor(GlobalRequestLoadBalancer({address: None})))
+    client = LLMServerClient(
+        v1_cfg, load_balancer_handle=InProcessActor(GlobalRequestLoadBalancer({address: None}))
+    )
     tok = tokenizer()
     rows = [build_row(load_task(d), harness="zero", index=i) for i, d in enumerate(task_dirs)]
     sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
-    report: dict[str, Any] = {"registered_at_import": REGISTERED_AT_IMPORT,
-                              "estimator": "openforgerl_grpo" in core_algos.ADV_ESTIMATOR_REGISTRY}
+    report: dict[str, Any] = {
+        "registered_at_import": REGISTERED_AT_IMPORT,
+        "estimator": "openforgerl_grpo" in core_algos.ADV_ESTIMATOR_REGISTRY,
+    }
     try:
         v1 = await build_loop(v1_cfg, client, tok).run(sampling, **row_kwargs(rows[0], "u0", v1=True))
         report["v1"] = [describe(o) for o in v1]
-        classic_ok = await build_loop(classic_cfg, client, tok).run(sampling, **row_kwargs(rows[1], "u1", v1=False))
+        classic_ok = await build_loop(classic_cfg, client, tok).run(
+            sampling, **row_kwargs(rows[1], "u1", v1=False)
+        )
         report["classic"] = describe(classic_ok)
         engine.faults.http_errors = 1000
-        report["v1_fault"] = await build_loop(v1_cfg, client, tok).run(sampling, **row_kwargs(rows[0], "u2", v1=True))
-        dropped = await build_loop(classic_cfg, client, tok).run(sampling, **row_kwargs(rows[1], "u3", v1=False))
+        report["v1_fault"] = await build_loop(v1_cfg, client, tok).run(
+            sampling, **row_kwargs(rows[0], "u2", v1=True)
+        )
+        dropped = await build_loop(classic_cfg, client, tok).run(
+            sampling, **row_kwargs(rows[1], "u3", v1=False)
+        )
         engine.faults.http_errors = 0
         report["classic_fault"] = describe(dropped)
         report["batch"] = await batch_classic(classic_cfg, tok, [classic_ok, dropped, classic_ok])

@@ -28,7 +28,9 @@ class Traffic:
         """Report the verdict (kept, in a valid group) through the admin API, then read the log back."""
         outcome = {"status": "ok", "reward": reward, "in_batch": True, "group_valid": True}
         async with aiohttp.ClientSession(headers=self.gateway.admin_headers()) as http:
-            async with http.post(f"{self.gateway.admin_url}/rollouts/{rollout_id}/outcome", json=outcome) as r:
+            async with http.post(
+                f"{self.gateway.admin_url}/rollouts/{rollout_id}/outcome", json=outcome
+            ) as r:
                 assert r.status == 200, await r.text()
         rollout = await self.store.get_rollout(rollout_id)
         assert rollout is not None

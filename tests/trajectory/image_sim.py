@@ -20,13 +20,26 @@ PROCESSOR = {"image_processor": "Qwen2VLImageProcessorPil", "merge_size": 2, "im
 
 
 def image(n: int, tokens: int = 4) -> ImageRef:
-    return ImageRef(sha256=hashlib.sha256(str(n).encode()).hexdigest(), media_type="image/png",
-                    width=32 * tokens, height=32, grid_thw=[1, 2, 2 * tokens], tokens=tokens)
+    return ImageRef(
+        sha256=hashlib.sha256(str(n).encode()).hexdigest(),
+        media_type="image/png",
+        width=32 * tokens,
+        height=32,
+        grid_thw=[1, 2, 2 * tokens],
+        tokens=tokens,
+    )
 
 
 def rollout(reward: float = 1.0) -> RolloutRecord:
-    return RolloutRecord(rollout_id="r0", harness="gui", group_id="g", status=RolloutStatus.OK, reward=reward,
-                         in_batch=True, group_valid=True)
+    return RolloutRecord(
+        rollout_id="r0",
+        harness="gui",
+        group_id="g",
+        status=RolloutStatus.OK,
+        reward=reward,
+        in_batch=True,
+        group_valid=True,
+    )
 
 
 @dataclass
@@ -58,10 +71,17 @@ class GuiSim:
         prompt = [t for seg in self.history for t in seg.ids] + [ASSISTANT]
         images = [seg.image for seg in self.history if seg.image is not None]
         completion = self.text(1, 5)
-        rec = CallRecord(rollout_id="r0", index=len(self.calls), protocol=WireProtocol.CHAT,
-                         prompt_token_ids=prompt, completion_token_ids=completion,
-                         completion_logprobs=[-0.5] * len(completion), images=images,
-                         processor=dict(PROCESSOR), **record)  # type: ignore[arg-type]
+        rec = CallRecord(
+            rollout_id="r0",
+            index=len(self.calls),
+            protocol=WireProtocol.CHAT,
+            prompt_token_ids=prompt,
+            completion_token_ids=completion,
+            completion_logprobs=[-0.5] * len(completion),
+            images=images,
+            processor=dict(PROCESSOR),
+            **record,
+        )  # type: ignore[arg-type]
         self.calls.append(rec)
         self.history.append(Segment([ASSISTANT, *completion, END]))
         return rec

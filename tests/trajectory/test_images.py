@@ -65,8 +65,14 @@ def test_same_ids_with_a_different_image_never_merge() -> None:
 
 
 def test_text_only_calls_have_no_multimodal_data() -> None:
-    rec = CallRecord(rollout_id="r0", index=0, protocol=WireProtocol.CHAT, prompt_token_ids=[1, 2, 3],
-                     completion_token_ids=[4], completion_logprobs=[-1.0])
+    rec = CallRecord(
+        rollout_id="r0",
+        index=0,
+        protocol=WireProtocol.CHAT,
+        prompt_token_ids=[1, 2, 3],
+        completion_token_ids=[4],
+        completion_logprobs=[-1.0],
+    )
     (sample,) = reconstruct_samples([rec], rollout()).samples
     assert sample.multi_modal_data == {} and "image_processor" not in sample.extra_fields
 
@@ -129,8 +135,13 @@ def test_image_url_without_bytes_is_keyed_by_its_url() -> None:
     url_a = rec.images[0].model_copy(update={"sha256": "", "url": "http://a/1.png"})
     url_b = url_a.model_copy(update={"url": "http://a/2.png"})
     first = rec.model_copy(update={"images": [url_a]})
-    second = rec.model_copy(update={"index": 1, "images": [url_b],
-                                    "prompt_token_ids": rec.prompt_token_ids + rec.completion_token_ids})
+    second = rec.model_copy(
+        update={
+            "index": 1,
+            "images": [url_b],
+            "prompt_token_ids": rec.prompt_token_ids + rec.completion_token_ids,
+        }
+    )
     assert len(reconstruct_samples([first, second], rollout()).samples) == 2
 
 
@@ -166,7 +177,9 @@ def test_image_prefix_rule_properties(seed: int, actions: list[str]) -> None:
     # each sample's pads are exactly its images' tokens, images in pad-run order
     for s in samples:
         assert _pads(s) == _tokens(s)
-        assert [i["tokens"] for i in s.multi_modal_data.get("images", [])] == _runs(s.prompt_ids + s.response_ids)
+        assert [i["tokens"] for i in s.multi_modal_data.get("images", [])] == _runs(
+            s.prompt_ids + s.response_ids
+        )
     # every sampled token trained exactly once
     assert sum(sum(s.response_mask) for s in samples) == sum(len(c.completion_token_ids) for c in sim.calls)
     # a sample's last call holds exactly the sample's images

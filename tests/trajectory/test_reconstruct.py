@@ -13,8 +13,14 @@ from openforgerl.trajectory import aggregate_by_harness, reconstruct_samples
 
 def _rollout(**kw: object) -> RolloutRecord:
     base: dict[str, object] = dict(
-        rollout_id="r0", harness="h", task_id="t", group_id="g", status=RolloutStatus.OK, reward=0.5,
-        in_batch=True, group_valid=True,
+        rollout_id="r0",
+        harness="h",
+        task_id="t",
+        group_id="g",
+        status=RolloutStatus.OK,
+        reward=0.5,
+        in_batch=True,
+        group_valid=True,
     )
     return RolloutRecord(**{**base, **kw})
 

@@ -31,8 +31,14 @@ APPEND_ONLY = ["call", "call", "subagent", "side", "error"]
 
 def _rollout(reward: float = 1.0) -> RolloutRecord:
     return RolloutRecord(
-        rollout_id="r0", task_id="t", harness="sim", group_id="g", status=RolloutStatus.OK, reward=reward,
-        in_batch=True, group_valid=True,
+        rollout_id="r0",
+        task_id="t",
+        harness="sim",
+        group_id="g",
+        status=RolloutStatus.OK,
+        reward=reward,
+        in_batch=True,
+        group_valid=True,
     )
 
 

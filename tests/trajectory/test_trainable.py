@@ -28,16 +28,19 @@ def _call(kind: CallErrorKind | None, index: int = 0) -> CallRecord:
     return CallRecord(rollout_id="r", index=index, protocol=WireProtocol.CHAT, error=err)
 
 
-@pytest.mark.parametrize(("kind", "status"), [
-    (CallErrorKind.ENGINE_HTTP, RolloutStatus.INFRA_ENGINE),
-    (CallErrorKind.ENGINE_CONNECTION, RolloutStatus.INFRA_ENGINE),
-    (CallErrorKind.ENGINE_DEADLINE, RolloutStatus.INFRA_ENGINE),
-    (CallErrorKind.ENGINE_PROTOCOL, RolloutStatus.INFRA_ENGINE),
-    (CallErrorKind.GATEWAY_INTERNAL, RolloutStatus.INFRA_GATEWAY),
-    (CallErrorKind.CLIENT_DISCONNECTED, None),
-    (CallErrorKind.CLIENT_BAD_REQUEST, None),
-    (CallErrorKind.CONTEXT_OVERFLOW, RolloutStatus.CONFIG_CONTEXT),
-])
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [
+        (CallErrorKind.ENGINE_HTTP, RolloutStatus.INFRA_ENGINE),
+        (CallErrorKind.ENGINE_CONNECTION, RolloutStatus.INFRA_ENGINE),
+        (CallErrorKind.ENGINE_DEADLINE, RolloutStatus.INFRA_ENGINE),
+        (CallErrorKind.ENGINE_PROTOCOL, RolloutStatus.INFRA_ENGINE),
+        (CallErrorKind.GATEWAY_INTERNAL, RolloutStatus.INFRA_GATEWAY),
+        (CallErrorKind.CLIENT_DISCONNECTED, None),
+        (CallErrorKind.CLIENT_BAD_REQUEST, None),
+        (CallErrorKind.CONTEXT_OVERFLOW, RolloutStatus.CONFIG_CONTEXT),
+    ],
+)
 def test_one_error_kind_to_status_table(kind: CallErrorKind, status: RolloutStatus | None) -> None:
     assert kind.rollout_status is status
     assert kind.is_infra is (status is not None and status.is_infra)
@@ -57,17 +60,23 @@ def test_a_kept_rollout_in_a_valid_group_with_a_reward_is_trained() -> None:
     assert trainable(_rec(status=RolloutStatus.TIMEOUT, reward=0.0)), "timeout kept under policy 'zero'"
 
 
-@pytest.mark.parametrize(("kw", "reason"), [
-    ({"status": RolloutStatus.INFRA_ENGINE}, "infra:infra_error:engine"),
-    ({"infra_tainted": True}, "infra:tainted"),
-    ({"status": None}, "unfinished"),
-    ({"in_batch": None}, "not_in_batch:undecided"),
-    ({"in_batch": False, "drop_reason": "timeout"}, "not_in_batch:timeout"),
-    ({"group_valid": False, "drop_reason": "group_below_min_size(1<2)"}, "group_invalid:group_below_min_size(1<2)"),
-    ({"group_valid": None}, "group_invalid:undecided"),
-    ({"reward": None}, "no_reward"),
-    ({"status": RolloutStatus.TIMEOUT, "reward": None}, "no_reward"),
-])
+@pytest.mark.parametrize(
+    ("kw", "reason"),
+    [
+        ({"status": RolloutStatus.INFRA_ENGINE}, "infra:infra_error:engine"),
+        ({"infra_tainted": True}, "infra:tainted"),
+        ({"status": None}, "unfinished"),
+        ({"in_batch": None}, "not_in_batch:undecided"),
+        ({"in_batch": False, "drop_reason": "timeout"}, "not_in_batch:timeout"),
+        (
+            {"group_valid": False, "drop_reason": "group_below_min_size(1<2)"},
+            "group_invalid:group_below_min_size(1<2)",
+        ),
+        ({"group_valid": None}, "group_invalid:undecided"),
+        ({"reward": None}, "no_reward"),
+        ({"status": RolloutStatus.TIMEOUT, "reward": None}, "no_reward"),
+    ],
+)
 def test_each_rule_names_its_reason(kw: dict, reason: str) -> None:
     assert untrainable_reason(_rec(**kw)) == reason
     assert not trainable(_rec(**kw))
@@ -77,7 +86,9 @@ def test_a_timeout_after_an_engine_fault_is_infra_not_the_agents() -> None:
     rec = _rec(status=RolloutStatus.TIMEOUT, reward=0.0)
     calls = [_call(None, 0), _call(CallErrorKind.ENGINE_DEADLINE, 1)]
     assert untrainable_reason(rec, calls) == "infra:call_error:engine_deadline (call 1)"
-    assert infra_reason(rec, [_call(CallErrorKind.CLIENT_BAD_REQUEST)]) is None, "a bad request is never infra"
+    assert infra_reason(rec, [_call(CallErrorKind.CLIENT_BAD_REQUEST)]) is None, (
+        "a bad request is never infra"
+    )
 
 
 @given(
@@ -88,16 +99,35 @@ def test_a_timeout_after_an_engine_fault_is_infra_not_the_agents() -> None:
     tainted=st.booleans(),
     kinds=st.lists(st.sampled_from([None, *CallErrorKind]), max_size=4),
 )
-def test_trainable_is_exactly_the_conjunction(status: RolloutStatus | None, reward: float | None,
-                                              in_batch: bool | None, group_valid: bool | None, tainted: bool,
-                                              kinds: list[CallErrorKind | None]) -> None:
-    rec = RolloutRecord(rollout_id="r", status=status, reward=reward, in_batch=in_batch,
-                        group_valid=group_valid, infra_tainted=tainted)
+def test_trainable_is_exactly_the_conjunction(
+    status: RolloutStatus | None,
+    reward: float | None,
+    in_batch: bool | None,
+    group_valid: bool | None,
+    tainted: bool,
+    kinds: list[CallErrorKind | None],
+) -> None:
+    rec = RolloutRecord(
+        rollout_id="r",
+        status=status,
+        reward=reward,
+        in_batch=in_batch,
+        group_valid=group_valid,
+        infra_tainted=tainted,
+    )
     calls = [_call(k, i) for i, k in enumerate(kinds)]
-    infra = (tainted or (status is not None and status.is_infra)
-             or any(k is not None and k.is_infra for k in kinds))
-    expected = (not infra and status in TRAINABLE_STATUSES and in_batch is True and group_valid is True
-                and reward is not None)
+    infra = (
+        tainted
+        or (status is not None and status.is_infra)
+        or any(k is not None and k.is_infra for k in kinds)
+    )
+    expected = (
+        not infra
+        and status in TRAINABLE_STATUSES
+        and in_batch is True
+        and group_valid is True
+        and reward is not None
+    )
     assert trainable(rec, calls) is expected
     reason = untrainable_reason(rec, calls)
     assert (reason is None) is expected

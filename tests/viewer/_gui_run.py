@@ -44,15 +44,29 @@ async def record_gui_run(run_dir: Path, task: str = TASK, *, give_up: bool = Fal
     rt = load_runtime(GUI_SUITE / task)
     backend = LocalBackend(root=run_dir.parent / f"{run_dir.name}-sbx")
     store = SQLiteCallStore(run_dir / "calls.db")
-    config = OrchestratorConfig(group_size=1, min_group_size=1, retries=0, model=MODEL_NAME,
-                                harness_cache=run_dir.parent, budget_s=120.0)
+    config = OrchestratorConfig(
+        group_size=1,
+        min_group_size=1,
+        retries=0,
+        model=MODEL_NAME,
+        harness_cache=run_dir.parent,
+        budget_s=120.0,
+    )
     try:
-        planned = ([{"action": "terminate", "status": "success"}] if give_up
-                   else oracle_to_calls(await oracle_pixels(rt, backend), *rt.screen))
+        planned = (
+            [{"action": "terminate", "status": "success"}]
+            if give_up
+            else oracle_to_calls(await oracle_pixels(rt, backend), *rt.screen)
+        )
         gateway = await start_gateway(ScriptedEngine(replay_policy(planned)), store, call_deadline_s=60.0)
         try:
-            batch = await run_batch([rt], get_harness("zero-gui", kind="browser", wall_clock_s=100),
-                                    gateway=gateway.access, backend=backend, config=config)
+            batch = await run_batch(
+                [rt],
+                get_harness("zero-gui", kind="browser", wall_clock_s=100),
+                gateway=gateway.access,
+                backend=backend,
+                config=config,
+            )
         finally:
             await gateway.aclose()
     finally:

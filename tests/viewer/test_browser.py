@@ -21,12 +21,23 @@ from openforgerl.viewer.export import export_site
 from openforgerl.viewer.site import Site
 from viewer._fixture import MAIL_TASK
 
-pytestmark = [pytest.mark.gui,
-              pytest.mark.skipif(shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists(),
-                                 reason="needs Debian's chromium")]
+pytestmark = [
+    pytest.mark.gui,
+    pytest.mark.skipif(
+        shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists(),
+        reason="needs Debian's chromium",
+    ),
+]
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "viewer"
 
 

@@ -28,10 +28,20 @@ from openforgerl.records import RolloutStatus
 from openforgerl.viewer.export import export_site
 from openforgerl.viewer.site import Site
 
-pytestmark = [pytest.mark.gui, pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium")]
+pytestmark = [
+    pytest.mark.gui,
+    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium"),
+]
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 RID = "r-evil"
 BUNDLE_NAME = re.compile(r"^[0-9]+\.(txt|bin|png|jpg|gif)$")
 SETTLE_MS = 400
@@ -60,8 +70,10 @@ class Beacon:
 
 
 def _js(beacon: str, tag: str) -> str:
-    return (f"new Image().src='{beacon}/{tag}-img';fetch('{beacon}/{tag}-fetch',{{mode:'no-cors'}});"
-            f"alert('{tag}')")
+    return (
+        f"new Image().src='{beacon}/{tag}-img';fetch('{beacon}/{tag}-fetch',{{mode:'no-cors'}});"
+        f"alert('{tag}')"
+    )
 
 
 def _html(beacon: str, tag: str) -> bytes:
@@ -69,8 +81,10 @@ def _html(beacon: str, tag: str) -> bytes:
 
 
 def _xhtml(beacon: str, tag: str) -> bytes:
-    return (f'<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><body>'
-            f"<script>{_js(beacon, tag)}</script></body></html>").encode()
+    return (
+        f'<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><body>'
+        f"<script>{_js(beacon, tag)}</script></body></html>"
+    ).encode()
 
 
 def _svg(body: str, attrs: str = "") -> bytes:
@@ -79,12 +93,15 @@ def _svg(body: str, attrs: str = "") -> bytes:
 
 def payloads(beacon: str) -> dict[str, bytes]:
     """Agent-written files: name -> bytes. Tags are the names without dots (the beacon's paths)."""
+
     def tag(name: str) -> str:
         return re.sub(r"[^a-z0-9]", "", name.lower())
 
-    mht = ("From: <saved>\r\nSubject: x\r\nMIME-Version: 1.0\r\nContent-Type: multipart/related; type=\"text/html\"; "
-           "boundary=\"B\"\r\n\r\n--B\r\nContent-Type: text/html\r\nContent-Location: http://x/\r\n\r\n"
-           f"{_html(beacon, tag('page.mht')).decode()}\r\n--B--\r\n").encode()
+    mht = (
+        'From: <saved>\r\nSubject: x\r\nMIME-Version: 1.0\r\nContent-Type: multipart/related; type="text/html"; '
+        'boundary="B"\r\n\r\n--B\r\nContent-Type: text/html\r\nContent-Location: http://x/\r\n\r\n'
+        f"{_html(beacon, tag('page.mht')).decode()}\r\n--B--\r\n"
+    ).encode()
     return {
         "page.html": _html(beacon, tag("page.html")),
         "page.htm": _html(beacon, tag("page.htm")),
@@ -94,8 +111,10 @@ def payloads(beacon: str) -> dict[str, bytes]:
         "page.mht": mht,
         "script.svg": _svg(f"<script>{_js(beacon, tag('script.svg'))}</script>"),
         "onload.svg": _svg("<rect width='10' height='10'/>", f'onload="{_js(beacon, tag("onload.svg"))}"'),
-        "foreign.svg": _svg("<foreignObject width='100' height='100'><body xmlns='http://www.w3.org/1999/xhtml'>"
-                            f"<img src='nope' onerror=\"{_js(beacon, tag('foreign.svg'))}\"/></body></foreignObject>"),
+        "foreign.svg": _svg(
+            "<foreignObject width='100' height='100'><body xmlns='http://www.w3.org/1999/xhtml'>"
+            f"<img src='nope' onerror=\"{_js(beacon, tag('foreign.svg'))}\"/></body></foreignObject>"
+        ),
         "packed.svgz": gzip.compress(_svg(f"<script>{_js(beacon, tag('packed.svgz'))}</script>")),
         "noext": _html(beacon, tag("noext")),
         "x.html.png": _html(beacon, tag("x.html.png")),
@@ -109,7 +128,16 @@ def payloads(beacon: str) -> dict[str, bytes]:
 # Chromium runs these under the agent's names, from disk and over HTTP (measured: every one beacons and alerts).
 # The rest are in the bundle all the same: another browser, or another Chromium, may sniff or unpack them
 # (Chromium 156 shows an extensionless file from disk as text/plain, and http.server sends it as a download).
-ACTIVE = {"page.html", "page.htm", "page.shtml", "page.xhtml", "page.xml", "script.svg", "onload.svg", "foreign.svg"}
+ACTIVE = {
+    "page.html",
+    "page.htm",
+    "page.shtml",
+    "page.xhtml",
+    "page.xml",
+    "script.svg",
+    "onload.svg",
+    "foreign.svg",
+}
 
 
 def _free_port() -> int:
@@ -123,8 +151,20 @@ class StaticServer:
 
     def __init__(self, folder: Path) -> None:
         self.port = _free_port()
-        self.proc = subprocess.Popen([sys.executable, "-m", "http.server", str(self.port), "--bind", "127.0.0.1",
-                                      "--directory", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "http.server",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+                str(folder),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -183,7 +223,9 @@ def _fired(beacon: Beacon) -> set[str]:
     return {h.lstrip("/").rsplit("-", 1)[0] for h in beacon.hits}
 
 
-def test_control_the_payloads_run_under_the_agents_names(browser: Any, beacon: Beacon, tmp_path: Path) -> None:
+def test_control_the_payloads_run_under_the_agents_names(
+    browser: Any, beacon: Beacon, tmp_path: Path
+) -> None:
     raw = tmp_path / "raw"
     for name, data in payloads(beacon.url).items():
         (raw / name).parent.mkdir(parents=True, exist_ok=True)
@@ -204,8 +246,11 @@ def test_control_the_payloads_run_under_the_agents_names(browser: Any, beacon: B
 @pytest.fixture(scope="module")
 def bundle(beacon: Beacon, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("evil")
-    run = write_run(root / "run", [(record(RID, "claw/evil-01", "zero", RolloutStatus.OK, 1.0), _image_calls(beacon.url))],
-                    files={RID: payloads(beacon.url)})
+    run = write_run(
+        root / "run",
+        [(record(RID, "claw/evil-01", "zero", RolloutStatus.OK, 1.0), _image_calls(beacon.url))],
+        files={RID: payloads(beacon.url)},
+    )
     out = root / "bundle"
     export_site(Site.open([run], tokenizer="tiny"), out)
     return out
@@ -214,13 +259,22 @@ def bundle(beacon: Beacon, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _image_calls(beacon: str) -> list[Any]:
     """A request whose images are URLs on the beacon (the harness wrote them; the viewer shows images)."""
     w = ChainWriter(RID)
-    msgs = [{"role": "user", "content": [{"type": "text", "text": "look"},
-                                         {"type": "image_url", "image_url": {"url": f"{beacon}/imageurl-img"}}]}]
+    msgs = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": f"{beacon}/imageurl-img"}},
+            ],
+        }
+    ]
     w.call({"messages": msgs}, "done", finish="stop")
     return w.calls
 
 
-def test_image_urls_a_rollout_sent_do_not_call_out(browser: Any, beacon: Beacon, bundle: Path, tmp_path: Path) -> None:
+def test_image_urls_a_rollout_sent_do_not_call_out(
+    browser: Any, beacon: Beacon, bundle: Path, tmp_path: Path
+) -> None:
     page_html = (bundle / f"run0-r-{RID}.html").read_text()
     assert f"{beacon.url}/imageurl-img" in page_html  # the page shows the image ...
     control = tmp_path / "control.html"  # ... which any page without the policy fetches
@@ -246,16 +300,26 @@ def test_the_bundle_names_every_kept_file_itself(bundle: Path, beacon: Beacon) -
     assert len(kept) == len(agent_names)
     assert all(BUNDLE_NAME.match(p.name) for p in kept), sorted(p.name for p in kept)
     pages = {p.name for p in bundle.iterdir() if p.is_file()}
-    assert pages == {"index.html", "run0-p1.html", f"run0-r-{RID}.html", "compare-claw_evil-01.html"}  # ours only
+    assert pages == {
+        "index.html",
+        "run0-p1.html",
+        f"run0-r-{RID}.html",
+        "compare-claw_evil-01.html",
+    }  # ours only
     suffix = {name.removeprefix("files/"): href.rsplit(".", 1)[1] for name, href in links.items()}
     assert suffix["shot.png"] == "png" and suffix["bytes.bin"] == "bin" and suffix["page.html"] == "txt"
     assert suffix["packed.svgz"] == "bin" and suffix["x.html.png"] == "txt"
-    assert (bundle / links["files/page.html"]).read_bytes() == payloads(beacon.url)["page.html"]  # the bytes, as is
+    assert (bundle / links["files/page.html"]).read_bytes() == payloads(beacon.url)[
+        "page.html"
+    ]  # the bytes, as is
 
 
 def test_the_bundle_runs_nothing_from_disk(browser: Any, beacon: Beacon, bundle: Path) -> None:
     beacon.hits.clear()
-    urls = [(bundle / f"run0-r-{RID}.html").as_uri(), *[(bundle / h).as_uri() for h in _kept_links(bundle).values()]]
+    urls = [
+        (bundle / f"run0-r-{RID}.html").as_uri(),
+        *[(bundle / h).as_uri() for h in _kept_links(bundle).values()],
+    ]
     dialogs = _visit(browser, urls)
     assert beacon.hits == [] and dialogs == []
 
@@ -264,7 +328,10 @@ def test_the_bundle_runs_nothing_over_http(browser: Any, beacon: Beacon, bundle:
     server = StaticServer(bundle)
     try:
         beacon.hits.clear()
-        urls = [f"{server.url}/run0-r-{RID}.html", *[f"{server.url}/{h}" for h in _kept_links(bundle).values()]]
+        urls = [
+            f"{server.url}/run0-r-{RID}.html",
+            *[f"{server.url}/{h}" for h in _kept_links(bundle).values()],
+        ]
         dialogs = _visit(browser, urls)
     finally:
         server.close()

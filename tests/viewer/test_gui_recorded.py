@@ -37,15 +37,27 @@ from openforgerl.viewer.site import Site
 from viewer._gui_run import gui_missing, record_gui_run
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "viewer"
-pytestmark = [pytest.mark.gui, pytest.mark.timeout(300),
-              pytest.mark.skipif(bool(gui_missing()), reason=f"GUI stack missing: {gui_missing()}")]
+pytestmark = [
+    pytest.mark.gui,
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(bool(gui_missing()), reason=f"GUI stack missing: {gui_missing()}"),
+]
 
 _IMAGE = re.compile(r'<image href="([^"]*)" x="0" y="0" width="(\d+)" height="(\d+)"/>')
 _CIRCLE = re.compile(r'<circle class="click" cx="([\d.]+)" cy="([\d.]+)"')
-_FRAME = re.compile(r'<div class="frame" id="frame-(\d+)">(.*?)</div>\s*(?=<div class="frame"|</section>)', re.S)
+_FRAME = re.compile(
+    r'<div class="frame" id="frame-(\d+)">(.*?)</div>\s*(?=<div class="frame"|</section>)', re.S
+)
 
 
 @dataclass(frozen=True)
@@ -83,11 +95,13 @@ def _expected_clicks(calls: list[CallRecord]) -> dict[int, list[tuple[int, int]]
     ordered = sorted(calls, key=lambda c: c.index)
     for call, nxt in itertools.pairwise(ordered):
         ref = call.images[-1]
-        for msg in nxt.request["messages"][len(call.request["messages"]):]:
+        for msg in nxt.request["messages"][len(call.request["messages"]) :]:
             for tc in msg.get("tool_calls") or []:
                 args = json.loads(tc["function"]["arguments"])
                 if "coordinate" in args:
-                    out.setdefault(call.index, []).append(to_pixels(args["coordinate"], ref.width, ref.height))
+                    out.setdefault(call.index, []).append(
+                        to_pixels(args["coordinate"], ref.width, ref.height)
+                    )
     return out
 
 
@@ -96,7 +110,9 @@ def _check_screens(html: str, rec: Recorded) -> None:
     image_calls = sorted(c.index for c in rec.calls if c.images)
     assert sorted(int(k) for k in frames) == image_calls and len(image_calls) >= 3, frames.keys()
     clicks = _expected_clicks(rec.calls)
-    assert sum(map(len, clicks.values())) >= 2, clicks  # the task needs clicks: markers are tested, not skipped
+    assert sum(map(len, clicks.values())) >= 2, (
+        clicks
+    )  # the task needs clicks: markers are tested, not skipped
     for call in rec.calls:
         if not call.images:
             continue
@@ -117,6 +133,7 @@ def _live_page(site: Site, path: str) -> str:
             resp = await client.get(path)
             assert resp.status == 200
             return await resp.text()
+
     return asyncio.run(main())
 
 
@@ -127,14 +144,18 @@ def test_live_app_shows_the_stored_screenshots_with_their_clicks(recorded: Recor
     assert "openforgerl-blob:" not in html
 
 
-def test_exported_bundle_shows_the_stored_screenshots_with_their_clicks(recorded: Recorded, tmp_path: Path) -> None:
+def test_exported_bundle_shows_the_stored_screenshots_with_their_clicks(
+    recorded: Recorded, tmp_path: Path
+) -> None:
     export_site(Site.open([recorded.run]), tmp_path / "bundle")
     html = (tmp_path / "bundle" / f"run0-r-{recorded.rollout_id}.html").read_text()
     _check_screens(html, recorded)
     assert "default-src 'none'; img-src data:" in html  # the screenshots need no relaxed policy
 
 
-def test_control_without_the_blob_store_there_is_no_image_and_a_note(recorded: Recorded, tmp_path: Path) -> None:
+def test_control_without_the_blob_store_there_is_no_image_and_a_note(
+    recorded: Recorded, tmp_path: Path
+) -> None:
     bare = tmp_path / "bare"
     bare.mkdir()
     for part in recorded.run.glob("calls.db*"):  # the log and its WAL, not its blob store
@@ -144,7 +165,8 @@ def test_control_without_the_blob_store_there_is_no_image_and_a_note(recorded: R
     with pytest.raises(ValueError):  # the screen check fails here: a frame with no image to unpack
         _check_screens(html, recorded)
     assert not _IMAGE.findall(html) and html.count("is not in the call log's blob store") == len(
-        [c for c in recorded.calls if c.images])
+        [c for c in recorded.calls if c.images]
+    )
 
 
 def test_a_reward_0_ok_is_red_and_side_by_side_opens_on_the_pass_and_the_fail(recorded: Recorded) -> None:

@@ -32,20 +32,45 @@ def _build(root: Path) -> None:
     for i in range(N):
         rid = f"r{i:05d}"
         status = STATUSES[i % 4]
-        rec = RolloutRecord(rollout_id=rid, task_id=f"claw/task-{i % 97:02d}", harness=("zero", "codex")[i % 2],
-                            status=status, reward=None if status.is_infra else float(i % 3 == 0),
-                            verifier_log="reward=...\n" * 20, started_at=1000.0 + i, policy_versions=[i // 2500],
-                            infra_tainted=status.is_infra, metadata={"harness_stdout_tail": "x" * 2000})
+        rec = RolloutRecord(
+            rollout_id=rid,
+            task_id=f"claw/task-{i % 97:02d}",
+            harness=("zero", "codex")[i % 2],
+            status=status,
+            reward=None if status.is_infra else float(i % 3 == 0),
+            verifier_log="reward=...\n" * 20,
+            started_at=1000.0 + i,
+            policy_versions=[i // 2500],
+            infra_tainted=status.is_infra,
+            metadata={"harness_stdout_tail": "x" * 2000},
+        )
         lines.append(rec.model_dump_json() + "\n")
         conn.execute("INSERT INTO rollouts VALUES (?,?)", (rid, lines[-1]))
         for k in range(3):
             msgs = [{"role": "user", "content": "send it"}] + [
-                {"role": "assistant", "tool_calls": [{"id": f"c{j}", "type": "function",
-                                                      "function": {"name": "mail_send", "arguments": "{}"}}]}
-                for j in range(k)]
-            call = CallRecord(rollout_id=rid, index=k, protocol=WireProtocol.CHAT, request={"messages": msgs},
-                              prompt_token_ids=prompt * (k + 1), completion_token_ids=prompt[:8],
-                              completion_logprobs=[-0.1] * 8, started_at=1000.0 + i + k, finished_at=1000.5 + i + k)
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": f"c{j}",
+                            "type": "function",
+                            "function": {"name": "mail_send", "arguments": "{}"},
+                        }
+                    ],
+                }
+                for j in range(k)
+            ]
+            call = CallRecord(
+                rollout_id=rid,
+                index=k,
+                protocol=WireProtocol.CHAT,
+                request={"messages": msgs},
+                prompt_token_ids=prompt * (k + 1),
+                completion_token_ids=prompt[:8],
+                completion_logprobs=[-0.1] * 8,
+                started_at=1000.0 + i + k,
+                finished_at=1000.5 + i + k,
+            )
             conn.execute("INSERT INTO calls VALUES (?,?,?)", (rid, k, call.model_dump_json()))
     conn.commit()
     conn.close()
@@ -81,15 +106,30 @@ def test_ten_thousand_rollouts_page_from_sqlite(big_run: Path) -> None:
     tracemalloc.reset_peak()
     first, t_first = _timed(lambda: renderer.render(site.table_page(0, {}, 1)))  # type: ignore[attr-defined]
     last, t_last = _timed(lambda: renderer.render(site.table_page(0, {}, 100)))  # type: ignore[attr-defined]
-    filt, t_filter = _timed(lambda: site.table_page(0, {"harness": "codex", "status": "ok", "version": "3"}, 1))  # type: ignore[attr-defined]
+    filt, t_filter = _timed(
+        lambda: site.table_page(0, {"harness": "codex", "status": "ok", "version": "3"}, 1)
+    )  # type: ignore[attr-defined]
     one, t_rollout = _timed(lambda: renderer.render(site.rollout_page(0, "r09999")))  # type: ignore[attr-defined]
     _, page_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     rss_delta = _rss_mb() - rss0
-    stats = {"rss_delta_mb": rss_delta, "rollouts": len(index), "open_s": t_open, "index_s": t_index, "index_peak_mb": build_peak / 2**20,
-             "first_page_s": t_first, "last_page_s": t_last, "filtered_page_s": t_filter, "rollout_page_s": t_rollout,
-             "pages_peak_mb": page_peak / 2**20, "jsonl_mb": (big_run / "train_rollouts.jsonl").stat().st_size / 2**20}
-    print("\n10k-rollout viewer:", json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in stats.items()}))
+    stats = {
+        "rss_delta_mb": rss_delta,
+        "rollouts": len(index),
+        "open_s": t_open,
+        "index_s": t_index,
+        "index_peak_mb": build_peak / 2**20,
+        "first_page_s": t_first,
+        "last_page_s": t_last,
+        "filtered_page_s": t_filter,
+        "rollout_page_s": t_rollout,
+        "pages_peak_mb": page_peak / 2**20,
+        "jsonl_mb": (big_run / "train_rollouts.jsonl").stat().st_size / 2**20,
+    }
+    print(
+        "\n10k-rollout viewer:",
+        json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in stats.items()}),
+    )
     assert len(index) == N  # type: ignore[arg-type]
     assert filt.context["total"] == 0  # type: ignore[attr-defined]  # codex rollouts are odd, 'ok' ones even
     assert "r00000" in first and "r09900" in last  # type: ignore[operator]

@@ -28,6 +28,7 @@ def _with_client(site: Site, body: Callable[[TestClient], Awaitable[None]]) -> N
     async def main() -> None:
         async with TestClient(TestServer(make_app(site))) as client:
             await body(client)
+
     asyncio.run(main())
 
 
@@ -110,14 +111,21 @@ def test_align_is_an_lcs() -> None:
 
 def test_routes_serve_pages_and_files(site: Site) -> None:
     async def body(client: TestClient) -> None:
-        for path in ("/", "/run/0", "/run/0?harness=zero&page=1", "/run/0/rollout/r-mail-ok", "/run/1/rollout/s-gui",
-                     f"/compare?task={MAIL_TASK}"):
+        for path in (
+            "/",
+            "/run/0",
+            "/run/0?harness=zero&page=1",
+            "/run/0/rollout/r-mail-ok",
+            "/run/1/rollout/s-gui",
+            f"/compare?task={MAIL_TASK}",
+        ):
             resp = await client.get(path)
             assert resp.status == 200, path
         resp = await client.get("/run/0/file/r-mail-ok/files/reply.txt")
         assert resp.status == 200 and await resp.text() == "Confirmed.\n"
         assert (await client.get("/run/0/rollout/nope")).status == 404
         assert (await client.get("/run/7")).status == 404
+
     _with_client(site, body)
 
 
@@ -151,10 +159,18 @@ def test_traversal_attempts_get_404(site: Site, runs: tuple[Path, Path], tmp_pat
         for path in TRAVERSALS:
             assert await _raw_status(client, path) == 404, path
         assert await _raw_status(client, "/run/0/file/r-mail-ok/files/reply.txt") == 200
+
     _with_client(site, body)
     assert safe_file(root, "rollouts/r-mail-ok/files/reply.txt") is not None
-    for rel in ("", "/etc/passwd", "../x", "rollouts/./r-mail-ok/files/reply.txt", "calls.db/../calls.db",
-                "rollouts/r-mail-ok/files/escape", "rollouts/r-link/secret.txt"):
+    for rel in (
+        "",
+        "/etc/passwd",
+        "../x",
+        "rollouts/./r-mail-ok/files/reply.txt",
+        "calls.db/../calls.db",
+        "rollouts/r-mail-ok/files/escape",
+        "rollouts/r-link/secret.txt",
+    ):
         assert safe_file(root, rel) is None, rel
 
 
@@ -166,7 +182,15 @@ def test_export_is_a_static_bundle(site: Site, tmp_path: Path) -> None:
     assert n == len([p for p in out.iterdir() if p.suffix == ".html"])
     html = (out / "run0-r-r-mail-ok.html").read_text()
     kept = {name: href for href, name in re.findall(r'<a href="(files/[^"]+)">([^<]+)</a>', html)}
-    assert set(kept) == {"audit.json", "files/notes/todo.md", "files/reply.txt"}  # the link and the escape are not kept
+    assert set(kept) == {
+        "audit.json",
+        "files/notes/todo.md",
+        "files/reply.txt",
+    }  # the link and the escape are not kept
     assert (out / kept["files/reply.txt"]).read_text() == "Confirmed.\n"
-    assert sorted(p.name for p in (out / "files" / "run0" / "r-mail-ok").iterdir()) == ["0.txt", "1.txt", "2.txt"]
+    assert sorted(p.name for p in (out / "files" / "run0" / "r-mail-ok").iterdir()) == [
+        "0.txt",
+        "1.txt",
+        "2.txt",
+    ]
     assert 'href="run0-p1.html"' in html and "/run/0" not in html

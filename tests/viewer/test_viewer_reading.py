@@ -24,9 +24,17 @@ VS, VE, PAD = 4102, 4103, 4104  # tiny-vl's <|vision_start|>, <|vision_end|>, <|
 
 
 def _chain(prompt: list[int], response: list[int], mask: list[int]) -> Chain:
-    return Chain(index=0, agent=None, tokens=prompt + response, prompt_len=len(prompt), mask=mask,
-                 logprobs=[-0.1 * (i % 5) for i in range(len(response))], call_indices=[0, 1],
-                 version_min=0, version_max=0)
+    return Chain(
+        index=0,
+        agent=None,
+        tokens=prompt + response,
+        prompt_len=len(prompt),
+        mask=mask,
+        logprobs=[-0.1 * (i % 5) for i in range(len(response))],
+        call_indices=[0, 1],
+        version_min=0,
+        version_max=0,
+    )
 
 
 def test_each_images_placeholder_run_is_one_chip_with_its_mask_in_the_title() -> None:
@@ -38,7 +46,10 @@ def test_each_images_placeholder_run_is_one_chip_with_its_mask_in_the_title() ->
     view = chain_view(_chain(prompt, response, mask), decode)
     chips = [t for t in (*view.prompt, *view.response) if t.count > 1]
     assert [(c.label, c.trained) for c in chips] == [
-        ("image 1 · 880 tokens", False), ("image 2 · 64 tokens", False), ("image 3 · 3 tokens", True)]
+        ("image 1 · 880 tokens", False),
+        ("image 2 · 64 tokens", False),
+        ("image 3 · 3 tokens", True),
+    ]
     assert "mask 0, not trained" in chips[1].title and "mask 1, trained" in chips[2].title
     assert "mean logprob" in chips[2].title and chips[2].logprob is not None
     # nothing lost: the shown spans and the hidden head add up to every token of the chain
@@ -64,10 +75,20 @@ def run_a(runs: tuple[Path, Path]) -> Site:
 
 def test_table_colours_the_reward_and_leaves_the_status_neutral(run_a: Site) -> None:
     html = Renderer(Links()).render(run_a.table_page(0, {}))  # type: ignore[arg-type]
-    cells = {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(
-        r'<a href="[^"]*">(r-[\w-]+)</a>.*?<td class="st">([^<]*)</td><td><span class="res (\w+)"', html, re.S)}
-    assert cells == {"r-mail-ok": ("ok", "pass"), "r-mail-bad": ("agent_failed", "fail"), "r-gui": ("ok", "pass"),
-                     "r-infra": ("infra_error:engine", "infra")}, cells
+    cells = {
+        m.group(1): (m.group(2), m.group(3))
+        for m in re.finditer(
+            r'<a href="[^"]*">(r-[\w-]+)</a>.*?<td class="st">([^<]*)</td><td><span class="res (\w+)"',
+            html,
+            re.S,
+        )
+    }
+    assert cells == {
+        "r-mail-ok": ("ok", "pass"),
+        "r-mail-bad": ("agent_failed", "fail"),
+        "r-gui": ("ok", "pass"),
+        "r-infra": ("infra_error:engine", "infra"),
+    }, cells
     assert 'class="ok"' not in html and 'class="bad"' not in html  # no status coloured on its own
 
 
@@ -86,7 +107,7 @@ def test_side_by_side_of_one_run_opens_on_a_pass_and_a_fail(run_a: Site) -> None
 
 def test_every_behaviour_column_is_explained_in_place(run_a: Site) -> None:
     html = Renderer(Links()).render(run_a.rollout_page(0, "r-mail-ok"))  # type: ignore[arg-type]
-    section = html[html.index('<section id="behaviour">'):html.index('<section id="verifier">')]
+    section = html[html.index('<section id="behaviour">') : html.index('<section id="verifier">')]
     for key in ("sv", "tc_norm", "cfs", "iba", *BEHAVIOUR_HELP):
         assert re.search(rf'<th title="[^"]{{20,}}">{key}</th>', section), key
         assert f"<li><b>{key}</b>: " in section, key
@@ -99,8 +120,14 @@ def test_a_blob_that_is_not_a_raster_image_is_never_shown_as_one() -> None:
     assert resolve_image(ref, lambda sha: svg) == ("", hashlib.sha256(svg).hexdigest(), True)
     # control: the same path with PNG bytes is a data: PNG of exactly those bytes
     raw = png(8, 8)
-    url, _, missing = resolve_image("openforgerl-blob:sha256:" + hashlib.sha256(raw).hexdigest(), lambda sha: raw)
-    assert not missing and url.startswith("data:image/png;base64,") and base64.b64decode(url.split(",")[1]) == raw
+    url, _, missing = resolve_image(
+        "openforgerl-blob:sha256:" + hashlib.sha256(raw).hexdigest(), lambda sha: raw
+    )
+    assert (
+        not missing
+        and url.startswith("data:image/png;base64,")
+        and base64.b64decode(url.split(",")[1]) == raw
+    )
 
 
 def test_a_tampered_pack_or_a_bad_name_reads_nothing(tmp_path: Path) -> None:

@@ -40,16 +40,20 @@ def test_each_recorded_image_is_one_chip_of_the_engines_pad_count(vl_run: tuple[
     assert len(expected) == 3 and all(expected)
     [chain] = page.context["chains"]
     chips = [t for t in (*chain.prompt, *chain.response) if t.count > 1]
-    assert [(c.label, c.count) for c in chips] == [(f"image {k} · {n} tokens", n) for k, n in enumerate(expected, 1)]
+    assert [(c.label, c.count) for c in chips] == [
+        (f"image {k} · {n} tokens", n) for k, n in enumerate(expected, 1)
+    ]
     html = Renderer(Links()).render(page)
-    tokens = html[html.index('<section id="tokens">'):html.index('<section id="gui">')]
+    tokens = html[html.index('<section id="tokens">') : html.index('<section id="gui">')]
     # one chip per image (the tiny model may sample a lone pad token itself: that one stays a token)
     assert len(re.findall(r'<span class="img [^"]*" title="image \d · \d+ tokens: ', tokens)) == 3
     assert not [t for t in chain.prompt if t.token_id == PAD and t.count == 1]
     # every screen is the stored blob the call names
-    for href, sha in zip(re.findall(r'<image href="(data:image/png;base64,[^"]+)"', html),
-                         [c.images[-1].sha256 for c in sorted(site.runs[0].calls(rid), key=lambda c: c.index)],
-                         strict=True):
+    for href, sha in zip(
+        re.findall(r'<image href="(data:image/png;base64,[^"]+)"', html),
+        [c.images[-1].sha256 for c in sorted(site.runs[0].calls(rid), key=lambda c: c.index)],
+        strict=True,
+    ):
         assert hashlib.sha256(base64.b64decode(href.split(",", 1)[1])).hexdigest() == sha
     # control: without the tokenizer the pads are not recognisable, and each is a token of its own
     bare = Site.open([run], tokenizer="none").rollout_page(0, rid)

@@ -23,8 +23,9 @@ class Estimate:
     tasks: int
 
 
-def bootstrap_mean(by_task: Mapping[str, Sequence[float]], *, resamples: int = 1000, seed: int = 0,
-                   ci: float = 0.95) -> Estimate:
+def bootstrap_mean(
+    by_task: Mapping[str, Sequence[float]], *, resamples: int = 1000, seed: int = 0, ci: float = 0.95
+) -> Estimate:
     groups = [list(v) for v in by_task.values() if v]
     n = sum(len(g) for g in groups)
     if not n:

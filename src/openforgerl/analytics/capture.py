@@ -53,13 +53,22 @@ sys.stdout.write(json.dumps(out))
 """
 
 
-async def capture_rollout(sandbox: Any, task: Any, dest: Path, *, workdir: str = "/workdir",
-                          timeout_s: float = 10.0) -> str:
+async def capture_rollout(
+    sandbox: Any, task: Any, dest: Path, *, workdir: str = "/workdir", timeout_s: float = 10.0
+) -> str:
     """Fetch audit + workdir from `sandbox` into `dest`; "" on success, else why not (never raises)."""
     url = getattr(task, "url", None)
     python = getattr(task, "python", None) or "python3"
-    argv = [python, "-I", "-c", CAPTURE_PROGRAM, str(url or "http://127.0.0.1:0"), workdir,
-            str(MAX_FILE_BYTES), str(MAX_TOTAL_BYTES)]
+    argv = [
+        python,
+        "-I",
+        "-c",
+        CAPTURE_PROGRAM,
+        str(url or "http://127.0.0.1:0"),
+        workdir,
+        str(MAX_FILE_BYTES),
+        str(MAX_TOTAL_BYTES),
+    ]
     try:
         res = await sandbox.exec(argv, timeout_s=timeout_s)
         if res.returncode != 0:

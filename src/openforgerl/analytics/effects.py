@@ -39,26 +39,100 @@ _CLAW_PROGRAMS = ("openforgerl-claw", "openforgerl.envs.claw.cli")
 
 # Harness-native tools, lower-cased name -> (effect, service)
 _NATIVE: dict[str, tuple[Effect, str]] = {
-    "read": (Effect.READ, "files"), "view": (Effect.READ, "files"), "glob": (Effect.READ, "files"),
-    "grep": (Effect.READ, "files"), "ls": (Effect.READ, "files"), "list_directory": (Effect.READ, "files"),
-    "read_many_files": (Effect.READ, "files"), "search_file_content": (Effect.READ, "files"),
-    "write": (Effect.WRITE, "files"), "edit": (Effect.WRITE, "files"), "multiedit": (Effect.WRITE, "files"),
-    "apply_patch": (Effect.WRITE, "files"), "notebookedit": (Effect.WRITE, "files"),
-    "replace": (Effect.WRITE, "files"), "write_file": (Effect.WRITE, "files"), "read_file": (Effect.READ, "files"),
-    "webfetch": (Effect.READ, "web"), "web_fetch": (Effect.READ, "web"), "websearch": (Effect.READ, "web"),
-    "web_search": (Effect.READ, "web"), "google_web_search": (Effect.READ, "web"),
-    "todowrite": (Effect.OTHER, "plan"), "update_plan": (Effect.OTHER, "plan"), "task": (Effect.OTHER, "agent"),
-    "submit": (Effect.FINAL, "answer"), "final_answer": (Effect.FINAL, "answer"),
+    "read": (Effect.READ, "files"),
+    "view": (Effect.READ, "files"),
+    "glob": (Effect.READ, "files"),
+    "grep": (Effect.READ, "files"),
+    "ls": (Effect.READ, "files"),
+    "list_directory": (Effect.READ, "files"),
+    "read_many_files": (Effect.READ, "files"),
+    "search_file_content": (Effect.READ, "files"),
+    "write": (Effect.WRITE, "files"),
+    "edit": (Effect.WRITE, "files"),
+    "multiedit": (Effect.WRITE, "files"),
+    "apply_patch": (Effect.WRITE, "files"),
+    "notebookedit": (Effect.WRITE, "files"),
+    "replace": (Effect.WRITE, "files"),
+    "write_file": (Effect.WRITE, "files"),
+    "read_file": (Effect.READ, "files"),
+    "webfetch": (Effect.READ, "web"),
+    "web_fetch": (Effect.READ, "web"),
+    "websearch": (Effect.READ, "web"),
+    "web_search": (Effect.READ, "web"),
+    "google_web_search": (Effect.READ, "web"),
+    "todowrite": (Effect.OTHER, "plan"),
+    "update_plan": (Effect.OTHER, "plan"),
+    "task": (Effect.OTHER, "agent"),
+    "submit": (Effect.FINAL, "answer"),
+    "final_answer": (Effect.FINAL, "answer"),
 }
-_SHELL_TOOLS = {"bash", "shell", "exec_command", "local_shell", "run_shell_command", "execute_bash", "terminal"}
+_SHELL_TOOLS = {
+    "bash",
+    "shell",
+    "exec_command",
+    "local_shell",
+    "run_shell_command",
+    "execute_bash",
+    "terminal",
+}
 _COMPUTER_TOOLS = {"computer", "computer_use", "computer_call"}
 _COMPUTER_READS = {"screenshot", "cursor_position", "wait", "zoom"}
 
-_SHELL_READ = {"cat", "head", "tail", "less", "more", "ls", "find", "grep", "rg", "egrep", "fgrep", "wc", "stat",
-               "file", "test", "[", "diff", "tree", "pwd", "echo", "printf", "jq", "sort", "uniq", "cut", "awk",
-               "du", "df", "which", "env", "date", "python", "python3", "pytest", "node", "true"}
-_SHELL_WRITE = {"rm", "mv", "cp", "mkdir", "touch", "chmod", "chown", "ln", "rmdir", "tee", "truncate",
-                "dd", "install", "patch", "rsync"}
+_SHELL_READ = {
+    "cat",
+    "head",
+    "tail",
+    "less",
+    "more",
+    "ls",
+    "find",
+    "grep",
+    "rg",
+    "egrep",
+    "fgrep",
+    "wc",
+    "stat",
+    "file",
+    "test",
+    "[",
+    "diff",
+    "tree",
+    "pwd",
+    "echo",
+    "printf",
+    "jq",
+    "sort",
+    "uniq",
+    "cut",
+    "awk",
+    "du",
+    "df",
+    "which",
+    "env",
+    "date",
+    "python",
+    "python3",
+    "pytest",
+    "node",
+    "true",
+}
+_SHELL_WRITE = {
+    "rm",
+    "mv",
+    "cp",
+    "mkdir",
+    "touch",
+    "chmod",
+    "chown",
+    "ln",
+    "rmdir",
+    "tee",
+    "truncate",
+    "dd",
+    "install",
+    "patch",
+    "rsync",
+}
 _GIT_WRITE = {"commit", "add", "rm", "mv", "checkout", "reset", "merge", "rebase", "apply", "push", "stash"}
 _REDIRECT = re.compile(r"(?<![0-9&])>>?\s*([^\s;&|]+)")
 _ID_KEYS = ("id", "path", "title", "message_id", "event_id", "file_path", "filename", "notebook_path", "url")
@@ -74,7 +148,7 @@ def claw_tool_from_shell(command: str) -> tuple[str, dict[str, Any]] | None:
         if any(word.endswith(p) for p in _CLAW_PROGRAMS) and i + 2 < len(words):
             tool = _BY_SERVICE_COMMAND.get((words[i + 1], words[i + 2]))
             if tool is not None:
-                return tool.name, _flags(tool, words[i + 3:])
+                return tool.name, _flags(tool, words[i + 3 :])
     return None
 
 
@@ -115,8 +189,11 @@ def shell_effect(command: str) -> tuple[Effect, frozenset[str]]:
         if not seg:
             continue
         verb = seg[0].rsplit("/", 1)[-1]
-        if verb in _SHELL_WRITE or (verb == "sed" and any(w.startswith("-i") for w in seg)) or (
-                verb == "git" and len(seg) > 1 and seg[1] in _GIT_WRITE):
+        if (
+            verb in _SHELL_WRITE
+            or (verb == "sed" and any(w.startswith("-i") for w in seg))
+            or (verb == "git" and len(seg) > 1 and seg[1] in _GIT_WRITE)
+        ):
             effect = Effect.WRITE
             targets.update(w for w in seg[1:] if not w.startswith("-"))
         elif verb in _SHELL_READ and verb not in ("echo", "printf"):
@@ -153,7 +230,11 @@ def resources_of(tool: str, service: str, effect: Effect, args: Mapping[str, Any
     """The resources a call names (see the module docstring)."""
     if service == "shell":
         return shell_effect(_command_text(args))[1]
-    found = {f"{service}:{_norm(args[k])}" for k in _ID_KEYS if isinstance(args.get(k), str | int) and args.get(k) != ""}
+    found = {
+        f"{service}:{_norm(args[k])}"
+        for k in _ID_KEYS
+        if isinstance(args.get(k), str | int) and args.get(k) != ""
+    }
     if service == "mail" and isinstance(args.get("to"), str):
         found.add(f"mail:to:{_norm(args['to'])}")
     if not found and effect is Effect.READ and service not in ("other", "web"):

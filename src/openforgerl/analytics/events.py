@@ -76,7 +76,9 @@ def args_key(args: Mapping[str, Any]) -> str:
 
 def _event(tool: str, args: Mapping[str, Any], **kw: Any) -> ToolEvent:
     effect, service, resources = classify(tool, args)
-    return ToolEvent(index=-1, tool=tool, args=dict(args), effect=effect, service=service, resources=resources, **kw)
+    return ToolEvent(
+        index=-1, tool=tool, args=dict(args), effect=effect, service=service, resources=resources, **kw
+    )
 
 
 def audit_events(audit: Sequence[Mapping[str, Any]]) -> list[ToolEvent]:
@@ -90,13 +92,26 @@ def audit_events(audit: Sequence[Mapping[str, Any]]) -> list[ToolEvent]:
         args: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         status = entry.get("status")
         ok = bool(entry.get("ok", status == 200))
-        out.append(_event(tool, args, ok=ok, source="audit", status=status, fault=entry.get("fault"),
-                          error=entry.get("error"), raw_name=tool, t=entry.get("t")))
+        out.append(
+            _event(
+                tool,
+                args,
+                ok=ok,
+                source="audit",
+                status=status,
+                fault=entry.get("fault"),
+                error=entry.get("error"),
+                raw_name=tool,
+                t=entry.get("t"),
+            )
+        )
     return _numbered(out)
 
 
 _EXIT = re.compile(r"(?:exit code|exit_code|exited with code)[\"':\s]*(-?\d+)", re.IGNORECASE)
-_ERROR_PREFIX = re.compile(r"^\s*(error\b|\[error\]|traceback|tool_use_error|<tool_use_error>)", re.IGNORECASE)
+_ERROR_PREFIX = re.compile(
+    r"^\s*(error\b|\[error\]|traceback|tool_use_error|<tool_use_error>)", re.IGNORECASE
+)
 _STATUS = re.compile(r"^\s*error \((\d{3})\)")
 
 
@@ -166,8 +181,14 @@ def call_events(calls: Sequence[CallRecord]) -> list[ToolEvent]:
     return _numbered(events)
 
 
-def _from_wire(key: str, issuer: int | None, item: WireItem, result: WireItem | None,
-               times: Mapping[int, float], order: int) -> ToolEvent:
+def _from_wire(
+    key: str,
+    issuer: int | None,
+    item: WireItem,
+    result: WireItem | None,
+    times: Mapping[int, float],
+    order: int,
+) -> ToolEvent:
     tool, args = normalize_tool(item.name), dict(item.args)
     if tool.lower() in ("bash", "shell", "exec_command", "local_shell", "run_shell_command"):
         via_cli = claw_tool_from_shell(_command(args))
@@ -175,9 +196,19 @@ def _from_wire(key: str, issuer: int | None, item: WireItem, result: WireItem | 
             tool, args = via_cli
     ok, status = result_ok(result) if result is not None else (None, None)
     t = (times.get(issuer, 0.0) if issuer is not None else 0.0) + 1e-6 * (order + 1)
-    return _event(tool, args, ok=ok, source="call", status=status, output=result.text if result else None,
-                  error=result.text if result is not None and not ok else None, call_index=issuer,
-                  raw_name=item.name, t=t, call_id=key)
+    return _event(
+        tool,
+        args,
+        ok=ok,
+        source="call",
+        status=status,
+        output=result.text if result else None,
+        error=result.text if result is not None and not ok else None,
+        call_index=issuer,
+        raw_name=item.name,
+        t=t,
+        call_id=key,
+    )
 
 
 def _command(args: Mapping[str, Any]) -> str:
@@ -185,7 +216,9 @@ def _command(args: Mapping[str, Any]) -> str:
     return str(cmd[-1]) if isinstance(cmd, list) and cmd else str(cmd)
 
 
-def rollout_events(calls: Sequence[CallRecord], audit: Sequence[Mapping[str, Any]] | None = None) -> list[ToolEvent]:
+def rollout_events(
+    calls: Sequence[CallRecord], audit: Sequence[Mapping[str, Any]] | None = None
+) -> list[ToolEvent]:
     """The rollout's one ordered stream (see the module docstring for the merge rule)."""
     from_calls = call_events(calls)
     if not audit:
@@ -211,7 +244,9 @@ def _enrich(audit: list[ToolEvent], claw: list[ToolEvent]) -> list[ToolEvent]:
         if pick is None:
             continue
         taken.add(pick)
-        out[pick] = replace(out[pick], output=c.output, call_index=c.call_index, raw_name=c.raw_name, call_id=c.call_id)
+        out[pick] = replace(
+            out[pick], output=c.output, call_index=c.call_index, raw_name=c.raw_name, call_id=c.call_id
+        )
     return out
 
 

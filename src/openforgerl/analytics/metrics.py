@@ -34,9 +34,20 @@ from typing import Any
 from openforgerl.analytics.effects import Effect, classify
 from openforgerl.analytics.events import ToolEvent
 
-__all__ = ["GoldAction", "RolloutBehaviour", "RolloutFacts", "behaviour", "catastrophic_first_step",
-           "error_recovery", "inspect_before_act", "longest_loop", "plan_completion", "repeat_ratio",
-           "self_verification", "tool_coverage"]
+__all__ = [
+    "GoldAction",
+    "RolloutBehaviour",
+    "RolloutFacts",
+    "behaviour",
+    "catastrophic_first_step",
+    "error_recovery",
+    "inspect_before_act",
+    "longest_loop",
+    "plan_completion",
+    "repeat_ratio",
+    "self_verification",
+    "tool_coverage",
+]
 
 RECOVERY_WINDOW = 4
 FREE_TEXT = frozenset({"body", "content", "answer", "description", "note"})
@@ -130,13 +141,14 @@ def self_verification(events: Sequence[ToolEvent]) -> tuple[float | None, float 
     for i in writes:
         w = span[i]
         res = set(w.resources) | _returned_ids(w)
-        if any(r.effect is Effect.READ and r.ok and _covers(r, w, res) for r in span[i + 1:]):
+        if any(r.effect is Effect.READ and r.ok and _covers(r, w, res) for r in span[i + 1 :]):
             verified += 1
     return float(verified > 0), verified / len(writes)
 
 
-def tool_coverage(events: Sequence[ToolEvent], offered: Iterable[str] = (), gold: Iterable[str] = ()
-                  ) -> tuple[float, float | None, float | None]:
+def tool_coverage(
+    events: Sequence[ToolEvent], offered: Iterable[str] = (), gold: Iterable[str] = ()
+) -> tuple[float, float | None, float | None]:
     called = {e.tool for e in events}
     offered_set, gold_set = set(offered), set(gold)
     norm = len(called & offered_set) / len(offered_set) if offered_set else None
@@ -152,7 +164,7 @@ def error_recovery(events: Sequence[ToolEvent], window: int = RECOVERY_WINDOW) -
     recovered = 0
     for i in errors:
         bad = events[i]
-        later = [e for e in events[i + 1:] if e.service == bad.service][:window]
+        later = [e for e in events[i + 1 :] if e.service == bad.service][:window]
         recovered += any(e.tool == bad.tool and e.ok and e.fault is None for e in later)
     return recovered / len(errors), len(errors)
 
@@ -175,8 +187,9 @@ def _first_write(events: Sequence[ToolEvent]) -> int | None:
     return next((i for i, e in enumerate(events) if e.effect is Effect.WRITE), None)
 
 
-def catastrophic_first_step(events: Sequence[ToolEvent], gold: Sequence[GoldAction] = (),
-                            forbidden: Sequence[GoldAction] = ()) -> float | None:
+def catastrophic_first_step(
+    events: Sequence[ToolEvent], gold: Sequence[GoldAction] = (), forbidden: Sequence[GoldAction] = ()
+) -> float | None:
     first = _first_write(events)
     if first is None:
         return None
@@ -210,8 +223,12 @@ def inspect_before_act(events: Sequence[ToolEvent]) -> float | None:
     if first is None:
         return None
     w = events[first]
-    return float(any(e.effect is Effect.READ and (e.service == w.service or e.resources & w.resources)
-                     for e in events[:first]))
+    return float(
+        any(
+            e.effect is Effect.READ and (e.service == w.service or e.resources & w.resources)
+            for e in events[:first]
+        )
+    )
 
 
 def longest_loop(events: Sequence[ToolEvent]) -> int:
@@ -236,9 +253,26 @@ def behaviour(f: RolloutFacts) -> RolloutBehaviour:
     tc, tc_norm, tc_req = tool_coverage(ev, f.offered, {g.tool for g in f.gold})
     er, errors = error_recovery(ev)
     return RolloutBehaviour(
-        rollout_id=f.rollout_id, task_id=f.task_id, harness=f.harness, family=f.family, run=f.run,
-        passed=f.passed, sv=sv, sv_frac=sv_frac, tc=tc, tc_norm=tc_norm, tc_req=tc_req, er=er, errors=errors,
-        faults=sum(e.fault is not None for e in ev), cfs=catastrophic_first_step(ev, f.gold, f.forbidden),
-        pc=plan_completion(ev, f.gold), iba=inspect_before_act(ev), loop=float(longest_loop(ev)),
-        rep_ratio=repeat_ratio(ev), tool_calls=len(ev), model_calls=f.model_calls,
-        calls_to_first_write=_first_write(ev))
+        rollout_id=f.rollout_id,
+        task_id=f.task_id,
+        harness=f.harness,
+        family=f.family,
+        run=f.run,
+        passed=f.passed,
+        sv=sv,
+        sv_frac=sv_frac,
+        tc=tc,
+        tc_norm=tc_norm,
+        tc_req=tc_req,
+        er=er,
+        errors=errors,
+        faults=sum(e.fault is not None for e in ev),
+        cfs=catastrophic_first_step(ev, f.gold, f.forbidden),
+        pc=plan_completion(ev, f.gold),
+        iba=inspect_before_act(ev),
+        loop=float(longest_loop(ev)),
+        rep_ratio=repeat_ratio(ev),
+        tool_calls=len(ev),
+        model_calls=f.model_calls,
+        calls_to_first_write=_first_write(ev),
+    )

@@ -53,8 +53,9 @@ def _label(run: RunDir, record: RolloutRecord, by_version: bool) -> str:
     return f"{run.label}@v{max(record.policy_versions, default=0)}"
 
 
-def collect_facts(runs: Sequence[RunDir], tasks: TaskIndex, *, kind: str = "auto", by_version: bool = True
-                  ) -> list[RolloutFacts]:
+def collect_facts(
+    runs: Sequence[RunDir], tasks: TaskIndex, *, kind: str = "auto", by_version: bool = True
+) -> list[RolloutFacts]:
     """One `RolloutFacts` per scored rollout (infra failures are left out, timeouts count as fails)."""
     out = []
     for run in runs:
@@ -72,16 +73,25 @@ def collect_facts(runs: Sequence[RunDir], tasks: TaskIndex, *, kind: str = "auto
     return out
 
 
-def _facts(run: RunDir, rec: RolloutRecord, calls: list[Any], tasks: TaskIndex, by_version: bool) -> RolloutFacts:
+def _facts(
+    run: RunDir, rec: RolloutRecord, calls: list[Any], tasks: TaskIndex, by_version: bool
+) -> RolloutFacts:
     task = tasks.facts(rec.task_id)
     events = tuple(rollout_events(calls, run.audit(rec.rollout_id)))
     return RolloutFacts(
-        rollout_id=rec.rollout_id, events=events, passed=passed(rec), task_id=rec.task_id or "?",
-        harness=rec.harness or "?", family=suite_family(rec.task_id), run=_label(run, rec, by_version),
-        reward=rec.reward, offered=frozenset(task.offered) if task else frozenset(),
+        rollout_id=rec.rollout_id,
+        events=events,
+        passed=passed(rec),
+        task_id=rec.task_id or "?",
+        harness=rec.harness or "?",
+        family=suite_family(rec.task_id),
+        run=_label(run, rec, by_version),
+        reward=rec.reward,
+        offered=frozenset(task.offered) if task else frozenset(),
         gold=tuple(GoldAction(t, a) for t, a in task.gold) if task else (),
         forbidden=tuple(GoldAction(t, a) for t, a in task.forbidden) if task else (),
-        model_calls=sum(not c.side_call for c in calls))
+        model_calls=sum(not c.side_call for c in calls),
+    )
 
 
 def _metric_value(b: RolloutBehaviour, name: str) -> float | None:
@@ -91,8 +101,12 @@ def _metric_value(b: RolloutBehaviour, name: str) -> float | None:
     return None if value is None else float(value)
 
 
-def _estimate(rows: Iterable[RolloutBehaviour], get: Callable[[RolloutBehaviour], float | None], seed: int,
-              resamples: int) -> Estimate:
+def _estimate(
+    rows: Iterable[RolloutBehaviour],
+    get: Callable[[RolloutBehaviour], float | None],
+    seed: int,
+    resamples: int,
+) -> Estimate:
     by_task: dict[str, list[float]] = defaultdict(list)
     for b in rows:
         v = get(b)
@@ -104,23 +118,29 @@ def _estimate(rows: Iterable[RolloutBehaviour], get: Callable[[RolloutBehaviour]
 def _group(rows: list[RolloutBehaviour], seed: int, resamples: int) -> dict[str, Any]:
     out: dict[str, Any] = {"rollouts": len(rows), "tasks": len({b.task_id for b in rows}), "metrics": {}}
     for name in METRICS:
+
         def get(b: RolloutBehaviour, name: str = name) -> float | None:
             return _metric_value(b, name)
+
         out["metrics"][name] = {
             "all": asdict(_estimate(rows, get, seed, resamples)),
             "pass": asdict(_estimate([b for b in rows if b.passed], get, seed, resamples)),
             "fail": asdict(_estimate([b for b in rows if not b.passed], get, seed, resamples)),
         }
     for name, cond in CONDITIONAL.items():
+
         def hit(b: RolloutBehaviour, cond: str = cond) -> bool:
             value = getattr(b, cond)
             return bool(value) if value is not None else False
+
         sub = [b for b in rows if hit(b)]
         out["metrics"][name] = {"all": asdict(_estimate(sub, lambda b: float(b.passed), seed, resamples))}
     return out
 
 
-def summarize(behaviours: Sequence[RolloutBehaviour], *, seed: int = 0, resamples: int = 1000) -> dict[str, Any]:
+def summarize(
+    behaviours: Sequence[RolloutBehaviour], *, seed: int = 0, resamples: int = 1000
+) -> dict[str, Any]:
     """{config, runs: [...], groups: {run: {harness: {family: group}}}} with family/harness `all` rows."""
     bases: dict[str, int] = {}
     for b in behaviours:  # runs in the order given, each run's checkpoints by version
@@ -135,10 +155,18 @@ def summarize(behaviours: Sequence[RolloutBehaviour], *, seed: int = 0, resample
             groups[run][harness] = {"all": _group(hs, seed, resamples)}
             for family in sorted({b.family for b in hs}):
                 groups[run][harness][family] = _group([b for b in hs if b.family == family], seed, resamples)
-    return {"config": {"seed": seed, "bootstrap_resamples": resamples, "ci": 0.95, "unit": "task",
-                       "recovery_window": 4},
-            "metric_names": {**METRICS, **{k: f"P(pass given {v})" for k, v in CONDITIONAL.items()}},
-            "runs": runs, "groups": groups}
+    return {
+        "config": {
+            "seed": seed,
+            "bootstrap_resamples": resamples,
+            "ci": 0.95,
+            "unit": "task",
+            "recovery_window": 4,
+        },
+        "metric_names": {**METRICS, **{k: f"P(pass given {v})" for k, v in CONDITIONAL.items()}},
+        "runs": runs,
+        "groups": groups,
+    }
 
 
 def _run_order(label: str, bases: dict[str, int]) -> tuple[int, int]:
@@ -156,25 +184,38 @@ def _cell(est: dict[str, Any]) -> str:
 
 def to_markdown(summary: dict[str, Any]) -> str:
     names = summary["metric_names"]
-    lines = ["# Behaviour analytics", "",
-             "Value [95 % bootstrap CI over tasks] (n = rollouts where the metric is defined). "
-             "Definitions: docs/analytics.md.", ""]
+    lines = [
+        "# Behaviour analytics",
+        "",
+        "Value [95 % bootstrap CI over tasks] (n = rollouts where the metric is defined). "
+        "Definitions: docs/analytics.md.",
+        "",
+    ]
     head = ["metric", *summary["runs"]]
     lines += ["## All harnesses and families", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key, title in names.items():
         cells = [_cell(summary["groups"][r]["all"]["all"]["metrics"][key]["all"]) for r in summary["runs"]]
         lines.append(f"| {title} (`{key}`) | " + " | ".join(cells) + " |")
-    lines += ["", "## Split by outcome (pass / fail)", "", "| metric | " + " | ".join(
-        f"{r} pass | {r} fail" for r in summary["runs"]) + " |", "|" + "---|" * (1 + 2 * len(summary["runs"]))]
+    lines += [
+        "",
+        "## Split by outcome (pass / fail)",
+        "",
+        "| metric | " + " | ".join(f"{r} pass | {r} fail" for r in summary["runs"]) + " |",
+        "|" + "---|" * (1 + 2 * len(summary["runs"])),
+    ]
     for key in METRICS:
         cells = []
         for r in summary["runs"]:
             m = summary["groups"][r]["all"]["all"]["metrics"][key]
             cells += [_cell(m["pass"]), _cell(m["fail"])]
         lines.append(f"| `{key}` | " + " | ".join(cells) + " |")
-    lines += ["", "## Per harness × task family (value, n)", "",
-              "| run | harness | family | rollouts | " + " | ".join(f"`{k}`" for k in METRICS) + " |",
-              "|" + "---|" * (4 + len(METRICS))]
+    lines += [
+        "",
+        "## Per harness × task family (value, n)",
+        "",
+        "| run | harness | family | rollouts | " + " | ".join(f"`{k}`" for k in METRICS) + " |",
+        "|" + "---|" * (4 + len(METRICS)),
+    ]
     for r in summary["runs"]:
         for h, fams in summary["groups"][r].items():
             if h == "all":
@@ -194,8 +235,13 @@ def plot(summary: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     runs = summary["runs"]
-    fig, axes = plt.subplots(1, 2, figsize=(min(16.0, 6.0 + 0.9 * len(runs) * 2), 3.8),
-                             gridspec_kw={"width_ratios": [len(UNIT_METRICS), 3]}, dpi=110)
+    fig, axes = plt.subplots(
+        1,
+        2,
+        figsize=(min(16.0, 6.0 + 0.9 * len(runs) * 2), 3.8),
+        gridspec_kw={"width_ratios": [len(UNIT_METRICS), 3]},
+        dpi=110,
+    )
     _bars(axes[0], summary, UNIT_METRICS, runs)
     axes[0].set_ylim(0, 1.05)
     axes[0].set_ylabel("rate")
@@ -215,8 +261,16 @@ def _bars(ax: Any, summary: dict[str, Any], metrics: Sequence[str], runs: Sequen
     for i, run in enumerate(runs):
         ests = [summary["groups"][run]["all"]["all"]["metrics"][m]["all"] for m in metrics]
         vals = [e["value"] if e["value"] is not None else 0.0 for e in ests]
-        err = [[max(0.0, v - (e["low"] if e["low"] is not None else v)) for v, e in zip(vals, ests, strict=True)],
-               [max(0.0, (e["high"] if e["high"] is not None else v) - v) for v, e in zip(vals, ests, strict=True)]]
+        err = [
+            [
+                max(0.0, v - (e["low"] if e["low"] is not None else v))
+                for v, e in zip(vals, ests, strict=True)
+            ],
+            [
+                max(0.0, (e["high"] if e["high"] is not None else v) - v)
+                for v, e in zip(vals, ests, strict=True)
+            ],
+        ]
         xs = [j + (i - (len(runs) - 1) / 2) * width for j in range(len(metrics))]
         ax.bar(xs, vals, width, yerr=err, capsize=2, label=run)
         for x, e in zip(xs, ests, strict=True):
@@ -226,11 +280,17 @@ def _bars(ax: Any, summary: dict[str, Any], metrics: Sequence[str], runs: Sequen
     ax.grid(axis="y", alpha=0.3)
 
 
-def write_report(summary: dict[str, Any], behaviours: Sequence[RolloutBehaviour], out_dir: Path) -> dict[str, Path]:
+def write_report(
+    summary: dict[str, Any], behaviours: Sequence[RolloutBehaviour], out_dir: Path
+) -> dict[str, Path]:
     """analytics.json, analytics.md, analytics.png, rollouts.jsonl (per-rollout values) under out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / "analytics.json", "markdown": out_dir / "analytics.md",
-             "png": out_dir / "analytics.png", "rollouts": out_dir / "rollouts.jsonl"}
+    paths = {
+        "json": out_dir / "analytics.json",
+        "markdown": out_dir / "analytics.md",
+        "png": out_dir / "analytics.png",
+        "rollouts": out_dir / "rollouts.jsonl",
+    }
     paths["json"].write_text(json.dumps(summary, indent=1))
     paths["markdown"].write_text(to_markdown(summary))
     paths["rollouts"].write_text("".join(json.dumps(b.as_dict()) + "\n" for b in behaviours))
@@ -241,7 +301,14 @@ def write_report(summary: dict[str, Any], behaviours: Sequence[RolloutBehaviour]
     return paths
 
 
-def analyze(runs: Sequence[RunDir], tasks: TaskIndex, *, kind: str = "auto", by_version: bool = True,
-            seed: int = 0, resamples: int = 1000) -> tuple[dict[str, Any], list[RolloutBehaviour]]:
+def analyze(
+    runs: Sequence[RunDir],
+    tasks: TaskIndex,
+    *,
+    kind: str = "auto",
+    by_version: bool = True,
+    seed: int = 0,
+    resamples: int = 1000,
+) -> tuple[dict[str, Any], list[RolloutBehaviour]]:
     behaviours = [behaviour(f) for f in collect_facts(runs, tasks, kind=kind, by_version=by_version)]
     return summarize(behaviours, seed=seed, resamples=resamples), behaviours

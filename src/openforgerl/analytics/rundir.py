@@ -59,7 +59,9 @@ class RunDir:
         return conn
 
     def rollout_files(self) -> list[tuple[Path, str]]:
-        return [(self.root / name, kind) for name, kind in ROLLOUT_FILES.items() if (self.root / name).is_file()]
+        return [
+            (self.root / name, kind) for name, kind in ROLLOUT_FILES.items() if (self.root / name).is_file()
+        ]
 
     def iter_rollouts(self) -> Iterator[tuple[str, RolloutRecord]]:
         """(kind, record) per rollout id (the last attempt line wins), JSONL first, else the DB table."""
@@ -88,7 +90,9 @@ class RunDir:
         if conn is None:
             return []
         try:
-            rows = conn.execute("SELECT body FROM calls WHERE rollout_id=? ORDER BY idx", (rollout_id,)).fetchall()
+            rows = conn.execute(
+                "SELECT body FROM calls WHERE rollout_id=? ORDER BY idx", (rollout_id,)
+            ).fetchall()
         finally:
             if own:
                 conn.close()
@@ -160,12 +164,17 @@ def _load_facts(root: Path) -> TaskFacts:
     task = load_task(root)
     actions_path = root / "solution" / "actions.json"
     actions = json.loads(actions_path.read_text()) if actions_path.is_file() else []
-    gold = tuple((str(a["tool"]), dict(a.get("args") or {})) for a in actions if isinstance(a, dict) and "tool" in a)
+    gold = tuple(
+        (str(a["tool"]), dict(a.get("args") or {})) for a in actions if isinstance(a, dict) and "tool" in a
+    )
     forbidden: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     checks = root / "tests" / "checks.toml"
     if checks.is_file():  # load_task ran the family's check, which registered the family's own check kinds
         spec = load_spec(checks)
-        forbidden = tuple((c.tool, dict(c.match)) for c in spec.checks
-                          if isinstance(c, CalledCheck) and c.kind == "not_called")
+        forbidden = tuple(
+            (c.tool, dict(c.match))
+            for c in spec.checks
+            if isinstance(c, CalledCheck) and c.kind == "not_called"
+        )
     offered = tuple(offered_tools(task.meta.tools, task.meta.services))
     return TaskFacts(task.task_id, offered, gold, forbidden, bool(task.meta.faults))

@@ -118,14 +118,24 @@ def _chat(request: Mapping[str, Any]) -> Iterator[WireItem]:
         role = str(msg.get("role", ""))
         if role == "tool":
             content = msg.get("content")
-            yield WireItem("result", id=str(msg.get("tool_call_id", "")), text=_text_of(content), role=role,
-                           image=_first_image(content))
+            yield WireItem(
+                "result",
+                id=str(msg.get("tool_call_id", "")),
+                text=_text_of(content),
+                role=role,
+                image=_first_image(content),
+            )
             continue
         yield from _content_items(role, msg.get("content"))
         for tc in msg.get("tool_calls") or []:
             fn = tc.get("function") or {}
-            yield WireItem("call", id=str(tc.get("id", "")), name=str(fn.get("name", "")),
-                           args=_args(fn.get("arguments")), role=role)
+            yield WireItem(
+                "call",
+                id=str(tc.get("id", "")),
+                name=str(fn.get("name", "")),
+                args=_args(fn.get("arguments")),
+                role=role,
+            )
 
 
 def _first_image(content: Any) -> str:
@@ -135,7 +145,12 @@ def _first_image(content: Any) -> str:
 
 
 _RESP_CALLS = {"function_call", "custom_tool_call", "computer_call", "local_shell_call"}
-_RESP_OUTPUTS = {"function_call_output", "custom_tool_call_output", "computer_call_output", "local_shell_call_output"}
+_RESP_OUTPUTS = {
+    "function_call_output",
+    "custom_tool_call_output",
+    "computer_call_output",
+    "local_shell_call_output",
+}
 
 
 def _responses(request: Mapping[str, Any]) -> Iterator[WireItem]:
@@ -149,11 +164,18 @@ def _responses(request: Mapping[str, Any]) -> Iterator[WireItem]:
         kind = item.get("type", "message")
         cid = str(item.get("call_id") or item.get("id") or "")
         if kind in _RESP_CALLS:
-            yield WireItem("call", id=cid, name=_responses_name(item), args=_responses_args(item), role="assistant")
+            yield WireItem(
+                "call", id=cid, name=_responses_name(item), args=_responses_args(item), role="assistant"
+            )
         elif kind in _RESP_OUTPUTS:
             out = item.get("output")
-            yield WireItem("result", id=cid, text=_text_of(out), role="tool", image=_first_image(
-                out if isinstance(out, list) else [out]))
+            yield WireItem(
+                "result",
+                id=cid,
+                text=_text_of(out),
+                role="tool",
+                image=_first_image(out if isinstance(out, list) else [out]),
+            )
         elif kind == "message":
             yield from _content_items(str(item.get("role", "")), item.get("content"))
 
@@ -187,13 +209,23 @@ def _anthropic(request: Mapping[str, Any]) -> Iterator[WireItem]:
         content = msg.get("content")
         for block in content if isinstance(content, list) else [content]:
             if isinstance(block, Mapping) and block.get("type") == "tool_use":
-                yield WireItem("call", id=str(block.get("id", "")), name=str(block.get("name", "")),
-                               args=_args(block.get("input")), role=role)
+                yield WireItem(
+                    "call",
+                    id=str(block.get("id", "")),
+                    name=str(block.get("name", "")),
+                    args=_args(block.get("input")),
+                    role=role,
+                )
             elif isinstance(block, Mapping) and block.get("type") == "tool_result":
                 inner = block.get("content")
-                yield WireItem("result", id=str(block.get("tool_use_id", "")), text=_text_of(inner), role="tool",
-                               is_error=bool(block.get("is_error")) if "is_error" in block else None,
-                               image=_first_image(inner))
+                yield WireItem(
+                    "result",
+                    id=str(block.get("tool_use_id", "")),
+                    text=_text_of(inner),
+                    role="tool",
+                    is_error=bool(block.get("is_error")) if "is_error" in block else None,
+                    image=_first_image(inner),
+                )
             elif isinstance(block, Mapping) and block.get("type") in ("thinking", "redacted_thinking"):
                 continue
             else:

@@ -15,7 +15,9 @@ __all__ = ["command"]
 def command(
     runs: list[Path] = typer.Argument(..., help="run directories (train --out-dir or eval --out)"),
     out: Path = typer.Option(Path("analytics-out"), help="report folder"),
-    tasks: list[Path] = typer.Option([], help="task folders to read gold actions from (default: builtin claw)"),
+    tasks: list[Path] = typer.Option(
+        [], help="task folders to read gold actions from (default: builtin claw)"
+    ),
     kind: str = typer.Option("auto", help="rollouts to use: eval, train, all, or auto (eval if present)"),
     by_version: bool = typer.Option(True, help="split each run by policy version (start vs end checkpoint)"),
     seed: int = typer.Option(0, help="bootstrap seed"),
@@ -30,8 +32,14 @@ def command(
             raise typer.BadParameter(f"{run} is not a folder")
     labels = _labels(runs)
     index = TaskIndex(list(tasks)) if tasks else TaskIndex.default()
-    summary, behaviours = analyze([RunDir(r, lab) for r, lab in zip(runs, labels, strict=True)], index,
-                                  kind=kind, by_version=by_version, seed=seed, resamples=resamples)
+    summary, behaviours = analyze(
+        [RunDir(r, lab) for r, lab in zip(runs, labels, strict=True)],
+        index,
+        kind=kind,
+        by_version=by_version,
+        seed=seed,
+        resamples=resamples,
+    )
     if not behaviours:
         raise typer.BadParameter("no scored rollouts found in the given runs")
     paths = write_report(summary, behaviours, out)

@@ -32,25 +32,42 @@ __all__ = ["command"]
 def command(
     tasks: Path = typer.Option(..., help="task folder or a folder of task folders"),
     config: Path | None = typer.Option(None, help="a config YAML (openforgerl.config); flags win"),
-    harness: list[str] | None = typer.Option(None, help="harness name (repeatable; default: the config's, zero)"),
-    group_size: int | None = typer.Option(None, "--group-size", "--trials",
-                                          help="k: rollouts per task and harness (eval.group_size, default 3)"),
-    gateway: str | None = typer.Option(None, help="admin URL of a running gateway (token: $OPENFORGERL_ADMIN_TOKEN)"),
-    engine: str | None = typer.Option(None, help="without --gateway / --scripted-oracle: the local engine's model "
-                                      "(tiny, the default, smollm2 or a model folder) behind an in-process gateway, "
-                                      "or an engine URL"),
+    harness: list[str] | None = typer.Option(
+        None, help="harness name (repeatable; default: the config's, zero)"
+    ),
+    group_size: int | None = typer.Option(
+        None, "--group-size", "--trials", help="k: rollouts per task and harness (eval.group_size, default 3)"
+    ),
+    gateway: str | None = typer.Option(
+        None, help="admin URL of a running gateway (token: $OPENFORGERL_ADMIN_TOKEN)"
+    ),
+    engine: str | None = typer.Option(
+        None,
+        help="without --gateway / --scripted-oracle: the local engine's model "
+        "(tiny, the default, smollm2 or a model folder) behind an in-process gateway, "
+        "or an engine URL",
+    ),
     out: Path = typer.Option(Path("eval-out"), help="report folder"),
     split: str | None = typer.Option(None, help="only tasks of this split (train/test)"),
-    threshold: float | None = typer.Option(None, help="success = reward >= threshold (default: each "
-                                           "benchmark's own: Claw-Eval 0.75, QwenClawBench and tau2 1.0)"),
+    threshold: float | None = typer.Option(
+        None,
+        help="success = reward >= threshold (default: each "
+        "benchmark's own: Claw-Eval 0.75, QwenClawBench and tau2 1.0)",
+    ),
     model_name: str | None = typer.Option(None, help="model name given to the harness (policy)"),
     budget_s: float | None = typer.Option(None, help="override every task's budget"),
     scripted_oracle: float | None = typer.Option(None, help="demo: in-process scripted oracle, success rate"),
-    judge_engine: str | None = typer.Option(None, help="OpenAI-compatible base URL of the LLM judge (Claw-Eval "
-                                            "llm_judge components, QwenClawBench hybrid/llm_judge); off by default"),
+    judge_engine: str | None = typer.Option(
+        None,
+        help="OpenAI-compatible base URL of the LLM judge (Claw-Eval "
+        "llm_judge components, QwenClawBench hybrid/llm_judge); off by default",
+    ),
     judge_model: str = typer.Option("judge", help="model name sent to the judge engine"),
-    user_engine: str | None = typer.Option(None, help="OpenAI-compatible base URL of the simulated user "
-                                           "(multi-turn tasks, through the ask_user tool); off by default"),
+    user_engine: str | None = typer.Option(
+        None,
+        help="OpenAI-compatible base URL of the simulated user "
+        "(multi-turn tasks, through the ask_user tool); off by default",
+    ),
     user_model: str = typer.Option("user", help="model name sent to the user engine"),
     seed: int | None = typer.Option(None, help="bootstrap / scripted-policy seed (0)"),
 ) -> None:
@@ -59,10 +76,23 @@ def command(
     from openforgerl.eval.report import build_report, to_markdown, write_report
     from openforgerl.stack import engine_from_flag
 
-    cfg = from_flags(config, {"eval.group_size": group_size, "eval.threshold": threshold, "out_dir": str(out),
-                              "rollout.model_name": model_name, "rollout.budget_s": budget_s, "seed": seed,
-                              **(engine_from_flag([engine]) if engine else {})})
-    provided = {"transcript"} | ({"judge"} if judge_engine else set()) | ({"user_simulator"} if user_engine else set())
+    cfg = from_flags(
+        config,
+        {
+            "eval.group_size": group_size,
+            "eval.threshold": threshold,
+            "out_dir": str(out),
+            "rollout.model_name": model_name,
+            "rollout.budget_s": budget_s,
+            "seed": seed,
+            **(engine_from_flag([engine]) if engine else {}),
+        },
+    )
+    provided = (
+        {"transcript"}
+        | ({"judge"} if judge_engine else set())
+        | ({"user_simulator"} if user_engine else set())
+    )
     runtimes, summary = _load(tasks, split, provided)
     if summary.runnable < summary.total:
         typer.echo(summary.line())
@@ -74,8 +104,13 @@ def command(
     harnesses = harness or ([cfg.harness] if isinstance(cfg.harness, str) else list(cfg.harness))
     engines = {"judge": (judge_engine, judge_model), "user": (user_engine, user_model)}
     trial_list = asyncio.run(_run(cfg, runtimes, harnesses, gateway, scripted_oracle, engines))
-    report = build_report(trial_list, cfg.eval.group_size, threshold=cfg.eval.threshold, seed=cfg.seed,
-                          benchmarks=_benchmarks(runtimes))
+    report = build_report(
+        trial_list,
+        cfg.eval.group_size,
+        threshold=cfg.eval.threshold,
+        seed=cfg.seed,
+        benchmarks=_benchmarks(runtimes),
+    )
     paths = write_report(report, out)
     typer.echo(to_markdown(report))
     typer.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
@@ -83,8 +118,10 @@ def command(
 
 def _benchmarks(runtimes: list[Any]) -> dict[str, str]:
     """task id -> the benchmark it was imported from (`[metadata] source`), which picks the protocol."""
-    return {rt.task_id: str(getattr(getattr(getattr(rt, "task", None), "meta", None), "source", "") or "")
-            for rt in runtimes}
+    return {
+        rt.task_id: str(getattr(getattr(getattr(rt, "task", None), "meta", None), "source", "") or "")
+        for rt in runtimes
+    }
 
 
 def _fresh_run_dir(out: Path) -> None:
@@ -108,8 +145,14 @@ def _load(tasks: Path, split: str | None, provided: set[str]) -> tuple[list[Any]
     return [rt for rt, f in zip(every, left, strict=True) if not f], summarize_flags(left)
 
 
-async def _run(cfg: Any, runtimes: list[Any], harnesses: list[str], gateway: str | None, scripted: float | None,
-               engines: dict[str, tuple[str | None, str]]) -> list[Any]:
+async def _run(
+    cfg: Any,
+    runtimes: list[Any],
+    harnesses: list[str],
+    gateway: str | None,
+    scripted: float | None,
+    engines: dict[str, tuple[str | None, str]],
+) -> list[Any]:
     from contextlib import AsyncExitStack
 
     from openforgerl.eval.runner import run_eval
@@ -121,20 +164,30 @@ async def _run(cfg: Any, runtimes: list[Any], harnesses: list[str], gateway: str
 
         # a running gateway; the scripted oracle (a demo/CI mode); else the configured engine (default: tiny)
         oracle = None if scripted is None else scripted_engine(runtimes, success_rate=scripted, seed=cfg.seed)
-        services = await stack.enter_async_context(open_services(out, cfg, engine=oracle, gateway_url=gateway))
+        services = await stack.enter_async_context(
+            open_services(out, cfg, engine=oracle, gateway_url=gateway)
+        )
         backend = await _host_side(runtimes, services.access, services.backend, engines, stack)
         sink = ResultSink(out / "rollouts.jsonl")
         config = cfg.eval_orchestrator(artifacts_dir=out / "rollouts")
         from openforgerl.orchestrator.view import ProgressView
 
         with ProgressView(len(runtimes) * len(harnesses) * config.group_size, label="trials") as view:
-            return await run_eval(runtimes, harnesses, gateway=services.access, backend=backend, sink=sink,
-                                  config=config, on_done=view.done)
+            return await run_eval(
+                runtimes,
+                harnesses,
+                gateway=services.access,
+                backend=backend,
+                sink=sink,
+                config=config,
+                on_done=view.done,
+            )
     raise AssertionError("unreachable")
 
 
-async def _host_side(runtimes: list[Any], access: Any, backend: Any, engines: dict[str, tuple[str | None, str]],
-                     stack: Any) -> Any:
+async def _host_side(
+    runtimes: list[Any], access: Any, backend: Any, engines: dict[str, tuple[str | None, str]], stack: Any
+) -> Any:
     """The call log, judge and user relay every runtime's `verify` may use on the host (tasks/host_side.py);
     with a user engine, the backend that starts the relay next to each sandbox."""
     from openforgerl.orchestrator.gateway_client import GatewayClient
@@ -145,8 +198,7 @@ async def _host_side(runtimes: list[Any], access: Any, backend: Any, engines: di
     stack.push_async_callback(client.aclose)
     judge_url, judge_model = engines["judge"]
     user_url, user_model = engines["user"]
-    host = HostSide(calls=client.list_calls,
-                    judge=JudgeClient(judge_url, judge_model) if judge_url else None)
+    host = HostSide(calls=client.list_calls, judge=JudgeClient(judge_url, judge_model) if judge_url else None)
     if user_url:
         from openforgerl.env.user_sim import UserRelay, UserSimBackend
 
@@ -154,8 +206,11 @@ async def _host_side(runtimes: list[Any], access: Any, backend: Any, engines: di
             info = await client.get_rollout(rollout_id)
             return str(info.get("task_id")) if isinstance(info, dict) and info.get("task_id") else None
 
-        relay = UserRelay(JudgeClient(user_url, user_model, max_tokens=128, temperature=0.7, timeout_s=300.0),
-                          {rt.task_id: rt for rt in runtimes}, task_of)
+        relay = UserRelay(
+            JudgeClient(user_url, user_model, max_tokens=128, temperature=0.7, timeout_s=300.0),
+            {rt.task_id: rt for rt in runtimes},
+            task_of,
+        )
         host.users = relay
         backend = UserSimBackend(backend, relay)
     attach(runtimes, host)

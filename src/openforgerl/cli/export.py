@@ -18,8 +18,12 @@ from openforgerl.trajectory.options import OverflowPolicy, ReconstructionOptions
 
 
 def command(
-    store: Annotated[str, typer.Option(
-        help="the call log written by the gateway: a SQLite file, or a postgresql://user@host/db URL")],
+    store: Annotated[
+        str,
+        typer.Option(
+            help="the call log written by the gateway: a SQLite file, or a postgresql://user@host/db URL"
+        ),
+    ],
     out: Annotated[Path, typer.Option(help="output file (.parquet or .jsonl)")],
     format: Annotated[
         ExportFormat, typer.Option("--format", help="verl | parquet | jsonl")
@@ -27,9 +31,7 @@ def command(
     config: Annotated[Path | None, typer.Option(help="a config YAML (openforgerl.config); flags win")] = None,
     max_prompt_len: Annotated[int | None, typer.Option(help="trainer prompt length")] = None,
     max_response_len: Annotated[int | None, typer.Option(help="trainer response length")] = None,
-    overflow: Annotated[
-        OverflowPolicy | None, typer.Option(help="truncate (default) | drop | split")
-    ] = None,
+    overflow: Annotated[OverflowPolicy | None, typer.Option(help="truncate (default) | drop | split")] = None,
     classic: Annotated[bool, typer.Option(help="one row per rollout (veRL classic path)")] = False,
     image_token_id: Annotated[
         int | None,
@@ -50,20 +52,34 @@ def command(
         raise typer.BadParameter(f"no call log at {store}", param_hint="--store")
     want = ".jsonl" if format is ExportFormat.JSONL else ".parquet"
     if out.suffix != want:  # a JSONL file named .parquet (or the reverse) breaks whatever reads it next
-        raise typer.BadParameter(f"--format {format.value} writes {want}, but the path ends in "
-                                 f"{out.suffix or 'no suffix'}: name it {out.with_suffix(want).name}",
-                                 param_hint="--out")
-    options = reconstruction_options(config, {
-        "reconstruction.max_prompt_len": max_prompt_len, "reconstruction.max_response_len": max_response_len,
-        "reconstruction.overflow": overflow and overflow.value}, image_token_id)
+        raise typer.BadParameter(
+            f"--format {format.value} writes {want}, but the path ends in "
+            f"{out.suffix or 'no suffix'}: name it {out.with_suffix(want).name}",
+            param_hint="--out",
+        )
+    options = reconstruction_options(
+        config,
+        {
+            "reconstruction.max_prompt_len": max_prompt_len,
+            "reconstruction.max_response_len": max_response_len,
+            "reconstruction.overflow": overflow and overflow.value,
+        },
+        image_token_id,
+    )
     log = open_store(store)  # a PostgreSQL server that is unreachable, or refuses us: one line, exit 2
     # where a reader of `ref` rows finds the bytes: the file, or the URL without its password
     blob_store = log.path if is_postgres_url(store) else str(Path(store).resolve())
     try:
         results = list(reconstruct_log(log, options))
-        rows = export_rows(results, format, classic=classic, image_token_id=image_token_id,
-                           images=ImageMode.INLINE if inline_images else ImageMode.REF,
-                           read_blob=log.read_blob, blob_store=str(blob_store))
+        rows = export_rows(
+            results,
+            format,
+            classic=classic,
+            image_token_id=image_token_id,
+            images=ImageMode.INLINE if inline_images else ImageMode.REF,
+            read_blob=log.read_blob,
+            blob_store=str(blob_store),
+        )
     finally:
         log.close()
     write_rows(rows, format, out)
@@ -83,8 +99,9 @@ def command(
         typer.echo(line)
 
 
-def reconstruction_options(config_file: Path | None, flags: dict[str, object],
-                           image_token_id: int | None) -> ReconstructionOptions:
+def reconstruction_options(
+    config_file: Path | None, flags: dict[str, object], image_token_id: int | None
+) -> ReconstructionOptions:
     """The config's reconstruction contract (`Config.reconstruction_options`) with the flags given on top;
     `image_token_id` is what this log's model knows, not a config key."""
     from openforgerl.config import from_flags
@@ -93,13 +110,22 @@ def reconstruction_options(config_file: Path | None, flags: dict[str, object],
 
 
 _WHY = (  # reason prefix (trajectory/trainable.py) -> what it means and what to do about it
-    ("infra:", "an infrastructure fault hit it; such rollouts are retried by the orchestrator, never trained"),
+    (
+        "infra:",
+        "an infrastructure fault hit it; such rollouts are retried by the orchestrator, never trained",
+    ),
     ("unfinished", "it was never closed: send its outcome (POST /rollouts/{id}/outcome)"),
     ("status:", "its status is not trained (only ok, agent_failed and a kept timeout are)"),
-    ("not_in_batch:undecided", "no orchestrator decided on it: send `in_batch: true` and `group_valid: true` "
-                               "in its outcome to train it (docs: gateway-api.md, The outcome)"),
+    (
+        "not_in_batch:undecided",
+        "no orchestrator decided on it: send `in_batch: true` and `group_valid: true` "
+        "in its outcome to train it (docs: gateway-api.md, The outcome)",
+    ),
     ("not_in_batch:", "the orchestrator left it out of the batch"),
-    ("group_invalid:undecided", "no orchestrator decided on its group: send `group_valid: true` in its outcome"),
+    (
+        "group_invalid:undecided",
+        "no orchestrator decided on its group: send `group_valid: true` in its outcome",
+    ),
     ("group_invalid:", "its GRPO group kept fewer than min_group_size rollouts"),
     ("no_reward", "it has no reward: send `reward` in its outcome"),
 )

@@ -28,56 +28,105 @@ import typer
 from openforgerl.config import Config
 
 STANDALONE: dict[str, object] = {
-    "engine.kind": "remote", "store.path": "runs/calls.db", "gateway.port": 8080,
+    "engine.kind": "remote",
+    "store.path": "runs/calls.db",
+    "gateway.port": 8080,
     # the admin API stays on loopback even when `host` is public (the schema's default is `host`)
-    "gateway.admin_host": "127.0.0.1", "gateway.admin_port": 8081}
+    "gateway.admin_host": "127.0.0.1",
+    "gateway.admin_port": 8081,
+}
 """A standalone gateway's defaults, under the YAML and the flags (embedded gateways take any free port)."""
 
 
 def command(
     config: Annotated[Path | None, typer.Option(help="a config YAML (openforgerl.config); flags win")] = None,
-    engine: Annotated[list[str] | None, typer.Option(
-        "--engine", help="engine base URL (repeat for replicas; default: the config's engine.urls)")] = None,
-    host: Annotated[str | None, typer.Option(help="address to bind (keep it loopback unless fronted)")] = None,
+    engine: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--engine", help="engine base URL (repeat for replicas; default: the config's engine.urls)"
+        ),
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option(help="address to bind (keep it loopback unless fronted)")
+    ] = None,
     port: Annotated[int | None, typer.Option(help="port to serve on (8080)")] = None,
-    store: Annotated[str | None, typer.Option(
-        help="call log: a SQLite file (runs/calls.db), or postgresql://user@host/db shared by replicas")] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="call log: a SQLite file (runs/calls.db), or postgresql://user@host/db shared by replicas"
+        ),
+    ] = None,
     dialect: Annotated[str | None, typer.Option(help="engine dialect: vllm (default) or sglang")] = None,
     model: Annotated[str | None, typer.Option(help="served model name (default: ask the engine)")] = None,
-    call_deadline_s: Annotated[float | None, typer.Option(help="per-call upstream deadline, seconds (600)")] = None,
-    pause_wait_s: Annotated[float | None, typer.Option(help="how long a call waits while paused before 503")] = None,
+    call_deadline_s: Annotated[
+        float | None, typer.Option(help="per-call upstream deadline, seconds (600)")
+    ] = None,
+    pause_wait_s: Annotated[
+        float | None, typer.Option(help="how long a call waits while paused before 503")
+    ] = None,
     max_in_flight: Annotated[int | None, typer.Option(help="calls in flight before answering 503")] = None,
-    max_in_flight_per_rollout: Annotated[int | None, typer.Option(
-        help="one rollout's calls in flight before a 429 to that rollout (64; at most half of --max-in-flight)")] = None,
-    max_log_bytes_per_rollout: Annotated[int | None, typer.Option(
-        help="one rollout's call-log bytes, records and images, before a 413 to that rollout (512 MiB)")] = None,
+    max_in_flight_per_rollout: Annotated[
+        int | None,
+        typer.Option(
+            help="one rollout's calls in flight before a 429 to that rollout (64; at most half of --max-in-flight)"
+        ),
+    ] = None,
+    max_log_bytes_per_rollout: Annotated[
+        int | None,
+        typer.Option(
+            help="one rollout's call-log bytes, records and images, before a 413 to that rollout (512 MiB)"
+        ),
+    ] = None,
     policy_version: Annotated[int | None, typer.Option(help="policy version to start from")] = None,
     max_tokens_cap: Annotated[int | None, typer.Option(help="clamp clients' max_tokens to this")] = None,
-    secret: Annotated[str | None, typer.Option(envvar="OPENFORGERL_GATEWAY_SECRET",
-                                               help="key-derivation secret shared by gateway replicas")] = None,
-    admin_host: Annotated[str | None, typer.Option(
-        help="address the admin API binds (never a sandbox's; 127.0.0.1)")] = None,
+    secret: Annotated[
+        str | None,
+        typer.Option(
+            envvar="OPENFORGERL_GATEWAY_SECRET", help="key-derivation secret shared by gateway replicas"
+        ),
+    ] = None,
+    admin_host: Annotated[
+        str | None, typer.Option(help="address the admin API binds (never a sandbox's; 127.0.0.1)")
+    ] = None,
     admin_port: Annotated[int | None, typer.Option(help="port of the admin API listener (8081)")] = None,
-    admin_token_file: Annotated[Path | None, typer.Option(
-        help="admin bearer token file (read; written when absent and no $OPENFORGERL_ADMIN_TOKEN)")] = None,
-    allow_image_urls: Annotated[bool | None, typer.Option(
-        "--allow-image-urls/--no-allow-image-urls",
-        help="forward http(s) image URLs for the engine to fetch (recorded by URL only)")] = None,
+    admin_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="admin bearer token file (read; written when absent and no $OPENFORGERL_ADMIN_TOKEN)"
+        ),
+    ] = None,
+    allow_image_urls: Annotated[
+        bool | None,
+        typer.Option(
+            "--allow-image-urls/--no-allow-image-urls",
+            help="forward http(s) image URLs for the engine to fetch (recorded by URL only)",
+        ),
+    ] = None,
     max_image_bytes: Annotated[int | None, typer.Option(help="largest decoded prompt image, bytes")] = None,
     max_image_pixels: Annotated[int | None, typer.Option(help="largest prompt image, width x height")] = None,
 ) -> None:
     """Serve `/r/<rollout>/v1` (OpenAI) and `/r/<rollout>` (Anthropic) plus the admin API."""
     # every flag names a key of the one config schema (openforgerl.config); None: not given
     flags: dict[str, object] = {
-        "engine.dialect": dialect, "engine.served_model": model, "engine.max_tokens_cap": max_tokens_cap,
-        "store.path": store, "gateway.host": host, "gateway.port": port,
-        "gateway.admin_host": admin_host, "gateway.admin_port": admin_port, "gateway.call_deadline_s": call_deadline_s,
-        "gateway.pause_wait_s": pause_wait_s, "gateway.max_in_flight": max_in_flight,
+        "engine.dialect": dialect,
+        "engine.served_model": model,
+        "engine.max_tokens_cap": max_tokens_cap,
+        "store.path": store,
+        "gateway.host": host,
+        "gateway.port": port,
+        "gateway.admin_host": admin_host,
+        "gateway.admin_port": admin_port,
+        "gateway.call_deadline_s": call_deadline_s,
+        "gateway.pause_wait_s": pause_wait_s,
+        "gateway.max_in_flight": max_in_flight,
         "gateway.max_in_flight_per_rollout": max_in_flight_per_rollout,
         "gateway.max_log_bytes_per_rollout": max_log_bytes_per_rollout,
-        "gateway.policy_version": policy_version, "gateway.allow_image_urls": allow_image_urls,
-        "gateway.max_image_bytes": max_image_bytes, "gateway.max_image_pixels": max_image_pixels,
-        **({"engine.kind": "remote", "engine.urls": engine} if engine else {})}
+        "gateway.policy_version": policy_version,
+        "gateway.allow_image_urls": allow_image_urls,
+        "gateway.max_image_bytes": max_image_bytes,
+        "gateway.max_image_pixels": max_image_pixels,
+        **({"engine.kind": "remote", "engine.urls": engine} if engine else {}),
+    }
     serve(gateway_config(config, flags), admin_token(admin_token_file), secret)
 
 
@@ -87,8 +136,10 @@ def gateway_config(config_file: Path | None, flags: dict[str, object]) -> Config
 
     config = from_flags(config_file, flags, defaults=STANDALONE)
     if config.engine.kind != "remote" or not config.engine.urls:
-        raise typer.BadParameter("the gateway serves engine URLs: give --engine URL or engine.urls "
-                                 "(with engine.kind: remote) in --config")
+        raise typer.BadParameter(
+            "the gateway serves engine URLs: give --engine URL or engine.urls "
+            "(with engine.kind: remote) in --config"
+        )
     return config
 
 
@@ -143,8 +194,11 @@ async def _serve(config: Config, token: str, secret: str | None) -> None:
     async with open_gateway(Path("."), config, admin_token=token, secret=secret) as opened:
         gw = opened.gateway
         tune_dedicated_process()
-        print(f"openforgerl gateway: model calls on {gw.model_url}, admin API on {gw.admin_url} "
-              f"(pid {os.getpid()}), store {opened.store.path}", flush=True)
+        print(
+            f"openforgerl gateway: model calls on {gw.model_url}, admin API on {gw.admin_url} "
+            f"(pid {os.getpid()}), store {opened.store.path}",
+            flush=True,
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

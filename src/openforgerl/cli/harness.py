@@ -40,8 +40,10 @@ def command(
     if words[0] not in ACTIONS:  # `harness frobnicate` is a typo of an action, not "install frobnicate"
         from openforgerl.errors import UserError
 
-        raise UserError(f"unknown action {words[0]!r}: use `openforgerl harness install [NAMES...]` or "
-                        "`openforgerl harness list`")
+        raise UserError(
+            f"unknown action {words[0]!r}: use `openforgerl harness install [NAMES...]` or "
+            "`openforgerl harness list`"
+        )
     action = words.pop(0)
     if action == "list":
         list_harnesses()

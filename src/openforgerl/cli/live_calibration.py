@@ -24,8 +24,15 @@ def _policy_config(model: str | None, config: Path | None) -> Any:
     return cfg.model_copy(update={"model": model}) if model else cfg
 
 
-def calibrate_embedded(root: Path, *, k: int = 4, model: str | None = None, config: Path | None = None,
-                       work_dir: Path | None = None, threshold: float = 1.0) -> list[Calibration]:
+def calibrate_embedded(
+    root: Path,
+    *,
+    k: int = 4,
+    model: str | None = None,
+    config: Path | None = None,
+    work_dir: Path | None = None,
+    threshold: float = 1.0,
+) -> list[Calibration]:
     """`tasks synthesize --calibrate` without `--gateway`: open the embedded default services exactly as
     `train` opens it (`train.services.open_train_services`: local engine on the model, call log, gateway,
     sandbox backend) and run k rollouts per task under `root` with the harness `train` would build."""
@@ -36,22 +43,33 @@ def calibrate_embedded(root: Path, *, k: int = 4, model: str | None = None, conf
     from openforgerl.train.trainer import harness_for
 
     policy = _policy_config(model, config)
-    cfg = policy.model_copy(update={"tasks": TaskSelection(dir=str(root), split=None),
-                                    "eval": policy.eval.model_copy(update={"tasks": None})})
+    cfg = policy.model_copy(
+        update={
+            "tasks": TaskSelection(dir=str(root), split=None),
+            "eval": policy.eval.model_copy(update={"tasks": None}),
+        }
+    )
     paths = _task_paths(root)
 
     async def rollouts(out_dir: Path) -> dict[str, list[float | None]]:
         async with open_train_services(cfg, out_dir) as services:
-            return await measure(services.train_tasks, k, harness_for(cfg, 0),
-                                 gateway=services.gateway.access, backend=services.backend, config=cfg.orchestrator(group_size=k))
+            return await measure(
+                services.train_tasks,
+                k,
+                harness_for(cfg, 0),
+                gateway=services.gateway.access,
+                backend=services.backend,
+                config=cfg.orchestrator(group_size=k),
+            )
 
     with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
         measured = asyncio.run(rollouts(work_dir or Path(tmp)))
     return calibrate(paths, recorded(measured), k, policy=f"{cfg.model}@embedded", threshold=threshold)
 
 
-def calibrate_on_gateway(root: Path, gateway_url: str, *, k: int = 4, config: Path | None = None,
-                         threshold: float = 1.0) -> list[Calibration]:
+def calibrate_on_gateway(
+    root: Path, gateway_url: str, *, k: int = 4, config: Path | None = None, threshold: float = 1.0
+) -> list[Calibration]:
     """`tasks synthesize --calibrate --gateway URL`: the policy behind a running gateway (admin token from
     `$OPENFORGERL_ADMIN_TOKEN`), local sandboxes, the harness a training config (or the default) builds."""
     from openforgerl.errors import UserError
@@ -70,8 +88,14 @@ def calibrate_on_gateway(root: Path, gateway_url: str, *, k: int = 4, config: Pa
     async def rollouts() -> dict[str, list[float | None]]:
         backend = LocalBackend()
         try:
-            return await measure([load_runtime(p) for p in paths], k, harness_for(cfg, 0), gateway=access,
-                                 backend=backend, config=cfg.orchestrator(group_size=k))
+            return await measure(
+                [load_runtime(p) for p in paths],
+                k,
+                harness_for(cfg, 0),
+                gateway=access,
+                backend=backend,
+                config=cfg.orchestrator(group_size=k),
+            )
         finally:
             await backend.aclose()
 

@@ -30,28 +30,48 @@ __all__ = ["command"]
 
 def command(
     tasks: Path = typer.Option(..., "--tasks", help="a task folder or a folder of task folders"),
-    config: Path | None = typer.Option(None, "--config", help="a config YAML (openforgerl.config); flags win"),
-    harness: str | None = typer.Option(None, "--harness", help="harness name (see `openforgerl harness list`; "
-                                       "default zero)"),
+    config: Path | None = typer.Option(
+        None, "--config", help="a config YAML (openforgerl.config); flags win"
+    ),
+    harness: str | None = typer.Option(
+        None, "--harness", help="harness name (see `openforgerl harness list`; default zero)"
+    ),
     harness_command: str = typer.Option("", "--command", help="argv for `--harness command`"),
-    group_size: int | None = typer.Option(None, "--group-size", "--n", help="rollouts per task: one GRPO group "
-                                          "(default 8)"),
+    group_size: int | None = typer.Option(
+        None, "--group-size", "--n", help="rollouts per task: one GRPO group (default 8)"
+    ),
     backend: str | None = typer.Option(None, "--backend", help="local (default) | podman | kubernetes"),
-    engine: list[str] | None = typer.Option(None, "--engine", help="`scripted`, engine URL(s), or a model "
-                                            "(tiny, the default, smollm2, smollm2-tools, a model folder)"),
-    gateway: str = typer.Option("", "--gateway", help="a running gateway's admin URL (token: $OPENFORGERL_ADMIN_TOKEN)"),
+    engine: list[str] | None = typer.Option(
+        None,
+        "--engine",
+        help="`scripted`, engine URL(s), or a model "
+        "(tiny, the default, smollm2, smollm2-tools, a model folder)",
+    ),
+    gateway: str = typer.Option(
+        "", "--gateway", help="a running gateway's admin URL (token: $OPENFORGERL_ADMIN_TOKEN)"
+    ),
     out: Path = typer.Option(Path("runs/rollout"), "--out", help="results folder"),
-    model_name: str | None = typer.Option(None, "--model-name", help="model name given to the harness (policy)"),
+    model_name: str | None = typer.Option(
+        None, "--model-name", help="model name given to the harness (policy)"
+    ),
     max_running: int | None = typer.Option(None, "--max-running", help="rollouts in flight (32)"),
     max_booting: int | None = typer.Option(None, "--max-booting", help="sandbox boots in flight (16)"),
-    min_group_size: int | None = typer.Option(None, "--min-group-size", help="drop groups with fewer kept rollouts (2)"),
-    retries: int | None = typer.Option(None, "--retries", help="infra retries per group (default: the group size)"),
+    min_group_size: int | None = typer.Option(
+        None, "--min-group-size", help="drop groups with fewer kept rollouts (2)"
+    ),
+    retries: int | None = typer.Option(
+        None, "--retries", help="infra retries per group (default: the group size)"
+    ),
     timeout_policy: str | None = typer.Option(None, "--timeout-policy", help="drop (default) | zero"),
     budget_s: float | None = typer.Option(None, "--budget-s", help="override each task's budget (s)"),
     image: str | None = typer.Option(None, "--image", help="image for podman/kubernetes tasks without one"),
     limit: int = typer.Option(0, "--limit", help="only the first N tasks (0: all)"),
-    success_rate: float = typer.Option(1.0, "--success-rate", help="scripted engine: share of rollouts that try"),
-    tools_dir: Path | None = typer.Option(None, "--tools-dir", help="harness CLIs (default $OPENFORGERL_TOOLS)"),
+    success_rate: float = typer.Option(
+        1.0, "--success-rate", help="scripted engine: share of rollouts that try"
+    ),
+    tools_dir: Path | None = typer.Option(
+        None, "--tools-dir", help="harness CLIs (default $OPENFORGERL_TOOLS)"
+    ),
 ) -> None:
     """Run rollouts of tasks in sandboxes through the gateway; progress, summary, results on disk."""
     from openforgerl.config import from_flags
@@ -59,14 +79,30 @@ def command(
 
     scripted = engine == ["scripted"]
     flags: dict[str, object] = {
-        "harness": harness, "rollout.group_size": group_size, "sandbox.backend": backend,
-        "rollout.model_name": model_name, "rollout.max_running": max_running, "rollout.max_booting": max_booting,
-        "rollout.min_group_size": min_group_size, "rollout.retries": retries, "rollout.timeout_policy": timeout_policy,
-        "rollout.budget_s": budget_s, "sandbox.image": image, "sandbox.tools_dir": tools_dir and str(tools_dir),
-        "out_dir": str(out), **(engine_from_flag(engine) if engine and not scripted else {})}
+        "harness": harness,
+        "rollout.group_size": group_size,
+        "sandbox.backend": backend,
+        "rollout.model_name": model_name,
+        "rollout.max_running": max_running,
+        "rollout.max_booting": max_booting,
+        "rollout.min_group_size": min_group_size,
+        "rollout.retries": retries,
+        "rollout.timeout_policy": timeout_policy,
+        "rollout.budget_s": budget_s,
+        "sandbox.image": image,
+        "sandbox.tools_dir": tools_dir and str(tools_dir),
+        "out_dir": str(out),
+        **(engine_from_flag(engine) if engine and not scripted else {}),
+    }
     cfg = from_flags(config, flags)
-    opts = {"tasks": tasks, "harness_command": harness_command, "gateway": gateway, "limit": limit,
-            "success_rate": success_rate, "scripted": scripted}
+    opts = {
+        "tasks": tasks,
+        "harness_command": harness_command,
+        "gateway": gateway,
+        "limit": limit,
+        "success_rate": success_rate,
+        "scripted": scripted,
+    }
     from openforgerl.sandbox.local import raise_nofile_limit
 
     raise_nofile_limit()
@@ -90,8 +126,9 @@ async def _main(cfg: Any, opts: dict[str, Any]) -> Counter[str]:
     async with _stack(cfg, opts, runtimes) as (gateway, sbx):
         sink = ResultSink(out / "results.jsonl")
         with view:
-            result = await run_batch(runtimes, harness, gateway=gateway, backend=sbx,
-                                     config=config, sink=sink, on_done=view.done)
+            result = await run_batch(
+                runtimes, harness, gateway=gateway, backend=sbx, config=config, sink=sink, on_done=view.done
+            )
     view.print_summary(result)
     write_summary(out / "summary.json", result)
     return result.counts()
@@ -110,7 +147,9 @@ def _load_tasks(path: Path, limit: int, image: str, python: str | None = None) -
     if limit:
         runtimes = runtimes[:limit]
     if not runtimes:
-        raise typer.BadParameter(f"no runnable tasks under {path}" + (f" ({summary.line()})" if every else ""))
+        raise typer.BadParameter(
+            f"no runnable tasks under {path}" + (f" ({summary.line()})" if every else "")
+        )
     return [_with_image(rt, image) if image and rt.image is None else rt for rt in runtimes]
 
 
@@ -148,5 +187,7 @@ async def _stack(cfg: Any, opts: dict[str, Any], runtimes: list[Any]) -> AsyncIt
     from openforgerl.stack import open_services, scripted_engine
 
     engine = scripted_engine(runtimes, success_rate=opts["success_rate"]) if opts["scripted"] else None
-    async with open_services(Path(cfg.out_dir), cfg, engine=engine, gateway_url=opts["gateway"] or None) as opened:
+    async with open_services(
+        Path(cfg.out_dir), cfg, engine=engine, gateway_url=opts["gateway"] or None
+    ) as opened:
         yield opened.access, opened.backend

@@ -10,8 +10,11 @@ import typer
 
 __all__ = ["command"]
 
-command = typer.Typer(no_args_is_help=True, add_completion=False,
-                      help="Task folders: list, validate (oracle → 1, no-op → 0), import, generate, synthesize.")
+command = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Task folders: list, validate (oracle → 1, no-op → 0), import, generate, synthesize.",
+)
 
 
 @command.command("list")
@@ -23,13 +26,17 @@ def list_tasks(path: Path = typer.Argument(..., help="a task folder or a folder 
     for folder in find_tasks(resolve_task_root(path)):
         t = load_task(folder)
         flags = ",".join(t.flags) or "-"
-        typer.echo(f"{t.task_id}\t{t.meta.split}\t{t.meta.difficulty}\t{','.join(t.meta.services) or '-'}\t{flags}")
+        typer.echo(
+            f"{t.task_id}\t{t.meta.split}\t{t.meta.difficulty}\t{','.join(t.meta.services) or '-'}\t{flags}"
+        )
 
 
 @command.command("validate")
-def validate(path: Path = typer.Argument(..., help="a task folder or a folder of them"),
-             concurrency: int = typer.Option(8, help="sandboxes at once"),
-             json_out: Path | None = typer.Option(None, "--json", help="write results here")) -> None:
+def validate(
+    path: Path = typer.Argument(..., help="a task folder or a folder of them"),
+    concurrency: int = typer.Option(8, help="sandboxes at once"),
+    json_out: Path | None = typer.Option(None, "--json", help="write results here"),
+) -> None:
     """Run every task's oracle and a no-op in real sandboxes; fail unless oracle = 1 and no-op = 0.
 
     Flagged tasks (and runnable ones without an oracle) are not run; their reasons are counted, and
@@ -45,9 +52,13 @@ def validate(path: Path = typer.Argument(..., help="a task folder or a folder of
     results = asyncio.run(validate_tasks(runtimes, concurrency=concurrency)) if runtimes else []
     for r in results:
         status = "ok  " if r.ok else "FAIL"
-        typer.echo(f"{status} {r.task_id}  noop={r.noop_reward} oracle={r.oracle_reward} {r.seconds:.1f}s {r.error}")
+        typer.echo(
+            f"{status} {r.task_id}  noop={r.noop_reward} oracle={r.oracle_reward} {r.seconds:.1f}s {r.error}"
+        )
     bad = [r for r in results if not r.ok]
-    typer.echo(f"{len(results) - len(bad)}/{len(results)} tasks valid" if results else "no task could be validated")
+    typer.echo(
+        f"{len(results) - len(bad)}/{len(results)} tasks valid" if results else "no task could be validated"
+    )
     if summary.runnable < summary.total:
         typer.echo(summary.line())
     for rt in runnable:
@@ -59,12 +70,16 @@ def validate(path: Path = typer.Argument(..., help="a task folder or a folder of
 
 
 @command.command("import")
-def import_tasks(source: Path = typer.Argument(..., help="folder or file in a foreign format"),
-                 out: Path = typer.Argument(..., help="where to write our task folders"),
-                 format: str = typer.Option(
-                     "auto", help="claw-eval | qwenclawbench | tau2 | webvoyager | online-mind2web | osworld | auto"),
-                 user_engine: str | None = typer.Option(
-                     None, help="URL of the engine that plays the simulated user of multi-turn tasks")) -> None:
+def import_tasks(
+    source: Path = typer.Argument(..., help="folder or file in a foreign format"),
+    out: Path = typer.Argument(..., help="where to write our task folders"),
+    format: str = typer.Option(
+        "auto", help="claw-eval | qwenclawbench | tau2 | webvoyager | online-mind2web | osworld | auto"
+    ),
+    user_engine: str | None = typer.Option(
+        None, help="URL of the engine that plays the simulated user of multi-turn tasks"
+    ),
+) -> None:
     """Convert Claw-Eval / QwenClawBench / tau2 tasks into task folders (flags what cannot run offline)."""
     from openforgerl.tasks.flags import summarize_flags
     from openforgerl.tasks.format import load_task
@@ -90,40 +105,77 @@ def generate(out: Path | None = typer.Argument(None, help="default: the shipped 
 
 
 @command.command("synthesize")
-def synthesize(env: str = typer.Option("claw", help="claw, claw-family (the sft family's phrasing), or a file: .py (ENV), .toml, MCP tools/list .json, OpenAPI"),
-               n: int = typer.Option(100, help="how many validated tasks to keep"),
-               out: Path = typer.Option(..., help="where to write the task folders (+ synth_report.json)"),
-               seed: int = typer.Option(0),
-               paraphrase_engine: str | None = typer.Option(None, help="OpenAI-compatible URL that rewords instructions"),
-               paraphrase_model: str = typer.Option("", help="model name sent to the paraphrase engine"),
-               sandbox: int = typer.Option(0, help="also run this many kept tasks through the sandboxed validate"),
-               calibrate: bool = typer.Option(False, help="then run the current policy k times per kept task and "
-                                                          "record each pass rate in its task.toml"),
-               k: int | None = typer.Option(None, "--group-size", "--k",
-                                            help="--calibrate: rollouts per task (default 4; the config's group_size)"),
-               gateway: str | None = typer.Option(None, help="--calibrate: admin URL of a running gateway (token: "
-                                                             "$OPENFORGERL_ADMIN_TOKEN); default: open the embedded stack"),
-               model: str | None = typer.Option(None, help="--calibrate without --gateway: tiny (default) or a model dir"),
-               config: Path | None = typer.Option(None, help="--calibrate: a training config whose model, engine and "
-                                                            "harness settings the policy runs with")) -> None:
+def synthesize(
+    env: str = typer.Option(
+        "claw",
+        help="claw, claw-family (the sft family's phrasing), or a file: .py (ENV), .toml, MCP tools/list .json, OpenAPI",
+    ),
+    n: int = typer.Option(100, help="how many validated tasks to keep"),
+    out: Path = typer.Option(..., help="where to write the task folders (+ synth_report.json)"),
+    seed: int = typer.Option(0),
+    paraphrase_engine: str | None = typer.Option(
+        None, help="OpenAI-compatible URL that rewords instructions"
+    ),
+    paraphrase_model: str = typer.Option("", help="model name sent to the paraphrase engine"),
+    sandbox: int = typer.Option(0, help="also run this many kept tasks through the sandboxed validate"),
+    calibrate: bool = typer.Option(
+        False,
+        help="then run the current policy k times per kept task and record each pass rate in its task.toml",
+    ),
+    k: int | None = typer.Option(
+        None,
+        "--group-size",
+        "--k",
+        help="--calibrate: rollouts per task (default 4; the config's group_size)",
+    ),
+    gateway: str | None = typer.Option(
+        None,
+        help="--calibrate: admin URL of a running gateway (token: "
+        "$OPENFORGERL_ADMIN_TOKEN); default: open the embedded stack",
+    ),
+    model: str | None = typer.Option(
+        None, help="--calibrate without --gateway: tiny (default) or a model dir"
+    ),
+    config: Path | None = typer.Option(
+        None,
+        help="--calibrate: a training config whose model, engine and harness settings the policy runs with",
+    ),
+) -> None:
     """Compose tasks from an environment's tools, validate each in-process, dedup, write and report."""
     from openforgerl.cli.synth import CalibrateOptions, run_synthesize
 
-    raise typer.Exit(run_synthesize(env, n, out, seed, paraphrase_engine, paraphrase_model, sandbox, typer.echo,
-                                    CalibrateOptions(calibrate, k, gateway, model, config)))
+    raise typer.Exit(
+        run_synthesize(
+            env,
+            n,
+            out,
+            seed,
+            paraphrase_engine,
+            paraphrase_model,
+            sandbox,
+            typer.echo,
+            CalibrateOptions(calibrate, k, gateway, model, config),
+        )
+    )
 
 
 @command.command("calibrate")
-def calibrate(path: Path = typer.Argument(..., help="a task folder or a folder of them"),
-              gateway: str = typer.Option(..., help="admin URL of a running gateway (token: $OPENFORGERL_ADMIN_TOKEN)"),
-              harness: str = typer.Option("zero", help="harness the policy runs in"),
-              k: int = typer.Option(4, "--group-size", "--k", help="rollouts per task (the config's group_size; --k kept)"),
-              model: str = typer.Option("policy", help="model name given to the harness")) -> None:
+def calibrate(
+    path: Path = typer.Argument(..., help="a task folder or a folder of them"),
+    gateway: str = typer.Option(..., help="admin URL of a running gateway (token: $OPENFORGERL_ADMIN_TOKEN)"),
+    harness: str = typer.Option("zero", help="harness the policy runs in"),
+    k: int = typer.Option(
+        4, "--group-size", "--k", help="rollouts per task (the config's group_size; --k kept)"
+    ),
+    model: str = typer.Option("policy", help="model name given to the harness"),
+) -> None:
     """Run the policy behind GATEWAY k times per task; write each pass rate into its task.toml."""
     from openforgerl.synth.calibrate import run_calibration
 
     results = run_calibration(path, gateway, harness=harness, k=k, model=model)
     rates = [c.pass_rate for c in results if c.pass_rate is not None]
     inside = sum(1 for r in rates if 0.0 < r < 1.0)
-    typer.echo(f"calibrated {len(results)} tasks with {harness} (k={k}): {inside} with 0 < pass rate < 1, "
-               f"{sum(r == 0.0 for r in rates)} never solved, {sum(r == 1.0 for r in rates)} always solved")
+    typer.echo(
+        f"calibrated {len(results)} tasks with {harness} (k={k}): {inside} with 0 < pass rate < 1, "
+        f"{sum(r == 0.0 for r in rates)} never solved, {sum(r == 1.0 for r in rates)} always solved"
+    )

@@ -14,7 +14,9 @@ def command(
     config: Annotated[Path, typer.Argument(help="Training config YAML (see examples/quickstart.yaml).")],
     out_dir: Annotated[Path | None, typer.Option(help="Override the config's out_dir.")] = None,
     steps: Annotated[int | None, typer.Option(help="Override the number of steps.")] = None,
-    engine: Annotated[list[str] | None, typer.Option(help="Use these vLLM/SGLang URLs instead of the local engine.")] = None,
+    engine: Annotated[
+        list[str] | None, typer.Option(help="Use these vLLM/SGLang URLs instead of the local engine.")
+    ] = None,
     resume: Annotated[bool, typer.Option(help="Continue from out_dir/checkpoint.")] = False,
 ) -> None:
     """Train a policy with GRPO inside a real harness (rollouts, reconstruction, update, weight sync)."""
@@ -28,9 +30,15 @@ def command(
     from openforgerl.train.trainer import Trainer
 
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # the step table is the progress display; no per-push bars
-    flags = {"out_dir": None if out_dir is None else str(out_dir), "train.steps": steps,
-             "engine.kind": "remote" if engine else None, "engine.urls": engine or None}
-    cfg = Config.from_yaml(config, {k: v for k, v in flags.items() if v is not None})  # a ConfigError: one line
+    flags = {
+        "out_dir": None if out_dir is None else str(out_dir),
+        "train.steps": steps,
+        "engine.kind": "remote" if engine else None,
+        "engine.urls": engine or None,
+    }
+    cfg = Config.from_yaml(
+        config, {k: v for k, v in flags.items() if v is not None}
+    )  # a ConfigError: one line
     console = Console()
     out = Path(cfg.out_dir)
     trainer = Trainer(cfg, out, console)
@@ -39,16 +47,28 @@ def command(
         summary = asyncio.run(_until_signalled(trainer.run(resume=resume), terminated))
     except (KeyboardInterrupt, asyncio.CancelledError):
         again = f"openforgerl train {config}" + (f" --out-dir {out_dir}" if out_dir is not None else "")
-        console.print(_interrupted(trainer, again, "SIGTERM" if terminated else "Ctrl-C"), highlight=False, soft_wrap=True)
+        console.print(
+            _interrupted(trainer, again, "SIGTERM" if terminated else "Ctrl-C"),
+            highlight=False,
+            soft_wrap=True,
+        )
         raise typer.Exit(143 if terminated else 130) from None
     console.print(f"stopped: {summary.stopped}", highlight=False, soft_wrap=True)
-    console.print(f"[bold]done[/]: {summary.steps} steps, train reward (mean of first / last five steps) "
-                  f"{_fmt(summary.first_reward)} -> {_fmt(summary.last_reward)}, "
-                  f"held-out pass@1 {_fmt(summary.eval_before)} -> {_fmt(summary.eval_after)}"
-                  + (f", train tasks pass@1 {_fmt(summary.train_before)} -> {_fmt(summary.train_after)}"
-                     if summary.train_before is not None else ""), soft_wrap=True)
-    console.print(f"metrics: {out / 'metrics.jsonl'}  curve: {summary.curve}  tensorboard: {out / 'tensorboard'}",
-                  soft_wrap=True)  # whole lines in a log file, where rich would wrap at 80 columns
+    console.print(
+        f"[bold]done[/]: {summary.steps} steps, train reward (mean of first / last five steps) "
+        f"{_fmt(summary.first_reward)} -> {_fmt(summary.last_reward)}, "
+        f"held-out pass@1 {_fmt(summary.eval_before)} -> {_fmt(summary.eval_after)}"
+        + (
+            f", train tasks pass@1 {_fmt(summary.train_before)} -> {_fmt(summary.train_after)}"
+            if summary.train_before is not None
+            else ""
+        ),
+        soft_wrap=True,
+    )
+    console.print(
+        f"metrics: {out / 'metrics.jsonl'}  curve: {summary.curve}  tensorboard: {out / 'tensorboard'}",
+        soft_wrap=True,
+    )  # whole lines in a log file, where rich would wrap at 80 columns
 
 
 async def _until_signalled(run: Any, terminated: list[int]) -> Any:
@@ -78,8 +98,10 @@ def _quiet_cancellations(loop: asyncio.AbstractEventLoop, context: dict[str, Any
 def _interrupted(trainer: Any, again: str, how: str) -> str:
     done, total = trainer.done, trainer.cfg.train.steps
     if trainer.saved_step:
-        return (f"interrupted ({how}) after step {done} of {total}; the checkpoint continues at step "
-                f"{trainer.saved_step}: resume with `{again} --resume`")
+        return (
+            f"interrupted ({how}) after step {done} of {total}; the checkpoint continues at step "
+            f"{trainer.saved_step}: resume with `{again} --resume`"
+        )
     return f"interrupted ({how}) after step {done} of {total}; no checkpoint was written yet: start again with `{again}`"
 
 

@@ -13,7 +13,9 @@ def command(
     runs: list[Path] = typer.Argument(..., help="one run directory, or two to compare side by side"),
     port: int = typer.Option(7580, help="port on 127.0.0.1 (never another interface)"),
     export: Path | None = typer.Option(None, help="write a static HTML bundle here instead of serving"),
-    tokenizer: str = typer.Option("tiny", help="tokenizer for the token view: a tokenizer.json, a model folder or 'tiny'"),
+    tokenizer: str = typer.Option(
+        "tiny", help="tokenizer for the token view: a tokenizer.json, a model folder or 'tiny'"
+    ),
     page_size: int = typer.Option(100, help="rollouts per table page"),
 ) -> None:
     """Web viewer for runs: rollout table, call timeline, token view, side-by-side, GUI screenshots."""

@@ -144,8 +144,9 @@ CONTEXT_OVERFLOW_TEXT = "maximum context length"
 class EngineError(Exception):
     """An engine call failed; `kind` says which boundary (HTTP status, connection, deadline, protocol)."""
 
-    def __init__(self, kind: CallErrorKind, message: str, *, status: int | None = None,
-                 body: bytes | None = None) -> None:
+    def __init__(
+        self, kind: CallErrorKind, message: str, *, status: int | None = None, body: bytes | None = None
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -155,8 +156,10 @@ class EngineError(Exception):
     @property
     def is_client_error(self) -> bool:
         """The engine refused the request itself (4xx other than 408/429): the harness's fault."""
-        return self.kind == CallErrorKind.ENGINE_HTTP and self.status is not None and (
-            400 <= self.status < 500 and self.status not in (408, 429)
+        return (
+            self.kind == CallErrorKind.ENGINE_HTTP
+            and self.status is not None
+            and (400 <= self.status < 500 and self.status not in (408, 429))
         )
 
     @property

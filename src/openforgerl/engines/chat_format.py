@@ -82,7 +82,9 @@ def normalize_messages(messages: list[dict[str, Any]], *, keep_images: bool = Fa
     out = []
     for m in messages:
         msg = dict(m)
-        msg["content"] = content_to_parts(m.get("content")) if keep_images else content_to_text(m.get("content"))
+        msg["content"] = (
+            content_to_parts(m.get("content")) if keep_images else content_to_text(m.get("content"))
+        )
         if "reasoning_content" in msg and "reasoning" not in msg:
             msg["reasoning"] = msg.pop("reasoning_content")
         if msg.get("tool_calls"):
@@ -122,7 +124,11 @@ def parse_output(text: str, *, tools_available: bool = True) -> ParsedOutput:
         for raw in _TOOL_CALL_RE.findall(rest):
             try:
                 obj = json.loads(raw)
-                calls.append(ParsedToolCall(name=obj["name"], arguments=json.dumps(obj.get("arguments", {}), ensure_ascii=False)))
+                calls.append(
+                    ParsedToolCall(
+                        name=obj["name"], arguments=json.dumps(obj.get("arguments", {}), ensure_ascii=False)
+                    )
+                )
             except (ValueError, KeyError, TypeError):
                 calls = []
                 break
@@ -152,12 +158,23 @@ def default_reasoning_parser(tokenizer: Tokenizer) -> str | None:
 class ChatFormat:
     """A tokenizer plus its chat template, and the reasoning parser the model is served with."""
 
-    def __init__(self, tokenizer: Tokenizer, template: str, *, reasoning_parser: str | object | None = ...,
-                 multimodal: bool = False) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        template: str,
+        *,
+        reasoning_parser: str | object | None = ...,
+        multimodal: bool = False,
+    ) -> None:
         self.tokenizer = tokenizer
         self.multimodal = multimodal  # keep image parts for the template (a vision-language model)
-        self.reasoning_parser: str | None = (default_reasoning_parser(tokenizer) if reasoning_parser is ...
-                                             else None if reasoning_parser in (None, "none") else str(reasoning_parser))
+        self.reasoning_parser: str | None = (
+            default_reasoning_parser(tokenizer)
+            if reasoning_parser is ...
+            else None
+            if reasoning_parser in (None, "none")
+            else str(reasoning_parser)
+        )
         env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
         env.filters["tojson"] = lambda v: json.dumps(v, ensure_ascii=False)
         self._template = env.from_string(template)
@@ -195,8 +212,12 @@ class ChatFormat:
     def decode(self, ids: list[int], *, skip_special_tokens: bool = False) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
 
-    def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                   **template_kwargs: Any) -> list[int]:
+    def prompt_ids(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        **template_kwargs: Any,
+    ) -> list[int]:
         return self.encode(self.render(messages, tools, **template_kwargs))
 
 
@@ -210,8 +231,12 @@ def load_chat_format(path: Path) -> ChatFormat:
     parsers_file = path / PARSERS_FILE
     parsers = json.loads(parsers_file.read_text()) if parsers_file.exists() else {}
     reasoning = parsers.get("reasoning_parser", ...)
-    return ChatFormat(Tokenizer.from_file(str(path / "tokenizer.json")), template, reasoning_parser=reasoning,
-                      multimodal=is_multimodal_dir(path))
+    return ChatFormat(
+        Tokenizer.from_file(str(path / "tokenizer.json")),
+        template,
+        reasoning_parser=reasoning,
+        multimodal=is_multimodal_dir(path),
+    )
 
 
 def is_multimodal_dir(path: Path) -> bool:

@@ -14,8 +14,21 @@ import orjson
 from openforgerl.engines.base import EngineChunk, EngineError, PromptIds
 from openforgerl.records import CallErrorKind
 
-__all__ = ["DONE", "DONE_EVENT", "ERROR_KEY", "FINISHED", "NO_CHOICES", "Dialect", "Extract",
-           "chunk_of_bodies", "data_of", "error_message", "protocol_error", "scan_events", "split_prompt_ids"]
+__all__ = [
+    "DONE",
+    "DONE_EVENT",
+    "ERROR_KEY",
+    "FINISHED",
+    "NO_CHOICES",
+    "Dialect",
+    "Extract",
+    "chunk_of_bodies",
+    "data_of",
+    "error_message",
+    "protocol_error",
+    "scan_events",
+    "split_prompt_ids",
+]
 
 ERROR_KEY = b'"error"'
 NO_CHOICES = b'"choices":[]'  # a usage-only event: the last before [DONE]
@@ -44,8 +57,9 @@ class Extract:
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
 
-    def result(self, body: dict[str, Any], prompt_split: bool = False
-               ) -> tuple[list[int] | None, list[int], list[float], str | None]:
+    def result(
+        self, body: dict[str, Any], prompt_split: bool = False
+    ) -> tuple[list[int] | None, list[int], list[float], str | None]:
         """Prompt ids, sampled ids, logprobs, finish reason; `prompt_split`: the prompt ids were
         already cut out of the body (`split_prompt_ids`), so None stands for them here."""
         choices = body.get("choices") or []
@@ -96,8 +110,18 @@ class Extract:
                 prompt = ext.get("input_ids", prompt)
         final = finish is not None or not bodies[-1].get("choices")
         prompt_ids = None if prompt is None else PromptIds(ids=prompt)
-        return EngineChunk(bodies[-1], ids, lps, prompt_ids, finish, engine_id, raw,
-                           bodies if len(bodies) > 1 else None, "".join(text), final)
+        return EngineChunk(
+            bodies[-1],
+            ids,
+            lps,
+            prompt_ids,
+            finish,
+            engine_id,
+            raw,
+            bodies if len(bodies) > 1 else None,
+            "".join(text),
+            final,
+        )
 
 
 # One chunk's ids, logprobs, text and finish out of parsed chunk dicts: also how the local engine's
@@ -111,7 +135,9 @@ _TOKEN_IDS = re.compile(rb'"token_ids":\[([0-9][0-9,]*)\]')
 _LOGPROB = re.compile(rb'"logprob":(-?[0-9][0-9.eE+-]*)[,}]')
 # The delta shapes the scan knows: content (maybe after the role; group 1 is its JSON string),
 # reasoning (not part of the response text), empty. Any other (tool calls, ...) goes to the parser.
-_DELTA = re.compile(rb'"delta":\{(?:(?:"role":"assistant",)?"content":("(?:[^"\\]|\\.)*")|\}|"reasoning(?:_content)?":")')
+_DELTA = re.compile(
+    rb'"delta":\{(?:(?:"role":"assistant",)?"content":("(?:[^"\\]|\\.)*")|\}|"reasoning(?:_content)?":")'
+)
 
 
 def _array_bytes(raw: bytes, key: bytes, start_at: int = 0) -> bytes | None:
@@ -122,7 +148,13 @@ def _array_bytes(raw: bytes, key: bytes, start_at: int = 0) -> bytes | None:
     start = at + len(key) - 1
     end = raw.find(b"]", start) + 1
     ids = raw[start:end]
-    if end == 0 or ids.translate(None, _ID_CHARS) != b"[]" or b",," in ids or ids[1:2] == b"," or ids[-2:-1] == b",":
+    if (
+        end == 0
+        or ids.translate(None, _ID_CHARS) != b"[]"
+        or b",," in ids
+        or ids[1:2] == b","
+        or ids[-2:-1] == b","
+    ):
         return None
     return ids
 
@@ -138,8 +170,11 @@ def scan_events(raw: bytes) -> EngineChunk | None:
         return None
     # Framing: every event is one `data: {...}` line (what is inside is taken on trust, with the
     # counts below cross-checked; a malformed event sends the run to the parser, which says so).
-    if not (raw.startswith(b"data: {") and raw.endswith(b"}\n\n")
-            and raw.count(b"}\n\ndata: {") == raw.count(b"\n\n") - 1 == raw.count(b"\n") // 2 - 1):
+    if not (
+        raw.startswith(b"data: {")
+        and raw.endswith(b"}\n\n")
+        and raw.count(b"}\n\ndata: {") == raw.count(b"\n\n") - 1 == raw.count(b"\n") // 2 - 1
+    ):
         return None
     deltas = _DELTA.findall(raw)
     if len(deltas) != raw.count(b'"delta":'):
@@ -160,8 +195,18 @@ def scan_events(raw: bytes) -> EngineChunk | None:
             return None
     at = raw.rfind(FINISHED)
     finish = raw[at + len(FINISHED) : raw.index(b'"', at + len(FINISHED))].decode() if at >= 0 else None
-    return EngineChunk({}, ids, lps, None if prompt is None else PromptIds(json=prompt), finish, "", raw, None,
-                       text, finish is not None)
+    return EngineChunk(
+        {},
+        ids,
+        lps,
+        None if prompt is None else PromptIds(json=prompt),
+        finish,
+        "",
+        raw,
+        None,
+        text,
+        finish is not None,
+    )
 
 
 def split_prompt_ids(raw: bytes) -> tuple[bytes, bytes] | None:
@@ -193,7 +238,9 @@ def data_of(block: bytes) -> bytes | None:
     if block[:6] == b"data: " and b"\n" not in block:
         return block[6:]
     block = block.strip(b"\r\n")
-    lines = [ln[5:].lstrip(b" ") for ln in block.replace(b"\r\n", b"\n").split(b"\n") if ln.startswith(b"data:")]
+    lines = [
+        ln[5:].lstrip(b" ") for ln in block.replace(b"\r\n", b"\n").split(b"\n") if ln.startswith(b"data:")
+    ]
     return b"\n".join(lines) if lines else None
 
 

@@ -81,10 +81,19 @@ class OpenAICompatEngine:
     # have them spliced into the bytes (`EngineCall.splice`, gateway/lifted.py).
     splices_payload = True
 
-    def __init__(self, urls: list[str] | str, *, dialect: Dialect | str = Dialect.VLLM, model: str | None = None,
-                 api_key: str | None = None, keepalive_s: float = 30.0, connect_timeout_s: float = 10.0,
-                 read_idle_s: float | None = None, max_tokens_cap: int | None = None,
-                 max_tokens_clamp: int | None = None) -> None:
+    def __init__(
+        self,
+        urls: list[str] | str,
+        *,
+        dialect: Dialect | str = Dialect.VLLM,
+        model: str | None = None,
+        api_key: str | None = None,
+        keepalive_s: float = 30.0,
+        connect_timeout_s: float = 10.0,
+        read_idle_s: float | None = None,
+        max_tokens_cap: int | None = None,
+        max_tokens_clamp: int | None = None,
+    ) -> None:
         urls = [urls] if isinstance(urls, str) else urls
         if not urls:
             raise ValueError("at least one engine URL is required")
@@ -98,7 +107,9 @@ class OpenAICompatEngine:
         self._extract = Extract(self.dialect)
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._keepalive_s = keepalive_s
-        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s, sock_read=read_idle_s)
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=connect_timeout_s, sock_read=read_idle_s
+        )
         self._rr = itertools.count()
         self._processors: dict[str, dict[str, Any] | None] = {}
         self._no_detokenize: set[str] = set()  # replicas without `/detokenize` (verbatim history off there)
@@ -110,9 +121,12 @@ class OpenAICompatEngine:
             connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=self._keepalive_s, ttl_dns_cache=None)
             # No cookie jar: an engine's cookies are not the harness's business, and filtering
             # them on every call is measurable on the hot path.
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout,
-                                                  cookie_jar=aiohttp.DummyCookieJar(),
-                                                  json_serialize=lambda o: orjson.dumps(o).decode())
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=self._timeout,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                json_serialize=lambda o: orjson.dumps(o).decode(),
+            )
         return self._session
 
     def pick(self, route_key: str) -> Upstream:
@@ -163,15 +177,17 @@ class OpenAICompatEngine:
             async with self._client().get(url, headers=self._headers) as resp:
                 data = await resp.read()
                 if resp.status != 200:
-                    raise EngineError(CallErrorKind.ENGINE_HTTP, error_message(data, resp.status),
-                                      status=resp.status)
+                    raise EngineError(
+                        CallErrorKind.ENGINE_HTTP, error_message(data, resp.status), status=resp.status
+                    )
                 found: dict[str, Any] = orjson.loads(data)
                 return found
         except aiohttp.ClientError as exc:
             raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{url}: {exc!r}") from exc
 
-    def _prepare(self, body: dict[str, Any], model: str, stream: bool,
-                 splice: Callable[[bytes], bytes] | None = None) -> tuple[bytes, dict[str, str]]:
+    def _prepare(
+        self, body: dict[str, Any], model: str, stream: bool, splice: Callable[[bytes], bytes] | None = None
+    ) -> tuple[bytes, dict[str, str]]:
         out = dict(body)
         out["model"] = model
         out["stream"] = stream
@@ -207,7 +223,9 @@ class OpenAICompatEngine:
         payload = orjson.dumps(out)
         return (payload if splice is None else splice(payload)), headers
 
-    async def _post(self, upstream: Upstream, payload: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
+    async def _post(
+        self, upstream: Upstream, payload: bytes, headers: dict[str, str]
+    ) -> aiohttp.ClientResponse:
         """POST the chat body; one retry when a pooled connection turns out to be stale."""
         url = upstream.chat_url
         for attempt in (0, 1):
@@ -223,14 +241,17 @@ class OpenAICompatEngine:
                 return resp
             data = await resp.read()
             resp.release()
-            raise EngineError(CallErrorKind.ENGINE_HTTP, error_message(data, resp.status), status=resp.status,
-                              body=data)
+            raise EngineError(
+                CallErrorKind.ENGINE_HTTP, error_message(data, resp.status), status=resp.status, body=data
+            )
         raise AssertionError("unreachable")
 
     # -- Engine protocol -----------------------------------------------------------------------
     async def complete(self, call: EngineCall) -> EngineResult:
         upstream = self.pick(call.route_key)
-        payload, headers = self._prepare(call.body, await self._model(upstream), stream=False, splice=call.splice)
+        payload, headers = self._prepare(
+            call.body, await self._model(upstream), stream=False, splice=call.splice
+        )
         resp = await self._post(upstream, payload, headers)
         try:
             raw = await resp.read()
@@ -253,7 +274,9 @@ class OpenAICompatEngine:
         """EngineChunks as network reads complete SSE events (one per read, or two when a read
         ends in final events), until `[DONE]`."""
         upstream = self.pick(call.route_key)
-        payload, headers = self._prepare(call.body, await self._model(upstream), stream=True, splice=call.splice)
+        payload, headers = self._prepare(
+            call.body, await self._model(upstream), stream=True, splice=call.splice
+        )
         resp = await self._post(upstream, payload, headers)
         engine_id = upstream.engine_id
         buf, finished = b"", False
@@ -278,7 +301,9 @@ class OpenAICompatEngine:
         finally:
             resp.close()  # abandoning mid-stream closes the socket: the engine aborts the request
         if not finished:
-            raise EngineError(CallErrorKind.ENGINE_CONNECTION, f"{engine_id}: stream ended before it finished")
+            raise EngineError(
+                CallErrorKind.ENGINE_CONNECTION, f"{engine_id}: stream ended before it finished"
+            )
 
     def _read(self, complete: bytes, engine_id: str, raw_only: bool) -> tuple[list[EngineChunk], bool]:
         """The chunks of one read. For `raw_only` callers (they forward `raw`), vLLM's events are
@@ -338,8 +363,9 @@ class OpenAICompatEngine:
             if not isinstance(body, dict):
                 raise protocol_error("engine chunk is not a JSON object")
             if "error" in body and "choices" not in body:
-                raise EngineError(CallErrorKind.ENGINE_HTTP, error_message(orjson.dumps(body), 500),
-                                  status=500)
+                raise EngineError(
+                    CallErrorKind.ENGINE_HTTP, error_message(orjson.dumps(body), 500), status=500
+                )
         return self._extract.events(bodies, raw, engine_id), done
 
     async def models(self) -> list[str]:
@@ -348,12 +374,17 @@ class OpenAICompatEngine:
     async def count_tokens(self, body: dict[str, Any]) -> int:
         """Prompt length via the engine's `/tokenize` (vLLM and SGLang both serve it)."""
         upstream = self.upstreams[0]
-        req = {"model": await self._model(upstream), "messages": body.get("messages") or [],
-               "add_generation_prompt": True}
+        req = {
+            "model": await self._model(upstream),
+            "messages": body.get("messages") or [],
+            "add_generation_prompt": True,
+        }
         if body.get("tools"):
             req["tools"] = body["tools"]
         try:
-            async with self._client().post(upstream.root + "/tokenize", json=req, headers=self._headers) as resp:
+            async with self._client().post(
+                upstream.root + "/tokenize", json=req, headers=self._headers
+            ) as resp:
                 data = await resp.read()
         except aiohttp.ClientError as exc:
             raise EngineError(CallErrorKind.ENGINE_CONNECTION, repr(exc)) from exc
@@ -370,7 +401,9 @@ class OpenAICompatEngine:
             return None
         req = {"model": await self._model(upstream), "tokens": ids}
         try:
-            async with self._client().post(upstream.root + "/detokenize", json=req, headers=self._headers) as resp:
+            async with self._client().post(
+                upstream.root + "/detokenize", json=req, headers=self._headers
+            ) as resp:
                 data = await resp.read()
         except aiohttp.ClientError:
             return None

@@ -50,7 +50,9 @@ class Turn:
     call_index: int
     rollout_id: str
     request: dict[str, Any]
-    task_id: str | None = None  # the task the rollout plays, as the gateway recorded it (None over plain HTTP)
+    task_id: str | None = (
+        None  # the task the rollout plays, as the gateway recorded it (None over plain HTTP)
+    )
 
 
 Policy = Callable[[Turn], str]
@@ -145,8 +147,9 @@ class _Replay:
     def render_prompt(self, body: dict[str, Any], tools: list[dict[str, Any]] | None) -> list[int]:
         return self.done.prompt_ids
 
-    async def stream_tokens(self, prompt_ids: list[int], params: SamplingParams,
-                            images: Any = None) -> AsyncGenerator[StepEvent, None]:
+    async def stream_tokens(
+        self, prompt_ids: list[int], params: SamplingParams, images: Any = None
+    ) -> AsyncGenerator[StepEvent, None]:
         done, last = self.done, len(self.done.ids) - 1
         for i, (tid, lp) in enumerate(zip(done.ids, done.logprobs, strict=True)):
             if self.token_delay_s:
@@ -172,9 +175,17 @@ def _top(tid: int, logprob: float, k: int | None) -> tuple[tuple[int, float], ..
 class ScriptedEngine:
     """An in-process engine whose sampled text comes from `policy` (see module docstring)."""
 
-    def __init__(self, policy: Policy, *, fmt: ChatFormat | None = None, model: str = MODEL_NAME,
-                 engine_id: str = "scripted", faults: Faults | None = None, keep_produced: bool = True,
-                 thinking: bool = False) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        fmt: ChatFormat | None = None,
+        model: str = MODEL_NAME,
+        engine_id: str = "scripted",
+        faults: Faults | None = None,
+        keep_produced: bool = True,
+        thinking: bool = False,
+    ) -> None:
         self.policy = policy
         self.fmt = fmt or ChatFormat.load()
         self.thinking = thinking
@@ -194,8 +205,11 @@ class ScriptedEngine:
 
     def prompt_ids(self, body: dict[str, Any]) -> list[int]:
         """The prompt under the real template and tokenizer (cached: benchmarks send the same one)."""
-        return self._prompt_ids(orjson.dumps([body.get("messages") or [], body.get("tools") or [],
-                                              body.get("chat_template_kwargs") or {}]))
+        return self._prompt_ids(
+            orjson.dumps(
+                [body.get("messages") or [], body.get("tools") or [], body.get("chat_template_kwargs") or {}]
+            )
+        )
 
     # -- building ------------------------------------------------------------------------------
     def sample(self, call: EngineCall) -> Completion:
@@ -203,8 +217,14 @@ class ScriptedEngine:
         body = call.body
         index = self.calls.get(call.route_key, 0)
         self.calls[call.route_key] = index + 1
-        turn = Turn(_as_parsed(body.get("messages") or []), body.get("tools") or [], index, call.route_key, body,
-                    call.task_id)
+        turn = Turn(
+            _as_parsed(body.get("messages") or []),
+            body.get("tools") or [],
+            index,
+            call.route_key,
+            body,
+            call.task_id,
+        )
         sampled = self.policy(turn)
         thinking = self.thinking or "</think>" in sampled
         opts = chat_options(_served(body, thinking), reasoning_parser=self.fmt.reasoning_parser)
@@ -215,7 +235,9 @@ class ScriptedEngine:
             ids, finish = ids[:max_tokens], "length"
         pieces = _pieces(self.fmt, ids)
         text = "".join(pieces[:-1] if finish == "stop" else pieces)
-        parsed = parse_vllm(text, parse_tools=opts.parse_tools, thinking=opts.thinking, reasoning=opts.reasoning)
+        parsed = parse_vllm(
+            text, parse_tools=opts.parse_tools, thinking=opts.thinking, reasoning=opts.reasoning
+        )
         if parsed.tool_calls and finish == "stop":
             finish = "tool_calls"
         lps = [scripted_logprob(t, i) for i, t in enumerate(ids)]
@@ -305,13 +327,27 @@ def _as_parsed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for m in messages:
         text = m.get("content")
-        if m.get("role") == "assistant" and not m.get("tool_calls") and isinstance(text, str) and (
-                "<tool_call>" in text or "</think>" in text):
+        if (
+            m.get("role") == "assistant"
+            and not m.get("tool_calls")
+            and isinstance(text, str)
+            and ("<tool_call>" in text or "</think>" in text)
+        ):
             parsed = parse_vllm(text, parse_tools=True, thinking=False)
-            m = {"role": "assistant", "content": parsed.content, "reasoning_content": parsed.reasoning,
-                 "tool_calls": [{"id": f"call_{k}", "type": "function",
-                                 "function": {"name": c.name, "arguments": c.arguments}}
-                                for k, c in enumerate(parsed.tool_calls)] or None}
+            m = {
+                "role": "assistant",
+                "content": parsed.content,
+                "reasoning_content": parsed.reasoning,
+                "tool_calls": [
+                    {
+                        "id": f"call_{k}",
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    }
+                    for k, c in enumerate(parsed.tool_calls)
+                ]
+                or None,
+            }
         out.append(m)
     return out
 
@@ -339,7 +375,9 @@ async def _handle_chat(request: Any) -> Any:
     if engine.faults.take("hang_before_headers"):
         await engine.hang()
     if engine.faults.take("http_errors"):
-        err = {"error": {"message": "scripted fault", "type": "server_error", "code": engine.faults.http_status}}
+        err = {
+            "error": {"message": "scripted fault", "type": "server_error", "code": engine.faults.http_status}
+        }
         return web.json_response(err, status=engine.faults.http_status)
     try:
         done = engine.sample(call)
@@ -348,12 +386,15 @@ async def _handle_chat(request: Any) -> Any:
     except ApiError as exc:
         return web.json_response(exc.body(), status=exc.status)
     if not req.opts.stream:
-        return web.Response(body=orjson.dumps(await chat_face.chat_body(model, req)),
-                            content_type="application/json")
+        return web.Response(
+            body=orjson.dumps(await chat_face.chat_body(model, req)), content_type="application/json"
+        )
     return await _stream_http(request, engine, chat_face.chat_chunks(model, req))
 
 
-async def _stream_http(request: Any, engine: ScriptedEngine, chunks: AsyncGenerator[dict[str, Any], None]) -> Any:
+async def _stream_http(
+    request: Any, engine: ScriptedEngine, chunks: AsyncGenerator[dict[str, Any], None]
+) -> Any:
     from aiohttp import web
 
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -400,8 +441,9 @@ async def _handle_models(request: Any) -> Any:
     from aiohttp import web
 
     engine: ScriptedEngine = request.app[ENGINE_KEY]
-    return web.json_response({"object": "list", "data": [{"id": engine.model, "object": "model",
-                                                          "owned_by": "openforgerl"}]})
+    return web.json_response(
+        {"object": "list", "data": [{"id": engine.model, "object": "model", "owned_by": "openforgerl"}]}
+    )
 
 
 def scripted_app(engine: ScriptedEngine) -> Any:
@@ -437,13 +479,19 @@ class RunningScripted:
         await self.runner.cleanup()
 
 
-async def start_scripted_server(engine: ScriptedEngine, *, host: str = "127.0.0.1",
-                                port: int = 0) -> RunningScripted:
+async def start_scripted_server(
+    engine: ScriptedEngine, *, host: str = "127.0.0.1", port: int = 0
+) -> RunningScripted:
     """Serve `engine` over HTTP in this event loop (for tests and benchmarks)."""
     from aiohttp import web
 
-    runner = web.AppRunner(scripted_app(engine), access_log=None, keepalive_timeout=600,
-                           handler_cancellation=True, shutdown_timeout=1.0)
+    runner = web.AppRunner(
+        scripted_app(engine),
+        access_log=None,
+        keepalive_timeout=600,
+        handler_cancellation=True,
+        shutdown_timeout=1.0,
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -468,10 +516,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--token-delay-ms", type=float, default=0.0)
     p.add_argument("--text", default=" ".join(f"word{i}" for i in range(400)))
     args = p.parse_args(argv)
-    engine = ScriptedEngine(repeat_policy(args.text), faults=Faults(token_delay_s=args.token_delay_ms / 1000),
-                            keep_produced=False)
-    web.run_app(scripted_app(engine), host=args.host, port=args.port, access_log=None,
-                keepalive_timeout=600, handler_cancellation=True, print=None)
+    engine = ScriptedEngine(
+        repeat_policy(args.text), faults=Faults(token_delay_s=args.token_delay_ms / 1000), keep_produced=False
+    )
+    web.run_app(
+        scripted_app(engine),
+        host=args.host,
+        port=args.port,
+        access_log=None,
+        keepalive_timeout=600,
+        handler_cancellation=True,
+        print=None,
+    )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,12 @@ class JsonHandler(BaseHTTPRequestHandler):
             return None
         return self.rfile.read(length)
 
-    def _answer_tool_call(self, raw: bytes, call: Callable[[str, Any], tuple[int, Any]],
-                          prefixes: tuple[str, ...] = ("/call/", "/tools/")) -> None:
+    def _answer_tool_call(
+        self,
+        raw: bytes,
+        call: Callable[[str, Any], tuple[int, Any]],
+        prefixes: tuple[str, ...] = ("/call/", "/tools/"),
+    ) -> None:
         prefix = next((p for p in prefixes if self.path.startswith(p)), None)
         if prefix is None:
             return self._send(404, {"error": "not found"})
@@ -50,4 +54,4 @@ class JsonHandler(BaseHTTPRequestHandler):
             args = json.loads(raw or b"{}")
         except ValueError:
             return self._send(400, {"error": "body must be JSON"})
-        self._send(*call(self.path[len(prefix):], args))
+        self._send(*call(self.path[len(prefix) :], args))

@@ -75,7 +75,9 @@ async def _forward(name: str, args: dict[str, Any]) -> types.CallToolResult:
 
 
 def build_server(tools: Sequence[ListedTool]) -> Server[Any]:
-    listed = [types.Tool(name=t.name, description=t.description, input_schema=t.input_schema()) for t in tools]
+    listed = [
+        types.Tool(name=t.name, description=t.description, input_schema=t.input_schema()) for t in tools
+    ]
     allowed = {t.name for t in tools}
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:

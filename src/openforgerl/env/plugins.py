@@ -24,8 +24,9 @@ DEFAULT_ORACLE = "actions"
 class OraclePolicy(Protocol):
     """(task runtimes) -> a policy: one turn (`engines.scripted.Turn`) -> the model's reply text."""
 
-    def __call__(self, runtimes: Sequence[Any], *, success_rate: float = ..., seed: int = ...
-                 ) -> Callable[[Any], str]: ...
+    def __call__(
+        self, runtimes: Sequence[Any], *, success_rate: float = ..., seed: int = ...
+    ) -> Callable[[Any], str]: ...
 
 
 class SuiteGenerator(Protocol):
@@ -52,5 +53,6 @@ def _generator(loaded: object) -> SuiteGenerator:
 
 
 ORACLES: Registry[OraclePolicy] = Registry("oracle policy", group="openforgerl.oracles", adopt=_oracle)
-GENERATORS: Registry[SuiteGenerator] = Registry("suite generator", group="openforgerl.suite_generators",
-                                                adopt=_generator)
+GENERATORS: Registry[SuiteGenerator] = Registry(
+    "suite generator", group="openforgerl.suite_generators", adopt=_generator
+)

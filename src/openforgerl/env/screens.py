@@ -15,8 +15,16 @@ from typing import Any, Protocol
 
 from openforgerl.registry import Registry
 
-__all__ = ["ENTRY_POINTS", "KINDS", "GuiEnvironment", "OpenScreen", "SandboxNeeds", "get_environment", "kinds",
-           "register"]
+__all__ = [
+    "ENTRY_POINTS",
+    "KINDS",
+    "GuiEnvironment",
+    "OpenScreen",
+    "SandboxNeeds",
+    "get_environment",
+    "kinds",
+    "register",
+]
 
 ENTRY_POINTS = "openforgerl.gui_kinds"
 

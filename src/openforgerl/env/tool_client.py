@@ -14,8 +14,15 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-__all__ = ["DEFAULT_PORT", "URL_ENV", "ServiceUnreachable", "call_tool", "get_json", "service_url",
-           "with_retry"]
+__all__ = [
+    "DEFAULT_PORT",
+    "URL_ENV",
+    "ServiceUnreachable",
+    "call_tool",
+    "get_json",
+    "service_url",
+    "with_retry",
+]
 
 DEFAULT_PORT = 7717
 URL_ENV = "OPENFORGERL_CLAW_URL"
@@ -54,19 +61,31 @@ def with_retry(req: urllib.request.Request, timeout_s: float, wait_s: float) -> 
             time.sleep(0.05)
 
 
-def call_tool(name: str, args: dict[str, Any], *, url: str | None = None, timeout_s: float = 30.0,
-              wait_s: float = 10.0, route: str = "call") -> tuple[int, Any]:
+def call_tool(
+    name: str,
+    args: dict[str, Any],
+    *,
+    url: str | None = None,
+    timeout_s: float = 30.0,
+    wait_s: float = 10.0,
+    route: str = "call",
+) -> tuple[int, Any]:
     """POST one tool call to `/<route>/<name>` → (HTTP status, decoded JSON body).
 
     `route` is `call` for the MCP server and the shell CLI, `tools` for `zero`'s direct-tool route."""
     data = json.dumps(args).encode()
-    req = urllib.request.Request(f"{(url or service_url()).rstrip('/')}/{route}/{name}", data=data, method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{(url or service_url()).rstrip('/')}/{route}/{name}",
+        data=data,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     return with_retry(req, timeout_s, wait_s)
 
 
-def get_json(path: str, *, url: str | None = None, timeout_s: float = 30.0, wait_s: float = 10.0,
-             token: str = "") -> Any:
+def get_json(
+    path: str, *, url: str | None = None, timeout_s: float = 30.0, wait_s: float = 10.0, token: str = ""
+) -> Any:
     """GET `/state`, `/audit`, ... → decoded JSON; raises ServiceUnreachable or on a non-200. `token`: the
     bearer of a host-only route (`/upstream/audit`)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}

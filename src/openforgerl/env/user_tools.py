@@ -106,11 +106,18 @@ class Tau2UserSession:
                 self.messages.append({"role": "assistant", "content": text})
                 self.done = not text or any(t in text for t in STOP_TOKENS)
                 return text
-            self.messages.append({"role": "assistant", "content": message.get("content") or "", "tool_calls": calls})
+            self.messages.append(
+                {"role": "assistant", "content": message.get("content") or "", "tool_calls": calls}
+            )
             for call in calls:
                 name = str((call.get("function") or {}).get("name") or "")
                 status, body = await runtime.user_call(sandbox, name, _arguments(call))
-                self.messages.append({"role": "tool", "tool_call_id": str(call.get("id") or ""),
-                                      "content": _tool_reply(status, body)})
+                self.messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": str(call.get("id") or ""),
+                        "content": _tool_reply(status, body),
+                    }
+                )
         log.warning("tau2 user made %d tool calls without a word to the agent", MAX_TOOL_STEPS)
         return ""

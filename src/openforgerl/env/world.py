@@ -92,6 +92,7 @@ def _contains(haystack: object, needle: str) -> bool:
 
 # --- files ----------------------------------------------------------------------------------------
 
+
 def _rel(w: World, a: dict[str, Any]) -> str:
     target = w.path(a["path"])
     if target == w.workspace:
@@ -122,12 +123,16 @@ def list_files(w: World, a: dict[str, Any]) -> dict[str, Any]:
     root = w.path(a.get("path") or ".")
     if not root.is_dir():
         raise ToolError(f"no such folder: {a.get('path')}", 404)
-    names = sorted(str(p.relative_to(root)) for p in root.rglob("*")
-                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    names = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
     return {"files": names}
 
 
 # --- mail -----------------------------------------------------------------------------------------
+
 
 def _summary(m: dict[str, Any]) -> dict[str, Any]:
     keys = ("id", "from", "to", "subject", "date", "read")
@@ -156,14 +161,23 @@ def mail_read(w: World, a: dict[str, Any]) -> dict[str, Any]:
 
 def mail_search(w: World, a: dict[str, Any]) -> dict[str, Any]:
     q = a["query"]
-    hits = [{"folder": f, **_summary(m)} for f, m in _all_mail(w)
-            if any(_contains(m.get(k), q) for k in ("from", "to", "subject", "body"))]
+    hits = [
+        {"folder": f, **_summary(m)}
+        for f, m in _all_mail(w)
+        if any(_contains(m.get(k), q) for k in ("from", "to", "subject", "body"))
+    ]
     return {"messages": hits}
 
 
 def _outgoing(w: World, a: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    msg = {"id": w.new_id("m"), "from": w.data["mail"].get("me", "me@example.com"), "to": a["to"],
-           "subject": a["subject"], "body": a["body"], "date": NOW}
+    msg = {
+        "id": w.new_id("m"),
+        "from": w.data["mail"].get("me", "me@example.com"),
+        "to": a["to"],
+        "subject": a["subject"],
+        "body": a["body"],
+        "date": NOW,
+    }
     return {**msg, "cc": a.get("cc", ""), **extra}
 
 
@@ -177,8 +191,9 @@ def mail_reply(w: World, a: dict[str, Any]) -> dict[str, Any]:
     original = mail_read(w, {"id": a["id"]})
     subject = original.get("subject", "")
     subject = subject if subject.lower().startswith("re:") else f"Re: {subject}"
-    msg = _outgoing(w, {"to": original.get("from", ""), "subject": subject, "body": a["body"]},
-                    in_reply_to=a["id"])
+    msg = _outgoing(
+        w, {"to": original.get("from", ""), "subject": subject, "body": a["body"]}, in_reply_to=a["id"]
+    )
     w.data["mail"]["sent"].append(msg)
     return {"sent": True, "id": msg["id"], "to": msg["to"], "subject": subject}
 
@@ -219,8 +234,14 @@ def calendar_list(w: World, a: dict[str, Any]) -> dict[str, Any]:
 
 def calendar_create(w: World, a: dict[str, Any]) -> dict[str, Any]:
     _check_times(a["start"], a["end"])
-    event = {"id": w.new_id("e"), "title": a["title"], "start": a["start"], "end": a["end"],
-             "attendees": list(a.get("attendees") or []), "location": a.get("location", "")}
+    event = {
+        "id": w.new_id("e"),
+        "title": a["title"],
+        "start": a["start"],
+        "end": a["end"],
+        "attendees": list(a.get("attendees") or []),
+        "location": a.get("location", ""),
+    }
     w.data["calendar"]["events"].append(event)
     return {"created": True, "id": event["id"]}
 
@@ -241,16 +262,25 @@ def calendar_delete(w: World, a: dict[str, Any]) -> dict[str, Any]:
 
 # --- contacts -------------------------------------------------------------------------------------
 
+
 def contacts_find(w: World, a: dict[str, Any]) -> dict[str, Any]:
     q = a["query"]
-    hits = [c for c in w.data["contacts"]["contacts"]
-            if any(_contains(c.get(k), q) for k in ("name", "email", "company"))]
+    hits = [
+        c
+        for c in w.data["contacts"]["contacts"]
+        if any(_contains(c.get(k), q) for k in ("name", "email", "company"))
+    ]
     return {"contacts": hits}
 
 
 def contacts_add(w: World, a: dict[str, Any]) -> dict[str, Any]:
-    contact = {"id": w.new_id("c"), "name": a["name"], "email": a["email"],
-               "phone": a.get("phone", ""), "company": a.get("company", "")}
+    contact = {
+        "id": w.new_id("c"),
+        "name": a["name"],
+        "email": a["email"],
+        "phone": a.get("phone", ""),
+        "company": a.get("company", ""),
+    }
     w.data["contacts"]["contacts"].append(contact)
     return {"added": True, "id": contact["id"]}
 
@@ -263,6 +293,7 @@ def contacts_update(w: World, a: dict[str, Any]) -> dict[str, Any]:
 
 # --- knowledge base -------------------------------------------------------------------------------
 
+
 def _words(text: str) -> set[str]:
     return set(re.findall(r"[a-z0-9]+", text.lower()))
 
@@ -274,8 +305,12 @@ def kb_search(w: World, a: dict[str, Any]) -> dict[str, Any]:
         score = len(query & _words(f"{art.get('title', '')} {art.get('body', '')} {art.get('tags', '')}"))
         if score:
             scored.append((-score, art["id"], art))
-    return {"results": [{"id": art["id"], "title": art.get("title", ""), "snippet": str(art.get("body", ""))[:120]}
-                        for _, _, art in sorted(scored, key=lambda s: (s[0], s[1]))[:5]]}
+    return {
+        "results": [
+            {"id": art["id"], "title": art.get("title", ""), "snippet": str(art.get("body", ""))[:120]}
+            for _, _, art in sorted(scored, key=lambda s: (s[0], s[1]))[:5]
+        ]
+    }
 
 
 def kb_read(w: World, a: dict[str, Any]) -> dict[str, Any]:
@@ -283,6 +318,7 @@ def kb_read(w: World, a: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- to-do ----------------------------------------------------------------------------------------
+
 
 def todo_add(w: World, a: dict[str, Any]) -> dict[str, Any]:
     item = {"id": w.new_id("t"), "title": a["title"], "due": a.get("due", ""), "done": False}
@@ -301,6 +337,7 @@ def todo_complete(w: World, a: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- notes ----------------------------------------------------------------------------------------
+
 
 def notes_write(w: World, a: dict[str, Any]) -> dict[str, Any]:
     notes = w.data["notes"]["notes"]
@@ -344,7 +381,9 @@ def ask_user(w: World, a: dict[str, Any]) -> dict[str, Any]:
     pending = len(log) > user["delivered"]
     if not pending:
         log.append(str(a["message"])[:MAX_USER_MESSAGE])
-        (folder / f"a-{len(log)}.json").unlink(missing_ok=True)  # only an answer written after the question counts
+        (folder / f"a-{len(log)}.json").unlink(
+            missing_ok=True
+        )  # only an answer written after the question counts
         (folder / f"q-{len(log)}.json").write_text(json.dumps({"message": log[-1]}))
     answer = folder / f"a-{len(log)}.json"
     deadline = time.monotonic() + USER_WAIT_S
@@ -357,18 +396,44 @@ def ask_user(w: World, a: dict[str, Any]) -> dict[str, Any]:
                 continue
             user["delivered"] = len(log)
             if pending:
-                reply = ("(This is the user's reply to your previous message; yours was not sent, send it "
-                         f"again if needed.) {reply}")
+                reply = (
+                    "(This is the user's reply to your previous message; yours was not sent, send it "
+                    f"again if needed.) {reply}"
+                )
             return {"reply": reply}
         time.sleep(0.1)
     raise ToolError("the user has not answered (yet); call ask_user again to wait for the reply", 504)
 
 
 OPS: dict[str, Callable[[World, dict[str, Any]], dict[str, Any]]] = {
-    fn.__name__: fn for fn in (
-        write_file, read_file, list_files, mail_list, mail_read, mail_search, mail_send, mail_reply,
-        mail_draft, mail_archive, calendar_list, calendar_create, calendar_update, calendar_delete,
-        contacts_find, contacts_add, contacts_update, kb_search, kb_read, todo_add, todo_list,
-        todo_complete, notes_write, notes_list, notes_read, submit_answer, ask_user,
+    fn.__name__: fn
+    for fn in (
+        write_file,
+        read_file,
+        list_files,
+        mail_list,
+        mail_read,
+        mail_search,
+        mail_send,
+        mail_reply,
+        mail_draft,
+        mail_archive,
+        calendar_list,
+        calendar_create,
+        calendar_update,
+        calendar_delete,
+        contacts_find,
+        contacts_add,
+        contacts_update,
+        kb_search,
+        kb_read,
+        todo_add,
+        todo_list,
+        todo_complete,
+        notes_write,
+        notes_list,
+        notes_read,
+        submit_answer,
+        ask_user,
     )
 }

@@ -12,8 +12,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SERVICES", "TOOLS", "Param", "ToolSpec", "function_tools", "get_tool", "normalize_tool",
-           "offered_tools", "tools_for"]
+__all__ = [
+    "SERVICES",
+    "TOOLS",
+    "Param",
+    "ToolSpec",
+    "function_tools",
+    "get_tool",
+    "normalize_tool",
+    "offered_tools",
+    "tools_for",
+]
 
 SERVICES = ("mail", "calendar", "contacts", "kb", "todo", "notes", "files", "answer", "user")
 """Service names; `files` is the agent's workspace, `answer` collects a final answer, `user` reaches the
@@ -84,66 +93,182 @@ def _opt(name: str, description: str, type: str = "string") -> Param:
 
 TOOLS: tuple[ToolSpec, ...] = (
     # workspace files
-    ToolSpec("write_file", "files", "write", "Write text to a file.",
-             (_p("path", "File path."), _p("content", "Text to write."))),
+    ToolSpec(
+        "write_file",
+        "files",
+        "write",
+        "Write text to a file.",
+        (_p("path", "File path."), _p("content", "Text to write.")),
+    ),
     ToolSpec("read_file", "files", "read", "Read a file.", (_p("path", "File path."),)),
-    ToolSpec("list_files", "files", "list", "List files in a workspace folder.",
-             (_opt("path", "Folder, relative to the workspace (default: the workspace root)."),)),
+    ToolSpec(
+        "list_files",
+        "files",
+        "list",
+        "List files in a workspace folder.",
+        (_opt("path", "Folder, relative to the workspace (default: the workspace root)."),),
+    ),
     # mail
-    ToolSpec("mail_list", "mail", "list", "List the emails in the inbox (or another folder), newest first.",
-             (_opt("folder", "inbox (default), sent, drafts or archive."),
-              _opt("unread_only", "Only unread messages.", "boolean"))),
-    ToolSpec("mail_read", "mail", "read", "Read one message by id (marks it read).",
-             (_p("id", "Message id."),)),
-    ToolSpec("mail_search", "mail", "search", "Search all mail folders by sender, subject or body text.",
-             (_p("query", "Text to look for."),)),
-    ToolSpec("mail_send", "mail", "send", "Send an email.",
-             (_p("to", "Recipient address."), _p("subject", "Subject."), _p("body", "Body."))),
-    ToolSpec("mail_reply", "mail", "reply", "Reply to a message (goes to its sender, subject 'Re: ...').",
-             (_p("id", "Id of the message to reply to."), _p("body", "Reply body."))),
-    ToolSpec("mail_draft", "mail", "draft", "Save an email as a draft without sending it.",
-             (_p("to", "Recipient email address."), _p("subject", "Subject line."), _p("body", "Message body."))),
-    ToolSpec("mail_archive", "mail", "archive", "Move a message from the inbox to the archive.",
-             (_p("id", "Message id."),)),
+    ToolSpec(
+        "mail_list",
+        "mail",
+        "list",
+        "List the emails in the inbox (or another folder), newest first.",
+        (
+            _opt("folder", "inbox (default), sent, drafts or archive."),
+            _opt("unread_only", "Only unread messages.", "boolean"),
+        ),
+    ),
+    ToolSpec(
+        "mail_read", "mail", "read", "Read one message by id (marks it read).", (_p("id", "Message id."),)
+    ),
+    ToolSpec(
+        "mail_search",
+        "mail",
+        "search",
+        "Search all mail folders by sender, subject or body text.",
+        (_p("query", "Text to look for."),),
+    ),
+    ToolSpec(
+        "mail_send",
+        "mail",
+        "send",
+        "Send an email.",
+        (_p("to", "Recipient address."), _p("subject", "Subject."), _p("body", "Body.")),
+    ),
+    ToolSpec(
+        "mail_reply",
+        "mail",
+        "reply",
+        "Reply to a message (goes to its sender, subject 'Re: ...').",
+        (_p("id", "Id of the message to reply to."), _p("body", "Reply body.")),
+    ),
+    ToolSpec(
+        "mail_draft",
+        "mail",
+        "draft",
+        "Save an email as a draft without sending it.",
+        (_p("to", "Recipient email address."), _p("subject", "Subject line."), _p("body", "Message body.")),
+    ),
+    ToolSpec(
+        "mail_archive",
+        "mail",
+        "archive",
+        "Move a message from the inbox to the archive.",
+        (_p("id", "Message id."),),
+    ),
     # calendar
-    ToolSpec("calendar_list", "calendar", "list", "List calendar events, optionally only those on one day.",
-             (_opt("date", "Day as YYYY-MM-DD."),)),
-    ToolSpec("calendar_create", "calendar", "create", "Create a calendar event.",
-             (_p("title", "Event title."), _p("start", "Start, YYYY-MM-DDTHH:MM."), _p("end", "End, YYYY-MM-DDTHH:MM."),
-              _opt("attendees", "Attendee email addresses.", "array"), _opt("location", "Where."))),
-    ToolSpec("calendar_update", "calendar", "update", "Change fields of an existing event.",
-             (_p("id", "Event id."), _opt("title", "New title."), _opt("start", "New start, YYYY-MM-DDTHH:MM."),
-              _opt("end", "New end, YYYY-MM-DDTHH:MM."), _opt("location", "New location."))),
+    ToolSpec(
+        "calendar_list",
+        "calendar",
+        "list",
+        "List calendar events, optionally only those on one day.",
+        (_opt("date", "Day as YYYY-MM-DD."),),
+    ),
+    ToolSpec(
+        "calendar_create",
+        "calendar",
+        "create",
+        "Create a calendar event.",
+        (
+            _p("title", "Event title."),
+            _p("start", "Start, YYYY-MM-DDTHH:MM."),
+            _p("end", "End, YYYY-MM-DDTHH:MM."),
+            _opt("attendees", "Attendee email addresses.", "array"),
+            _opt("location", "Where."),
+        ),
+    ),
+    ToolSpec(
+        "calendar_update",
+        "calendar",
+        "update",
+        "Change fields of an existing event.",
+        (
+            _p("id", "Event id."),
+            _opt("title", "New title."),
+            _opt("start", "New start, YYYY-MM-DDTHH:MM."),
+            _opt("end", "New end, YYYY-MM-DDTHH:MM."),
+            _opt("location", "New location."),
+        ),
+    ),
     ToolSpec("calendar_delete", "calendar", "delete", "Delete (cancel) an event.", (_p("id", "Event id."),)),
     # contacts
-    ToolSpec("contacts_find", "contacts", "find", "Find contacts whose name, email or company contains the text.",
-             (_p("query", "Text to look for."),)),
-    ToolSpec("contacts_add", "contacts", "add", "Add a contact.",
-             (_p("name", "Full name."), _p("email", "Email address."), _opt("phone", "Phone number."),
-              _opt("company", "Company."))),
-    ToolSpec("contacts_update", "contacts", "update", "Change fields of an existing contact.",
-             (_p("id", "Contact id."), _opt("email", "New email."), _opt("phone", "New phone."),
-              _opt("company", "New company."))),
+    ToolSpec(
+        "contacts_find",
+        "contacts",
+        "find",
+        "Find contacts whose name, email or company contains the text.",
+        (_p("query", "Text to look for."),),
+    ),
+    ToolSpec(
+        "contacts_add",
+        "contacts",
+        "add",
+        "Add a contact.",
+        (
+            _p("name", "Full name."),
+            _p("email", "Email address."),
+            _opt("phone", "Phone number."),
+            _opt("company", "Company."),
+        ),
+    ),
+    ToolSpec(
+        "contacts_update",
+        "contacts",
+        "update",
+        "Change fields of an existing contact.",
+        (
+            _p("id", "Contact id."),
+            _opt("email", "New email."),
+            _opt("phone", "New phone."),
+            _opt("company", "New company."),
+        ),
+    ),
     # knowledge base
-    ToolSpec("kb_search", "kb", "search", "Search knowledge-base articles; returns ids, titles and snippets.",
-             (_p("query", "Search words."),)),
+    ToolSpec(
+        "kb_search",
+        "kb",
+        "search",
+        "Search knowledge-base articles; returns ids, titles and snippets.",
+        (_p("query", "Search words."),),
+    ),
     ToolSpec("kb_read", "kb", "read", "Read a knowledge-base article by id.", (_p("id", "Article id."),)),
     # to-do
     ToolSpec("todo_add", "todo", "add", "Add a todo item.", (_p("title", "Todo text."),)),
-    ToolSpec("todo_list", "todo", "list", "List the todo items.",
-             (_opt("include_done", "Also list completed items.", "boolean"),)),
+    ToolSpec(
+        "todo_list",
+        "todo",
+        "list",
+        "List the todo items.",
+        (_opt("include_done", "Also list completed items.", "boolean"),),
+    ),
     ToolSpec("todo_complete", "todo", "complete", "Mark a to-do item as done.", (_p("id", "Item id."),)),
     # notes
-    ToolSpec("notes_write", "notes", "write", "Write a note (a note with the same title is overwritten).",
-             (_p("title", "Note title."), _p("content", "Note text."))),
+    ToolSpec(
+        "notes_write",
+        "notes",
+        "write",
+        "Write a note (a note with the same title is overwritten).",
+        (_p("title", "Note title."), _p("content", "Note text.")),
+    ),
     ToolSpec("notes_list", "notes", "list", "List note titles."),
     ToolSpec("notes_read", "notes", "read", "Read a note by title.", (_p("title", "Note title."),)),
     # final answer
-    ToolSpec("submit_answer", "answer", "submit", "Submit the final answer to the user's question.",
-             (_p("answer", "The answer."),)),
+    ToolSpec(
+        "submit_answer",
+        "answer",
+        "submit",
+        "Submit the final answer to the user's question.",
+        (_p("answer", "The answer."),),
+    ),
     # the (simulated) user of a multi-turn task
-    ToolSpec("ask_user", "user", "ask", "Send a message to the user (a question, or your answer) and get their reply.",
-             (_p("message", "What you say to the user."),)),
+    ToolSpec(
+        "ask_user",
+        "user",
+        "ask",
+        "Send a message to the user (a question, or your answer) and get their reply.",
+        (_p("message", "What you say to the user."),),
+    ),
 )
 
 _BY_NAME = {t.name: t for t in TOOLS}
@@ -153,7 +278,13 @@ def get_tool(name: str) -> ToolSpec | None:
     return _BY_NAME.get(name)
 
 
-_MCP_SEPARATORS = ("__", ".", "/", "-", "_")  # how harnesses prefix an MCP server's tools: mcp__claw__x, claw.x
+_MCP_SEPARATORS = (
+    "__",
+    ".",
+    "/",
+    "-",
+    "_",
+)  # how harnesses prefix an MCP server's tools: mcp__claw__x, claw.x
 
 
 def normalize_tool(name: str) -> str:

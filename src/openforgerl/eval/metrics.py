@@ -28,8 +28,21 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import comb
 
-__all__ = ["CONFIG", "INFRA", "SCORED", "TIMEOUT", "Estimate", "GroupMetrics", "TaskCounts", "Threshold", "Trial",
-           "count_tasks", "group_metrics", "pass_at_k", "pass_hat_k"]
+__all__ = [
+    "CONFIG",
+    "INFRA",
+    "SCORED",
+    "TIMEOUT",
+    "Estimate",
+    "GroupMetrics",
+    "TaskCounts",
+    "Threshold",
+    "Trial",
+    "count_tasks",
+    "group_metrics",
+    "pass_at_k",
+    "pass_hat_k",
+]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -91,8 +104,16 @@ def _task_counts(task_id: str, ts: Sequence[Trial], threshold: float) -> TaskCou
     rewards = [t.reward or 0.0 for t, k in zip(ts, kinds, strict=True) if k == SCORED]
     c = sum(1 for r in rewards if r >= threshold - 1e-6)
     timeouts = kinds.count(TIMEOUT)
-    return TaskCounts(task_id, len(rewards) + timeouts, c, kinds.count(INFRA), _mean(rewards),
-                      timeouts, kinds.count(CONFIG), _mean([*rewards, *[0.0] * timeouts]))
+    return TaskCounts(
+        task_id,
+        len(rewards) + timeouts,
+        c,
+        kinds.count(INFRA),
+        _mean(rewards),
+        timeouts,
+        kinds.count(CONFIG),
+        _mean([*rewards, *[0.0] * timeouts]),
+    )
 
 
 Threshold = float | Mapping[str, float]
@@ -108,7 +129,10 @@ def count_tasks(trials: Iterable[Trial], threshold: Threshold = 1.0) -> list[Tas
     by_task: dict[str, list[Trial]] = defaultdict(list)
     for t in trials:
         by_task[t.task_id].append(t)
-    return [_task_counts(task_id, ts, _threshold_of(threshold, task_id)) for task_id, ts in sorted(by_task.items())]
+    return [
+        _task_counts(task_id, ts, _threshold_of(threshold, task_id))
+        for task_id, ts in sorted(by_task.items())
+    ]
 
 
 @dataclass(frozen=True)
@@ -144,8 +168,9 @@ def _mean_or_none(xs: Sequence[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def bootstrap(values: Sequence[float], *, resamples: int = 1000, seed: int = 0,
-              level: float = 0.95) -> tuple[float, float]:
+def bootstrap(
+    values: Sequence[float], *, resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile CI of the mean, resampling tasks with replacement (seeded, deterministic)."""
     if len(values) < 2:
         v = _mean(values)
@@ -157,23 +182,35 @@ def bootstrap(values: Sequence[float], *, resamples: int = 1000, seed: int = 0,
     return lo, hi
 
 
-def _estimate(counts: Sequence[TaskCounts], k: int, fn: Callable[[int, int, int], float],
-              resamples: int, seed: int) -> Estimate:
+def _estimate(
+    counts: Sequence[TaskCounts], k: int, fn: Callable[[int, int, int], float], resamples: int, seed: int
+) -> Estimate:
     per_task = [fn(tc.n, tc.c, k) for tc in counts if tc.n >= k]
     lo, hi = bootstrap(per_task, resamples=resamples, seed=seed)
     return Estimate(_mean(per_task), lo, hi, len(per_task))
 
 
-def group_metrics(trials: Sequence[Trial], ks: Sequence[int], *, threshold: Threshold = 1.0,
-                  resamples: int = 1000, seed: int = 0) -> GroupMetrics:
+def group_metrics(
+    trials: Sequence[Trial],
+    ks: Sequence[int],
+    *,
+    threshold: Threshold = 1.0,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> GroupMetrics:
     counts = count_tasks(trials, threshold)
     valid = [tc for tc in counts if tc.n > 0]
     return GroupMetrics(
-        tasks=len(valid), trials=sum(tc.n for tc in counts), infra_dropped=sum(tc.infra for tc in counts),
-        mean_reward=_mean_or_none([tc.mean_reward for tc in valid if tc.n > tc.timeouts]),  # scored tasks only
+        tasks=len(valid),
+        trials=sum(tc.n for tc in counts),
+        infra_dropped=sum(tc.infra for tc in counts),
+        mean_reward=_mean_or_none(
+            [tc.mean_reward for tc in valid if tc.n > tc.timeouts]
+        ),  # scored tasks only
         pass_at={k: _estimate(valid, k, pass_at_k, resamples, seed) for k in ks},
         pass_hat={k: _estimate(valid, k, pass_hat_k, resamples, seed) for k in ks},
-        timeouts=sum(tc.timeouts for tc in counts), config_errors=sum(tc.config for tc in counts),
+        timeouts=sum(tc.timeouts for tc in counts),
+        config_errors=sum(tc.config for tc in counts),
         score=_mean_or_none([tc.mean_score for tc in valid]),
         strict_accuracy=_mean_or_none([float(tc.mean_score >= 1.0 - 1e-9) for tc in valid]),
     )

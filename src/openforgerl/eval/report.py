@@ -23,14 +23,18 @@ def _ks(k: int) -> list[int]:
     return sorted({1, k})
 
 
-def thresholds(task_ids: Sequence[str], sources: Mapping[str, str], threshold: float | None) -> dict[str, float]:
+def thresholds(
+    task_ids: Sequence[str], sources: Mapping[str, str], threshold: float | None
+) -> dict[str, float]:
     """The success threshold of each task: the one given, else its benchmark's own (eval/protocols.py), else 1.0.
 
     Every table of a report uses this one map, so a trial passes or fails the same way in the overall
     tables and in its benchmark's table (a Claw-Eval 0.8 passes in both)."""
+
     def own(task_id: str) -> float:
         bench = protocol_of(sources.get(task_id, ""))
         return PROTOCOLS[bench].threshold if bench is not None else 1.0
+
     return {t: threshold if threshold is not None else own(t) for t in task_ids}
 
 
@@ -43,8 +47,15 @@ def threshold_label(threshold: float | None, sources: Mapping[str, str]) -> str:
     return "success = reward >= " + (f"each benchmark's own ({own}; other tasks 1.0)" if own else "1.0")
 
 
-def build_report(trials: Sequence[Trial], k: int, *, threshold: float | None = None, resamples: int = 1000,
-                 seed: int = 0, benchmarks: Mapping[str, str] | None = None) -> dict[str, Any]:
+def build_report(
+    trials: Sequence[Trial],
+    k: int,
+    *,
+    threshold: float | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+    benchmarks: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """{config, harnesses: {h: metrics}, services: {h: {s: metrics}}, tasks: {h: [counts]},
     benchmarks: {benchmark: {h: metrics under its authors' protocol}}}.
 
@@ -54,24 +65,51 @@ def build_report(trials: Sequence[Trial], k: int, *, threshold: float | None = N
     ks = _ks(k)
     sources = benchmarks or {}
     per_task = thresholds(sorted({t.task_id for t in trials}), sources, threshold)
-    out: dict[str, Any] = {"config": {"k": k, "threshold": threshold, "success": threshold_label(threshold, sources),
-                                      "bootstrap_resamples": resamples, "seed": seed, "ci": 0.95},
-                           "harnesses": {}, "services": {}, "tasks": {}}
+    out: dict[str, Any] = {
+        "config": {
+            "k": k,
+            "threshold": threshold,
+            "success": threshold_label(threshold, sources),
+            "bootstrap_resamples": resamples,
+            "seed": seed,
+            "ci": 0.95,
+        },
+        "harnesses": {},
+        "services": {},
+        "tasks": {},
+    }
     for harness in sorted({t.harness for t in trials}):
         mine = [t for t in trials if t.harness == harness]
-        out["harnesses"][harness] = asdict(group_metrics(mine, ks, threshold=per_task, resamples=resamples, seed=seed))
+        out["harnesses"][harness] = asdict(
+            group_metrics(mine, ks, threshold=per_task, resamples=resamples, seed=seed)
+        )
         services = sorted({s for t in mine for s in t.services})
         out["services"][harness] = {
-            s: asdict(group_metrics([t for t in mine if s in t.services], ks, threshold=per_task,
-                                    resamples=resamples, seed=seed)) for s in services}
+            s: asdict(
+                group_metrics(
+                    [t for t in mine if s in t.services],
+                    ks,
+                    threshold=per_task,
+                    resamples=resamples,
+                    seed=seed,
+                )
+            )
+            for s in services
+        }
         out["tasks"][harness] = [asdict(tc) for tc in count_tasks(mine, per_task)]
     out["infra_dropped"] = [{**asdict(t), "kind": t.kind} for t in trials if t.kind in (INFRA, CONFIG)]
     out["benchmarks"] = _benchmarks(trials, ks, sources, per_task, resamples, seed)
     return out
 
 
-def _benchmarks(trials: Sequence[Trial], ks: list[int], sources: Mapping[str, str], per_task: Mapping[str, float],
-                resamples: int, seed: int) -> dict[str, Any]:
+def _benchmarks(
+    trials: Sequence[Trial],
+    ks: list[int],
+    sources: Mapping[str, str],
+    per_task: Mapping[str, float],
+    resamples: int,
+    seed: int,
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     by_bench: dict[str, list[Trial]] = {}
     for t in trials:
@@ -81,10 +119,21 @@ def _benchmarks(trials: Sequence[Trial], ks: list[int], sources: Mapping[str, st
     for bench, mine in sorted(by_bench.items()):
         proto = asdict(PROTOCOLS[bench])
         proto["threshold"] = per_task[mine[0].task_id]  # the one threshold every table of this report uses
-        out[bench] = {"protocol": proto, "harnesses": {
-            h: asdict(group_metrics([t for t in mine if t.harness == h], ks, threshold=per_task,
-                                    resamples=resamples, seed=seed))
-            for h in sorted({t.harness for t in mine})}}
+        out[bench] = {
+            "protocol": proto,
+            "harnesses": {
+                h: asdict(
+                    group_metrics(
+                        [t for t in mine if t.harness == h],
+                        ks,
+                        threshold=per_task,
+                        resamples=resamples,
+                        seed=seed,
+                    )
+                )
+                for h in sorted({t.harness for t in mine})
+            },
+        }
     return out
 
 
@@ -112,16 +161,34 @@ def _table_head(names: list[str]) -> str:
 
 
 def _row(name: str, m: dict[str, Any], k: int) -> str:
-    cells = [name, str(m["tasks"]), str(m["trials"]), str(m.get("timeouts", 0)), str(m["infra_dropped"]),
-             str(m.get("config_errors", 0)), _num(m["mean_reward"]), *_pass_cells(m, k)]
+    cells = [
+        name,
+        str(m["tasks"]),
+        str(m["trials"]),
+        str(m.get("timeouts", 0)),
+        str(m["infra_dropped"]),
+        str(m.get("config_errors", 0)),
+        _num(m["mean_reward"]),
+        *_pass_cells(m, k),
+    ]
     return "| " + " | ".join(cells) + " |"
 
 
 def to_markdown(report: dict[str, Any]) -> str:
     k = report["config"]["k"]
     success = report["config"].get("success") or f"success = reward >= {report['config']['threshold']}"
-    head = _table_head(["group", "tasks", "trials", "timeouts", "infra dropped", "config errors", "mean reward",
-                        *_pass_heads(k)])
+    head = _table_head(
+        [
+            "group",
+            "tasks",
+            "trials",
+            "timeouts",
+            "infra dropped",
+            "config errors",
+            "mean reward",
+            *_pass_heads(k),
+        ]
+    )
     lines = [f"# Eval report (k={k}, {success}, 95% bootstrap CI)", "", "## Per harness", "", head]
     lines += [_row(h, m, k) for h, m in report["harnesses"].items()]
     lines += ["", "## Per harness and service", "", head]
@@ -129,9 +196,13 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines += [_row(f"{h} / {s}", m, k) for s, m in per.items()]
     lines += _benchmark_lines(report, k)
     dropped = report["infra_dropped"]
-    lines += ["", "Timeouts count as failed trials (in n, never successes) and have no reward (left out of "
-              "the mean reward). n/a: no trial to measure.", "",
-              f"Infrastructure-failed and harness-start (config) attempts, excluded from every metric: {len(dropped)}"]
+    lines += [
+        "",
+        "Timeouts count as failed trials (in n, never successes) and have no reward (left out of "
+        "the mean reward). n/a: no trial to measure.",
+        "",
+        f"Infrastructure-failed and harness-start (config) attempts, excluded from every metric: {len(dropped)}",
+    ]
     lines += [f"- {d['harness']} {d['task_id']}: {d['status']}" for d in dropped[:50]]
     return "\n".join(lines) + "\n"
 
@@ -140,24 +211,57 @@ def _benchmark_lines(report: dict[str, Any], k: int) -> list[str]:
     benches = report.get("benchmarks") or {}
     if not benches:
         return []
-    lines = ["", "## Per benchmark (each benchmark's authors' protocol: eval/protocols.py)", "",
-             _table_head(["benchmark", "harness", "success", "tasks", "trials", "score", *_pass_heads(k),
-                          "strict acc.", "timeouts", "infra dropped", "config errors"])]
+    lines = [
+        "",
+        "## Per benchmark (each benchmark's authors' protocol: eval/protocols.py)",
+        "",
+        _table_head(
+            [
+                "benchmark",
+                "harness",
+                "success",
+                "tasks",
+                "trials",
+                "score",
+                *_pass_heads(k),
+                "strict acc.",
+                "timeouts",
+                "infra dropped",
+                "config errors",
+            ]
+        ),
+    ]
     for bench in benches.values():
         proto = bench["protocol"]
         for h, m in bench["harnesses"].items():
             strict = _num(m["strict_accuracy"]) if proto["strict_accuracy"] else "–"
-            lines.append("| " + " | ".join([
-                proto["name"], h, f">= {proto['threshold']}", str(m["tasks"]), str(m["trials"]),
-                f"{_num(m['score'])} ({proto['score']})", *_pass_cells(m, k), strict, str(m["timeouts"]),
-                str(m["infra_dropped"]), str(m["config_errors"])]) + " |")
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        proto["name"],
+                        h,
+                        f">= {proto['threshold']}",
+                        str(m["tasks"]),
+                        str(m["trials"]),
+                        f"{_num(m['score'])} ({proto['score']})",
+                        *_pass_cells(m, k),
+                        strict,
+                        str(m["timeouts"]),
+                        str(m["infra_dropped"]),
+                        str(m["config_errors"]),
+                    ]
+                )
+                + " |"
+            )
     return lines
 
 
 def _normalise(report: dict[str, Any]) -> dict[str, Any]:
     """JSON keys must be strings; dataclass dicts keyed by k are ints."""
-    out: dict[str, Any] = json.loads(json.dumps(report, default=lambda o: asdict(o) if isinstance(o, Estimate)
-                                                 else str(o)))
+    out: dict[str, Any] = json.loads(
+        json.dumps(report, default=lambda o: asdict(o) if isinstance(o, Estimate) else str(o))
+    )
     return out
 
 
@@ -170,8 +274,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
     k = report["config"]["k"]
     names = list(report["harnesses"])
     every: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = [
-        ("pass@1", lambda m: m["pass_at"][1]), (f"pass@{k}", lambda m: m["pass_at"][k]),
-        (f"pass^{k}", lambda m: m["pass_hat"][k])]
+        ("pass@1", lambda m: m["pass_at"][1]),
+        (f"pass@{k}", lambda m: m["pass_at"][k]),
+        (f"pass^{k}", lambda m: m["pass_hat"][k]),
+    ]
     metrics = every[1:] if k == 1 else every  # at k=1, pass@k is pass@1: drawn once
     fig, ax = plt.subplots(figsize=(max(4, 1.8 * len(names) + 2), 3.5))
     width = 0.8 / len(metrics)
@@ -179,7 +285,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
         est = [get(report["harnesses"][h]) for h in names]
         xs = [j + i * width for j in range(len(names))]
         vals = [e["value"] for e in est]
-        err = [[v - e["low"] for v, e in zip(vals, est, strict=True)], [e["high"] - v for v, e in zip(vals, est, strict=True)]]
+        err = [
+            [v - e["low"] for v, e in zip(vals, est, strict=True)],
+            [e["high"] - v for v, e in zip(vals, est, strict=True)],
+        ]
         ax.bar(xs, vals, width, yerr=err, capsize=3, label=label)
     ax.set_xticks([j + width for j in range(len(names))], names)
     ax.set_ylim(0, 1.05)
@@ -194,9 +303,12 @@ def plot(report: dict[str, Any], path: Path) -> None:
 def write_report(report: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     """report.json, report.md, report.png under out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / "report.json", "markdown": out_dir / "report.md", "png": out_dir / "report.png"}
+    paths = {
+        "json": out_dir / "report.json",
+        "markdown": out_dir / "report.md",
+        "png": out_dir / "report.png",
+    }
     paths["json"].write_text(json.dumps(_normalise(report), indent=1))
     paths["markdown"].write_text(to_markdown(report))
     plot(report, paths["png"])
     return paths
-

@@ -60,11 +60,15 @@ def export_rows(
     rows = _rows(results, fmt, classic=classic)
     for row in rows:
         if row.get("multi_modal_data"):
-            row["multi_modal_data"] = export_multi_modal_data(row["multi_modal_data"], images, read_blob, blob_store)
+            row["multi_modal_data"] = export_multi_modal_data(
+                row["multi_modal_data"], images, read_blob, blob_store
+            )
     return rows
 
 
-def _rows(results: Sequence[ReconstructionResult], fmt: ExportFormat, *, classic: bool) -> list[dict[str, Any]]:
+def _rows(
+    results: Sequence[ReconstructionResult], fmt: ExportFormat, *, classic: bool
+) -> list[dict[str, Any]]:
     if fmt is ExportFormat.PARQUET:
         return [s.model_dump() for r in results for s in r.samples]
     if classic:  # offline there is no input row to stand in for: a dropped rollout gives no row

@@ -30,13 +30,16 @@ class GatewayAccess:
         return f"GatewayAccess(admin_url={self.admin_url!r}, model_url={self.model_url!r})"
 
     @classmethod
-    def from_env(cls, admin_url: str, *, token: str | None = None,
-                 token_file: Path | None = None) -> GatewayAccess:
+    def from_env(
+        cls, admin_url: str, *, token: str | None = None, token_file: Path | None = None
+    ) -> GatewayAccess:
         """Access to an already running gateway: the token given, else read from `token_file`,
         else from `$OPENFORGERL_ADMIN_TOKEN`."""
         found = token or read_admin_token(token_file)
         if not found:
-            raise ValueError(f"no admin token for {admin_url}: pass one, a token file or set ${ADMIN_TOKEN_ENV}")
+            raise ValueError(
+                f"no admin token for {admin_url}: pass one, a token file or set ${ADMIN_TOKEN_ENV}"
+            )
         return cls(admin_url.rstrip("/"), found)
 
 

@@ -129,8 +129,11 @@ async def get_rollout(request: web.Request) -> web.Response:
     record = await gw.store.get_rollout(rid)
     calls = await gw.store.list_calls(rid)
     summary = record.model_dump(mode="json") if record else {}
-    summary.update(num_calls=len(calls), num_errors=sum(c.error is not None for c in calls),
-                   completion_tokens=sum(len(c.completion_token_ids) for c in calls))
+    summary.update(
+        num_calls=len(calls),
+        num_errors=sum(c.error is not None for c in calls),
+        completion_tokens=sum(len(c.completion_token_ids) for c in calls),
+    )
     return _json(summary)
 
 
@@ -154,8 +157,9 @@ async def get_blob(request: web.Request) -> web.Response:
     data = await _gw(request).store.get_blob(sha)
     if data is None:
         raise GatewayError(404, f"no blob {sha}")
-    return web.Response(body=data, content_type="application/octet-stream",
-                        headers={"Cache-Control": "immutable"})
+    return web.Response(
+        body=data, content_type="application/octet-stream", headers={"Cache-Control": "immutable"}
+    )
 
 
 async def set_reward(request: web.Request) -> web.Response:
@@ -187,7 +191,9 @@ async def wait_taint(request: web.Request) -> web.Response:
     except ValueError:
         wait_s = math.nan
     if not math.isfinite(wait_s) or not 0 <= wait_s <= MAX_TAINT_WAIT_S:
-        raise GatewayError(400, f"'wait_s' must be a number of seconds in [0, {MAX_TAINT_WAIT_S:g}]", param="wait_s")
+        raise GatewayError(
+            400, f"'wait_s' must be a number of seconds in [0, {MAX_TAINT_WAIT_S:g}]", param="wait_s"
+        )
     record = await _gw(request).registry.wait_taint(request.match_info["rollout_id"], wait_s)
     return _json(record.model_dump(mode="json"))
 
@@ -216,8 +222,15 @@ async def pause(request: web.Request) -> web.Response:
     drained = await gw.gate.pause(_pause_timeout(request))
     # `shared`: every replica on this call log stopped admitting; `drained` and `in_flight` are still
     # this replica's own (its process cannot see the others' calls: ask each one's /healthz)
-    return _json({"paused": True, "drained": drained, "in_flight": gw.gate.in_flight,
-                  "policy_version": gw.gate.policy_version, "shared": gw.gate.shared})
+    return _json(
+        {
+            "paused": True,
+            "drained": drained,
+            "in_flight": gw.gate.in_flight,
+            "policy_version": gw.gate.policy_version,
+            "shared": gw.gate.shared,
+        }
+    )
 
 
 async def resume(request: web.Request) -> web.Response:
@@ -226,16 +239,29 @@ async def resume(request: web.Request) -> web.Response:
 
 async def healthz(request: web.Request) -> web.Response:
     gate = _gw(request).gate
-    return _json({"ok": True, "paused": gate.paused, "in_flight": gate.in_flight,
-                  "policy_version": gate.policy_version})
+    return _json(
+        {
+            "ok": True,
+            "paused": gate.paused,
+            "in_flight": gate.in_flight,
+            "policy_version": gate.policy_version,
+        }
+    )
 
 
 async def admin_healthz(request: web.Request) -> web.Response:
     """Health plus where the model plane is (admin clients learn the port to forward from it)."""
     gw = _gw(request)
     gate = gw.gate
-    return _json({"ok": True, "paused": gate.paused, "in_flight": gate.in_flight,
-                  "policy_version": gate.policy_version, "model_url": gw.model_url})
+    return _json(
+        {
+            "ok": True,
+            "paused": gate.paused,
+            "in_flight": gate.in_flight,
+            "policy_version": gate.policy_version,
+            "model_url": gw.model_url,
+        }
+    )
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -250,6 +276,7 @@ def _guarded(handler: Any) -> Any:
             return response
         except GatewayError as err:
             return error_response(None, err)
+
     return wrapped
 
 
@@ -267,11 +294,16 @@ def admin_auth(token: str) -> Any:
     @web.middleware
     async def check(request: web.Request, handler: Any) -> web.StreamResponse:
         if request.path != "/healthz" and not _authorized(request, expected):
-            err = GatewayError(401, "admin token required", code="invalid_admin_token",
-                               headers={"WWW-Authenticate": "Bearer"})
+            err = GatewayError(
+                401,
+                "admin token required",
+                code="invalid_admin_token",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
             return error_response(None, err)
         response: web.StreamResponse = await handler(request)
         return response
+
     return check
 
 

@@ -34,7 +34,7 @@ def decode_body(raw: bytes, encoding: str, limit: int) -> bytes:
     if enc not in ("gzip", "x-gzip", "deflate"):
         raise GatewayError(415, f"unsupported Content-Encoding {encoding[:40]!r}")
     # gzip: wbits 16+15; deflate: zlib-wrapped (15) as the RFC says, raw (-15) as some clients send
-    for wbits in ((31,) if enc != "deflate" else (15, -15)):
+    for wbits in (31,) if enc != "deflate" else (15, -15):
         try:
             inflater = zlib.decompressobj(wbits)
             out = inflater.decompress(raw, limit + 1)

@@ -48,8 +48,23 @@ from openforgerl.gateway.recording import CallMeta, CallTape, call_error, harnes
 from openforgerl.gateway.rollouts import RolloutState
 from openforgerl.records import CallErrorKind
 
-__all__ = ["GATEWAY_KEY", "MAX_BODY_DEPTH", "SSE_HEADERS", "Admitted", "Call", "Gateway", "admit", "api_key",
-           "check_depth", "check_seed", "decode_body", "parse_body", "read_json", "read_raw", "serve_call"]
+__all__ = [
+    "GATEWAY_KEY",
+    "MAX_BODY_DEPTH",
+    "SSE_HEADERS",
+    "Admitted",
+    "Call",
+    "Gateway",
+    "admit",
+    "api_key",
+    "check_depth",
+    "check_seed",
+    "decode_body",
+    "parse_body",
+    "read_json",
+    "read_raw",
+    "serve_call",
+]
 
 
 def api_key(request: web.Request) -> str | None:
@@ -77,11 +92,13 @@ async def read_raw(request: web.Request) -> bytes:
     except web.HTTPRequestEntityTooLarge:
         raise GatewayError(413, "request body too large") from None
     except TimeoutError:
-        raise GatewayError(408, f"request body not received within {gw.body_timeout_s:g}s",
-                           headers={"Connection": "close"}) from None
+        raise GatewayError(
+            408, f"request body not received within {gw.body_timeout_s:g}s", headers={"Connection": "close"}
+        ) from None
     except (RequestPayloadError, HttpProcessingError, web.HTTPBadRequest, ValueError) as exc:
-        raise GatewayError(400, f"request body could not be read: {reason(exc)}",
-                           headers={"Connection": "close"}) from None
+        raise GatewayError(
+            400, f"request body could not be read: {reason(exc)}", headers={"Connection": "close"}
+        ) from None
     return decode_body(raw, request.headers.get("Content-Encoding", ""), gw.max_body_bytes)
 
 
@@ -132,9 +149,15 @@ async def serve_call(adapter: WireAdapter, request: web.Request, state: RolloutS
     gw = request.app[GATEWAY_KEY]
     if state.calls_in_flight >= gw.max_in_flight_per_rollout:
         gw.metrics.share_refusals["rollout_calls_in_flight"] += 1
-        return error_response(adapter, GatewayError(
-            429, f"this rollout already has {gw.max_in_flight_per_rollout} calls in flight",
-            code="rollout_calls_in_flight", headers={"Retry-After": "1"}))
+        return error_response(
+            adapter,
+            GatewayError(
+                429,
+                f"this rollout already has {gw.max_in_flight_per_rollout} calls in flight",
+                code="rollout_calls_in_flight",
+                headers={"Retry-After": "1"},
+            ),
+        )
     state.calls_in_flight += 1
     call = Call(gw, adapter, state, request)
     try:
@@ -145,7 +168,9 @@ async def serve_call(adapter: WireAdapter, request: web.Request, state: RolloutS
             call.reserved = len(raw)
             got = await admit(call, raw)
             if got.media is not None:
-                await store_blobs(gw.store, got.media, gw.seen_images)  # durable before the call's record can be
+                await store_blobs(
+                    gw.store, got.media, gw.seen_images
+                )  # durable before the call's record can be
                 call.blob_bytes = sum(len(data) for data, _ in got.media.blobs.values())
             version = await gw.gate.enter()
         except GatewayError as err:
@@ -172,11 +197,22 @@ async def _over_quota(call: Call, size: int) -> GatewayError:
     gw, state = call.gw, call.state
     gw.metrics.share_refusals["rollout_log_quota"] += 1
     quota = gw.max_log_bytes_per_rollout
-    message = (f"this rollout's call log is at {state.log_bytes} of its {quota} bytes: "
-               f"a request of {size} bytes does not fit")
+    message = (
+        f"this rollout's call log is at {state.log_bytes} of its {quota} bytes: "
+        f"a request of {size} bytes does not fit"
+    )
     if await gw.registry.first_log_refusal(state):
-        meta = CallMeta(state.rollout_id, await gw.registry.take_index(state), call.adapter.wire, {}, None,
-                        harness_headers(call.request.headers), gw.gate.policy_version, time.time(), False)
+        meta = CallMeta(
+            state.rollout_id,
+            await gw.registry.take_index(state),
+            call.adapter.wire,
+            {},
+            None,
+            harness_headers(call.request.headers),
+            gw.gate.policy_version,
+            time.time(),
+            False,
+        )
         body = record_json(meta, CallTape(), call_error(CallErrorKind.CLIENT_BAD_REQUEST, message, 413))
         gw.registry.charge_log(state, len(body))
         await gw.store.append_call(state.rollout_id, meta.index, body)

@@ -137,16 +137,33 @@ class Call:
             else:
                 engine_body = for_engine(engine_body, got.lifted, fragments=False)
         deadline, self.rollout_cut = gw.call_deadlines(state)
-        self.engine_call = EngineCall(engine_body, state.rollout_id, deadline, self.meta.headers,
-                                      raw_only=not self.adapter.translates, splice=splice, task_id=state.task_id)
+        self.engine_call = EngineCall(
+            engine_body,
+            state.rollout_id,
+            deadline,
+            self.meta.headers,
+            raw_only=not self.adapter.translates,
+            splice=splice,
+            task_id=state.task_id,
+        )
         self.tape = CallTape(want_media=bool(self.meta.images))
 
 
 def meta_of(call: Call, index: int, got: Admitted, version: int) -> CallMeta:
     adapter, body = call.adapter, got.body
     translated = got.engine_body if adapter.translates or got.rewritten else None
-    meta = CallMeta(call.state.rollout_id, index, adapter.wire, body, translated, harness_headers(call.request.headers),
-                    version, time.time(), is_side_call(adapter, body), got.raw)
+    meta = CallMeta(
+        call.state.rollout_id,
+        index,
+        adapter.wire,
+        body,
+        translated,
+        harness_headers(call.request.headers),
+        version,
+        time.time(),
+        is_side_call(adapter, body),
+        got.raw,
+    )
     if got.media is not None:  # the record keeps references, never the inline base64
         meta.images, meta.request_json = got.media.refs, None
         if got.lifted is not None:  # the lean bytes with references for keys: no walk, no serialising

@@ -34,8 +34,14 @@ class DeadlineWatch:
         self._guards: dict[DeadlineGuard, None] = {}  # insertion-ordered set
         self._sweeper: asyncio.TimerHandle | None = None
 
-    def guard(self, deadline: float | None, *, rollout_cut: bool = False, stall_s: float | None = None,
-              probe: Probe | None = None) -> DeadlineGuard:
+    def guard(
+        self,
+        deadline: float | None,
+        *,
+        rollout_cut: bool = False,
+        stall_s: float | None = None,
+        probe: Probe | None = None,
+    ) -> DeadlineGuard:
         """`with watch.guard(loop_time_deadline):` around one awaited engine step. `rollout_cut`: the
         deadline is the rollout's own; `stall_s` and `probe`: check the engine once no byte came for
         `stall_s` seconds, and cut the call only when the probe fails."""
@@ -62,11 +68,30 @@ class DeadlineWatch:
 class DeadlineGuard:
     """One call's deadline (a context manager; `deadline` is in `loop.time()` seconds)."""
 
-    __slots__ = ("_cancelling", "_exited", "_expired", "_probing", "_quiet_since", "_task", "_watch", "deadline",
-                 "moved", "probe", "reason", "rollout_cut", "stall_s")
+    __slots__ = (
+        "_cancelling",
+        "_exited",
+        "_expired",
+        "_probing",
+        "_quiet_since",
+        "_task",
+        "_watch",
+        "deadline",
+        "moved",
+        "probe",
+        "reason",
+        "rollout_cut",
+        "stall_s",
+    )
 
-    def __init__(self, watch: DeadlineWatch, deadline: float | None, rollout_cut: bool = False,
-                 stall_s: float | None = None, probe: Probe | None = None) -> None:
+    def __init__(
+        self,
+        watch: DeadlineWatch,
+        deadline: float | None,
+        rollout_cut: bool = False,
+        stall_s: float | None = None,
+        probe: Probe | None = None,
+    ) -> None:
         self._watch = watch
         self.deadline = deadline
         self.rollout_cut = rollout_cut

@@ -15,18 +15,36 @@ import orjson
 from aiohttp import web
 
 # OpenAI error `type` per status.
-_OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                 404: "not_found_error", 405: "invalid_request_error", 408: "invalid_request_error",
-                 409: "conflict_error", 413: "invalid_request_error", 415: "invalid_request_error",
-                 422: "invalid_request_error", 429: "rate_limit_error", 502: "server_error", 503: "server_error",
-                 504: "server_error"}
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    408: "invalid_request_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    502: "server_error",
+    503: "server_error",
+    504: "server_error",
+}
 
 
 class GatewayError(Exception):
     """A refusal with an HTTP status, rendered in the route's protocol shape."""
 
-    def __init__(self, status: int, message: str, *, param: str | None = None,
-                 code: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -35,8 +53,9 @@ class GatewayError(Exception):
         self.headers = headers or {}
 
 
-def openai_error_body(status: int, message: str, param: str | None = None,
-                      code: str | None = None) -> dict[str, Any]:
+def openai_error_body(
+    status: int, message: str, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
     kind = _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
@@ -58,9 +77,12 @@ def error_response(shape: ErrorShape | None, err: GatewayError) -> web.Response:
     if err.status == 503:
         headers.setdefault("Retry-After", "1")
     close = headers.pop("Connection", "").lower() == "close"
-    resp = web.Response(status=err.status, body=orjson.dumps(error_body(shape, err)),
-                        content_type="application/json", headers=headers)
+    resp = web.Response(
+        status=err.status,
+        body=orjson.dumps(error_body(shape, err)),
+        content_type="application/json",
+        headers=headers,
+    )
     if close:  # the request's framing or body is broken: the connection cannot carry another
         resp.force_close()
     return resp
-

@@ -43,8 +43,9 @@ class FlowBoard(Protocol):
 class FlowGate:
     """Counts calls in flight and holds new ones while paused."""
 
-    def __init__(self, *, policy_version: int = 0, pause_wait_s: float = 30.0,
-                 max_in_flight: int = 4096) -> None:
+    def __init__(
+        self, *, policy_version: int = 0, pause_wait_s: float = 30.0, max_in_flight: int = 4096
+    ) -> None:
         self.policy_version = policy_version
         self.pause_wait_s = pause_wait_s
         self.max_in_flight = max_in_flight
@@ -166,5 +167,9 @@ class FlowGate:
         try:
             self.apply(await pending)
         except Exception as exc:
-            raise GatewayError(503, f"{done} this replica only: the shared call log did not take it "
-                                    f"({type(exc).__name__}); retry", code="flow_not_shared") from None
+            raise GatewayError(
+                503,
+                f"{done} this replica only: the shared call log did not take it "
+                f"({type(exc).__name__}); retry",
+                code="flow_not_shared",
+            ) from None

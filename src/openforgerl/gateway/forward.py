@@ -39,8 +39,9 @@ def watched(call: Call) -> Iterator[DeadlineGuard]:
     async def probe() -> bool:
         return await gw.engine_healthy(route_key)
 
-    with gw.deadlines.guard(call.deadline, rollout_cut=call.rollout_cut, stall_s=gw.stall_window(state),
-                            probe=probe) as guard:
+    with gw.deadlines.guard(
+        call.deadline, rollout_cut=call.rollout_cut, stall_s=gw.stall_window(state), probe=probe
+    ) as guard:
         call.guard = guard
         inflight.add(guard)
         try:
@@ -49,24 +50,37 @@ def watched(call: Call) -> Iterator[DeadlineGuard]:
             inflight.discard(guard)
 
 
-def _classify(exc: BaseException, state: RolloutState | None = None,
-              timeout_kind: CallErrorKind = CallErrorKind.ENGINE_DEADLINE) -> tuple[CallError, GatewayError]:
+def _classify(
+    exc: BaseException,
+    state: RolloutState | None = None,
+    timeout_kind: CallErrorKind = CallErrorKind.ENGINE_DEADLINE,
+) -> tuple[CallError, GatewayError]:
     """The recorded error and the client-facing refusal for an engine-side failure (`timeout_kind`:
     which deadline a `TimeoutError` was, `_timeout_kind`)."""
     if isinstance(exc, TimeoutError) and state is not None and state.closed:
         # The rollout ended (close/outcome) while this call ran: the orchestrator's doing, not a fault.
-        return call_error(CallErrorKind.CLIENT_DISCONNECTED, "rollout closed while the call was in flight"), \
-            GatewayError(403, "rollout closed", code="rollout_closed")
+        return call_error(
+            CallErrorKind.CLIENT_DISCONNECTED, "rollout closed while the call was in flight"
+        ), GatewayError(403, "rollout closed", code="rollout_closed")
     if isinstance(exc, TimeoutError):
-        return call_error(timeout_kind, _TIMEOUT_TEXT[timeout_kind]), GatewayError(504, _TIMEOUT_TEXT[timeout_kind])
+        return call_error(timeout_kind, _TIMEOUT_TEXT[timeout_kind]), GatewayError(
+            504, _TIMEOUT_TEXT[timeout_kind]
+        )
     if isinstance(exc, EngineError):
         if exc.is_client_error:  # the engine's 400 reaches the client; a context overflow is a config error
-            kind = CallErrorKind.CONTEXT_OVERFLOW if exc.is_context_overflow else CallErrorKind.CLIENT_BAD_REQUEST
+            kind = (
+                CallErrorKind.CONTEXT_OVERFLOW
+                if exc.is_context_overflow
+                else CallErrorKind.CLIENT_BAD_REQUEST
+            )
             return call_error(kind, exc.message, exc.status), GatewayError(400, exc.message)
-        return call_error(exc.kind, exc.message, exc.status), GatewayError(502, f"engine error: {exc.message}")
+        return call_error(exc.kind, exc.message, exc.status), GatewayError(
+            502, f"engine error: {exc.message}"
+        )
     if isinstance(exc, StopAsyncIteration):
-        return call_error(CallErrorKind.ENGINE_PROTOCOL, "engine stream ended before any chunk"), GatewayError(
-            502, "engine returned an empty stream")
+        return call_error(
+            CallErrorKind.ENGINE_PROTOCOL, "engine stream ended before any chunk"
+        ), GatewayError(502, "engine returned an empty stream")
     return call_error(CallErrorKind.GATEWAY_INTERNAL, repr(exc)), GatewayError(500, "internal gateway error")
 
 
@@ -80,8 +94,9 @@ async def finish_record(call: Call, error: CallError | None) -> None:
     settle_log(call, body)
     await gw.store.append_call(meta.rollout_id, meta.index, body)
     outcome = "ok" if error is None else error.kind.value
-    gw.metrics.observe(meta.protocol.value, outcome, tape.prompt_length(), len(tape.token_ids),
-                       finished_at - meta.started_at)
+    gw.metrics.observe(
+        meta.protocol.value, outcome, tape.prompt_length(), len(tape.token_ids), finished_at - meta.started_at
+    )
     if error is not None and error.kind.is_infra:
         await gw.registry.taint(call.state, error.kind)
     if error is None:

@@ -57,9 +57,9 @@ def _jpeg(data: bytes) -> tuple[str, int, int] | None:
         if marker in (0x01, *range(0xD0, 0xD8)):  # standalone markers carry no length
             pos += 2
             continue
-        (length,) = struct.unpack(">H", data[pos + 2:pos + 4])
+        (length,) = struct.unpack(">H", data[pos + 2 : pos + 4])
         if marker in _SOF:
-            h, w = struct.unpack(">HH", data[pos + 5:pos + 9])
+            h, w = struct.unpack(">HH", data[pos + 5 : pos + 9])
             return "image/jpeg", w, h
         if length < 2:
             return None
@@ -91,5 +91,6 @@ def _pillow_header(data: bytes) -> tuple[str, int, int]:
             mime = Image.MIME.get(image.format or "", "application/octet-stream")
             return mime, int(image.width), int(image.height)
     except Exception:  # Pillow's plugins raise many types on garbage: all of them mean "not an image"
-        raise GatewayError(400, "image could not be decoded (not PNG, JPEG, GIF, WebP or another "
-                                "format Pillow reads)") from None
+        raise GatewayError(
+            400, "image could not be decoded (not PNG, JPEG, GIF, WebP or another format Pillow reads)"
+        ) from None

@@ -51,12 +51,26 @@ from openforgerl.gateway.image_header import image_header
 from openforgerl.records import BLOB_REF_PREFIX, ImageRef
 from openforgerl.store.base import CallStore
 
-__all__ = ["ImagePolicy", "PromptImages", "Replacements", "SeenImages", "find_images", "fingerprint", "image_header",
-           "may_have_images", "store_blobs", "stored_copy", "swap_strings", "with_engine_grids"]
+__all__ = [
+    "ImagePolicy",
+    "PromptImages",
+    "Replacements",
+    "SeenImages",
+    "find_images",
+    "fingerprint",
+    "image_header",
+    "may_have_images",
+    "store_blobs",
+    "stored_copy",
+    "swap_strings",
+    "with_engine_grids",
+]
 
-_URL_REFUSED = ("image URLs are not accepted: the gateway does not fetch images (a rollout could make it "
-                "reach internal addresses, and the record could not keep the pixels); send the image inline "
-                "as a base64 data URL")
+_URL_REFUSED = (
+    "image URLs are not accepted: the gateway does not fetch images (a rollout could make it "
+    "reach internal addresses, and the record could not keep the pixels); send the image inline "
+    "as a base64 data URL"
+)
 
 
 @dataclass(frozen=True)
@@ -117,8 +131,12 @@ class PromptImages:
     refs: list[ImageRef] = field(default_factory=list)
     blobs: dict[str, tuple[bytes, str]] = field(default_factory=dict)  # sha256 -> (bytes, media type)
     replace: Replacements = field(default_factory=Replacements)  # inline text -> blob reference
-    fresh: list[tuple[str | bytes, ImageRef]] = field(default_factory=list)  # decoded here: data URL, ref (for the cache)
-    lifted: int = 0  # image URLs read from lifted bytes (lifted.py); short of all of them: read the body as sent
+    fresh: list[tuple[str | bytes, ImageRef]] = field(
+        default_factory=list
+    )  # decoded here: data URL, ref (for the cache)
+    lifted: int = (
+        0  # image URLs read from lifted bytes (lifted.py); short of all of them: read the body as sent
+    )
 
 
 _PROBE = 64  # characters per fingerprint sample
@@ -138,7 +156,12 @@ def _fingerprint(buf: str | bytes, at: int, end: int) -> tuple[int, str | bytes,
     """`fingerprint(buf[at:end])`, read in place."""
     n = end - at
     mid = at + n // 2
-    return n, buf[at : min(at + 4 * _PROBE, end)], buf[mid : min(mid + _PROBE, end)], buf[max(at, end - _PROBE) : end]
+    return (
+        n,
+        buf[at : min(at + 4 * _PROBE, end)],
+        buf[mid : min(mid + _PROBE, end)],
+        buf[max(at, end - _PROBE) : end],
+    )
 
 
 class SeenImages:
@@ -154,7 +177,9 @@ class SeenImages:
 
     def __init__(self, max_chars: int = 64 * 1024 * 1024) -> None:
         self.max_chars = max_chars
-        self._refs: dict[tuple[int, str | bytes, str | bytes, str | bytes], list[tuple[str | bytes, ImageRef]]] = {}
+        self._refs: dict[
+            tuple[int, str | bytes, str | bytes, str | bytes], list[tuple[str | bytes, ImageRef]]
+        ] = {}
         self._chars = 0
 
     def get(self, url: str | bytes) -> ImageRef | None:
@@ -171,7 +196,9 @@ class SeenImages:
         key = _fingerprint(raw, at, end)
         entries = self._refs.get(key)
         for known, ref in entries or ():
-            if isinstance(known, bytes) and raw.startswith(known, at):  # one memcmp (the key holds the length)
+            if isinstance(known, bytes) and raw.startswith(
+                known, at
+            ):  # one memcmp (the key holds the length)
                 self._refs[key] = self._refs.pop(key)  # most recently used last
                 return ref
         return None
@@ -222,8 +249,12 @@ class LiftedSpans(Protocol):
     def get(self, text: str) -> tuple[int, int] | None: ...
 
 
-def find_images(chat: dict[str, Any], policy: ImagePolicy, seen: SeenImages | None = None,
-                lifted: LiftedSpans | None = None) -> PromptImages | None:
+def find_images(
+    chat: dict[str, Any],
+    policy: ImagePolicy,
+    seen: SeenImages | None = None,
+    lifted: LiftedSpans | None = None,
+) -> PromptImages | None:
     """The images of a chat body, in order, checked (GatewayError 400/413); None when it has none.
     `seen`: data URLs already decoded and stored by this gateway (skipped: same bytes, same ref).
     `lifted`: the data URLs taken out of the body's bytes (lifted.py); an image URL that is one of
@@ -246,8 +277,12 @@ def find_images(chat: dict[str, Any], policy: ImagePolicy, seen: SeenImages | No
                 elif not _take_lifted(found, url, lifted.raw, span, policy, seen):  # type: ignore[union-attr]
                     return found  # only the plain path may judge it: `lifted` stays short
             elif kind in _REFUSED_PARTS:  # vLLM takes them, and the record could not hold them
-                raise GatewayError(400, f"content part {kind!r} is not accepted: send images as image_url "
-                                        "parts with base64 data URLs", param="messages")
+                raise GatewayError(
+                    400,
+                    f"content part {kind!r} is not accepted: send images as image_url "
+                    "parts with base64 data URLs",
+                    param="messages",
+                )
     return found if found.refs else None
 
 
@@ -261,8 +296,9 @@ def _part_url(part: dict[str, Any], k: int) -> str:
     value = part.get("image_url")
     url = value.get("url") if isinstance(value, dict) else value
     if not isinstance(url, str):
-        raise GatewayError(400, f"image {k + 1} of the prompt has no URL (image_url.url must be a string)",
-                           param="image_url")
+        raise GatewayError(
+            400, f"image {k + 1} of the prompt has no URL (image_url.url must be a string)", param="image_url"
+        )
     return url
 
 
@@ -287,8 +323,14 @@ def _take(found: PromptImages, url: str, policy: ImagePolicy, seen: SeenImages |
     found.replace.add(url, comma, BLOB_REF_PREFIX + known.sha256)
 
 
-def _take_lifted(found: PromptImages, key: str, raw: bytes, span: tuple[int, int], policy: ImagePolicy,
-                 seen: SeenImages | None) -> bool:
+def _take_lifted(
+    found: PromptImages,
+    key: str,
+    raw: bytes,
+    span: tuple[int, int],
+    policy: ImagePolicy,
+    seen: SeenImages | None,
+) -> bool:
     """`_take` for a lifted data URL (its JSON string, quotes included, is `raw[span]`: read in place,
     copied only when new, for `seen`); False when only the plain path may judge it: a raw control
     character or an escape in its header (the plain parse says what it is), or base64 that only the
@@ -300,8 +342,12 @@ def _take_lifted(found: PromptImages, key: str, raw: bytes, span: tuple[int, int
     if known is None:
         meta = raw[at + 6 : comma].lower() if comma > 0 else b""  # after `"data:`
         if comma < 0 or not meta.endswith(b";base64") or not meta.startswith(b"image/"):
-            return _refuse(raw[at:end], GatewayError(
-                400, f"image {k}: a data URL must be data:image/<type>;base64,<data>", param="image_url"))
+            return _refuse(
+                raw[at:end],
+                GatewayError(
+                    400, f"image {k}: a data URL must be data:image/<type>;base64,<data>", param="image_url"
+                ),
+            )
         if _CONTROL.search(meta) or not meta.isascii():
             return False
         if _over_limit(end - comma - 2, policy):
@@ -357,7 +403,9 @@ def _payload_start(url: str, k: int) -> int:
     comma = url.find(",")
     meta = url[5:comma].lower() if comma > 0 else ""
     if comma < 0 or not meta.endswith(";base64") or not meta.startswith("image/"):
-        raise GatewayError(400, f"image {k}: a data URL must be data:image/<type>;base64,<data>", param="image_url")
+        raise GatewayError(
+            400, f"image {k}: a data URL must be data:image/<type>;base64,<data>", param="image_url"
+        )
     return comma + 1
 
 
@@ -433,6 +481,11 @@ def with_engine_grids(refs: list[ImageRef], reported: Any) -> list[ImageRef] | l
         grid = info.get("grid_thw") if isinstance(info, dict) else None
         tokens = info.get("tokens") if isinstance(info, dict) else None
         ok_grid = isinstance(grid, list) and all(type(v) is int for v in grid)
-        out.append({**ref.__dict__, "grid_thw": grid if ok_grid else None,
-                    "tokens": tokens if type(tokens) is int else None})
+        out.append(
+            {
+                **ref.__dict__,
+                "grid_thw": grid if ok_grid else None,
+                "tokens": tokens if type(tokens) is int else None,
+            }
+        )
     return out

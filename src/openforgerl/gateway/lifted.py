@@ -84,7 +84,6 @@ class LiftedUrls:
         pieces.append(payload[done:])
         return b"".join(pieces)
 
-
     def with_refs(self, replace: Replacements) -> bytes:
         """The lean body with each key's JSON string replaced by its blob reference's (what the
         record keeps: the client's bytes, base64 out). Every key has one: `calls.admit` takes the
@@ -139,6 +138,7 @@ def _escaped(raw: bytes, at: int) -> bool:
 def for_engine(value: Any, lifted: LiftedUrls, fragments: bool) -> Any:
     """`value` with each key swapped back for its data URL: an `orjson.Fragment` of the bytes as they
     came (`fragments`) or the str (an engine that takes Python values)."""
+
     def back(text: str) -> Any | None:
         span = lifted.get(text)
         if span is None:

@@ -26,14 +26,31 @@ if TYPE_CHECKING:  # only the type: protocols/ needs nothing from here
 
 # Harness headers worth keeping (lower-case); secrets (authorization, x-api-key) never are.
 RECORDED_HEADERS = (
-    "thread-id", "session-id", "x-codex-parent-thread-id", "x-openai-subagent", "x-codex-turn-metadata",
-    "x-codex-window-id", "x-client-request-id", "x-claude-code-session-id", "x-claude-code-agent-id",
-    "x-claude-code-parent-agent-id", "x-session-id", "x-session-affinity", "traceparent", "user-agent",
-    "anthropic-beta", "anthropic-version",
+    "thread-id",
+    "session-id",
+    "x-codex-parent-thread-id",
+    "x-openai-subagent",
+    "x-codex-turn-metadata",
+    "x-codex-window-id",
+    "x-client-request-id",
+    "x-claude-code-session-id",
+    "x-claude-code-agent-id",
+    "x-claude-code-parent-agent-id",
+    "x-session-id",
+    "x-session-affinity",
+    "traceparent",
+    "user-agent",
+    "anthropic-beta",
+    "anthropic-version",
 )
 _AGENT_HEADERS = ("x-claude-code-agent-id", "thread-id")
 _PARENT_HEADERS = ("x-claude-code-parent-agent-id", "x-codex-parent-thread-id")
-_SIDE_CALL_PROMPTS = ("title generator", "generate a title", "generate a short title", "summarize this coding conversation")
+_SIDE_CALL_PROMPTS = (
+    "title generator",
+    "generate a title",
+    "generate a short title",
+    "summarize this coding conversation",
+)
 
 
 _RECORDED = frozenset(RECORDED_HEADERS)
@@ -80,7 +97,11 @@ def is_side_call(adapter: WireAdapter, request: dict[str, Any]) -> bool:
         return True
     if request.get("tools"):
         return False
-    fmt = (request.get("output_config") or {}).get("format") if isinstance(request.get("output_config"), dict) else None
+    fmt = (
+        (request.get("output_config") or {}).get("format")
+        if isinstance(request.get("output_config"), dict)
+        else None
+    )
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         return True
     system = _system_head(adapter, request)
@@ -139,7 +160,11 @@ class CallTape:
     def _scan_media(self, chunk: EngineChunk) -> None:
         """The engine's image report from the first chunks (parsed, or their raw events)."""
         self._media_scans += 1
-        if any(self._take_media(b) for b in chunk.all_bodies()) or chunk.raw is None or _MEDIA_KEY not in chunk.raw:
+        if (
+            any(self._take_media(b) for b in chunk.all_bodies())
+            or chunk.raw is None
+            or _MEDIA_KEY not in chunk.raw
+        ):
             return
         for event in chunk.raw.split(b"\n\n"):
             if _MEDIA_KEY in event and event.startswith(b"data: "):
@@ -226,8 +251,9 @@ class CallMeta:
     stored_request: dict[str, Any] | None = None
 
 
-def _record_fields(meta: CallMeta, tape: CallTape, error: CallError | None, finished_at: float,
-                   spliced: bool) -> dict[str, Any]:
+def _record_fields(
+    meta: CallMeta, tape: CallTape, error: CallError | None, finished_at: float, spliced: bool
+) -> dict[str, Any]:
     """CallRecord's fields; `spliced`: the raw JSON pieces stand in as `orjson.Fragment`s."""
     tape.settle(strict=False)
     agent, parent = agent_ids(meta.headers)
@@ -240,30 +266,48 @@ def _record_fields(meta: CallMeta, tape: CallTape, error: CallError | None, fini
         if meta.request_json is not None and meta.images:  # the lifted path's stored request
             request = orjson.loads(meta.request_json)
         prompt = tape.prompt_ids()
-    images: Any = meta.images if tape.engine_images is None else with_engine_grids(meta.images, tape.engine_images)
+    images: Any = (
+        meta.images if tape.engine_images is None else with_engine_grids(meta.images, tape.engine_images)
+    )
     if not spliced:
         images = [ImageRef.model_validate(i) for i in images]
     return {
-        "rollout_id": meta.rollout_id, "index": meta.index, "protocol": meta.protocol, "request": request,
-        "engine_request": meta.engine_request, "response_text": "".join(tape.text) if tape.text else None,
-        "prompt_token_ids": prompt, "completion_token_ids": tape.token_ids,
-        "completion_logprobs": tape.logprobs, "finish_reason": tape.finish_reason,
-        "policy_version": meta.policy_version, "engine": tape.engine_id, "started_at": meta.started_at,
-        "first_token_at": tape.first_token_at, "finished_at": finished_at, "error": error,
-        "side_call": meta.side_call, "agent_id": agent, "parent_agent_id": parent, "headers": meta.headers,
-        "images": images, "processor": tape.processor,
+        "rollout_id": meta.rollout_id,
+        "index": meta.index,
+        "protocol": meta.protocol,
+        "request": request,
+        "engine_request": meta.engine_request,
+        "response_text": "".join(tape.text) if tape.text else None,
+        "prompt_token_ids": prompt,
+        "completion_token_ids": tape.token_ids,
+        "completion_logprobs": tape.logprobs,
+        "finish_reason": tape.finish_reason,
+        "policy_version": meta.policy_version,
+        "engine": tape.engine_id,
+        "started_at": meta.started_at,
+        "first_token_at": tape.first_token_at,
+        "finished_at": finished_at,
+        "error": error,
+        "side_call": meta.side_call,
+        "agent_id": agent,
+        "parent_agent_id": parent,
+        "headers": meta.headers,
+        "images": images,
+        "processor": tape.processor,
     }
 
 
-def build_record(meta: CallMeta, tape: CallTape, error: CallError | None = None,
-                 finished_at: float | None = None) -> CallRecord:
+def build_record(
+    meta: CallMeta, tape: CallTape, error: CallError | None = None, finished_at: float | None = None
+) -> CallRecord:
     """One CallRecord (constructed without re-validation: every field is already typed)."""
     finished = time.time() if finished_at is None else finished_at
     return CallRecord.model_construct(**_record_fields(meta, tape, error, finished, spliced=False))
 
 
-def record_json(meta: CallMeta, tape: CallTape, error: CallError | None = None,
-                finished_at: float | None = None) -> bytes:
+def record_json(
+    meta: CallMeta, tape: CallTape, error: CallError | None = None, finished_at: float | None = None
+) -> bytes:
     """The same record as `build_record`, straight to its stored JSON (the gateway's hot path).
 
     The client's request body and the engine's prompt-id array are spliced in as the bytes that

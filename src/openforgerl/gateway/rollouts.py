@@ -58,7 +58,9 @@ class RolloutState:
     lease_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     inflight: set[DeadlineGuard] = field(default_factory=set)
     echo: EchoMemory = field(default_factory=EchoMemory)  # raw text of its completions (verbatim.py)
-    task_id: str | None = None  # handed to the engine with each call (the scripted oracle picks its task by it)
+    task_id: str | None = (
+        None  # handed to the engine with each call (the scripted oracle picks its task by it)
+    )
     # Set once the taint is stored (or the rollout closes): wakes `GET /rollouts/{id}/taint` long-polls.
     ended_or_tainted: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -106,7 +108,9 @@ def taint_status(kind: CallErrorKind) -> RolloutStatus:
 class RolloutRegistry:
     """Opens rollouts and answers "may this key call this rollout, and with which index"."""
 
-    def __init__(self, store: CallStore, secret: str | None = None, *, deadline_margin_s: float = 2.0) -> None:
+    def __init__(
+        self, store: CallStore, secret: str | None = None, *, deadline_margin_s: float = 2.0
+    ) -> None:
         self.store = store
         self.deadline_margin_s = deadline_margin_s
         self._secret = (secret or secrets.token_hex(32)).encode()
@@ -120,20 +124,27 @@ class RolloutRegistry:
     def key_for(self, rollout_id: str) -> str:
         return "ofr-" + hmac.new(self._secret, rollout_id.encode(), hashlib.sha256).hexdigest()[:40]
 
-    async def open(self, spec: dict[str, Any], *, deadline_at: float | None = None) -> tuple[RolloutRecord, str]:
+    async def open(
+        self, spec: dict[str, Any], *, deadline_at: float | None = None
+    ) -> tuple[RolloutRecord, str]:
         rollout_id = str(spec.get("rollout_id") or uuid.uuid4().hex)
         record = RolloutRecord(
-            rollout_id=rollout_id, task_id=spec.get("task_id"), harness=spec.get("harness"),
-            group_id=spec.get("group_id"), sample_index=int(spec.get("sample_index") or 0),
-            metadata=dict(spec.get("metadata") or {}), started_at=time.time(),
+            rollout_id=rollout_id,
+            task_id=spec.get("task_id"),
+            harness=spec.get("harness"),
+            group_id=spec.get("group_id"),
+            sample_index=int(spec.get("sample_index") or 0),
+            metadata=dict(spec.get("metadata") or {}),
+            started_at=time.time(),
         )
         if deadline_at is not None:
             record = _set_fields(record, {"deadline_at": deadline_at})
         if await self.store.get_rollout(rollout_id) is not None:
             raise GatewayError(409, f"rollout {rollout_id!r} already exists")
         await self.store.put_rollout(record)
-        self._cache[rollout_id] = RolloutState(rollout_id, self.key_for(rollout_id), deadline_at=deadline_at,
-                                               task_id=record.task_id)
+        self._cache[rollout_id] = RolloutState(
+            rollout_id, self.key_for(rollout_id), deadline_at=deadline_at, task_id=record.task_id
+        )
         return record, self._cache[rollout_id].api_key
 
     async def state(self, rollout_id: str) -> RolloutState:
@@ -144,9 +155,15 @@ class RolloutRegistry:
         record = await self.store.get_rollout(rollout_id)
         if record is None:
             raise GatewayError(404, f"unknown rollout {rollout_id!r}", code="rollout_not_found")
-        state = RolloutState(rollout_id, self.key_for(rollout_id), closed=record.closed,
-                             tainted=record.infra_tainted, deadline_at=_stored(record, "deadline_at"),
-                             versions=set(record.policy_versions), task_id=record.task_id)
+        state = RolloutState(
+            rollout_id,
+            self.key_for(rollout_id),
+            closed=record.closed,
+            tainted=record.infra_tainted,
+            deadline_at=_stored(record, "deadline_at"),
+            versions=set(record.policy_versions),
+            task_id=record.task_id,
+        )
         return self._cache.setdefault(rollout_id, state)
 
     async def take_index(self, state: RolloutState) -> int:
@@ -155,7 +172,8 @@ class RolloutRegistry:
             async with state.lease_lock:
                 if state.next_index >= state.lease_stop:
                     state.next_index, state.lease_stop = await self.store.lease_indices(
-                        state.rollout_id, _LEASE_BLOCK)
+                        state.rollout_id, _LEASE_BLOCK
+                    )
         index = state.next_index
         state.next_index += 1
         return index

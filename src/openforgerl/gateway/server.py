@@ -70,7 +70,9 @@ def rollout_auth(adapter: WireAdapter) -> Callable[[RolloutHandler], Handler]:
             except GatewayError as err:
                 return error_response(adapter, err)
             return await handler(request, state)
+
         return authorized
+
     return wrap
 
 
@@ -85,7 +87,9 @@ _ANTHROPIC = cast(AnthropicAdapter, adapter_for(WireProtocol.ANTHROPIC))
 @rollout_auth(_CHAT)
 async def _models(request: web.Request, state: RolloutState) -> web.Response:
     names = await request.app[GATEWAY_KEY].engine.models()
-    data = [{"id": n, "object": "model", "created": int(time.time()), "owned_by": "openforgerl"} for n in names]
+    data = [
+        {"id": n, "object": "model", "created": int(time.time()), "owned_by": "openforgerl"} for n in names
+    ]
     return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type="application/json")
 
 
@@ -146,9 +150,11 @@ def _not_found_hint(request: web.Request, admin: bool) -> str | None:
     rollout's base URL, or a model call sent to the admin listener."""
     path = request.path
     if not admin and not path.startswith("/r/"):
-        return (f"no route for {request.method} {path}: model calls go to /r/<rollout_id>/v1/... (OpenAI) or "
-                "/r/<rollout_id>/v1/messages (Anthropic); use the openai_base_url or anthropic_base_url that "
-                "POST /rollouts on the admin listener returned")
+        return (
+            f"no route for {request.method} {path}: model calls go to /r/<rollout_id>/v1/... (OpenAI) or "
+            "/r/<rollout_id>/v1/messages (Anthropic); use the openai_base_url or anthropic_base_url that "
+            "POST /rollouts on the admin listener returned"
+        )
     if admin and path.startswith("/r/"):
         return f"no route for {request.method} {path}: model calls go to the model listener (--port), not the admin one"
     return None
@@ -161,7 +167,9 @@ def _json_errors(admin: bool) -> Any:
     @web.middleware
     async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
         if not _encoding_ok(request):
-            return error_response(_shape_of(request, admin), GatewayError(415, "unsupported Content-Encoding"))
+            return error_response(
+                _shape_of(request, admin), GatewayError(415, "unsupported Content-Encoding")
+            )
         try:
             response: web.StreamResponse = await handler(request)
             return response
@@ -175,6 +183,7 @@ def _json_errors(admin: bool) -> Any:
         except Exception:
             _log.exception("gateway bug on %s %s", request.method, request.path)
             return error_response(_shape_of(request, admin), GatewayError(500, "internal gateway error"))
+
     return middleware
 
 
@@ -189,8 +198,9 @@ def build_model_app(gw: Gateway) -> web.Application:
 
 def build_admin_app(gw: Gateway) -> web.Application:
     """The admin listener: never exposed to a sandbox, every route but /healthz needs the token."""
-    app = web.Application(client_max_size=gw.max_body_bytes,
-                          middlewares=[_json_errors(admin=True), admin_auth(gw.admin_token)])
+    app = web.Application(
+        client_max_size=gw.max_body_bytes, middlewares=[_json_errors(admin=True), admin_auth(gw.admin_token)]
+    )
     app[GATEWAY_KEY] = gw
     add_admin_routes(app)
     return app
@@ -231,8 +241,12 @@ class RunningGateway:
         """Open a rollout directly (same answer as `POST /rollouts`)."""
         record, key = await self.gateway.registry.open(spec, deadline_at=deadline_at)
         root = f"{self.model_url}/r/{record.rollout_id}"
-        return {"rollout_id": record.rollout_id, "api_key": key, "openai_base_url": f"{root}/v1",
-                "anthropic_base_url": root}
+        return {
+            "rollout_id": record.rollout_id,
+            "api_key": key,
+            "openai_base_url": f"{root}/v1",
+            "anthropic_base_url": root,
+        }
 
     async def aclose(self) -> None:
         for runner in self.runners:
@@ -241,31 +255,55 @@ class RunningGateway:
             await self.gateway.engine.aclose()
 
 
-async def _serve(app: web.Application, host: str, port: int, shutdown_timeout_s: float,
-                 header_timeout_s: float) -> tuple[web.AppRunner, int]:
+async def _serve(
+    app: web.Application, host: str, port: int, shutdown_timeout_s: float, header_timeout_s: float
+) -> tuple[web.AppRunner, int]:
     # keepalive_timeout doubles as the header timeout: aiohttp arms it when a connection opens and
     # closes the connection when it fires while no complete request has arrived (a slow-loris).
     # handler_cancellation: a client that disconnects cancels its call, and with it the engine request.
     # lingering_time: how long an unread body is drained after a refusal (aiohttp: 10 s) before closing.
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout_s,
-                           keepalive_timeout=header_timeout_s, handler_cancellation=True, lingering_time=2.0,
-                           auto_decompress=False)  # calls.read_raw decodes, in the protocol's error shape
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=shutdown_timeout_s,
+        keepalive_timeout=header_timeout_s,
+        handler_cancellation=True,
+        lingering_time=2.0,
+        auto_decompress=False,
+    )  # calls.read_raw decodes, in the protocol's error shape
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=4096)
     await site.start()
     return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
-async def start_gateway(engine: Engine, store: CallStore, *, host: str = "127.0.0.1", port: int = 0,
-                        admin_host: str | None = None, admin_port: int = 0, admin_token: str | None = None,
-                        call_deadline_s: float = 600.0, pause_wait_s: float = 30.0,
-                        max_in_flight: int = 4096, secret: str | None = None, policy_version: int = 0,
-                        max_body_bytes: int = 64 * 1024 * 1024, owns_engine: bool = False,
-                        shutdown_timeout_s: float = 5.0, header_timeout_s: float = 30.0,
-                        body_timeout_s: float = 60.0, deadline_margin_s: float = 2.0,
-                        public_model_url: str | None = None, images: ImagePolicy | None = None,
-                        verbatim_history: bool = True, max_in_flight_per_rollout: int = 64,
-                        max_log_bytes_per_rollout: int = 512 * 1024 * 1024) -> RunningGateway:
+async def start_gateway(
+    engine: Engine,
+    store: CallStore,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    admin_host: str | None = None,
+    admin_port: int = 0,
+    admin_token: str | None = None,
+    call_deadline_s: float = 600.0,
+    pause_wait_s: float = 30.0,
+    max_in_flight: int = 4096,
+    secret: str | None = None,
+    policy_version: int = 0,
+    max_body_bytes: int = 64 * 1024 * 1024,
+    owns_engine: bool = False,
+    shutdown_timeout_s: float = 5.0,
+    header_timeout_s: float = 30.0,
+    body_timeout_s: float = 60.0,
+    deadline_margin_s: float = 2.0,
+    public_model_url: str | None = None,
+    images: ImagePolicy | None = None,
+    verbatim_history: bool = True,
+    max_in_flight_per_rollout: int = 64,
+    max_log_bytes_per_rollout: int = 512 * 1024 * 1024,
+) -> RunningGateway:
     """Serve a gateway for `engine`, recording into `store`, in the running event loop: the model
     listener on `host:port`, the admin listener on `admin_host:admin_port` (default: same host,
     any free port), guarded by `admin_token` (generated when not given). `images`: which prompt
@@ -275,22 +313,33 @@ async def start_gateway(engine: Engine, store: CallStore, *, host: str = "127.0.
     (`calls.serve_call`): past it that rollout gets a 429 / a 413, and no other rollout notices. The
     calls share is at most half of `max_in_flight`, so no one rollout can hold the whole gateway."""
     token = admin_token or secrets.token_urlsafe(32)
-    gw = Gateway(engine, store, RolloutRegistry(store, secret, deadline_margin_s=deadline_margin_s),
-                 FlowGate(policy_version=policy_version, pause_wait_s=pause_wait_s, max_in_flight=max_in_flight),
-                 Metrics(), call_deadline_s, max_body_bytes, admin_token=token, body_timeout_s=body_timeout_s,
-                 deadline_margin_s=deadline_margin_s, images=images or ImagePolicy(),
-                 verbatim_history=verbatim_history,
-                 max_in_flight_per_rollout=rollout_share(max_in_flight_per_rollout, max_in_flight),
-                 max_log_bytes_per_rollout=max_log_bytes_per_rollout)
+    gw = Gateway(
+        engine,
+        store,
+        RolloutRegistry(store, secret, deadline_margin_s=deadline_margin_s),
+        FlowGate(policy_version=policy_version, pause_wait_s=pause_wait_s, max_in_flight=max_in_flight),
+        Metrics(),
+        call_deadline_s,
+        max_body_bytes,
+        admin_token=token,
+        body_timeout_s=body_timeout_s,
+        deadline_margin_s=deadline_margin_s,
+        images=images or ImagePolicy(),
+        verbatim_history=verbatim_history,
+        max_in_flight_per_rollout=rollout_share(max_in_flight_per_rollout, max_in_flight),
+        max_log_bytes_per_rollout=max_log_bytes_per_rollout,
+    )
     gw.registry.follow_store()  # closes and taints stored by other replicas of a shared log
     await gw.gate.follow_store(store)  # and their pause/resume and policy version
     model_runner, bound = await _serve(build_model_app(gw), host, port, shutdown_timeout_s, header_timeout_s)
-    admin_runner, admin_bound = await _serve(build_admin_app(gw), admin_host or host, admin_port,
-                                             shutdown_timeout_s, header_timeout_s)
+    admin_runner, admin_bound = await _serve(
+        build_admin_app(gw), admin_host or host, admin_port, shutdown_timeout_s, header_timeout_s
+    )
     gw.model_url = public_model_url or f"http://{_reachable(host)}:{bound}"
     admin_url = f"http://{_reachable(admin_host or host)}:{admin_bound}"
-    return RunningGateway(gw.model_url, admin_url, token, bound, admin_bound, gw,
-                          (model_runner, admin_runner), owns_engine)
+    return RunningGateway(
+        gw.model_url, admin_url, token, bound, admin_bound, gw, (model_runner, admin_runner), owns_engine
+    )
 
 
 def rollout_share(per_rollout: int, max_in_flight: int) -> int:

@@ -51,5 +51,9 @@ def _tune_malloc() -> None:
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return
-    for param, value in ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 128 << 20), (_M_TOP_PAD, 16 << 20)):
+    for param, value in (
+        (_M_MMAP_THRESHOLD, 32 << 20),
+        (_M_TRIM_THRESHOLD, 128 << 20),
+        (_M_TOP_PAD, 16 << 20),
+    ):
         mallopt(ctypes.c_int(param), ctypes.c_int(value))

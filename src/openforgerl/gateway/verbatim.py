@@ -90,8 +90,11 @@ def tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
         raise GatewayError(400, "an assistant message's 'tool_calls' must be a list", param="tool_calls")
     for call in calls:
         if not isinstance(call, dict) or not isinstance(call.get("function") or {}, dict):
-            raise GatewayError(400, "each of an assistant message's 'tool_calls' must be an object with an "
-                                    "object 'function'", param="tool_calls")
+            raise GatewayError(
+                400,
+                "each of an assistant message's 'tool_calls' must be an object with an object 'function'",
+                param="tool_calls",
+            )
     return calls
 
 
@@ -163,8 +166,9 @@ class EchoMemory:
             if isinstance(raw, str) and raw:
                 self.remember(raw)
 
-    async def rewrite(self, body: dict[str, Any], detokenize: Detokenize | None,
-                      route_key: str) -> dict[str, Any] | None:
+    async def rewrite(
+        self, body: dict[str, Any], detokenize: Detokenize | None, route_key: str
+    ) -> dict[str, Any] | None:
         """`body` with each recognised assistant message replaced by the model's raw text; None when
         nothing was recognised (the body goes to the engine as it came)."""
         messages = body.get("messages")
@@ -209,7 +213,9 @@ def _exact_key(message: dict[str, Any]) -> Hashable | None:
     calls = []
     for call in tool_calls(message):
         fn = call.get("function")
-        if not (isinstance(fn, dict) and isinstance(fn.get("arguments"), str) and isinstance(fn.get("name"), str)):
+        if not (
+            isinstance(fn, dict) and isinstance(fn.get("arguments"), str) and isinstance(fn.get("name"), str)
+        ):
             return None
         calls.append((fn["name"], fn["arguments"]))
     reasoning = message.get("reasoning_content") or message.get("reasoning")

@@ -12,9 +12,14 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "HarnessAdapter": "base", "HarnessContext": "base", "HarnessLaunch": "base", "McpServer": "base",
-    "HarnessMix": "harness_mix", "split_by_harness": "harness_mix",
-    "get_harness": "registry", "harness_names": "registry",
+    "HarnessAdapter": "base",
+    "HarnessContext": "base",
+    "HarnessLaunch": "base",
+    "McpServer": "base",
+    "HarnessMix": "harness_mix",
+    "split_by_harness": "harness_mix",
+    "get_harness": "registry",
+    "harness_names": "registry",
 }
 
 __all__ = sorted(_EXPORTS)

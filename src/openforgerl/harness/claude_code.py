@@ -59,9 +59,17 @@ class ClaudeCodeHarness:
         install_npm(PACKAGE, cache_dir)
 
     def launch(self, ctx: HarnessContext, cache_dir: Path) -> HarnessLaunch:
-        argv = [str(PACKAGE.bin(cache_dir, "claude")), "-p", with_hint(ctx),
-                "--dangerously-skip-permissions", "--model", ctx.model,
-                "--output-format", "stream-json", "--verbose"]
+        argv = [
+            str(PACKAGE.bin(cache_dir, "claude")),
+            "-p",
+            with_hint(ctx),
+            "--dangerously-skip-permissions",
+            "--model",
+            ctx.model,
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ]
         files: dict[str, bytes] = {}
         if ctx.mcp_servers:
             path = f"{ctx.home}/mcp.json"

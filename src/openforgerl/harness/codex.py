@@ -69,9 +69,23 @@ class CodexHarness:
     def launch(self, ctx: HarnessContext, cache_dir: Path) -> HarnessLaunch:
         codex_home = f"{ctx.home}/.codex"
         last = f"{ctx.home}/codex-last-message.txt"
-        argv = [str(PACKAGE.bin(cache_dir, "codex")), "exec", "--skip-git-repo-check",
-                "--dangerously-bypass-approvals-and-sandbox", "--json", "-C", ctx.workdir,
-                "--output-last-message", last, with_hint(ctx)]
-        env = {**base_env(ctx), "CODEX_HOME": codex_home, KEY_ENV: ctx.api_key, "RUST_LOG": os.environ.get("OPENFORGERL_CODEX_RUST_LOG", "error")}
+        argv = [
+            str(PACKAGE.bin(cache_dir, "codex")),
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--json",
+            "-C",
+            ctx.workdir,
+            "--output-last-message",
+            last,
+            with_hint(ctx),
+        ]
+        env = {
+            **base_env(ctx),
+            "CODEX_HOME": codex_home,
+            KEY_ENV: ctx.api_key,
+            "RUST_LOG": os.environ.get("OPENFORGERL_CODEX_RUST_LOG", "error"),
+        }
         files = {f"{codex_home}/config.toml": config_toml(ctx).encode()}
         return HarnessLaunch(argv=argv, env=env, files=files, outputs=[last, f"{codex_home}/sessions"])

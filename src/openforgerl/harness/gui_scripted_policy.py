@@ -30,10 +30,15 @@ def oracle_to_ui_tars(steps: Sequence[dict[str, Any]], width: int, height: int) 
     for s in steps:
         kind = s["action"]
         if kind in ("click", "double_click", "right_click"):
-            name = {"click": "right_single" if s.get("button") == "right" else "click",
-                    "double_click": "left_double", "right_click": "right_single"}[kind]
-            out.append(f"{name}(start_box='({_norm(s['x'], s['y'], width, height)[0]},"
-                       f"{_norm(s['x'], s['y'], width, height)[1]})')")
+            name = {
+                "click": "right_single" if s.get("button") == "right" else "click",
+                "double_click": "left_double",
+                "right_click": "right_single",
+            }[kind]
+            out.append(
+                f"{name}(start_box='({_norm(s['x'], s['y'], width, height)[0]},"
+                f"{_norm(s['x'], s['y'], width, height)[1]})')"
+            )
         elif kind == "drag":
             a, b = _norm(s["x"], s["y"], width, height), _norm(s["to_x"], s["to_y"], width, height)
             out.append(f"drag(start_box='({a[0]},{a[1]})', end_box='({b[0]},{b[1]})')")
@@ -51,10 +56,12 @@ def oracle_to_ui_tars(steps: Sequence[dict[str, Any]], width: int, height: int) 
 
 def ui_tars_policy(actions: Sequence[str]) -> Policy:
     """The i-th action after i assistant messages (the SDK re-sends its whole kept history each call)."""
+
     def policy(turn: Any) -> str:
         done = sum(m.get("role") == "assistant" for m in turn.messages)
         action = actions[min(done, len(actions) - 1)]
         return f"Thought: step {done + 1} of the plan.\nAction: {action}"
+
     return policy
 
 
@@ -85,18 +92,28 @@ def find_index(text: str, needle: str) -> int:
 
 
 def browser_use_output(actions: list[dict[str, Any]], goal: str) -> str:
-    return json.dumps({"thinking": goal, "evaluation_previous_goal": "ok", "memory": goal, "next_goal": goal,
-                       "action": actions})
+    return json.dumps(
+        {
+            "thinking": goal,
+            "evaluation_previous_goal": "ok",
+            "memory": goal,
+            "next_goal": goal,
+            "action": actions,
+        }
+    )
 
 
 _STEP = re.compile(r"<step_info>\s*Step\s*(\d+)")
 
 
-def browser_use_policy(plan: Sequence[Callable[[str], list[dict[str, Any]]]], done_text: str = "Done.") -> Policy:
+def browser_use_policy(
+    plan: Sequence[Callable[[str], list[dict[str, Any]]]], done_text: str = "Done."
+) -> Policy:
     """Step i of `plan` gets the browser state text and returns that step's action list; after the plan,
     `done`. browser-use rebuilds its prompt every step (system, then one user message with the history and
     the state, sometimes a nudge after it; no assistant messages), so the step is read from the state's
     `<step_info>Step N`, counted from 1."""
+
     def policy(turn: Any) -> str:
         texts = [_text_of(m) for m in turn.messages if m.get("role") == "user"]
         state = next((t for t in reversed(texts) if "<browser_state>" in t), "")
@@ -105,13 +122,16 @@ def browser_use_policy(plan: Sequence[Callable[[str], list[dict[str, Any]]]], do
         if step < len(plan):
             return browser_use_output(plan[step](state), f"step {step + 1}")
         return browser_use_output([{"done": {"text": done_text, "success": True}}], "finish")
+
     return policy
 
 
 def browser_use_fill_and_submit(field: str, text: str, button: str) -> Policy:
     """A browser-use policy for "type `text` into the element matching `field`, then click `button`"
     (needles match the element's line in the DOM listing, e.g. `id=new-title`), then `done`."""
-    return browser_use_policy([
-        lambda state: [{"input": {"index": find_index(state, field), "text": text}}],
-        lambda state: [{"click": {"index": find_index(state, button)}}],
-    ])
+    return browser_use_policy(
+        [
+            lambda state: [{"input": {"index": find_index(state, field), "text": text}}],
+            lambda state: [{"click": {"index": find_index(state, button)}}],
+        ]
+    )

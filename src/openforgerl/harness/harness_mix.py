@@ -26,7 +26,9 @@ class HarnessMix:
 
     def __post_init__(self) -> None:
         if not self.weights or any(w < 0 for w in self.weights.values()) or sum(self.weights.values()) <= 0:
-            raise ValueError(f"harness weights must be non-negative with a positive sum: {dict(self.weights)}")
+            raise ValueError(
+                f"harness weights must be non-negative with a positive sum: {dict(self.weights)}"
+            )
 
     @classmethod
     def parse(cls, spec: str | Mapping[str, float] | Iterable[str], seed: int = 0) -> HarnessMix:
@@ -34,7 +36,9 @@ class HarnessMix:
         if isinstance(spec, Mapping):
             return cls(dict(spec), seed)
         items = spec.split(",") if isinstance(spec, str) else list(spec)
-        pairs = [(i.partition(":")[0].strip(), i.partition(":")[2].strip() or "1") for i in items if i.strip()]
+        pairs = [
+            (i.partition(":")[0].strip(), i.partition(":")[2].strip() or "1") for i in items if i.strip()
+        ]
         return cls({name: float(w) for name, w in pairs}, seed)
 
     def _unit(self, key: str) -> float:

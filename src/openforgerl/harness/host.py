@@ -64,8 +64,14 @@ async def run_on_host(launch: HarnessLaunch, cwd: Path, budget_s: float) -> Host
     start = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = await asyncio.create_subprocess_exec(
-            *launch.argv, cwd=cwd, env=dict(launch.env), stdin=asyncio.subprocess.DEVNULL,
-            stdout=out, stderr=err, start_new_session=True)
+            *launch.argv,
+            cwd=cwd,
+            env=dict(launch.env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
         timed_out = False
         try:
             await asyncio.wait_for(proc.wait(), timeout=budget_s)

@@ -49,10 +49,27 @@ class MiniSweAgentHarness:
 
     def launch(self, ctx: HarnessContext, cache_dir: Path) -> HarnessLaunch:
         traj = f"{ctx.home}/mini-trajectory.json"
-        mini = [str(PACKAGE.bin(cache_dir, "mini")), "-y", "--exit-immediately", "-m", f"openai/{ctx.model}",
-                "-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={ctx.openai_base_url}",
-                "-c", f"model.model_kwargs.timeout={self.request_timeout_s}",
-                "-c", f"environment.cwd={ctx.workdir}", "-l", "0", "-t", with_hint(ctx), "-o", traj]
+        mini = [
+            str(PACKAGE.bin(cache_dir, "mini")),
+            "-y",
+            "--exit-immediately",
+            "-m",
+            f"openai/{ctx.model}",
+            "-c",
+            "mini.yaml",
+            "-c",
+            f"model.model_kwargs.api_base={ctx.openai_base_url}",
+            "-c",
+            f"model.model_kwargs.timeout={self.request_timeout_s}",
+            "-c",
+            f"environment.cwd={ctx.workdir}",
+            "-l",
+            "0",
+            "-t",
+            with_hint(ctx),
+            "-o",
+            traj,
+        ]
         argv = ["/bin/sh", "-c", 'exec "$@" </dev/null', "mini", *mini]
         env = {**base_env(ctx, PACKAGE.root(cache_dir) / "bin"), **mini_env(ctx, self.retries)}
         return HarnessLaunch(argv=argv, env=env, outputs=[traj])

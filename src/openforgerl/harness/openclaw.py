@@ -26,8 +26,11 @@ from openforgerl.records import WireProtocol
 
 PACKAGE = NpmPackage("openclaw", "openclaw@2026.9.6")
 PROVIDER = "openforgerl"
-API_NAME = {"openai-completions": "openclaw", "openai-responses": "openclaw-responses",
-            "anthropic-messages": "openclaw-messages"}  # what rollouts record as their harness
+API_NAME = {
+    "openai-completions": "openclaw",
+    "openai-responses": "openclaw-responses",
+    "anthropic-messages": "openclaw-messages",
+}  # what rollouts record as their harness
 API_PROTOCOL = {
     "openai-completions": WireProtocol.CHAT,
     "openai-responses": WireProtocol.RESPONSES,
@@ -37,11 +40,22 @@ API_PROTOCOL = {
 
 def provider(ctx: HarnessContext, api: str, timeout_s: int) -> dict[str, object]:
     base = ctx.anthropic_base_url if api == "anthropic-messages" else ctx.openai_base_url
-    model = {"id": ctx.model, "name": ctx.model, "reasoning": False, "input": ["text"],
-             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-             "contextWindow": 128000, "maxTokens": 4096}
-    return {"baseUrl": base, "apiKey": ctx.api_key, "api": api, "timeoutSeconds": timeout_s,
-            "models": [model]}
+    model = {
+        "id": ctx.model,
+        "name": ctx.model,
+        "reasoning": False,
+        "input": ["text"],
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+        "contextWindow": 128000,
+        "maxTokens": 4096,
+    }
+    return {
+        "baseUrl": base,
+        "apiKey": ctx.api_key,
+        "api": api,
+        "timeoutSeconds": timeout_s,
+        "models": [model],
+    }
 
 
 def config(ctx: HarnessContext, api: str, timeout_s: int) -> dict[str, object]:
@@ -51,8 +65,15 @@ def config(ctx: HarnessContext, api: str, timeout_s: int) -> dict[str, object]:
         "update": {"checkOnStart": False},
     }
     if ctx.mcp_servers:
-        servers = {s.name: {"command": s.command, "args": list(s.args), "env": dict(s.env),
-                            "connectionTimeoutMs": 120_000} for s in ctx.mcp_servers}
+        servers = {
+            s.name: {
+                "command": s.command,
+                "args": list(s.args),
+                "env": dict(s.env),
+                "connectionTimeoutMs": 120_000,
+            }
+            for s in ctx.mcp_servers
+        }
         cfg["mcp"] = {"servers": servers}
     return cfg
 
@@ -74,8 +95,17 @@ class OpenClawHarness:
 
     def launch(self, ctx: HarnessContext, cache_dir: Path) -> HarnessLaunch:
         cfg_path = f"{ctx.home}/oc.json"
-        argv = [str(PACKAGE.bin(cache_dir, "openclaw")), "agent", "exec", "--config", cfg_path,
-                "--model", f"{PROVIDER}/{ctx.model}", "--json", with_hint(ctx)]
+        argv = [
+            str(PACKAGE.bin(cache_dir, "openclaw")),
+            "agent",
+            "exec",
+            "--config",
+            cfg_path,
+            "--model",
+            f"{PROVIDER}/{ctx.model}",
+            "--json",
+            with_hint(ctx),
+        ]
         env = {**base_env(ctx, node24_bin_dir(cache_dir)), "OPENCLAW_NO_AUTO_UPDATE": "1"}
         files = {cfg_path: json_bytes(config(ctx, self.api, self.request_timeout_s))}
         return HarnessLaunch(argv=argv, env=env, files=files)

@@ -45,18 +45,35 @@ MCP_START_MS = 120_000
 
 def _mcp(servers: list[McpServer]) -> dict[str, object]:
     # `timeout` (ms): how long a server may take to list its tools before opencode drops it
-    return {s.name: {"type": "local", "command": [s.command, *s.args], "environment": dict(s.env),
-                     "enabled": True, "timeout": MCP_START_MS} for s in servers}
+    return {
+        s.name: {
+            "type": "local",
+            "command": [s.command, *s.args],
+            "environment": dict(s.env),
+            "enabled": True,
+            "timeout": MCP_START_MS,
+        }
+        for s in servers
+    }
 
 
 def config(ctx: HarnessContext) -> dict[str, object]:
-    provider = {"npm": "@ai-sdk/openai-compatible", "name": "openforgerl gateway",
-                "options": {"baseURL": ctx.openai_base_url, "apiKey": ctx.api_key},
-                "models": {ctx.model: {"name": ctx.model}}}
-    return {"$schema": "https://opencode.ai/config.json", "provider": {PROVIDER: provider},
-            "model": f"{PROVIDER}/{ctx.model}", "small_model": f"{PROVIDER}/{ctx.model}",
-            "autoupdate": False, "share": "disabled", "permission": {"*": "allow"},
-            "mcp": _mcp(list(ctx.mcp_servers))}
+    provider = {
+        "npm": "@ai-sdk/openai-compatible",
+        "name": "openforgerl gateway",
+        "options": {"baseURL": ctx.openai_base_url, "apiKey": ctx.api_key},
+        "models": {ctx.model: {"name": ctx.model}},
+    }
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {PROVIDER: provider},
+        "model": f"{PROVIDER}/{ctx.model}",
+        "small_model": f"{PROVIDER}/{ctx.model}",
+        "autoupdate": False,
+        "share": "disabled",
+        "permission": {"*": "allow"},
+        "mcp": _mcp(list(ctx.mcp_servers)),
+    }
 
 
 def stdin_argv(opencode: str, model: str, message_file: str) -> list[str]:
@@ -78,5 +95,6 @@ class OpencodeHarness:
         argv = stdin_argv(str(PACKAGE.bin(cache_dir, "opencode")), f"{PROVIDER}/{ctx.model}", message)
         env = {**base_env(ctx), **OPENCODE_ENV, "OPENCODE_CONFIG": cfg}
         files = {cfg: json_bytes(config(ctx)), message: with_hint(ctx).encode()}
-        return HarnessLaunch(argv=argv, env=env, files=files,
-                             outputs=[f"{ctx.home}/.local/share/opencode/storage"])
+        return HarnessLaunch(
+            argv=argv, env=env, files=files, outputs=[f"{ctx.home}/.local/share/opencode/storage"]
+        )

@@ -51,9 +51,19 @@ class QwenCodeHarness:
         install_npm(PACKAGE, cache_dir)
 
     def launch(self, ctx: HarnessContext, cache_dir: Path) -> HarnessLaunch:
-        argv = [str(PACKAGE.bin(cache_dir, "qwen")), "--auth-type", "openai",
-                "--openai-base-url", ctx.openai_base_url, "--openai-api-key", ctx.api_key,
-                "-m", ctx.model, "--yolo", with_hint(ctx)]
+        argv = [
+            str(PACKAGE.bin(cache_dir, "qwen")),
+            "--auth-type",
+            "openai",
+            "--openai-base-url",
+            ctx.openai_base_url,
+            "--openai-api-key",
+            ctx.api_key,
+            "-m",
+            ctx.model,
+            "--yolo",
+            with_hint(ctx),
+        ]
         env = {**base_env(ctx), "QWEN_TELEMETRY_ENABLED": "false", "QWEN_CODE_NO_RELAUNCH": "1"}
         files = {f"{ctx.home}/.qwen/settings.json": json_bytes(settings(ctx, self.request_timeout_ms))}
         return HarnessLaunch(argv=argv, env=env, files=files, outputs=[f"{ctx.home}/.qwen/tmp"])

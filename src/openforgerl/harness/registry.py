@@ -40,11 +40,21 @@ for _name, _factory, _aliases in (
     ("command", CommandHarness, ()),
 ):
     HARNESSES.register(_name, _factory, aliases=_aliases)
-INSTALLABLE = ("codex", "claude_code", "qwen_code", "openclaw", "opencode", "mini_swe_agent", "ui-tars", "browser-use")
+INSTALLABLE = (
+    "codex",
+    "claude_code",
+    "qwen_code",
+    "openclaw",
+    "opencode",
+    "mini_swe_agent",
+    "ui-tars",
+    "browser-use",
+)
 
 
-def register_harness(name: str, factory: Callable[..., HarnessAdapter], *, aliases: tuple[str, ...] = (),
-                     replace: bool = False) -> None:
+def register_harness(
+    name: str, factory: Callable[..., HarnessAdapter], *, aliases: tuple[str, ...] = (), replace: bool = False
+) -> None:
     """Serve `name` (configs' `harness`, `--harness`, `RolloutRecord.harness`) with `factory(**options)`;
     a name or alias already served is an error unless `replace`."""
     HARNESSES.register(name, factory, aliases=aliases, replace=replace)

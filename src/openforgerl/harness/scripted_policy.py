@@ -69,9 +69,11 @@ def first_call(tools: list[dict[str, Any]], path: str, content: str, prefer: str
     return format_tool_call(shell, {SHELL_TOOLS[shell]: f"printf '%s' '{content}' > {path}"})
 
 
-def proof_policy(content: str, path: str = "proof.txt", prefer: str = "shell",
-                 final_text: str = "Done: wrote the file.") -> Callable[[Any], str]:
+def proof_policy(
+    content: str, path: str = "proof.txt", prefer: str = "shell", final_text: str = "Done: wrote the file."
+) -> Callable[[Any], str]:
     """A `ScriptedEngine` policy: write the file with one tool call, then answer."""
+
     def policy(turn: Any) -> str:
         if not turn.tools:
             return "Write proof file"  # title generation / other side calls
@@ -80,6 +82,7 @@ def proof_policy(content: str, path: str = "proof.txt", prefer: str = "shell",
         if _is_mini(turn.messages):
             return format_tool_call("bash", {"command": MINI_SUBMIT})
         return final_text
+
     return policy
 
 
@@ -98,8 +101,12 @@ def task_tool_name(tools: list[dict[str, Any]], tool: str, marker: str = "path")
 
 def _called(messages: list[dict[str, Any]]) -> list[str]:
     """Names of the tools the assistant has called so far in this history."""
-    return [str(c.get("function", {}).get("name")) for m in messages if m.get("role") == "assistant"
-            for c in m.get("tool_calls") or []]
+    return [
+        str(c.get("function", {}).get("name"))
+        for m in messages
+        if m.get("role") == "assistant"
+        for c in m.get("tool_calls") or []
+    ]
 
 
 def _task_call(tools: list[dict[str, Any]], called: list[str], tool: str, args: dict[str, Any]) -> str:
@@ -119,9 +126,11 @@ def _task_call(tools: list[dict[str, Any]], called: list[str], tool: str, args: 
         raise
 
 
-def task_tool_policy(content: str, path: str = "proof.txt",
-                     final_text: str = "Done: wrote the file.") -> Callable[[Any], str]:
+def task_tool_policy(
+    content: str, path: str = "proof.txt", final_text: str = "Done: wrote the file."
+) -> Callable[[Any], str]:
     """Like `proof_policy`, but writes through the task's `write_file` tool (MCP or direct)."""
+
     def policy(turn: Any) -> str:
         if not turn.tools:
             return "Write proof file"
@@ -133,4 +142,5 @@ def task_tool_policy(content: str, path: str = "proof.txt",
         if done & set(called):
             return final_text
         return _task_call(turn.tools, called, "write_file", {"path": path, "content": content})
+
     return policy

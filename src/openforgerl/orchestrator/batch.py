@@ -42,10 +42,16 @@ class BatchResult:
         return c
 
 
-async def run_batch(tasks: Sequence[TaskRuntime], harness: HarnessAdapter, *, gateway: GatewayAccess,
-                    backend: SandboxBackend, config: OrchestratorConfig,
-                    sink: ResultSink | None = None,
-                    on_done: Callable[[RolloutRecord], None] | None = None) -> BatchResult:
+async def run_batch(
+    tasks: Sequence[TaskRuntime],
+    harness: HarnessAdapter,
+    *,
+    gateway: GatewayAccess,
+    backend: SandboxBackend,
+    config: OrchestratorConfig,
+    sink: ResultSink | None = None,
+    on_done: Callable[[RolloutRecord], None] | None = None,
+) -> BatchResult:
     """Run `config.group_size` rollouts of every task with `harness`; every attempt goes to `sink`.
 
     `gateway`: the admin URL + token this process holds; sandbox forwarders connect to the

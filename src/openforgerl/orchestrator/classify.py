@@ -41,12 +41,22 @@ from typing import Any
 from openforgerl.records import CallErrorKind, CallRecord, RolloutStatus
 from openforgerl.sandbox.base import ExecResult
 
-__all__ = ["call_log_taint", "first_prompt_lacks_task_tools", "harness_status", "offered_tool_names",
-           "rollout_status"]
+__all__ = [
+    "call_log_taint",
+    "first_prompt_lacks_task_tools",
+    "harness_status",
+    "offered_tool_names",
+    "rollout_status",
+]
 
 
-def rollout_status(result: ExecResult, calls: Sequence[CallRecord], rollout: Mapping[str, Any] | None = None,
-                   *, tools_missed: bool = False) -> tuple[RolloutStatus, str]:
+def rollout_status(
+    result: ExecResult,
+    calls: Sequence[CallRecord],
+    rollout: Mapping[str, Any] | None = None,
+    *,
+    tools_missed: bool = False,
+) -> tuple[RolloutStatus, str]:
     """The status of a rollout whose harness ran (steps 2-6 above) and why, in words ("" when the
     verifier decides: `ok` / `agent_failed` are then judged). `calls` is the gateway's call log of the
     rollout, `rollout` its stored record, `tools_missed` step 3's finding."""
@@ -55,18 +65,23 @@ def rollout_status(result: ExecResult, calls: Sequence[CallRecord], rollout: Map
         why = "a prompt longer than the engine's context" if logged.is_config else "an infra error"
         return logged, f"{why} recorded in the call log"
     if tools_missed:
-        return RolloutStatus.INFRA_HARNESS_START, \
-            "the model's first prompt had none of the task's tools (its tool server did not start in time)"
+        return (
+            RolloutStatus.INFRA_HARNESS_START,
+            "the model's first prompt had none of the task's tools (its tool server did not start in time)",
+        )
     if logged is RolloutStatus.TIMEOUT or result.timed_out:
         return RolloutStatus.TIMEOUT, ""
     if not calls:
-        return RolloutStatus.INFRA_HARNESS_START, \
-            f"the harness ended (exit {result.returncode}) before its first model call"
+        return (
+            RolloutStatus.INFRA_HARNESS_START,
+            f"the harness ended (exit {result.returncode}) before its first model call",
+        )
     return harness_status(result), ""
 
 
-def call_log_taint(calls: Sequence[CallRecord], rollout: Mapping[str, Any] | None = None
-                   ) -> RolloutStatus | None:
+def call_log_taint(
+    calls: Sequence[CallRecord], rollout: Mapping[str, Any] | None = None
+) -> RolloutStatus | None:
     """The status the call log implies (config, infra, or a `timeout` from a call cut at the rollout's
     deadline), or None when it leaves the verdict to the harness and the verifier.
 
@@ -138,7 +153,9 @@ def first_prompt_lacks_task_tools(calls: Sequence[CallRecord], task_tools: Seque
     Later requests are the agent's doing (it has a shell, and can kill the tool server to dodge a 0)."""
     if not task_tools:
         return False
-    first = next((c for c in sorted(calls, key=lambda c: c.index) if not c.side_call and c.error is None), None)
+    first = next(
+        (c for c in sorted(calls, key=lambda c: c.index) if not c.side_call and c.error is None), None
+    )
     if first is None:
         return False
     offered = offered_tool_names(first.request)

@@ -9,8 +9,14 @@ from typing import Literal
 
 from openforgerl.sandbox.base import Limits
 
-__all__ = ["DEFAULT_CALL_DEADLINE_S", "OrchestratorConfig", "call_deadline_s", "check_call_deadline",
-           "deadline_margin_s", "max_tokens_cap"]
+__all__ = [
+    "DEFAULT_CALL_DEADLINE_S",
+    "OrchestratorConfig",
+    "call_deadline_s",
+    "check_call_deadline",
+    "deadline_margin_s",
+    "max_tokens_cap",
+]
 
 DEFAULT_CALL_DEADLINE_S = 600.0
 """The gateway's per-call engine limit when nothing else bounds it."""
@@ -58,8 +64,10 @@ def max_tokens_cap(budget_s: float | None, configured: int | None = None) -> int
 def check_call_deadline(call_deadline: float | None, budget_s: float | None) -> None:
     """Refuse a per-call deadline that does not fit inside the rollout budget (one clear line)."""
     if call_deadline is not None and budget_s is not None and call_deadline >= budget_s:
-        raise ValueError(f"call_deadline_s ({call_deadline:g} s) must be shorter than the rollout budget "
-                         f"({budget_s:g} s): an engine call cannot outlive its rollout")
+        raise ValueError(
+            f"call_deadline_s ({call_deadline:g} s) must be shorter than the rollout budget "
+            f"({budget_s:g} s): an engine call cannot outlive its rollout"
+        )
 
 
 def _default_tools() -> Path:

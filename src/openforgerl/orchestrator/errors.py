@@ -58,8 +58,9 @@ FAULT_BY_STATUS: Mapping[RolloutStatus, type[RolloutFault]] = {
 
 
 @contextmanager
-def boundary(fault: type[RolloutFault],
-             special: Mapping[type[BaseException], type[RolloutFault]] | None = None) -> Iterator[None]:
+def boundary(
+    fault: type[RolloutFault], special: Mapping[type[BaseException], type[RolloutFault]] | None = None
+) -> Iterator[None]:
     """Re-type any `Exception` escaping the block as `fault` (or per `special`, checked first)."""
     try:
         yield

@@ -59,7 +59,9 @@ class GatewayClient:
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
             conn = aiohttp.TCPConnector(limit=256)
-            self._session = aiohttp.ClientSession(timeout=self._timeout, connector=conn, headers=self._headers)
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout, connector=conn, headers=self._headers
+            )
         return self._session
 
     async def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -89,20 +91,33 @@ class GatewayClient:
         parts = urlsplit(await self.model_url())
         return parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80)
 
-    async def open_rollout(self, *, task_id: str | None = None, harness: str | None = None,
-                           group_id: str | None = None, sample_index: int = 0,
-                           metadata: dict[str, Any] | None = None, rollout_id: str | None = None,
-                           deadline_at: float | None = None, budget_s: float | None = None
-                           ) -> OpenedRollout:
+    async def open_rollout(
+        self,
+        *,
+        task_id: str | None = None,
+        harness: str | None = None,
+        group_id: str | None = None,
+        sample_index: int = 0,
+        metadata: dict[str, Any] | None = None,
+        rollout_id: str | None = None,
+        deadline_at: float | None = None,
+        budget_s: float | None = None,
+    ) -> OpenedRollout:
         """Open a rollout; `deadline_at` (epoch s) / `budget_s` bound its engine calls."""
-        body: dict[str, Any] = {"task_id": task_id, "harness": harness, "group_id": group_id,
-                                "sample_index": sample_index, "metadata": metadata or {}}
+        body: dict[str, Any] = {
+            "task_id": task_id,
+            "harness": harness,
+            "group_id": group_id,
+            "sample_index": sample_index,
+            "metadata": metadata or {},
+        }
         extra = {"rollout_id": rollout_id, "deadline_at": deadline_at, "budget_s": budget_s}
         body.update({k: v for k, v in extra.items() if v is not None})
         data = await self._request("POST", "/rollouts", body)
         try:
-            return OpenedRollout(data["rollout_id"], data["api_key"], data["openai_base_url"],
-                                 data["anthropic_base_url"])
+            return OpenedRollout(
+                data["rollout_id"], data["api_key"], data["openai_base_url"], data["anthropic_base_url"]
+            )
         except (KeyError, TypeError) as e:
             raise GatewayClientError(f"POST /rollouts: unexpected answer {data!r}") from e
 
@@ -114,10 +129,12 @@ class GatewayClient:
         items = data.get("calls", []) if isinstance(data, dict) else data
         return [CallRecord.model_validate(c) for c in items]
 
-    async def set_reward(self, rollout_id: str, reward: float,
-                         components: dict[str, float] | None = None) -> None:
-        await self._request("POST", f"/rollouts/{rollout_id}/reward",
-                            {"reward": reward, "components": components or {}})
+    async def set_reward(
+        self, rollout_id: str, reward: float, components: dict[str, float] | None = None
+    ) -> None:
+        await self._request(
+            "POST", f"/rollouts/{rollout_id}/reward", {"reward": reward, "components": components or {}}
+        )
 
     async def report_outcome(self, rollout_id: str, outcome: RolloutOutcome) -> RolloutRecord:
         """The orchestrator's verdict, written by the gateway under the rollout's lock; the record."""
@@ -140,8 +157,10 @@ class GatewayClient:
         main pool (256) must stay free for call logs and outcomes."""
         if self._watch_session is None:
             self._watch_session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=None), connector=aiohttp.TCPConnector(limit=0),
-                headers=self._headers)
+                timeout=aiohttp.ClientTimeout(total=None),
+                connector=aiohttp.TCPConnector(limit=0),
+                headers=self._headers,
+            )
         path = f"/rollouts/{rollout_id}/taint?wait_s={wait_s:g}"
         timeout = aiohttp.ClientTimeout(total=wait_s + 30.0)
         async with self._watch_session.get(self.base_url + path, timeout=timeout) as resp:

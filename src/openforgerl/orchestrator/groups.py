@@ -45,8 +45,9 @@ class GroupResult:
         return [r for r in self.records if r.in_batch]
 
 
-def _mark(record: RolloutRecord, in_batch: bool, reason: str | None = None, **changes: object
-          ) -> RolloutRecord:
+def _mark(
+    record: RolloutRecord, in_batch: bool, reason: str | None = None, **changes: object
+) -> RolloutRecord:
     return record.model_copy(update={"in_batch": in_batch, "drop_reason": reason, **changes})
 
 
@@ -62,8 +63,9 @@ def _judge_one(record: RolloutRecord, config: OrchestratorConfig) -> RolloutReco
     return _mark(record, True)
 
 
-def apply_group_policy(records: Sequence[RolloutRecord], config: OrchestratorConfig
-                       ) -> tuple[list[RolloutRecord], bool]:
+def apply_group_policy(
+    records: Sequence[RolloutRecord], config: OrchestratorConfig
+) -> tuple[list[RolloutRecord], bool]:
     """Mark each record in/out of the batch; (records, group_valid). Pure."""
     judged = [_judge_one(r, config) for r in records]
     kept = sum(1 for r in judged if r.in_batch)
@@ -73,8 +75,13 @@ def apply_group_policy(records: Sequence[RolloutRecord], config: OrchestratorCon
     return [_mark(r, False, r.drop_reason or reason, group_valid=False) for r in judged], False
 
 
-async def run_group(run: RunFn, task: TaskRuntime, harness: HarnessAdapter,
-                    config: OrchestratorConfig, group_id: str | None = None) -> GroupResult:
+async def run_group(
+    run: RunFn,
+    task: TaskRuntime,
+    harness: HarnessAdapter,
+    config: OrchestratorConfig,
+    group_id: str | None = None,
+) -> GroupResult:
     """Run `config.group_size` slots concurrently; refill infra failures from a shared retry budget."""
     gid = group_id or f"{task.task_id}-{uuid.uuid4().hex[:8]}"
     budget = [config.retry_budget]

@@ -102,7 +102,9 @@ class _Run:
     instruction: str = ""  # the harness's prompt for this rollout (`_instruction`)
     result: ExecResult | None = None
     versions: set[int] = field(default_factory=set)
-    calls: list[CallRecord] = field(default_factory=list)  # the call log, read once the harness ended (`_read_log`)
+    calls: list[CallRecord] = field(
+        default_factory=list
+    )  # the call log, read once the harness ended (`_read_log`)
     timings: dict[str, float] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -113,9 +115,14 @@ class _Run:
 class RolloutRunner:
     """Runs rollouts under two caps: `max_running` rollouts and `max_booting` sandbox boots."""
 
-    def __init__(self, gateway: GatewayClient, backend: SandboxBackend, config: OrchestratorConfig,
-                 gateway_addr: tuple[str, int],
-                 on_done: Callable[[RolloutRecord], None] | None = None) -> None:
+    def __init__(
+        self,
+        gateway: GatewayClient,
+        backend: SandboxBackend,
+        config: OrchestratorConfig,
+        gateway_addr: tuple[str, int],
+        on_done: Callable[[RolloutRecord], None] | None = None,
+    ) -> None:
         self.gateway = gateway
         self.backend = backend
         self.config = config
@@ -153,7 +160,8 @@ class RolloutRunner:
         if record.metadata.get("unopened"):  # the gateway never heard of it: nothing to report
             return record
         outcome = RolloutOutcome.model_validate(
-            {k: getattr(record, k) for k in RolloutOutcome.model_fields if hasattr(record, k)})
+            {k: getattr(record, k) for k in RolloutOutcome.model_fields if hasattr(record, k)}
+        )
         try:
             stored = await self.gateway.report_outcome(record.rollout_id, outcome)
         except Exception as e:  # the gateway is gone or refused: nothing of this rollout is trained
@@ -181,9 +189,15 @@ class RolloutRunner:
         run.deadline_at = time.time() + budget
         with boundary(GatewayFault):
             run.opened = await self.gateway.open_rollout(
-                rollout_id=run.rollout_id, task_id=req.task.task_id, harness=req.harness.name,
-                group_id=req.group_id, sample_index=req.sample_index, metadata={"attempt": req.attempt},
-                deadline_at=run.deadline_at, budget_s=budget)
+                rollout_id=run.rollout_id,
+                task_id=req.task.task_id,
+                harness=req.harness.name,
+                group_id=req.group_id,
+                sample_index=req.sample_index,
+                metadata={"attempt": req.attempt},
+                deadline_at=run.deadline_at,
+                budget_s=budget,
+            )
             if run.opened.rollout_id != run.rollout_id:
                 raise GatewayFault(f"gateway opened {run.opened.rollout_id!r}, not {run.rollout_id!r}")
 
@@ -202,10 +216,15 @@ class RolloutRunner:
         lifetime = budget * 2 + LIFETIME_MARGIN_S
         assert lifetime > budget, "the sandbox must outlive the rollout budget"
         return SandboxSpec(
-            rollout_id=run.rollout_id, gateway_host=self.gateway_addr[0],
-            gateway_port=self.gateway_addr[1], image=task.image,
-            files=dict(task.files()), limits=task.limits or self.config.limits,
-            lifetime_s=lifetime, ro_binds=self._tool_binds())
+            rollout_id=run.rollout_id,
+            gateway_host=self.gateway_addr[0],
+            gateway_port=self.gateway_addr[1],
+            image=task.image,
+            files=dict(task.files()),
+            limits=task.limits or self.config.limits,
+            lifetime_s=lifetime,
+            ro_binds=self._tool_binds(),
+        )
 
     def _tool_binds(self) -> tuple[Path, ...]:
         """The harness CLIs' folder, shown read-only inside when it is not the default one the sandbox
@@ -236,10 +255,14 @@ class RolloutRunner:
             instruction=run.instruction,
             openai_base_url=sandbox.gateway_url + urlsplit(opened.openai_base_url).path,
             anthropic_base_url=sandbox.gateway_url + urlsplit(opened.anthropic_base_url).path,
-            api_key=opened.api_key, model=self.config.model,
-            mcp_servers=tuple(task.mcp_servers()), shell_tools_hint=task.shell_tools_hint(),
-            tools=tuple(task.function_tools()), tool_service_url=task.tool_service_url,
-            max_turns=getattr(task, "max_turns", None))
+            api_key=opened.api_key,
+            model=self.config.model,
+            mcp_servers=tuple(task.mcp_servers()),
+            shell_tools_hint=task.shell_tools_hint(),
+            tools=tuple(task.function_tools()),
+            tool_service_url=task.tool_service_url,
+            max_turns=getattr(task, "max_turns", None),
+        )
 
     async def _prepare(self, run: _Run, sandbox: Sandbox) -> HarnessLaunch:
         """The adapter's config files and command line, written into the sandbox."""
@@ -253,11 +276,14 @@ class RolloutRunner:
     async def _harness(self, run: _Run, sandbox: Sandbox, launch: HarnessLaunch) -> ExecResult:
         t0 = time.monotonic()
         with boundary(SandboxFault, {CommandNotFoundError: HarnessStartFault}):
-            run.result = await self._until_tainted(run, sandbox.exec(list(launch.argv), env=dict(launch.env),
-                                                                      timeout_s=self._time_left(run)))
+            run.result = await self._until_tainted(
+                run, sandbox.exec(list(launch.argv), env=dict(launch.env), timeout_s=self._time_left(run))
+            )
             _refuse_outside_kill(run.result)
         run.mark("harness_s", t0)
-        if run.result.limits_hit:  # why the agent failed: "memory" (OOM kill), "pids", "disk", "cpu" (throttled at its quota)
+        if (
+            run.result.limits_hit
+        ):  # why the agent failed: "memory" (OOM kill), "pids", "disk", "cpu" (throttled at its quota)
             run.notes["limits_hit"] = list(run.result.limits_hit)
         return run.result
 
@@ -306,8 +332,9 @@ class RolloutRunner:
             return self.budget(run.req.task)
         return max(0.0, run.deadline_at - time.time())
 
-    async def _keep_artifacts(self, run: _Run, sandbox: Sandbox, launch: HarnessLaunch,
-                              result: ExecResult) -> None:
+    async def _keep_artifacts(
+        self, run: _Run, sandbox: Sandbox, launch: HarnessLaunch, result: ExecResult
+    ) -> None:
         """Save stdout/stderr and the adapter's output files (never fails the rollout)."""
         if self.config.artifacts_dir is None or run.opened is None:
             return
@@ -401,19 +428,32 @@ class RolloutRunner:
         if run.opened is None:
             meta["unopened"] = True
         return RolloutRecord(
-            rollout_id=run.rollout_id, task_id=req.task.task_id, harness=req.harness.name,
-            group_id=req.group_id, sample_index=req.sample_index, status=outcome.status,
-            reward=outcome.reward, reward_components=outcome.components,
-            verifier_log=outcome.verifier_log, started_at=run.started_at, finished_at=time.time(),
-            policy_versions=sorted(run.versions), infra_tainted=outcome.status.is_infra, closed=True,
+            rollout_id=run.rollout_id,
+            task_id=req.task.task_id,
+            harness=req.harness.name,
+            group_id=req.group_id,
+            sample_index=req.sample_index,
+            status=outcome.status,
+            reward=outcome.reward,
+            reward_components=outcome.components,
+            verifier_log=outcome.verifier_log,
+            started_at=run.started_at,
+            finished_at=time.time(),
+            policy_versions=sorted(run.versions),
+            infra_tainted=outcome.status.is_infra,
+            closed=True,
             deadline_at=run.deadline_at,
-            metadata={**req.task.metadata, **meta})
+            metadata={**req.task.metadata, **meta},
+        )
 
     def _output_tails(self, result: ExecResult) -> dict[str, Any]:
         n = self.config.keep_output_bytes
-        return {"harness_returncode": result.returncode, "harness_timed_out": result.timed_out,
-                "harness_stdout_tail": result.stdout[-n:].decode(errors="replace"),
-                "harness_stderr_tail": result.stderr[-n:].decode(errors="replace")}
+        return {
+            "harness_returncode": result.returncode,
+            "harness_timed_out": result.timed_out,
+            "harness_stdout_tail": result.stdout[-n:].decode(errors="replace"),
+            "harness_stderr_tail": result.stderr[-n:].decode(errors="replace"),
+        }
 
 
 def _refuse_outside_kill(result: ExecResult) -> None:
@@ -428,4 +468,3 @@ def _write_files(dest: Path, files: dict[str, bytes]) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         (dest / name).write_bytes(data)
-

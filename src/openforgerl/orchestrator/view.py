@@ -29,9 +29,15 @@ class ProgressView:
         self.label = label
         self.started = time.monotonic()
         self.counts: Counter[str] = Counter()
-        self.progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[stats]}"), TimeElapsedColumn(),
-                                 console=self.console, transient=False)
+        self.progress = Progress(
+            TextColumn(label),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[stats]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=False,
+        )
         self.total = total
         self.task = self.progress.add_task("rollouts", total=total, stats="")
 
@@ -41,8 +47,9 @@ class ProgressView:
             self.progress.start()
         return self
 
-    def __exit__(self, t: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         done = self.progress.tasks[0].completed
         self.progress.update(self.task, total=done)  # retries not needed after all: close the bar
         if self.console.is_terminal:
@@ -66,8 +73,10 @@ class ProgressView:
         eta = elapsed / done * max(0, self.total - done) if done else 0.0
         reward = "" if record.reward is None else f" reward {record.reward:.2f}"
         counts = f"ok {self.counts['ok']}  failed {self.counts['failed']}  infra {self.counts['infra']}"
-        return (f"{self.label} {done}/{self.total}  {status}  {record.task_id} ({record.harness}){reward}  {counts}"
-                f"  elapsed {clock(elapsed)}  eta {clock(eta)}")
+        return (
+            f"{self.label} {done}/{self.total}  {status}  {record.task_id} ({record.harness}){reward}  {counts}"
+            f"  elapsed {clock(elapsed)}  eta {clock(eta)}"
+        )
 
     def print_summary(self, result: BatchResult) -> None:
         table = Table(title="rollouts by task")
@@ -76,16 +85,26 @@ class ProgressView:
         for g in result.groups:
             kept = g.kept
             mean = sum(r.reward or 0.0 for r in kept) / len(kept) if kept else float("nan")
-            statuses = ", ".join(f"{k}={v}" for k, v in sorted(Counter(str(r.status) for r in g.records).items()))
-            table.add_row(g.task_id, str(len(g.records)), str(len(kept)), f"{mean:.3f}",
-                          "valid" if g.valid else "dropped", statuses)
+            statuses = ", ".join(
+                f"{k}={v}" for k, v in sorted(Counter(str(r.status) for r in g.records).items())
+            )
+            table.add_row(
+                g.task_id,
+                str(len(g.records)),
+                str(len(kept)),
+                f"{mean:.3f}",
+                "valid" if g.valid else "dropped",
+                statuses,
+            )
         self.console.print(table)
         self.console.print(dict(result.counts()))
         overflow = sum(r.status is RolloutStatus.CONFIG_CONTEXT for g in result.groups for r in g.records)
         if overflow:
-            self.console.print(f"[yellow]warning[/]: {overflow} rollout(s) sent a prompt longer than the engine's "
-                               "context (config_error:context, never trained): serve the model with a longer "
-                               "context (--max-model-len) or cap max_tokens, or use a harness with a shorter prompt")
+            self.console.print(
+                f"[yellow]warning[/]: {overflow} rollout(s) sent a prompt longer than the engine's "
+                "context (config_error:context, never trained): serve the model with a longer "
+                "context (--max-model-len) or cap max_tokens, or use a harness with a shorter prompt"
+            )
 
 
 def clock(seconds: float) -> str:
@@ -99,9 +118,13 @@ def summary(result: BatchResult) -> dict[str, object]:
     per_task: dict[str, dict[str, object]] = defaultdict(dict)
     for g in result.groups:
         rewards = [r.reward or 0.0 for r in g.kept]
-        per_task[g.task_id] = {"group_id": g.group_id, "valid": g.valid, "attempts": len(g.records),
-                               "in_batch": len(rewards),
-                               "mean_reward": sum(rewards) / len(rewards) if rewards else None}
+        per_task[g.task_id] = {
+            "group_id": g.group_id,
+            "valid": g.valid,
+            "attempts": len(g.records),
+            "in_batch": len(rewards),
+            "mean_reward": sum(rewards) / len(rewards) if rewards else None,
+        }
     return {"counts": dict(result.counts()), "tasks": per_task}
 
 

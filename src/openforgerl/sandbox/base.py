@@ -116,8 +116,9 @@ class Sandbox(Protocol):
         """Run a command to completion; on timeout kill its whole process tree, `timed_out=True`."""
         ...
 
-    async def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-                    cwd: str = WORKDIR) -> None:
+    async def spawn(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str = WORKDIR
+    ) -> None:
         """Start a long-running background process (a task's services); killed at `aclose`."""
         ...
 

@@ -37,16 +37,50 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
 
-__all__ = ["MASKED_IN_PACKAGE", "SYSTEM_RO_BINDS", "VERIFIER_IN", "VERIFIER_OUT", "Mounts", "runtime_ro_binds",
-           "sandbox_args", "system_args", "verifier_args", "wrap_command"]
+__all__ = [
+    "MASKED_IN_PACKAGE",
+    "SYSTEM_RO_BINDS",
+    "VERIFIER_IN",
+    "VERIFIER_OUT",
+    "Mounts",
+    "runtime_ro_binds",
+    "sandbox_args",
+    "system_args",
+    "verifier_args",
+    "wrap_command",
+]
 
 SYSTEM_RO_BINDS: tuple[str, ...] = (
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",  # links to usr/ on merged-/usr hosts
-    "/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-    "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf",
-    "/etc/protocols", "/etc/services", "/etc/localtime", "/etc/os-release", "/etc/mime.types",
-    "/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/pki",
-    "/etc/profile", "/etc/bash.bashrc", "/etc/inputrc", "/etc/terminfo",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",  # links to usr/ on merged-/usr hosts
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/protocols",
+    "/etc/services",
+    "/etc/localtime",
+    "/etc/os-release",
+    "/etc/mime.types",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/pki",
+    "/etc/profile",
+    "/etc/bash.bashrc",
+    "/etc/inputrc",
+    "/etc/terminfo",
 )
 """Host paths shown read-only in every sandbox (missing ones are skipped; symlinks are recreated)."""
 
@@ -161,8 +195,15 @@ def _namespaces(unshare_net: bool) -> list[str]:
     return [*args, "--hostname", "sandbox", "--die-with-parent"]
 
 
-def sandbox_args(root_args: Sequence[str], workdir: Path, tmpdir: Path, *, unshare_net: bool,
-                 ro_binds: Sequence[Path] = (), hide: Sequence[Path] = ()) -> list[str]:
+def sandbox_args(
+    root_args: Sequence[str],
+    workdir: Path,
+    tmpdir: Path,
+    *,
+    unshare_net: bool,
+    ro_binds: Sequence[Path] = (),
+    hide: Sequence[Path] = (),
+) -> list[str]:
     """Everything but the command: mounts and namespaces of one sandbox."""
     args = ["bwrap", *root_args, "--bind", str(workdir), "/workdir", "--bind", str(tmpdir), "/tmp"]
     args += ["--symlink", "/workdir", WORKSPACE_ALIAS]  # upstream Claw-Eval's tasks name it /workspace
@@ -171,19 +212,42 @@ def sandbox_args(root_args: Sequence[str], workdir: Path, tmpdir: Path, *, unsha
     return [*args, *_namespaces(unshare_net)]
 
 
-def verifier_args(root_args: Sequence[str], workdir: Path, inputs: Path, outputs: Path, *,
-                  unshare_net: bool, ro_binds: Sequence[Path] = (), hide: Sequence[Path] = (),
-                  tmp_mb: int = 64) -> list[str]:
+def verifier_args(
+    root_args: Sequence[str],
+    workdir: Path,
+    inputs: Path,
+    outputs: Path,
+    *,
+    unshare_net: bool,
+    ro_binds: Sequence[Path] = (),
+    hide: Sequence[Path] = (),
+    tmp_mb: int = 64,
+) -> list[str]:
     """A fresh sandbox for the verifier: the rollout's workdir read-only, nothing else of the agent's."""
-    args = ["bwrap", *root_args, "--ro-bind", str(workdir), "/workdir",
-            "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
-            "--ro-bind", str(inputs), VERIFIER_IN, "--bind", str(outputs), VERIFIER_OUT]
+    args = [
+        "bwrap",
+        *root_args,
+        "--ro-bind",
+        str(workdir),
+        "/workdir",
+        "--size",
+        str(tmp_mb * 1024 * 1024),
+        "--tmpfs",
+        "/tmp",
+        "--ro-bind",
+        str(inputs),
+        VERIFIER_IN,
+        "--bind",
+        str(outputs),
+        VERIFIER_OUT,
+    ]
     args += _ro_bind_args(ro_binds, hide)
     args += ["--remount-ro", "/", "--dev-bind", "/dev/null", "/dev/tty"]
     return [*args, *_namespaces(unshare_net)]
 
 
-def wrap_command(prefix: Sequence[str], bwrap_args: Sequence[str], argv: Sequence[str],
-                 cwd: str) -> list[str]:
+def wrap_command(
+    prefix: Sequence[str], bwrap_args: Sequence[str], argv: Sequence[str], cwd: str
+) -> list[str]:
     """`prefix` (cgroup launcher, nsenter) + bwrap + `--chdir cwd -- argv`."""
     return [*prefix, *bwrap_args, "--chdir", cwd, "--", *argv]

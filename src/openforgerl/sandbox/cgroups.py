@@ -98,7 +98,9 @@ class CgroupGroup:
     def enter_argv(self, role: str = "agent") -> list[str]:
         """A launcher prefix that moves itself into the sandbox's groups (the CPU one: its `role`'s
         child), then execs the rest of argv."""
-        targets = [self.children[role] if d == self.cpu_dir and role in self.children else d for d in self.dirs]
+        targets = [
+            self.children[role] if d == self.cpu_dir and role in self.children else d for d in self.dirs
+        ]
         writes = "; ".join(f'echo $$ > "{d}/cgroup.procs"' for d in targets)
         return ["/bin/sh", "-c", f'{writes} && exec "$@"', "cgroup-enter"]
 

@@ -16,7 +16,15 @@ from openforgerl.sandbox.base import SandboxError
 from openforgerl.sandbox.hostfiles import write_bytes
 from openforgerl.sandbox.safefile import MAX_READ_BYTES, read_under
 
-__all__ = ["MAX_ENTRIES", "clear_path", "collect_outputs", "copy_tree", "inside", "layout_verifier", "list_tree"]
+__all__ = [
+    "MAX_ENTRIES",
+    "clear_path",
+    "collect_outputs",
+    "copy_tree",
+    "inside",
+    "layout_verifier",
+    "list_tree",
+]
 
 MAX_ENTRIES = 100_000  # entries of an agent's folder copied or listed at most
 
@@ -57,7 +65,9 @@ def copy_file(src: str, dest: Path) -> None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return
-        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, st.st_mode & 0o777)
+        out = os.open(
+            dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, st.st_mode & 0o777
+        )
         try:
             while os.sendfile(out, fd, None, 1 << 20):
                 pass
@@ -80,8 +90,11 @@ def clear_path(root: Path, rel: str) -> None:
         except FileNotFoundError:
             return
         last = i == len(parts) - 1
-        if stat.S_ISLNK(st.st_mode) or (not last and not stat.S_ISDIR(st.st_mode)) or (
-                last and not stat.S_ISREG(st.st_mode)):
+        if (
+            stat.S_ISLNK(st.st_mode)
+            or (not last and not stat.S_ISDIR(st.st_mode))
+            or (last and not stat.S_ISREG(st.st_mode))
+        ):
             if stat.S_ISDIR(st.st_mode):
                 shutil.rmtree(here)
             else:

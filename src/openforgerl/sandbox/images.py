@@ -49,8 +49,14 @@ async def ensure_busybox_image(backend: PodmanBackend, tag: str = TEST_IMAGE) ->
     with tempfile.TemporaryDirectory() as tmp:
         tar = await asyncio.to_thread(_rootfs_tar, Path(tmp))
         rc, _, err = await backend.run(
-            "import", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-            "--change", 'CMD ["/bin/sh"]', str(tar), tag)
+            "import",
+            "--change",
+            "ENV PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+            "--change",
+            'CMD ["/bin/sh"]',
+            str(tar),
+            tag,
+        )
     if rc != 0:
         raise RuntimeError(f"podman import failed: {err.decode(errors='replace')}")
     return tag

@@ -137,8 +137,6 @@ def kill_group(proc: asyncio.subprocess.Process) -> None:
             os.kill(proc.pid, signal.SIGKILL)
 
 
-
 def open_log(path: Path) -> BinaryIO:
     path.parent.mkdir(exist_ok=True)
     return path.open("ab")
-

@@ -80,8 +80,14 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, root: Path | str = DEFAULT_ROOT, *, network: str = "auto",
-                 ro_binds: Sequence[Path | str] = (), limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self,
+        root: Path | str = DEFAULT_ROOT,
+        *,
+        network: str = "auto",
+        ro_binds: Sequence[Path | str] = (),
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
         """`network`: "netns" (root; gateway forwarded), "none" (no network at all), "auto".
 
         `ro_binds`: host folders shown read-only in every sandbox besides `bwrap.SYSTEM_RO_BINDS` and
@@ -106,8 +112,10 @@ class LocalBackend:
         (`gateway_port`) is refused rather than started with a dead `gateway_url`.
         """
         if spec.gateway_port and self.network != "netns":
-            raise SandboxError("the gateway forwarder needs network='netns' (root); "
-                               f"this backend has network={self.network!r}")
+            raise SandboxError(
+                "the gateway forwarder needs network='netns' (root); "
+                f"this backend has network={self.network!r}"
+            )
         sid = f"{_safe(spec.rollout_id)}-{uuid.uuid4().hex[:6]}"
         sbx = LocalSandbox(self, spec, sid, self.root / sid)
         self._open.add(sbx)
@@ -136,8 +144,7 @@ class LocalBackend:
         listen = ("127.0.0.1", spec.gateway_port) if spec.gateway_port else None
         sbx.netns = await open_netns(f"ofrl-{sbx.id}"[:60], listen)
         if sbx.netns.listener is not None:
-            sbx._forwarder = await open_forwarder(sbx.netns.listener,
-                                                  (spec.gateway_host, spec.gateway_port))
+            sbx._forwarder = await open_forwarder(sbx.netns.listener, (spec.gateway_host, spec.gateway_port))
             sbx.gateway_url = f"http://127.0.0.1:{spec.gateway_port}"
 
     def forget(self, sbx: LocalSandbox) -> None:

@@ -86,11 +86,19 @@ class LocalSandbox(HostFilesMixin):
         self.host_tmpdir = self.fs / "tmp"
         self.gateway_url = ""
         self.violations: list[str] = []
-        self.ro_binds = bwrap.runtime_ro_binds([*backend.ro_binds, *spec.ro_binds]) if spec.ro_binds \
-            else backend.ro_binds
-        self.mounts = bwrap.Mounts([*backend.system_mounts, *((str(b), b) for b in self.ro_binds),
-                                    *bwrap.masked_mounts(), (WORKDIR, self.fs / "work"),
-                                    ("/tmp", self.host_tmpdir), *_hidden_root(backend.root)])
+        self.ro_binds = (
+            bwrap.runtime_ro_binds([*backend.ro_binds, *spec.ro_binds]) if spec.ro_binds else backend.ro_binds
+        )
+        self.mounts = bwrap.Mounts(
+            [
+                *backend.system_mounts,
+                *((str(b), b) for b in self.ro_binds),
+                *bwrap.masked_mounts(),
+                (WORKDIR, self.fs / "work"),
+                ("/tmp", self.host_tmpdir),
+                *_hidden_root(backend.root),
+            ]
+        )
         self._backend = backend
         self.netns: NetNamespace | None = None
         self.cgroup: CgroupGroup | None = None
@@ -114,18 +122,28 @@ class LocalSandbox(HostFilesMixin):
             prefix = [*prefix, "nsenter", f"--net={self.netns.path}"]
         return prefix
 
-    def _command(self, argv: Sequence[str], cwd: str, started_fd: int, status_fd: int | None,
-                 role: str = "agent") -> list[str]:
-        bargs = bwrap.sandbox_args(self._backend.root_args, self.fs / "work", self.host_tmpdir,
-                                   unshare_net=self.netns is None, ro_binds=self.ro_binds,
-                                   hide=[self._backend.root])
+    def _command(
+        self, argv: Sequence[str], cwd: str, started_fd: int, status_fd: int | None, role: str = "agent"
+    ) -> list[str]:
+        bargs = bwrap.sandbox_args(
+            self._backend.root_args,
+            self.fs / "work",
+            self.host_tmpdir,
+            unshare_net=self.netns is None,
+            ro_binds=self.ro_binds,
+            hide=[self._backend.root],
+        )
         if status_fd is not None:  # exec: the sandbox init's PID, to wait until its tree is gone
             bargs = [*bargs, "--json-status-fd", str(status_fd)]
         return bwrap.wrap_command(self._prefix(role), bargs, [*started_wrapper(started_fd), *argv], cwd)
 
     def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
-        base = {"PATH": os.environ.get("PATH", DEFAULT_PATH), "HOME": WORKDIR, "LANG": "C.UTF-8",
-                "TMPDIR": "/tmp"}
+        base = {
+            "PATH": os.environ.get("PATH", DEFAULT_PATH),
+            "HOME": WORKDIR,
+            "LANG": "C.UTF-8",
+            "TMPDIR": "/tmp",
+        }
         return {**base, **self.spec.env, **(env or {})}
 
     def _check_alive(self) -> None:
@@ -159,12 +177,20 @@ class LocalSandbox(HostFilesMixin):
         self._resolve(argv[0], full_env, cwd)
         return full_env
 
-    async def _start(self, cmd: list[str], env: Mapping[str, str], stdin: int, stdout: int | BinaryIO,
-                     stderr: int, fds: Sequence[int]) -> asyncio.subprocess.Process:
+    async def _start(
+        self,
+        cmd: list[str],
+        env: Mapping[str, str],
+        stdin: int,
+        stdout: int | BinaryIO,
+        stderr: int,
+        fds: Sequence[int],
+    ) -> asyncio.subprocess.Process:
         """Start the launcher with `fds` (write ends of our pipes) passed through; closes them."""
         try:
-            proc = await asyncio.create_subprocess_exec(*cmd, env=env, stdin=stdin, stdout=stdout,
-                                                        stderr=stderr, pass_fds=tuple(fds))
+            proc = await asyncio.create_subprocess_exec(
+                *cmd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, pass_fds=tuple(fds)
+            )
         except OSError as e:
             raise SandboxError(f"cannot start bwrap: {e}") from e
         finally:
@@ -174,19 +200,33 @@ class LocalSandbox(HostFilesMixin):
         return proc
 
     # ---- Sandbox protocol -------------------------------------------------------------------
-    async def exec(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-                   cwd: str = WORKDIR, timeout_s: float | None = None,
-                   stdin: bytes | None = None) -> ExecResult:
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str = WORKDIR,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
         """Run at most once; past `timeout_s` the whole PID namespace is killed (`timed_out`).
 
         Retried only when bwrap exited by itself before the command started (its setup failed).
         """
         full_env = self._prepare(argv, env, cwd)
-        return await self._run(lambda s, st: self._command(argv, cwd, s, st), full_env, timeout_s,
-                               stdin, limits=True)
+        return await self._run(
+            lambda s, st: self._command(argv, cwd, s, st), full_env, timeout_s, stdin, limits=True
+        )
 
-    async def _run(self, build: BuildCommand, env: Mapping[str, str], timeout_s: float | None,
-                   stdin: bytes | None, *, limits: bool) -> ExecResult:
+    async def _run(
+        self,
+        build: BuildCommand,
+        env: Mapping[str, str],
+        timeout_s: float | None,
+        stdin: bytes | None,
+        *,
+        limits: bool,
+    ) -> ExecResult:
         failure = ""
         for _ in range(SETUP_ATTEMPTS):
             result, started = await self._exec_once(build, env, timeout_s, stdin, limits)
@@ -196,16 +236,27 @@ class LocalSandbox(HostFilesMixin):
             self._check_alive()
         raise SandboxError(f"bwrap setup failed {SETUP_ATTEMPTS} times: {failure}")
 
-    async def _exec_once(self, build: BuildCommand, env: Mapping[str, str], timeout_s: float | None,
-                         stdin: bytes | None, limits: bool) -> tuple[ExecResult, bool]:
+    async def _exec_once(
+        self,
+        build: BuildCommand,
+        env: Mapping[str, str],
+        timeout_s: float | None,
+        stdin: bytes | None,
+        limits: bool,
+    ) -> tuple[ExecResult, bool]:
         t0 = time.monotonic()
         sp = asyncio.subprocess
         (r_started, w_started), (r_status, w_status) = os.pipe(), os.pipe()
         before = self._breaches() if limits else {}
         try:
-            proc = await self._start(build(w_started, w_status), env,
-                                     sp.PIPE if stdin is not None else sp.DEVNULL, sp.PIPE, sp.PIPE,
-                                     (w_started, w_status))
+            proc = await self._start(
+                build(w_started, w_status),
+                env,
+                sp.PIPE if stdin is not None else sp.DEVNULL,
+                sp.PIPE,
+                sp.PIPE,
+                (w_started, w_status),
+            )
             self._execs.add(proc)
             try:
                 result = await self._collect(proc, stdin, timeout_s, t0)
@@ -231,8 +282,9 @@ class LocalSandbox(HostFilesMixin):
             hit.append("disk")
         return tuple(hit)
 
-    async def _collect(self, proc: asyncio.subprocess.Process, stdin: bytes | None,
-                       timeout_s: float | None, t0: float) -> ExecResult:
+    async def _collect(
+        self, proc: asyncio.subprocess.Process, stdin: bytes | None, timeout_s: float | None, t0: float
+    ) -> ExecResult:
         readers = asyncio.gather(read_capped(proc.stdout), read_capped(proc.stderr))
         try:
             if stdin is not None and proc.stdin is not None:
@@ -255,8 +307,9 @@ class LocalSandbox(HostFilesMixin):
         killed = -rc if rc < 0 and not timed_out else None  # a signal we did not send
         return ExecResult(rc, out, err, timed_out, time.monotonic() - t0, killed_by_signal=killed)
 
-    async def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-                    cwd: str = WORKDIR) -> None:
+    async def spawn(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str = WORKDIR
+    ) -> None:
         """Start a background process; output goes to `<home>/logs/spawn-N.log` on the host."""
         full_env = self._prepare(argv, env, cwd)
         self._nspawn += 1
@@ -270,12 +323,17 @@ class LocalSandbox(HostFilesMixin):
             fh.close()  # the child keeps its own copy of the descriptor
         raise SandboxError(f"bwrap setup failed {SETUP_ATTEMPTS} times (see {fh.name})")
 
-    async def _spawn_once(self, argv: Sequence[str], env: Mapping[str, str], cwd: str,
-                          log: BinaryIO) -> bool:
+    async def _spawn_once(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log: BinaryIO) -> bool:
         r, w = os.pipe()
         try:
-            proc = await self._start(self._command(argv, cwd, w, None, role="service"), env,
-                                     asyncio.subprocess.DEVNULL, log, asyncio.subprocess.STDOUT, (w,))
+            proc = await self._start(
+                self._command(argv, cwd, w, None, role="service"),
+                env,
+                asyncio.subprocess.DEVNULL,
+                log,
+                asyncio.subprocess.STDOUT,
+                (w,),
+            )
             if await started(r, proc):
                 return True
         finally:
@@ -295,9 +353,14 @@ class LocalSandbox(HostFilesMixin):
         return None
 
     # ---- verifier ---------------------------------------------------------------------------
-    async def run_verifier(self, argv: Sequence[str], *, inputs: Mapping[str, bytes],
-                           env: Mapping[str, str] | None = None,
-                           timeout_s: float | None = None) -> VerifierRun:
+    async def run_verifier(
+        self,
+        argv: Sequence[str],
+        *,
+        inputs: Mapping[str, bytes],
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> VerifierRun:
         """Run a trusted verifier apart from the agent; its files come back as `outputs`.
 
         First every exec of this sandbox (the harness) is killed and its PID namespace waited for;
@@ -315,24 +378,38 @@ class LocalSandbox(HostFilesMixin):
         self._nverify += 1
         base = self.home / f"verifier-{self._nverify}"
         await asyncio.to_thread(layout_verifier, base, inputs)
-        venv = {"PATH": DEFAULT_PATH, "HOME": bwrap.VERIFIER_OUT, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
-                **(env or {})}
+        venv = {
+            "PATH": DEFAULT_PATH,
+            "HOME": bwrap.VERIFIER_OUT,
+            "LANG": "C.UTF-8",
+            "TMPDIR": "/tmp",
+            **(env or {}),
+        }
         try:
-            result = await self._run(lambda s, st: self._verifier_command(argv, base, s, st), venv,
-                                     timeout_s, None, limits=False)
+            result = await self._run(
+                lambda s, st: self._verifier_command(argv, base, s, st), venv, timeout_s, None, limits=False
+            )
             outputs = await asyncio.to_thread(collect_outputs, base / "out")
         finally:
             await asyncio.to_thread(shutil.rmtree, base, True)
         return VerifierRun(result, outputs)
 
-    def _verifier_command(self, argv: Sequence[str], base: Path, started_fd: int,
-                          status_fd: int) -> list[str]:
-        bargs = bwrap.verifier_args(self._backend.root_args, self.fs / "work", base / "in", base / "out",
-                                    unshare_net=self.netns is None, ro_binds=self.ro_binds,
-                                    hide=[self._backend.root])
+    def _verifier_command(
+        self, argv: Sequence[str], base: Path, started_fd: int, status_fd: int
+    ) -> list[str]:
+        bargs = bwrap.verifier_args(
+            self._backend.root_args,
+            self.fs / "work",
+            base / "in",
+            base / "out",
+            unshare_net=self.netns is None,
+            ro_binds=self.ro_binds,
+            hide=[self._backend.root],
+        )
         bargs = [*bargs, "--json-status-fd", str(status_fd)]
-        return bwrap.wrap_command(self._prefix(None), bargs,
-                                  [*started_wrapper(started_fd), *argv], bwrap.VERIFIER_OUT)
+        return bwrap.wrap_command(
+            self._prefix(None), bargs, [*started_wrapper(started_fd), *argv], bwrap.VERIFIER_OUT
+        )
 
     async def _end_execs(self) -> None:
         """Kill every exec still running (a harness's leftovers) and wait until each tree is gone."""
@@ -414,20 +491,35 @@ class WorkdirCopy:
         self.base = base
         self.work = base / "work"
 
-    async def exec(self, argv: Sequence[str], *, timeout_s: float, cwd: str = WORKDIR,
-                   env: Mapping[str, str] | None = None) -> ExecResult:
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        cwd: str = WORKDIR,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
         sbx = self.sandbox
         sbx._check_alive()
         full = {"PATH": DEFAULT_PATH, "HOME": WORKDIR, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **(env or {})}
-        return await sbx._run(lambda s, st: self._command(argv, cwd, s, st), full, timeout_s, None, limits=True)
+        return await sbx._run(
+            lambda s, st: self._command(argv, cwd, s, st), full, timeout_s, None, limits=True
+        )
 
     def _command(self, argv: Sequence[str], cwd: str, started_fd: int, status_fd: int) -> list[str]:
         sbx = self.sandbox
-        bargs = bwrap.sandbox_args(sbx._backend.root_args, self.work, self.base / "tmp", unshare_net=True,
-                                   ro_binds=sbx.ro_binds, hide=[sbx._backend.root])
+        bargs = bwrap.sandbox_args(
+            sbx._backend.root_args,
+            self.work,
+            self.base / "tmp",
+            unshare_net=True,
+            ro_binds=sbx.ro_binds,
+            hide=[sbx._backend.root],
+        )
         prefix = sbx.cgroup.enter_argv("agent") if sbx.cgroup else []
-        return bwrap.wrap_command(prefix, [*bargs, "--json-status-fd", str(status_fd)],
-                                  [*started_wrapper(started_fd), *argv], cwd)
+        return bwrap.wrap_command(
+            prefix, [*bargs, "--json-status-fd", str(status_fd)], [*started_wrapper(started_fd), *argv], cwd
+        )
 
     async def read(self, rel: str, *, limit: int = MAX_READ_BYTES) -> bytes:
         """The bytes of a regular file of the copy (`TamperError`: a link, FIFO, device or over `limit`)."""
@@ -450,8 +542,15 @@ class WorkdirCopy:
 def _with(result: ExecResult, limits_hit: tuple[str, ...]) -> ExecResult:
     if not limits_hit:
         return result
-    return ExecResult(result.returncode, result.stdout, result.stderr, result.timed_out, result.duration_s,
-                      killed_by_signal=result.killed_by_signal, limits_hit=limits_hit)
+    return ExecResult(
+        result.returncode,
+        result.stdout,
+        result.stderr,
+        result.timed_out,
+        result.duration_s,
+        killed_by_signal=result.killed_by_signal,
+        limits_hit=limits_hit,
+    )
 
 
 def _hidden_root(root: Path) -> list[tuple[str, Path | None]]:

@@ -132,8 +132,7 @@ class NetNamespace:
             self.pinned = None
 
 
-async def open_netns(name: str, listen: tuple[str, int] | None = None, *, pin: bool = False
-                     ) -> NetNamespace:
+async def open_netns(name: str, listen: tuple[str, int] | None = None, *, pin: bool = False) -> NetNamespace:
     """A fresh namespace with `lo` up; `listen` (host, port) bound inside it if given.
 
     Unpinned (default) it is reachable as `/proc/<our pid>/fd/<fd>`: no mount is created, so no

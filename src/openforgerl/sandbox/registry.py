@@ -43,8 +43,10 @@ async def _podman(root: Path, settings: SandboxSettings | None) -> SandboxBacken
     image = settings.image if settings is not None else None
     if image and not await backend.image_exists(image):  # one line now, not an infra error per rollout
         await backend.aclose()
-        raise UserError(f"image {image!r} is not present in podman's store (images are never pulled): build it "
-                        "with `bash scripts/build_images.sh`, or `podman load` / `podman pull` it yourself")
+        raise UserError(
+            f"image {image!r} is not present in podman's store (images are never pulled): build it "
+            "with `bash scripts/build_images.sh`, or `podman load` / `podman pull` it yourself"
+        )
     return backend
 
 
@@ -57,6 +59,7 @@ async def _kubernetes(root: Path, settings: SandboxSettings | None) -> SandboxBa
 
 Factory = Callable[[Path, SandboxSettings | None], Awaitable[SandboxBackend]]
 """(where a local backend keeps its sandboxes, the config's `sandbox` section) -> an open backend."""
+
 
 class UnknownBackend(UnknownNameError, ValueError):
     """An unknown backend name (still a ValueError for callers that validate settings with it)."""

@@ -105,8 +105,12 @@ def write_under(root: Path | str, rel: str, data: bytes) -> None:
     shown = "/".join(parts)
     fd = _walk(root, parts, shown, create=True)
     try:
-        leaf = _open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-                     | os.O_NOCTTY, fd, shown)
+        leaf = _open(
+            parts[-1],
+            os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY,
+            fd,
+            shown,
+        )
     finally:
         os.close(fd)
     try:
@@ -115,6 +119,6 @@ def write_under(root: Path | str, rel: str, data: bytes) -> None:
         os.ftruncate(leaf, 0)
         view = memoryview(data)
         while view:
-            view = view[os.write(leaf, view):]
+            view = view[os.write(leaf, view) :]
     finally:
         os.close(leaf)

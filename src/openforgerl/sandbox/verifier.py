@@ -28,9 +28,15 @@ __all__ = ["VERIFIER_IN", "VERIFIER_OUT", "run_verifier"]
 _ROOT = "/verifier"
 
 
-async def run_verifier(sandbox: Any, argv: Sequence[str], *, inputs: Mapping[str, bytes],
-                       outputs: Sequence[str] = ("reward.json", "verifier.log"),
-                       env: Mapping[str, str] | None = None, timeout_s: float | None = None) -> VerifierRun:
+async def run_verifier(
+    sandbox: Any,
+    argv: Sequence[str],
+    *,
+    inputs: Mapping[str, bytes],
+    outputs: Sequence[str] = ("reward.json", "verifier.log"),
+    env: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> VerifierRun:
     """The verifier's exit and its output files (`outputs` names what the fallback reads back)."""
     own = getattr(sandbox, "run_verifier", None)
     if own is not None:
@@ -39,14 +45,22 @@ async def run_verifier(sandbox: Any, argv: Sequence[str], *, inputs: Mapping[str
     return await _in_place(sandbox, argv, inputs, outputs, env, timeout_s)
 
 
-async def _in_place(sandbox: Any, argv: Sequence[str], inputs: Mapping[str, bytes], outputs: Sequence[str],
-                    env: Mapping[str, str] | None, timeout_s: float | None) -> VerifierRun:
+async def _in_place(
+    sandbox: Any,
+    argv: Sequence[str],
+    inputs: Mapping[str, bytes],
+    outputs: Sequence[str],
+    env: Mapping[str, str] | None,
+    timeout_s: float | None,
+) -> VerifierRun:
     base = f"/tmp/.openforgerl-verifier-{uuid.uuid4().hex[:12]}"
     for rel, data in inputs.items():
         await sandbox.write_file(f"{base}/in/{rel}", data)
     await sandbox.write_file(f"{base}/out/.keep", b"")
     moved = [a.replace(_ROOT, base, 1) if a.startswith(_ROOT) else a for a in argv]
-    result: ExecResult = await sandbox.exec(moved, env=dict(env or {}), cwd=f"{base}/out", timeout_s=timeout_s)
+    result: ExecResult = await sandbox.exec(
+        moved, env=dict(env or {}), cwd=f"{base}/out", timeout_s=timeout_s
+    )
     found: dict[str, bytes] = {}
     for name in outputs:
         try:

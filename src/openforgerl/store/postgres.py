@@ -191,7 +191,9 @@ class PostgresCallStore:
 
     def __init__(self, url: str) -> None:
         if psycopg is None:
-            raise UserError("a postgresql:// call log needs the PostgreSQL driver: pip install 'openforgerl[postgres]'")
+            raise UserError(
+                "a postgresql:// call log needs the PostgreSQL driver: pip install 'openforgerl[postgres]'"
+            )
         self.url = url
         self.path = redacted(url)  # what messages name (the SQLite store's `path`)
         self._conn = self._connect(autocommit=True)  # the writer thread's
@@ -252,7 +254,9 @@ class PostgresCallStore:
         while True:
             try:
                 if self._conn.closed:
-                    self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S)
+                    self._conn = psycopg.connect(
+                        self.url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S
+                    )
                 return self._commit(jobs), None
             except psycopg.OperationalError as exc:  # connection lost: the batch is safe to resend
                 if time.monotonic() + delay > give_up:
@@ -311,8 +315,9 @@ class PostgresCallStore:
     async def put_rollout(self, rollout: RolloutRecord) -> None:
         body = orjson.dumps(rollout.model_dump(mode="json"))
         # closed or tainted: sticky (`_PUT_ROLLOUT`), and announced to every replica (`watch_rollouts`)
-        await asyncio.wrap_future(self._submit("rollout", rollout.rollout_id, body, rollout.closed,
-                                               rollout.infra_tainted))
+        await asyncio.wrap_future(
+            self._submit("rollout", rollout.rollout_id, body, rollout.closed, rollout.infra_tainted)
+        )
 
     def watch_rollouts(self, callback: Callable[[str | None], None]) -> None:
         """Call `callback(rollout_id)` (from a listener thread) each time any store on this database
@@ -413,7 +418,9 @@ class PostgresCallStore:
             if self._closed:
                 raise RuntimeError(f"call store {self.path} is closed")
             conn = self._connect(autocommit=True)
-            conn.execute("SET synchronous_commit = off")  # its only writes are quota counts (reserve_log_bytes)
+            conn.execute(
+                "SET synchronous_commit = off"
+            )  # its only writes are quota counts (reserve_log_bytes)
             self._read_local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
@@ -436,7 +443,9 @@ class PostgresCallStore:
         return [bytes(row[0]) for row in self._fetch(sql, params)]
 
     async def get_rollout(self, rollout_id: str) -> RolloutRecord | None:
-        rows = await asyncio.to_thread(self._bodies, "SELECT body FROM rollouts WHERE rollout_id=%s", (rollout_id,))
+        rows = await asyncio.to_thread(
+            self._bodies, "SELECT body FROM rollouts WHERE rollout_id=%s", (rollout_id,)
+        )
         return RolloutRecord.model_validate_json(rows[0]) if rows else None
 
     async def list_rollouts(self) -> list[RolloutRecord]:
@@ -446,7 +455,10 @@ class PostgresCallStore:
         return await asyncio.to_thread(self.read_calls, rollout_id)
 
     def read_rollouts(self) -> list[RolloutRecord]:
-        return [RolloutRecord.model_validate_json(r) for r in self._bodies("SELECT body FROM rollouts ORDER BY seq")]
+        return [
+            RolloutRecord.model_validate_json(r)
+            for r in self._bodies("SELECT body FROM rollouts ORDER BY seq")
+        ]
 
     def read_calls(self, rollout_id: str) -> list[CallRecord]:
         rows = self._bodies("SELECT body FROM calls WHERE rollout_id=%s ORDER BY idx", (rollout_id,))

@@ -185,20 +185,23 @@ class SQLiteCallStore:
     def _replay_rows(self, rows: list[tuple[str, int, bytes]]) -> None:
         """Journal replay: idempotent. A row already stored with identical bytes is skipped; one
         stored with other bytes is never overwritten: the journaled version goes to `call_conflicts`."""
+
         def body() -> None:
             for row in rows:
                 rid = str(row[0])
                 if rid.startswith(_BLOB_FRAME):  # a blob, journaled before the records naming it
-                    sha, _, media_type = rid[len(_BLOB_FRAME):].partition("\x00")
+                    sha, _, media_type = rid[len(_BLOB_FRAME) :].partition("\x00")
                     data = row[2]
                     self._conn.execute(_PUT_BLOB, (sha, media_type, len(data), data))
                     continue
                 if self._conn.execute(_REPLAY_CALL, row).rowcount:
                     continue
                 (stored,) = self._conn.execute(
-                    "SELECT body FROM calls WHERE rollout_id=? AND idx=?", row[:2]).fetchone()
+                    "SELECT body FROM calls WHERE rollout_id=? AND idx=?", row[:2]
+                ).fetchone()
                 if bytes(stored) != bytes(row[2]):
                     self._conn.execute(_CONFLICT, row)
+
         with self._write_lock:
             self._transaction(body, "BEGIN IMMEDIATE")
 
@@ -210,6 +213,7 @@ class SQLiteCallStore:
             (start,) = self._conn.execute(_NEXT_FREE, (rollout_id,)).fetchone()
             self._conn.execute("INSERT INTO index_leases VALUES (?,?,?)", (rollout_id, start, start + count))
             result.append(int(start))
+
         with self._write_lock:
             # IMMEDIATE takes SQLite's write lock before reading the maximum: two processes
             # leasing at once are serialised, the second sees the first's block.
@@ -338,7 +342,9 @@ class SQLiteCallStore:
     def read_blob_usage(self) -> tuple[int, int]:
         """(blobs, bytes) this log holds: its packs, and the files and table of a log written before them."""
         count, size = self.blob_files.usage()
-        rows, table_bytes = self._reader().execute("SELECT count(*), coalesce(sum(size), 0) FROM blobs").fetchone()
+        rows, table_bytes = (
+            self._reader().execute("SELECT count(*), coalesce(sum(size), 0) FROM blobs").fetchone()
+        )
         return count + int(rows), size + int(table_bytes)
 
     # -- reading -------------------------------------------------------------------------------

@@ -12,16 +12,29 @@
 """
 
 from openforgerl.synth.calibrate import (
-           calibrate,
-           inprocess_runner,
-           orchestrator_runner,
-           pools,
-           refresh,
-           select_band,
+    calibrate,
+    inprocess_runner,
+    orchestrator_runner,
+    pools,
+    refresh,
+    select_band,
 )
 from openforgerl.synth.loading import load_env
 from openforgerl.synth.pipeline import Report, synthesize
 from openforgerl.synth.toolenv import Collection, Param, Tool, ToolEnv
 
-__all__ = ["Collection", "Param", "Report", "Tool", "ToolEnv", "calibrate", "inprocess_runner", "load_env",
-           "orchestrator_runner", "pools", "refresh", "select_band", "synthesize"]
+__all__ = [
+    "Collection",
+    "Param",
+    "Report",
+    "Tool",
+    "ToolEnv",
+    "calibrate",
+    "inprocess_runner",
+    "load_env",
+    "orchestrator_runner",
+    "pools",
+    "refresh",
+    "select_band",
+    "synthesize",
+]

@@ -28,8 +28,15 @@ def _same(a: float | None, b: float | None) -> bool:
     return a is not None and b is not None and abs(a - b) < 1e-6
 
 
-def sandbox_agreement(env: str | ToolEnv, kept: Sequence[Path], rejected: Sequence[tuple[Candidate, Verdict]],
-                      k: int, *, seed: int = 0, concurrency: int = 4) -> dict[str, Any]:
+def sandbox_agreement(
+    env: str | ToolEnv,
+    kept: Sequence[Path],
+    rejected: Sequence[tuple[Candidate, Verdict]],
+    k: int,
+    *,
+    seed: int = 0,
+    concurrency: int = 4,
+) -> dict[str, Any]:
     """Validate `k` kept tasks and every given rejected candidate in real sandboxes; compare."""
     from openforgerl.tasks.loader import load_runtime
     from openforgerl.tasks.validate import validate_tasks
@@ -56,7 +63,21 @@ def sandbox_agreement(env: str | ToolEnv, kept: Sequence[Path], rejected: Sequen
         noop, oracle = expected[r.task_id]
         agree = not r.error and _same(r.noop_reward, noop) and _same(r.oracle_reward, oracle)
         agreed += int(agree)
-        rows.append({"task": r.task_id, "in_process": [noop, oracle], "sandbox": [r.noop_reward, r.oracle_reward],
-                     "agree": agree, "error": r.error, "seconds": round(r.seconds, 2)})
-    return {"checked": len(rows), "kept_checked": len(sample), "rejected_checked": len(rejected),
-            "agreed": agreed, "sandbox_valid_kept": sum(1 for r in results[:len(sample)] if r.ok), "rows": rows}
+        rows.append(
+            {
+                "task": r.task_id,
+                "in_process": [noop, oracle],
+                "sandbox": [r.noop_reward, r.oracle_reward],
+                "agree": agree,
+                "error": r.error,
+                "seconds": round(r.seconds, 2),
+            }
+        )
+    return {
+        "checked": len(rows),
+        "kept_checked": len(sample),
+        "rejected_checked": len(rejected),
+        "agreed": agreed,
+        "sandbox_valid_kept": sum(1 for r in results[: len(sample)] if r.ok),
+        "rows": rows,
+    }

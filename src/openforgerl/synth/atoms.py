@@ -23,6 +23,7 @@ __all__ = ["NOT_FOUND", "Atom", "Ctx", "any_atom", "impossible_atom", "items_of"
 
 NOT_FOUND = "NOT FOUND"
 
+
 @dataclass
 class Atom:
     family: str
@@ -37,16 +38,20 @@ class Atom:
 
 # --- the world ------------------------------------------------------------------------------------
 
+
 def _later(dt: str, rng: random.Random) -> str:
     hour, minute = int(dt[11:13]), int(dt[14:16])
     total = hour * 60 + minute + rng.choice((30, 60, 90))
     return f"{dt[:11]}{min(total // 60, 23):02d}:{total % 60 if total // 60 < 24 else 59:02d}"
 
 
-def _new_record(env: ToolEnv, c: Collection, items: list[dict[str, Any]], rng: random.Random,
-                label: str | None = None) -> dict[str, Any]:
+def _new_record(
+    env: ToolEnv, c: Collection, items: list[dict[str, Any]], rng: random.Random, label: str | None = None
+) -> dict[str, Any]:
     taken = {str(it.get(c.label)) for it in items}
-    record: dict[str, Any] = {c.key: f"{c.id_prefix or c.list_name[:1]}{50 + len(items) + rng.randrange(900)}"}
+    record: dict[str, Any] = {
+        c.key: f"{c.id_prefix or c.list_name[:1]}{50 + len(items) + rng.randrange(900)}"
+    }
     for f, kind in c.fields.items():
         record[f] = vocab.value(kind, rng, env.values)
     if "start" in record and "end" in record:
@@ -87,6 +92,7 @@ def items_of(state: dict[str, Any], dotted: str) -> list[dict[str, Any]]:
 
 
 # --- lookups (the data flow) ----------------------------------------------------------------------
+
 
 def _lookup(env: ToolEnv, c: Collection, label: str) -> list[Action]:
     """The read call(s) that find a record named `label` and return its id."""
@@ -153,6 +159,7 @@ def _pick(ctx: Ctx, c: Collection, dup: bool) -> tuple[dict[str, Any], str] | No
 
 # --- atoms ----------------------------------------------------------------------------------------
 
+
 def _literal(p: Param, ctx: Ctx) -> Any:
     kind = p.kind or vocab.guess_kind(p.name, p.type)
     if p.enum:
@@ -187,7 +194,11 @@ def _render(tool: Tool, slots: dict[str, str], quoted: set[str], generic: str, r
         return generic
     template = rng.choice(usable)
     covered = set(re.findall(r"{(\w+)}", template))
-    rest = [f'its {k} to "{v}"' if k in quoted else f"its {k} to {v}" for k, v in slots.items() if k not in covered]
+    rest = [
+        f'its {k} to "{v}"' if k in quoted else f"its {k} to {v}"
+        for k, v in slots.items()
+        if k not in covered
+    ]
     return template.format(**slots) + (f" Set {' and '.join(rest)}." if rest else "")
 
 
@@ -199,8 +210,9 @@ def _verb(tool: Tool) -> str:
     return words[0] if words else tool.kind
 
 
-def _fill(tool: Tool, ctx: Ctx, atom: Atom, slots: dict[str, str], quoted: set[str], args: dict[str, Any],
-          dup: bool) -> bool:
+def _fill(
+    tool: Tool, ctx: Ctx, atom: Atom, slots: dict[str, str], quoted: set[str], args: dict[str, Any], dup: bool
+) -> bool:
     for p in tool.params:
         if p.kind == "skip" or p.name in args or (not p.required and ctx.rng.random() < 0.5):
             continue
@@ -232,7 +244,9 @@ def _fill(tool: Tool, ctx: Ctx, atom: Atom, slots: dict[str, str], quoted: set[s
         args["end"] = _later(args["start"], ctx.rng)
         slots["end"] = args["end"]
         atom.slots = [s for s in atom.slots if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d", s)] + [
-            args["start"], args["end"]]
+            args["start"],
+            args["end"],
+        ]
     return True
 
 
@@ -246,14 +260,20 @@ def create_atom(tool: Tool, ctx: Ctx, dup: bool) -> Atom | None:
     atom.actions.append(Action(tool.name, args))
     atom.refs = [(len(atom.actions) - 1, v) for _, v in atom.refs]
     described = " and ".join(f'{k} "{v}"' if k in quoted else f"the {k} of {v}" for k, v in slots.items())
-    generic = f"{_verb(tool).capitalize()} a new {_noun(ctx.env, tool)}{' with ' + described if described else ''}."
+    generic = (
+        f"{_verb(tool).capitalize()} a new {_noun(ctx.env, tool)}{' with ' + described if described else ''}."
+    )
     atom.instruction = _render(tool, slots, quoted, generic, ctx.rng)
     if tool.collection == "files":
-        atom.checks = [{"kind": "file", "name": "file_written", "path": args["path"], "equals": args["content"]}]
+        atom.checks = [
+            {"kind": "file", "name": "file_written", "path": args["path"], "equals": args["content"]}
+        ]
     else:
         match, contains = _check_fields(tool, args)
-        atom.checks = [{"kind": "record", "name": f"{tool.name}_done", "collection": tool.collection, "match": match}
-                       | ({"contains": contains} if contains else {})]
+        atom.checks = [
+            {"kind": "record", "name": f"{tool.name}_done", "collection": tool.collection, "match": match}
+            | ({"contains": contains} if contains else {})
+        ]
     if dup and not any("the one whose" in s for s in slots.values()):
         return None
     return atom
@@ -274,13 +294,16 @@ def _update(tool: Tool, ctx: Ctx, atom: Atom, c: Collection, rid: Any, phrase: s
     changes = {k: v for k, v in args.items() if k != tool.key}
     if not changes and not tool.sets:
         return None
-    described = " and ".join(f'set its {k} to "{v}"' if k in quoted else f"set its {k} to {v}"
-                             for k, v in slots.items())
+    described = " and ".join(
+        f'set its {k} to "{v}"' if k in quoted else f"set its {k} to {v}" for k, v in slots.items()
+    )
     generic = f"Update {phrase}: {described}." if changes else f"{_verb(tool).capitalize()} {phrase}."
     atom.instruction = _render(tool, {"id": phrase, **slots}, quoted, generic, ctx.rng)
     match, contains = _check_fields(tool, changes)
-    atom.checks = [{"kind": "record", "name": f"{tool.name}_done", "collection": c.name,
-                    "match": {c.key: rid, **match}} | ({"contains": contains} if contains else {})]
+    atom.checks = [
+        {"kind": "record", "name": f"{tool.name}_done", "collection": c.name, "match": {c.key: rid, **match}}
+        | ({"contains": contains} if contains else {})
+    ]
     atom.refs = [(len(atom.actions), v) for _, v in atom.refs]
     return args
 
@@ -297,22 +320,42 @@ def change_atom(tool: Tool, ctx: Ctx, dup: bool) -> Atom | None:
         return None
     rid = record.get(c.key)
     phrase = _phrase(tool.param(tool.key), c, record, c.key, dup_field)
-    atom = Atom(tool.name, "", list(lookup), [], [str(record.get(c.label))] + ([str(record[dup_field])] if dup_field
-                                                                               else []))
+    atom = Atom(
+        tool.name,
+        "",
+        list(lookup),
+        [],
+        [str(record.get(c.label))] + ([str(record[dup_field])] if dup_field else []),
+    )
     if tool.kind == "update":
         update = _update(tool, ctx, atom, c, rid, phrase)
         if update is None:
             return None
         args = update
     else:
-        atom.instruction = _render(tool, {"id": phrase}, set(), f"{_verb(tool).capitalize()} {phrase}.", ctx.rng)
+        atom.instruction = _render(
+            tool, {"id": phrase}, set(), f"{_verb(tool).capitalize()} {phrase}.", ctx.rng
+        )
         n_left = len(items_of(ctx.state, c.name)) - 1
-        atom.checks = [{"kind": "no_record", "name": f"{tool.name}_gone", "collection": c.name, "match": {c.key: rid}},
-                       {"kind": "record", "name": f"{tool.name}_others_kept", "collection": c.name, "count": n_left,
-                        "safety": True}]
+        atom.checks = [
+            {"kind": "no_record", "name": f"{tool.name}_gone", "collection": c.name, "match": {c.key: rid}},
+            {
+                "kind": "record",
+                "name": f"{tool.name}_others_kept",
+                "collection": c.name,
+                "count": n_left,
+                "safety": True,
+            },
+        ]
         if tool.kind == "move":
-            atom.checks.append({"kind": "record", "name": f"{tool.name}_moved", "collection": tool.target,
-                                "match": {c.key: rid}})
+            atom.checks.append(
+                {
+                    "kind": "record",
+                    "name": f"{tool.name}_moved",
+                    "collection": tool.target,
+                    "match": {c.key: rid},
+                }
+            )
         args = {tool.key: rid}
     atom.actions.append(Action(tool.name, args))
     atom.refs.append((len(atom.actions) - 1, rid))
@@ -332,8 +375,13 @@ def answer_atom(final: Tool, ctx: Ctx, dup: bool) -> Atom | None:
     ctx.rng.shuffle(fields_)
     for f in fields_:
         values = [str(it.get(f, "")) for it in items]
-        pool = [it for it in _unique(items, c) if 3 <= len(str(it.get(f, ""))) <= 40
-                and values.count(str(it.get(f))) == 1 and it.get(c.key) not in ctx.used]
+        pool = [
+            it
+            for it in _unique(items, c)
+            if 3 <= len(str(it.get(f, ""))) <= 40
+            and values.count(str(it.get(f))) == 1
+            and it.get(c.key) not in ctx.used
+        ]
         if pool:
             break
     else:
@@ -346,10 +394,17 @@ def answer_atom(final: Tool, ctx: Ctx, dup: bool) -> Atom | None:
     answer_param = next((p.name for p in final.params if p.required), "answer")
     actions.append(Action(final.name, {answer_param: value}))
     word = _FIELD_WORDS.get(f, f.replace("_", " "))
-    text = f'What is the {word} of the {c.noun} "{label}"? Look it up and submit just the {word} as the answer.'
-    return Atom(f"answer:{c.name}.{f}", text, actions,
-                [{"kind": "answer", "name": "answer_correct", "contains": value}], [label],
-                refs=[(len(actions) - 1, value)])
+    text = (
+        f'What is the {word} of the {c.noun} "{label}"? Look it up and submit just the {word} as the answer.'
+    )
+    return Atom(
+        f"answer:{c.name}.{f}",
+        text,
+        actions,
+        [{"kind": "answer", "name": "answer_correct", "contains": value}],
+        [label],
+        refs=[(len(actions) - 1, value)],
+    )
 
 
 def impossible_atom(tool: Tool, ctx: Ctx, final: Tool) -> Atom | None:
@@ -365,15 +420,28 @@ def impossible_atom(tool: Tool, ctx: Ctx, final: Tool) -> Atom | None:
         return None
     phrase = _phrase(None, c, ghost, c.key)
     verb = {"update": "Update", "delete": "Delete"}.get(tool.kind, _verb(tool).capitalize())
-    change = next((p for p in tool.params if p.name != tool.key and not p.ref and p.kind != "skip"
-                   and p.type == "string"), None)
+    change = next(
+        (
+            p
+            for p in tool.params
+            if p.name != tool.key and not p.ref and p.kind != "skip" and p.type == "string"
+        ),
+        None,
+    )
     value = _text(_literal(change, ctx)) if change is not None and tool.kind == "update" else ""
     what = f': set its {change.name} to "{value}"' if change is not None and value else ""
-    text = (f"{verb} {phrase}{what}. If there is no such {c.noun}, change nothing and submit the answer "
-            f'"{NOT_FOUND}".')
+    text = (
+        f"{verb} {phrase}{what}. If there is no such {c.noun}, change nothing and submit the answer "
+        f'"{NOT_FOUND}".'
+    )
     answer_param = next((p.name for p in final.params if p.required), "answer")
-    return Atom(f"impossible:{tool.name}", text, [*lookup, Action(final.name, {answer_param: NOT_FOUND})],
-                [{"kind": "answer", "name": "refused", "contains": NOT_FOUND}], [label, NOT_FOUND] + ([value] if value else []))
+    return Atom(
+        f"impossible:{tool.name}",
+        text,
+        [*lookup, Action(final.name, {answer_param: NOT_FOUND})],
+        [{"kind": "answer", "name": "refused", "contains": NOT_FOUND}],
+        [label, NOT_FOUND] + ([value] if value else []),
+    )
 
 
 def any_atom(ctx: Ctx, dup: bool) -> Atom | None:

@@ -26,8 +26,20 @@ from typing import Any
 from openforgerl.tasks import _toml
 from openforgerl.tasks.draft import Action
 
-__all__ = ["Calibration", "RunPolicy", "calibrate", "candidate_from_folder", "inprocess_runner", "measure", "orchestrator_runner", "pass_rate", "pools",
-           "recorded", "refresh", "select_band"]
+__all__ = [
+    "Calibration",
+    "RunPolicy",
+    "calibrate",
+    "candidate_from_folder",
+    "inprocess_runner",
+    "measure",
+    "orchestrator_runner",
+    "pass_rate",
+    "pools",
+    "recorded",
+    "refresh",
+    "select_band",
+]
 
 RunPolicy = Callable[[Sequence[Path], int], Mapping[str, Sequence[float | None]]]
 """(task folders, k) → {task_id: k rewards}; None = an infrastructure failure, not counted."""
@@ -54,8 +66,9 @@ def _record(path: Path, section: dict[str, Any]) -> None:
     toml_path.write_text(_toml.dumps(data))
 
 
-def calibrate(tasks: Sequence[Path], run: RunPolicy, k: int = 8, *, policy: str = "", threshold: float = 1.0
-              ) -> list[Calibration]:
+def calibrate(
+    tasks: Sequence[Path], run: RunPolicy, k: int = 8, *, policy: str = "", threshold: float = 1.0
+) -> list[Calibration]:
     """Run `run` once over all tasks (k attempts each) and write each task's pass rate."""
     rewards = run(list(tasks), k)
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -65,7 +78,13 @@ def calibrate(tasks: Sequence[Path], run: RunPolicy, k: int = 8, *, policy: str 
         scored = [r for r in rewards.get(task_id, ()) if r is not None]
         passes = sum(1 for r in scored if r >= threshold - 1e-9)
         rate = passes / len(scored) if scored else None
-        section: dict[str, Any] = {"k": k, "passes": passes, "scored": len(scored), "policy": policy, "at": now}
+        section: dict[str, Any] = {
+            "k": k,
+            "passes": passes,
+            "scored": len(scored),
+            "policy": policy,
+            "at": now,
+        }
         _record(path, section | ({"pass_rate": rate} if rate is not None else {}))
         out.append(Calibration(task_id, path, rate, passes, len(scored)))
     return out
@@ -73,6 +92,7 @@ def calibrate(tasks: Sequence[Path], run: RunPolicy, k: int = 8, *, policy: str 
 
 def recorded(rewards: Mapping[str, Sequence[float | None]]) -> RunPolicy:
     """A `RunPolicy` that returns rewards already measured (by `measure`, inside a running event loop)."""
+
     def run(_tasks: Sequence[Path], _k: int) -> Mapping[str, Sequence[float | None]]:
         return rewards
 
@@ -86,7 +106,9 @@ def pass_rate(path: Path) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def select_band(tasks: Sequence[Path], low: float = 0.0, high: float = 1.0, *, inclusive: bool = False) -> list[Path]:
+def select_band(
+    tasks: Sequence[Path], low: float = 0.0, high: float = 1.0, *, inclusive: bool = False
+) -> list[Path]:
     """Tasks whose pass rate lies in (low, high) — [low, high] with `inclusive`; uncalibrated ones never."""
     out = []
     for path in tasks:
@@ -96,8 +118,15 @@ def select_band(tasks: Sequence[Path], low: float = 0.0, high: float = 1.0, *, i
     return out
 
 
-def refresh(tasks: Sequence[Path], run: RunPolicy, k: int = 8, low: float = 0.0, high: float = 1.0, *,
-            policy: str = "") -> list[Path]:
+def refresh(
+    tasks: Sequence[Path],
+    run: RunPolicy,
+    k: int = 8,
+    low: float = 0.0,
+    high: float = 1.0,
+    *,
+    policy: str = "",
+) -> list[Path]:
     """Re-measure every task with the current policy and return the new band."""
     calibrate(tasks, run, k, policy=policy)
     return select_band(tasks, low, high)
@@ -108,12 +137,21 @@ def pools(tasks: Sequence[Path], edges: tuple[float, float] = (0.25, 0.75)) -> d
     out: dict[str, list[Path]] = {"hard": [], "normal": [], "easy": [], "uncalibrated": []}
     for path in tasks:
         p = pass_rate(path)
-        name = "uncalibrated" if p is None else "hard" if p <= edges[0] else "normal" if p <= edges[1] else "easy"
+        name = (
+            "uncalibrated"
+            if p is None
+            else "hard"
+            if p <= edges[0]
+            else "normal"
+            if p <= edges[1]
+            else "easy"
+        )
         out[name].append(path)
     return out
 
 
 # --- runners --------------------------------------------------------------------------------------
+
 
 def candidate_from_folder(path: Path) -> Any:
     """A written task folder back as a `compose.Candidate` (fixtures, workspace, faults, checks, gold)."""
@@ -124,13 +162,28 @@ def candidate_from_folder(path: Path) -> Any:
     env_dir = path / "environment"
     fixtures = {p.stem: json.loads(p.read_text()) for p in sorted((env_dir / "fixtures").glob("*.json"))}
     ws = env_dir / "workspace"
-    workspace = {str(p.relative_to(ws)): p.read_text() for p in ws.rglob("*") if p.is_file()} if ws.is_dir() else {}
+    workspace = (
+        {str(p.relative_to(ws)): p.read_text() for p in ws.rglob("*") if p.is_file()} if ws.is_dir() else {}
+    )
     checks = tomllib.loads((path / "tests" / "checks.toml").read_text())["checks"]
-    actions = [Action(a["tool"], a["args"]) for a in json.loads((path / "solution" / "actions.json").read_text())]
+    actions = [
+        Action(a["tool"], a["args"]) for a in json.loads((path / "solution" / "actions.json").read_text())
+    ]
     faults = list(meta.get("faults") or synth.get("faults") or [])
-    return Candidate(str(synth.get("env", "claw")), _task_id(path), (path / "instruction.md").read_text(), actions,
-                     checks, fixtures, list(meta.get("services", [])), str(synth.get("family", "")),
-                     str(synth.get("variant", "")), int(synth.get("n_atoms", 1)), faults=faults, workspace=workspace)
+    return Candidate(
+        str(synth.get("env", "claw")),
+        _task_id(path),
+        (path / "instruction.md").read_text(),
+        actions,
+        checks,
+        fixtures,
+        list(meta.get("services", [])),
+        str(synth.get("family", "")),
+        str(synth.get("variant", "")),
+        int(synth.get("n_atoms", 1)),
+        faults=faults,
+        workspace=workspace,
+    )
 
 
 Policy = Callable[[Any, int], Sequence[Action]]
@@ -149,7 +202,9 @@ def inprocess_runner(env: Any, policy: Policy) -> RunPolicy:
         for path in tasks:
             cand = candidate_from_folder(path)
             spec = spec_of(cand.checks)
-            out[cand.name] = [replay(tool_env, cand, spec, list(policy(cand, i))).outcome.reward for i in range(k)]
+            out[cand.name] = [
+                replay(tool_env, cand, spec, list(policy(cand, i))).outcome.reward for i in range(k)
+            ]
         return out
 
     return run
@@ -162,17 +217,28 @@ def orchestrator_runner(harness: str, *, gateway: Any, backend: Any, **config: A
 
     def run(tasks: Sequence[Path], k: int) -> dict[str, list[float | None]]:
         runtimes = [load_runtime(p) for p in tasks]
-        trials = asyncio.run(run_eval(runtimes, [harness], gateway=gateway, backend=backend, group_size=k, **config))
+        trials = asyncio.run(
+            run_eval(runtimes, [harness], gateway=gateway, backend=backend, group_size=k, **config)
+        )
         out: dict[str, list[float | None]] = {}
         for t in trials:
-            out.setdefault(t.task_id, []).append(None if t.infra else (t.reward if t.reward is not None else 0.0))
+            out.setdefault(t.task_id, []).append(
+                None if t.infra else (t.reward if t.reward is not None else 0.0)
+            )
         return out
 
     return run
 
 
-def run_calibration(root: Path, gateway_url: str, *, harness: str = "zero", k: int = 4, model: str = "policy",
-                    threshold: float = 1.0) -> list[Calibration]:
+def run_calibration(
+    root: Path,
+    gateway_url: str,
+    *,
+    harness: str = "zero",
+    k: int = 4,
+    model: str = "policy",
+    threshold: float = 1.0,
+) -> list[Calibration]:
     """`openforgerl tasks calibrate`: k rollouts per task under `root` through the orchestrator against a
     running gateway (its admin URL; the token from `$OPENFORGERL_ADMIN_TOKEN`), in real sandboxes; each
     task's pass rate is written into its task.toml (infra failures are not counted). The settings are the
@@ -186,8 +252,10 @@ def run_calibration(root: Path, gateway_url: str, *, harness: str = "zero", k: i
     runtimes = [load_runtime(p) for p in paths]
     by_runtime_id = {rt.task_id: _task_id(p) for rt, p in zip(runtimes, paths, strict=True)}
 
-    config = load_config({"harness": harness, "rollout": {"model_name": model}, "eval": {"group_size": k}},
-                         source="tasks calibrate")
+    config = load_config(
+        {"harness": harness, "rollout": {"model_name": model}, "eval": {"group_size": k}},
+        source="tasks calibrate",
+    )
 
     async def rollouts() -> dict[str, list[float | None]]:
         from openforgerl.eval.runner import run_eval
@@ -195,8 +263,13 @@ def run_calibration(root: Path, gateway_url: str, *, harness: str = "zero", k: i
 
         backend = LocalBackend()
         try:
-            trials = await run_eval(runtimes, [harness], gateway=GatewayAccess.from_env(gateway_url),
-                                    backend=backend, config=config.eval_orchestrator())
+            trials = await run_eval(
+                runtimes,
+                [harness],
+                gateway=GatewayAccess.from_env(gateway_url),
+                backend=backend,
+                config=config.eval_orchestrator(),
+            )
         finally:
             await backend.aclose()
         out: dict[str, list[float | None]] = {}
@@ -206,13 +279,24 @@ def run_calibration(root: Path, gateway_url: str, *, harness: str = "zero", k: i
         return out
 
     measured = asyncio.run(rollouts())
-    return calibrate(paths, lambda _tasks, _k: measured, k, policy=f"{harness}@{gateway_url}", threshold=threshold)
+    return calibrate(
+        paths, lambda _tasks, _k: measured, k, policy=f"{harness}@{gateway_url}", threshold=threshold
+    )
 
 
 # --- through a live policy: the running gateway, or the embedded default stack -------------------------
 
-async def measure(runtimes: Sequence[Any], k: int, harness: Any, *, gateway: Any, backend: Any,
-                  config: Any, sink: Any = None) -> dict[str, list[float | None]]:
+
+async def measure(
+    runtimes: Sequence[Any],
+    k: int,
+    harness: Any,
+    *,
+    gateway: Any,
+    backend: Any,
+    config: Any,
+    sink: Any = None,
+) -> dict[str, list[float | None]]:
     """k rollouts of every task runtime through `run_batch` (the trainer's own path, so the harness keeps
     the options training gives it); {task.toml name: rewards}, infra → None, timeout → 0 (as the
     orchestrator runner counts). `config`: an `OrchestratorConfig` (its `group_size` is replaced by k)."""
@@ -227,5 +311,6 @@ async def measure(runtimes: Sequence[Any], k: int, harness: Any, *, gateway: Any
     out: dict[str, list[float | None]] = {}
     for t in records_to_trials(batch.records):
         out.setdefault(by_runtime.get(t.task_id, t.task_id), []).append(
-            None if t.infra else (t.reward if t.reward is not None else 0.0))
+            None if t.infra else (t.reward if t.reward is not None else 0.0)
+        )
     return out

@@ -20,8 +20,13 @@ __all__ = ["Deduper", "exact_key", "minhash", "shingles"]
 _PERMS = 64
 _BANDS = 16
 _PRIME = (1 << 61) - 1
-_COEFFS = [(int.from_bytes(hashlib.sha256(f"a{i}".encode()).digest()[:8], "big") % _PRIME | 1,
-            int.from_bytes(hashlib.sha256(f"b{i}".encode()).digest()[:8], "big") % _PRIME) for i in range(_PERMS)]
+_COEFFS = [
+    (
+        int.from_bytes(hashlib.sha256(f"a{i}".encode()).digest()[:8], "big") % _PRIME | 1,
+        int.from_bytes(hashlib.sha256(f"b{i}".encode()).digest()[:8], "big") % _PRIME,
+    )
+    for i in range(_PERMS)
+]
 
 
 def _norm(text: str) -> list[str]:
@@ -30,11 +35,13 @@ def _norm(text: str) -> list[str]:
 
 def shingles(text: str, k: int = 3) -> set[str]:
     words = _norm(text)
-    return {" ".join(words[i:i + k]) for i in range(max(1, len(words) - k + 1))}
+    return {" ".join(words[i : i + k]) for i in range(max(1, len(words) - k + 1))}
 
 
 def minhash(items: set[str]) -> tuple[int, ...]:
-    hashes = [int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "big") for s in items] or [0]
+    hashes = [int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "big") for s in items] or [
+        0
+    ]
     return tuple(min((a * h + b) % _PRIME for h in hashes) for a, b in _COEFFS)
 
 
@@ -58,7 +65,7 @@ class Deduper:
         signature = tuple(tool for tool, _ in actions)
         sig = minhash(shingles(instruction))
         rows = _PERMS // _BANDS
-        bands = [(signature, b, sig[b * rows:(b + 1) * rows]) for b in range(_BANDS)]
+        bands = [(signature, b, sig[b * rows : (b + 1) * rows]) for b in range(_BANDS)]
         for band in bands:
             for other in self.buckets.get(band, ()):
                 if sum(x == y for x, y in zip(sig, other, strict=True)) / _PERMS >= self.threshold:

@@ -17,8 +17,16 @@ from typing import Any
 
 from openforgerl.errors import UserError
 
-__all__ = ["MAX_DEPTH", "MAX_DOCUMENT_BYTES", "DocumentError", "as_list", "as_object", "as_scalar_list", "as_text",
-           "read_document"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_DOCUMENT_BYTES",
+    "DocumentError",
+    "as_list",
+    "as_object",
+    "as_scalar_list",
+    "as_text",
+    "read_document",
+]
 
 MAX_DOCUMENT_BYTES = 32 * 1024 * 1024
 """The largest document read. GitHub's REST OpenAPI description, among the largest published, is ~12 MB;
@@ -41,8 +49,15 @@ class DocumentError(UserError, ValueError):
 
 
 def _kind(value: Any) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
-             float: "a number", type(None): "null"}
+    names = {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }
     return next((n for t, n in names.items() if isinstance(value, t)), type(value).__name__)
 
 
@@ -104,7 +119,9 @@ def _parse(path: Path, text: str) -> Any:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-            raise DocumentError(f"{path}: not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
+            raise DocumentError(
+                f"{path}: not valid YAML{at}: {getattr(exc, 'problem', None) or exc}"
+            ) from None
     if path.suffix == ".toml":
         try:
             return tomllib.loads(text)
@@ -113,7 +130,9 @@ def _parse(path: Path, text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DocumentError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
+        raise DocumentError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+        ) from None
 
 
 def read_document(path: Path, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
@@ -121,8 +140,10 @@ def read_document(path: Path, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
     not text, not parseable or nested deeper than `MAX_DEPTH`."""
     size = path.stat().st_size
     if size > max_bytes:
-        raise DocumentError(f"{path}: {size / 2**20:.1f} MiB; tool documents over {max_bytes / 2**20:.0f} MiB are "
-                            "refused (import a subset of its tools)")
+        raise DocumentError(
+            f"{path}: {size / 2**20:.1f} MiB; tool documents over {max_bytes / 2**20:.0f} MiB are "
+            "refused (import a subset of its tools)"
+        )
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -73,7 +73,11 @@ def spec_of(checks: list[dict[str, Any]]) -> Spec:
 def _digest(state: dict[str, Any], workdir: Path | None) -> str:
     files = {}
     if workdir is not None:
-        files = {str(p.relative_to(workdir)): p.read_bytes().hex() for p in sorted(workdir.rglob("*")) if p.is_file()}
+        files = {
+            str(p.relative_to(workdir)): p.read_bytes().hex()
+            for p in sorted(workdir.rglob("*"))
+            if p.is_file()
+        }
     return hashlib.sha256(json.dumps([state, files], sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -132,7 +136,7 @@ def judge(env: ToolEnv, cand: Candidate) -> Verdict:
         if replay(env, cand, spec, cand.actions[:n]).outcome.passed:
             return reject("prefix", f"the first {n} gold call(s) already pass")
     for i in _writes(env, cand.actions):
-        if replay(env, cand, spec, cand.actions[:i] + cand.actions[i + 1:]).outcome.passed:
+        if replay(env, cand, spec, cand.actions[:i] + cand.actions[i + 1 :]).outcome.passed:
             return reject("drop_write", f"passes without gold call {i} ({cand.actions[i].tool})")
     if not _dataflow(cand, gold):
         return reject("dataflow")

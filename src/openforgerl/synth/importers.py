@@ -34,10 +34,35 @@ __all__ = ["DocumentError", "from_mcp_tools", "from_openapi", "list_mcp_tools", 
 _VERBS: Sequence[tuple[str, str, frozenset[str]]] = (
     ("final", "answer", frozenset({"submit", "answer", "finish", "respond"})),
     ("write", "delete", frozenset({"delete", "remove", "cancel", "destroy", "drop", "archive"})),
-    ("write", "update", frozenset({"update", "edit", "set", "modify", "complete", "mark", "rename", "patch",
-                                   "change", "move"})),
-    ("write", "create", frozenset({"add", "create", "send", "write", "post", "new", "insert", "reply", "draft",
-                                   "book", "schedule", "save", "upload", "put"})),
+    (
+        "write",
+        "update",
+        frozenset(
+            {"update", "edit", "set", "modify", "complete", "mark", "rename", "patch", "change", "move"}
+        ),
+    ),
+    (
+        "write",
+        "create",
+        frozenset(
+            {
+                "add",
+                "create",
+                "send",
+                "write",
+                "post",
+                "new",
+                "insert",
+                "reply",
+                "draft",
+                "book",
+                "schedule",
+                "save",
+                "upload",
+                "put",
+            }
+        ),
+    ),
     ("read", "search", frozenset({"search", "find", "query", "lookup"})),
     ("read", "list", frozenset({"list", "all"})),
     ("read", "get", frozenset({"get", "read", "fetch", "show", "view", "describe"})),
@@ -62,7 +87,11 @@ def _role(tokens: Sequence[str]) -> tuple[str, str]:
 
 
 def _is_key(name: str) -> bool:
-    return name.lower() in ("id", "uuid") or name.lower().endswith("_id") or re.search(r"[a-z]Id$", name) is not None
+    return (
+        name.lower() in ("id", "uuid")
+        or name.lower().endswith("_id")
+        or re.search(r"[a-z]Id$", name) is not None
+    )
 
 
 def _stub_collections(tools: Sequence[Tool], rng: random.Random) -> tuple[Collection, ...]:
@@ -73,16 +102,21 @@ def _stub_collections(tools: Sequence[Tool], rng: random.Random) -> tuple[Collec
             if t.kind == "create":
                 for p in t.params:
                     if not _is_key(p.name) and p.type in ("string", "integer", "number"):
-                        fields[t.collection][t.fields.get(p.name, p.name)] = p.kind or vocab.guess_kind(p.name, p.type)
+                        fields[t.collection][t.fields.get(p.name, p.name)] = p.kind or vocab.guess_kind(
+                            p.name, p.type
+                        )
     out = []
     for name, fs in fields.items():
         if not fs:
             continue
         label = next((f for f in _LABELS if f in fs), next(iter(fs)))
         prefix = name.split(".")[1][:1]
-        records = tuple({"id": f"{prefix}{i + 1}", **{f: vocab.value(k, rng) for f, k in fs.items()}}
-                        for i in range(3))
-        entity = re.sub(r"s$", "", name.split(".")[1] if name.split(".")[1] != "items" else name.split(".")[0])
+        records = tuple(
+            {"id": f"{prefix}{i + 1}", **{f: vocab.value(k, rng) for f, k in fs.items()}} for i in range(3)
+        )
+        entity = re.sub(
+            r"s$", "", name.split(".")[1] if name.split(".")[1] != "items" else name.split(".")[0]
+        )
         out.append(Collection(name, label, fs, records, id_prefix=prefix, entity=entity))
     return tuple(out)
 
@@ -93,6 +127,7 @@ def _finish(name: str, tools: list[Tool], seed: int) -> ToolEnv:
 
 
 # --- MCP ------------------------------------------------------------------------------------------
+
 
 def _mcp_tool(raw: Any, env: str, where: str) -> Tool:
     d = as_object(raw, where, optional=False)
@@ -111,12 +146,31 @@ def _mcp_tool(raw: Any, env: str, where: str) -> Tool:
     fields: dict[str, str] = {}
     if kind == "create" and key:
         fields = {key: f"parent_{_slug(key, '_')}"}
-        params = tuple(Param(p.name, p.type, p.description, p.required, ref=f"{collection}.id",
-                             ref_phrase='the {entity} "{label}"') if p.name == key else p for p in params)
+        params = tuple(
+            Param(
+                p.name,
+                p.type,
+                p.description,
+                p.required,
+                ref=f"{collection}.id",
+                ref_phrase='the {entity} "{label}"',
+            )
+            if p.name == key
+            else p
+            for p in params
+        )
     if kind in ("update", "delete", "get") and not key:
         kind = "other"
-    return Tool(name, as_text(d.get("description"), f"{where}.description"), params, effect, kind,  # type: ignore[arg-type]
-                collection, key or "id", fields=fields)
+    return Tool(
+        name,
+        as_text(d.get("description"), f"{where}.description"),
+        params,
+        effect,  # type: ignore[arg-type]
+        kind,  # type: ignore[arg-type]
+        collection,
+        key or "id",
+        fields=fields,
+    )
 
 
 def _mcp_tool_list(listing: Any) -> list[Any]:
@@ -124,29 +178,48 @@ def _mcp_tool_list(listing: Any) -> list[Any]:
         return listing
     listing = as_object(listing, "the document", optional=False)
     if "tools" not in listing:
-        raise DocumentError("the document has no `tools` list (an MCP tools/list result) and no `openapi` key "
-                            "(an OpenAPI 3 document)")
+        raise DocumentError(
+            "the document has no `tools` list (an MCP tools/list result) and no `openapi` key "
+            "(an OpenAPI 3 document)"
+        )
     return as_list(listing["tools"], "tools", optional=False)
 
 
-def from_mcp_tools(listing: Mapping[str, Any] | Sequence[Mapping[str, Any]], name: str = "mcp", seed: int = 0
-                   ) -> ToolEnv:
+def from_mcp_tools(
+    listing: Mapping[str, Any] | Sequence[Mapping[str, Any]], name: str = "mcp", seed: int = 0
+) -> ToolEnv:
     """A `tools/list` result (`{"tools": [...]}`) or its list of tools → a stub-state environment.
     A value of the wrong type anywhere is a `DocumentError` naming where (`tools[3].inputSchema`)."""
     tools = [_mcp_tool(t, name, f"tools[{i}]") for i, t in enumerate(_mcp_tool_list(listing))]
     return _finish(_slug(name), tools, seed)
 
 
-def list_mcp_tools(argv: Sequence[str], timeout_s: float = 30.0, env: Mapping[str, str] | None = None
-                   ) -> dict[str, Any]:
+def list_mcp_tools(
+    argv: Sequence[str], timeout_s: float = 30.0, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Start an stdio MCP server, initialise, call `tools/list`, stop it; the result object."""
-    msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
-             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                        "clientInfo": {"name": "openforgerl-synth", "version": "0"}}},
-            {"jsonrpc": "2.0", "method": "notifications/initialized"},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}]
-    proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, env=dict(env) if env is not None else None)
+    msgs = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "openforgerl-synth", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+    ]
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=dict(env) if env is not None else None,
+    )
     try:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write("".join(json.dumps(m) + "\n" for m in msgs))
@@ -174,6 +247,7 @@ def _json_line(line: str) -> Any:
 
 # --- OpenAPI --------------------------------------------------------------------------------------
 
+
 def _resolve(doc: Mapping[str, Any], raw: Any, where: str) -> Mapping[str, Any]:
     """`raw` as an object, following one local `$ref` (`#/components/schemas/Pet`)."""
     schema = as_object(raw, where)
@@ -188,22 +262,32 @@ def _resolve(doc: Mapping[str, Any], raw: Any, where: str) -> Mapping[str, Any]:
     return schema
 
 
-def _op_params(doc: Mapping[str, Any], op: Mapping[str, Any], shared: Sequence[Any], where: str
-               ) -> tuple[Param, ...]:
+def _op_params(
+    doc: Mapping[str, Any], op: Mapping[str, Any], shared: Sequence[Any], where: str
+) -> tuple[Param, ...]:
     out: list[Param] = []
     own = as_list(op.get("parameters"), f"{where}.parameters")
     for i, raw in enumerate([*shared, *own]):
-        at = f"{where}.parameters[{i - len(shared)}]" if i >= len(shared) else f"{where} (path parameters)[{i}]"
+        at = (
+            f"{where}.parameters[{i - len(shared)}]"
+            if i >= len(shared)
+            else f"{where} (path parameters)[{i}]"
+        )
         p = _resolve(doc, raw, at)
         if p.get("in") in ("path", "query"):
             schema = _resolve(doc, p.get("schema"), f"{at}.schema")
             name = as_text(p.get("name"), f"{at}.name")
             if not name:
                 raise DocumentError(f"{at}.name: every parameter needs a name")
-            out.append(Param(name, _schema_type(schema.get("type"), f"{at}.schema.type"),
-                             as_text(p.get("description"), f"{at}.description"),
-                             bool(p.get("required", p.get("in") == "path")),
-                             enum=as_scalar_list(schema.get("enum"), f"{at}.schema.enum")))
+            out.append(
+                Param(
+                    name,
+                    _schema_type(schema.get("type"), f"{at}.schema.type"),
+                    as_text(p.get("description"), f"{at}.description"),
+                    bool(p.get("required", p.get("in") == "path")),
+                    enum=as_scalar_list(schema.get("enum"), f"{at}.schema.enum"),
+                )
+            )
     body = as_object(op.get("requestBody"), f"{where}.requestBody")
     content = as_object(body.get("content"), f"{where}.requestBody.content")
     media = as_object(content.get("application/json"), f"{where}.requestBody.content.application/json")
@@ -214,8 +298,15 @@ def _op_params(doc: Mapping[str, Any], op: Mapping[str, Any], shared: Sequence[A
     return tuple(out)
 
 
-def _op_tool(doc: Mapping[str, Any], path: str, method: str, op: Mapping[str, Any], service: str,
-             shared: Sequence[Any], where: str) -> Tool:
+def _op_tool(
+    doc: Mapping[str, Any],
+    path: str,
+    method: str,
+    op: Mapping[str, Any],
+    service: str,
+    shared: Sequence[Any],
+    where: str,
+) -> Tool:
     segments = [s for s in path.strip("/").split("/") if s]
     resource = _slug(next((s for s in segments if not s.startswith("{")), service), "_")
     path_params = re.findall(r"{(\w+)}", path)
@@ -224,11 +315,22 @@ def _op_tool(doc: Mapping[str, Any], path: str, method: str, op: Mapping[str, An
     if kind is None:
         search = [p for p in params if p.required and p.type == "string"]
         kind = "get" if path_params else "search" if len(search) == 1 else "list"
-    name = as_text(op.get("operationId"), f"{where}.operationId") or \
-        f"{method}_{'_'.join(_slug(s, '_') for s in segments)}"
-    summary = as_text(op.get("summary"), f"{where}.summary") or as_text(op.get("description"), f"{where}.description")
-    return Tool(name, summary, params, "read" if method == "get" else "write", kind,  # type: ignore[arg-type]
-                f"{service}.{resource}", path_params[-1] if path_params else "id")
+    name = (
+        as_text(op.get("operationId"), f"{where}.operationId")
+        or f"{method}_{'_'.join(_slug(s, '_') for s in segments)}"
+    )
+    summary = as_text(op.get("summary"), f"{where}.summary") or as_text(
+        op.get("description"), f"{where}.description"
+    )
+    return Tool(
+        name,
+        summary,
+        params,
+        "read" if method == "get" else "write",
+        kind,  # type: ignore[arg-type]
+        f"{service}.{resource}",
+        path_params[-1] if path_params else "id",
+    )
 
 
 def from_openapi(doc: Mapping[str, Any], name: str | None = None, seed: int = 0) -> ToolEnv:

@@ -17,9 +17,11 @@ __all__ = ["Paraphraser", "accept", "http_paraphraser", "paraphrase"]
 Paraphraser = Callable[[str, Sequence[str]], str | None]
 """(template instruction, slot values) → a rewording, or None."""
 
-_PROMPT = ("Rewrite the following task instruction in different words, as a user would ask it. Keep every one of "
-           "these exact strings unchanged, character for character: {slots}. Reply with the rewritten instruction "
-           "only.\n\nInstruction: {text}")
+_PROMPT = (
+    "Rewrite the following task instruction in different words, as a user would ask it. Keep every one of "
+    "these exact strings unchanged, character for character: {slots}. Reply with the rewritten instruction "
+    "only.\n\nInstruction: {text}"
+)
 
 
 def accept(original: str, candidate: str | None, slots: Sequence[str]) -> bool:
@@ -41,17 +43,26 @@ def paraphrase(text: str, slots: Sequence[str], engine: Paraphraser | None) -> t
     return ((out or "").strip(), True) if accept(text, out, slots) else (text, False)
 
 
-def http_paraphraser(url: str, model: str = "", timeout_s: float = 60.0, max_tokens: int = 200) -> Paraphraser:
+def http_paraphraser(
+    url: str, model: str = "", timeout_s: float = 60.0, max_tokens: int = 200
+) -> Paraphraser:
     """Paraphrase through `POST {url}/v1/chat/completions` (vLLM, the local engine, any OpenAI-compatible)."""
     base = url.rstrip("/")
     base = base[:-3] if base.endswith("/v1") else base
 
     def call(text: str, slots: Sequence[str]) -> str | None:
         prompt = _PROMPT.format(slots=", ".join(json.dumps(s) for s in slots), text=text)
-        body = {"model": model or "default", "messages": [{"role": "user", "content": prompt}],
-                "max_tokens": max_tokens, "temperature": 0.7}
-        req = urllib.request.Request(f"{base}/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+        body = {
+            "model": model or "default",
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens,
+            "temperature": 0.7,
+        }
+        req = urllib.request.Request(
+            f"{base}/v1/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             data = json.loads(resp.read())
         content = (data.get("choices") or [{}])[0].get("message", {}).get("content")

@@ -79,24 +79,42 @@ def _difficulty(c: Candidate) -> str:
 
 def write_candidate(env: ToolEnv, c: Candidate, out: Path) -> Path:
     """Lay `c` out as a task folder under `out`."""
-    draft = TaskDraft(name=c.name, instruction=c.instruction, services=c.services if env.claw else [],
-                      tools=list(env.offered) if env.claw else [],
-                      checks=c.checks, actions=c.actions if env.claw else [], fixtures=c.fixtures,
-                      workspace=c.workspace, faults=c.faults if env.claw else [], difficulty=_difficulty(c),
-                      split=_split(c.name), tags=["synth", c.variant, *c.services], source=f"openforgerl/synth:{env.name}",
-                      description=f"synthesised from {env.name}: {c.family}",
-                      extra_meta={} if env.claw else {"unsupported": [f"service:{env.name}"]})
+    draft = TaskDraft(
+        name=c.name,
+        instruction=c.instruction,
+        services=c.services if env.claw else [],
+        tools=list(env.offered) if env.claw else [],
+        checks=c.checks,
+        actions=c.actions if env.claw else [],
+        fixtures=c.fixtures,
+        workspace=c.workspace,
+        faults=c.faults if env.claw else [],
+        difficulty=_difficulty(c),
+        split=_split(c.name),
+        tags=["synth", c.variant, *c.services],
+        source=f"openforgerl/synth:{env.name}",
+        description=f"synthesised from {env.name}: {c.family}",
+        extra_meta={} if env.claw else {"unsupported": [f"service:{env.name}"]},
+    )
     root = WRITERS.get(WRITER).write(draft, out)
-    synth: dict[str, Any] = {"env": env.name, "family": c.family, "variant": c.variant, "n_atoms": c.n_atoms,
-                             "signature": list(c.signature), "slots": c.slots, "template": c.template,
-                             "paraphrased": c.instruction != c.template}
+    synth: dict[str, Any] = {
+        "env": env.name,
+        "family": c.family,
+        "variant": c.variant,
+        "n_atoms": c.n_atoms,
+        "signature": list(c.signature),
+        "slots": c.slots,
+        "template": c.template,
+        "paraphrased": c.instruction != c.template,
+    }
     if not env.claw:
         synth |= {"tools": [t.name for t in env.tools], "faults": c.faults}
         actions = [{"tool": a.tool, "args": a.args} for a in c.actions]
         (root / "solution" / "actions.json").write_text(json.dumps(actions, indent=1) + "\n")
         (root / "solution" / "solve.sh").write_text(
             "#!/usr/bin/env bash\n# No shell CLI speaks this environment's tools: the oracle is solution/actions.json,\n"
-            f"# replayed in-process by openforgerl.synth (environment {env.name!r}).\nexit 1\n")
+            f"# replayed in-process by openforgerl.synth (environment {env.name!r}).\nexit 1\n"
+        )
     toml_path = root / "task.toml"
     data = tomllib.loads(toml_path.read_text())
     data.setdefault("metadata", {})["synth"] = synth
@@ -109,8 +127,15 @@ def _slots(c: Candidate) -> list[str]:
     return [*c.slots, *[s for s in extra if s not in c.slots]]
 
 
-def _draw(env: ToolEnv, n: int, rng: random.Random, report: Report, paraphraser: Paraphraser | None, limit: int,
-          keep_rejected: int) -> tuple[list[Candidate], list[tuple[Candidate, Verdict]]]:
+def _draw(
+    env: ToolEnv,
+    n: int,
+    rng: random.Random,
+    report: Report,
+    paraphraser: Paraphraser | None,
+    limit: int,
+    keep_rejected: int,
+) -> tuple[list[Candidate], list[tuple[Candidate, Verdict]]]:
     """Sample, judge, paraphrase and dedup until `n` are kept or `limit` were generated."""
     dedup = Deduper()
     shipped_text, shipped_gold = WRITERS.get(WRITER).shipped() if env.claw else (set(), set())
@@ -122,8 +147,10 @@ def _draw(env: ToolEnv, n: int, rng: random.Random, report: Report, paraphraser:
             report.unbuildable += 1
             continue
         report.generated += 1
-        if cand.instruction.split("\n")[0] in shipped_text or json.dumps(
-                [(a.tool, a.args) for a in cand.actions], sort_keys=True) in shipped_gold:
+        if (
+            cand.instruction.split("\n")[0] in shipped_text
+            or json.dumps([(a.tool, a.args) for a in cand.actions], sort_keys=True) in shipped_gold
+        ):
             report.rejected["shipped"] += 1
             continue
         cand.slots = _slots(cand)
@@ -159,14 +186,23 @@ def _write_all(env: ToolEnv, kept: list[Candidate], out: Path, report: Report) -
     return paths
 
 
-def synthesize(env: str | Path | ToolEnv, n: int, out: Path, *, seed: int = 0, paraphraser: Paraphraser | None = None,
-               max_candidates: int | None = None, keep_rejected: int = 0
-               ) -> tuple[Report, list[Path], list[tuple[Candidate, Verdict]]]:
+def synthesize(
+    env: str | Path | ToolEnv,
+    n: int,
+    out: Path,
+    *,
+    seed: int = 0,
+    paraphraser: Paraphraser | None = None,
+    max_candidates: int | None = None,
+    keep_rejected: int = 0,
+) -> tuple[Report, list[Path], list[tuple[Candidate, Verdict]]]:
     """Synthesize up to `n` validated tasks into `out`; returns the report, the folders and up to
     `keep_rejected` candidates rejected by the oracle or no-op filters (for the sandbox agreement)."""
     t0 = time.monotonic()
     tool_env = load_env(env)
-    report = Report(tool_env.name, n, seed, rejected={f: 0 for f in (*FILTERS, "shipped", "exact_dup", "near_dup")})
+    report = Report(
+        tool_env.name, n, seed, rejected={f: 0 for f in (*FILTERS, "shipped", "exact_dup", "near_dup")}
+    )
     limit = max_candidates if max_candidates is not None else 6 * n
     kept, rejected = _draw(tool_env, n, random.Random(seed), report, paraphraser, limit, keep_rejected)
     paths = _write_all(tool_env, kept, out, report)

@@ -38,16 +38,23 @@ class TaskWriter:
 
 def _tool_env(loaded: object) -> Callable[[], ToolEnv]:
     if not callable(loaded):
-        raise TypeError(f"the synthesis tool environment entry point names {type(loaded).__name__}, not a function")
+        raise TypeError(
+            f"the synthesis tool environment entry point names {type(loaded).__name__}, not a function"
+        )
     return cast(Callable[[], ToolEnv], loaded)
 
 
 def _writer(loaded: object) -> TaskWriter:
     if not isinstance(loaded, TaskWriter):
-        raise TypeError(f"the synthesis task writer entry point names {type(loaded).__name__}, not a TaskWriter")
+        raise TypeError(
+            f"the synthesis task writer entry point names {type(loaded).__name__}, not a TaskWriter"
+        )
     return loaded
 
 
-TOOL_ENVS: Registry[Callable[[], ToolEnv]] = Registry("synthesis tool environment", group="openforgerl.synth_envs",
-                                                      adopt=_tool_env)
-WRITERS: Registry[TaskWriter] = Registry("synthesis task writer", group="openforgerl.synth_writers", adopt=_writer)
+TOOL_ENVS: Registry[Callable[[], ToolEnv]] = Registry(
+    "synthesis tool environment", group="openforgerl.synth_envs", adopt=_tool_env
+)
+WRITERS: Registry[TaskWriter] = Registry(
+    "synthesis task writer", group="openforgerl.synth_writers", adopt=_writer
+)

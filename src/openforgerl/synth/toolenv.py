@@ -24,14 +24,29 @@ from typing import Any, Literal, Protocol
 
 from openforgerl.synth.documents import DocumentError, as_list, as_object, as_scalar_list, as_text
 
-__all__ = ["ANSWER_TOOL", "Collection", "Param", "Session", "StubSession", "Tool", "ToolEnv", "ToolFailure",
-           "load_toml"]
+__all__ = [
+    "ANSWER_TOOL",
+    "Collection",
+    "Param",
+    "Session",
+    "StubSession",
+    "Tool",
+    "ToolEnv",
+    "ToolFailure",
+    "load_toml",
+]
 
 Effect = Literal["read", "write", "final"]
 Kind = Literal["create", "update", "delete", "move", "get", "list", "search", "answer", "other"]
 Op = Callable[[dict[str, Any], dict[str, Any]], Any]
-_PY_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),
-                                          "boolean": (bool,), "array": (list,), "object": (dict,)}
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+}
 
 
 class ToolFailure(Exception):
@@ -95,8 +110,11 @@ class Tool:
         return next((p for p in self.params if p.name == name), None)
 
     def input_schema(self) -> dict[str, Any]:
-        return {"type": "object", "properties": {p.name: p.schema() for p in self.params},
-                "required": [p.name for p in self.params if p.required]}
+        return {
+            "type": "object",
+            "properties": {p.name: p.schema() for p in self.params},
+            "required": [p.name for p in self.params if p.required],
+        }
 
     def check_args(self, args: Mapping[str, Any]) -> str | None:
         known = {p.name: p for p in self.params}
@@ -104,14 +122,22 @@ class Tool:
             p = known.get(k)
             if p is None:
                 return f"unknown argument {k!r}"
-            if not isinstance(v, _PY_TYPES.get(p.type, (object,))) or (p.type != "boolean" and isinstance(v, bool)):
+            if not isinstance(v, _PY_TYPES.get(p.type, (object,))) or (
+                p.type != "boolean" and isinstance(v, bool)
+            ):
                 return f"argument {k!r} must be of type {p.type}"
         missing = [p.name for p in self.params if p.required and p.name not in args]
         return f"missing required argument(s): {', '.join(missing)}" if missing else None
 
 
-ANSWER_TOOL = Tool("submit_answer", "Submit the final answer to the user's question.",
-                   (Param("answer", description="The answer."),), "final", "answer", "answer.submitted")
+ANSWER_TOOL = Tool(
+    "submit_answer",
+    "Submit the final answer to the user's question.",
+    (Param("answer", description="The answer."),),
+    "final",
+    "answer",
+    "answer.submitted",
+)
 
 
 @dataclass(frozen=True)
@@ -165,7 +191,9 @@ class ToolEnv:
     """Extra initial state per service, beside the collections' records (e.g. `mail.me`)."""
     values: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """More value pools (kind → values), overriding `vocab.POOLS`."""
-    session_factory: Callable[[ToolEnv, dict[str, Any], dict[str, str], list[dict[str, Any]]], Session] | None = None
+    session_factory: (
+        Callable[[ToolEnv, dict[str, Any], dict[str, str], list[dict[str, Any]]], Session] | None
+    ) = None
     claw: bool = False
     """Tasks can run in the real Claw sandbox (`tasks validate`)."""
     offered: tuple[str, ...] = ()
@@ -179,7 +207,11 @@ class ToolEnv:
 
     def with_answer(self) -> ToolEnv:
         """Every environment gets a final-answer tool (impossible tasks answer with it)."""
-        return self if any(t.effect == "final" for t in self.tools) else replace(self, tools=(*self.tools, ANSWER_TOOL))
+        return (
+            self
+            if any(t.effect == "final" for t in self.tools)
+            else replace(self, tools=(*self.tools, ANSWER_TOOL))
+        )
 
     def initial_state(self) -> dict[str, Any]:
         state: dict[str, Any] = copy.deepcopy({k: dict(v) for k, v in self.fixtures.items()})
@@ -192,13 +224,18 @@ class ToolEnv:
                     state.setdefault(service, {}).setdefault(lst, [])
         return copy.deepcopy(state)
 
-    def open_session(self, state: dict[str, Any], workspace: dict[str, str] | None = None,
-                     faults: list[dict[str, Any]] | None = None) -> Session:
+    def open_session(
+        self,
+        state: dict[str, Any],
+        workspace: dict[str, str] | None = None,
+        faults: list[dict[str, Any]] | None = None,
+    ) -> Session:
         factory = self.session_factory or StubSession
         return factory(self, copy.deepcopy(state), dict(workspace or {}), list(faults or []))
 
 
 # --- stub semantics -------------------------------------------------------------------------------
+
 
 def _items(state: dict[str, Any], dotted: str) -> list[dict[str, Any]]:
     service, _, lst = dotted.partition(".")
@@ -259,8 +296,9 @@ def stub_op(tool: Tool, state: dict[str, Any], args: dict[str, Any], ids: _Ids) 
 class StubSession:
     """In-memory session over a `ToolEnv`: audit and faults shaped like the Claw service's."""
 
-    def __init__(self, env: ToolEnv, state: dict[str, Any], workspace: dict[str, str],
-                 faults: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, env: ToolEnv, state: dict[str, Any], workspace: dict[str, str], faults: list[dict[str, Any]]
+    ) -> None:
         self.env, self.data, self.faults = env, state, faults
         self.audit: list[dict[str, Any]] = []
         self.counts: dict[str, int] = {}
@@ -268,11 +306,18 @@ class StubSession:
 
     def call(self, tool: str, args: dict[str, Any]) -> tuple[int, Any]:
         self.counts[tool] = self.counts.get(tool, 0) + 1
-        fault = next((f for f in self.faults if f.get("tool") == tool and int(f.get("call", 1)) == self.counts[tool]),
-                     None)
+        fault = next(
+            (f for f in self.faults if f.get("tool") == tool and int(f.get("call", 1)) == self.counts[tool]),
+            None,
+        )
         if fault is not None:
-            return self._record(tool, args, int(fault.get("status", 503)), "service temporarily unavailable, retry",
-                                fault.get("kind", "error"))
+            return self._record(
+                tool,
+                args,
+                int(fault.get("status", 503)),
+                "service temporarily unavailable, retry",
+                fault.get("kind", "error"),
+            )
         status, body = self._run(tool, args)
         return self._record(tool, args, status, body)
 
@@ -288,11 +333,21 @@ class StubSession:
         except ToolFailure as exc:
             return exc.status, str(exc)
 
-    def _record(self, tool: str, args: dict[str, Any], status: int, body: Any, fault: str | None = None
-                ) -> tuple[int, Any]:
+    def _record(
+        self, tool: str, args: dict[str, Any], status: int, body: Any, fault: str | None = None
+    ) -> tuple[int, Any]:
         error = None if status == 200 else str(body)
-        self.audit.append({"seq": len(self.audit), "tool": tool, "args": args, "status": status,
-                           "ok": status == 200, "error": error, "fault": fault})
+        self.audit.append(
+            {
+                "seq": len(self.audit),
+                "tool": tool,
+                "args": args,
+                "status": status,
+                "ok": status == 200,
+                "error": error,
+                "fault": fault,
+            }
+        )
         return status, body if status == 200 else {"error": error}
 
     def state(self) -> dict[str, Any]:
@@ -307,6 +362,7 @@ class StubSession:
 
 # --- loading --------------------------------------------------------------------------------------
 
+
 def _schema_type(value: Any, where: str) -> str:
     """A property's JSON-schema `type`: a name, or a list of names (`["string", "null"]`: the first non-null)."""
     if isinstance(value, list):
@@ -315,8 +371,7 @@ def _schema_type(value: Any, where: str) -> str:
     return as_text(value, where, "string")
 
 
-def _params(schema: Any, overrides: Any, where: str = "parameters"
-            ) -> tuple[Param, ...]:
+def _params(schema: Any, overrides: Any, where: str = "parameters") -> tuple[Param, ...]:
     """JSON-schema `{properties, required}` → Params; `overrides[name]` adds kind / ref / ref_phrase.
     A value of the wrong type at any level is a `DocumentError` naming `where` it is."""
     schema = as_object(schema, where)
@@ -327,9 +382,16 @@ def _params(schema: Any, overrides: Any, where: str = "parameters"
         at = f"{where}.properties.{name}"
         prop = as_object(raw, at, optional=False)
         extra = _overrides(overrides.get(name), f"{where}.param.{name}")
-        out.append(Param(str(name), _schema_type(prop.get("type"), f"{at}.type"),
-                         as_text(prop.get("description"), f"{at}.description"), name in required,
-                         enum=as_scalar_list(prop.get("enum"), f"{at}.enum"), **extra))
+        out.append(
+            Param(
+                str(name),
+                _schema_type(prop.get("type"), f"{at}.type"),
+                as_text(prop.get("description"), f"{at}.description"),
+                name in required,
+                enum=as_scalar_list(prop.get("enum"), f"{at}.enum"),
+                **extra,
+            )
+        )
     return tuple(out)
 
 
@@ -340,7 +402,9 @@ def _overrides(raw: Any, where: str) -> dict[str, str]:
     out = {str(k): as_text(v, f"{where}.{k}") for k, v in as_object(raw, where).items()}
     unknown = sorted(set(out) - set(_OVERRIDABLE))
     if unknown:
-        raise DocumentError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(_OVERRIDABLE)})")
+        raise DocumentError(
+            f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(_OVERRIDABLE)})"
+        )
     return out
 
 
@@ -356,7 +420,9 @@ def _choice(value: Any, where: str, choices: tuple[str, ...], default: str) -> A
 
 
 def _record_list(value: Any, where: str) -> tuple[dict[str, Any], ...]:
-    return tuple(dict(as_object(r, f"{where}[{i}]", optional=False)) for i, r in enumerate(as_list(value, where)))
+    return tuple(
+        dict(as_object(r, f"{where}[{i}]", optional=False)) for i, r in enumerate(as_list(value, where))
+    )
 
 
 def _text_map(value: Any, where: str) -> dict[str, str]:
@@ -373,15 +439,21 @@ def tool_from_dict(d: Mapping[str, Any], where: str = "tools") -> Tool:
     keys = [k for k in ("parameters", "input_schema", "inputSchema") if d.get(k)]
     schema = d.get(keys[0]) if keys else {}
     at = f"{where}.{keys[0] if keys else 'parameters'}"
-    return Tool(name, as_text(d.get("description"), f"{where}.description"),
-                _params(schema, as_object(d.get("param"), f"{where}.param"), at),
-                _choice(d.get("effect"), f"{where}.effect", _EFFECTS, "read"),
-                _choice(d.get("kind"), f"{where}.kind", _KINDS, "other"),
-                as_text(d.get("collection"), f"{where}.collection"), as_text(d.get("key"), f"{where}.key", "id"),
-                as_text(d.get("target"), f"{where}.target"), _text_map(d.get("fields"), f"{where}.fields"),
-                dict(as_object(d.get("sets"), f"{where}.sets")),
-                bool(d.get("destructive", False)), as_scalar_list(d.get("forbids"), f"{where}.forbids"),
-                as_scalar_list(d.get("templates"), f"{where}.templates"))
+    return Tool(
+        name,
+        as_text(d.get("description"), f"{where}.description"),
+        _params(schema, as_object(d.get("param"), f"{where}.param"), at),
+        _choice(d.get("effect"), f"{where}.effect", _EFFECTS, "read"),
+        _choice(d.get("kind"), f"{where}.kind", _KINDS, "other"),
+        as_text(d.get("collection"), f"{where}.collection"),
+        as_text(d.get("key"), f"{where}.key", "id"),
+        as_text(d.get("target"), f"{where}.target"),
+        _text_map(d.get("fields"), f"{where}.fields"),
+        dict(as_object(d.get("sets"), f"{where}.sets")),
+        bool(d.get("destructive", False)),
+        as_scalar_list(d.get("forbids"), f"{where}.forbids"),
+        as_scalar_list(d.get("templates"), f"{where}.templates"),
+    )
 
 
 def collection_from_dict(d: Mapping[str, Any], where: str = "collections") -> Collection:
@@ -389,10 +461,16 @@ def collection_from_dict(d: Mapping[str, Any], where: str = "collections") -> Co
     name = as_text(d.get("name"), f"{where}.name")
     if not re.fullmatch(r"[\w-]+\.[\w-]+", name):
         raise DocumentError(f"{where}.name: {name!r} is not `<service>.<list>`")
-    return Collection(name, as_text(d.get("label"), f"{where}.label", "name"), _text_map(d.get("fields"), f"{where}.fields"),
-                      _record_list(d.get("records"), f"{where}.records"), as_text(d.get("key"), f"{where}.key", "id"),
-                      as_text(d.get("id_prefix"), f"{where}.id_prefix"),
-                      dict(as_object(d.get("defaults"), f"{where}.defaults")), as_text(d.get("entity"), f"{where}.entity"))
+    return Collection(
+        name,
+        as_text(d.get("label"), f"{where}.label", "name"),
+        _text_map(d.get("fields"), f"{where}.fields"),
+        _record_list(d.get("records"), f"{where}.records"),
+        as_text(d.get("key"), f"{where}.key", "id"),
+        as_text(d.get("id_prefix"), f"{where}.id_prefix"),
+        dict(as_object(d.get("defaults"), f"{where}.defaults")),
+        as_text(d.get("entity"), f"{where}.entity"),
+    )
 
 
 def load_toml(path: Path) -> ToolEnv:
@@ -402,9 +480,13 @@ def load_toml(path: Path) -> ToolEnv:
     data = as_object(read_document(path), str(path))
     fixtures = as_object(data.get("fixtures"), "fixtures")
     values = as_object(data.get("values"), "values")
-    return ToolEnv(as_text(data.get("name"), "name", path.stem),
-                   tuple(tool_from_dict(t, f"tools[{i}]") for i, t in enumerate(as_list(data.get("tools"), "tools"))),
-                   tuple(collection_from_dict(c, f"collections[{i}]")
-                         for i, c in enumerate(as_list(data.get("collections"), "collections"))),
-                   {str(k): dict(as_object(v, f"fixtures.{k}", optional=False)) for k, v in fixtures.items()},
-                   {str(k): as_scalar_list(v, f"values.{k}") for k, v in values.items()})
+    return ToolEnv(
+        as_text(data.get("name"), "name", path.stem),
+        tuple(tool_from_dict(t, f"tools[{i}]") for i, t in enumerate(as_list(data.get("tools"), "tools"))),
+        tuple(
+            collection_from_dict(c, f"collections[{i}]")
+            for i, c in enumerate(as_list(data.get("collections"), "collections"))
+        ),
+        {str(k): dict(as_object(v, f"fixtures.{k}", optional=False)) for k, v in fixtures.items()},
+        {str(k): as_scalar_list(v, f"values.{k}") for k, v in values.items()},
+    )

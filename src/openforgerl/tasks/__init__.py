@@ -14,12 +14,27 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Task", "TaskFamily", "TaskFormatError", "find_tasks", "load_runtime", "load_runtimes", "load_task",
-           "register_family"]
+__all__ = [
+    "Task",
+    "TaskFamily",
+    "TaskFormatError",
+    "find_tasks",
+    "load_runtime",
+    "load_runtimes",
+    "load_task",
+    "register_family",
+]
 
-_WHERE = {"Task": "schema", "TaskFormatError": "errors", "find_tasks": "format", "load_task": "format",
-          "TaskFamily": "families", "register_family": "families", "load_runtime": "loader",
-          "load_runtimes": "loader"}
+_WHERE = {
+    "Task": "schema",
+    "TaskFormatError": "errors",
+    "find_tasks": "format",
+    "load_task": "format",
+    "TaskFamily": "families",
+    "register_family": "families",
+    "load_runtime": "loader",
+    "load_runtimes": "loader",
+}
 
 
 def __getattr__(name: str) -> Any:

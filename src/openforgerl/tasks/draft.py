@@ -59,8 +59,14 @@ class TaskDraft:
 
 
 def _task_toml(d: TaskDraft) -> dict[str, Any]:
-    meta: dict[str, Any] = {"services": d.services, "budget_s": d.budget_s, "split": d.split,
-                            "difficulty": d.difficulty, "tags": d.tags, "source": d.source}
+    meta: dict[str, Any] = {
+        "services": d.services,
+        "budget_s": d.budget_s,
+        "split": d.split,
+        "difficulty": d.difficulty,
+        "tags": d.tags,
+        "source": d.source,
+    }
     if d.tools:
         meta["tools"] = d.tools
     if d.faults:
@@ -68,9 +74,13 @@ def _task_toml(d: TaskDraft) -> dict[str, Any]:
     meta |= d.extra_meta
     if meta.get("verifier", "checks") != "checks":
         meta.pop("tools", None)
-    out: dict[str, Any] = {"schema_version": "1.4", "task": {"name": d.name, "description": d.description},
-                           "metadata": {"openforgerl": meta}, "agent": {"timeout_sec": d.budget_s},
-                           "verifier": {"timeout_sec": 60.0}}
+    out: dict[str, Any] = {
+        "schema_version": "1.4",
+        "task": {"name": d.name, "description": d.description},
+        "metadata": {"openforgerl": meta},
+        "agent": {"timeout_sec": d.budget_s},
+        "verifier": {"timeout_sec": 60.0},
+    }
     return out | ({"environment": dict(d.environment)} if d.environment else {})
 
 

@@ -70,13 +70,18 @@ def environment_kind(task: Task) -> str | None:
 def family_of(task: Task) -> TaskFamily:
     """The family that runs `task`; a folder no installed family runs is a `TaskFormatError`."""
     kind = environment_kind(task)
-    key, attr, field = ((kind, "kinds", "environment.kind") if kind is not None
-                        else (task.meta.verifier, "verifiers", "metadata.openforgerl.verifier"))
+    key, attr, field = (
+        (kind, "kinds", "environment.kind")
+        if kind is not None
+        else (task.meta.verifier, "verifiers", "metadata.openforgerl.verifier")
+    )
     table = _claimed(attr)
     if key in table:
         return table[key]
     known = ", ".join(sorted(table)) or "none"
-    raise TaskFormatError(task.root / "task.toml", field,
-                          f"no installed environment runs {key!r} (known: {known}; after a fresh checkout "
-                          "run `pip install -e .` so the environment packages are registered)")
-
+    raise TaskFormatError(
+        task.root / "task.toml",
+        field,
+        f"no installed environment runs {key!r} (known: {known}; after a fresh checkout "
+        "run `pip install -e .` so the environment packages are registered)",
+    )

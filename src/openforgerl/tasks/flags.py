@@ -16,7 +16,11 @@ __all__ = ["FlagSummary", "reason_of", "summarize_flags", "unmet"]
 
 _PLAIN = {"requires_internet": "needs internet", "requires_llm_judge": "needs judge"}
 # flag -> what lifts it when given (`HostSide.provided()`: eval's call log, --judge-engine, --user-engine)
-_LIFTED_BY = {"requires_llm_judge": "judge", "needs:transcript": "transcript", "needs:user_simulator": "user_simulator"}
+_LIFTED_BY = {
+    "requires_llm_judge": "judge",
+    "needs:transcript": "transcript",
+    "needs:user_simulator": "user_simulator",
+}
 
 
 def unmet(flags: Sequence[str], provided: set[str] | frozenset[str] = frozenset()) -> list[str]:

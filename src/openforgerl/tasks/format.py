@@ -27,8 +27,18 @@ from openforgerl.tasks.errors import TaskFormatError
 from openforgerl.tasks.families import family_of
 from openforgerl.tasks.schema import FaultSpec, OpenforgeMeta, Task, TaskConfig
 
-__all__ = ["FaultSpec", "OpenforgeMeta", "Task", "TaskConfig", "TaskFormatError", "check_verifier_file",
-           "find_tasks", "load_task", "read_tree", "validate_model"]
+__all__ = [
+    "FaultSpec",
+    "OpenforgeMeta",
+    "Task",
+    "TaskConfig",
+    "TaskFormatError",
+    "check_verifier_file",
+    "find_tasks",
+    "load_task",
+    "read_tree",
+    "validate_model",
+]
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -59,7 +69,10 @@ def _foreign_meta(root: Path, config: TaskConfig) -> dict[str, Any]:
     """Settings for a folder without [metadata.openforgerl]: Harbor (tests/test.sh) or claw-bench."""
     extra = config.model_extra or {}
     verifier = "pytest" if (root / "verifier" / "test_output.py").is_file() else "script"
-    meta: dict[str, Any] = {"verifier": verifier, "source": "harbor" if verifier == "script" else "claw-bench"}
+    meta: dict[str, Any] = {
+        "verifier": verifier,
+        "source": "harbor" if verifier == "script" else "claw-bench",
+    }
     if verifier == "script" and (root / "environment" / "Dockerfile").is_file():
         meta["unsupported"] = ["container_image:environment/Dockerfile"]  # needs an image build
     if isinstance(extra.get("timeout"), (int, float)):
@@ -93,8 +106,12 @@ def load_task(root: Path | str) -> Task:
     return task
 
 
-VERIFIER_FILES = {"checks": "tests/checks.toml", "script": "tests/test.sh", "pytest": "verifier/test_output.py",
-                  "python": "tests/grade.py"}
+VERIFIER_FILES = {
+    "checks": "tests/checks.toml",
+    "script": "tests/test.sh",
+    "pytest": "verifier/test_output.py",
+    "python": "tests/grade.py",
+}
 
 
 def check_verifier_file(task: Task) -> Path:

@@ -50,6 +50,7 @@ _OUTPUTS = ("reward.json", "logs/verifier/reward.json", "logs/verifier/reward.tx
 def _under(prefix: str, tree: Mapping[str, bytes]) -> dict[str, bytes]:
     return {prefix + rel: data for rel, data in tree.items()}
 
+
 WORKSPACE = "/workdir/workspace"
 
 
@@ -64,8 +65,9 @@ def _setup_workspace(setup: Path) -> tuple[tuple[str, bytes], ...]:
         task = Path(tmp) / "task"
         shutil.copytree(setup.parent, task / "environment")
         ws = task / "workspace"
-        res = subprocess.run(["bash", str(task / "environment" / setup.name), str(ws)], capture_output=True,
-                             timeout=120)
+        res = subprocess.run(
+            ["bash", str(task / "environment" / setup.name), str(ws)], capture_output=True, timeout=120
+        )
         if res.returncode != 0:
             raise VerifierError(f"{setup} failed: {res.stderr.decode(errors='replace')[-500:]}")
         return tuple(sorted(read_tree(ws, "workspace/").items()))
@@ -108,8 +110,12 @@ class HarborTaskRuntime(TaskDefaults):
         self.instruction = task.instruction
         self.budget_s = task.budget_s
         self.python = python or sys.executable
-        self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
-                                         "tags": list(task.meta.tags), "source": task.meta.source}
+        self.metadata: dict[str, Any] = {
+            "split": task.meta.split,
+            "difficulty": task.meta.difficulty,
+            "tags": list(task.meta.tags),
+            "source": task.meta.source,
+        }
         self.host: Any = None  # tasks.host_side.HostSide, attached by `eval`
 
     def files(self) -> Mapping[str, bytes]:
@@ -132,8 +138,13 @@ class HarborTaskRuntime(TaskDefaults):
         return await judge(sandbox)
 
     async def _judge(self, sandbox: Any, argv: list[str], inputs: dict[str, bytes]) -> tuple[int, str, Any]:
-        run = await run_verifier(sandbox, argv, inputs=inputs, outputs=_OUTPUTS,
-                                 timeout_s=self.task.config.verifier.timeout_sec or 600.0)
+        run = await run_verifier(
+            sandbox,
+            argv,
+            inputs=inputs,
+            outputs=_OUTPUTS,
+            timeout_s=self.task.config.verifier.timeout_sec or 600.0,
+        )
         res = run.result
         log = res.stdout.decode(errors="replace") + res.stderr.decode(errors="replace")
         if res.timed_out:
@@ -147,8 +158,19 @@ class HarborTaskRuntime(TaskDefaults):
         # `--workspace=PATH` as one word: pytest's early pass does not know the option yet and would take a
         # separate PATH for a test path, loading the agent's `<workspace>/conftest.py` as an initial conftest
         # (measured: a planted conftest emptied the collection). confcutdir stops the upward conftest search.
-        argv = [self.python, "-I", "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={where}",
-                f"--confcutdir={where}", f"{where}/test_output.py", f"--workspace={WORKSPACE}"]
+        argv = [
+            self.python,
+            "-I",
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--rootdir={where}",
+            f"--confcutdir={where}",
+            f"{where}/test_output.py",
+            f"--workspace={WORKSPACE}",
+        ]
         rc, log, _ = await self._judge(sandbox, argv, _under("tests/", tests))
         if rc not in (0, 1):
             raise VerifierError(f"pytest exited {rc} (not a test verdict): {log[-1500:]}")
@@ -158,9 +180,16 @@ class HarborTaskRuntime(TaskDefaults):
     async def _script(self, sandbox: Any) -> Verdict:
         tests = read_tree(self.task.root / "tests")
         if "test.sh" in tests:
-            tests["test.sh"] = tests["test.sh"].replace(b"/logs/", f"{VERIFIER_OUT}/logs/".encode()).replace(
-                b"/tests/", f"{VERIFIER_IN}/tests/".encode())
-        argv = ["/bin/bash", "-c", f"mkdir -p {VERIFIER_OUT}/logs/verifier && exec bash {VERIFIER_IN}/tests/test.sh"]
+            tests["test.sh"] = (
+                tests["test.sh"]
+                .replace(b"/logs/", f"{VERIFIER_OUT}/logs/".encode())
+                .replace(b"/tests/", f"{VERIFIER_IN}/tests/".encode())
+            )
+        argv = [
+            "/bin/bash",
+            "-c",
+            f"mkdir -p {VERIFIER_OUT}/logs/verifier && exec bash {VERIFIER_IN}/tests/test.sh",
+        ]
         rc, log, outputs = await self._judge(sandbox, argv, _under("tests/", tests))
         for name in ("logs/verifier/reward.json", "logs/verifier/reward.txt"):
             raw = outputs.get(name, b"")
@@ -169,8 +198,18 @@ class HarborTaskRuntime(TaskDefaults):
         raise VerifierError(f"test.sh (exit {rc}) wrote no reward file: {log[-1500:]}")
 
     async def _python(self, sandbox: Any) -> Verdict:
-        argv = [self.python, "-I", "-m", "openforgerl.envs.claw.verify.pygrade", "--grade",
-                f"{VERIFIER_IN}/tests/grade.py", "--workspace", "/workdir", "--out", f"{VERIFIER_OUT}/reward.json"]
+        argv = [
+            self.python,
+            "-I",
+            "-m",
+            "openforgerl.envs.claw.verify.pygrade",
+            "--grade",
+            f"{VERIFIER_IN}/tests/grade.py",
+            "--workspace",
+            "/workdir",
+            "--out",
+            f"{VERIFIER_OUT}/reward.json",
+        ]
         inputs = _under("tests/", read_tree(self.task.root / "tests"))
         messages = await self.host.messages(sandbox) if self.host is not None else None
         if messages is not None:  # built on the host from the call log, never by the agent
@@ -181,31 +220,51 @@ class HarborTaskRuntime(TaskDefaults):
             raise VerifierError(f"grade.py failed (exit {rc}): {log[-1500:]}")
         verdict = parse_reward(outputs["reward.json"], log)
         spec_file = self.task.root / "tests" / "judge.json"
-        return await self._hybrid(verdict, json.loads(spec_file.read_text()), messages) if spec_file.is_file() \
+        return (
+            await self._hybrid(verdict, json.loads(spec_file.read_text()), messages)
+            if spec_file.is_file()
             else verdict
+        )
 
-    async def _hybrid(self, auto: Verdict, spec: dict[str, Any], messages: list[dict[str, Any]] | None) -> Verdict:
+    async def _hybrid(
+        self, auto: Verdict, spec: dict[str, Any], messages: list[dict[str, Any]] | None
+    ) -> Verdict:
         """QwenClawBench `llm_judge` / `hybrid`: the host-side judge, combined as upstream does."""
         if self.host is None:
             raise VerifierError("the task is judged by an LLM: run it through `eval --judge-engine URL`")
         try:
             llm = await self.host.qwenclawbench_score(spec, openclaw_events(messages or []))
         except JudgeError as exc:
-            decided = None if spec.get("grading_type") == "llm_judge" else \
-                hybrid_without_judge(auto.reward, spec.get("weights"))
+            decided = (
+                None
+                if spec.get("grading_type") == "llm_judge"
+                else hybrid_without_judge(auto.reward, spec.get("weights"))
+            )
             if decided is None:  # the judge's answer could change the score: no score without it
                 raise VerifierError(f"llm judge: {exc}") from exc
-            return Verdict(decided, {**dict(auto.components), "automated": auto.reward, "reward": decided},
-                           f"{auto.log}automated={auto.reward:.3f} score={decided:.3f} (the judge failed, "
-                           f"and no answer of it could change this score: {exc})\n")
+            return Verdict(
+                decided,
+                {**dict(auto.components), "automated": auto.reward, "reward": decided},
+                f"{auto.log}automated={auto.reward:.3f} score={decided:.3f} (the judge failed, "
+                f"and no answer of it could change this score: {exc})\n",
+            )
         if spec.get("grading_type") == "llm_judge":
             score, simple = llm, llm
         else:
             score, simple = combine_hybrid(auto.reward, llm, spec.get("weights"))
-        parts = {**dict(auto.components), "automated": auto.reward, "llm_judge": llm, "score_simple": simple,
-                 "reward": score}
-        return Verdict(score, parts, f"{auto.log}automated={auto.reward:.3f} llm_judge={llm:.3f} "
-                                     f"score={score:.3f} (simple {simple:.3f})\n")
+        parts = {
+            **dict(auto.components),
+            "automated": auto.reward,
+            "llm_judge": llm,
+            "score_simple": simple,
+            "reward": score,
+        }
+        return Verdict(
+            score,
+            parts,
+            f"{auto.log}automated={auto.reward:.3f} llm_judge={llm:.3f} "
+            f"score={score:.3f} (simple {simple:.3f})\n",
+        )
 
     async def run_oracle(self, sandbox: Any) -> str:
         """Run solution/solve.sh (claw-bench: with the workspace as $1); "" on success."""
@@ -223,5 +282,6 @@ def _check(task: Task) -> None:
     check_verifier_file(task)
 
 
-HARBOR = register_family(TaskFamily("harbor", HarborTaskRuntime, verifiers=("script", "pytest", "python"),
-                                    check=_check))
+HARBOR = register_family(
+    TaskFamily("harbor", HarborTaskRuntime, verifiers=("script", "pytest", "python"), check=_check)
+)

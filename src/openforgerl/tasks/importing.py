@@ -21,8 +21,16 @@ from pathlib import Path
 from openforgerl.registry import Registry
 from openforgerl.tasks.draft import TaskDraft
 
-__all__ = ["ENTRY_POINTS", "IMPORTERS", "TaskImporter", "convert_each", "detect_format", "import_any", "importer_for",
-           "write_drafts"]
+__all__ = [
+    "ENTRY_POINTS",
+    "IMPORTERS",
+    "TaskImporter",
+    "convert_each",
+    "detect_format",
+    "import_any",
+    "importer_for",
+    "write_drafts",
+]
 
 ENTRY_POINTS = "openforgerl.importers"
 SHIPPED = ("claw-eval", "qwenclawbench", "tau2", "webvoyager", "online-mind2web", "osworld")
@@ -54,10 +62,18 @@ IMPORTERS: Registry[TaskImporter] = Registry("task format", group=ENTRY_POINTS, 
 """Format name -> its importer (looking one up imports only that environment's importer)."""
 
 
-_LAYOUTS = [("tau2", "tasks.json"), ("tau2", "*/tasks.json"), ("qwenclawbench", "task_*.md"),
-            ("qwenclawbench", "tasks/task_*.md"), ("claw-eval", "task.yaml"), ("claw-eval", "*/task.yaml"),
-            ("claw-eval", "tasks/*/task.yaml"),
-            ("claw-eval", "**/task.yaml"), ("tau2", "**/tasks.json"), ("qwenclawbench", "**/task_*.md")]
+_LAYOUTS = [
+    ("tau2", "tasks.json"),
+    ("tau2", "*/tasks.json"),
+    ("qwenclawbench", "task_*.md"),
+    ("qwenclawbench", "tasks/task_*.md"),
+    ("claw-eval", "task.yaml"),
+    ("claw-eval", "*/task.yaml"),
+    ("claw-eval", "tasks/*/task.yaml"),
+    ("claw-eval", "**/task.yaml"),
+    ("tau2", "**/tasks.json"),
+    ("qwenclawbench", "**/task_*.md"),
+]
 
 
 def _unknown_format(source: Path) -> Exception:
@@ -65,8 +81,10 @@ def _unknown_format(source: Path) -> Exception:
 
     if not source.exists():
         return UserError(f"no such file or folder: {source}")
-    return UserError(f"cannot tell the task format of {source}: expected a tau2 `tasks.json`, QwenClawBench "
-                     "`tasks/task_*.md` or Claw-Eval `tasks/<id>/task.yaml` (or pass --format)")
+    return UserError(
+        f"cannot tell the task format of {source}: expected a tau2 `tasks.json`, QwenClawBench "
+        "`tasks/task_*.md` or Claw-Eval `tasks/<id>/task.yaml` (or pass --format)"
+    )
 
 
 SNIFF_BYTES = 64 * 1024
@@ -88,11 +106,15 @@ def _json_format(source: Path) -> str:
 
     kind = _json_kind(source)
     if kind == "tools":
-        raise UserError(f"{source} is a tool document (MCP tools/list or OpenAPI), not a task set: make tasks "
-                        f"from it with `openforgerl tasks synthesize --env {source} --out DIR`")
+        raise UserError(
+            f"{source} is a tool document (MCP tools/list or OpenAPI), not a task set: make tasks "
+            f"from it with `openforgerl tasks synthesize --env {source} --out DIR`"
+        )
     if kind == "other":
-        raise UserError(f"{source}: not a tau2 `tasks.json` (a JSON list of tasks); pass --format if it is "
-                        "another task format")
+        raise UserError(
+            f"{source}: not a tau2 `tasks.json` (a JSON list of tasks); pass --format if it is "
+            "another task format"
+        )
     return "tau2"
 
 
@@ -117,7 +139,9 @@ def detect_format(source: Path) -> str:
 _MALFORMED = (KeyError, IndexError, TypeError, AttributeError, ValueError, RecursionError)
 
 
-def convert_each(fmt: str, sources: list[Path], convert: Callable[[Path], list[TaskDraft]]) -> list[TaskDraft]:
+def convert_each(
+    fmt: str, sources: list[Path], convert: Callable[[Path], list[TaskDraft]]
+) -> list[TaskDraft]:
     """Every source's drafts; a malformed one is a `UserError` naming the file and what was wrong."""
     import yaml
 
@@ -131,8 +155,9 @@ def convert_each(fmt: str, sources: list[Path], convert: Callable[[Path], list[T
             raise
         except (*_MALFORMED, yaml.YAMLError) as exc:
             what = str(exc).splitlines()[0] if str(exc) else ""
-            raise UserError(f"{src}: not a valid {fmt} task file ({type(exc).__name__}{': ' if what else ''}"
-                            f"{what[:200]})") from None
+            raise UserError(
+                f"{src}: not a valid {fmt} task file ({type(exc).__name__}{': ' if what else ''}{what[:200]})"
+            ) from None
     return drafts
 
 

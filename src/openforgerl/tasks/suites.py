@@ -12,7 +12,14 @@ from pathlib import Path
 from openforgerl.errors import UserError
 from openforgerl.registry import Registry, nearest
 
-__all__ = ["BUILTIN_PREFIX", "DEFAULT_TASKS", "SUITES", "SUITE_ENTRY_POINTS", "builtin_suites", "resolve_task_root"]
+__all__ = [
+    "BUILTIN_PREFIX",
+    "DEFAULT_TASKS",
+    "SUITES",
+    "SUITE_ENTRY_POINTS",
+    "builtin_suites",
+    "resolve_task_root",
+]
 
 BUILTIN_PREFIX = "builtin:"
 SUITE_ENTRY_POINTS = "openforgerl.suites"
@@ -48,6 +55,8 @@ def resolve_task_root(spec: Path | str, *, must_exist: bool = True) -> Path:
         return SUITES.get(name)
     path = Path(spec)
     if must_exist and not path.exists():
-        raise UserError(f"no task folder at {path}: give a task folder (holding task.toml), a folder of them, "
-                        f"or {BUILTIN_PREFIX}<suite> (e.g. {BUILTIN_PREFIX}claw)")
+        raise UserError(
+            f"no task folder at {path}: give a task folder (holding task.toml), a folder of them, "
+            f"or {BUILTIN_PREFIX}<suite> (e.g. {BUILTIN_PREFIX}claw)"
+        )
     return path

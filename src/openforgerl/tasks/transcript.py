@@ -65,8 +65,14 @@ from typing import Any
 
 from openforgerl.gateway.verbatim import Signature, raw_signature
 
-__all__ = ["WITHHELD", "actions_text", "conversation_text", "media_events", "messages_from_calls",
-           "openclaw_events"]
+__all__ = [
+    "WITHHELD",
+    "actions_text",
+    "conversation_text",
+    "media_events",
+    "messages_from_calls",
+    "openclaw_events",
+]
 
 WITHHELD = "[tool result withheld: the requests that answered this turn disagree on it]"
 
@@ -81,8 +87,16 @@ def _main_calls(calls: Sequence[Any]) -> list[Any]:
     """The main agent's usable calls in order. The main agent is the one that made the rollout's first
     root call: the harness makes it before the model has sampled anything, so requests the agent sends
     from its shell under another agent id cannot take that place."""
-    usable = sorted((c for c in calls if not getattr(c, "side_call", False) and c.error is None
-                     and isinstance(c.engine_request or c.request, dict)), key=lambda c: c.index)
+    usable = sorted(
+        (
+            c
+            for c in calls
+            if not getattr(c, "side_call", False)
+            and c.error is None
+            and isinstance(c.engine_request or c.request, dict)
+        ),
+        key=lambda c: c.index,
+    )
     if not usable:
         return []
     roots = [c for c in usable if not c.parent_agent_id]
@@ -96,8 +110,10 @@ def _answer(text: str) -> dict[str, Any]:
     parsed = parse_output(text)
     msg: dict[str, Any] = {"role": "assistant", "content": parsed.content or ""}
     if parsed.tool_calls:
-        msg["tool_calls"] = [{"id": t.id, "type": "function",
-                              "function": {"name": t.name, "arguments": t.arguments}} for t in parsed.tool_calls]
+        msg["tool_calls"] = [
+            {"id": t.id, "type": "function", "function": {"name": t.name, "arguments": t.arguments}}
+            for t in parsed.tool_calls
+        ]
     return msg
 
 
@@ -147,18 +163,31 @@ def _witnessed(call: Any, answered: set[str]) -> list[_Turn]:
             continue
         client = sent[pos] if sent is not None else m
         # the gateway's restoration is exactly `{role, content: raw}` (verbatim.py), in place of a turn that said more
-        restored = sent is not None and client != m and set(m) == {"role", "content"} \
+        restored = (
+            sent is not None
+            and client != m
+            and set(m) == {"role", "content"}
             and isinstance(m.get("content"), str)
-        plain = isinstance(client.get("content"), str) and not client.get("tool_calls") \
+        )
+        plain = (
+            isinstance(client.get("content"), str)
+            and not client.get("tool_calls")
             and _squash(str(client.get("content"))) in answered
+        )
         if not (restored or plain):
             continue  # the client's, not the model's
         raw = str(m["content"] if restored else client.get("content"))
         sig = raw_signature(raw)
         seen[sig] += 1
-        results = tuple((str(r.get("tool_call_id") or ""), _text(r.get("content"))) for r in _results(history[pos + 1:]))
+        results = tuple(
+            (str(r.get("tool_call_id") or ""), _text(r.get("content"))) for r in _results(history[pos + 1 :])
+        )
         calls = [str(tc.get("id") or "") for tc in client.get("tool_calls") or [] if isinstance(tc, Mapping)]
-        out.append(_Turn((sig, seen[sig]), raw, tuple(calls) if any(calls) else tuple(r[0] for r in results), results))
+        out.append(
+            _Turn(
+                (sig, seen[sig]), raw, tuple(calls) if any(calls) else tuple(r[0] for r in results), results
+            )
+        )
     return out
 
 
@@ -180,7 +209,11 @@ def messages_from_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
     if not main:
         return []
     first = next((c for c in main if isinstance(c.request, Mapping) and c.request.get("tools")), main[0])
-    out = [_plain(m) for m in _messages(first.engine_request or first.request) if m.get("role") in ("system", "user")]
+    out = [
+        _plain(m)
+        for m in _messages(first.engine_request or first.request)
+        if m.get("role") in ("system", "user")
+    ]
     answered: set[str] = set()
     answers: dict[tuple[Signature, int], list[tuple[tuple[str, str], ...]]] = {}
     turns: dict[tuple[Signature, int], _Turn] = {}  # every witnessed turn, in the order first seen
@@ -198,7 +231,9 @@ def messages_from_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
             if rid:
                 tc["id"] = rid
         out.append(msg)
-        agreed = _agreed(answers.get(turn.key, []))[:len(msg.get("tool_calls", []))]  # one result per call it made
+        agreed = _agreed(answers.get(turn.key, []))[
+            : len(msg.get("tool_calls", []))
+        ]  # one result per call it made
         out += [{"role": "tool", "tool_call_id": rid, "content": text} for rid, text in agreed]
     if main[-1].response_text is not None:
         out.append(_answer(main[-1].response_text))
@@ -223,9 +258,18 @@ def media_events(calls: Iterable[Any]) -> list[dict[str, Any]]:
     for call in _main_calls(list(calls)):
         for ref in getattr(call, "images", None) or []:
             key = ref.sha256 or str(ref.url)
-            seen.setdefault(key, {"modality": "image", "source_path": ref.url or f"sha256:{ref.sha256}",
-                                  "mime_type": ref.media_type, "size_bytes": 0, "sha256": ref.sha256,
-                                  "status": "loaded", "note": f"call {call.index} of the gateway's call log"})
+            seen.setdefault(
+                key,
+                {
+                    "modality": "image",
+                    "source_path": ref.url or f"sha256:{ref.sha256}",
+                    "mime_type": ref.media_type,
+                    "size_bytes": 0,
+                    "sha256": ref.sha256,
+                    "status": "loaded",
+                    "note": f"call {call.index} of the gateway's call log",
+                },
+            )
     return list(seen.values())
 
 
@@ -255,16 +299,25 @@ def openclaw_events(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
         if role == "system":
             continue
         if role == "tool":
-            message: dict[str, Any] = {"role": "toolResult", "toolCallId": m.get("tool_call_id", ""),
-                                       "content": [{"type": "text", "text": str(m.get("content", ""))}]}
+            message: dict[str, Any] = {
+                "role": "toolResult",
+                "toolCallId": m.get("tool_call_id", ""),
+                "content": [{"type": "text", "text": str(m.get("content", ""))}],
+            }
         else:
             blocks: list[dict[str, Any]] = []
             if str(m.get("content", "")):
                 blocks.append({"type": "text", "text": str(m.get("content", ""))})
             for tc in m.get("tool_calls") or []:
                 fn = tc.get("function", tc) if isinstance(tc, Mapping) else {}
-                blocks.append({"type": "toolCall", "id": tc.get("id", "") if isinstance(tc, Mapping) else "",
-                               "name": fn.get("name", ""), "arguments": _arguments(fn.get("arguments", {}))})
+                blocks.append(
+                    {
+                        "type": "toolCall",
+                        "id": tc.get("id", "") if isinstance(tc, Mapping) else "",
+                        "name": fn.get("name", ""),
+                        "arguments": _arguments(fn.get("arguments", {})),
+                    }
+                )
             message = {"role": "assistant" if role == "assistant" else "user", "content": blocks}
         events.append({"type": "message", "message": message})
     return events

@@ -43,8 +43,9 @@ async def validate_one(runtime: Any, backend: SandboxBackend, attempts: int = 3)
 
 async def _attempt(runtime: Any, backend: SandboxBackend) -> ValidationResult:
     t0 = time.monotonic()
-    sandbox = await backend.open_sandbox(SandboxSpec(rollout_id=f"validate-{runtime.task.root.name}",
-                                                     files=runtime.files(), lifetime_s=600))
+    sandbox = await backend.open_sandbox(
+        SandboxSpec(rollout_id=f"validate-{runtime.task.root.name}", files=runtime.files(), lifetime_s=600)
+    )
     noop = oracle = None
     try:
         argv = runtime.service_argv()
@@ -61,8 +62,9 @@ async def _attempt(runtime: Any, backend: SandboxBackend) -> ValidationResult:
     return ValidationResult(runtime.task_id, noop, oracle, time.monotonic() - t0, error)
 
 
-async def validate_tasks(runtimes: Sequence[Any], backend: SandboxBackend | None = None,
-                         concurrency: int = 8) -> list[ValidationResult]:
+async def validate_tasks(
+    runtimes: Sequence[Any], backend: SandboxBackend | None = None, concurrency: int = 8
+) -> list[ValidationResult]:
     """Validate every runtime (a local bubblewrap backend is opened when none is given)."""
     own = backend is None
     if backend is None:
@@ -80,4 +82,3 @@ async def validate_tasks(runtimes: Sequence[Any], backend: SandboxBackend | None
     finally:
         if own:
             await backend.aclose()
-

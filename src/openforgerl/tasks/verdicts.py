@@ -37,5 +37,6 @@ def parse_reward(raw: bytes, log: str) -> Verdict:
         return Verdict(float(data), {"reward": float(data)}, log)
     if not isinstance(data, dict) or not isinstance(data.get("reward"), (int, float)):
         raise VerifierError(f"reward file lacks a numeric 'reward': {raw[:200]!r}")
-    return Verdict(float(data["reward"]), {k: float(v) for k, v in data.items()
-                                            if isinstance(v, (int, float))}, log)
+    return Verdict(
+        float(data["reward"]), {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}, log
+    )

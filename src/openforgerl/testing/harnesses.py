@@ -13,11 +13,13 @@ from openforgerl.harness.generic import CommandHarness
 
 __all__ = ["CALL_MODEL", "after_a_model_call"]
 
-CALL_MODEL = (f"{sys.executable} -c \"import json, os, urllib.request as u; "
-              "r = u.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions', "
-              "json.dumps({'model': 'm', 'messages': [{'role': 'user', 'content': 'hi'}]}).encode(), "
-              "{'Authorization': 'Bearer ' + os.environ['OPENAI_API_KEY'], 'Content-Type': 'application/json'}); "
-              "print(u.urlopen(r, timeout=60).status)\"")
+CALL_MODEL = (
+    f'{sys.executable} -c "import json, os, urllib.request as u; '
+    "r = u.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions', "
+    "json.dumps({'model': 'm', 'messages': [{'role': 'user', 'content': 'hi'}]}).encode(), "
+    "{'Authorization': 'Bearer ' + os.environ['OPENAI_API_KEY'], 'Content-Type': 'application/json'}); "
+    'print(u.urlopen(r, timeout=60).status)"'
+)
 """One chat call to the rollout's own base URL with its key (prints the HTTP status)."""
 
 

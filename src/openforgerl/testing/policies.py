@@ -15,5 +15,7 @@ def contract_policy(turn: Turn) -> str:
     if last == "tool":
         return "<think>\nThe todo was added.\n</think>\n\nAdded 'buy milk' to your todos."
     if "todo_add" in names:
-        return "<think>\nI need to add a todo.\n</think>\n\n" + format_tool_call("todo_add", {"title": "buy milk"})
+        return "<think>\nI need to add a todo.\n</think>\n\n" + format_tool_call(
+            "todo_add", {"title": "buy milk"}
+        )
     return "Hello! How can I help you today?"

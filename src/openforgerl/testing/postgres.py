@@ -104,20 +104,44 @@ def start(bindir: Path, *, settings: dict[str, str] | None = None, timeout_s: fl
             os.chown(path, uid, gid)
     try:
         subprocess.run(
-            [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--pwfile", str(root / "pw"),
-             "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-sync"],
-            check=True, capture_output=True, timeout=timeout_s, preexec_fn=lambda: _as_owner(uid, gid))
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--pwfile",
+                str(root / "pw"),
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=timeout_s,
+            preexec_fn=lambda: _as_owner(uid, gid),
+        )
     except subprocess.CalledProcessError as exc:
         shutil.rmtree(root, ignore_errors=True)
         raise RuntimeError(f"initdb failed: {exc.stderr.decode(errors='replace').strip()[-500:]}") from None
     port = _free_port()
-    options = {"listen_addresses": "127.0.0.1", "port": str(port), "unix_socket_directories": str(sockets),
-               "max_connections": "200", "shared_buffers": "32MB", **(settings or {})}
+    options = {
+        "listen_addresses": "127.0.0.1",
+        "port": str(port),
+        "unix_socket_directories": str(sockets),
+        "max_connections": "200",
+        "shared_buffers": "32MB",
+        **(settings or {}),
+    }
     args = [str(bindir / "postgres"), "-D", str(data)]
     for key, value in options.items():
         args += ["-c", f"{key}={value}"]
     log = open(root / "server.log", "wb")  # the server writes it until it stops
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=lambda: _as_owner(uid, gid))
+    proc = subprocess.Popen(
+        args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=lambda: _as_owner(uid, gid)
+    )
     log.close()
     server = TempPostgres(bindir, root, port, password, proc)
     deadline = time.monotonic() + timeout_s

@@ -30,8 +30,14 @@ class RolloutEnv:
     async def run(self, tasks: list[Any], harness: Any, **config: Any) -> BatchResult:
         """One rollout per task by default (group_size=1, no retries); `config` overrides OrchestratorConfig."""
         cfg = OrchestratorConfig(**{"group_size": 1, "min_group_size": 1, "retries": 0, **config})
-        return await run_batch(tasks, harness, gateway=self.gateway.access, backend=self.backend,
-                               config=cfg, sink=ResultSink(self.results))
+        return await run_batch(
+            tasks,
+            harness,
+            gateway=self.gateway.access,
+            backend=self.backend,
+            config=cfg,
+            sink=ResultSink(self.results),
+        )
 
 
 def answer_done(turn: Turn) -> str:
@@ -39,9 +45,14 @@ def answer_done(turn: Turn) -> str:
 
 
 @asynccontextmanager
-async def open_rollout_env(root: Path, policy: Callable[[Turn], str] = answer_done, *,
-                           faults: Faults | None = None, ro_binds: Sequence[Path] = (),
-                           **gateway_options: Any) -> AsyncIterator[RolloutEnv]:
+async def open_rollout_env(
+    root: Path,
+    policy: Callable[[Turn], str] = answer_done,
+    *,
+    faults: Faults | None = None,
+    ro_binds: Sequence[Path] = (),
+    **gateway_options: Any,
+) -> AsyncIterator[RolloutEnv]:
     """Gateway + store + sandboxes under `root`, closed in reverse order."""
     store = SQLiteCallStore(root / "calls.db")
     engine = ScriptedEngine(policy, faults=faults)

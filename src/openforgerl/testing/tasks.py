@@ -26,7 +26,9 @@ class ProofFileTask(TaskDefaults):
     task_id: str = "proof-file"
     instruction: str = ""
     budget_s: float = 120.0
-    seed_files: Mapping[str, bytes] = field(default_factory=lambda: {"README.md": b"Write proof.txt as asked.\n"})
+    seed_files: Mapping[str, bytes] = field(
+        default_factory=lambda: {"README.md": b"Write proof.txt as asked.\n"}
+    )
     crash_verifier: bool = False
 
     def __post_init__(self) -> None:

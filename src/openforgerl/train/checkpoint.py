@@ -10,7 +10,9 @@ from typing import Any
 import torch
 
 
-def save_checkpoint(path: Path, model: Any, optimizer: torch.optim.Optimizer, step: int, version: int) -> None:
+def save_checkpoint(
+    path: Path, model: Any, optimizer: torch.optim.Optimizer, step: int, version: int
+) -> None:
     tmp = path.with_name(path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

@@ -32,9 +32,14 @@ class TokenBatch:
     rollout_ids: list[str]
 
     def to(self, device: torch.device) -> TokenBatch:
-        return TokenBatch(self.input_ids.to(device), self.attention_mask.to(device),
-                          self.response_start.to(device), self.response_mask.to(device),
-                          self.old_logprobs.to(device), self.rollout_ids)
+        return TokenBatch(
+            self.input_ids.to(device),
+            self.attention_mask.to(device),
+            self.response_start.to(device),
+            self.response_mask.to(device),
+            self.old_logprobs.to(device),
+            self.rollout_ids,
+        )
 
 
 def collate(samples: Sequence[Sample], pad_id: int = 0) -> TokenBatch:
@@ -63,7 +68,9 @@ def response_logprobs(model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor
     targets = batch.input_ids[:, 1:]
     token_logp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # [B, L-1]: logp of token t+1
     width = batch.response_mask.shape[1]
-    idx = (batch.response_start[:, None] - 1 + torch.arange(width, device=token_logp.device)[None, :]).clamp(max=token_logp.shape[1] - 1)
+    idx = (batch.response_start[:, None] - 1 + torch.arange(width, device=token_logp.device)[None, :]).clamp(
+        max=token_logp.shape[1] - 1
+    )
     return token_logp.gather(1, idx)
 
 

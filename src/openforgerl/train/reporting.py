@@ -14,7 +14,19 @@ from rich.table import Table
 
 from openforgerl.orchestrator.view import clock
 
-COLUMNS = ("step", "reward", "pass_rate", "eval_pass1", "train_pass1", "kept", "dropped", "trained_tokens", "loss", "step_s", "policy_version")
+COLUMNS = (
+    "step",
+    "reward",
+    "pass_rate",
+    "eval_pass1",
+    "train_pass1",
+    "kept",
+    "dropped",
+    "trained_tokens",
+    "loss",
+    "step_s",
+    "policy_version",
+)
 """The step table's columns, most important first: a narrow terminal drops them from the right."""
 
 
@@ -69,7 +81,9 @@ def fitting_columns(width: int) -> tuple[str, ...]:
     return tuple(cols)
 
 
-def step_table(rows: Sequence[Mapping[str, Any]], *, width: int | None = None, caption: str | None = None) -> Table:
+def step_table(
+    rows: Sequence[Mapping[str, Any]], *, width: int | None = None, caption: str | None = None
+) -> Table:
     """The last 15 steps; with `width`, only the columns that fit it (rich would cut every cell to `rew…`)."""
     cols = COLUMNS if width is None else fitting_columns(width)
     table = Table(title="openforgerl train", show_lines=False, caption=caption)
@@ -119,8 +133,14 @@ class StepProgress:
         if "step_s" in row:
             self.step_times.append(float(row["step_s"]))
         cells = [f"step {done}/{self.total}"]
-        for key, name in (("reward", "reward"), ("pass_rate", "pass"), ("kept", "kept"), ("dropped", "dropped"),
-                          ("loss", "loss"), ("eval_pass1", "held-out pass@1")):
+        for key, name in (
+            ("reward", "reward"),
+            ("pass_rate", "pass"),
+            ("kept", "kept"),
+            ("dropped", "dropped"),
+            ("loss", "loss"),
+            ("eval_pass1", "held-out pass@1"),
+        ):
             if row.get(key) is not None:
                 cells.append(f"{name} {_fmt(row[key])}")
         if "step_s" in row:
@@ -129,9 +149,13 @@ class StepProgress:
 
     def why_stopped(self, done: int, *, budget_hit: bool) -> str:
         if budget_hit:
-            return (f"the time budget (train.time_budget_s = {self.budget_s:g} s) stopped the run after step "
-                    f"{done} of {self.total}")
-        return f"all {self.total} steps done" if self.first == 0 else f"steps {self.first + 1}-{self.total} done"
+            return (
+                f"the time budget (train.time_budget_s = {self.budget_s:g} s) stopped the run after step "
+                f"{done} of {self.total}"
+            )
+        return (
+            f"all {self.total} steps done" if self.first == 0 else f"steps {self.first + 1}-{self.total} done"
+        )
 
 
 def _fmt(value: Any) -> str:
@@ -152,16 +176,32 @@ def plot_reward_curve(rows: Sequence[Mapping[str, Any]], path: Path, *, title: s
     rewards = [r["reward"] for r in rows if "reward" in r]
     ax.plot(steps, rewards, marker="o", markersize=3, alpha=0.5, label="train reward (mean per step)")
     if len(rewards) >= 5:  # each step draws a different task subset; the trend is in the average
-        avg = [sum(rewards[max(0, i - 4): i + 1]) / len(rewards[max(0, i - 4): i + 1]) for i in range(len(rewards))]
+        avg = [
+            sum(rewards[max(0, i - 4) : i + 1]) / len(rewards[max(0, i - 4) : i + 1])
+            for i in range(len(rewards))
+        ]
         ax.plot(steps, avg, color="C0", linewidth=2, label="train reward (5-step average)")
     evals = [r for r in rows if "eval_pass1" in r]
     if evals:
-        ax.plot([r["step"] for r in evals], [r["eval_pass1"] for r in evals], marker="s",
-                linestyle="--", label="held-out pass@1")
+        ax.plot(
+            [r["step"] for r in evals],
+            [r["eval_pass1"] for r in evals],
+            marker="s",
+            linestyle="--",
+            label="held-out pass@1",
+        )
     trained_on = [r for r in rows if "train_pass1" in r]
-    if trained_on:  # `eval.train_group_size`: the warm-up and the trained policy, each evaluated on the train tasks
-        ax.plot([r["step"] for r in trained_on], [r["train_pass1"] for r in trained_on], marker="D",
-                linestyle=":", color="C3", label="train tasks pass@1 (evaluated)")
+    if (
+        trained_on
+    ):  # `eval.train_group_size`: the warm-up and the trained policy, each evaluated on the train tasks
+        ax.plot(
+            [r["step"] for r in trained_on],
+            [r["train_pass1"] for r in trained_on],
+            marker="D",
+            linestyle=":",
+            color="C3",
+            label="train tasks pass@1 (evaluated)",
+        )
     ax.set_xlabel("step")
     ax.set_ylabel("reward / pass rate")
     ax.set_ylim(-0.02, 1.02)

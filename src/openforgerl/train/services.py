@@ -18,9 +18,14 @@ from openforgerl.stack import InProcessPusher, open_services
 from openforgerl.store import SQLiteCallStore
 from openforgerl.tasks.suites import BUILTIN_PREFIX, resolve_task_root
 
-__all__ = ["BUILTIN_PREFIX", "InProcessPusher", "TrainServices", "open_train_services", "resolve_task_dir",
-           "select_tasks"]
-
+__all__ = [
+    "BUILTIN_PREFIX",
+    "InProcessPusher",
+    "TrainServices",
+    "open_train_services",
+    "resolve_task_dir",
+    "select_tasks",
+]
 
 
 @dataclass
@@ -96,5 +101,14 @@ async def open_train_services(config: Config, out_dir: Path) -> AsyncIterator[Tr
         raise ValueError(f"no training tasks match {[sel.model_dump() for sel in sels]}")
     async with open_services(out_dir, config, push_weights=True) as services:
         assert services.pusher is not None  # push_weights: an EngineSettings engine then always has one
-        yield TrainServices(config, services.engine_url, services.pusher, services.store, services.gateway,
-                            services.backend, train, evals, policy_path)
+        yield TrainServices(
+            config,
+            services.engine_url,
+            services.pusher,
+            services.store,
+            services.gateway,
+            services.backend,
+            train,
+            evals,
+            policy_path,
+        )

@@ -74,10 +74,16 @@ def harness_for(cfg: Config, step: int) -> Any:
     from openforgerl.harness.harness_mix import HarnessMix
     from openforgerl.harness.registry import get_harness
 
-    name = cfg.harness if isinstance(cfg.harness, str) else HarnessMix.parse(cfg.harness, cfg.seed).assign(
-        f"step-{step}")
+    name = (
+        cfg.harness
+        if isinstance(cfg.harness, str)
+        else HarnessMix.parse(cfg.harness, cfg.seed).assign(f"step-{step}")
+    )
     options = dict(cfg.harness_options.get(name, {}))
-    if name in ("zero", "zero-gui"):  # the trainer owns sampling: the harness asks for what the engine settings say
+    if name in (
+        "zero",
+        "zero-gui",
+    ):  # the trainer owns sampling: the harness asks for what the engine settings say
         options.setdefault("max_tokens", cfg.engine.max_tokens)
         options.setdefault("temperature", cfg.engine.temperature)
         options.setdefault("wall_clock_s", cfg.rollout.budget_s or 600.0)
@@ -88,8 +94,9 @@ class CallSource(Protocol):
     async def list_calls(self, rollout_id: str) -> list[CallRecord]: ...
 
 
-async def collect(store: CallSource, batch: BatchResult,
-                  options: ReconstructionOptions = DEFAULT_OPTIONS) -> StepData:
+async def collect(
+    store: CallSource, batch: BatchResult, options: ReconstructionOptions = DEFAULT_OPTIONS
+) -> StepData:
     """Samples and scores of the rollouts `trajectory.trainable` accepts; everything else is dropped.
 
     The same rule export and the veRL loop apply, on the records the gateway stored (`run_batch`
@@ -163,7 +170,9 @@ class Trainer:
 
     def say(self, text: str) -> None:
         """A progress line, on a terminal and off it (a log file sees it when it happens)."""
-        self.console.print(f"[dim]{self.progress.status(self.done)}[/]  {text}", highlight=False, soft_wrap=True)
+        self.console.print(
+            f"[dim]{self.progress.status(self.done)}[/]  {text}", highlight=False, soft_wrap=True
+        )
 
     async def evaluate(self, services: TrainServices, step: int) -> float | None:
         """Held-out pass@1 (`eval.tasks`, `eval.group_size` rollouts a task)."""
@@ -175,16 +184,26 @@ class Trainer:
         """pass@1 on the train tasks (`eval.train_group_size` rollouts a task; None when 0)."""
         if not self.cfg.eval.train_group_size or not services.train_tasks:
             return None
-        return await self._pass_rate(services, services.train_tasks, self.cfg.eval.train_group_size, step,
-                                     "eval_train")
+        return await self._pass_rate(
+            services, services.train_tasks, self.cfg.eval.train_group_size, step, "eval_train"
+        )
 
-    async def _pass_rate(self, services: TrainServices, tasks: list[Any], group_size: int, step: int,
-                         kind: str) -> float | None:
+    async def _pass_rate(
+        self, services: TrainServices, tasks: list[Any], group_size: int, step: int, kind: str
+    ) -> float | None:
         what = "held-out tasks" if kind == "eval" else "train tasks"
         self.say(f"evaluating pass@1 on {len(tasks)} {what} x {group_size} rollouts (after step {step})")
-        ocfg = self.cfg.orchestrator(group_size=group_size, artifacts_dir=self.out_dir / "rollouts", min_group_size=1)
-        batch = await run_batch(tasks, harness_for(self.cfg, step), gateway=services.gateway.access,
-                                backend=services.backend, config=ocfg, sink=self.sink(services, kind))
+        ocfg = self.cfg.orchestrator(
+            group_size=group_size, artifacts_dir=self.out_dir / "rollouts", min_group_size=1
+        )
+        batch = await run_batch(
+            tasks,
+            harness_for(self.cfg, step),
+            gateway=services.gateway.access,
+            backend=services.backend,
+            config=ocfg,
+            sink=self.sink(services, kind),
+        )
         return pass_rate(batch.records)
 
     def sink(self, services: TrainServices, kind: str) -> ResultSink:
@@ -196,39 +215,60 @@ class Trainer:
         k = min(self.cfg.train.tasks_per_step, len(services.train_tasks))
         return rng.sample(services.train_tasks, k)
 
-    async def step(self, services: TrainServices, model: Any, opt: Any, ref: Any, step: int,
-                   version: int) -> dict[str, Any]:
+    async def step(
+        self, services: TrainServices, model: Any, opt: Any, ref: Any, step: int, version: int
+    ) -> dict[str, Any]:
         t0 = time.monotonic()
-        batch = await run_batch(self.tasks_for(services, step), harness_for(self.cfg, step),
-                                gateway=services.gateway.access, backend=services.backend,
-                                config=self.cfg.orchestrator(artifacts_dir=self.out_dir / "rollouts"),
-                                sink=self.sink(services, "train"))
+        batch = await run_batch(
+            self.tasks_for(services, step),
+            harness_for(self.cfg, step),
+            gateway=services.gateway.access,
+            backend=services.backend,
+            config=self.cfg.orchestrator(artifacts_dir=self.out_dir / "rollouts"),
+            sink=self.sink(services, "train"),
+        )
         t_roll = time.monotonic() - t0
-        options = self.cfg.reconstruction_options(image_token_id=self.vision.image_token_id if self.vision else None)
+        options = self.cfg.reconstruction_options(
+            image_token_id=self.vision.image_token_id if self.vision else None
+        )
         data = await collect(services.store, batch, options)
         adv = group_advantages(data.scores)
         self.updating = True
-        stats = await asyncio.to_thread(grpo_update, model, opt, data.samples, adv, self.settings, ref_model=ref,
-                                        vision=self.vision)
+        stats = await asyncio.to_thread(
+            grpo_update, model, opt, data.samples, adv, self.settings, ref_model=ref, vision=self.vision
+        )
         self.updating = False
         new_version = await sync_weights(GatewayAdmin(services.gateway), services.pusher, model, version + 1)
         rewards = [s.reward for s in data.scores]
-        return {**self.step0_check(stats),
-            "step": step, "reward": sum(rewards) / len(rewards) if rewards else 0.0,
-            "pass_rate": pass_rate(batch.records) or 0.0, "kept": len(data.scores), "dropped": data.dropped,
-            "samples": stats.samples, "trained_tokens": stats.trained_tokens, "loss": stats.loss,
-            "grad_norm": stats.grad_norm, "clip_frac": stats.clip_frac, "kl": stats.kl,
+        return {
+            **self.step0_check(stats),
+            "step": step,
+            "reward": sum(rewards) / len(rewards) if rewards else 0.0,
+            "pass_rate": pass_rate(batch.records) or 0.0,
+            "kept": len(data.scores),
+            "dropped": data.dropped,
+            "samples": stats.samples,
+            "trained_tokens": stats.trained_tokens,
+            "loss": stats.loss,
+            "grad_norm": stats.grad_norm,
+            "clip_frac": stats.clip_frac,
+            "kl": stats.kl,
             "logprob_diff_max": stats.logprob_diff_max,
-            "rollout_s": t_roll, "step_s": time.monotonic() - t0, "policy_version": new_version,
+            "rollout_s": t_roll,
+            "step_s": time.monotonic() - t0,
+            "policy_version": new_version,
         }
 
     def refresh_due(self, done: int) -> list[TaskSelection]:
         """The band selections whose `refresh_every` falls on this step (none after the last step)."""
         sels = self.cfg.tasks if isinstance(self.cfg.tasks, list) else [self.cfg.tasks]
-        return [s for s in sels if s.refresh_every and done % s.refresh_every == 0 and done < self.cfg.train.steps]
+        return [
+            s for s in sels if s.refresh_every and done % s.refresh_every == 0 and done < self.cfg.train.steps
+        ]
 
-    async def refresh_bands(self, services: TrainServices, sels: list[TaskSelection], step: int, version: int
-                            ) -> dict[str, Any]:
+    async def refresh_bands(
+        self, services: TrainServices, sels: list[TaskSelection], step: int, version: int
+    ) -> dict[str, Any]:
         """Re-calibrate each selection's whole pool with the weights the engine serves now (pushed at the
         end of the step), rewrite the pass rates and redraw the training pool from the new bands."""
         from openforgerl.synth.calibrate import calibrate, measure, recorded
@@ -237,22 +277,38 @@ class Trainer:
         pool, band, rates = 0, 0, []
         for sel in sels:
             runtimes = select_tasks(sel.model_copy(update={"pass_rate": None, "limit": None}), self.cfg.seed)
-            measured = await measure(runtimes, sel.refresh_k, harness_for(self.cfg, step),
-                                     gateway=services.gateway.access, backend=services.backend,
-                                     config=self.cfg.orchestrator(group_size=sel.refresh_k),
-                                     sink=self.sink(services, "refresh"))
-            done = calibrate([rt.task.root for rt in runtimes], recorded(measured), sel.refresh_k,
-                             policy=f"train@v{version}")
+            measured = await measure(
+                runtimes,
+                sel.refresh_k,
+                harness_for(self.cfg, step),
+                gateway=services.gateway.access,
+                backend=services.backend,
+                config=self.cfg.orchestrator(group_size=sel.refresh_k),
+                sink=self.sink(services, "refresh"),
+            )
+            done = calibrate(
+                [rt.task.root for rt in runtimes],
+                recorded(measured),
+                sel.refresh_k,
+                policy=f"train@v{version}",
+            )
             pool += len(runtimes)
             rates += [c.pass_rate for c in done if c.pass_rate is not None]
             band += len(select_tasks(sel, self.cfg.seed))
         redrawn = redraw_pool(self.cfg.tasks, self.cfg.seed, services.train_tasks)
         if redrawn is services.train_tasks:
-            self.console.print(f"[yellow]step {step}: the refreshed bands are empty; keeping the previous pool[/]")
+            self.console.print(
+                f"[yellow]step {step}: the refreshed bands are empty; keeping the previous pool[/]"
+            )
         services.train_tasks = redrawn
-        return {"refresh_pool": pool, "refresh_band": band, "refresh_train_tasks": len(services.train_tasks),
-                "refresh_pass_mean": sum(rates) / len(rates) if rates else None, "refresh_policy_version": version,
-                "refresh_s": time.monotonic() - t0}
+        return {
+            "refresh_pool": pool,
+            "refresh_band": band,
+            "refresh_train_tasks": len(services.train_tasks),
+            "refresh_pass_mean": sum(rates) / len(rates) if rates else None,
+            "refresh_policy_version": version,
+            "refresh_s": time.monotonic() - t0,
+        }
 
     def step0_check(self, stats: Any) -> dict[str, Any]:
         """The first step with trained tokens: trainer vs engine logprobs on the same weights."""
@@ -261,8 +317,10 @@ class Trainer:
         self.check_logprobs = False
         check = logprob_check(stats, self.cfg.train.step0_logprob_tol)
         if not check.passed:
-            self.console.print(f"[red]step-0 logprob check failed: max |trainer - engine| = {check.max_diff:.3g} "
-                               f"> {check.tolerance:g} (engine and trainer disagree on the same weights)[/red]")
+            self.console.print(
+                f"[red]step-0 logprob check failed: max |trainer - engine| = {check.max_diff:.3g} "
+                f"> {check.tolerance:g} (engine and trainer disagree on the same weights)[/red]"
+            )
         return check.as_row()
 
     async def run(self, *, resume: bool = False) -> TrainSummary:
@@ -272,7 +330,9 @@ class Trainer:
         async with open_train_services(self.cfg, self.out_dir) as services:
             model = load_policy(services.policy_path)
             self.vision = policy_vision(services.policy_path, services.store)
-            opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.train.lr, weight_decay=self.cfg.train.weight_decay)
+            opt = torch.optim.AdamW(
+                model.parameters(), lr=self.cfg.train.lr, weight_decay=self.cfg.train.weight_decay
+            )
             ref = copy.deepcopy(model).eval() if self.cfg.train.kl_coef > 0 else None
             first, version = 0, 0
             if resume:
@@ -303,13 +363,24 @@ class Trainer:
         summary = self.summary(before, after, train_before, train_after)
         return replace(summary, stopped=self.progress.why_stopped(self.done, budget_hit=budget_hit))
 
-    async def loop(self, services: TrainServices, model: Any, opt: Any, ref: Any, first: int, version: int,
-                   started: float) -> bool:
+    async def loop(
+        self,
+        services: TrainServices,
+        model: Any,
+        opt: Any,
+        ref: Any,
+        first: int,
+        version: int,
+        started: float,
+    ) -> bool:
         """The steps; True when the time budget ended them early. A terminal gets a live table, anything
         else a line per step."""
         self.version = version
-        live = (Live(self.table(), console=self.console, refresh_per_second=2) if self.console.is_terminal
-                else None)
+        live = (
+            Live(self.table(), console=self.console, refresh_per_second=2)
+            if self.console.is_terminal
+            else None
+        )
         with live if live is not None else nullcontext():
             for step in range(first, self.cfg.train.steps):
                 if self.cfg.train.time_budget_s and time.monotonic() - started > self.cfg.train.time_budget_s:
@@ -317,7 +388,11 @@ class Trainer:
                 row = await self.step(services, model, opt, ref, step, self.version)
                 self.version = row["policy_version"]
                 self.done = step + 1
-                if self.cfg.eval.every and self.done % self.cfg.eval.every == 0 and self.done < self.cfg.train.steps:
+                if (
+                    self.cfg.eval.every
+                    and self.done % self.cfg.eval.every == 0
+                    and self.done < self.cfg.train.steps
+                ):
                     row["eval_pass1"] = await self.evaluate(services, self.done)
                 if due := self.refresh_due(self.done):
                     row |= await self.refresh_bands(services, due, self.done, self.version)
@@ -342,12 +417,26 @@ class Trainer:
             save_checkpoint(self.out_dir / "checkpoint", model, opt, self.done, self.version)
             self.saved_step = self.done
 
-    def summary(self, before: float | None, after: float | None, train_before: float | None = None,
-                train_after: float | None = None) -> TrainSummary:
+    def summary(
+        self,
+        before: float | None,
+        after: float | None,
+        train_before: float | None = None,
+        train_after: float | None = None,
+    ) -> TrainSummary:
         rows = self.log.rows()
         rewards = [r["reward"] for r in rows if "reward" in r]
         curve = plot_reward_curve(rows, self.out_dir / "reward_curve.png") if rewards else None
         self.log.close()
         head, tail = rewards[:5], rewards[-5:]
-        return TrainSummary(self.out_dir, len(rewards), sum(head) / len(head) if head else None,
-                            sum(tail) / len(tail) if tail else None, before, after, curve, train_before, train_after)
+        return TrainSummary(
+            self.out_dir,
+            len(rewards),
+            sum(head) / len(head) if head else None,
+            sum(tail) / len(tail) if tail else None,
+            before,
+            after,
+            curve,
+            train_before,
+            train_after,
+        )

@@ -69,8 +69,11 @@ class LogprobCheck:
         return self.max_diff <= self.tolerance
 
     def as_row(self) -> dict[str, float | bool]:
-        return {"step0_logprob_max_diff": self.max_diff, "step0_logprob_mean_diff": self.mean_diff,
-                "step0_logprob_check": self.passed}
+        return {
+            "step0_logprob_max_diff": self.max_diff,
+            "step0_logprob_mean_diff": self.mean_diff,
+            "step0_logprob_check": self.passed,
+        }
 
 
 def logprob_check(stats: UpdateStats, tolerance: float) -> LogprobCheck:
@@ -100,18 +103,28 @@ def grpo_update(
     full_mask = collate(rows, pad_id).response_mask
     weights = per_rollout_token_weights([s.rollout_id for s in rows], full_mask).to(device)
     model.train()
-    passes = [_one_pass(model, optimizer, rows, full_mask, weights, advantages, settings, ref_model, pad_id, vision)
-              for _ in range(settings.epochs)]
+    passes = [
+        _one_pass(model, optimizer, rows, full_mask, weights, advantages, settings, ref_model, pad_id, vision)
+        for _ in range(settings.epochs)
+    ]
     model.eval()
     # the first pass's figures (its logprob difference is measured before any step: the step-0 check)
     # with the last pass's clip fraction (how much of the batch the ratio bound stopped)
     return dataclasses.replace(passes[0], clip_frac=passes[-1].clip_frac)
 
 
-def _one_pass(model: torch.nn.Module, optimizer: torch.optim.Optimizer, rows: Sequence[Sample],
-              full_mask: torch.Tensor, weights: torch.Tensor, advantages: Mapping[str, float],
-              settings: UpdateSettings, ref_model: torch.nn.Module | None, pad_id: int,
-              vision: VisionInputs | None) -> UpdateStats:
+def _one_pass(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    rows: Sequence[Sample],
+    full_mask: torch.Tensor,
+    weights: torch.Tensor,
+    advantages: Mapping[str, float],
+    settings: UpdateSettings,
+    ref_model: torch.nn.Module | None,
+    pad_id: int,
+    vision: VisionInputs | None,
+) -> UpdateStats:
     """One optimizer step over the whole batch, its gradient accumulated over micro-batches."""
     device = weights.device
     optimizer.zero_grad(set_to_none=True)
@@ -128,8 +141,13 @@ def _one_pass(model: torch.nn.Module, optimizer: torch.optim.Optimizer, rows: Se
             diff_max = max(diff_max, float(diff.max()))
             diff_sum += float(diff.sum())
         loss, stats = clipped_policy_loss(
-            logp, batch.old_logprobs, adv, batch.response_mask, w,
-            clip_low=settings.clip_low, clip_high=settings.clip_high,
+            logp,
+            batch.old_logprobs,
+            adv,
+            batch.response_mask,
+            w,
+            clip_low=settings.clip_low,
+            clip_high=settings.clip_high,
         )
         if ref_model is not None and settings.kl_coef > 0:
             with torch.no_grad():

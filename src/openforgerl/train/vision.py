@@ -61,8 +61,9 @@ class SampleVision:
                 self.cache.pop(next(iter(self.cache)))
             self.cache[key] = self.processor.process([self._decode(i) for i in images])
         processed = self.cache[key]
-        for k, (image, grid, tokens) in enumerate(zip(images, processed.image_grid_thw.tolist(),
-                                                       processed.tokens, strict=True)):
+        for k, (image, grid, tokens) in enumerate(
+            zip(images, processed.image_grid_thw.tolist(), processed.tokens, strict=True)
+        ):
             _check_recorded(k, image, [int(v) for v in grid], int(tokens))
         return processed
 

@@ -20,7 +20,9 @@ class GatewayAdmin(Protocol):
     async def resume(self) -> int: ...
 
 
-async def sync_weights(gateway: GatewayAdmin, pusher: WeightPusher, model: torch.nn.Module, version: int) -> int:
+async def sync_weights(
+    gateway: GatewayAdmin, pusher: WeightPusher, model: torch.nn.Module, version: int
+) -> int:
     """Drain the gateway, push the weights, resume; returns the gateway's new policy version."""
     await gateway.pause()
     try:

@@ -57,8 +57,14 @@ def make_app(site: Site) -> web.Application:
         path = site.file_path(i, request.match_info["rid"], request.match_info["path"])
         if path is None:
             raise web.HTTPNotFound(text="not found")
-        return web.FileResponse(path, headers={"Content-Disposition": "inline", "X-Content-Type-Options": "nosniff",
-                                               "Content-Security-Policy": "sandbox"})
+        return web.FileResponse(
+            path,
+            headers={
+                "Content-Disposition": "inline",
+                "X-Content-Type-Options": "nosniff",
+                "Content-Security-Policy": "sandbox",
+            },
+        )
 
     app.router.add_get("/", home)
     app.router.add_get("/run/{i}", table)

@@ -72,7 +72,7 @@ def resolve_image(url: str, read_blob: BlobReader | None) -> tuple[str, str, boo
     the stored bytes; a stored blob that is not a raster image is never labelled as one."""
     if not url.startswith(BLOB_REF_PREFIX):
         return url, "", False
-    sha = url[len(BLOB_REF_PREFIX):]
+    sha = url[len(BLOB_REF_PREFIX) :]
     raw = read_blob(sha) if read_blob is not None else None
     kind = media_type(raw) if raw is not None else ""
     if raw is None or not kind.startswith("image/"):
@@ -91,17 +91,20 @@ def image_size(data_url: str) -> tuple[int, int]:
         return int(w), int(h)
     i = 2
     while raw[:2] == b"\xff\xd8" and i + 9 < len(raw):
-        marker, length = raw[i + 1], struct.unpack(">H", raw[i + 2:i + 4])[0]
+        marker, length = raw[i + 1], struct.unpack(">H", raw[i + 2 : i + 4])[0]
         if marker in (0xC0, 0xC1, 0xC2):
-            h, w = struct.unpack(">HH", raw[i + 5:i + 9])
+            h, w = struct.unpack(">HH", raw[i + 5 : i + 9])
             return int(w), int(h)
         i += 2 + length
     return 0, 0
 
 
 def _pair(value: Any) -> tuple[float, float] | None:
-    if isinstance(value, list | tuple) and len(value) >= 2 and all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in value[:2]):
+    if (
+        isinstance(value, list | tuple)
+        and len(value) >= 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value[:2])
+    ):
         return float(value[0]), float(value[1])
     return None
 
@@ -115,12 +118,15 @@ def _point(tool: str, args: Mapping[str, Any], width: int, height: int) -> tuple
         return point
     # zero-gui converts 0-1000 to pixels as `min(int(v * size / 1000 + 0.5), size - 1)`: the same here,
     # so the marker sits on the pixel the computer service clicked
-    return (min(int(point[0] * width / ZERO_GUI_SCALE + 0.5), width - 1),
-            min(int(point[1] * height / ZERO_GUI_SCALE + 0.5), height - 1))
+    return (
+        min(int(point[0] * width / ZERO_GUI_SCALE + 0.5), width - 1),
+        min(int(point[1] * height / ZERO_GUI_SCALE + 0.5), height - 1),
+    )
 
 
-def gui_frames(calls: Sequence[CallRecord], events: Sequence[ToolEvent],
-               read_blob: BlobReader | None = None) -> list[Frame]:
+def gui_frames(
+    calls: Sequence[CallRecord], events: Sequence[ToolEvent], read_blob: BlobReader | None = None
+) -> list[Frame]:
     frames = []
     by_call: dict[int, list[ToolEvent]] = {}
     for e in events:
@@ -141,7 +147,14 @@ def gui_frames(calls: Sequence[CallRecord], events: Sequence[ToolEvent],
             point = _point(e.tool, e.args, w, h)
             action = str(e.args.get("action") or e.args.get("type") or e.tool)
             if point is not None:
-                clicks.append(Click(point[0], point[1], action, f"{len(clicks) + 1}: {action} ({point[0]:g}, {point[1]:g})"))
+                clicks.append(
+                    Click(
+                        point[0],
+                        point[1],
+                        action,
+                        f"{len(clicks) + 1}: {action} ({point[0]:g}, {point[1]:g})",
+                    )
+                )
             else:
                 detail = e.args.get("text") or e.args.get("keys") or e.args.get("status") or ""
                 others.append(f"{action} {detail!r}" if detail else action)

@@ -22,8 +22,22 @@ from openforgerl.records import RolloutRecord
 __all__ = ["FILTERS", "RolloutIndex", "RolloutRow"]
 
 FILTERS = ("task", "harness", "status", "kind", "infra", "version", "q")
-_COLUMNS = ("rollout_id", "task_id", "harness", "status", "reward", "infra_reason", "policy_version", "kind",
-            "calls", "family", "passed", "started_at", "src", "offset")
+_COLUMNS = (
+    "rollout_id",
+    "task_id",
+    "harness",
+    "status",
+    "reward",
+    "infra_reason",
+    "policy_version",
+    "kind",
+    "calls",
+    "family",
+    "passed",
+    "started_at",
+    "src",
+    "offset",
+)
 _SCHEMA = """CREATE TABLE idx (rollout_id TEXT PRIMARY KEY, task_id TEXT, harness TEXT, status TEXT, reward REAL,
  infra_reason TEXT, policy_version INTEGER, kind TEXT, calls INTEGER, family TEXT, passed INTEGER, started_at REAL,
  src INTEGER, offset INTEGER)"""
@@ -73,12 +87,18 @@ class RolloutIndex:
             self._db.execute(_FROM_DB, ("run",))
         if self.run.db_path.is_file():
             self._db.execute("CREATE TEMP TABLE counts (rollout_id TEXT PRIMARY KEY, n INTEGER)")
-            self._db.execute("INSERT INTO counts SELECT rollout_id, count(*) FROM run.calls GROUP BY rollout_id")
-            self._db.execute("UPDATE idx SET calls = coalesce((SELECT n FROM counts WHERE counts.rollout_id = idx.rollout_id), 0)")
+            self._db.execute(
+                "INSERT INTO counts SELECT rollout_id, count(*) FROM run.calls GROUP BY rollout_id"
+            )
+            self._db.execute(
+                "UPDATE idx SET calls = coalesce((SELECT n FROM counts WHERE counts.rollout_id = idx.rollout_id), 0)"
+            )
             self._db.commit()
             self._db.execute("DETACH DATABASE run")
         families = {t: suite_family(t) for (t,) in self._db.execute("SELECT DISTINCT task_id FROM idx")}
-        self._db.executemany("UPDATE idx SET family=? WHERE task_id IS ?", [(f, t) for t, f in families.items()])
+        self._db.executemany(
+            "UPDATE idx SET family=? WHERE task_id IS ?", [(f, t) for t, f in families.items()]
+        )
         for col in ("task_id", "harness", "status", "policy_version", "kind"):
             self._db.execute(f"CREATE INDEX i_{col} ON idx({col})")
         self._db.commit()
@@ -119,31 +139,42 @@ class RolloutIndex:
             params += [f"%{filters['q']}%"] * 2
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
-    def page(self, filters: Mapping[str, str], offset: int = 0, limit: int = 100) -> tuple[list[RolloutRow], int]:
+    def page(
+        self, filters: Mapping[str, str], offset: int = 0, limit: int = 100
+    ) -> tuple[list[RolloutRow], int]:
         where, params = self._where(filters)
         cols = ",".join(_COLUMNS[:-2])
         with self._lock:
             total = self._db.execute(f"SELECT count(*) FROM idx{where}", params).fetchone()[0]
-            rows = self._db.execute(f"SELECT {cols} FROM idx{where} ORDER BY started_at, rollout_id "
-                                    f"LIMIT ? OFFSET ?", [*params, limit, offset]).fetchall()
+            rows = self._db.execute(
+                f"SELECT {cols} FROM idx{where} ORDER BY started_at, rollout_id LIMIT ? OFFSET ?",
+                [*params, limit, offset],
+            ).fetchall()
         return [_as_row(r) for r in rows], int(total)
 
     def distinct(self, column: str) -> list[Any]:
         assert column in _COLUMNS
         with self._lock:
-            return [v for (v,) in self._db.execute(f"SELECT DISTINCT {column} FROM idx WHERE {column} IS NOT NULL "
-                                                   f"ORDER BY {column}")]
+            return [
+                v
+                for (v,) in self._db.execute(
+                    f"SELECT DISTINCT {column} FROM idx WHERE {column} IS NOT NULL ORDER BY {column}"
+                )
+            ]
 
     def get(self, rollout_id: str) -> RolloutRow | None:
         with self._lock:
-            row = self._db.execute(f"SELECT {','.join(_COLUMNS[:-2])} FROM idx WHERE rollout_id=?",
-                                   (rollout_id,)).fetchone()
+            row = self._db.execute(
+                f"SELECT {','.join(_COLUMNS[:-2])} FROM idx WHERE rollout_id=?", (rollout_id,)
+            ).fetchone()
         return _as_row(row) if row else None
 
     def record(self, rollout_id: str) -> RolloutRecord | None:
         """The full record, read from where the index found it (one line or one row, never a scan)."""
         with self._lock:
-            found = self._db.execute("SELECT src, offset FROM idx WHERE rollout_id=?", (rollout_id,)).fetchone()
+            found = self._db.execute(
+                "SELECT src, offset FROM idx WHERE rollout_id=?", (rollout_id,)
+            ).fetchone()
         if found is None:
             return None
         src, offset = found
@@ -181,14 +212,38 @@ def _row(rec: Mapping[str, Any], kind: str) -> tuple[Any, ...]:
     comps = rec.get("reward_components") or {}
     reward = rec.get("reward")
     passed = comps.get("pass", 1.0 if (reward or 0.0) >= 1.0 else 0.0) >= 1.0
-    return (rec["rollout_id"], rec.get("task_id"), rec.get("harness"), rec.get("status"), reward, _infra(rec),
-            max(rec.get("policy_versions") or [0]), kind, 0, None, int(passed), rec.get("started_at"))
+    return (
+        rec["rollout_id"],
+        rec.get("task_id"),
+        rec.get("harness"),
+        rec.get("status"),
+        reward,
+        _infra(rec),
+        max(rec.get("policy_versions") or [0]),
+        kind,
+        0,
+        None,
+        int(passed),
+        rec.get("started_at"),
+    )
     # src and offset are appended by the caller
 
 
 def _as_row(r: tuple[Any, ...]) -> RolloutRow:
-    return RolloutRow(r[0], r[1], r[2], r[3], r[4], r[5], int(r[6] or 0), r[7], int(r[8] or 0), r[9] or "?",
-                      bool(r[10]), r[11])  # src/offset stay in the index
+    return RolloutRow(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        int(r[6] or 0),
+        r[7],
+        int(r[8] or 0),
+        r[9] or "?",
+        bool(r[10]),
+        r[11],
+    )  # src/offset stay in the index
 
 
 SLUG = re.compile(r"[^A-Za-z0-9_.-]+")

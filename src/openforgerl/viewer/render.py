@@ -21,8 +21,11 @@ def fmt(value: Any) -> str:
 
 class Renderer:
     def __init__(self, links: Links) -> None:
-        self.env = jinja2.Environment(loader=jinja2.PackageLoader("openforgerl.viewer", "templates"),
-                                      autoescape=True, undefined=jinja2.StrictUndefined)
+        self.env = jinja2.Environment(
+            loader=jinja2.PackageLoader("openforgerl.viewer", "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+        )
         self.env.globals.update(links=links, fmt=fmt, pretty=pretty, outcome=outcome)
 
     def render(self, page: Page) -> str:

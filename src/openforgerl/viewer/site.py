@@ -31,20 +31,29 @@ from openforgerl.viewer.index import FILTERS, RolloutIndex, RolloutRow
 from openforgerl.viewer.safe import safe_file
 from openforgerl.viewer.tokens import Decoder, chain_views, load_decoder
 
-__all__ = ["BEHAVIOUR_HELP", "Links", "Page", "Site", "blob_reader", "default_pair", "inert_suffix", "outcome"]
+__all__ = [
+    "BEHAVIOUR_HELP",
+    "Links",
+    "Page",
+    "Site",
+    "blob_reader",
+    "default_pair",
+    "inert_suffix",
+    "outcome",
+]
 
 BEHAVIOUR_HELP = {
     "sv": "self-verification: 1 if a successful write is read back (same resource) before the answer; "
-          "– without a successful write",
+    "– without a successful write",
     "sv_frac": "verified writes / successful writes",
     "tc": "distinct tools called (any outcome)",
     "tc_norm": "tool coverage: share of the offered tools that were called",
     "tc_req": "share of the gold (required) tools that were called",
     "er": "error recovery: share of errors followed within 4 events by a success of the same tool; "
-          "– without errors",
+    "– without errors",
     "errors": "error events (a failed call or an injected fault)",
     "cfs": "catastrophic first step: 1 if the first write fails, misses every gold resource or trips a "
-           "safety check (lower is better); – without a write",
+    "safety check (lower is better); – without a write",
     "pc": "plan completion: gold actions matched in order by successful calls / gold actions",
     "iba": "inspect before act: 1 if a read of the first write's service comes before it; – without a write",
     "loop": "longest run of identical consecutive calls (tool + arguments)",
@@ -53,7 +62,12 @@ BEHAVIOUR_HELP = {
 """What each behaviour column means (analytics/metrics.py defines them); "–" is "not defined here"."""
 
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
-_RASTER = ((b"\x89PNG\r\n\x1a\n", ".png"), (b"\xff\xd8\xff", ".jpg"), (b"GIF87a", ".gif"), (b"GIF89a", ".gif"))
+_RASTER = (
+    (b"\x89PNG\r\n\x1a\n", ".png"),
+    (b"\xff\xd8\xff", ".jpg"),
+    (b"GIF87a", ".gif"),
+    (b"GIF89a", ".gif"),
+)
 _SNIFF = 8192
 
 
@@ -132,8 +146,14 @@ class CallView:
 
 
 class Site:
-    def __init__(self, runs: Sequence[RunDir], decoder: Decoder, *, page_size: int = 100,
-                 tasks: TaskIndex | None = None) -> None:
+    def __init__(
+        self,
+        runs: Sequence[RunDir],
+        decoder: Decoder,
+        *,
+        page_size: int = 100,
+        tasks: TaskIndex | None = None,
+    ) -> None:
         self.runs = list(runs)
         self.decoder = decoder
         self.page_size = page_size
@@ -160,8 +180,10 @@ class Site:
 
     # -- pages ---------------------------------------------------------------------------------
     def home_page(self) -> Page:
-        runs = [{"i": i, "label": r.label, "rollouts": len(ix), "root": str(r.root)}
-                for i, (r, ix) in enumerate(zip(self.runs, self.indexes, strict=True))]
+        runs = [
+            {"i": i, "label": r.label, "rollouts": len(ix), "root": str(r.root)}
+            for i, (r, ix) in enumerate(zip(self.runs, self.indexes, strict=True))
+        ]
         return Page("home.html", {"runs": runs, "shared_tasks": self.shared_tasks()})
 
     def shared_tasks(self) -> list[str]:
@@ -176,11 +198,29 @@ class Site:
         clean = {k: str(filters.get(k, "")) for k in FILTERS}
         rows, total = ix.page(clean, (max(1, page) - 1) * self.page_size, self.page_size)
         pages = max(1, -(-total // self.page_size))
-        options = {k: ix.distinct(c) for k, c in (("task", "task_id"), ("harness", "harness"),
-                                                   ("status", "status"), ("kind", "kind"),
-                                                   ("version", "policy_version"))}
-        return Page("table.html", {"i": i, "run": run.label, "rows": rows, "total": total, "page": page,
-                                   "pages": pages, "filters": clean, "options": options})
+        options = {
+            k: ix.distinct(c)
+            for k, c in (
+                ("task", "task_id"),
+                ("harness", "harness"),
+                ("status", "status"),
+                ("kind", "kind"),
+                ("version", "policy_version"),
+            )
+        }
+        return Page(
+            "table.html",
+            {
+                "i": i,
+                "run": run.label,
+                "rows": rows,
+                "total": total,
+                "page": page,
+                "pages": pages,
+                "filters": clean,
+                "options": options,
+            },
+        )
 
     def rollout_page(self, i: int, rollout_id: str) -> Page | None:
         found = self.run(i)
@@ -195,14 +235,27 @@ class Site:
         events = rollout_events(calls, audit)
         chains, excluded = chain_views(calls, self.decoder)
         read_blob = self.blob_readers[i]
-        return Page("rollout.html", {
-            "i": i, "run": run.label, "r": record, "calls": self._call_views(calls, events, read_blob),
-            "events": events, "audit": audit, "chains": chains, "excluded": excluded,
-            "frames": gui_frames(calls, events, read_blob),
-            "files": self.artifact_files(run, rollout_id), "checks": _checks(record),
-            "behaviour": self._behaviour(record, events, calls), "behaviour_help": BEHAVIOUR_HELP,
-            "result": outcome(passed(record), record.status, bool(record.infra_tainted)), "family": suite_family(record.task_id),
-            "compare_ok": bool(record.task_id)})
+        return Page(
+            "rollout.html",
+            {
+                "i": i,
+                "run": run.label,
+                "r": record,
+                "calls": self._call_views(calls, events, read_blob),
+                "events": events,
+                "audit": audit,
+                "chains": chains,
+                "excluded": excluded,
+                "frames": gui_frames(calls, events, read_blob),
+                "files": self.artifact_files(run, rollout_id),
+                "checks": _checks(record),
+                "behaviour": self._behaviour(record, events, calls),
+                "behaviour_help": BEHAVIOUR_HELP,
+                "result": outcome(passed(record), record.status, bool(record.infra_tainted)),
+                "family": suite_family(record.task_id),
+                "compare_ok": bool(record.task_id),
+            },
+        )
 
     def compare_page(self, task: str, a: str | None = None, b: str | None = None) -> Page | None:
         left_i, right_i = 0, (1 if len(self.runs) > 1 else 0)
@@ -217,8 +270,15 @@ class Site:
         for idx, pick, choices in ((left_i, pick_a, left), (right_i, pick_b, right)):
             run = self.runs[idx]
             calls = run.calls(pick.rollout_id)
-            sides.append({"i": idx, "run": run.label, "row": pick, "choices": choices[:50],
-                          "events": rollout_events(calls, run.audit(pick.rollout_id))})
+            sides.append(
+                {
+                    "i": idx,
+                    "run": run.label,
+                    "row": pick,
+                    "choices": choices[:50],
+                    "events": rollout_events(calls, run.audit(pick.rollout_id)),
+                }
+            )
         rows = align_events(sides[0]["events"], sides[1]["events"])
         return Page("compare.html", {"task": task, "sides": sides, "rows": rows})
 
@@ -235,8 +295,14 @@ class Site:
             inner = path.relative_to(folder).as_posix()
             with path.open("rb") as fh:
                 head = fh.read(_SNIFF)
-            out.append({"rel": inner, "size": path.stat().st_size, "text": _preview(path),
-                        "bundle_name": f"{len(out)}{inert_suffix(head)}"})
+            out.append(
+                {
+                    "rel": inner,
+                    "size": path.stat().st_size,
+                    "text": _preview(path),
+                    "bundle_name": f"{len(out)}{inert_suffix(head)}",
+                }
+            )
         return out
 
     def file_path(self, i: int, rollout_id: str, rel: str) -> Path | None:
@@ -248,34 +314,45 @@ class Site:
             return None
         return safe_file(run.root, f"rollouts/{rollout_id}/{rel}")
 
-    def _call_views(self, calls: Sequence[CallRecord], events: Sequence[ToolEvent],
-                    read_blob: BlobReader | None = None) -> list[CallView]:
+    def _call_views(
+        self, calls: Sequence[CallRecord], events: Sequence[ToolEvent], read_blob: BlobReader | None = None
+    ) -> list[CallView]:
         prev: dict[str | None, list[WireItem]] = {}
         out = []
         for call in sorted(calls, key=lambda c: c.index):
             items = request_items(call.protocol, call.request)
             before = prev.get(call.agent_id, [])
-            extends = items[:len(before)] == before
-            new = items[len(before):] if extends else items
+            extends = items[: len(before)] == before
+            new = items[len(before) :] if extends else items
             prev[call.agent_id] = items
             mine = tuple(e for e in events if e.call_index == call.index)
-            shown = tuple(replace(it, image=resolve_image(it.image, read_blob)[0]) if it.image else it for it in new)
+            shown = tuple(
+                replace(it, image=resolve_image(it.image, read_blob)[0]) if it.image else it for it in new
+            )
             out.append(CallView(call, shown, not extends and bool(before), mine))
         return out
 
-    def _behaviour(self, record: RolloutRecord, events: list[ToolEvent], calls: list[CallRecord]) -> dict[str, Any]:
+    def _behaviour(
+        self, record: RolloutRecord, events: list[ToolEvent], calls: list[CallRecord]
+    ) -> dict[str, Any]:
         task = self.tasks.facts(record.task_id)
-        facts = RolloutFacts(record.rollout_id, tuple(events), passed(record), record.task_id or "?",
-                             offered=frozenset(task.offered) if task else frozenset(),
-                             gold=tuple(GoldAction(t, a) for t, a in task.gold) if task else (),
-                             forbidden=tuple(GoldAction(t, a) for t, a in task.forbidden) if task else (),
-                             model_calls=len(calls))
+        facts = RolloutFacts(
+            record.rollout_id,
+            tuple(events),
+            passed(record),
+            record.task_id or "?",
+            offered=frozenset(task.offered) if task else frozenset(),
+            gold=tuple(GoldAction(t, a) for t, a in task.gold) if task else (),
+            forbidden=tuple(GoldAction(t, a) for t, a in task.forbidden) if task else (),
+            model_calls=len(calls),
+        )
         values = behaviour(facts).as_dict()
         return {k: values[k] for k in BEHAVIOUR_HELP}
 
 
-def default_pair(left: Sequence[RolloutRow], right: Sequence[RolloutRow], *, same_run: bool
-                 ) -> tuple[RolloutRow, RolloutRow]:
+def default_pair(
+    left: Sequence[RolloutRow], right: Sequence[RolloutRow], *, same_run: bool
+) -> tuple[RolloutRow, RolloutRow]:
     """The two rollouts a side by side of one run opens with: a pass (left) and a fail (right) of the task
     when the run has both (scored rollouts only: an infra error says nothing of the policy), else its
     first two. Two runs open with each one's first rollout of the task (run against run)."""
@@ -283,7 +360,12 @@ def default_pair(left: Sequence[RolloutRow], right: Sequence[RolloutRow], *, sam
         return left[0], right[0]
 
     def scored(rows: Sequence[RolloutRow], want: bool) -> list[RolloutRow]:
-        return [r for r in rows if r.passed == want and outcome(r.passed, r.status, r.infra_reason == "tainted") != "infra"]
+        return [
+            r
+            for r in rows
+            if r.passed == want and outcome(r.passed, r.status, r.infra_reason == "tainted") != "infra"
+        ]
+
     for a_pass in (True, False):
         for first in scored(left, a_pass):
             second = next((r for r in scored(right, not a_pass) if r.rollout_id != first.rollout_id), None)
@@ -311,12 +393,17 @@ def blob_reader(run: RunDir) -> BlobReader:
             row = None
         finally:
             conn.close()
-        return bytes(row[0]) if row is not None and hashlib.sha256(bytes(row[0])).hexdigest() == sha256 else None
+        return (
+            bytes(row[0]) if row is not None and hashlib.sha256(bytes(row[0])).hexdigest() == sha256 else None
+        )
+
     return read
 
 
 def _checks(record: RolloutRecord) -> list[tuple[str, float]]:
-    return [(k.removeprefix("check."), v) for k, v in record.reward_components.items() if k.startswith("check.")]
+    return [
+        (k.removeprefix("check."), v) for k, v in record.reward_components.items() if k.startswith("check.")
+    ]
 
 
 def _preview(path: Path, limit: int = 200_000) -> str | None:

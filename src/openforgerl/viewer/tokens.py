@@ -88,6 +88,7 @@ def load_decoder(spec: str | None, run_root: Path | None = None) -> Decoder:
         if i not in cache:
             cache[i] = tok.decode([i], skip_special_tokens=False) or tok.id_to_token(i) or f"⟨{i}⟩"
         return cache[i]
+
     return decode
 
 
@@ -110,8 +111,9 @@ def _heat(logprob: float) -> float:
     return max(0.0, min(1.0, 1.0 - math.exp(logprob)))
 
 
-def chain_views(calls: Sequence[CallRecord], decode: Decoder, options: ReconstructionOptions | None = None
-                ) -> tuple[list[ChainView], list[tuple[int, str]]]:
+def chain_views(
+    calls: Sequence[CallRecord], decode: Decoder, options: ReconstructionOptions | None = None
+) -> tuple[list[ChainView], list[tuple[int, str]]]:
     """(chains, excluded calls as (index, cause))."""
     ordered = sorted(calls, key=lambda c: c.index)
     build = build_chains(ordered, options or ReconstructionOptions())
@@ -130,9 +132,17 @@ def collapse_images(spans: Sequence[TokenSpan], first_image: int = 1) -> list[To
         if len(run) > 1:
             lps = [t.logprob for t in run if t.logprob is not None]
             mean = sum(lps) / len(lps) if lps else None
-            out.append(TokenSpan(run[0].text, run[0].token_id, run[0].trained, mean,
-                                 _heat(mean) if mean is not None else 0.0, len(run),
-                                 f"image {image} · {len(run)} tokens"))
+            out.append(
+                TokenSpan(
+                    run[0].text,
+                    run[0].token_id,
+                    run[0].trained,
+                    mean,
+                    _heat(mean) if mean is not None else 0.0,
+                    len(run),
+                    f"image {image} · {len(run)} tokens",
+                )
+            )
             image += 1
         else:
             out.extend(run)
@@ -154,18 +164,38 @@ def chain_view(chain: Chain, decode: Decoder) -> ChainView:
     tokens, plen, mask, lps = chain.tokens, chain.prompt_len, chain.mask, chain.logprobs
     full_prompt = collapse_images([TokenSpan(decode(t), t, False, None, 0.0) for t in tokens[:plen]])
     shown = full_prompt[-PROMPT_TAIL:]
-    start = sum(t.count for t in full_prompt[:len(full_prompt) - len(shown)])
+    start = sum(t.count for t in full_prompt[: len(full_prompt) - len(shown)])
     prompt = tuple(shown)
     images_before = sum(1 for t in full_prompt if t.count > 1)
-    response = tuple(collapse_images(
-        [TokenSpan(decode(t), t, bool(m), lp if m else None, _heat(lp) if m else 0.0)
-         for t, m, lp in zip(tokens[plen:], mask, lps, strict=False)], images_before + 1))
+    response = tuple(
+        collapse_images(
+            [
+                TokenSpan(decode(t), t, bool(m), lp if m else None, _heat(lp) if m else 0.0)
+                for t, m, lp in zip(tokens[plen:], mask, lps, strict=False)
+            ],
+            images_before + 1,
+        )
+    )
     trained = [lp for m, lp in zip(mask, lps, strict=False) if m]
     event = chain.started_by
     detail = ""
     if event is not None:
-        detail = (f"at call {event.call_index}: prompt {event.prompt_len} tokens, closest chain {event.chain_len}, "
-                  f"common prefix {event.common_prefix}{', diverged on a sampled token' if event.at_sampled else ''}")
-    return ChainView(chain.index, chain.agent, tuple(chain.call_indices), event.label if event is not None else None,
-                     detail, plen, start, prompt, response, len(trained), sum(trained) / len(trained) if trained else None,
-                     chain.version_min, chain.version_max)
+        detail = (
+            f"at call {event.call_index}: prompt {event.prompt_len} tokens, closest chain {event.chain_len}, "
+            f"common prefix {event.common_prefix}{', diverged on a sampled token' if event.at_sampled else ''}"
+        )
+    return ChainView(
+        chain.index,
+        chain.agent,
+        tuple(chain.call_indices),
+        event.label if event is not None else None,
+        detail,
+        plen,
+        start,
+        prompt,
+        response,
+        len(trained),
+        sum(trained) / len(trained) if trained else None,
+        chain.version_min,
+        chain.version_max,
+    )

@@ -59,8 +59,13 @@ out["files_read"], out["hex_candidates"] = seen, sorted(found)
 # Forge: rewrite the environment config, and try to take over the apps port.
 try:
     with open("/workdir/.gui/config.json", "w") as fh:
-        json.dump({"kind": "browser", "apps": {"board": {"cards": [{"id": "c1", "title": "Write report",
-                                                                    "column": "done"}]}}}, fh)
+        json.dump(
+            {
+                "kind": "browser",
+                "apps": {"board": {"cards": [{"id": "c1", "title": "Write report", "column": "done"}]}},
+            },
+            fh,
+        )
     out["config_rewritten"] = True
 except OSError as e:
     out["config_rewritten"] = repr(e)
@@ -73,6 +78,7 @@ except OSError as e:
 finally:
     s.close()
 
+
 # Outside network.
 def reach(addr, port):
     try:
@@ -80,6 +86,7 @@ def reach(addr, port):
         return True
     except OSError as e:
         return e.errno or repr(e)
+
 
 out["net"] = {f"{a}:{p}": reach(a, p) for a, p in (("1.1.1.1", 80), ("8.8.8.8", 53), (host_addr, 22))}
 try:

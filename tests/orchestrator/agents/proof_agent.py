@@ -35,8 +35,9 @@ client = openai.OpenAI(max_retries=0, timeout=120)
 if mode == "retry-forever":
     while True:
         try:
-            client.chat.completions.create(model=os.environ["OPENFORGERL_MODEL"],
-                                           messages=[{"role": "user", "content": instruction}])
+            client.chat.completions.create(
+                model=os.environ["OPENFORGERL_MODEL"], messages=[{"role": "user", "content": instruction}]
+            )
         except openai.APIError:
             pass
         time.sleep(0.5)
@@ -46,22 +47,35 @@ if mode in ("overflow-loop", "answer-then-overflow-loop"):
         client.chat.completions.create(model=model, messages=[{"role": "user", "content": instruction}])
     while True:
         try:
-            client.chat.completions.create(model=model, messages=[{"role": "user", "content": instruction + " pad" * 600}])
+            client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": instruction + " pad" * 600}]
+            )
         except openai.BadRequestError:
-            client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Summarize: " + instruction}])
+            client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "Summarize: " + instruction}]
+            )
 if mode == "parallel-long":
     from concurrent.futures import ThreadPoolExecutor
 
     def ask(_: int) -> str:
-        return client.chat.completions.create(model=os.environ["OPENFORGERL_MODEL"], max_tokens=100000,
-                                              messages=[{"role": "user", "content": instruction}]).choices[0].message.content or ""
+        return (
+            client.chat.completions.create(
+                model=os.environ["OPENFORGERL_MODEL"],
+                max_tokens=100000,
+                messages=[{"role": "user", "content": instruction}],
+            )
+            .choices[0]
+            .message.content
+            or ""
+        )
 
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(ask, range(8)))
     sys.exit(0)
 extra = {"max_tokens": 100000} if mode == "huge-max-tokens" else {}
 reply = client.chat.completions.create(
-    model=os.environ["OPENFORGERL_MODEL"], messages=[{"role": "user", "content": instruction}], **extra)
+    model=os.environ["OPENFORGERL_MODEL"], messages=[{"role": "user", "content": instruction}], **extra
+)
 with open("/workdir/proof.txt", "w") as fh:
     fh.write(reply.choices[0].message.content or "")
 sys.exit(2 if mode == "fail" else 0)

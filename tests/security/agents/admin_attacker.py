@@ -38,8 +38,11 @@ def call(method, url, body=None, auth=None):
 
 
 ATTACKS = [
-    ("POST", "/admin/pause", None), ("POST", "/admin/pause?timeout=nan", None), ("POST", "/admin/resume", None),
-    ("POST", f"/rollouts/{victim}/close", {}), ("GET", f"/rollouts/{victim}/calls", None),
+    ("POST", "/admin/pause", None),
+    ("POST", "/admin/pause?timeout=nan", None),
+    ("POST", "/admin/resume", None),
+    ("POST", f"/rollouts/{victim}/close", {}),
+    ("GET", f"/rollouts/{victim}/calls", None),
     ("GET", f"/rollouts/{victim}", None),
     ("POST", "/rollouts", {"task_id": "forged", "reward": 1.0}),
     ("POST", f"/rollouts/{own}/reward", {"reward": 1.0}),
@@ -47,8 +50,11 @@ ATTACKS = [
     ("POST", f"/rollouts/{victim}/outcome", {"status": "agent_failed", "reward": 0.0}),
     ("GET", "/metrics", None),
 ]
-roots = {"forwarded": f"http://{fwd.netloc}", "admin_port_inside": f"http://127.0.0.1:{intel['admin_port']}",
-         "prefixed": f"http://{fwd.netloc}/r/{own}/v1/.."}
+roots = {
+    "forwarded": f"http://{fwd.netloc}",
+    "admin_port_inside": f"http://127.0.0.1:{intel['admin_port']}",
+    "prefixed": f"http://{fwd.netloc}/r/{own}/v1/..",
+}
 auths = {"none": None, "own_key": f"Bearer {key}", "guessed": "Bearer admin"}
 results = {}
 for root_name, root in roots.items():
@@ -77,7 +83,14 @@ for host in intel["host_addresses"]:
             host_admin = host
 honest = call("POST", base + "/chat/completions", chat, f"Bearer {key}")
 REFUSED = (404, "ConnectionRefusedError")
-report = {"attempts": len(results), "statuses": sorted({str(v) for v in results.values()}),
-          "not_refused": {k: v for k, v in results.items() if v not in REFUSED}, "open_ports": open_ports(),
-          "victim_call": victim_call, "host_admin": host_admin, "honest": honest, "fwd_port": fwd.port}
+report = {
+    "attempts": len(results),
+    "statuses": sorted({str(v) for v in results.values()}),
+    "not_refused": {k: v for k, v in results.items() if v not in REFUSED},
+    "open_ports": open_ports(),
+    "victim_call": victim_call,
+    "host_admin": host_admin,
+    "honest": honest,
+    "fwd_port": fwd.port,
+}
 print(json.dumps(report, separators=(",", ":")))

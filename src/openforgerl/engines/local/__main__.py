@@ -18,11 +18,22 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--max-batch", type=int, default=256)
     ap.add_argument("--max-model-len", type=int, default=None)
-    ap.add_argument("--memory-budget", default=None, help="e.g. 4GiB (default: half the memory available at start)")
+    ap.add_argument(
+        "--memory-budget", default=None, help="e.g. 4GiB (default: half the memory available at start)"
+    )
     a = ap.parse_args()
     require_extra("engine", "openforgerl engine")
-    run(a.model, host=a.host, port=a.port, served_model_name=a.served_model_name, dtype=a.dtype, threads=a.threads,
-        max_batch=a.max_batch, max_model_len=a.max_model_len, memory_budget=a.memory_budget)
+    run(
+        a.model,
+        host=a.host,
+        port=a.port,
+        served_model_name=a.served_model_name,
+        dtype=a.dtype,
+        threads=a.threads,
+        max_batch=a.max_batch,
+        max_model_len=a.max_model_len,
+        memory_budget=a.memory_budget,
+    )
 
 
 if __name__ == "__main__":

@@ -67,11 +67,13 @@ class TokenModel(Protocol):
         """The chat body's prompt ids under the model's template (before any image pads expand)."""
         ...
 
-    def stream_tokens(self, prompt_ids: list[int], params: SamplingParams,
-                      images: ProcessedImages | None = None) -> AsyncGenerator[StepEvent, None]: ...
+    def stream_tokens(
+        self, prompt_ids: list[int], params: SamplingParams, images: ProcessedImages | None = None
+    ) -> AsyncGenerator[StepEvent, None]: ...
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams,
-                       images: ProcessedImages | None = None) -> Generation: ...
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, images: ProcessedImages | None = None
+    ) -> Generation: ...
 
 
 @dataclass(frozen=True)
@@ -91,8 +93,9 @@ def render_prompt(chat: ChatFormat, body: dict[str, Any], tools: list[dict[str, 
     return chat.prompt_ids(body["messages"], tools, add_generation_prompt=add_gen, **kwargs)
 
 
-async def with_images(model: TokenModel, messages: list[dict[str, Any]],
-                      prompt: list[int]) -> tuple[list[int], ProcessedImages | None]:
+async def with_images(
+    model: TokenModel, messages: list[dict[str, Any]], prompt: list[int]
+) -> tuple[list[int], ProcessedImages | None]:
     """A vision model's prompt with each image's pad run expanded, and the processed images."""
     vision = model.vision
     if vision is None:
@@ -107,20 +110,27 @@ async def prepare(model: TokenModel, body: dict[str, Any]) -> ChatRequest:
     if opts.stream and opts.n != 1:
         raise ApiError("streaming supports n=1 only")
     prompt, images = await with_images(model, body["messages"], model.render_prompt(body, opts.tools))
-    params = sampling_params(body, prompt_len=len(prompt), max_model_len=model.max_model_len,
-                             logprobs=chat_logprobs(body), default_max=None)
+    params = sampling_params(
+        body,
+        prompt_len=len(prompt),
+        max_model_len=model.max_model_len,
+        logprobs=chat_logprobs(body),
+        default_max=None,
+    )
     return ChatRequest(opts, prompt, images, params, body.get("model") or model.model_name)
 
 
 def raise_if_failed(gens: list[Generation]) -> None:
     for g in gens:
         if g.finish_reason.startswith("error:"):
-            raise ApiError(g.finish_reason[len("error:"):], 500, "InternalServerError")
+            raise ApiError(g.finish_reason[len("error:") :], 500, "InternalServerError")
 
 
 async def chat_body(model: TokenModel, req: ChatRequest) -> dict[str, Any]:
     """The non-streamed chat.completion (every one of the `n` choices sampled concurrently)."""
-    gens = await asyncio.gather(*(model.generate(req.prompt, req.params, req.images) for _ in range(req.opts.n)))
+    gens = await asyncio.gather(
+        *(model.generate(req.prompt, req.params, req.images) for _ in range(req.opts.n))
+    )
     raise_if_failed(gens)
     data = chat_completion(model.chat, req.model, req.prompt, gens, req.opts, model.eos_token_ids)
     if req.images is not None:
@@ -135,10 +145,23 @@ async def chat_chunks(model: TokenModel, req: ChatRequest) -> AsyncGenerator[dic
     chunk, so the server can still answer it with a 400."""
     events = model.stream_tokens(req.prompt, req.params, req.images)
     opts = req.opts
-    head = {"id": new_id("chatcmpl"), "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": req.model}
-    first: dict[str, Any] = {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                                  "logprobs": None, "finish_reason": None}]}
+    head = {
+        "id": new_id("chatcmpl"),
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": req.model,
+    }
+    first: dict[str, Any] = {
+        **head,
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "content": ""},
+                "logprobs": None,
+                "finish_reason": None,
+            }
+        ],
+    }
     if opts.return_token_ids:
         first["prompt_token_ids"] = req.prompt
     if req.images is not None:
@@ -157,8 +180,9 @@ async def chat_chunks(model: TokenModel, req: ChatRequest) -> AsyncGenerator[dic
         yield {**head, "choices": [], "usage": usage(len(req.prompt), len(state.ids))}
 
 
-def _chat_choice(model: TokenModel, state: ChatStreamState, ev: StepEvent,
-                 opts: ChatOptions) -> dict[str, Any] | None:
+def _chat_choice(
+    model: TokenModel, state: ChatStreamState, ev: StepEvent, opts: ChatOptions
+) -> dict[str, Any] | None:
     if ev.sample is not None:
         state.ids.append(ev.sample.token_id)
     text = visible_text(model.chat, state.ids, ev.finish_reason, ev.stop_reason, model.eos_token_ids)
@@ -176,8 +200,9 @@ def _chat_choice(model: TokenModel, state: ChatStreamState, ev: StepEvent,
         s = ev.sample
         choice["logprobs"] = {"content": [logprob_entry(model.chat, s.token_id, s.logprob, s.top)]}
     if opts.return_token_ids:
-        choice["token_ids"] = [ev.sample.token_id] if show_ids and ev.sample else (
-            [] if opts.include_reasoning else None)
+        choice["token_ids"] = (
+            [ev.sample.token_id] if show_ids and ev.sample else ([] if opts.include_reasoning else None)
+        )
     if finish:
         choice["stop_reason"] = ev.stop_reason
     return choice
@@ -209,8 +234,9 @@ async def complete(model: TokenModel, call: EngineCall, engine_id: str) -> Engin
         raise refused(exc) from exc
     choice = body["choices"][0]
     lps = [e["logprob"] for e in (choice["logprobs"] or {}).get("content") or []]
-    return EngineResult(body, PromptIds(ids=req.prompt), choice["token_ids"] or [], lps,
-                        choice["finish_reason"], engine_id)
+    return EngineResult(
+        body, PromptIds(ids=req.prompt), choice["token_ids"] or [], lps, choice["finish_reason"], engine_id
+    )
 
 
 async def stream(model: TokenModel, call: EngineCall, engine_id: str) -> AsyncGenerator[EngineChunk, None]:
@@ -227,6 +253,7 @@ async def stream(model: TokenModel, call: EngineCall, engine_id: str) -> AsyncGe
     async with aclosing(chunks):
         async for body in chunks:
             if "error" in body:
-                raise EngineError(CallErrorKind.ENGINE_HTTP, f"engine answered 500: {body['error']['message']}",
-                                  status=500)
+                raise EngineError(
+                    CallErrorKind.ENGINE_HTTP, f"engine answered 500: {body['error']['message']}", status=500
+                )
             yield chunk_of_bodies([body], None, engine_id)

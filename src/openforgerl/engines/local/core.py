@@ -83,8 +83,13 @@ def _out_cache(out: Any) -> Any:
 class EngineCore:
     """Owns the torch module; all model access happens on its thread."""
 
-    def __init__(self, model: Any, eos_token_ids: tuple[int, ...], max_batch: int = 256,
-                 budget: MemoryBudget | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        eos_token_ids: tuple[int, ...],
+        max_batch: int = 256,
+        budget: MemoryBudget | None = None,
+    ) -> None:
         self.model = model
         self.eos_token_ids = eos_token_ids
         self.max_batch = max_batch
@@ -203,15 +208,25 @@ class EngineCore:
                 self._waiting.popleft()
                 self.aborted += not head.finished
                 continue
-            if self.budget is not None and not self.budget.fits(lengths, len(head.prompt_ids), head.total_len):
+            if self.budget is not None and not self.budget.fits(
+                lengths, len(head.prompt_ids), head.total_len
+            ):
                 if lengths:
                     self.memory_waits += not head.waited_for_memory
                     head.waited_for_memory = True
                     break
                 self._waiting.popleft()  # alone it cannot fit: the HTTP layer refuses these; say so anyway
                 head.finished = True
-                head.emit(StepEvent(None, "error:" + (self.budget.refusal(len(head.prompt_ids), head.total_len)
-                                                      or "over the memory budget")))
+                head.emit(
+                    StepEvent(
+                        None,
+                        "error:"
+                        + (
+                            self.budget.refusal(len(head.prompt_ids), head.total_len)
+                            or "over the memory budget"
+                        ),
+                    )
+                )
                 continue
             admitted.append(self._waiting.popleft())
             lengths.append(head.total_len)
@@ -248,7 +263,9 @@ class EngineCore:
         if not self._mrope:
             return {}
         grid = seq.images.image_grid_thw if seq.images is not None else None
-        positions, seq.rope_delta = rope_positions(self.model, seq.prompt_ids, grid, self.model.config.image_token_id)
+        positions, seq.rope_delta = rope_positions(
+            self.model, seq.prompt_ids, grid, self.model.config.image_token_id
+        )
         if seq.images is None:
             return {"position_ids": positions}
         return {"position_ids": positions, "pixel_values": seq.images.pixel_values, "image_grid_thw": grid}

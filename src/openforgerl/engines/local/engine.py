@@ -56,8 +56,14 @@ class LocalEngine:
     it (`stream_tokens`/`generate` take prompt ids and `SamplingParams`).
     """
 
-    def __init__(self, loaded: LoadedModel, *, max_batch: int = 256, engine_id: str = "local",
-                 memory_budget: str | int | None = None) -> None:
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        *,
+        max_batch: int = 256,
+        engine_id: str = "local",
+        memory_budget: str | int | None = None,
+    ) -> None:
         """`memory_budget`: bytes (or a size such as "4GiB") the running sequences may take, see `memory.py`;
         None = half of the memory available now."""
         self.loaded = loaded
@@ -105,8 +111,9 @@ class LocalEngine:
         await asyncio.to_thread(self.shutdown)
 
     # -- tokens -------------------------------------------------------------------------------
-    def stream_tokens(self, prompt_ids: list[int], params: SamplingParams,
-                      images: ProcessedImages | None = None) -> AsyncGenerator[StepEvent, None]:
+    def stream_tokens(
+        self, prompt_ids: list[int], params: SamplingParams, images: ProcessedImages | None = None
+    ) -> AsyncGenerator[StepEvent, None]:
         """Yield one event per sampled token; the last one carries the finish reason.
 
         `images`: the prompt's processed images (a vision-language model; pads already expanded).
@@ -117,8 +124,9 @@ class LocalEngine:
             raise ApiError(why)
         return self._stream_tokens(prompt_ids, params, images)
 
-    async def _stream_tokens(self, prompt_ids: list[int], params: SamplingParams,
-                             images: ProcessedImages | None) -> AsyncGenerator[StepEvent, None]:
+    async def _stream_tokens(
+        self, prompt_ids: list[int], params: SamplingParams, images: ProcessedImages | None
+    ) -> AsyncGenerator[StepEvent, None]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[StepEvent] = asyncio.Queue()
         stops = StopStrings(self.chat.decode, params.stop) if params.stop else None
@@ -137,8 +145,9 @@ class LocalEngine:
         finally:
             self.core.cancel(seq)
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams,
-                       images: ProcessedImages | None = None) -> Generation:
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, images: ProcessedImages | None = None
+    ) -> Generation:
         ids, lps, tops = [], [], []
         last = StepEvent(None, "abort")
         async for ev in self.stream_tokens(prompt_ids, params, images):
@@ -202,6 +211,7 @@ class LocalEngine:
 
 
 if TYPE_CHECKING:  # mypy checks these structurally: LocalEngine is an Engine, and a token model
+
     def _an_engine(engine: LocalEngine) -> base.Engine:
         return engine
 

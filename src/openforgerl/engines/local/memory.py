@@ -55,12 +55,17 @@ class ModelShape:
         text = config.get_text_config() if hasattr(config, "get_text_config") else config
         heads = int(text.num_attention_heads)
         hidden = int(text.hidden_size)
-        return cls(layers=int(text.num_hidden_layers), heads=heads,
-                   kv_heads=int(getattr(text, "num_key_value_heads", None) or heads),
-                   head_dim=int(getattr(text, "head_dim", None) or hidden // heads), hidden=hidden,
-                   intermediate=int(getattr(text, "intermediate_size", None) or 4 * hidden),
-                   vocab=int(text.vocab_size), dtype_bytes=dtype_bytes,
-                   eager_attention=attn_implementation == "eager")
+        return cls(
+            layers=int(text.num_hidden_layers),
+            heads=heads,
+            kv_heads=int(getattr(text, "num_key_value_heads", None) or heads),
+            head_dim=int(getattr(text, "head_dim", None) or hidden // heads),
+            hidden=hidden,
+            intermediate=int(getattr(text, "intermediate_size", None) or 4 * hidden),
+            vocab=int(text.vocab_size),
+            dtype_bytes=dtype_bytes,
+            eager_attention=attn_implementation == "eager",
+        )
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -71,7 +76,9 @@ class ModelShape:
         residual stream and norms, q/k/v and their rotated copies, the MLP's gate/up/act; with eager
         attention also the fp32 scores and their softmax; one float32 logits row (the engine keeps only
         the last position's)."""
-        per_token = 6 * self.hidden + 3 * self.intermediate + 3 * (self.heads + 2 * self.kv_heads) * self.head_dim
+        per_token = (
+            6 * self.hidden + 3 * self.intermediate + 3 * (self.heads + 2 * self.kv_heads) * self.head_dim
+        )
         scores = 2 * self.heads * tokens * tokens * 4 if self.eager_attention else 0
         return tokens * per_token * self.dtype_bytes + scores + self.vocab * 4
 
@@ -86,7 +93,11 @@ class ModelShape:
     def need(self, running: Sequence[int], prompt: int, total: int) -> int:
         """Peak bytes while a sequence of `prompt` tokens (growing to `total`) prefills and then decodes
         beside `running` (their lengths when done)."""
-        return self.batch_bytes([*running, total]) + prompt * self.kv_bytes_per_token + self.prefill_bytes(prompt)
+        return (
+            self.batch_bytes([*running, total])
+            + prompt * self.kv_bytes_per_token
+            + self.prefill_bytes(prompt)
+        )
 
 
 @dataclass(frozen=True)
@@ -105,9 +116,11 @@ class MemoryBudget:
         need = self.shape.need([], prompt, total)
         if need <= self.limit:
             return None
-        return (f"this request needs ~{_mib(need)} of KV cache and working memory ({prompt} prompt tokens, up to "
-                f"{total - prompt} generated), over the engine's memory budget of {_mib(self.limit)}; lower "
-                "max_tokens or shorten the prompt")
+        return (
+            f"this request needs ~{_mib(need)} of KV cache and working memory ({prompt} prompt tokens, up to "
+            f"{total - prompt} generated), over the engine's memory budget of {_mib(self.limit)}; lower "
+            "max_tokens or shorten the prompt"
+        )
 
     def full_context(self, max_model_len: int, cap: int) -> int:
         """How many full-context sequences fit at once, counting up to `cap` (0: not even one)."""
@@ -120,8 +133,10 @@ class MemoryBudget:
         """The one line the engine logs at start: the limit, where it came from, and what it means."""
         kv = self.shape.batch_bytes([max_model_len])
         prefill = self.shape.need([], max_model_len, max_model_len) - kv
-        head = (f"memory budget {_mib(self.limit)} ({self.source}): a full-context sequence ({max_model_len} tokens) "
-                f"keeps ~{_mib(kv)} of KV cache, its prefill ~{_mib(prefill)} more while it runs")
+        head = (
+            f"memory budget {_mib(self.limit)} ({self.source}): a full-context sequence ({max_model_len} tokens) "
+            f"keeps ~{_mib(kv)} of KV cache, its prefill ~{_mib(prefill)} more while it runs"
+        )
         n = self.full_context(max_model_len, max_batch)
         if n == 0:
             return f"{head}, more than the budget: requests that long get a 400; lower --max-model-len or raise it"
@@ -133,8 +148,22 @@ def _mib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
-          "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "kib": 2**10,
+    "m": 10**6,
+    "mb": 10**6,
+    "mib": 2**20,
+    "g": 10**9,
+    "gb": 10**9,
+    "gib": 2**30,
+    "t": 10**12,
+    "tb": 10**12,
+    "tib": 2**40,
+}
 
 
 def parse_size(text: str) -> int:
@@ -158,8 +187,11 @@ def _meminfo_available(meminfo: Path) -> int | None:
 def _cgroup_room(root: Path) -> int | None:
     """cgroup v2: memory.max - memory.current of this process's group (a container's limit), if any."""
     try:
-        rel = next(line.split("::", 1)[1] for line in Path("/proc/self/cgroup").read_text().splitlines()
-                   if line.startswith("0::"))
+        rel = next(
+            line.split("::", 1)[1]
+            for line in Path("/proc/self/cgroup").read_text().splitlines()
+            if line.startswith("0::")
+        )
         group = root / rel.strip().lstrip("/")
         limit = (group / "memory.max").read_text().strip()
         if limit == "max":
@@ -169,7 +201,9 @@ def _cgroup_room(root: Path) -> int | None:
         return None
 
 
-def available_memory(meminfo: Path = Path("/proc/meminfo"), cgroup_root: Path = Path("/sys/fs/cgroup")) -> int | None:
+def available_memory(
+    meminfo: Path = Path("/proc/meminfo"), cgroup_root: Path = Path("/sys/fs/cgroup")
+) -> int | None:
     """Bytes this process could still take: the smaller of the kernel's MemAvailable and its cgroup's room."""
     found = [n for n in (_meminfo_available(meminfo), _cgroup_room(cgroup_root)) if n is not None]
     if not found and hasattr(os, "sysconf"):
@@ -191,5 +225,8 @@ def budget_for(model: Any, dtype_bytes: int, requested: str | int | None) -> Mem
     avail = available_memory()
     if avail is None:  # no way to tell: a budget that admits anything, said so at start
         return MemoryBudget(shape, 2**62, "unbounded: available memory unknown; set --memory-budget")
-    return MemoryBudget(shape, int(avail * DEFAULT_FRACTION),
-                        f"{DEFAULT_FRACTION:.0%} of the {_mib(avail)} available at start; --memory-budget to change")
+    return MemoryBudget(
+        shape,
+        int(avail * DEFAULT_FRACTION),
+        f"{DEFAULT_FRACTION:.0%} of the {_mib(avail)} available at start; --memory-budget to change",
+    )

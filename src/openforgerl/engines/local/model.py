@@ -50,7 +50,9 @@ def resolve_model_path(model: str) -> Path:
         return ensure_smollm2_tools_dir()
     path = Path(model).expanduser()
     if not (path / "config.json").exists():
-        raise FileNotFoundError(f"{path} has no config.json (expected a model directory, 'tiny', 'smollm2' or 'smollm2-tools')")
+        raise FileNotFoundError(
+            f"{path} has no config.json (expected a model directory, 'tiny', 'smollm2' or 'smollm2-tools')"
+        )
     return path
 
 

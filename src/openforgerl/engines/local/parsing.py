@@ -43,15 +43,19 @@ def extract_tool_calls(content: str) -> tuple[list[ParsedToolCall], str | None]:
     """Hermes tool calls out of `content`; on any malformed call, no calls and content unchanged."""
     try:
         objs = [json.loads(a or b) for a, b in _TOOL_RE.findall(content)]
-        calls = [ParsedToolCall(name=o["name"], arguments=json.dumps(o["arguments"], ensure_ascii=False))
-                 for o in objs]
+        calls = [
+            ParsedToolCall(name=o["name"], arguments=json.dumps(o["arguments"], ensure_ascii=False))
+            for o in objs
+        ]
     except (ValueError, KeyError, TypeError):
         return [], content
     head = content[: content.index(TOOL_OPEN)]
     return calls, head if head.strip() else None
 
 
-def parse_vllm(text: str, *, parse_tools: bool, thinking: bool = True, reasoning: bool = True) -> ParsedOutput:
+def parse_vllm(
+    text: str, *, parse_tools: bool, thinking: bool = True, reasoning: bool = True
+) -> ParsedOutput:
     """`reasoning=False`: the model is served without a reasoning parser, so every byte is content."""
     reasoning_text, content = split_reasoning(text, thinking) if reasoning else (None, text or None)
     calls: list[ParsedToolCall] = []
@@ -70,7 +74,9 @@ def _held_back(text: str, markers: tuple[str, ...]) -> str:
     return text
 
 
-def stream_view(text: str, *, parse_tools: bool, thinking: bool = True, reasoning: bool = True) -> tuple[str, str]:
+def stream_view(
+    text: str, *, parse_tools: bool, thinking: bool = True, reasoning: bool = True
+) -> tuple[str, str]:
     """(reasoning, content) that is safe to show while `text` is still growing."""
     if not reasoning:
         content = text[: text.index(TOOL_OPEN)] if parse_tools and TOOL_OPEN in text else text

@@ -23,14 +23,34 @@ class LocalEngineProcess:
         self.proc, self.url = proc, url
 
     @classmethod
-    async def start(cls, model: str | Path, log_path: Path, *, threads: int = 1,
-                    ready_timeout_s: float = 180.0, memory_budget: str | None = None) -> LocalEngineProcess:
+    async def start(
+        cls,
+        model: str | Path,
+        log_path: Path,
+        *,
+        threads: int = 1,
+        ready_timeout_s: float = 180.0,
+        memory_budget: str | None = None,
+    ) -> LocalEngineProcess:
         """`memory_budget`: the engine's --memory-budget (e.g. "4GiB"); None = its default, half the memory
         available when it starts."""
         port = free_port()
         budget = ["--memory-budget", memory_budget] if memory_budget else []
-        proc = _spawn([sys.executable, "-m", "openforgerl.engines.local", "--model", str(model),
-                       "--port", str(port), "--threads", str(threads), *budget], log_path)
+        proc = _spawn(
+            [
+                sys.executable,
+                "-m",
+                "openforgerl.engines.local",
+                "--model",
+                str(model),
+                "--port",
+                str(port),
+                "--threads",
+                str(threads),
+                *budget,
+            ],
+            log_path,
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             await asyncio.to_thread(wait_healthy, url, proc, ready_timeout_s)
@@ -48,5 +68,10 @@ def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
     with open(log_path, "ab") as log:
         # its own session so `stop` can end its group; PDEATHSIG so a parent killed without a chance to
         # close it (SIGKILL, an OOM kill) does not leave it holding the model's memory
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=terminate_with_parent)
+        return subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=terminate_with_parent,
+        )

@@ -64,7 +64,12 @@ def _max_tokens(requested: Any, prompt_len: int, max_model_len: int, default: in
 
 
 def sampling_params(
-    body: dict[str, Any], *, prompt_len: int, max_model_len: int, logprobs: int | None, default_max: int | None
+    body: dict[str, Any],
+    *,
+    prompt_len: int,
+    max_model_len: int,
+    logprobs: int | None,
+    default_max: int | None,
 ) -> SamplingParams:
     requested = body.get("max_completion_tokens", body.get("max_tokens"))
     temperature = body.get("temperature")

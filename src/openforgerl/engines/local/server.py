@@ -80,7 +80,9 @@ async def _sse(resp: web.StreamResponse, data: Any) -> None:
     await resp.write(b"data: " + (data if isinstance(data, bytes) else orjson.dumps(data)) + b"\n\n")
 
 
-async def _stream_chat(request: web.Request, chunks: AsyncGenerator[dict[str, Any], None]) -> web.StreamResponse:
+async def _stream_chat(
+    request: web.Request, chunks: AsyncGenerator[dict[str, Any], None]
+) -> web.StreamResponse:
     async with aclosing(chunks):
         first = await anext(chunks)  # a refusal (over the memory budget) raises here: still a plain 400
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -95,15 +97,20 @@ async def _stream_chat(request: web.Request, chunks: AsyncGenerator[dict[str, An
 
 # -- completions -----------------------------------------------------------------------------------
 def _legacy_logprobs(engine: LocalEngine, gen: Generation) -> dict[str, Any]:
-    entries = [logprob_entry(engine.chat, t, v, top) for t, v, top in zip(gen.token_ids, gen.logprobs,
-                                                                         gen.top_logprobs, strict=True)]
+    entries = [
+        logprob_entry(engine.chat, t, v, top)
+        for t, v, top in zip(gen.token_ids, gen.logprobs, gen.top_logprobs, strict=True)
+    ]
     offsets, pos = [], 0
     for e in entries:
         offsets.append(pos)
         pos += len(e["token"])
-    return {"tokens": [e["token"] for e in entries], "token_logprobs": [e["logprob"] for e in entries],
-            "top_logprobs": [{a["token"]: a["logprob"] for a in e["top_logprobs"]} for e in entries],
-            "text_offset": offsets}
+    return {
+        "tokens": [e["token"] for e in entries],
+        "token_logprobs": [e["logprob"] for e in entries],
+        "top_logprobs": [{a["token"]: a["logprob"] for a in e["top_logprobs"]} for e in entries],
+        "text_offset": offsets,
+    }
 
 
 async def completions(request: web.Request) -> web.Response:
@@ -112,8 +119,16 @@ async def completions(request: web.Request) -> web.Response:
         raise ApiError("streaming is not supported on /v1/completions by the local engine")
     prompts = completion_prompts(body.get("prompt"), engine.chat.encode)
     lp = body.get("logprobs")
-    params = [sampling_params(body, prompt_len=len(p), max_model_len=engine.max_model_len,
-                              logprobs=None if lp is None else int(lp), default_max=16) for p in prompts]
+    params = [
+        sampling_params(
+            body,
+            prompt_len=len(p),
+            max_model_len=engine.max_model_len,
+            logprobs=None if lp is None else int(lp),
+            default_max=16,
+        )
+        for p in prompts
+    ]
     n = int(body.get("n") or 1)
     jobs = [(i, p, sp) for i, (p, sp) in enumerate(zip(prompts, params, strict=True)) for _ in range(n)]
     gens = await asyncio.gather(*(engine.generate(p, sp) for _, p, sp in jobs))
@@ -121,15 +136,32 @@ async def completions(request: web.Request) -> web.Response:
     want_ids = bool(body.get("return_token_ids"))
     choices = []
     for k, ((_, p, _sp), g) in enumerate(zip(jobs, gens, strict=True)):
-        text = visible_text(engine.chat, g.token_ids, g.finish_reason, g.stop_reason, engine.loaded.eos_token_ids)
-        choices.append({"index": k, "text": text, "logprobs": _legacy_logprobs(engine, g) if lp is not None else None,
-                        "finish_reason": g.finish_reason, "stop_reason": g.stop_reason,
-                        "prompt_logprobs": None, "prompt_token_ids": p if want_ids else None,
-                        "token_ids": g.token_ids if want_ids else None})
+        text = visible_text(
+            engine.chat, g.token_ids, g.finish_reason, g.stop_reason, engine.loaded.eos_token_ids
+        )
+        choices.append(
+            {
+                "index": k,
+                "text": text,
+                "logprobs": _legacy_logprobs(engine, g) if lp is not None else None,
+                "finish_reason": g.finish_reason,
+                "stop_reason": g.stop_reason,
+                "prompt_logprobs": None,
+                "prompt_token_ids": p if want_ids else None,
+                "token_ids": g.token_ids if want_ids else None,
+            }
+        )
     n_prompt = sum(len(p) for _, p, _ in jobs[::n])
-    return _json({"id": new_id("cmpl"), "object": "text_completion", "created": int(time.time()),
-                  "model": body.get("model") or engine.model_name, "choices": choices,
-                  "usage": usage(n_prompt, sum(len(g.token_ids) for g in gens))})
+    return _json(
+        {
+            "id": new_id("cmpl"),
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": body.get("model") or engine.model_name,
+            "choices": choices,
+            "usage": usage(n_prompt, sum(len(g.token_ids) for g in gens)),
+        }
+    )
 
 
 # -- tokenizer, models, health ---------------------------------------------------------------------
@@ -137,15 +169,21 @@ async def tokenize(request: web.Request) -> web.Response:
     engine, body = _engine(request), await _body(request)
     if "messages" in body:
         kwargs = dict(body.get("chat_template_kwargs") or {})
-        ids = engine.chat.prompt_ids(body["messages"], body.get("tools") or None,
-                                     add_generation_prompt=body.get("add_generation_prompt", True), **kwargs)
+        ids = engine.chat.prompt_ids(
+            body["messages"],
+            body.get("tools") or None,
+            add_generation_prompt=body.get("add_generation_prompt", True),
+            **kwargs,
+        )
         ids, _ = await with_images(engine, body["messages"], ids)
     elif "prompt" in body:
         ids = engine.chat.encode(body["prompt"])
     else:
         raise ApiError("tokenize needs `prompt` or `messages`")
     strs = [engine.chat.tokenizer.id_to_token(i) for i in ids] if body.get("return_token_strs") else None
-    return _json({"count": len(ids), "max_model_len": engine.max_model_len, "tokens": ids, "token_strs": strs})
+    return _json(
+        {"count": len(ids), "max_model_len": engine.max_model_len, "tokens": ids, "token_strs": strs}
+    )
 
 
 async def detokenize(request: web.Request) -> web.Response:
@@ -155,8 +193,15 @@ async def detokenize(request: web.Request) -> web.Response:
 
 async def models(request: web.Request) -> web.Response:
     engine = _engine(request)
-    card = {"id": engine.model_name, "object": "model", "created": int(time.time()), "owned_by": "openforgerl",
-            "root": str(engine.loaded.path), "parent": None, "max_model_len": engine.max_model_len}
+    card = {
+        "id": engine.model_name,
+        "object": "model",
+        "created": int(time.time()),
+        "owned_by": "openforgerl",
+        "root": str(engine.loaded.path),
+        "parent": None,
+        "max_model_len": engine.max_model_len,
+    }
     if engine.loaded.vision is not None:
         card["openforgerl_processor"] = engine.loaded.vision.identity()
     return _json({"object": "list", "data": [card]})
@@ -214,14 +259,16 @@ async def reset_prefix_cache(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     engine = _engine(request)
     core = engine.core
-    text = (f"openforgerl_engine_running {core.num_running}\nopenforgerl_engine_waiting {core.num_waiting}\n"
-            f"openforgerl_engine_decode_steps_total {core.steps}\n"
-            f"openforgerl_engine_decode_tokens_total {core.batched_tokens}\n"
-            f"openforgerl_engine_generated_tokens_total {core.generated_tokens}\n"
-            f"openforgerl_engine_peak_running {core.peak_running}\n"
-            f"openforgerl_engine_memory_waits_total {core.memory_waits}\n"
-            f"openforgerl_engine_aborted_total {core.aborted}\n"
-            f"openforgerl_engine_memory_budget_bytes {engine.budget.limit}\n")
+    text = (
+        f"openforgerl_engine_running {core.num_running}\nopenforgerl_engine_waiting {core.num_waiting}\n"
+        f"openforgerl_engine_decode_steps_total {core.steps}\n"
+        f"openforgerl_engine_decode_tokens_total {core.batched_tokens}\n"
+        f"openforgerl_engine_generated_tokens_total {core.generated_tokens}\n"
+        f"openforgerl_engine_peak_running {core.peak_running}\n"
+        f"openforgerl_engine_memory_waits_total {core.memory_waits}\n"
+        f"openforgerl_engine_aborted_total {core.aborted}\n"
+        f"openforgerl_engine_memory_budget_bytes {engine.budget.limit}\n"
+    )
     return web.Response(text=text, content_type="text/plain")
 
 
@@ -238,9 +285,14 @@ def create_app(engine: LocalEngine) -> web.Application:
     r.add_get("/version", version)
     r.add_get("/metrics", metrics)
     r.add_post("/collective_rpc", collective_rpc)
-    for path, fn in (("/pause", pause), ("/resume", resume), ("/reset_prefix_cache", reset_prefix_cache),
-                     ("/reset_mm_cache", reset_prefix_cache), ("/reset_encoder_cache", reset_prefix_cache),
-                     ("/update_weight_version", update_weight_version)):
+    for path, fn in (
+        ("/pause", pause),
+        ("/resume", resume),
+        ("/reset_prefix_cache", reset_prefix_cache),
+        ("/reset_mm_cache", reset_prefix_cache),
+        ("/reset_encoder_cache", reset_prefix_cache),
+        ("/update_weight_version", update_weight_version),
+    ):
         r.add_post(path, fn)
     r.add_get("/is_paused", is_paused)
     r.add_get("/weight_info", weight_info)

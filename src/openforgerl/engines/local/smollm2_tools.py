@@ -54,8 +54,12 @@ class WarmUp:
 
 
 def rope_parameters(theta: float) -> dict[str, Any]:
-    return {"rope_type": "yarn", "factor": ROPE_FACTOR, "original_max_position_embeddings": ORIGINAL_CONTEXT,
-            "rope_theta": theta}
+    return {
+        "rope_type": "yarn",
+        "factor": ROPE_FACTOR,
+        "original_max_position_embeddings": ORIGINAL_CONTEXT,
+        "rope_theta": theta,
+    }
 
 
 def load_traces(path: Path = TRACES) -> list[dict[str, Any]]:
@@ -100,8 +104,9 @@ def warm_up(model: Any, examples: list[tuple[list[int], list[bool]]], cfg: WarmU
     first = model.config.num_hidden_layers - cfg.layers
     for p in model.parameters():
         p.requires_grad_(False)
-    params = [p for layer in model.model.layers[first:] for p in layer.parameters()] + \
-        list(model.model.norm.parameters())
+    params = [p for layer in model.model.layers[first:] for p in layer.parameters()] + list(
+        model.model.norm.parameters()
+    )
     for p in params:
         p.requires_grad_(True)
     frozen = []
@@ -151,13 +156,25 @@ def build(base: Path, out: Path, traces: list[dict[str, Any]], cfg: WarmUp) -> d
     examples = [ex for conv in traces if len((ex := labelled(chat, conv))[0]) <= cfg.max_tokens]
     losses = warm_up(model, examples, cfg)
     model.save_pretrained(out, safe_serialization=True)
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"):
+    for name in (
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "generation_config.json",
+    ):
         if (base / name).exists():
             shutil.copy(base / name, out / name)
     write_serving_files(out)
-    return {"seed": cfg.seed, "layers": cfg.layers, "epochs": cfg.epochs, "lr": cfg.lr,
-            "conversations": len(examples), "tokens": sum(len(ids) for ids, _ in examples),
-            "assistant_tokens": sum(sum(m) for _, m in examples), "epoch_loss": [round(x, 4) for x in losses]}
+    return {
+        "seed": cfg.seed,
+        "layers": cfg.layers,
+        "epochs": cfg.epochs,
+        "lr": cfg.lr,
+        "conversations": len(examples),
+        "tokens": sum(len(ids) for ids, _ in examples),
+        "assistant_tokens": sum(sum(m) for _, m in examples),
+        "epoch_loss": [round(x, 4) for x in losses],
+    }
 
 
 def ensure_smollm2_tools_dir(*, rebuild: bool = False, cfg: WarmUp | None = None) -> Path:

@@ -10,8 +10,18 @@ import socket
 __all__ = ["run"]
 
 
-def run(model: str, *, host: str, port: int, served_model_name: str | None, dtype: str, threads: int | None,
-        max_batch: int, max_model_len: int | None, memory_budget: str | None) -> None:
+def run(
+    model: str,
+    *,
+    host: str,
+    port: int,
+    served_model_name: str | None,
+    dtype: str,
+    threads: int | None,
+    max_batch: int,
+    max_model_len: int | None,
+    memory_budget: str | None,
+) -> None:
     """Load `model` and serve it on host:port until SIGINT (a bad `memory_budget`: `UserError`; a port
     another server holds: the bind's own OSError, both one line from the CLI)."""
     from openforgerl.engines.local.engine import LocalEngine
@@ -27,11 +37,14 @@ def run(model: str, *, host: str, port: int, served_model_name: str | None, dtyp
     except ValueError as exc:
         raise UserError(str(exc)) from None
     _check_port_free(host, port)  # before the weights load (18 s for smollm2), not after
-    engine = LocalEngine.from_pretrained(model, dtype=dtype, threads=threads, max_batch=max_batch,
-                                         memory_budget=memory_budget)
+    engine = LocalEngine.from_pretrained(
+        model, dtype=dtype, threads=threads, max_batch=max_batch, memory_budget=memory_budget
+    )
     if served_model_name:
         engine.loaded.name = served_model_name
-    if max_model_len:  # vLLM's --max-model-len: past the trained context the text degrades, the ids stay exact
+    if (
+        max_model_len
+    ):  # vLLM's --max-model-len: past the trained context the text degrades, the ids stay exact
         engine.loaded.max_model_len = max_model_len
     logging.getLogger(__name__).info("%s", engine.budget.startup_line(engine.max_model_len, max_batch))
 

@@ -49,15 +49,26 @@ def torchvision_shim_path(venv: Path) -> str:
 
 def vllm_env(*, vision: bool = False) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_OMP_THREADS_BIND"}
-    env.update(VLLM_HOST_IP="127.0.0.1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_SERVER_DEV_MODE="1",
-               VLLM_LOGGING_LEVEL=env.get("VLLM_LOGGING_LEVEL", "WARNING"))
+    env.update(
+        VLLM_HOST_IP="127.0.0.1",
+        VLLM_CPU_KVCACHE_SPACE="1",
+        VLLM_SERVER_DEV_MODE="1",
+        VLLM_LOGGING_LEVEL=env.get("VLLM_LOGGING_LEVEL", "WARNING"),
+    )
     if vision:
         venv = Path(os.environ.get("OPENFORGERL_VLLM_VENV", DEFAULT_VENV))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (torchvision_shim_path(venv), env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (torchvision_shim_path(venv), env.get("PYTHONPATH")) if p
+        )
     return env
 
 
-VISION_FLAGS = ["--limit-mm-per-prompt", '{"image": 8, "video": 0}', "--chat-template-content-format", "openai"]
+VISION_FLAGS = [
+    "--limit-mm-per-prompt",
+    '{"image": 8, "video": 0}',
+    "--chat-template-content-format",
+    "openai",
+]
 
 
 def reasoning_flags(model: Path) -> list[str]:
@@ -68,8 +79,9 @@ def reasoning_flags(model: Path) -> list[str]:
     return ["--reasoning-parser", parser] if parser else []
 
 
-def start_vllm(model: Path, port: int, log_path: Path, *, max_model_len: int = 8192,
-               served_model_name: str = "tiny") -> subprocess.Popen[bytes]:
+def start_vllm(
+    model: Path, port: int, log_path: Path, *, max_model_len: int = 8192, served_model_name: str = "tiny"
+) -> subprocess.Popen[bytes]:
     """Launch the server (non-blocking); pair with `wait_healthy`."""
     from openforgerl.engines.chat_format import is_multimodal_dir
 
@@ -77,14 +89,40 @@ def start_vllm(model: Path, port: int, log_path: Path, *, max_model_len: int = 8
     if py is None:
         raise FileNotFoundError("vllm venv not found; run scripts/install_vllm.sh")
     vision = is_multimodal_dir(Path(model))
-    cmd = [str(py), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-           "--served-model-name", served_model_name, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-           "--max-model-len", str(max_model_len), "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-           *reasoning_flags(model), "--max-num-seqs", "64", *(VISION_FLAGS if vision else [])]
+    cmd = [
+        str(py),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--served-model-name",
+        served_model_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        str(max_model_len),
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+        *reasoning_flags(model),
+        "--max-num-seqs",
+        "64",
+        *(VISION_FLAGS if vision else []),
+    ]
     guard = [str(py), str(Path(__file__).with_name("process_group_guard.py"))]
     log = open(log_path, "wb")
-    return subprocess.Popen(guard + cmd, stdout=log, stderr=subprocess.STDOUT, env=vllm_env(vision=vision),
-                            start_new_session=True, preexec_fn=terminate_with_parent)
+    return subprocess.Popen(
+        guard + cmd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=vllm_env(vision=vision),
+        start_new_session=True,
+        preexec_fn=terminate_with_parent,
+    )
 
 
 PR_SET_PDEATHSIG = 1

@@ -46,8 +46,10 @@ class ProcessedImages:
 
     def summary(self) -> list[dict[str, Any]]:
         """The `openforgerl_images` response field: one entry per image, in prompt order."""
-        return [{"grid_thw": [int(v) for v in g], "tokens": n}
-                for g, n in zip(self.image_grid_thw.tolist(), self.tokens, strict=True)]
+        return [
+            {"grid_thw": [int(v) for v in g], "tokens": n}
+            for g, n in zip(self.image_grid_thw.tolist(), self.tokens, strict=True)
+        ]
 
 
 def is_image_part(part: Any) -> bool:
@@ -113,8 +115,19 @@ class VisionProcessor:
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
         settings = json.loads((path / "preprocessor_config.json").read_text())
-        keep = ("patch_size", "merge_size", "temporal_patch_size", "size", "image_mean", "image_std",
-                "resample", "do_rescale", "rescale_factor", "do_normalize", "do_convert_rgb")
+        keep = (
+            "patch_size",
+            "merge_size",
+            "temporal_patch_size",
+            "size",
+            "image_mean",
+            "image_std",
+            "resample",
+            "do_rescale",
+            "rescale_factor",
+            "do_normalize",
+            "do_convert_rgb",
+        )
         self.settings = {k: settings[k] for k in keep if k in settings}
         self.image_processor = Qwen2VLImageProcessorPil(**self.settings)
         self.merge_size = int(self.settings.get("merge_size", 2))
@@ -124,8 +137,13 @@ class VisionProcessor:
 
     def identity(self) -> dict[str, Any]:
         """What a recorder needs to reproduce `pixel_values`/`image_grid_thw` bit for bit."""
-        return {"image_processor": "Qwen2VLImageProcessorPil", **self.settings, "image_token_id": self.image_token_id,
-                "vision_start_token_id": self.vision_start_token_id, "vision_end_token_id": self.vision_end_token_id}
+        return {
+            "image_processor": "Qwen2VLImageProcessorPil",
+            **self.settings,
+            "image_token_id": self.image_token_id,
+            "vision_start_token_id": self.vision_start_token_id,
+            "vision_end_token_id": self.vision_end_token_id,
+        }
 
     def process(self, images: list[Any]) -> ProcessedImages:
         out = self.image_processor(images=images, return_tensors="pt")
@@ -137,7 +155,9 @@ class VisionProcessor:
         if not urls:
             return None
         if len(urls) > MAX_IMAGES_PER_PROMPT:
-            raise ImageError(f"at most {MAX_IMAGES_PER_PROMPT} images may be provided in one prompt, got {len(urls)}")
+            raise ImageError(
+                f"at most {MAX_IMAGES_PER_PROMPT} images may be provided in one prompt, got {len(urls)}"
+            )
         return self.process([decode_image(u) for u in urls])
 
     def expand(self, ids: list[int], images: ProcessedImages | None) -> list[int]:
@@ -153,15 +173,18 @@ class VisionProcessor:
         return out
 
 
-def rope_positions(model: Any, ids: list[int], image_grid_thw: torch.Tensor | None,
-                   image_token_id: int) -> tuple[torch.Tensor, int]:
+def rope_positions(
+    model: Any, ids: list[int], image_grid_thw: torch.Tensor | None, image_token_id: int
+) -> tuple[torch.Tensor, int]:
     """Qwen3-VL position ids [4, 1, L] (text row + 3 M-RoPE rows) and the decode offset (rope delta)."""
     input_ids = torch.tensor([ids], dtype=torch.long)
     text = torch.arange(len(ids), dtype=torch.long).view(1, 1, -1)
     if image_grid_thw is None:
         return text.expand(4, 1, -1), 0
     types = (input_ids == image_token_id).int()
-    mrope, delta = model.model.get_rope_index(input_ids, mm_token_type_ids=types, image_grid_thw=image_grid_thw)
+    mrope, delta = model.model.get_rope_index(
+        input_ids, mm_token_type_ids=types, image_grid_thw=image_grid_thw
+    )
     return torch.cat([text, mrope], dim=0), int(delta.reshape(-1)[0])
 
 
@@ -169,8 +192,15 @@ def is_vision_model(config: Any) -> bool:
     return getattr(config, "vision_config", None) is not None
 
 
-def vlm_logprobs(model: Any, prompt_ids: list[int], response_ids: list[int], pixel_values: torch.Tensor | None,
-                 image_grid_thw: torch.Tensor | None, *, image_token_id: int | None = None) -> torch.Tensor:
+def vlm_logprobs(
+    model: Any,
+    prompt_ids: list[int],
+    response_ids: list[int],
+    pixel_values: torch.Tensor | None,
+    image_grid_thw: torch.Tensor | None,
+    *,
+    image_token_id: int | None = None,
+) -> torch.Tensor:
     """Per-token logprobs [len(response_ids)] of `response_ids` after `prompt_ids`, with the images.
 
     `prompt_ids`/`response_ids` are the engine's ids (pads already expanded); `pixel_values` and

@@ -20,10 +20,14 @@ from openforgerl.env.apps.wiki import WikiApp
 
 __all__ = ["APPS", "APPS_PORT", "STATE_PATH", "Store", "build_apps"]
 
-APPS: dict[str, type[WebApp]] = {a.name: a for a in (ShopApp, MailApp, FormsApp, WikiApp, CalendarApp, BoardApp)}
+APPS: dict[str, type[WebApp]] = {
+    a.name: a for a in (ShopApp, MailApp, FormsApp, WikiApp, CalendarApp, BoardApp)
+}
 
 
-def build_apps(fixtures: Mapping[str, Mapping[str, Any]], token: str, port: int = APPS_PORT) -> tuple[Store, ThreadingHTTPServer]:
+def build_apps(
+    fixtures: Mapping[str, Mapping[str, Any]], token: str, port: int = APPS_PORT
+) -> tuple[Store, ThreadingHTTPServer]:
     """A store and a bound server with one instance of each named app (unknown names: KeyError)."""
     store = Store()
     apps = [APPS[name](store, fx) for name, fx in fixtures.items()]

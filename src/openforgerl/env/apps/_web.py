@@ -68,8 +68,10 @@ class Page:
 
 
 def page(title: str, body: str, nav: str = "") -> Page:
-    doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title><style>{CSS}</style>"
-           f"</head><body><header>{esc(title)} &nbsp; {nav}</header><main>{body}</main></body></html>")
+    doc = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title><style>{CSS}</style>"
+        f"</head><body><header>{esc(title)} &nbsp; {nav}</header><main>{body}</main></body></html>"
+    )
     return Page(body=doc)
 
 
@@ -119,8 +121,9 @@ class WebApp:
 
 class _Router:
     def __init__(self, apps: list[WebApp]) -> None:
-        self.table = [(m, re.compile(re.escape(a.prefix) + pat + "$"), h, a)
-                      for a in apps for m, pat, h in a.routes()]
+        self.table = [
+            (m, re.compile(re.escape(a.prefix) + pat + "$"), h, a) for a in apps for m, pat, h in a.routes()
+        ]
 
     def dispatch(self, req: Request) -> Page:
         for method, pattern, handler, app in self.table:
@@ -175,8 +178,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(Page(body=json.dumps(self.store.snapshot())), "application/json")
 
 
-def serve_apps(apps: list[WebApp], store: Store, token: str, port: int = APPS_PORT,
-               host: str = "127.0.0.1") -> ThreadingHTTPServer:
+def serve_apps(
+    apps: list[WebApp], store: Store, token: str, port: int = APPS_PORT, host: str = "127.0.0.1"
+) -> ThreadingHTTPServer:
     """Bind the apps' server (port 0 = any); the caller runs `serve_forever` (a daemon thread)."""
     handler = type("AppsHandler", (_Handler,), {"router": _Router(apps), "store": store, "token": token})
     server = ThreadingHTTPServer((host, port), handler)

@@ -17,14 +17,19 @@ def _field(f: dict[str, Any]) -> str:
         opts = "".join(f"<option value='{esc(o)}'>{esc(o)}</option>" for o in ["", *f["options"]])
         control = f"<select id='{fid}' name='{esc(name)}'>{opts}</select>"
     elif kind == "radio":
-        control = "".join(f"<input type='radio' id='{fid}-{i}' name='{esc(name)}' value='{esc(o)}'>"
-                          f"<span style='margin-right:18px'>{esc(o)}</span>" for i, o in enumerate(f["options"]))
+        control = "".join(
+            f"<input type='radio' id='{fid}-{i}' name='{esc(name)}' value='{esc(o)}'>"
+            f"<span style='margin-right:18px'>{esc(o)}</span>"
+            for i, o in enumerate(f["options"])
+        )
     elif kind == "checkbox":
         control = f"<input type='checkbox' id='{fid}' name='{esc(name)}' style='width:20px;height:20px'>"
     elif kind == "range":
         lo, hi = f.get("min", 0), f.get("max", 100)
-        control = (f"<input type='range' id='{fid}' name='{esc(name)}' min='{lo}' max='{hi}' value='{(lo + hi) // 2}' "
-                   "style='width:400px'>")
+        control = (
+            f"<input type='range' id='{fid}' name='{esc(name)}' min='{lo}' max='{hi}' value='{(lo + hi) // 2}' "
+            "style='width:400px'>"
+        )
     elif kind == "textarea":
         control = f"<textarea id='{fid}' name='{esc(name)}'></textarea>"
     else:
@@ -48,11 +53,17 @@ class FormsApp(WebApp):
         return {"forms": fixtures.get("forms", {}), "submissions": []}
 
     def routes(self) -> list[Route]:
-        return [("GET", "", self.index), ("GET", r"/([\w-]+)", self.show), ("POST", r"/([\w-]+)", self.submit)]
+        return [
+            ("GET", "", self.index),
+            ("GET", r"/([\w-]+)", self.show),
+            ("POST", r"/([\w-]+)", self.submit),
+        ]
 
     def index(self, req: Request) -> Page:
-        links = "".join(f"<li><a id='form-{esc(k)}' href='/forms/{esc(k)}'>{esc(v['title'])}</a></li>"
-                        for k, v in self.state["forms"].items())
+        links = "".join(
+            f"<li><a id='form-{esc(k)}' href='/forms/{esc(k)}'>{esc(v['title'])}</a></li>"
+            for k, v in self.state["forms"].items()
+        )
         return page("Forms", f"<h1>Forms</h1><ul>{links}</ul>")
 
     def show(self, req: Request, fid: str) -> Page:
@@ -60,8 +71,11 @@ class FormsApp(WebApp):
         if form is None:
             return Page(404, "<h1>No such form</h1>")
         fields = "".join(_field(f) for f in form["fields"])
-        return page("Forms", f"<h1>{esc(form['title'])}</h1><form method='post' action='/forms/{esc(fid)}'>"
-                    f"{fields}<button id='submit'>Submit</button></form>")
+        return page(
+            "Forms",
+            f"<h1>{esc(form['title'])}</h1><form method='post' action='/forms/{esc(fid)}'>"
+            f"{fields}<button id='submit'>Submit</button></form>",
+        )
 
     def submit(self, req: Request, fid: str) -> Page:
         form = self.state["forms"].get(fid)

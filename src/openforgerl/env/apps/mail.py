@@ -21,9 +21,14 @@ class MailApp(WebApp):
         return self.world.data["mail"]
 
     def routes(self) -> list[Route]:
-        return [("GET", "", self.inbox), ("GET", r"/m/([\w-]+)", self.read), ("POST", r"/m/([\w-]+)/reply", self.reply),
-                ("POST", r"/m/([\w-]+)/archive", self.archive), ("GET", "/compose", self.compose),
-                ("POST", "/send", self.send)]
+        return [
+            ("GET", "", self.inbox),
+            ("GET", r"/m/([\w-]+)", self.read),
+            ("POST", r"/m/([\w-]+)/reply", self.reply),
+            ("POST", r"/m/([\w-]+)/archive", self.archive),
+            ("GET", "/compose", self.compose),
+            ("POST", "/send", self.send),
+        ]
 
     def nav(self) -> str:
         return "<a id='nav-inbox' href='/mail'>Inbox</a><a id='nav-compose' href='/mail/compose'>Compose</a>"
@@ -36,7 +41,9 @@ class MailApp(WebApp):
         rows = "".join(
             f"<tr><td>{'' if m.get('read') else '&#9679;'}</td><td>{esc(m['from'])}</td>"
             f"<td><a id='msg-{esc(m['id'])}' href='/mail/m/{esc(m['id'])}'>{esc(m['subject'])}</a></td>"
-            f"<td>{esc(m.get('date', ''))}</td></tr>" for m in reversed(self.state["inbox"]))
+            f"<td>{esc(m.get('date', ''))}</td></tr>"
+            for m in reversed(self.state["inbox"])
+        )
         return page("Mail", f"<h1>Inbox</h1><table>{rows}</table>", self.nav())
 
     def read(self, req: Request, mid: str) -> Page:
@@ -45,11 +52,16 @@ class MailApp(WebApp):
         except Exception:
             return Page(404, "<h1>No such message</h1>")
         body = "<br>".join(esc(line) for line in str(m.get("body", "")).split("\n"))
-        actions = "" if m["folder"] != "inbox" else (
-            f"<form method='post' action='/mail/m/{esc(mid)}/archive'><button id='archive'>Archive</button></form>"
-            f"<form method='post' action='/mail/m/{esc(mid)}/reply'><div class='row'>"
-            "<textarea id='reply-body' name='body' placeholder='Write a reply'></textarea></div>"
-            "<button id='reply-send'>Send reply</button></form>")
+        actions = (
+            ""
+            if m["folder"] != "inbox"
+            else (
+                f"<form method='post' action='/mail/m/{esc(mid)}/archive'><button id='archive'>Archive</button></form>"
+                f"<form method='post' action='/mail/m/{esc(mid)}/reply'><div class='row'>"
+                "<textarea id='reply-body' name='body' placeholder='Write a reply'></textarea></div>"
+                "<button id='reply-send'>Send reply</button></form>"
+            )
+        )
         head = f"<h1>{esc(m['subject'])}</h1><p class='note'>From {esc(m['from'])} &middot; {esc(m.get('date', ''))}</p>"
         return page("Mail", f"{head}<p id='body'>{body}</p>{actions}", self.nav())
 
@@ -66,11 +78,13 @@ class MailApp(WebApp):
         return redirect("/mail")
 
     def compose(self, req: Request) -> Page:
-        body = ("<h1>New message</h1><form method='post' action='/mail/send'>"
-                "<div class='row'><label>To</label><input type='text' id='to' name='to'></div>"
-                "<div class='row'><label>Subject</label><input type='text' id='subject' name='subject'></div>"
-                "<div class='row'><label>Message</label><textarea id='body' name='body'></textarea></div>"
-                "<button id='send'>Send</button></form>")
+        body = (
+            "<h1>New message</h1><form method='post' action='/mail/send'>"
+            "<div class='row'><label>To</label><input type='text' id='to' name='to'></div>"
+            "<div class='row'><label>Subject</label><input type='text' id='subject' name='subject'></div>"
+            "<div class='row'><label>Message</label><textarea id='body' name='body'></textarea></div>"
+            "<button id='send'>Send</button></form>"
+        )
         return page("Mail", body, self.nav())
 
     def send(self, req: Request) -> Page:

@@ -77,8 +77,12 @@ class Outcome:
     """Non-empty: a grader's judge calls wait for the host; judge them and run the verifier again."""
 
     def components(self) -> dict[str, float]:
-        out = {"reward": self.reward, "completion": self.completion, "safety": self.safety,
-               "pass": float(self.passed)}
+        out = {
+            "reward": self.reward,
+            "completion": self.completion,
+            "safety": self.safety,
+            "pass": float(self.passed),
+        }
         return out | {f"check.{k}": v for k, v in self.checks.items()}
 
     def log(self) -> str:
@@ -100,15 +104,18 @@ def _equal(actual: object, expected: object) -> bool:
 
 
 def _has(actual: object, needles: str | list[str]) -> bool:
-    text = " ".join(map(str, actual)) if isinstance(actual, list) else str(actual if actual is not None else "")
+    text = (
+        " ".join(map(str, actual)) if isinstance(actual, list) else str(actual if actual is not None else "")
+    )
     text = " ".join(text.split()).casefold()
     wanted = [needles] if isinstance(needles, str) else needles
     return all(" ".join(n.split()).casefold() in text for n in wanted)
 
 
 def _matches(item: Mapping[str, Any], match: Mapping[str, Any], contains: Mapping[str, Any]) -> bool:
-    return (all(_equal(item.get(k), v) for k, v in match.items())
-            and all(_has(item.get(k), v) for k, v in contains.items()))
+    return all(_equal(item.get(k), v) for k, v in match.items()) and all(
+        _has(item.get(k), v) for k, v in contains.items()
+    )
 
 
 def collection(state: Mapping[str, Any], dotted: str) -> list[Any]:
@@ -124,12 +131,18 @@ def _record(c: RecordCheck, ev: Evidence) -> tuple[bool, str]:
     if c.kind == "no_record":
         return n == 0, f"{n} matching record(s) in {c.collection}, want none"
     ok = n == c.count if c.count is not None else n >= 1
-    return ok, f"{n} matching record(s) in {c.collection} (of {len(items)}), want {c.count if c.count is not None else '>=1'}"
+    return (
+        ok,
+        f"{n} matching record(s) in {c.collection} (of {len(items)}), want {c.count if c.count is not None else '>=1'}",
+    )
 
 
 def _called(c: CalledCheck, ev: Evidence) -> tuple[bool, str]:
-    calls = [a for a in ev.audit if a.get("tool") == c.tool and a.get("ok")
-             and _matches(a.get("args") or {}, c.match, c.contains)]
+    calls = [
+        a
+        for a in ev.audit
+        if a.get("tool") == c.tool and a.get("ok") and _matches(a.get("args") or {}, c.match, c.contains)
+    ]
     if c.kind == "not_called":
         return not calls, f"{c.tool} succeeded {len(calls)} time(s) with matching args, want 0"
     return len(calls) >= c.min_count, f"{c.tool} succeeded {len(calls)} time(s), want >= {c.min_count}"
@@ -166,7 +179,9 @@ def _file_content(c: FileCheck, text: str) -> tuple[bool, str]:
         return False, f"{c.path} content differs from the expected text"
     if c.contains and not _has(text, c.contains):
         return False, f"{c.path} lacks {c.contains!r}"
-    if c.not_contains and any(_has(text, n) for n in ([c.not_contains] if isinstance(c.not_contains, str) else c.not_contains)):
+    if c.not_contains and any(
+        _has(text, n) for n in ([c.not_contains] if isinstance(c.not_contains, str) else c.not_contains)
+    ):
         return False, f"{c.path} contains forbidden text {c.not_contains!r}"
     if c.json_fields:
         try:
@@ -192,12 +207,20 @@ def _answer(c: AnswerCheck, ev: Evidence) -> tuple[bool, str]:
 
 
 # A judge says (passed, why); it may give a score in [0, 1] instead of a bool (e.g. `python_grader`).
-_BUILT_IN = {"record": CheckKind(RecordCheck, RECORD_FIELDS, ("collection",), _record),
-             "called": CheckKind(CalledCheck, CALLED_FIELDS, ("tool",), _called),
-             "file": CheckKind(FileCheck, FILE_FIELDS, ("path",), _file),
-             "answer": CheckKind(AnswerCheck, ANSWER_FIELDS, (), _answer)}
-for _name, _family in (("record", "record"), ("no_record", "record"), ("called", "called"),
-                       ("not_called", "called"), ("file", "file"), ("answer", "answer")):
+_BUILT_IN = {
+    "record": CheckKind(RecordCheck, RECORD_FIELDS, ("collection",), _record),
+    "called": CheckKind(CalledCheck, CALLED_FIELDS, ("tool",), _called),
+    "file": CheckKind(FileCheck, FILE_FIELDS, ("path",), _file),
+    "answer": CheckKind(AnswerCheck, ANSWER_FIELDS, (), _answer),
+}
+for _name, _family in (
+    ("record", "record"),
+    ("no_record", "record"),
+    ("called", "called"),
+    ("not_called", "called"),
+    ("file", "file"),
+    ("answer", "answer"),
+):
     CHECK_KINDS.register(_name, _BUILT_IN[_family], replace=True)
 
 
@@ -218,5 +241,13 @@ def evaluate(spec: Spec, ev: Evidence) -> Outcome:
     completion = done / total if total else 1.0
     reward = 0.0 if ev.violations else safety * completion
     checks.update(ev.sub_scores)
-    return Outcome(reward, completion, safety, reward >= spec.pass_threshold - 1e-9 and not ev.violations,
-                   checks, lines, list(ev.violations), list(ev.judge_requests))
+    return Outcome(
+        reward,
+        completion,
+        safety,
+        reward >= spec.pass_threshold - 1e-9 and not ev.violations,
+        checks,
+        lines,
+        list(ev.violations),
+        list(ev.judge_requests),
+    )

@@ -32,8 +32,22 @@ from typing import Any
 from openforgerl.registry import Registry
 from openforgerl.tasks.errors import TaskFormatError
 
-__all__ = ["CHECK_KINDS", "AnswerCheck", "CalledCheck", "Check", "CheckKind", "CheckSpec", "FileCheck", "InvalidValue",
-           "RecordCheck", "Spec", "int_at_least", "load_spec", "parse_spec", "string"]
+__all__ = [
+    "CHECK_KINDS",
+    "AnswerCheck",
+    "CalledCheck",
+    "Check",
+    "CheckKind",
+    "CheckSpec",
+    "FileCheck",
+    "InvalidValue",
+    "RecordCheck",
+    "Spec",
+    "int_at_least",
+    "load_spec",
+    "parse_spec",
+    "string",
+]
 
 # Plain dataclasses checked by hand, not pydantic: the verifier starts once per rollout inside the
 # sandbox, and building pydantic schemas for these models cost ~0.2 s of CPU per start, the largest
@@ -146,6 +160,7 @@ def int_at_least(low: int) -> Callable[[Any], int]:
         if not isinstance(v, int) or isinstance(v, bool) or v < low:
             raise InvalidValue(f"Input should be an integer greater than or equal to {low}")
         return v
+
     return check
 
 
@@ -170,11 +185,14 @@ def _table(value_check: Callable[[Any], Any]) -> Callable[[Any], dict[str, Any]]
         if not isinstance(v, dict):
             raise InvalidValue("Input should be a valid dictionary")
         return {str(k): value_check(x) for k, x in v.items()}
+
     return check
 
 
 def _match_value(v: Any) -> Any:
-    if isinstance(v, str | int | float | bool) or (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+    if isinstance(v, str | int | float | bool) or (
+        isinstance(v, list) and all(isinstance(x, str) for x in v)
+    ):
         return v
     raise InvalidValue("Input should be a string, number, boolean or a list of strings")
 
@@ -185,8 +203,13 @@ MATCH: dict[str, Callable[[Any], Any]] = {"match": _table(_match_value), "contai
 RECORD_FIELDS: dict[str, Callable[[Any], Any]] = {"collection": _collection, **MATCH, "count": _opt_count}
 CALLED_FIELDS: dict[str, Callable[[Any], Any]] = {"tool": string, **MATCH, "min_count": int_at_least(1)}
 FILE_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "path": string, "exists": _bool, "contains": _substrings, "not_contains": _substrings, "equals": _opt_str,
-    "json_fields": _table(lambda v: v)}
+    "path": string,
+    "exists": _bool,
+    "contains": _substrings,
+    "not_contains": _substrings,
+    "equals": _opt_str,
+    "json_fields": _table(lambda v: v),
+}
 ANSWER_FIELDS: dict[str, Callable[[Any], Any]] = {"contains": _substrings, "equals": _opt_str}
 
 
@@ -194,8 +217,11 @@ def _check(i: int, data: dict[str, Any]) -> CheckSpec:
     kind = data.get("kind")
     entry = CHECK_KINDS.get(kind) if isinstance(kind, str) and kind in CHECK_KINDS else None
     if entry is None:
-        raise _At(f"checks.{i}", f"Input tag {kind!r} found using 'kind' does not match any of the expected "
-                                 f"tags: {', '.join(repr(k) for k in CHECK_KINDS)}")
+        raise _At(
+            f"checks.{i}",
+            f"Input tag {kind!r} found using 'kind' does not match any of the expected "
+            f"tags: {', '.join(repr(k) for k in CHECK_KINDS)}",
+        )
     allowed = {**_COMMON, **entry.fields}
     values: dict[str, Any] = {"kind": kind}
     for key, value in data.items():

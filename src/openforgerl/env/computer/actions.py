@@ -68,17 +68,41 @@ class Computer(Protocol):
 
 # Canonical key names (lowercase). Values: (Playwright name, xdotool keysym).
 KEYS: dict[str, tuple[str, str]] = {
-    "enter": ("Enter", "Return"), "tab": ("Tab", "Tab"), "escape": ("Escape", "Escape"),
-    "backspace": ("Backspace", "BackSpace"), "delete": ("Delete", "Delete"), "space": (" ", "space"),
-    "up": ("ArrowUp", "Up"), "down": ("ArrowDown", "Down"), "left": ("ArrowLeft", "Left"),
-    "right": ("ArrowRight", "Right"), "home": ("Home", "Home"), "end": ("End", "End"),
-    "pageup": ("PageUp", "Prior"), "pagedown": ("PageDown", "Next"),
-    "ctrl": ("Control", "ctrl"), "shift": ("Shift", "shift"), "alt": ("Alt", "alt"), "super": ("Meta", "super"),
+    "enter": ("Enter", "Return"),
+    "tab": ("Tab", "Tab"),
+    "escape": ("Escape", "Escape"),
+    "backspace": ("Backspace", "BackSpace"),
+    "delete": ("Delete", "Delete"),
+    "space": (" ", "space"),
+    "up": ("ArrowUp", "Up"),
+    "down": ("ArrowDown", "Down"),
+    "left": ("ArrowLeft", "Left"),
+    "right": ("ArrowRight", "Right"),
+    "home": ("Home", "Home"),
+    "end": ("End", "End"),
+    "pageup": ("PageUp", "Prior"),
+    "pagedown": ("PageDown", "Next"),
+    "ctrl": ("Control", "ctrl"),
+    "shift": ("Shift", "shift"),
+    "alt": ("Alt", "alt"),
+    "super": ("Meta", "super"),
     **{f"f{i}": (f"F{i}", f"F{i}") for i in range(1, 13)},
 }
-_ALIASES = {"return": "enter", "esc": "escape", "control": "ctrl", "cmd": "super", "meta": "super",
-            "win": "super", "pgup": "pageup", "pgdn": "pagedown", "del": "delete", "arrowup": "up",
-            "arrowdown": "down", "arrowleft": "left", "arrowright": "right"}
+_ALIASES = {
+    "return": "enter",
+    "esc": "escape",
+    "control": "ctrl",
+    "cmd": "super",
+    "meta": "super",
+    "win": "super",
+    "pgup": "pageup",
+    "pgdn": "pagedown",
+    "del": "delete",
+    "arrowup": "up",
+    "arrowdown": "down",
+    "arrowleft": "left",
+    "arrowright": "right",
+}
 
 
 def parse_keys(combo: str) -> list[str]:

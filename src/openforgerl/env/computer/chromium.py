@@ -21,10 +21,18 @@ __all__ = ["CHROMIUM", "CHROMIUM_ARGS", "box_of", "chromium_path"]
 
 CHROMIUM = "/usr/lib/chromium/chromium"
 LOCATE_TIMEOUT_MS = 10000  # oracle only: auto-waits for the element (a page still loading under load)
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-features=Translate,MediaRouter",
-                 "--disable-dev-shm-usage", "--password-store=basic", "--font-render-hinting=none"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-features=Translate,MediaRouter",
+    "--disable-dev-shm-usage",
+    "--password-store=basic",
+    "--font-render-hinting=none",
+]
 
 
 def chromium_path() -> str:

@@ -22,8 +22,9 @@ class ComputerUnavailable(ConnectionError):
 
 
 class HttpComputer:
-    def __init__(self, url: str = f"http://127.0.0.1:{COMPUTER_PORT}", *, token: str = "",
-                 timeout_s: float = 60.0) -> None:  # > the service's worst case (zero_gui.loop.ACT_TIMEOUT_S)
+    def __init__(
+        self, url: str = f"http://127.0.0.1:{COMPUTER_PORT}", *, token: str = "", timeout_s: float = 60.0
+    ) -> None:  # > the service's worst case (zero_gui.loop.ACT_TIMEOUT_S)
         self.url, self.token, self.timeout_s = url.rstrip("/"), token, timeout_s
         self.screen = Screen()
         self.kind = ""  # the environment's kind, from /info ("browser" or "desktop"; "" before `wait_ready`)
@@ -40,7 +41,9 @@ class HttpComputer:
         except urllib.error.HTTPError as exc:
             raw = exc.read()
             if exc.code == 400:
-                raise ActionError(json.loads(raw or b"{}").get("error", raw.decode(errors="replace"))) from exc
+                raise ActionError(
+                    json.loads(raw or b"{}").get("error", raw.decode(errors="replace"))
+                ) from exc
             raise ComputerUnavailable(f"{method} {path}: HTTP {exc.code}") from exc
         except (urllib.error.URLError, OSError) as exc:
             raise ComputerUnavailable(f"{method} {path}: {exc}") from exc

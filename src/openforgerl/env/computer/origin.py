@@ -52,7 +52,9 @@ def app_url(apps_url: str, path: str) -> str:
     origin = origin_of(apps_url)
     url = apps_url.rstrip("/") + "/" + str(path).lstrip("/")
     if not origin or origin_of(url) != origin:
-        raise ValueError(f"the screen opens only the task's apps: {path!r} is not a path on {apps_url or '(no apps)'}")
+        raise ValueError(
+            f"the screen opens only the task's apps: {path!r} is not a path on {apps_url or '(no apps)'}"
+        )
     return url
 
 
@@ -92,8 +94,10 @@ class OriginGuard:
         self.refused.clear()
         if refused or away:
             what = (refused or away)[0]
-            raise ActionError(f"refused to open {what[:200]!r}: this screen shows only the task's apps at "
-                              f"{self.origin} (sent back to {self.home})")
+            raise ActionError(
+                f"refused to open {what[:200]!r}: this screen shows only the task's apps at "
+                f"{self.origin} (sent back to {self.home})"
+            )
 
     def restore(self, context: Any, force: bool = False) -> list[str]:
         """Send every page that is not on the apps back home (the first, or the first anyway with `force`)
@@ -148,8 +152,12 @@ class GuardedComputer:
     def _after(self, navs: int, loads: int) -> None:
         self._pump(PUMP_MS)
         deadline = time.monotonic() + LOAD_TIMEOUT_S
-        while (self.guard.navigations != navs and self.loads == loads and not self.guard.refused
-               and time.monotonic() < deadline):
+        while (
+            self.guard.navigations != navs
+            and self.loads == loads
+            and not self.guard.refused
+            and time.monotonic() < deadline
+        ):
             self._pump(10)
         self.guard.check(self.context)
 

@@ -89,8 +89,17 @@ class _Handler(BaseHTTPRequestHandler):
             return self._health()
         if path == "/info":
             s = self.computer.screen
-            return self._send(200, {"width": s.width, "height": s.height, "kind": self.kind, "coordinates": "pixels",
-                                    "actions": [*ACTIONS, "screenshot"], "keys": sorted(KEYS)})
+            return self._send(
+                200,
+                {
+                    "width": s.width,
+                    "height": s.height,
+                    "kind": self.kind,
+                    "coordinates": "pixels",
+                    "actions": [*ACTIONS, "screenshot"],
+                    "keys": sorted(KEYS),
+                },
+            )
         self._send(404, {"error": "not found"})
 
     def _body(self) -> Any:
@@ -150,7 +159,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _health(self) -> None:
         ok = self._grab() is not None
-        body = {"ok": ok, "faults": self.faults.count, "last_fault": self.faults.last, "ready_s": self.ready_s}
+        body = {
+            "ok": ok,
+            "faults": self.faults.count,
+            "last_fault": self.faults.last,
+            "ready_s": self.ready_s,
+        }
         self._send(200 if ok else 503, body)
 
     def _authorized(self) -> bool:
@@ -164,12 +178,28 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, self.locate(selector))
 
 
-def serve_computer(computer: Computer, port: int = COMPUTER_PORT, *, token: str = "",
-                   locate: Callable[[str], dict[str, int]] | None = None, host: str = "127.0.0.1",
-                   ready_s: float = 0.0, kind: str = "") -> HTTPServer:
+def serve_computer(
+    computer: Computer,
+    port: int = COMPUTER_PORT,
+    *,
+    token: str = "",
+    locate: Callable[[str], dict[str, int]] | None = None,
+    host: str = "127.0.0.1",
+    ready_s: float = 0.0,
+    kind: str = "",
+) -> HTTPServer:
     """Bind the service (port 0 = any); the caller runs `serve_forever` on the computer's thread.
     `ready_s`: how long the screen took to come up (reported to the verifier); `kind`: the environment's."""
-    handler = type("ComputerHandler", (_Handler,), {"computer": computer, "token": token, "faults": _Faults(),
-                                                    "ready_s": round(ready_s, 3), "kind": kind,
-                                                    "locate": staticmethod(locate) if locate else None})
+    handler = type(
+        "ComputerHandler",
+        (_Handler,),
+        {
+            "computer": computer,
+            "token": token,
+            "faults": _Faults(),
+            "ready_s": round(ready_s, 3),
+            "kind": kind,
+            "locate": staticmethod(locate) if locate else None,
+        },
+    )
     return HTTPServer((host, port), handler)

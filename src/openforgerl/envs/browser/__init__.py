@@ -21,8 +21,12 @@ def open_browser(config: Mapping[str, Any], apps_url: str) -> OpenScreen:
     return BrowserScreen.open(config, apps_url)
 
 
-BROWSER = register(GuiEnvironment(
-    "browser", open_browser,
-    # Everything it needs is under /usr (chromium, fonts: gui/fonts.conf), plus a writable /tmp and a fresh
-    # /dev with /dev/shm; bwrap.SYSTEM_RO_BINDS already covers it.
-    SandboxNeeds(image="localhost/openforgerl-gui-browser:latest")))
+BROWSER = register(
+    GuiEnvironment(
+        "browser",
+        open_browser,
+        # Everything it needs is under /usr (chromium, fonts: gui/fonts.conf), plus a writable /tmp and a fresh
+        # /dev with /dev/shm; bwrap.SYSTEM_RO_BINDS already covers it.
+        SandboxNeeds(image="localhost/openforgerl-gui-browser:latest"),
+    )
+)

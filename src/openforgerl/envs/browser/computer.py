@@ -32,8 +32,16 @@ class PlaywrightComputer:
     """One browser, one page. `start_url` is opened before the first screenshot; the page never leaves
     its origin (`origin.OriginGuard`: anything else is refused, the input answered as the agent's error)."""
 
-    def __init__(self, start_url: str, screen: Screen = Screen(), *, headless: bool = True,
-                 playwright: Any = None, browser: Any = None, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        start_url: str,
+        screen: Screen = Screen(),
+        *,
+        headless: bool = True,
+        playwright: Any = None,
+        browser: Any = None,
+        extra_args: list[str] | None = None,
+    ) -> None:
         self.screen = screen
         self._own_pw = playwright is None
         if playwright is None:
@@ -43,7 +51,8 @@ class PlaywrightComputer:
         self._pw = playwright
         self._own_browser = browser is None
         self.browser = browser or playwright.chromium.launch(
-            executable_path=chromium_path(), headless=headless, args=[*CHROMIUM_ARGS, *(extra_args or [])])
+            executable_path=chromium_path(), headless=headless, args=[*CHROMIUM_ARGS, *(extra_args or [])]
+        )
         viewport = {"width": screen.width, "height": screen.height}
         self.context = self.browser.new_context(viewport=viewport, device_scale_factor=1)
         self.guard = OriginGuard(origin_of(start_url), start_url)
@@ -122,4 +131,3 @@ class PlaywrightComputer:
         if self._own_pw:
             with contextlib.suppress(Exception):
                 self._pw.stop()
-

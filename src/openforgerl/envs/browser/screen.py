@@ -19,7 +19,9 @@ class BrowserScreen:
     @classmethod
     def open(cls, config: Mapping[str, Any], apps_url: str) -> BrowserScreen:
         w, h = config.get("screen", (1280, 720))
-        return cls(PlaywrightComputer(app_url(apps_url, str(config.get("start_url", "/"))), Screen(int(w), int(h))))
+        return cls(
+            PlaywrightComputer(app_url(apps_url, str(config.get("start_url", "/"))), Screen(int(w), int(h)))
+        )
 
     def locate(self, selector: str) -> dict[str, int]:
         return self.computer.locate(selector)

@@ -33,15 +33,20 @@ def _add_param(sub: argparse.ArgumentParser, p: Param) -> None:
 
 
 def build_parser(tools: Sequence[ToolSpec] = TOOLS) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="openforgerl-claw", description="Use the task's mail, calendar, "
-                                     "contacts, knowledge base, to-do, notes and file tools.")
+    parser = argparse.ArgumentParser(
+        prog="openforgerl-claw",
+        description="Use the task's mail, calendar, contacts, knowledge base, to-do, notes and file tools.",
+    )
     groups = parser.add_subparsers(dest="service", required=True, metavar="SERVICE")
     services: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
     for tool in tools:
         if tool.service not in services:
             services[tool.service] = groups.add_parser(tool.service).add_subparsers(
-                dest="command", required=True, metavar="COMMAND")
-        sub = services[tool.service].add_parser(tool.command, help=tool.description, description=tool.description)
+                dest="command", required=True, metavar="COMMAND"
+            )
+        sub = services[tool.service].add_parser(
+            tool.command, help=tool.description, description=tool.description
+        )
         sub.set_defaults(tool=tool.name, params=[p.name for p in tool.params])
         for param in tool.params:
             _add_param(sub, param)
@@ -55,7 +60,11 @@ def usage_lines(tools: Sequence[ToolSpec], program: str = "openforgerl-claw") ->
         parts = [program, tool.service, tool.command]
         for p in tool.params:
             flag = "--" + p.name.replace("_", "-")
-            arg = flag if p.type == "boolean" else f"{flag} {p.name.upper()}{' ...' if p.type == 'array' else ''}"
+            arg = (
+                flag
+                if p.type == "boolean"
+                else f"{flag} {p.name.upper()}{' ...' if p.type == 'array' else ''}"
+            )
             parts.append(arg if p.required else f"[{arg}]")
         lines.append(f"{' '.join(parts)}    # {tool.description}")
     return lines

@@ -34,8 +34,13 @@ def solve_script(actions: list[Action], faults: list[dict[str, Any]]) -> str:
     """bash oracle: one CLI call per action; a call hit by an injected fault is retried once."""
     failing = {(f["tool"], int(f.get("call", 1))) for f in faults}
     counts: dict[str, int] = {}
-    lines = ["#!/usr/bin/env bash", "# Oracle: replays solution/actions.json through the shell CLI.",
-             "set -euo pipefail", 'claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw.cli "$@"; }', ""]
+    lines = [
+        "#!/usr/bin/env bash",
+        "# Oracle: replays solution/actions.json through the shell CLI.",
+        "set -euo pipefail",
+        'claw() { "${OPENFORGERL_PYTHON:-python3}" -m openforgerl.envs.claw.cli "$@"; }',
+        "",
+    ]
     for action in actions:
         counts[action.tool] = counts.get(action.tool, 0) + 1
         call = "claw " + " ".join(shlex.quote(w) for w in cli_words(action))

@@ -23,8 +23,14 @@ from openforgerl.tasks.draft import Action
 
 __all__ = ["gold_actions", "load_actions", "oracle_policy"]
 
-SHELL_TOOLS = {"exec_command": "cmd", "Bash": "command", "run_shell_command": "command", "exec": "command",
-               "bash": "command", "shell": "command"}
+SHELL_TOOLS = {
+    "exec_command": "cmd",
+    "Bash": "command",
+    "run_shell_command": "command",
+    "exec": "command",
+    "bash": "command",
+    "shell": "command",
+}
 _TRANSIENT = ("error (50", "error 50", "temporarily unavailable", "timed out")
 
 
@@ -57,10 +63,13 @@ def _shell_line(runtime: Any) -> Callable[[Action], str]:
     return lambda action: cli + " " + " ".join(shlex.quote(w) for w in cli_words(action))
 
 
-def _call(tools: Sequence[dict[str, Any]], action: Action, shell_line: Callable[[Action], str],
-          prefer_shell: bool) -> str:
+def _call(
+    tools: Sequence[dict[str, Any]], action: Action, shell_line: Callable[[Action], str], prefer_shell: bool
+) -> str:
     names = _names(tools)
-    own = next((n for n in names if n == action.tool or n.endswith(("__" + action.tool, "." + action.tool))), None)
+    own = next(
+        (n for n in names if n == action.tool or n.endswith(("__" + action.tool, "." + action.tool))), None
+    )
     if own is not None and not (prefer_shell and any(n in SHELL_TOOLS for n in names)):
         return format_tool_call(own, action.args)
     shell = next((n for n in SHELL_TOOLS if n in names), None)
@@ -69,7 +78,9 @@ def _call(tools: Sequence[dict[str, Any]], action: Action, shell_line: Callable[
     return format_tool_call(shell, {SHELL_TOOLS[shell]: shell_line(action)})
 
 
-def _match(rows: Sequence[tuple[Any, list[Action], Any]], task_id: str | None) -> tuple[list[Action], Any] | None:
+def _match(
+    rows: Sequence[tuple[Any, list[Action], Any]], task_id: str | None
+) -> tuple[list[Action], Any] | None:
     """The task's (actions, shell line): the one task whose instruction is in the prompt, or, when several
     are, the one this rollout plays."""
     owned = [row for row in rows if row[0].task_id == task_id]
@@ -80,15 +91,18 @@ def _match(rows: Sequence[tuple[Any, list[Action], Any]], task_id: str | None) -
     return actions, shell_line
 
 
-def oracle_policy(runtimes: Sequence[Any], *, success_rate: float = 1.0, seed: int = 0,
-                  prefer_shell: bool = False) -> Callable[[Any], str]:
+def oracle_policy(
+    runtimes: Sequence[Any], *, success_rate: float = 1.0, seed: int = 0, prefer_shell: bool = False
+) -> Callable[[Any], str]:
     """`prefer_shell`: use the shell CLI even when the harness offers the task's own tools."""
     table = [(rt, load_actions(rt), _shell_line(rt)) for rt in runtimes]
 
     def policy(turn: Any) -> str:
         if not turn.tools:
             return "Claw task"  # title generation and other side calls
-        prompt = " ".join(_text(m.get("content")) for m in turn.messages if m.get("role") in ("user", "system"))
+        prompt = " ".join(
+            _text(m.get("content")) for m in turn.messages if m.get("role") in ("user", "system")
+        )
         match = _match([row for row in table if row[0].instruction in prompt], turn.task_id)
         if match is None:
             return "I do not recognise this task."
@@ -101,7 +115,9 @@ def oracle_policy(runtimes: Sequence[Any], *, success_rate: float = 1.0, seed: i
     return policy
 
 
-def gold_actions(runtimes: Sequence[Any], *, success_rate: float = 1.0, seed: int = 0) -> Callable[[Any], str]:
+def gold_actions(
+    runtimes: Sequence[Any], *, success_rate: float = 1.0, seed: int = 0
+) -> Callable[[Any], str]:
     """The `actions` oracle of `openforgerl.oracles` (`--engine scripted`): `oracle_policy`, looked up when
     called rather than when the entry point loads, so a test that scripts the model by replacing this
     module's `oracle_policy` is what the commands run."""

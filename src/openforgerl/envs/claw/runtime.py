@@ -135,8 +135,12 @@ class ClawTaskRuntime(TaskDefaults):
         self.max_turns = task.meta.max_turns  # Claw-Eval's own cap: the harness takes the lower
         self.port = port
         self.python = python or sys.executable
-        self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
-                                         "services": list(task.meta.services), "tags": list(task.meta.tags)}
+        self.metadata: dict[str, Any] = {
+            "split": task.meta.split,
+            "difficulty": task.meta.difficulty,
+            "services": list(task.meta.services),
+            "tags": list(task.meta.tags),
+        }
         self.host: HostSide | None = None  # attached by `eval` (call log, judge, user relay)
         self.upstream = _upstream_schemas(task)  # function schemas of upstream-service tools ([]: none)
         self.token = secrets.token_hex(16) if self.upstream else ""  # reads the upstream services' audit
@@ -166,8 +170,21 @@ class ClawTaskRuntime(TaskDefaults):
         claw = f"{workdir}/{CLAW_DIR}"
         # -I: the service runs with cwd /workdir; a lazy import must never come from the agent's files
         upstream = ["--upstream", f"{claw}/upstream", "--token", self.token] if self.upstream else []
-        return [self.python, "-I", "-m", "openforgerl.envs.claw.services", "--fixtures", f"{claw}/fixtures",
-                "--workspace", workdir, "--config", f"{claw}/config.json", "--port", str(self.port), *upstream]
+        return [
+            self.python,
+            "-I",
+            "-m",
+            "openforgerl.envs.claw.services",
+            "--fixtures",
+            f"{claw}/fixtures",
+            "--workspace",
+            workdir,
+            "--config",
+            f"{claw}/config.json",
+            "--port",
+            str(self.port),
+            *upstream,
+        ]
 
     async def service_started(self, sandbox: Any) -> None:
         """With upstream's services: once the service answers, which it does only after it loaded their
@@ -179,14 +196,20 @@ class ClawTaskRuntime(TaskDefaults):
         Upstream's servers read them only at start and on `/reset`, which no one can reach."""
         if not self.upstream:
             return
-        res = await sandbox.exec([self.python, "-I", "-c", _WAIT_READY, f"{self.url}/healthz", str(SERVICE_LOAD_S)],
-                                 timeout_s=SERVICE_LOAD_S + 10)
+        res = await sandbox.exec(
+            [self.python, "-I", "-c", _WAIT_READY, f"{self.url}/healthz", str(SERVICE_LOAD_S)],
+            timeout_s=SERVICE_LOAD_S + 10,
+        )
         if res.returncode != 0:
-            raise RuntimeError(f"the Claw service did not load upstream's services within {SERVICE_LOAD_S:.0f} s: "
-                               f"{res.stderr.decode(errors='replace')[-300:]}")
+            raise RuntimeError(
+                f"the Claw service did not load upstream's services within {SERVICE_LOAD_S:.0f} s: "
+                f"{res.stderr.decode(errors='replace')[-300:]}"
+            )
         gone = await sandbox.exec(["rm", "-rf", "--", f"{INSIDE}/{CLAW_DIR}/upstream"], timeout_s=30)
         if gone.returncode != 0:
-            raise RuntimeError(f"could not remove upstream's service files: {gone.stderr.decode(errors='replace')[-300:]}")
+            raise RuntimeError(
+                f"could not remove upstream's service files: {gone.stderr.decode(errors='replace')[-300:]}"
+            )
 
     def mcp_servers(self) -> Sequence[McpServer]:
         if self.upstream:  # one server for ours and upstream's, from the schemas laid out in the workdir
@@ -206,29 +229,49 @@ class ClawTaskRuntime(TaskDefaults):
 
     def shell_tools_hint(self) -> str:
         lines = usage_lines(tools_for(names=self.tools), self.cli_program())
-        head = ("Use these shell commands to act on the user's mail, calendar, contacts, knowledge base, "
-                "to-do list, notes and workspace files. Each prints JSON; on an error it exits non-zero "
-                "(transient errors can be retried).")
+        head = (
+            "Use these shell commands to act on the user's mail, calendar, contacts, knowledge base, "
+            "to-do list, notes and workspace files. Each prints JSON; on an error it exits non-zero "
+            "(transient errors can be retried)."
+        )
         return "\n".join([head, *lines, *self._upstream_hint()])
 
     def _upstream_hint(self) -> list[str]:
         if not self.upstream:
             return []
         program = f"{URL_ENV}={self.url} {self.python} -m openforgerl.envs.tau2.cli"
-        lines = [f"More tools run as `{program} TOOL 'JSON arguments'` (it prints the reply as JSON; exit 1 on an "
-                 "error, which may be transient: retry). Tools:"]
+        lines = [
+            f"More tools run as `{program} TOOL 'JSON arguments'` (it prints the reply as JSON; exit 1 on an "
+            "error, which may be transient: retry). Tools:"
+        ]
         for schema in self.upstream:
             fn = schema["function"]
-            lines.append(f"  {fn['name']}: {fn['description']} Arguments (JSON schema): "
-                         f"{json.dumps(fn['parameters'], ensure_ascii=False)}")
+            lines.append(
+                f"  {fn['name']}: {fn['description']} Arguments (JSON schema): "
+                f"{json.dumps(fn['parameters'], ensure_ascii=False)}"
+            )
         return lines
 
     async def verify(self, sandbox: Any) -> Verdict:
         """Judge in a fresh sandbox that sees the workdir read-only (see the module docstring)."""
         inputs = read_tree(self.task.root / "tests", "tests/")
-        argv = [self.python, "-I", "-m", "openforgerl.envs.claw.verify", "--checks", f"{VERIFIER_IN}/tests/checks.toml",
-                "--state-url", self.url, "--workdir", INSIDE, "--out", f"{VERIFIER_OUT}/reward.json",
-                "--log", f"{VERIFIER_OUT}/verifier.log", *(["--token", self.token] if self.token else [])]
+        argv = [
+            self.python,
+            "-I",
+            "-m",
+            "openforgerl.envs.claw.verify",
+            "--checks",
+            f"{VERIFIER_IN}/tests/checks.toml",
+            "--state-url",
+            self.url,
+            "--workdir",
+            INSIDE,
+            "--out",
+            f"{VERIFIER_OUT}/reward.json",
+            "--log",
+            f"{VERIFIER_OUT}/verifier.log",
+            *(["--token", self.token] if self.token else []),
+        ]
         snapshot, taken = SnapshotSpec.from_tests(self.task.root / "tests"), None
         if snapshot is not None:  # upstream Claw-Eval takes it right after the agent's loop, before grading
             taken = await collect_env_snapshot(sandbox, snapshot, str(Path(self.python).parent))
@@ -238,8 +281,13 @@ class ClawTaskRuntime(TaskDefaults):
             argv += await self._host_inputs(self.host, sandbox, inputs)
         answers: dict[str, float | str] = {}
         for _ in range(JUDGE_ROUNDS + 1):
-            run = await run_verifier(sandbox, argv, inputs=inputs, outputs=("reward.json", "verifier.log", JUDGE_REQUESTS),
-                                     timeout_s=self.task.config.verifier.timeout_sec or 120.0)
+            run = await run_verifier(
+                sandbox,
+                argv,
+                inputs=inputs,
+                outputs=("reward.json", "verifier.log", JUDGE_REQUESTS),
+                timeout_s=self.task.config.verifier.timeout_sec or 120.0,
+            )
             requests = _judge_requests(run)
             if requests is None:
                 return verdict_of(run)
@@ -249,8 +297,9 @@ class ClawTaskRuntime(TaskDefaults):
                 argv += ["--judge-answers", f"{VERIFIER_IN}/host/judge_answers.json"]
         raise VerifierError(f"the task's grader still asked for new judge calls after {JUDGE_ROUNDS} rounds")
 
-    async def _answer_grader_judge(self, requests: list[dict[str, Any]],
-                                   images: Mapping[str, str]) -> dict[str, float | str]:
+    async def _answer_grader_judge(
+        self, requests: list[dict[str, Any]], images: Mapping[str, str]
+    ) -> dict[str, float | str]:
         from openforgerl.tasks.judge import JudgeError
 
         if self.host is None or self.host.judge is None:
@@ -272,7 +321,9 @@ class ClawTaskRuntime(TaskDefaults):
         if messages is not None:
             inputs["host/transcript.json"] = transcript_json(messages)
             extra += ["--transcript", f"{VERIFIER_IN}/host/transcript.json"]
-        if (self.task.root / "tests" / "claw_eval" / "grader.py").is_file():  # what upstream's runner also hands it
+        if (
+            self.task.root / "tests" / "claw_eval" / "grader.py"
+        ).is_file():  # what upstream's runner also hands it
             media = await host.media_events(sandbox)
             if media is not None:
                 inputs["host/media_events.json"] = json.dumps(media).encode()
@@ -284,8 +335,9 @@ class ClawTaskRuntime(TaskDefaults):
         rubrics = {c.name: str(getattr(c, "rubric", "")) for c in checks if c.kind == "llm_judge"}
         if rubrics:
             try:
-                scores = await host.claw_eval_scores(self.task.instruction, rubrics, messages or [],
-                                                          host.user_record(sandbox))
+                scores = await host.claw_eval_scores(
+                    self.task.instruction, rubrics, messages or [], host.user_record(sandbox)
+                )
             except JudgeError as exc:
                 raise VerifierError(f"llm judge: {exc}") from exc
             inputs["host/judge.json"] = json.dumps(scores).encode()
@@ -330,9 +382,17 @@ def _upstream_schemas(task: Task) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     tools = json.loads(path.read_text()).get("tools") or []
-    return [{"type": "function", "function": {"name": str(t["name"]), "description": str(t.get("description") or ""),
-                                              "parameters": t.get("input_schema") or {"type": "object"}}}
-            for t in tools]
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": str(t["name"]),
+                "description": str(t.get("description") or ""),
+                "parameters": t.get("input_schema") or {"type": "object"},
+            },
+        }
+        for t in tools
+    ]
 
 
 def _judge_requests(run: VerifierRun) -> list[dict[str, Any]] | None:
@@ -344,7 +404,10 @@ def _judge_requests(run: VerifierRun) -> list[dict[str, Any]] | None:
         requests: object = json.loads(run.outputs.get(JUDGE_REQUESTS, b""))
     except ValueError as exc:
         raise VerifierError(f"verifier asked for the judge without a readable {JUDGE_REQUESTS}") from exc
-    if not (isinstance(requests, list) and 0 < len(requests) <= MAX_JUDGE_REQUESTS and all(
-            isinstance(r, dict) and isinstance(r.get("key"), str) for r in requests)):
+    if not (
+        isinstance(requests, list)
+        and 0 < len(requests) <= MAX_JUDGE_REQUESTS
+        and all(isinstance(r, dict) and isinstance(r.get("key"), str) for r in requests)
+    ):
         raise VerifierError(f"verifier's {JUDGE_REQUESTS} is not 1..{MAX_JUDGE_REQUESTS} keyed requests")
     return requests

@@ -58,12 +58,43 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # the programs it starts (the agent's) upstream's environment back. A command that runs the agent's own script
 # (`python /workspace/decode.py`) keeps upstream's sys.path: its siblings are its own modules. HOME is the
 # copy's fresh /tmp (it was /workdir: a user-site `usercustomize.py` there would run in every Python).
-SAFE_PYTHON = {"PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1", "PYTHONPATH": str(Path(__file__).parent / "snapshot_site")}
+SAFE_PYTHON = {
+    "PYTHONSAFEPATH": "1",
+    "PYTHONNOUSERSITE": "1",
+    "PYTHONPATH": str(Path(__file__).parent / "snapshot_site"),
+}
 COMMAND_HOME = {"HOME": "/tmp"}
 # upstream sandbox server's `/read`: what it returns as text
-TEXT_MIMES = {"application/json", "application/xml", "application/yaml", "application/x-yaml", "application/javascript"}
-TEXT_EXTENSIONS = {".txt", ".md", ".csv", ".json", ".yaml", ".yml", ".xml", ".html", ".htm", ".js", ".ts", ".py", ".sh",
-                   ".bash", ".cfg", ".ini", ".toml", ".log", ".sql", ".r", ".rmd"}
+TEXT_MIMES = {
+    "application/json",
+    "application/xml",
+    "application/yaml",
+    "application/x-yaml",
+    "application/javascript",
+}
+TEXT_EXTENSIONS = {
+    ".txt",
+    ".md",
+    ".csv",
+    ".json",
+    ".yaml",
+    ".yml",
+    ".xml",
+    ".html",
+    ".htm",
+    ".js",
+    ".ts",
+    ".py",
+    ".sh",
+    ".bash",
+    ".cfg",
+    ".ini",
+    ".toml",
+    ".log",
+    ".sql",
+    ".r",
+    ".rmd",
+}
 
 
 def runs_agent_script(cmd: str, grader_files: Sequence[str]) -> bool:
@@ -84,8 +115,9 @@ def runs_agent_script(cmd: str, grader_files: Sequence[str]) -> bool:
         else:
             segments[-1].append(word)
     pythons = [seg for seg in segments if seg and PurePosixPath(seg[0]).name.startswith("python")]
-    return bool(pythons) and all(len(seg) > 1 and not seg[1].startswith("-") and seg[1] not in pushed
-                                 for seg in pythons)
+    return bool(pythons) and all(
+        len(seg) > 1 and not seg[1].startswith("-") and seg[1] not in pushed for seg in pythons
+    )
 
 
 @dataclass(frozen=True)
@@ -103,20 +135,34 @@ class SnapshotSpec:
             return None
         try:
             raw = json.loads(path.read_text())
-            files = {str(rel): (tests / GRADER_FILES / str(rel)).read_bytes()
-                     for rel in raw.get("sandbox_grader_files") or []}
-        except (OSError, ValueError, AttributeError) as exc:  # the task folder is broken: not the agent's doing
+            files = {
+                str(rel): (tests / GRADER_FILES / str(rel)).read_bytes()
+                for rel in raw.get("sandbox_grader_files") or []
+            }
+        except (
+            OSError,
+            ValueError,
+            AttributeError,
+        ) as exc:  # the task folder is broken: not the agent's doing
             raise VerifierError(f"env snapshot manifest {path}: {exc}") from exc
-        return cls(tuple(map(str, raw.get("commands") or ())), tuple(map(str, raw.get("files") or ())),
-                   int(raw.get("timeout_s") or 10), files)
+        return cls(
+            tuple(map(str, raw.get("commands") or ())),
+            tuple(map(str, raw.get("files") or ())),
+            int(raw.get("timeout_s") or 10),
+            files,
+        )
 
 
-async def collect_env_snapshot(sandbox: Any, spec: SnapshotSpec, python_dir: str | None = None) -> dict[str, Any]:
+async def collect_env_snapshot(
+    sandbox: Any, spec: SnapshotSpec, python_dir: str | None = None
+) -> dict[str, Any]:
     """Upstream's env_snapshot dict, taken on a copy of the sandbox's final workdir (see the module docstring)."""
     opener = getattr(sandbox, "open_workdir_copy", None)
     if opener is None:
-        raise VerifierError(f"the task's grader needs an env snapshot, which {type(sandbox).__name__} cannot take "
-                            "(it needs a private copy of the workdir: the local backend)")
+        raise VerifierError(
+            f"the task's grader needs an env snapshot, which {type(sandbox).__name__} cannot take "
+            "(it needs a private copy of the workdir: the local backend)"
+        )
     try:
         copy = await opener()
     except (SandboxError, OSError) as exc:
@@ -146,13 +192,23 @@ def browser_shim(tmp: Path) -> dict[str, str]:
         chromium, spec = chromium_path(), find_spec("playwright")
     except (FileNotFoundError, ImportError, ValueError):
         return {}
-    manifest = Path(spec.origin).parent / "driver" / "package" / "browsers.json" if spec and spec.origin else None
+    manifest = (
+        Path(spec.origin).parent / "driver" / "package" / "browsers.json" if spec and spec.origin else None
+    )
     if manifest is None or not manifest.is_file():
         return {}
-    revisions = {str(b.get("name")): str(b.get("revision")) for b in json.loads(manifest.read_text()).get("browsers", [])}
-    layouts = {"chromium": ("chromium-{}", ("chrome-linux", "chrome-linux64"), "chrome"),
-               "chromium-headless-shell": ("chromium_headless_shell-{}",
-                                           ("chrome-linux", "chrome-headless-shell-linux64"), "chrome-headless-shell")}
+    revisions = {
+        str(b.get("name")): str(b.get("revision"))
+        for b in json.loads(manifest.read_text()).get("browsers", [])
+    }
+    layouts = {
+        "chromium": ("chromium-{}", ("chrome-linux", "chrome-linux64"), "chrome"),
+        "chromium-headless-shell": (
+            "chromium_headless_shell-{}",
+            ("chrome-linux", "chrome-headless-shell-linux64"),
+            "chrome-headless-shell",
+        ),
+    }
     for name, (folder, subs, exe) in layouts.items():
         if name not in revisions:
             continue
@@ -181,7 +237,9 @@ async def _collect(copy: Any, spec: SnapshotSpec, python_dir: str | None) -> dic
     listing: list[str] | None = None
     for pattern in spec.files:
         if "*" in pattern or "?" in pattern:
-            listing = await copy.paths() if listing is None else listing  # no folders: upstream's glob keeps files
+            listing = (
+                await copy.paths() if listing is None else listing
+            )  # no folders: upstream's glob keeps files
             for path in glob_paths(listing, pattern)[:GLOB_MAX]:
                 snapshot[f"file:{path}"] = await _read(copy, path, budget)
         else:
@@ -203,7 +261,7 @@ def _relative(path: str) -> str | None:
     root = next((r for r in ROOTS if path.startswith(r)), None)
     if root is None:
         return None
-    parts = PurePosixPath(path[len(root):]).parts
+    parts = PurePosixPath(path[len(root) :]).parts
     return "/".join(parts) if parts and ".." not in parts else None
 
 
@@ -221,22 +279,40 @@ async def _read(copy: Any, path: str, budget: list[int]) -> dict[str, Any]:
     budget[0] -= len(data)
     ext = PurePosixPath(rel).suffix.lower()
     mime, _ = mimetypes.guess_type(rel)
-    text = mime in TEXT_MIMES or (mime is not None and mime.startswith("text/")) or (mime is None and ext in TEXT_EXTENSIONS)
+    text = (
+        mime in TEXT_MIMES
+        or (mime is not None and mime.startswith("text/"))
+        or (mime is None and ext in TEXT_EXTENSIONS)
+    )
     if text:
-        return {"content": data.decode("utf-8", errors="replace"), "mime_type": mime or "text/plain", "encoding": "utf-8"}
-    return {"content": base64.b64encode(data).decode("ascii"), "mime_type": mime or "application/octet-stream",
-            "encoding": "base64", "size_bytes": len(data)}
+        return {
+            "content": data.decode("utf-8", errors="replace"),
+            "mime_type": mime or "text/plain",
+            "encoding": "utf-8",
+        }
+    return {
+        "content": base64.b64encode(data).decode("ascii"),
+        "mime_type": mime or "application/octet-stream",
+        "encoding": "base64",
+        "size_bytes": len(data),
+    }
 
 
 def held_images(tests: Path, snapshot: Mapping[str, Any] | None) -> dict[str, str]:
     """{sha256 of the base64 text: the base64 text} of every base64 entry of the host's snapshot and of the
     task's local grader files: what a grader's visual judge request may name by hash (`claw_eval_grader`)."""
-    out = [str(e["content"]) for e in (snapshot or {}).values()
-           if isinstance(e, Mapping) and e.get("encoding") == "base64" and e.get("content")]
+    out = [
+        str(e["content"])
+        for e in (snapshot or {}).values()
+        if isinstance(e, Mapping) and e.get("encoding") == "base64" and e.get("content")
+    ]
     local = tests / LOCAL_FILES
     if local.is_dir():
-        out += [base64.b64encode(p.read_bytes()).decode("ascii") for p in sorted(local.rglob("*"))
-                if p.is_file() and not p.is_symlink()]
+        out += [
+            base64.b64encode(p.read_bytes()).decode("ascii")
+            for p in sorted(local.rglob("*"))
+            if p.is_file() and not p.is_symlink()
+        ]
     return {hashlib.sha256(b.encode()).hexdigest(): b for b in out}
 
 
@@ -247,7 +323,7 @@ def glob_paths(listing: Sequence[str], pattern: str) -> list[str]:
     root = next((r for r in ROOTS if pattern.startswith(r)), None)
     if root is None:
         return []
-    parts = [p for p in pattern[len(root):].split("/") if p not in ("", ".")]
+    parts = [p for p in pattern[len(root) :].split("/") if p not in ("", ".")]
     return sorted(root + rel for rel in listing if _match(parts, rel.split("/")))
 
 
@@ -256,7 +332,9 @@ def _match(pattern: list[str], parts: list[str]) -> bool:
         return not parts
     head = pattern[0]
     if head == "**":
-        return _match(pattern[1:], parts) or (bool(parts) and not parts[0].startswith(".") and _match(pattern, parts[1:]))
+        return _match(pattern[1:], parts) or (
+            bool(parts) and not parts[0].startswith(".") and _match(pattern, parts[1:])
+        )
     if not parts or (parts[0].startswith(".") and not head.startswith(".")):
         return False
     return fnmatchcase(parts[0], head) and _match(pattern[1:], parts[1:])

@@ -21,8 +21,12 @@ def open_desktop(config: Mapping[str, Any], apps_url: str) -> OpenScreen:
     return DesktopScreen.open(config, apps_url)
 
 
-DESKTOP = register(GuiEnvironment(
-    "desktop", open_desktop,
-    # Xvfb, openbox, xdotool, mousepad and their data (xkb, themes, GSettings schemas) are all under /usr;
-    # the X socket is in the sandbox's own /tmp. Nothing beyond bwrap.SYSTEM_RO_BINDS.
-    SandboxNeeds(image="localhost/openforgerl-gui-desktop:latest")))
+DESKTOP = register(
+    GuiEnvironment(
+        "desktop",
+        open_desktop,
+        # Xvfb, openbox, xdotool, mousepad and their data (xkb, themes, GSettings schemas) are all under /usr;
+        # the X socket is in the sandbox's own /tmp. Nothing beyond bwrap.SYSTEM_RO_BINDS.
+        SandboxNeeds(image="localhost/openforgerl-gui-desktop:latest"),
+    )
+)

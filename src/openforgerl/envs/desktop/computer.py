@@ -19,8 +19,20 @@ __all__ = ["XdotoolComputer"]
 MIN_GAP_S = 0.15
 CHUNK = 50
 BUTTONS = {"left": "1", "middle": "2", "right": "3"}
-_SYMBOLS = {"+": "plus", "-": "minus", " ": "space", ".": "period", ",": "comma", "/": "slash", "=": "equal",
-            ";": "semicolon", "'": "apostrophe", "[": "bracketleft", "]": "bracketright", "\\": "backslash"}
+_SYMBOLS = {
+    "+": "plus",
+    "-": "minus",
+    " ": "space",
+    ".": "period",
+    ",": "comma",
+    "/": "slash",
+    "=": "equal",
+    ";": "semicolon",
+    "'": "apostrophe",
+    "[": "bracketleft",
+    "]": "bracketright",
+    "\\": "backslash",
+}
 
 
 class XdotoolComputer:
@@ -39,17 +51,26 @@ class XdotoolComputer:
         self._last = time.monotonic()
 
     def click(self, x: int, y: int, button: str = "left", count: int = 1) -> None:
-        self._xdo("mousemove", str(x), str(y), "click", "--repeat", str(count), "--delay", "80",
-                  BUTTONS[button])
+        self._xdo(
+            "mousemove", str(x), str(y), "click", "--repeat", str(count), "--delay", "80", BUTTONS[button]
+        )
 
     def drag(self, x: int, y: int, to_x: int, to_y: int) -> None:
         self._xdo("mousemove", str(x), str(y), "mousedown", "1")
-        self._xdo("mousemove", str((x + to_x) // 2), str((y + to_y) // 2),
-                  "mousemove", str(to_x), str(to_y), "mouseup", "1")
+        self._xdo(
+            "mousemove",
+            str((x + to_x) // 2),
+            str((y + to_y) // 2),
+            "mousemove",
+            str(to_x),
+            str(to_y),
+            "mouseup",
+            "1",
+        )
 
     def type(self, text: str) -> None:
         for i in range(0, len(text), CHUNK):
-            self._xdo("type", "--delay", "12", "--", text[i:i + CHUNK])
+            self._xdo("type", "--delay", "12", "--", text[i : i + CHUNK])
 
     def key(self, keys: list[str]) -> None:
         syms = [KEYS[k][1] if k in KEYS else _SYMBOLS.get(k, k) for k in keys]

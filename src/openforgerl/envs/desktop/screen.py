@@ -84,8 +84,9 @@ def _wait_window(screen: DesktopScreen, name: str) -> None:
 
     deadline = time.monotonic() + APP_READY_TIMEOUT_S
     while time.monotonic() < deadline:
-        out = subprocess.run(["xdotool", "search", "--onlyvisible", "--class", name], env=screen.x.env,
-                             capture_output=True)
+        out = subprocess.run(
+            ["xdotool", "search", "--onlyvisible", "--class", name], env=screen.x.env, capture_output=True
+        )
         if out.stdout.strip():
             time.sleep(0.5)  # first paint
             return
@@ -108,9 +109,17 @@ def launch_chromium(screen: DesktopScreen, item: Mapping[str, Any], apps_url: st
     wrapper.write_text(f'#!/bin/sh\nexec {shlex.join(niced([chromium_path()]))} "$@"\n')
     wrapper.chmod(0o755)
     pw = sync_playwright().start()
-    browser = pw.chromium.launch(executable_path=str(wrapper), headless=False, env=dict[str, str | float | bool](screen.x.env),
-                                 args=[*CHROMIUM_ARGS, "--start-maximized", "--window-position=0,0",
-                                       f"--window-size={screen.computer.screen.width},{screen.computer.screen.height}"])
+    browser = pw.chromium.launch(
+        executable_path=str(wrapper),
+        headless=False,
+        env=dict[str, str | float | bool](screen.x.env),
+        args=[
+            *CHROMIUM_ARGS,
+            "--start-maximized",
+            "--window-position=0,0",
+            f"--window-size={screen.computer.screen.width},{screen.computer.screen.height}",
+        ],
+    )
     home = app_url(apps_url, str(item.get("url", "/")))
     guard = OriginGuard(origin_of(home), home)
     context = browser.new_context(no_viewport=True)
@@ -124,5 +133,7 @@ def launch_chromium(screen: DesktopScreen, item: Mapping[str, Any], apps_url: st
 
 
 LAUNCHERS: dict[str, Callable[[DesktopScreen, Mapping[str, Any], str], None]] = {
-    "mousepad": launch_mousepad, "chromium": launch_chromium}
+    "mousepad": launch_mousepad,
+    "chromium": launch_chromium,
+}
 """Desktop application name -> launcher. Adding an app = a launcher + its apt package in setup.sh."""

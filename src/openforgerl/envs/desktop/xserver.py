@@ -28,8 +28,13 @@ class XDisplay:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def spawn(self, argv: list[str], extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(argv, env={**self.env, **(extra_env or {})}, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv,
+            env={**self.env, **(extra_env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.procs.append(proc)
         return proc
 
@@ -68,9 +73,23 @@ def _wait_wm(env: dict[str, str]) -> None:
 def open_display(width: int = 1280, height: int = 720, base_env: dict[str, str] | None = None) -> XDisplay:
     """Start Xvfb + openbox; returns the display with an env for its clients."""
     r, w = os.pipe()
-    xvfb = subprocess.Popen(["Xvfb", "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp", "-noreset",
-                             "-displayfd", str(w)], pass_fds=(w,), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    xvfb = subprocess.Popen(
+        [
+            "Xvfb",
+            "-screen",
+            "0",
+            f"{width}x{height}x24",
+            "-nolisten",
+            "tcp",
+            "-noreset",
+            "-displayfd",
+            str(w),
+        ],
+        pass_fds=(w,),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     os.close(w)
     try:
         display = _read_display(r, xvfb)

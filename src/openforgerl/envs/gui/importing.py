@@ -41,7 +41,10 @@ def _osworld(source: Path) -> list[GuiDraft]:
 
 
 GUI_FORMATS: dict[str, Callable[[Path], list[GuiDraft]]] = {
-    "webvoyager": _webvoyager, "online-mind2web": _mind2web, "osworld": _osworld}
+    "webvoyager": _webvoyager,
+    "online-mind2web": _mind2web,
+    "osworld": _osworld,
+}
 
 
 def import_gui(source: Path, out: Path, fmt: str) -> list[Path]:

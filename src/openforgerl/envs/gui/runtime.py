@@ -109,10 +109,14 @@ class GuiTaskRuntime(TaskDefaults):
         """The token of the latest `service_argv()` (for a caller that starts one service by hand)."""
         self._issued: dict[str, str] = {}  # token_id -> token, issued and not yet bound to a sandbox
         self._bound: dict[str, str] = {}  # sandbox id -> the token its service holds
-        self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
-                                         "environment": self.kind, "tags": list(task.meta.tags),
-                                         # what `eval` reports per harness x service: the kind, then the web apps
-                                         "services": [self.kind, *sorted(self.env_config.get("apps") or {})]}
+        self.metadata: dict[str, Any] = {
+            "split": task.meta.split,
+            "difficulty": task.meta.difficulty,
+            "environment": self.kind,
+            "tags": list(task.meta.tags),
+            # what `eval` reports per harness x service: the kind, then the web apps
+            "services": [self.kind, *sorted(self.env_config.get("apps") or {})],
+        }
         self.computer_url = f"http://127.0.0.1:{COMPUTER_PORT}"
         self.tool_service_url = self.computer_url
         self.screen = tuple(self.env_config.get("screen", (1280, 720)))
@@ -135,9 +139,22 @@ class GuiTaskRuntime(TaskDefaults):
         self.token = secrets.token_hex(16)
         self._issued[token_id(self.token)] = self.token
         _trim(self._issued)
-        return [self.python, "-I", "-m", "openforgerl.envs.gui.service", "--config", f"{workdir}/{GUI_DIR}/config.json",
-                "--token", self.token, "--apps-port", str(APPS_PORT), "--computer-port", str(COMPUTER_PORT),
-                "--id-file", SERVICE_ID_FILE]
+        return [
+            self.python,
+            "-I",
+            "-m",
+            "openforgerl.envs.gui.service",
+            "--config",
+            f"{workdir}/{GUI_DIR}/config.json",
+            "--token",
+            self.token,
+            "--apps-port",
+            str(APPS_PORT),
+            "--computer-port",
+            str(COMPUTER_PORT),
+            "--id-file",
+            SERVICE_ID_FILE,
+        ]
 
     async def service_started(self, sandbox: Any) -> None:
         """Wait for the sandbox's screen, then bind the token its service holds to the sandbox."""
@@ -149,8 +166,11 @@ class GuiTaskRuntime(TaskDefaults):
                 await asyncio.sleep(ID_POLL_S)
         token = self._issued.pop(named, None)
         if token is None:
-            why = (f"it names {named[:40]!r}, none of the {len(self._issued)} tokens this task issued" if named
-                   else f"its screen was not served within {READY_LIMIT_S:.0f} s")
+            why = (
+                f"it names {named[:40]!r}, none of the {len(self._issued)} tokens this task issued"
+                if named
+                else f"its screen was not served within {READY_LIMIT_S:.0f} s"
+            )
             raise GuiServiceDown(f"GUI environment failed: {why}")
         self._bound[sandbox.id] = token
         _trim(self._bound)
@@ -161,22 +181,44 @@ class GuiTaskRuntime(TaskDefaults):
 
     def shell_tools_hint(self) -> str:
         w, h = self.screen
-        return (f"A {w}x{h} screen is served at {self.computer_url}: GET /screenshot (PNG), "
-                "POST /act {\"action\": ..., pixel x/y} (see GET /info).")
+        return (
+            f"A {w}x{h} screen is served at {self.computer_url}: GET /screenshot (PNG), "
+            'POST /act {"action": ..., pixel x/y} (see GET /info).'
+        )
 
     async def verify(self, sandbox: Any) -> Verdict:
         inputs = read_tree(self.task.root / "tests", "tests/")
         state_url = f"http://127.0.0.1:{APPS_PORT}" if self.env_config.get("apps") else ""
-        argv = [self.python, "-I", "-m", "openforgerl.envs.gui.verify", "--checks", f"{VERIFIER_IN}/tests/checks.toml",
-                "--state-url", state_url, "--token", self.token_for(sandbox), "--workdir", INSIDE,
-                "--computer-url", self.computer_url,
-                "--out", f"{VERIFIER_OUT}/reward.json", "--log", f"{VERIFIER_OUT}/verifier.log"]
-        run = await run_verifier(sandbox, argv, inputs=inputs, timeout_s=self.task.config.verifier.timeout_sec or 120.0)
+        argv = [
+            self.python,
+            "-I",
+            "-m",
+            "openforgerl.envs.gui.verify",
+            "--checks",
+            f"{VERIFIER_IN}/tests/checks.toml",
+            "--state-url",
+            state_url,
+            "--token",
+            self.token_for(sandbox),
+            "--workdir",
+            INSIDE,
+            "--computer-url",
+            self.computer_url,
+            "--out",
+            f"{VERIFIER_OUT}/reward.json",
+            "--log",
+            f"{VERIFIER_OUT}/verifier.log",
+        ]
+        run = await run_verifier(
+            sandbox, argv, inputs=inputs, timeout_s=self.task.config.verifier.timeout_sec or 120.0
+        )
         if run.result.returncode == EXIT_SERVICE_DOWN and not run.result.timed_out:
             why = run.result.stderr.decode(errors="replace")[-1000:].strip()
             if breached := limits_breached(sandbox):
-                raise TamperError(f"the GUI service broke after the agent breached the sandbox's "
-                                  f"{'/'.join(breached)} limit: {why}")
+                raise TamperError(
+                    f"the GUI service broke after the agent breached the sandbox's "
+                    f"{'/'.join(breached)} limit: {why}"
+                )
             raise GuiServiceDown(f"GUI environment failed: {why}")
         return verdict_of(run)
 
@@ -186,8 +228,18 @@ class GuiTaskRuntime(TaskDefaults):
         if not actions.is_file():
             return "no solution/actions.json"
         await sandbox.write_file("/tmp/oracle-actions.json", actions.read_bytes())
-        argv = [self.python, "-I", "-m", "openforgerl.envs.gui.oracle", "--actions", "/tmp/oracle-actions.json",
-                "--token", self.token_for(sandbox), "--url", self.computer_url]
+        argv = [
+            self.python,
+            "-I",
+            "-m",
+            "openforgerl.envs.gui.oracle",
+            "--actions",
+            "/tmp/oracle-actions.json",
+            "--token",
+            self.token_for(sandbox),
+            "--url",
+            self.computer_url,
+        ]
         res = await sandbox.exec(argv, timeout_s=ORACLE_TIMEOUT_S)
         if res.returncode != 0:
             return f"oracle exited {res.returncode}: {res.stderr.decode(errors='replace')[-800:]}"
@@ -197,4 +249,3 @@ class GuiTaskRuntime(TaskDefaults):
 def _trim(tokens: dict[str, str]) -> None:
     while len(tokens) > TOKEN_CAP:
         del tokens[next(iter(tokens))]
-

@@ -52,15 +52,25 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--token", default="", help="secret for the state and locate routes")
     ap.add_argument("--apps-port", type=int, default=8080)
     ap.add_argument("--computer-port", type=int, default=COMPUTER_PORT)
-    ap.add_argument("--id-file", type=Path, default=None,
-                    help="written once the screen is served: which token this service holds (`token_id`, a hash)")
+    ap.add_argument(
+        "--id-file",
+        type=Path,
+        default=None,
+        help="written once the screen is served: which token this service holds (`token_id`, a hash)",
+    )
     ns = ap.parse_args(argv)
     os.environ.setdefault("FONTCONFIG_FILE", str(FONTS_CONF))  # inherited by Chromium, Xvfb's clients
     config = json.loads(ns.config.read_text())
     apps_url = start_apps(config, ns.token, ns.apps_port)
     screen = get_environment(config["kind"]).open_screen(config, apps_url)
-    server = serve_computer(screen.computer, ns.computer_port, token=ns.token, locate=screen.locate,
-                            ready_s=seconds_since_start(), kind=config["kind"])
+    server = serve_computer(
+        screen.computer,
+        ns.computer_port,
+        token=ns.token,
+        locate=screen.locate,
+        ready_s=seconds_since_start(),
+        kind=config["kind"],
+    )
     if ns.id_file is not None:
         ns.id_file.write_text(token_id(ns.token))
     try:

@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checks", type=Path, required=True)
     ap.add_argument("--state-url", default="", help="apps server; '' = the task has no apps")
     ap.add_argument("--token", default="")
-    ap.add_argument("--computer-url", default="", help="the computer service (checked first); '' = not checked")
+    ap.add_argument(
+        "--computer-url", default="", help="the computer service (checked first); '' = not checked"
+    )
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=Path("reward.json"))
     ap.add_argument("--log", type=Path, default=None)

@@ -52,9 +52,13 @@ __all__ = ["DEFAULT_BASIS", "TAU2", "convert_tau2", "data_sources_line", "load_s
 DEFAULT_BASIS = ("DB", "COMMUNICATE")  # tau2 EvaluationCriteria.reward_basis default
 USER_MAX_ROUNDS = 10
 USER_TOOLS_MAX_ROUNDS = 30  # telecom: the agent walks the user through one device check after another
-NOOP_PASSES = ("the gold actions leave the DB unchanged and nothing is to be communicated, so a no-op "
-               "scores 1 as well (upstream's DB-hash reward)")
-NOOP_ASSERTIONS_HOLD = "the task's env assertions already hold in its initial state, so a no-op scores 1 as well"
+NOOP_PASSES = (
+    "the gold actions leave the DB unchanged and nothing is to be communicated, so a no-op "
+    "scores 1 as well (upstream's DB-hash reward)"
+)
+NOOP_ASSERTIONS_HOLD = (
+    "the task's env assertions already hold in its initial state, so a no-op scores 1 as well"
+)
 
 
 def _instruction(policy: str, domain: str) -> str:
@@ -69,8 +73,11 @@ def _persona(task: dict[str, Any], domain: str, unsupported: list[str]) -> dict[
     inst = scenario.get("instructions") or {}
     lines = [f"Persona: {scenario['persona']}"] if scenario.get("persona") else []
     if isinstance(inst, dict):
-        lines += [f"{k.replace('_', ' ').capitalize()}: {inst[k]}" for k in
-                  ("reason_for_call", "known_info", "unknown_info", "task_instructions") if inst.get(k)]
+        lines += [
+            f"{k.replace('_', ' ').capitalize()}: {inst[k]}"
+            for k in ("reason_for_call", "known_info", "unknown_info", "task_instructions")
+            if inst.get(k)
+        ]
     else:
         lines.append(str(inst))
     spec: dict[str, Any] = {"persona": "\n".join(lines), "max_rounds": USER_MAX_ROUNDS}
@@ -114,8 +121,10 @@ def _policy_in(folder: Path) -> str:
     if policy_md.is_file():
         return policy_md.read_text()
     if main.is_file() and manual.is_file():
-        return (f"<main_policy>\n{main.read_text()}\n</main_policy>\n"
-                f"<tech_support_policy>\n{manual.read_text()}\n</tech_support_policy>")
+        return (
+            f"<main_policy>\n{main.read_text()}\n</main_policy>\n"
+            f"<tech_support_policy>\n{manual.read_text()}\n</tech_support_policy>"
+        )
     return ""
 
 
@@ -148,8 +157,10 @@ def _package_gold(domain: str) -> dict[str, Any]:
     tasks_json = package / "tasks.json" if package is not None else None
     if tasks_json is None or not tasks_json.is_file():
         return {}
-    return {str(t.get("id")): (t.get("evaluation_criteria") or {}).get("actions")
-            for t in json.loads(tasks_json.read_text())}
+    return {
+        str(t.get("id")): (t.get("evaluation_criteria") or {}).get("actions")
+        for t in json.loads(tasks_json.read_text())
+    }
 
 
 def _data_tags(task: dict[str, Any], from_package: bool, package_gold: dict[str, Any]) -> list[str]:
@@ -174,13 +185,18 @@ def data_sources_line(tags: list[list[str]]) -> str:
     unlike = sum(1 for t in tags if "tau2_gold:unlike_package" in t)
     if not files and not package:
         return ""
-    return (f"tau2 data: {files} from the task files given (gold actions unlike the installed "
-            f"{upstream.package_label()}'s in {unlike}), {package} from the installed package's own")
+    return (
+        f"tau2 data: {files} from the task files given (gold actions unlike the installed "
+        f"{upstream.package_label()}'s in {unlike}), {package} from the installed package's own"
+    )
 
 
 def _gold(criteria: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"tool": str(a.get("name")), "args": dict(a.get("arguments") or {})}
-            for a in criteria.get("actions") or [] if a.get("requestor", "assistant") == "assistant"]
+    return [
+        {"tool": str(a.get("name")), "args": dict(a.get("arguments") or {})}
+        for a in criteria.get("actions") or []
+        if a.get("requestor", "assistant") == "assistant"
+    ]
 
 
 def _support(domain: str) -> list[str]:
@@ -210,8 +226,9 @@ def _no_oracle(task: dict[str, Any], domain: str, criteria: dict[str, Any], unsu
     return NOOP_PASSES
 
 
-def _meta(task: dict[str, Any], domain: str, basis: list[str], user_engine: str | None,
-          unsupported: list[str]) -> dict[str, Any]:
+def _meta(
+    task: dict[str, Any], domain: str, basis: list[str], user_engine: str | None, unsupported: list[str]
+) -> dict[str, Any]:
     from openforgerl.envs.tau2 import upstream
 
     criteria = task.get("evaluation_criteria") or {}
@@ -224,35 +241,65 @@ def _meta(task: dict[str, Any], domain: str, basis: list[str], user_engine: str 
     return {"requires_llm_judge": nl, "unsupported": unsupported, "needs": needs, "no_oracle": no_oracle}
 
 
-def _draft(task: dict[str, Any], domain: str, split: str, policy: str, user_engine: str | None,
-           unsupported: list[str], data_tags: list[str]) -> TaskDraft:
+def _draft(
+    task: dict[str, Any],
+    domain: str,
+    split: str,
+    policy: str,
+    user_engine: str | None,
+    unsupported: list[str],
+    data_tags: list[str],
+) -> TaskDraft:
     criteria = task.get("evaluation_criteria") or {}
     basis = [str(b) for b in criteria.get("reward_basis") or DEFAULT_BASIS]
     draft = TaskDraft(
-        name=f"tau2/{domain}/{task.get('id')}", instruction=_instruction(policy, domain), services=[], checks=[],
-        source="tau2", split=split, tags=[f"tau2:{domain}", *[f"basis:{b}" for b in basis], *data_tags],
+        name=f"tau2/{domain}/{task.get('id')}",
+        instruction=_instruction(policy, domain),
+        services=[],
+        checks=[],
+        source="tau2",
+        split=split,
+        tags=[f"tau2:{domain}", *[f"basis:{b}" for b in basis], *data_tags],
         environment={"kind": "tau2"},
-        extra_files={"tests/tau2_task.json": json.dumps(task, indent=1),
-                     "tests/user_agent.json": json.dumps(_persona(task, domain, unsupported), indent=1),
-                     "solution/actions.json": json.dumps(_gold(criteria), indent=1) + "\n"})
+        extra_files={
+            "tests/tau2_task.json": json.dumps(task, indent=1),
+            "tests/user_agent.json": json.dumps(_persona(task, domain, unsupported), indent=1),
+            "solution/actions.json": json.dumps(_gold(criteria), indent=1) + "\n",
+        },
+    )
     draft.extra_meta = _meta(task, domain, basis, user_engine, unsupported)
     return draft
 
 
-def convert_tau2(tasks_json: Path, domain: str | None = None, user_engine: str | None = None) -> list[TaskDraft]:
+def convert_tau2(
+    tasks_json: Path, domain: str | None = None, user_engine: str | None = None
+) -> list[TaskDraft]:
     domain = domain or tasks_json.parent.name
     splits, standard = load_splits(tasks_json), standard_set(tasks_json)
     unsupported = _support(domain)
     policy, origin = _policy(tasks_json, domain)
     if not origin and not unsupported:
-        unsupported = [f"tau2_policy:no policy.md beside {tasks_json.name} and none for {domain} in the "
-                       "installed tau2 package"]
+        unsupported = [
+            f"tau2_policy:no policy.md beside {tasks_json.name} and none for {domain} in the "
+            "installed tau2 package"
+        ]
     from_package = _is_package_file(tasks_json, domain)
     package_gold = {} if from_package or unsupported else _package_gold(domain)
-    tasks = [t for t in json.loads(tasks_json.read_text()) if standard is None or str(t.get("id")) in standard]
-    return [_draft(t, domain, splits.get(str(t.get("id")), "test"), policy, user_engine, unsupported,
-                   [*_data_tags(t, from_package, package_gold), *([f"tau2_policy:{origin}"] if origin else [])])
-            for t in tasks]
+    tasks = [
+        t for t in json.loads(tasks_json.read_text()) if standard is None or str(t.get("id")) in standard
+    ]
+    return [
+        _draft(
+            t,
+            domain,
+            splits.get(str(t.get("id")), "test"),
+            policy,
+            user_engine,
+            unsupported,
+            [*_data_tags(t, from_package, package_gold), *([f"tau2_policy:{origin}"] if origin else [])],
+        )
+        for t in tasks
+    ]
 
 
 def _import(source: Path, out: Path, user_engine: str | None) -> list[Path]:
@@ -260,8 +307,9 @@ def _import(source: Path, out: Path, user_engine: str | None) -> list[Path]:
     from openforgerl.tasks.importing import convert_each, write_drafts
 
     files = [source] if source.is_file() else sorted(source.rglob("tasks.json"))
-    return write_drafts(convert_each("tau2", files, lambda f: convert_tau2(f, user_engine=user_engine)), out,
-                        write_task)
+    return write_drafts(
+        convert_each("tau2", files, lambda f: convert_tau2(f, user_engine=user_engine)), out, write_task
+    )
 
 
 TAU2 = TaskImporter(_import, summary=data_sources_line)

@@ -59,8 +59,10 @@ def with_opening(policy: str, opening: str) -> str:
     """The policy, then the dialogue so far as upstream's agent has it: its greeting and the customer's reply."""
     from openforgerl.env.user_sim import GREETING
 
-    return (f"{policy.strip()}\n\n## The conversation\n\nYou: {GREETING}\n\nCustomer: {opening.strip()}\n\n"
-            "Talk to the customer with the `ask_user` tool.")
+    return (
+        f"{policy.strip()}\n\n## The conversation\n\nYou: {GREETING}\n\nCustomer: {opening.strip()}\n\n"
+        "Talk to the customer with the `ask_user` tool."
+    )
 
 
 def conversation_text(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -72,10 +74,16 @@ def conversation_text(messages: Sequence[Mapping[str, Any]]) -> str:
         if m.get("role") == "system":
             continue
         content = m.get("content")
-        text = content if isinstance(content, str) else " ".join(
-            str(p.get("text", "")) for p in content or [] if isinstance(p, dict))
-        calls = [f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
-                 for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+        text = (
+            content
+            if isinstance(content, str)
+            else " ".join(str(p.get("text", "")) for p in content or [] if isinstance(p, dict))
+        )
+        calls = [
+            f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
+            for c in m.get("tool_calls") or []
+            if isinstance(c, dict)
+        ]
         lines.append(f"{m.get('role')}: {' '.join([text, *calls]).strip()}")
     return "\n".join(lines)
 
@@ -96,8 +104,12 @@ class Tau2TaskRuntime(TaskDefaults):
         self.python = python or sys.executable
         self.token = secrets.token_hex(16)
         self.upstream_task: dict[str, Any] = json.loads((task.root / "tests" / "tau2_task.json").read_text())
-        self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty,
-                                         "services": [f"tau2:{self.domain}"], "tags": list(task.meta.tags)}
+        self.metadata: dict[str, Any] = {
+            "split": task.meta.split,
+            "difficulty": task.meta.difficulty,
+            "services": [f"tau2:{self.domain}"],
+            "tags": list(task.meta.tags),
+        }
         self.service_ready_s = 0.0
         self.host: Any = None  # envs.host_side.HostSide, attached by `eval` (transcript, user relay)
 
@@ -132,14 +144,28 @@ class Tau2TaskRuntime(TaskDefaults):
 
     def files(self) -> Mapping[str, bytes]:
         config = {"domain": self.domain, "user": self.with_user}  # the initial state goes in the argv
-        return {f"{DIR}/config.json": json.dumps(config).encode(),
-                f"{DIR}/tools.json": json.dumps(list(self.function_tools())).encode()}
+        return {
+            f"{DIR}/config.json": json.dumps(config).encode(),
+            f"{DIR}/tools.json": json.dumps(list(self.function_tools())).encode(),
+        }
 
     def service_argv(self, workdir: str = INSIDE) -> Sequence[str]:
         initial = self.upstream_task.get("initial_state")
-        return [self.python, "-I", "-m", "openforgerl.envs.tau2.service", "--config", f"{workdir}/{DIR}/config.json",
-                "--workspace", workdir, "--token", self.token, "--port", str(self.port),
-                *(["--initial-state", json.dumps(initial)] if initial else [])]
+        return [
+            self.python,
+            "-I",
+            "-m",
+            "openforgerl.envs.tau2.service",
+            "--config",
+            f"{workdir}/{DIR}/config.json",
+            "--workspace",
+            workdir,
+            "--token",
+            self.token,
+            "--port",
+            str(self.port),
+            *(["--initial-state", json.dumps(initial)] if initial else []),
+        ]
 
     def mcp_servers(self) -> Sequence[McpServer]:
         args = ["-m", "openforgerl.env.mcp_server", "--tools", f"{INSIDE}/{DIR}/tools.json"]
@@ -156,20 +182,38 @@ class Tau2TaskRuntime(TaskDefaults):
 
     def shell_tools_hint(self) -> str:
         names = [str(s["function"]["name"]) for s in self.function_tools()]
-        return (f"The {self.domain} tools run from the shell as `{self.cli_program()} TOOL 'JSON arguments'` "
-                f"(it prints the reply as JSON; exit 1 on an error). Tools: {', '.join(names)}.")
+        return (
+            f"The {self.domain} tools run from the shell as `{self.cli_program()} TOOL 'JSON arguments'` "
+            f"(it prints the reply as JSON; exit 1 on an error). Tools: {', '.join(names)}."
+        )
 
     async def verify(self, sandbox: Any) -> Verdict:
         from openforgerl.envs.tau2 import upstream
 
         assertions = upstream.nl_assertions(self.upstream_task)
         inputs = {"tests/tau2_task.json": json.dumps(self.upstream_task).encode()}
-        argv = [self.python, "-I", "-m", "openforgerl.envs.tau2.verify", "--task", f"{VERIFIER_IN}/tests/tau2_task.json",
-                "--domain", self.domain, "--url", self.url, "--token", self.token,
-                "--out", f"{VERIFIER_OUT}/reward.json", *(["--nl-on-host"] if assertions else [])]
+        argv = [
+            self.python,
+            "-I",
+            "-m",
+            "openforgerl.envs.tau2.verify",
+            "--task",
+            f"{VERIFIER_IN}/tests/tau2_task.json",
+            "--domain",
+            self.domain,
+            "--url",
+            self.url,
+            "--token",
+            self.token,
+            "--out",
+            f"{VERIFIER_OUT}/reward.json",
+            *(["--nl-on-host"] if assertions else []),
+        ]
         messages = await self.host.messages(sandbox) if self.host is not None else None
         argv += self._transcript(messages, inputs)
-        run = await run_verifier(sandbox, argv, inputs=inputs, timeout_s=self.task.config.verifier.timeout_sec or 120.0)
+        run = await run_verifier(
+            sandbox, argv, inputs=inputs, timeout_s=self.task.config.verifier.timeout_sec or 120.0
+        )
         verdict = verdict_of(run)
         return await self._nl_judged(verdict, assertions, messages or []) if assertions else verdict
 
@@ -179,36 +223,54 @@ class Tau2TaskRuntime(TaskDefaults):
 
         if messages is None:
             if "transcript" in self.task.meta.needs:
-                raise VerifierError("the communicate check and NL assertions need the transcript (run through `eval`)")
+                raise VerifierError(
+                    "the communicate check and NL assertions need the transcript (run through `eval`)"
+                )
             return []
         inputs["host/transcript.json"] = transcript_json(messages)
         return ["--transcript", f"{VERIFIER_IN}/host/transcript.json"]
 
-    async def _nl_judged(self, verdict: Verdict, assertions: list[str], messages: list[dict[str, Any]]) -> Verdict:
+    async def _nl_judged(
+        self, verdict: Verdict, assertions: list[str], messages: list[dict[str, Any]]
+    ) -> Verdict:
         """The verifier's product times the host judge's NL-assertion score (upstream's all-or-nothing).
         When the other parts already score 0 the product is 0 whatever the judge says: it is not asked."""
         from openforgerl.tasks.judge import JudgeError, nl_assertions_parser, tau2_nl_prompt
 
         if verdict.reward == 0.0:
-            return Verdict(0.0, {**dict(verdict.components), "reward": 0.0},
-                           f"{verdict.log}NL assertions not judged: the other parts already score 0\n")
+            return Verdict(
+                0.0,
+                {**dict(verdict.components), "reward": 0.0},
+                f"{verdict.log}NL assertions not judged: the other parts already score 0\n",
+            )
         judge = getattr(self.host, "judge", None)
         if judge is None:
-            raise VerifierError("the task's NL assertions are judged by an LLM: run it through `eval --judge-engine URL`")
+            raise VerifierError(
+                "the task's NL assertions are judged by an LLM: run it through `eval --judge-engine URL`"
+            )
         system, user = tau2_nl_prompt(conversation_text(messages), assertions)
         try:
             nl, reply = await judge.judge(system, user, parse=nl_assertions_parser(assertions))
         except JudgeError as exc:  # the judge's answer decides the score: no score without it
             raise VerifierError(f"NL assertion judge: {exc}") from exc
         total = verdict.reward * nl
-        return Verdict(total, {**dict(verdict.components), "nl_assertion": nl, "reward": total},
-                       f"{verdict.log}nl_assertion={nl:.0f} ({reply[:300]})\n")
+        return Verdict(
+            total,
+            {**dict(verdict.components), "nl_assertion": nl, "reward": total},
+            f"{verdict.log}nl_assertion={nl:.0f} ({reply[:300]})\n",
+        )
 
     def gold_actions(self) -> list[dict[str, Any]]:
         """Upstream's gold actions in their order, each with its requestor (telecom's include the user's)."""
         criteria = self.upstream_task.get("evaluation_criteria") or {}
-        return [{"tool": str(a["name"]), "args": dict(a.get("arguments") or {}),
-                 "requestor": str(a.get("requestor") or "assistant")} for a in criteria.get("actions") or []]
+        return [
+            {
+                "tool": str(a["name"]),
+                "args": dict(a.get("arguments") or {}),
+                "requestor": str(a.get("requestor") or "assistant"),
+            }
+            for a in criteria.get("actions") or []
+        ]
 
     async def run_oracle(self, sandbox: Any) -> str:
         """Replay the gold actions (validation only): the agent's through its tool route, the user's through
@@ -216,8 +278,17 @@ class Tau2TaskRuntime(TaskDefaults):
         if not (self.task.root / "solution" / "actions.json").is_file():
             return "no solution/actions.json"
         await sandbox.write_file("/tmp/tau2-gold.json", json.dumps(self.gold_actions()).encode())
-        argv = [self.python, "-I", "-m", "openforgerl.envs.tau2.oracle", "--actions", "/tmp/tau2-gold.json",
-                "--url", self.url, "--token-stdin"]
+        argv = [
+            self.python,
+            "-I",
+            "-m",
+            "openforgerl.envs.tau2.oracle",
+            "--actions",
+            "/tmp/tau2-gold.json",
+            "--url",
+            self.url,
+            "--token-stdin",
+        ]
         res = await sandbox.exec(argv, timeout_s=ORACLE_TIMEOUT_S, stdin=self.token.encode())
         if res.returncode != 0:
             return f"oracle exited {res.returncode}: {res.stderr.decode(errors='replace')[-800:]}"
@@ -237,6 +308,8 @@ class Tau2TaskRuntime(TaskDefaults):
         argv = [self.python, "-I", "-m", "openforgerl.envs.tau2.user_side", "--url", self.url]
         res = await sandbox.exec(argv, timeout_s=USER_CALL_TIMEOUT_S, stdin=request)
         if res.returncode != 0:
-            raise RuntimeError(f"user-side call exited {res.returncode}: {res.stderr.decode(errors='replace')[-300:]}")
+            raise RuntimeError(
+                f"user-side call exited {res.returncode}: {res.stderr.decode(errors='replace')[-300:]}"
+            )
         [reply] = json.loads(res.stdout)
         return int(reply["status"]), reply["body"]

@@ -81,8 +81,16 @@ class Tau2App:
         with self.lock:  # one order for both sides: upstream's evaluator replays them in this order
             call_id = f"call-{len(self.calls)}"
             content, error = upstream.respond(self.env, call_id, name, args, requestor)
-            self.calls.append({"id": call_id, "name": name, "arguments": args, "content": content, "error": error,
-                               "requestor": requestor})
+            self.calls.append(
+                {
+                    "id": call_id,
+                    "name": name,
+                    "arguments": args,
+                    "content": content,
+                    "error": error,
+                    "requestor": requestor,
+                }
+            )
         return (400, {"error": content}) if error else (200, {"result": _decoded(content)})
 
     def _ask(self, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -114,9 +122,15 @@ class _Handler(JsonHandler):  # quiet: the call log is the log
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
         if path == "/log":
-            return self._send(200, self.app.log()) if self._authorized() else self._send(403, {"error": "forbidden"})
+            return (
+                self._send(200, self.app.log())
+                if self._authorized()
+                else self._send(403, {"error": "forbidden"})
+            )
         routes: dict[str, Callable[[], dict[str, Any]]] = {
-            "/healthz": lambda: {"ok": True}, "/tools": lambda: {"tools": self.app.tool_names}}
+            "/healthz": lambda: {"ok": True},
+            "/tools": lambda: {"tools": self.app.tool_names},
+        }
         handler = routes.get(path)
         self._send(200, handler()) if handler else self._send(404, {"error": "not found"})
 
@@ -140,7 +154,9 @@ def listen(token: str, host: str, port: int) -> tuple[ThreadingHTTPServer, type[
     return server, handler
 
 
-def build_app(config: dict[str, Any], workspace: Path, initial_state: dict[str, Any] | None = None) -> Tau2App:
+def build_app(
+    config: dict[str, Any], workspace: Path, initial_state: dict[str, Any] | None = None
+) -> Tau2App:
     env = upstream.environment(str(config["domain"]), initial_state or config.get("initial_state"))
     return Tau2App(env, workspace, bool(config.get("user")))
 
@@ -148,7 +164,9 @@ def build_app(config: dict[str, Any], workspace: Path, initial_state: dict[str, 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m openforgerl.envs.tau2.service")
     ap.add_argument("--config", type=Path, required=True, help="JSON: {domain, user}")
-    ap.add_argument("--initial-state", default="", help="JSON: the task's initial_state (kept out of the workdir)")
+    ap.add_argument(
+        "--initial-state", default="", help="JSON: the task's initial_state (kept out of the workdir)"
+    )
     ap.add_argument("--workspace", type=Path, default=Path("/workdir"))
     ap.add_argument("--token", default="", help="secret for GET /log (the verifier's)")
     ap.add_argument("--host", default="127.0.0.1")
@@ -156,8 +174,11 @@ def main(argv: list[str] | None = None) -> None:
     ns = ap.parse_args(argv)
     server, handler = listen(ns.token, ns.host, ns.port)
     try:
-        handler.app = build_app(json.loads(ns.config.read_text()), ns.workspace,
-                                json.loads(ns.initial_state) if ns.initial_state else None)
+        handler.app = build_app(
+            json.loads(ns.config.read_text()),
+            ns.workspace,
+            json.loads(ns.initial_state) if ns.initial_state else None,
+        )
     except upstream.Tau2Missing as exc:
         raise SystemExit(f"tau2 service: {exc}") from None
     server.serve_forever()

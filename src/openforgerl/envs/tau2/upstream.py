@@ -22,9 +22,22 @@ from typing import Any
 
 from openforgerl.errors import UserError
 
-__all__ = ["DOMAINS", "PACKAGE", "USER_TOOL_DOMAINS", "Tau2Missing", "environment", "gold_changes_db",
-           "nl_assertions", "noop_reward", "package_domain_dir", "package_label", "respond", "reward", "tool_schemas",
-           "user_tool_schemas"]
+__all__ = [
+    "DOMAINS",
+    "PACKAGE",
+    "USER_TOOL_DOMAINS",
+    "Tau2Missing",
+    "environment",
+    "gold_changes_db",
+    "nl_assertions",
+    "noop_reward",
+    "package_domain_dir",
+    "package_label",
+    "respond",
+    "reward",
+    "tool_schemas",
+    "user_tool_schemas",
+]
 
 DOMAINS: dict[str, str] = {
     "airline": "tau2.domains.airline.environment",
@@ -102,8 +115,11 @@ def environment(domain: str, initial_state: Mapping[str, Any] | None = None) -> 
     env = constructor(domain)()
     if initial_state:
         state = _import("tau2.data_model.tasks").InitialState.model_validate(dict(initial_state))
-        env.set_state(initialization_data=state.initialization_data,
-                      initialization_actions=state.initialization_actions, message_history=[])
+        env.set_state(
+            initialization_data=state.initialization_data,
+            initialization_actions=state.initialization_actions,
+            message_history=[],
+        )
     return env
 
 
@@ -122,8 +138,9 @@ def user_tool_schemas(domain: str) -> tuple[dict[str, Any], ...]:
     return tuple(t.openai_schema for t in constructor(domain)().get_user_tools())
 
 
-def respond(env: Any, call_id: str, name: str, arguments: Mapping[str, Any],
-            requestor: str = "assistant") -> tuple[str, bool]:
+def respond(
+    env: Any, call_id: str, name: str, arguments: Mapping[str, Any], requestor: str = "assistant"
+) -> tuple[str, bool]:
     """One tool call through upstream's `get_response`: (content, is_error). The requestor picks the
     toolkit as upstream does: the agent's tools, or (`user`) the user's own; a name of the other side's
     toolkit is an upstream `Error: …` reply, never a call."""
@@ -143,16 +160,35 @@ def _trajectory(calls: Sequence[Mapping[str, Any]], said: Sequence[str]) -> list
     out: list[Any] = []
     for c in calls:
         requestor = str(c.get("requestor") or "assistant")
-        tc = m.ToolCall(id=str(c["id"]), name=str(c["name"]), arguments=dict(c["arguments"]), requestor=requestor)
-        turn = m.UserMessage(role="user", tool_calls=[tc]) if requestor == "user" else \
-            m.AssistantMessage(role="assistant", tool_calls=[tc])
-        out += [turn, m.ToolMessage(id=tc.id, role="tool", content=str(c["content"]), requestor=requestor,
-                                    error=bool(c.get("error")))]
+        tc = m.ToolCall(
+            id=str(c["id"]), name=str(c["name"]), arguments=dict(c["arguments"]), requestor=requestor
+        )
+        turn = (
+            m.UserMessage(role="user", tool_calls=[tc])
+            if requestor == "user"
+            else m.AssistantMessage(role="assistant", tool_calls=[tc])
+        )
+        out += [
+            turn,
+            m.ToolMessage(
+                id=tc.id,
+                role="tool",
+                content=str(c["content"]),
+                requestor=requestor,
+                error=bool(c.get("error")),
+            ),
+        ]
     return out + [m.AssistantMessage(role="assistant", content=text) for text in said if text.strip()]
 
 
-def reward(domain: str, task: Mapping[str, Any], calls: Sequence[Mapping[str, Any]],
-           said: Sequence[str], *, nl_on_host: bool = False) -> dict[str, float]:
+def reward(
+    domain: str,
+    task: Mapping[str, Any],
+    calls: Sequence[Mapping[str, Any]],
+    said: Sequence[str],
+    *,
+    nl_on_host: bool = False,
+) -> dict[str, float]:
     """`{"reward": …, "<basis>": …}`: upstream's evaluators, multiplied over the task's `reward_basis`
     as `evaluate_simulation(ALL)` does. NL assertions: none to judge scores 1.0, as upstream's evaluator
     does; a task with some is judged by an LLM on the host (`nl_on_host`: the part is left out here and the
@@ -166,7 +202,9 @@ def reward(domain: str, task: Mapping[str, Any], calls: Sequence[Mapping[str, An
     elif "NL_ASSERTION" in basis and not nl_on_host:
         raise ValueError("the task's NL assertions are judged by an LLM on the host (eval --judge-engine)")
     if basis & {"DB", "ENV_ASSERTION"}:
-        parts["env"] = ev.EnvironmentEvaluator.calculate_reward(constructor(domain), parsed, trajectory).reward
+        parts["env"] = ev.EnvironmentEvaluator.calculate_reward(
+            constructor(domain), parsed, trajectory
+        ).reward
     if "ACTION" in basis:
         action = _import("tau2.evaluator.evaluator_action").ActionEvaluator
         parts["action"] = action.calculate_reward(parsed, trajectory).reward
@@ -183,7 +221,9 @@ def reward(domain: str, task: Mapping[str, Any], calls: Sequence[Mapping[str, An
 def _pristine(domain: str) -> tuple[str, frozenset[str]]:
     """The initial DB hash of `domain` and the names of its tools that do not write (upstream's tool types)."""
     env = constructor(domain)()
-    readers = frozenset(n for n in env.tools.tools if str(getattr(env.tools.tool_type(n), "value", "")) != "write")
+    readers = frozenset(
+        n for n in env.tools.tools if str(getattr(env.tools.tool_type(n), "value", "")) != "write"
+    )
     return env.get_db_hash(), readers
 
 

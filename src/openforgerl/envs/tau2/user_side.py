@@ -26,13 +26,18 @@ __all__ = ["call_user_tool", "main"]
 ROUTE = "user"
 
 
-def call_user_tool(url: str, token: str, tool: str, args: Mapping[str, Any], timeout_s: float = 30.0) -> tuple[int, Any]:
+def call_user_tool(
+    url: str, token: str, tool: str, args: Mapping[str, Any], timeout_s: float = 30.0
+) -> tuple[int, Any]:
     """POST one user-side tool call with the token → (HTTP status, decoded JSON body)."""
     from openforgerl.env.tool_client import with_retry
 
-    req = urllib.request.Request(f"{url.rstrip('/')}/{ROUTE}/{tool}", data=json.dumps(dict(args)).encode(),
-                                 method="POST", headers={"Content-Type": "application/json",
-                                                         "Authorization": f"Bearer {token}"})
+    req = urllib.request.Request(
+        f"{url.rstrip('/')}/{ROUTE}/{tool}",
+        data=json.dumps(dict(args)).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
     return with_retry(req, timeout_s, wait_s=20.0)  # the service may still be loading its domain
 
 

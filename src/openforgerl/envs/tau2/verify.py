@@ -54,8 +54,9 @@ def judge(ns: argparse.Namespace) -> dict[str, float]:
     task = json.loads(Path(ns.task).read_text())
     log = read_log(ns.url, ns.token)
     transcript = json.loads(Path(ns.transcript).read_text()) if ns.transcript else []
-    return upstream.reward(ns.domain, task, log["calls"], said_in(transcript, log.get("said") or []),
-                           nl_on_host=ns.nl_on_host)
+    return upstream.reward(
+        ns.domain, task, log["calls"], said_in(transcript, log.get("said") or []), nl_on_host=ns.nl_on_host
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -66,8 +67,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--token", required=True)
     ap.add_argument("--transcript", default="", help="JSON list of chat messages (the host's call log)")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--nl-on-host", action="store_true",
-                    help="leave the NL assertions out: the host's judge scores them and multiplies them in")
+    ap.add_argument(
+        "--nl-on-host",
+        action="store_true",
+        help="leave the NL assertions out: the host's judge scores them and multiplies them in",
+    )
     ns = ap.parse_args(argv)
     try:
         result = judge(ns)

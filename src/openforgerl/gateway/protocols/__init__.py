@@ -25,5 +25,14 @@ from openforgerl.gateway.protocols import anthropic
 from openforgerl.gateway.protocols._common import ProtocolError
 from openforgerl.gateway.protocols.base import StreamWriter, WireAdapter, adapter_for, adapters, register
 
-__all__ = ["ProtocolError", "StreamWriter", "WireAdapter", "adapter_for", "adapters", "anthropic", "chat",
-           "register", "responses"]
+__all__ = [
+    "ProtocolError",
+    "StreamWriter",
+    "WireAdapter",
+    "adapter_for",
+    "adapters",
+    "anthropic",
+    "chat",
+    "register",
+    "responses",
+]

@@ -137,9 +137,13 @@ class Usage:
         return cls(
             input_tokens=_int(usage.get("prompt_tokens")),
             output_tokens=_int(usage.get("completion_tokens")),
-            cached_tokens=_int(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict) else 0,
+            cached_tokens=_int(prompt_details.get("cached_tokens"))
+            if isinstance(prompt_details, dict)
+            else 0,
             reasoning_tokens=(
-                _int(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict) else 0
+                _int(completion_details.get("reasoning_tokens"))
+                if isinstance(completion_details, dict)
+                else 0
             ),
         )
 
@@ -190,4 +194,8 @@ def leading_system(items: Any) -> list[Any]:
     """The contents of the system/developer messages among the first two of `items` (OpenAI shapes)."""
     if not isinstance(items, list):
         return []
-    return [m.get("content") for m in items[:2] if isinstance(m, dict) and m.get("role") in ("system", "developer")]
+    return [
+        m.get("content")
+        for m in items[:2]
+        if isinstance(m, dict) and m.get("role") in ("system", "developer")
+    ]

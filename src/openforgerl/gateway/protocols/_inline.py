@@ -22,7 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 
-def place_system(top: list[str], messages: list[dict[str, Any]], *, fold: bool = False) -> list[dict[str, Any]]:
+def place_system(
+    top: list[str], messages: list[dict[str, Any]], *, fold: bool = False
+) -> list[dict[str, Any]]:
     lead = 0
     while lead < len(messages) and messages[lead]["role"] == "system":
         lead += 1

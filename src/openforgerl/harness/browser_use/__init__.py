@@ -37,21 +37,38 @@ class BrowserUseHarness:
     version = "0.13.14"
     protocol = WireProtocol.CHAT
 
-    def __init__(self, wall_clock_s: float = 600.0, max_steps: int = 30, retries: int = 2, max_failures: int = 1,
-                 call_timeout_s: float = 120.0) -> None:
-        self.settings = {"WALL_CLOCK_S": wall_clock_s, "MAX_STEPS": max_steps, "RETRIES": retries,
-                         "MAX_FAILURES": max_failures, "CALL_TIMEOUT_S": call_timeout_s}
+    def __init__(
+        self,
+        wall_clock_s: float = 600.0,
+        max_steps: int = 30,
+        retries: int = 2,
+        max_failures: int = 1,
+        call_timeout_s: float = 120.0,
+    ) -> None:
+        self.settings = {
+            "WALL_CLOCK_S": wall_clock_s,
+            "MAX_STEPS": max_steps,
+            "RETRIES": retries,
+            "MAX_FAILURES": max_failures,
+            "CALL_TIMEOUT_S": call_timeout_s,
+        }
 
     def install(self, cache_dir: Path) -> None:
         install_pip(PACKAGE, cache_dir)
 
     def launch(self, ctx: HarnessContext, cache_dir: Path) -> HarnessLaunch:
         conversation = f"{ctx.home}/browser-use-conversation"
-        env = {**base_env(ctx, PACKAGE.root(cache_dir) / "bin"), **gateway_env(ctx),
-               "OPENFORGERL_INSTRUCTION": ctx.instruction, "ANONYMIZED_TELEMETRY": "false",
-               "BROWSER_USE_CLOUD_SYNC": "false", "BROWSER_USE_VERSION_CHECK": "false",
-               "BROWSER_USE_LOGGING_LEVEL": "warning", "BROWSER_USE_CONFIG_DIR": f"{ctx.home}/.config/browseruse",
-               "OPENFORGERL_BROWSER_USE_CONVERSATION": conversation,
-               **{f"OPENFORGERL_BROWSER_USE_{k}": str(v) for k, v in self.settings.items()}}
+        env = {
+            **base_env(ctx, PACKAGE.root(cache_dir) / "bin"),
+            **gateway_env(ctx),
+            "OPENFORGERL_INSTRUCTION": ctx.instruction,
+            "ANONYMIZED_TELEMETRY": "false",
+            "BROWSER_USE_CLOUD_SYNC": "false",
+            "BROWSER_USE_VERSION_CHECK": "false",
+            "BROWSER_USE_LOGGING_LEVEL": "warning",
+            "BROWSER_USE_CONFIG_DIR": f"{ctx.home}/.config/browseruse",
+            "OPENFORGERL_BROWSER_USE_CONVERSATION": conversation,
+            **{f"OPENFORGERL_BROWSER_USE_{k}": str(v) for k, v in self.settings.items()},
+        }
         argv = [str(PACKAGE.bin(cache_dir, "python")), "-I", str(RUN_AGENT)]
         return HarnessLaunch(argv=argv, env=env, outputs=[conversation])

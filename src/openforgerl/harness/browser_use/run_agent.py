@@ -35,8 +35,16 @@ def start_url() -> str:
 
 def model_failed(history: object) -> bool:
     errors = [e for e in getattr(history, "errors", lambda: [])() if e]
-    markers = ("ModelProviderError", "status_code", "Error code: 5", "APIConnectionError", "InternalServerError",
-               "Connection error", "Request timed out", "ModelRateLimitError")
+    markers = (
+        "ModelProviderError",
+        "status_code",
+        "Error code: 5",
+        "APIConnectionError",
+        "InternalServerError",
+        "Connection error",
+        "Request timed out",
+        "ModelRateLimitError",
+    )
     return bool(errors) and any(m in str(errors[-1]) for m in markers)
 
 
@@ -45,24 +53,45 @@ async def main() -> int:
 
     home = Path(ENV.get("HOME", "/tmp"))
     width, height = (int(v) for v in ENV.get("OPENFORGERL_BROWSER_USE_SCREEN", "1280x720").split("x"))
-    llm = ChatOpenAI(model=ENV.get("OPENFORGERL_MODEL", "default"), base_url=ENV["OPENAI_BASE_URL"],
-                     api_key=ENV.get("OPENAI_API_KEY", ""), max_retries=int(ENV.get("OPENFORGERL_BROWSER_USE_RETRIES", "2")),
-                     timeout=float(ENV.get("OPENFORGERL_BROWSER_USE_CALL_TIMEOUT_S", "120")))
+    llm = ChatOpenAI(
+        model=ENV.get("OPENFORGERL_MODEL", "default"),
+        base_url=ENV["OPENAI_BASE_URL"],
+        api_key=ENV.get("OPENAI_API_KEY", ""),
+        max_retries=int(ENV.get("OPENFORGERL_BROWSER_USE_RETRIES", "2")),
+        timeout=float(ENV.get("OPENFORGERL_BROWSER_USE_CALL_TIMEOUT_S", "120")),
+    )
     profile = BrowserProfile(
-        executable_path=ENV.get("OPENFORGERL_CHROMIUM", "/usr/lib/chromium/chromium"), headless=True,
-        chromium_sandbox=False, user_data_dir=str(home / "browser-use-profile"),
-        downloads_path=str(home / "browser-use-downloads"), viewport={"width": width, "height": height},
-        window_size={"width": width, "height": height}, device_scale_factor=1, enable_default_extensions=False,
-        args=["--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-              "--disable-component-update", "--no-first-run"])
+        executable_path=ENV.get("OPENFORGERL_CHROMIUM", "/usr/lib/chromium/chromium"),
+        headless=True,
+        chromium_sandbox=False,
+        user_data_dir=str(home / "browser-use-profile"),
+        downloads_path=str(home / "browser-use-downloads"),
+        viewport={"width": width, "height": height},
+        window_size={"width": width, "height": height},
+        device_scale_factor=1,
+        enable_default_extensions=False,
+        args=[
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+        ],
+    )
     url = start_url()
-    agent = Agent(task=ENV.get("OPENFORGERL_INSTRUCTION", " ".join(sys.argv[1:])), llm=llm,
-                  browser_session=BrowserSession(browser_profile=profile),
-                  initial_actions=[{"navigate": {"url": url}}] if url else None, directly_open_url=False,
-                  use_judge=False, max_failures=int(ENV.get("OPENFORGERL_BROWSER_USE_MAX_FAILURES", "1")),
-                  final_response_after_failure=False, calculate_cost=False,
-                  llm_timeout=int(float(ENV.get("OPENFORGERL_BROWSER_USE_CALL_TIMEOUT_S", "120"))),
-                  save_conversation_path=ENV.get("OPENFORGERL_BROWSER_USE_CONVERSATION") or None)
+    agent = Agent(
+        task=ENV.get("OPENFORGERL_INSTRUCTION", " ".join(sys.argv[1:])),
+        llm=llm,
+        browser_session=BrowserSession(browser_profile=profile),
+        initial_actions=[{"navigate": {"url": url}}] if url else None,
+        directly_open_url=False,
+        use_judge=False,
+        max_failures=int(ENV.get("OPENFORGERL_BROWSER_USE_MAX_FAILURES", "1")),
+        final_response_after_failure=False,
+        calculate_cost=False,
+        llm_timeout=int(float(ENV.get("OPENFORGERL_BROWSER_USE_CALL_TIMEOUT_S", "120"))),
+        save_conversation_path=ENV.get("OPENFORGERL_BROWSER_USE_CONVERSATION") or None,
+    )
     max_steps = int(ENV.get("OPENFORGERL_BROWSER_USE_MAX_STEPS", "30"))
     wall = float(ENV.get("OPENFORGERL_BROWSER_USE_WALL_CLOCK_S", "600"))
     try:

@@ -43,8 +43,13 @@ class UiTarsHarness:
     version = "1.2.3"
     protocol = WireProtocol.CHAT
 
-    def __init__(self, wall_clock_s: float = 600.0, max_loops: int = 25, ui_tars_version: str = "",
-                 max_tokens: int | None = None) -> None:
+    def __init__(
+        self,
+        wall_clock_s: float = 600.0,
+        max_loops: int = 25,
+        ui_tars_version: str = "",
+        max_tokens: int | None = None,
+    ) -> None:
         self.wall_clock_s = wall_clock_s
         self.max_loops = max_loops
         self.ui_tars_version = ui_tars_version  # "" = the SDK's default (1.0: 0-1000 boxes); "1.5"
@@ -57,15 +62,19 @@ class UiTarsHarness:
 
     def launch(self, ctx: HarnessContext, cache_dir: Path) -> HarnessLaunch:
         script, transcript = f"{ctx.home}/ui-tars-run.cjs", f"{ctx.home}/ui-tars-transcript.jsonl"
-        env = {**base_env(ctx, node24_bin_dir(cache_dir)), **gateway_env(ctx),
-               "OPENFORGERL_INSTRUCTION": ctx.instruction,
-               "OPENFORGERL_UI_TARS_PREFIX": str(PACKAGE.root(cache_dir)),
-               "NODE_PATH": str(UUID.root(cache_dir) / "node_modules"),
-               "OPENFORGERL_COMPUTER_URL": ctx.tool_service_url or DEFAULT_COMPUTER_URL,
-               "OPENFORGERL_UI_TARS_TRANSCRIPT": transcript,
-               "OPENFORGERL_UI_TARS_WALL_CLOCK_S": str(self.wall_clock_s),
-               "OPENFORGERL_UI_TARS_MAX_LOOPS": str(self.max_loops),
-               "OPENFORGERL_UI_TARS_VERSION": self.ui_tars_version, "NODE_OPTIONS": "--no-warnings"}
+        env = {
+            **base_env(ctx, node24_bin_dir(cache_dir)),
+            **gateway_env(ctx),
+            "OPENFORGERL_INSTRUCTION": ctx.instruction,
+            "OPENFORGERL_UI_TARS_PREFIX": str(PACKAGE.root(cache_dir)),
+            "NODE_PATH": str(UUID.root(cache_dir) / "node_modules"),
+            "OPENFORGERL_COMPUTER_URL": ctx.tool_service_url or DEFAULT_COMPUTER_URL,
+            "OPENFORGERL_UI_TARS_TRANSCRIPT": transcript,
+            "OPENFORGERL_UI_TARS_WALL_CLOCK_S": str(self.wall_clock_s),
+            "OPENFORGERL_UI_TARS_MAX_LOOPS": str(self.max_loops),
+            "OPENFORGERL_UI_TARS_VERSION": self.ui_tars_version,
+            "NODE_OPTIONS": "--no-warnings",
+        }
         if self.max_tokens is not None:
             env["OPENFORGERL_UI_TARS_MAX_TOKENS"] = str(self.max_tokens)
         argv = [str(node24_bin_dir(cache_dir) / "node"), script]

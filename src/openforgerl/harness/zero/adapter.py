@@ -17,9 +17,16 @@ class ZeroHarness:
     version = "1"
     protocol = WireProtocol.CHAT
 
-    def __init__(self, wall_clock_s: float = 600.0, max_turns: int = 30, call_timeout_s: float = 300.0,
-                 builtins: str = "write_file,read_file,bash", python: str = sys.executable,
-                 max_tokens: int | None = None, temperature: float | None = None) -> None:
+    def __init__(
+        self,
+        wall_clock_s: float = 600.0,
+        max_turns: int = 30,
+        call_timeout_s: float = 300.0,
+        builtins: str = "write_file,read_file,bash",
+        python: str = sys.executable,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> None:
         self.wall_clock_s = wall_clock_s
         self.max_turns = max_turns
         self.call_timeout_s = call_timeout_s
@@ -34,10 +41,28 @@ class ZeroHarness:
         tools_path = f"{ctx.home}/zero-tools.json"
         transcript = f"{ctx.home}/zero-transcript.jsonl"
         spec = {"tools": list(ctx.tools), "service_url": ctx.tool_service_url}
-        argv = [self.python, "-m", "openforgerl.harness.zero", ctx.instruction, "--model", ctx.model,
-                "--tools-json", tools_path, "--workdir", ctx.workdir, "--builtins", self.builtins,
-                "--max-turns", str(min(self.max_turns, ctx.max_turns or self.max_turns)), "--wall-clock", str(self.wall_clock_s),
-                "--call-timeout", str(self.call_timeout_s), "--transcript", transcript]
+        argv = [
+            self.python,
+            "-m",
+            "openforgerl.harness.zero",
+            ctx.instruction,
+            "--model",
+            ctx.model,
+            "--tools-json",
+            tools_path,
+            "--workdir",
+            ctx.workdir,
+            "--builtins",
+            self.builtins,
+            "--max-turns",
+            str(min(self.max_turns, ctx.max_turns or self.max_turns)),
+            "--wall-clock",
+            str(self.wall_clock_s),
+            "--call-timeout",
+            str(self.call_timeout_s),
+            "--transcript",
+            transcript,
+        ]
         argv += [arg for flag, v in self.sampling.items() if v is not None for arg in (flag, str(v))]
         # zero runs the task's tools itself, so it gets the environment the task gives its MCP servers
         # (e.g. the tool service URL) when the context names no service URL.

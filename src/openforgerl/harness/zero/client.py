@@ -37,7 +37,9 @@ class ChatClient:
     api_key: str
     max_retries: int = 2
 
-    def create(self, body: dict[str, Any], *, timeout: float, deadline: float | None = None) -> dict[str, Any]:
+    def create(
+        self, body: dict[str, Any], *, timeout: float, deadline: float | None = None
+    ) -> dict[str, Any]:
         """The completion as a dict; raises ModelAPIError. `deadline` (monotonic) caps retries."""
         payload = json.dumps(body).encode()
         attempt = 0
@@ -56,7 +58,9 @@ class ChatClient:
                     raise ModelAPIError(why, code)
             if attempt >= self.max_retries:
                 raise ModelAPIError(why, status)
-            wait = _retry_after(headers) or min(_BACKOFF_S * 2**attempt, _MAX_BACKOFF_S) * random.uniform(0.75, 1.0)
+            wait = _retry_after(headers) or min(_BACKOFF_S * 2**attempt, _MAX_BACKOFF_S) * random.uniform(
+                0.75, 1.0
+            )
             if deadline is not None and time.monotonic() + wait >= deadline:
                 raise ModelAPIError(f"{why} (no time left to retry)", status)
             time.sleep(wait)
@@ -67,8 +71,12 @@ class ChatClient:
         conn_cls = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
         conn = conn_cls(url.hostname or "localhost", url.port, timeout=max(timeout, 0.001))
         path = url.path + (f"?{url.query}" if url.query else "")
-        headers = {"Content-Type": "application/json", "Accept": "application/json",
-                   "Authorization": f"Bearer {self.api_key}", "User-Agent": "openforgerl-zero/1"}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Authorization": f"Bearer {self.api_key}",
+            "User-Agent": "openforgerl-zero/1",
+        }
         try:
             conn.request("POST", path, body=payload, headers=headers)
             resp = conn.getresponse()

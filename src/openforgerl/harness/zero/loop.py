@@ -74,9 +74,15 @@ class Budget:
         return max(0.0, min(self.call_timeout_s, self.deadline - time.monotonic()))
 
 
-def run_agent(client: ChatClient, model: str, instruction: str, tools: ToolBox, budget: Budget,
-              on_message: Callable[[dict[str, Any]], None] = lambda m: None,
-              **sampling: Any) -> AgentResult:
+def run_agent(
+    client: ChatClient,
+    model: str,
+    instruction: str,
+    tools: ToolBox,
+    budget: Budget,
+    on_message: Callable[[dict[str, Any]], None] = lambda m: None,
+    **sampling: Any,
+) -> AgentResult:
     """Drive one task to a final answer; never raises for model or tool failures."""
     messages = initial_messages(instruction)
     for m in messages:
@@ -103,7 +109,9 @@ def run_agent(client: ChatClient, model: str, instruction: str, tools: ToolBox, 
 
 def dump_jsonl(path: str) -> Callable[[dict[str, Any]], None]:
     """A message sink that appends each message to a JSONL transcript as it happens."""
+
     def write(message: dict[str, Any]) -> None:
         with open(path, "a") as fh:
             fh.write(json.dumps(message) + "\n")
+
     return write

@@ -27,11 +27,18 @@ def _fn(name: str, description: str, **props: str) -> dict[str, Any]:
 
 
 BUILTIN_SCHEMAS: dict[str, dict[str, Any]] = {
-    "write_file": _fn("write_file", "Write a text file (creates or overwrites it).",
-                      path="File path, relative to the working directory.", content="Full file content."),
+    "write_file": _fn(
+        "write_file",
+        "Write a text file (creates or overwrites it).",
+        path="File path, relative to the working directory.",
+        content="Full file content.",
+    ),
     "read_file": _fn("read_file", "Read a text file.", path="File path, relative to the working directory."),
-    "bash": _fn("bash", "Run a shell command in the working directory; returns exit code and output.",
-                command="The command line."),
+    "bash": _fn(
+        "bash",
+        "Run a shell command in the working directory; returns exit code and output.",
+        command="The command line.",
+    ),
 }
 
 
@@ -57,8 +64,16 @@ def builtin_executors(workdir: Path, bash_timeout_s: float = 120.0) -> dict[str,
         return _clip(_inside(workdir, str(args["path"])).read_text(errors="replace"))
 
     def bash(args: Mapping[str, Any]) -> str:
-        proc = subprocess.run(str(args["command"]), shell=True, cwd=workdir, capture_output=True,
-                              text=True, errors="replace", timeout=bash_timeout_s, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            str(args["command"]),
+            shell=True,
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=bash_timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
         return _clip(f"exit code {proc.returncode}\n{proc.stdout}{proc.stderr}")
 
     return {"write_file": write_file, "read_file": read_file, "bash": bash}
@@ -74,14 +89,19 @@ def _service_text(status: int, body: Any) -> str:
     return _clip(json.dumps(body, indent=2))
 
 
-def service_executor(service_url: str, name: str, timeout_s: float = 60.0, ready_wait_s: float = 15.0) -> Executor:
+def service_executor(
+    service_url: str, name: str, timeout_s: float = 60.0, ready_wait_s: float = 15.0
+) -> Executor:
     """POST the call's arguments as JSON to `{service_url}/tools/{name}` (the envs services' direct route),
     through `envs.client.call_tool`: a refused connection is retried for up to `ready_wait_s`, since the
     task's service starts beside the harness and `zero` can be asking before it listens."""
+
     def call(args: Mapping[str, Any]) -> str:
-        status, body = call_tool(name, dict(args), url=service_url, timeout_s=timeout_s, wait_s=ready_wait_s,
-                                 route="tools")
+        status, body = call_tool(
+            name, dict(args), url=service_url, timeout_s=timeout_s, wait_s=ready_wait_s, route="tools"
+        )
         return _service_text(status, body)
+
     return call
 
 
@@ -109,8 +129,12 @@ def _tool_name(schema: Mapping[str, Any]) -> str:
     return str(schema["function"]["name"])
 
 
-def load_toolbox(tools_json: Path | None, workdir: Path, service_url: str = "",
-                 builtins: Sequence[str] = tuple(BUILTIN_SCHEMAS)) -> ToolBox:
+def load_toolbox(
+    tools_json: Path | None,
+    workdir: Path,
+    service_url: str = "",
+    builtins: Sequence[str] = tuple(BUILTIN_SCHEMAS),
+) -> ToolBox:
     """Task tools from `tools_json` (a list of schemas, or `{"tools": [...], "service_url": ...}`) plus built-ins."""
     spec: Any = json.loads(tools_json.read_text()) if tools_json else []
     if isinstance(spec, dict):

@@ -22,10 +22,20 @@ class ZeroGuiHarness:
     version = "1"
     protocol = WireProtocol.CHAT
 
-    def __init__(self, wall_clock_s: float = 600.0, max_turns: int = 30, call_timeout_s: float = 300.0,
-                 keep_screenshots: int = 3, prune_chunk: int = 3, on_malformed: str = "feedback",
-                 kind: str = "", python: str = sys.executable, max_tokens: int | None = None,
-                 temperature: float | None = None, prompt: str = "full") -> None:
+    def __init__(
+        self,
+        wall_clock_s: float = 600.0,
+        max_turns: int = 30,
+        call_timeout_s: float = 300.0,
+        keep_screenshots: int = 3,
+        prune_chunk: int = 3,
+        on_malformed: str = "feedback",
+        kind: str = "",
+        python: str = sys.executable,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        prompt: str = "full",
+    ) -> None:
         self.wall_clock_s = wall_clock_s
         self.max_turns = max_turns
         self.call_timeout_s = call_timeout_s
@@ -44,11 +54,33 @@ class ZeroGuiHarness:
 
     def launch(self, ctx: HarnessContext, cache_dir: Path) -> HarnessLaunch:
         transcript = f"{ctx.home}/zero-gui-transcript.jsonl"
-        argv = [self.python, "-m", "openforgerl.harness.zero_gui", ctx.instruction, "--model", ctx.model,
-                "--computer-url", ctx.tool_service_url or DEFAULT_COMPUTER_URL, "--kind", self.kind,  # "": the service's
-                "--keep-screenshots", str(self.keep_screenshots), "--prune-chunk", str(self.prune_chunk),
-                "--on-malformed", self.on_malformed, "--prompt", self.prompt, "--max-turns", str(self.max_turns),
-                "--wall-clock", str(self.wall_clock_s), "--call-timeout", str(self.call_timeout_s),
-                "--transcript", transcript]
+        argv = [
+            self.python,
+            "-m",
+            "openforgerl.harness.zero_gui",
+            ctx.instruction,
+            "--model",
+            ctx.model,
+            "--computer-url",
+            ctx.tool_service_url or DEFAULT_COMPUTER_URL,
+            "--kind",
+            self.kind,  # "": the service's
+            "--keep-screenshots",
+            str(self.keep_screenshots),
+            "--prune-chunk",
+            str(self.prune_chunk),
+            "--on-malformed",
+            self.on_malformed,
+            "--prompt",
+            self.prompt,
+            "--max-turns",
+            str(self.max_turns),
+            "--wall-clock",
+            str(self.wall_clock_s),
+            "--call-timeout",
+            str(self.call_timeout_s),
+            "--transcript",
+            transcript,
+        ]
         argv += [arg for flag, v in self.sampling.items() if v is not None for arg in (flag, str(v))]
         return HarnessLaunch(argv=argv, env={**base_env(ctx), **gateway_env(ctx)}, outputs=[transcript])

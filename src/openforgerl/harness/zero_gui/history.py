@@ -37,7 +37,10 @@ class Pruning:
 
 
 def image_part(png: bytes) -> dict[str, Any]:
-    return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}}
+    return {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()},
+    }
 
 
 def task_message(instruction: str, png: bytes, image_first: bool = False) -> dict[str, Any]:
@@ -51,7 +54,11 @@ def observation(call_id: str, text: str, png: bytes | None = None) -> dict[str, 
     """The `tool` message answering one call; with the screenshot taken after it, if any."""
     if png is None:
         return {"role": "tool", "tool_call_id": call_id, "content": text}
-    return {"role": "tool", "tool_call_id": call_id, "content": [{"type": "text", "text": text}, image_part(png)]}
+    return {
+        "role": "tool",
+        "tool_call_id": call_id,
+        "content": [{"type": "text", "text": text}, image_part(png)],
+    }
 
 
 def _is_image(part: Any) -> bool:

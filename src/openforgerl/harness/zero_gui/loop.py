@@ -33,9 +33,11 @@ from openforgerl.harness.zero_gui.tool import (
 
 __all__ = ["SYSTEM_PROMPT", "AgentResult", "ComputerLike", "ExitCode", "ModelClient", "Options", "run_agent"]
 
-SYSTEM_PROMPT = ("You are a GUI agent. You see the screen as screenshots and operate it with the "
-                 "`computer_use` tool, one action at a time. When the task is done, call it with "
-                 "action `terminate` (or `answer` if the task asks a question).")
+SYSTEM_PROMPT = (
+    "You are a GUI agent. You see the screen as screenshots and operate it with the "
+    "`computer_use` tool, one action at a time. When the task is done, call it with "
+    "action `terminate` (or `answer` if the task asks a question)."
+)
 ACT_TIMEOUT_S = 60.0
 """Longer than the computer service's own worst case for one request (its settle wait and two 10 s
 screenshot tries, envs/browser/computer.py): a screen that hangs is then reported by the service (a 503 it
@@ -60,7 +62,9 @@ class ExitCode(IntEnum):
 class ModelClient(Protocol):
     """What the loop needs of `zero.client.ChatClient` (the edge; tests fake it)."""
 
-    def create(self, body: dict[str, Any], *, timeout: float, deadline: float | None = None) -> dict[str, Any]: ...
+    def create(
+        self, body: dict[str, Any], *, timeout: float, deadline: float | None = None
+    ) -> dict[str, Any]: ...
 
 
 class ComputerLike(Protocol):
@@ -130,7 +134,9 @@ class _Episode:
         self.on_message(message)
 
     def start(self, instruction: str) -> None:
-        self.screen = self._computer(lambda: self.computer.wait_ready(self._left(self.options.ready_timeout_s)))
+        self.screen = self._computer(
+            lambda: self.computer.wait_ready(self._left(self.options.ready_timeout_s))
+        )
         png = self._computer(self.computer.screenshot)
         compact = self.options.prompt == "compact"
         self.append({"role": "system", "content": COMPACT_SYSTEM_PROMPT if compact else SYSTEM_PROMPT})
@@ -147,7 +153,9 @@ class _Episode:
         for n, call in enumerate(calls):
             self.run_call(call, last=n == len(calls) - 1)
         if self.unseen is not None:  # the turn's last call was refused after others ran: show their result
-            self.unseen["content"] = observation("", "ok", self._computer(self.computer.screenshot))["content"]
+            self.unseen["content"] = observation("", "ok", self._computer(self.computer.screenshot))[
+                "content"
+            ]
 
     def ask(self) -> dict[str, Any]:
         """One model call on the pruned history, under the wall clock."""
@@ -155,20 +163,31 @@ class _Episode:
         if timeout <= 0:
             raise _Stop(ExitCode.BUDGET, "wall clock")
         self.messages = prune(self.messages, self.options.pruning)
-        tool = (compact_schema() if self.options.prompt == "compact"
-                else computer_use_schema(self.screen.width, self.screen.height,
-                                         self.options.kind or self.computer.kind or "desktop"))
+        tool = (
+            compact_schema()
+            if self.options.prompt == "compact"
+            else computer_use_schema(
+                self.screen.width, self.screen.height, self.options.kind or self.computer.kind or "desktop"
+            )
+        )
         body = {"model": self.model, "messages": self.messages, "tools": [tool], **self.sampling}
         try:
-            return _assistant_message(self.client.create(body, timeout=timeout, deadline=self.budget.deadline))
+            return _assistant_message(
+                self.client.create(body, timeout=timeout, deadline=self.budget.deadline)
+            )
         except ModelAPIError as exc:
             raise _Stop(ExitCode.MODEL_ERROR, repr(exc)) from None
 
     def run_call(self, call: dict[str, Any], last: bool) -> None:
         fn, call_id = call.get("function") or {}, str(call.get("id", ""))
         try:
-            step = parse_call(str(fn.get("name", "")), fn.get("arguments") or "{}", self.screen.width,
-                              self.screen.height, self.pointer)
+            step = parse_call(
+                str(fn.get("name", "")),
+                fn.get("arguments") or "{}",
+                self.screen.width,
+                self.screen.height,
+                self.pointer,
+            )
             if isinstance(step, Terminal):
                 self.append(observation(call_id, f"ended: {step.status}"))
                 raise _Stop(ExitCode.ANSWERED, answer=step.text or step.status)
@@ -195,7 +214,9 @@ class _Episode:
         try:
             return fn()
         except ComputerUnavailable as exc:
-            if self.budget.deadline - time.monotonic() < _CUT_SHORT_S:  # its timeout was what the clock had left
+            if (
+                self.budget.deadline - time.monotonic() < _CUT_SHORT_S
+            ):  # its timeout was what the clock had left
                 raise _Stop(ExitCode.BUDGET, f"wall clock (a computer call cut short: {exc})") from None
             raise _Stop(ExitCode.COMPUTER_ERROR, f"computer service: {exc}") from None
 
@@ -208,8 +229,16 @@ def _assistant_message(completion: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def run_agent(client: ModelClient, computer: ComputerLike, model: str, instruction: str, budget: Budget,
-              options: Options = Options(), on_message: Sink = lambda m: None, **sampling: Any) -> AgentResult:
+def run_agent(
+    client: ModelClient,
+    computer: ComputerLike,
+    model: str,
+    instruction: str,
+    budget: Budget,
+    options: Options = Options(),
+    on_message: Sink = lambda m: None,
+    **sampling: Any,
+) -> AgentResult:
     """Drive one GUI task to its end; never raises for model, action or computer failures."""
     ep = _Episode(client, computer, model, budget, options, on_message, sampling)
     try:

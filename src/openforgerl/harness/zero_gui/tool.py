@@ -20,12 +20,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ACTIONS", "COMPACT_SYSTEM_PROMPT", "NAME", "Act", "MalformedAction", "Terminal", "compact_schema",
-           "computer_use_schema", "parse_call", "to_pixels"]
+__all__ = [
+    "ACTIONS",
+    "COMPACT_SYSTEM_PROMPT",
+    "NAME",
+    "Act",
+    "MalformedAction",
+    "Terminal",
+    "compact_schema",
+    "computer_use_schema",
+    "parse_call",
+    "to_pixels",
+]
 
 NAME = "computer_use"
-ACTIONS = ("left_click", "double_click", "right_click", "left_click_drag", "type", "key", "scroll", "wait",
-           "terminate", "answer")
+ACTIONS = (
+    "left_click",
+    "double_click",
+    "right_click",
+    "left_click_drag",
+    "type",
+    "key",
+    "scroll",
+    "wait",
+    "terminate",
+    "answer",
+)
 SCALE = 1000
 
 Point = tuple[int, int]
@@ -75,14 +95,24 @@ def computer_use_schema(width: int, height: int, kind: str = "desktop") -> dict[
     point = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}
     props: dict[str, Any] = {
         "action": {"type": "string", "enum": list(ACTIONS), "description": _ACTION_HELP},
-        "coordinate": {**point, "description": "[x, y] in 0-1000 units. Required by the click actions, "
-                                               "`left_click_drag` (end point); optional for `scroll`."},
+        "coordinate": {
+            **point,
+            "description": "[x, y] in 0-1000 units. Required by the click actions, "
+            "`left_click_drag` (end point); optional for `scroll`.",
+        },
         "start_coordinate": {**point, "description": "[x, y] start of `left_click_drag` (optional)."},
         "text": {"type": "string", "description": "Required by `type` and `answer`."},
         "keys": {"type": "array", "items": {"type": "string"}, "description": "Required by `key`."},
-        "pixels": {"type": "number", "description": "Wheel notches for `scroll`: positive up, negative down."},
+        "pixels": {
+            "type": "number",
+            "description": "Wheel notches for `scroll`: positive up, negative down.",
+        },
         "time": {"type": "number", "description": "Seconds for `wait`."},
-        "status": {"type": "string", "enum": ["success", "failure"], "description": "Required by `terminate`."},
+        "status": {
+            "type": "string",
+            "enum": ["success", "failure"],
+            "description": "Required by `terminate`.",
+        },
     }
     params = {"type": "object", "properties": props, "required": ["action"]}
     desc = _DESCRIPTION.format(kind=kind, width=width, height=height)
@@ -96,13 +126,21 @@ def compact_schema() -> dict[str, Any]:
     """The short `computer_use` tool `tiny-vl` is warmed up on (`scripts/build_tiny_vl.py` imports it and
     `COMPACT_SYSTEM_PROMPT`, so the warm-up's prompt is this harness's by construction): ~70 prompt tokens instead of ~900, so a tiny model
     sees the prompt it was warmed up on. Same tool name and arguments: `parse_call` reads both."""
-    return {"type": "function", "function": {
-        "name": NAME,
-        "description": "Use the mouse. Coordinates are x, y in 0-1000 of the screen width and height.",
-        "parameters": {"type": "object", "properties": {
-            "action": {"type": "string", "enum": ["left_click"]},
-            "coordinate": {"type": "array", "description": "[x, y] in 0-1000."}},
-            "required": ["action", "coordinate"]}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": NAME,
+            "description": "Use the mouse. Coordinates are x, y in 0-1000 of the screen width and height.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "action": {"type": "string", "enum": ["left_click"]},
+                    "coordinate": {"type": "array", "description": "[x, y] in 0-1000."},
+                },
+                "required": ["action", "coordinate"],
+            },
+        },
+    }
 
 
 def to_pixels(coord: Any, width: int, height: int) -> Point:
@@ -157,8 +195,9 @@ def _number(args: Mapping[str, Any], name: str, default: float) -> float:
 _CLICKS = {"left_click": "click", "double_click": "double_click", "right_click": "right_click"}
 
 
-def parse_call(name: str, arguments: str | Mapping[str, Any], width: int, height: int,
-               pointer: Point | None = None) -> Act | Terminal:
+def parse_call(
+    name: str, arguments: str | Mapping[str, Any], width: int, height: int, pointer: Point | None = None
+) -> Act | Terminal:
     """One tool call -> the service action it means (or the episode's end). Raises MalformedAction."""
     if name != NAME:
         raise MalformedAction(f"unknown tool {name!r}; the only tool is {NAME!r}")

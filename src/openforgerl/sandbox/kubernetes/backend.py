@@ -52,13 +52,15 @@ def backoff_s(attempt: int, base: float, cap: float) -> float:
 class KubernetesBackend:
     name = "kubernetes"
 
-    def __init__(self, api: KubeApi, config: KubernetesConfig | None = None, *,
-                 owns_api: bool = True) -> None:
+    def __init__(
+        self, api: KubeApi, config: KubernetesConfig | None = None, *, owns_api: bool = True
+    ) -> None:
         self.config = config or KubernetesConfig()
         self.api = api
         self._owns_api = owns_api
-        self.gate = BootGate(self.config.max_concurrent_boots, self.config.boots_per_second,
-                             self.config.boot_burst)
+        self.gate = BootGate(
+            self.config.max_concurrent_boots, self.config.boots_per_second, self.config.boot_burst
+        )
         self.informer = PodInformer(api, self.config.namespace, sandbox_selector(self.config))
         self.known: set[str] = set()  # pods this process created and has not released
         self._deletes: set[asyncio.Task[None]] = set()
@@ -66,8 +68,13 @@ class KubernetesBackend:
         self._closed = False
 
     @classmethod
-    async def open(cls, config: KubernetesConfig | None = None, *, kubeconfig: str | Path | None = None,
-                   server: str | None = None) -> KubernetesBackend:
+    async def open(
+        cls,
+        config: KubernetesConfig | None = None,
+        *,
+        kubeconfig: str | Path | None = None,
+        server: str | None = None,
+    ) -> KubernetesBackend:
         """Connect with lightkube (kubeconfig file, bare server URL, or in-cluster discovery) and start."""
         from lightkube import ConfigError
 
@@ -97,11 +104,15 @@ class KubernetesBackend:
         except KubeApiError as e:
             if e.code == 0:
                 where = getattr(self.api, "server", "") or "(unknown address)"
-                raise NoCluster(f"cannot reach the Kubernetes API server at {where} ({e}): {CLUSTER_FIX}") from e
+                raise NoCluster(
+                    f"cannot reach the Kubernetes API server at {where} ({e}): {CLUSTER_FIX}"
+                ) from e
             if e.code in (401, 403):
-                raise NoCluster(f"the Kubernetes API server refused to list pods in namespace "
-                                f"{self.config.namespace!r} ({e}): give the orchestrator the Role in "
-                                "deploy/k8s/rbac.yaml, or a kubeconfig whose user holds it") from e
+                raise NoCluster(
+                    f"the Kubernetes API server refused to list pods in namespace "
+                    f"{self.config.namespace!r} ({e}): give the orchestrator the Role in "
+                    "deploy/k8s/rbac.yaml, or a kubeconfig whose user holds it"
+                ) from e
 
     async def start(self) -> None:
         """Sync the informer, reap leftovers of an earlier run with our backend id, start the janitor."""
@@ -160,8 +171,9 @@ class KubernetesBackend:
                 if not e.retryable:
                     raise PodCreateRejected(str(e), pod=manifest["metadata"]["name"], reason=e.reason) from e
                 if attempt == retries:
-                    raise ApiUnavailable(f"create failed {retries + 1} times: {e}",
-                                         pod=manifest["metadata"]["name"]) from e
+                    raise ApiUnavailable(
+                        f"create failed {retries + 1} times: {e}", pod=manifest["metadata"]["name"]
+                    ) from e
                 await asyncio.sleep(backoff_s(attempt, self.config.retry_base_s, self.config.retry_max_s))
 
     async def _adopt(self, manifest: Obj) -> None:
@@ -170,8 +182,9 @@ class KubernetesBackend:
         pod = await self.api.get_pod(meta["namespace"], meta["name"])
         found = (pod or {}).get("metadata", {}).get("annotations", {}).get(ANNOTATION_ROLLOUT)
         if pod is not None and found != meta["annotations"][ANNOTATION_ROLLOUT]:
-            raise PodCreateRejected(f"pod {meta['name']} exists for rollout {found!r}",
-                                    pod=meta["name"], reason="AlreadyExists")
+            raise PodCreateRejected(
+                f"pod {meta['name']} exists for rollout {found!r}", pod=meta["name"], reason="AlreadyExists"
+            )
 
     async def _wait_running(self, name: str, timeout_s: float) -> None:
         def settled(pod: Obj | None) -> bool:
@@ -189,12 +202,16 @@ class KubernetesBackend:
         """The Pod once it shows a fault (or a stub once it is gone); None if it stays healthy.
         `ended`: containers the backend ended itself, which are no fault."""
         try:
-            pod = await self.informer.wait_for(name, lambda p: p is None or fault(p, ended) is not None,
-                                               timeout_s)
+            pod = await self.informer.wait_for(
+                name, lambda p: p is None or fault(p, ended) is not None, timeout_s
+            )
         except TimeoutError:
             return None
-        return pod if pod is not None else {"metadata": {"name": name}, "status": {"phase": "Failed",
-                                                                                     "reason": "Deleted"}}
+        return (
+            pod
+            if pod is not None
+            else {"metadata": {"name": name}, "status": {"phase": "Failed", "reason": "Deleted"}}
+        )
 
     async def wait_ended(self, name: str, container: str, timeout_s: float) -> bool:
         """Whether the Pod's `container` is seen terminated (or the Pod gone) within `timeout_s`."""
@@ -230,14 +247,21 @@ class KubernetesBackend:
             except KubeApiError as e:
                 log.warning("delete of pod %s failed (%s), attempt %d", name, e, attempt + 1)
                 await asyncio.sleep(backoff_s(attempt, cfg.retry_base_s, cfg.retry_max_s))
-        log.error("pod %s not deleted after %d attempts; the janitor will reap it", name,
-                  cfg.delete_retries + 1)
+        log.error(
+            "pod %s not deleted after %d attempts; the janitor will reap it", name, cfg.delete_retries + 1
+        )
 
     async def reap(self, min_age_s: float | None = None) -> list[str]:
         """Delete our labelled Pods that no live sandbox owns (see `janitor`)."""
         age = self.config.janitor_min_age_s if min_age_s is None else min_age_s
-        return await janitor.reap(self.api, self.config.namespace, sandbox_selector(self.config),
-                                  self.known.__contains__, age, datetime.now(UTC))
+        return await janitor.reap(
+            self.api,
+            self.config.namespace,
+            sandbox_selector(self.config),
+            self.known.__contains__,
+            age,
+            datetime.now(UTC),
+        )
 
     async def reap_finished(self, min_age_s: float | None = None) -> list[str]:
         """Delete finished sandbox Pods of any openforgerl backend in our namespace."""

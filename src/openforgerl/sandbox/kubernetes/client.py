@@ -56,8 +56,9 @@ class KubeApi(Protocol):
         """The Pods matching `labels` and the list's resourceVersion (to start a watch from)."""
         ...
 
-    def watch_pods(self, namespace: str, labels: Mapping[str, str],
-                   resource_version: str) -> AsyncIterator[tuple[str, Obj]]:
+    def watch_pods(
+        self, namespace: str, labels: Mapping[str, str], resource_version: str
+    ) -> AsyncIterator[tuple[str, Obj]]:
         """(ADDED|MODIFIED|DELETED, pod) events after `resource_version`; raises `WatchExpired`."""
         ...
 
@@ -65,8 +66,15 @@ class KubeApi(Protocol):
         """Delete; False when it was already gone."""
         ...
 
-    async def exec(self, namespace: str, name: str, container: str, argv: Sequence[str],
-                   stdin: bytes, timeout_s: float | None) -> ExecOutput:
+    async def exec(
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        argv: Sequence[str],
+        stdin: bytes,
+        timeout_s: float | None,
+    ) -> ExecOutput:
         """Run argv in the container; raises `ExecChannelLost` or `ExecTimedOut`."""
         ...
 

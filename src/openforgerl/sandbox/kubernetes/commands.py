@@ -18,8 +18,9 @@ WRITE_FILE = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
 SPAWN = 'log="$1"; shift; nohup "$@" > "$log" 2>&1 < /dev/null &'
 
 
-def exec_argv(argv: Sequence[str], *, cwd: str, env: Mapping[str, str] | None = None,
-              timeout_s: float | None = None) -> list[str]:
+def exec_argv(
+    argv: Sequence[str], *, cwd: str, env: Mapping[str, str] | None = None, timeout_s: float | None = None
+) -> list[str]:
     out = ["sh", "-c", CD_AND_EXEC, cwd]
     if timeout_s is not None:
         out += ["timeout", "-s", "KILL", f"{max(timeout_s, 0.001):.3f}"]
@@ -28,8 +29,9 @@ def exec_argv(argv: Sequence[str], *, cwd: str, env: Mapping[str, str] | None = 
     return out + list(argv)
 
 
-def spawn_argv(argv: Sequence[str], *, cwd: str, log_path: str,
-               env: Mapping[str, str] | None = None) -> list[str]:
+def spawn_argv(
+    argv: Sequence[str], *, cwd: str, log_path: str, env: Mapping[str, str] | None = None
+) -> list[str]:
     """Start argv detached (its output goes to `log_path`); the exec returns at once."""
     return exec_argv(["sh", "-c", SPAWN, "sh", log_path, *exec_argv(argv, cwd=cwd, env=env)], cwd=cwd)
 
@@ -67,8 +69,9 @@ def clean_tar(raw: bytes, dest: str) -> bytes:
                 kept = tarfile.data_filter(member, dest)
             except tarfile.FilterError:
                 continue
-            kept = kept.replace(uid=0, gid=0, uname="", gname="", mode=0o777 if kept.mode is None else kept.mode,
-                                deep=False)  # the filter leaves a link's mode and every owner unset
+            kept = kept.replace(
+                uid=0, gid=0, uname="", gname="", mode=0o777 if kept.mode is None else kept.mode, deep=False
+            )  # the filter leaves a link's mode and every owner unset
             dst.addfile(kept, src.extractfile(member) if kept.isreg() else None)
     return out.getvalue()
 

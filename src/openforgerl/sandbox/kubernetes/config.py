@@ -83,7 +83,9 @@ class KubernetesConfig:
     priority_class_name: str | None = None
     default_cpus: float = 1.0
     default_memory_mb: int = 1024
-    request_fraction: float = 1.0  # requests = fraction x limits (the services' CPU aside: `services_cpu_request`)
+    request_fraction: float = (
+        1.0  # requests = fraction x limits (the services' CPU aside: `services_cpu_request`)
+    )
     workdir_size_limit: str = "2Gi"
     read_only_root: bool = True  # like the local backend; /workdir and /tmp are writable emptyDirs
     extra_labels: Mapping[str, str] = field(default_factory=dict)
@@ -122,8 +124,12 @@ class KubernetesConfig:
             return env.get(ENV_PREFIX + key) or None
 
         return dataclasses.replace(
-            base, namespace=given("NAMESPACE") or base.namespace, default_image=given("IMAGE") or base.default_image,
-            gateway_url=given("GATEWAY_URL") or base.gateway_url, backend_id=given("BACKEND_ID") or base.backend_id,
+            base,
+            namespace=given("NAMESPACE") or base.namespace,
+            default_image=given("IMAGE") or base.default_image,
+            gateway_url=given("GATEWAY_URL") or base.gateway_url,
+            backend_id=given("BACKEND_ID") or base.backend_id,
             runtime_class_name=given("RUNTIME_CLASS") or base.runtime_class_name,
             service_account_name=given("SERVICE_ACCOUNT") or base.service_account_name,
-            priority_class_name=given("PRIORITY_CLASS") or base.priority_class_name)
+            priority_class_name=given("PRIORITY_CLASS") or base.priority_class_name,
+        )

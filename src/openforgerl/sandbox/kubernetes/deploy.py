@@ -50,11 +50,18 @@ TRAINER = "openforgerl-trainer"
 KEY_SECRET = "openforgerl-gateway-keys"
 STORE_SECRET = "openforgerl-store"
 GATEWAY = GatewayService(
-    namespace=NAMESPACE, port=MODEL_PORT, image=f"{GATEWAY_IMAGE}:{__version__}", replicas=3,
+    namespace=NAMESPACE,
+    port=MODEL_PORT,
+    image=f"{GATEWAY_IMAGE}:{__version__}",
+    replicas=3,
     engine_urls=("http://vllm.openforgerl.svc.cluster.local:8000",),
-    store_secret=STORE_SECRET, key_secret=KEY_SECRET, admin_token_required=True,
+    store_secret=STORE_SECRET,
+    key_secret=KEY_SECRET,
+    admin_token_required=True,
 )
-SANDBOXES = KubernetesConfig(namespace=NAMESPACE, default_image=f"{ROLLOUT_IMAGE}:{__version__}", gateway=GATEWAY)
+SANDBOXES = KubernetesConfig(
+    namespace=NAMESPACE, default_image=f"{ROLLOUT_IMAGE}:{__version__}", gateway=GATEWAY
+)
 # pods: what the backend creates, watches, deletes (and reads back on a 409); exec: setup, harness and
 # verifier over a websocket, which is a GET, so authorized as `get`, and from Kubernetes 1.35 also as
 # `create`; log: a sandbox's output. Nothing cluster-wide, no Secrets, no Deployments.
@@ -80,10 +87,15 @@ def render_namespace() -> Manifest:
 
 def render_rbac() -> list[Manifest]:
     sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(ORCHESTRATOR, "orchestrator")}
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": meta(ORCHESTRATOR, "orchestrator"), "rules": [dict(r) for r in ORCHESTRATOR_RULES]}
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": meta(ORCHESTRATOR, "orchestrator"),
+        "rules": [dict(r) for r in ORCHESTRATOR_RULES],
+    }
     binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
         "metadata": meta(ORCHESTRATOR, "orchestrator"),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ORCHESTRATOR},
         "subjects": [{"kind": "ServiceAccount", "name": ORCHESTRATOR, "namespace": NAMESPACE}],
@@ -94,21 +106,32 @@ def render_rbac() -> list[Manifest]:
 def render_trainer_service() -> Manifest:
     """`train` embeds its own gateway: its model port, and only that, behind a Service for the sandboxes."""
     return {
-        "apiVersion": "v1", "kind": "Service", "metadata": meta(TRAINER, "trainer"),
-        "spec": {"type": "ClusterIP", "selector": trainer_labels(),
-                 "ports": [{"name": "http", "port": MODEL_PORT, "targetPort": MODEL_PORT, "protocol": "TCP"}]},
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(TRAINER, "trainer"),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": trainer_labels(),
+            "ports": [{"name": "http", "port": MODEL_PORT, "targetPort": MODEL_PORT, "protocol": "TCP"}],
+        },
     }
 
 
 def render_sandbox_to_trainer_policy() -> Manifest:
     """Adds (NetworkPolicies are a union) the trainer's model port to what sandbox Pods may reach."""
-    to_trainer = {"podSelector": {"matchLabels": trainer_labels()},
-                  "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}}
+    to_trainer = {
+        "podSelector": {"matchLabels": trainer_labels()},
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}},
+    }
     return {
-        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
         "metadata": {"name": "openforgerl-sandbox-egress-trainer", "namespace": NAMESPACE},
-        "spec": {"podSelector": {"matchLabels": sandbox_selector(SANDBOXES)}, "policyTypes": ["Egress"],
-                 "egress": [{"to": [to_trainer], "ports": [{"protocol": "TCP", "port": MODEL_PORT}]}]},
+        "spec": {
+            "podSelector": {"matchLabels": sandbox_selector(SANDBOXES)},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [to_trainer], "ports": [{"protocol": "TCP", "port": MODEL_PORT}]}],
+        },
     }
 
 
@@ -116,8 +139,12 @@ def render_rollout_template() -> Manifest:
     """The Pod the backend creates per rollout, as a PodTemplate: to read and diff, never to run."""
     pod = render_pod(SandboxSpec("example-rollout", lifetime_s=600.0), SANDBOXES)
     template_meta = {k: v for k, v in pod["metadata"].items() if k in ("labels", "annotations")}
-    return {"apiVersion": "v1", "kind": "PodTemplate", "metadata": meta("openforgerl-rollout", "sandbox"),
-            "template": {"metadata": template_meta, "spec": pod["spec"]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": meta("openforgerl-rollout", "sandbox"),
+        "template": {"metadata": template_meta, "spec": pod["spec"]},
+    }
 
 
 def base_files() -> dict[str, list[Manifest]]:
@@ -125,10 +152,17 @@ def base_files() -> dict[str, list[Manifest]]:
     return {
         "namespace.yaml": [render_namespace()],
         "rbac.yaml": render_rbac(),
-        "gateway.yaml": [render_gateway_deployment(GATEWAY), render_gateway_pdb(GATEWAY),
-                         render_gateway_service(GATEWAY), render_gateway_admin_service(GATEWAY)],
-        "network-policies.yaml": [render_sandbox_network_policy(SANDBOXES),
-                                  render_gateway_network_policy(SANDBOXES), render_sandbox_to_trainer_policy()],
+        "gateway.yaml": [
+            render_gateway_deployment(GATEWAY),
+            render_gateway_pdb(GATEWAY),
+            render_gateway_service(GATEWAY),
+            render_gateway_admin_service(GATEWAY),
+        ],
+        "network-policies.yaml": [
+            render_sandbox_network_policy(SANDBOXES),
+            render_gateway_network_policy(SANDBOXES),
+            render_sandbox_to_trainer_policy(),
+        ],
         "trainer.yaml": [render_trainer_service()],
         "rollout-pod-template.yaml": [render_rollout_template()],
     }
@@ -147,11 +181,15 @@ def kustomization() -> dict[str, Any]:
         "kind": "Kustomization",
         "namespace": NAMESPACE,
         "resources": list(base_files()),
-        "images": [{"name": GATEWAY_IMAGE, "newTag": __version__},
-                   {"name": ROLLOUT_IMAGE, "newTag": __version__}],
+        "images": [
+            {"name": GATEWAY_IMAGE, "newTag": __version__},
+            {"name": ROLLOUT_IMAGE, "newTag": __version__},
+        ],
         # fixed names: the Deployment refers to them, and a rotated value must not leave an old copy behind
         "generatorOptions": {"disableNameSuffixHash": True},
-        "secretGenerator": [{"name": name, "envs": [f"secrets/{file}"]} for name, (file, _) in SECRETS.items()],
+        "secretGenerator": [
+            {"name": name, "envs": [f"secrets/{file}"]} for name, (file, _) in SECRETS.items()
+        ],
     }
 
 
@@ -175,4 +213,3 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
-

@@ -13,8 +13,10 @@ from typing import ClassVar
 from openforgerl.errors import UserError
 from openforgerl.sandbox.base import SandboxError
 
-CLUSTER_FIX = ("set KUBECONFIG to the kubeconfig of a reachable cluster, or run the orchestrator in a Pod "
-               "whose ServiceAccount holds deploy/k8s/rbac.yaml's Role (in-cluster config)")
+CLUSTER_FIX = (
+    "set KUBECONFIG to the kubeconfig of a reachable cluster, or run the orchestrator in a Pod "
+    "whose ServiceAccount holds deploy/k8s/rbac.yaml's Role (in-cluster config)"
+)
 
 
 class NoCluster(UserError):

@@ -26,16 +26,18 @@ from openforgerl.sandbox.kubernetes.manifests import (
 from openforgerl.sandbox.kubernetes.validation import check_manifest
 
 
-def gateway_objects(cfg: KubernetesConfig, *, deployment: bool = True,
-                    network_policy: bool = True) -> list[Obj]:
+def gateway_objects(
+    cfg: KubernetesConfig, *, deployment: bool = True, network_policy: bool = True
+) -> list[Obj]:
     objs = [render_gateway_deployment(cfg.gateway)] if deployment else []
     objs.append(render_gateway_service(cfg.gateway))
     policies = [render_sandbox_network_policy(cfg), render_gateway_network_policy(cfg)]
     return objs + (policies if network_policy else [])
 
 
-async def ensure_gateway(api: KubeApi, cfg: KubernetesConfig, *, deployment: bool = True,
-                         network_policy: bool = True) -> list[str]:
+async def ensure_gateway(
+    api: KubeApi, cfg: KubernetesConfig, *, deployment: bool = True, network_policy: bool = True
+) -> list[str]:
     """Create what is missing; returns `Kind/name` of the objects that were created now."""
     created = []
     for obj in gateway_objects(cfg, deployment=deployment, network_policy=network_policy):

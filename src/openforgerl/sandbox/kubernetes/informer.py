@@ -20,8 +20,14 @@ PodPredicate = Callable[[Obj | None], bool]
 
 
 class PodInformer:
-    def __init__(self, api: KubeApi, namespace: str, labels: Mapping[str, str],
-                 retry_s: float = 0.5, max_retry_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        namespace: str,
+        labels: Mapping[str, str],
+        retry_s: float = 0.5,
+        max_retry_s: float = 5.0,
+    ) -> None:
         self._api, self._ns, self._labels = api, namespace, dict(labels)
         self._retry_s, self._max_retry_s = retry_s, max_retry_s
         self.pods: dict[str, Obj] = {}

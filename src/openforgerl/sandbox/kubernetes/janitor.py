@@ -14,8 +14,9 @@ def age_s(pod: Obj, now: datetime) -> float:
     stamp = pod.get("metadata", {}).get("creationTimestamp")
     if not stamp:
         return 0.0
-    created = stamp if isinstance(stamp, datetime) else datetime.fromisoformat(
-        str(stamp).replace("Z", "+00:00"))
+    created = (
+        stamp if isinstance(stamp, datetime) else datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    )
     return (now - created).total_seconds()
 
 
@@ -39,16 +40,23 @@ async def delete_all(api: KubeApi, namespace: str, pods: list[Obj]) -> list[str]
     return reaped
 
 
-async def reap(api: KubeApi, namespace: str, labels: Mapping[str, str], owned: Callable[[str], bool],
-               min_age_s: float, now: datetime | None = None) -> list[str]:
+async def reap(
+    api: KubeApi,
+    namespace: str,
+    labels: Mapping[str, str],
+    owned: Callable[[str], bool],
+    min_age_s: float,
+    now: datetime | None = None,
+) -> list[str]:
     """Delete every labelled Pod that is not `owned` and at least `min_age_s` old; returns names."""
     now = now or datetime.now(UTC)
     pods, _ = await api.list_pods(namespace, labels)
     return await delete_all(api, namespace, [p for p in pods if is_stale(p, now, min_age_s, owned)])
 
 
-async def reap_finished(api: KubeApi, namespace: str, labels: Mapping[str, str], min_age_s: float,
-                        now: datetime | None = None) -> list[str]:
+async def reap_finished(
+    api: KubeApi, namespace: str, labels: Mapping[str, str], min_age_s: float, now: datetime | None = None
+) -> list[str]:
     """Delete finished Pods (any backend id: nobody can use them) at least `min_age_s` old."""
     now = now or datetime.now(UTC)
     pods, _ = await api.list_pods(namespace, labels)

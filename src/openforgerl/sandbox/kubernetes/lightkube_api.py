@@ -23,8 +23,12 @@ from lightkube.types import on_error_raise
 from openforgerl.sandbox.kubernetes.client import ExecOutput, ExecTimedOut, KubeApiError, Obj, WatchExpired
 from openforgerl.sandbox.kubernetes.errors import ExecChannelLost
 
-KINDS: dict[str, Any] = {"Pod": Pod, "Service": Service, "Deployment": Deployment,
-                         "NetworkPolicy": NetworkPolicy}
+KINDS: dict[str, Any] = {
+    "Pod": Pod,
+    "Service": Service,
+    "Deployment": Deployment,
+    "NetworkPolicy": NetworkPolicy,
+}
 WATCH_SERVER_TIMEOUT_S = 290
 
 
@@ -44,9 +48,14 @@ def api_error(exc: Exception) -> KubeApiError:
 
 def server_config(url: str) -> KubeConfig:
     """A kubeconfig for a bare URL with an anonymous user (lightkube's `from_server` has no user)."""
-    return KubeConfig.from_dict({
-        "clusters": [{"name": "c", "cluster": {"server": url}}], "users": [{"name": "u", "user": {}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}], "current-context": "c"})
+    return KubeConfig.from_dict(
+        {
+            "clusters": [{"name": "c", "cluster": {"server": url}}],
+            "users": [{"name": "u", "user": {}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "c",
+        }
+    )
 
 
 class LightkubeApi:
@@ -55,8 +64,14 @@ class LightkubeApi:
         self.server = ""  # the API server's URL, for error messages
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path | None = None, *, server: str | None = None,
-                        namespace: str | None = None, timeout_s: float = 30.0) -> LightkubeApi:
+    def from_kubeconfig(
+        cls,
+        path: str | Path | None = None,
+        *,
+        server: str | None = None,
+        namespace: str | None = None,
+        timeout_s: float = 30.0,
+    ) -> LightkubeApi:
         """From a kubeconfig file, a bare server URL (tests), or the usual discovery when both are None."""
         config = server_config(server) if server else (KubeConfig.from_file(path) if path else None)
         timeout = httpx2.Timeout(timeout_s)
@@ -92,11 +107,17 @@ class LightkubeApi:
         except (ApiError, httpx2.HTTPError) as e:
             raise api_error(e) from e
 
-    async def watch_pods(self, namespace: str, labels: Mapping[str, str],
-                         resource_version: str) -> AsyncIterator[tuple[str, Obj]]:
-        stream = self._client.watch(Pod, namespace=namespace, labels=dict(labels),
-                                    resource_version=resource_version,
-                                    server_timeout=WATCH_SERVER_TIMEOUT_S, on_error=on_error_raise)
+    async def watch_pods(
+        self, namespace: str, labels: Mapping[str, str], resource_version: str
+    ) -> AsyncIterator[tuple[str, Obj]]:
+        stream = self._client.watch(
+            Pod,
+            namespace=namespace,
+            labels=dict(labels),
+            resource_version=resource_version,
+            server_timeout=WATCH_SERVER_TIMEOUT_S,
+            on_error=on_error_raise,
+        )
         try:
             async for kind, pod in stream:
                 yield kind, pod.to_dict()
@@ -113,23 +134,36 @@ class LightkubeApi:
             raise err from e
         return True
 
-    async def exec(self, namespace: str, name: str, container: str, argv: Sequence[str],
-                   stdin: bytes, timeout_s: float | None) -> ExecOutput:
+    async def exec(
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        argv: Sequence[str],
+        stdin: bytes,
+        timeout_s: float | None,
+    ) -> ExecOutput:
         try:
-            res = await self._client.exec(name, namespace=namespace, container=container,
-                                          command=list(argv), stdin=io.BytesIO(stdin), stdout=True, stderr=True,
-                                          decode=None, timeout=timeout_s)
+            res = await self._client.exec(
+                name,
+                namespace=namespace,
+                container=container,
+                command=list(argv),
+                stdin=io.BytesIO(stdin),
+                stdout=True,
+                stderr=True,
+                decode=None,
+                timeout=timeout_s,
+            )
         except httpx2.TimeoutException as e:
             raise ExecTimedOut(str(e)) from e
         except Exception as e:  # any other end of the stream without an exit status
-            raise ExecChannelLost(f"exec in pod {name} broke: {type(e).__name__}: {e}",
-                                  pod=name) from e
+            raise ExecChannelLost(f"exec in pod {name} broke: {type(e).__name__}: {e}", pod=name) from e
         return ExecOutput(res.exit_code, _raw(res.stdout), _raw(res.stderr))
 
     async def logs(self, namespace: str, name: str, container: str) -> bytes:
         try:
-            lines = [line async for line in self._client.log(name, namespace=namespace,
-                                                             container=container)]
+            lines = [line async for line in self._client.log(name, namespace=namespace, container=container)]
         except (ApiError, httpx2.HTTPError) as e:
             raise api_error(e) from e
         return "".join(lines).encode()

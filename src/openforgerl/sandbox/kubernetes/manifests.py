@@ -40,10 +40,7 @@ from openforgerl.sandbox.kubernetes.config import (
 Manifest = dict[str, Any]
 POD_PREFIX = "ofrl-"
 LABEL_ROLE = "openforgerl.io/role"  # "verifier" on a verifier's Pod; absent on the agent's
-KEEPALIVE = (
-    "echo openforgerl sandbox ready; trap 'exit 0' TERM INT; "
-    "while :; do sleep 3600 & wait $!; done"
-)
+KEEPALIVE = "echo openforgerl sandbox ready; trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 
 
@@ -138,15 +135,20 @@ def services_container(spec: SandboxSpec, cfg: KubernetesConfig) -> Manifest:
     memory use cannot starve a service or the verifier). Its CPU request is `services_cpu_request`, below
     its limit (why: `KubernetesConfig.services_cpu_request`)."""
     ctr = container(spec, cfg)
-    sized = SandboxSpec(rollout_id=spec.rollout_id, limits=Limits(cpus=cfg.services_cpus,
-                                                                   memory_mb=cfg.services_memory_mb))
+    sized = SandboxSpec(
+        rollout_id=spec.rollout_id, limits=Limits(cpus=cfg.services_cpus, memory_mb=cfg.services_memory_mb)
+    )
     sizes = resources(sized, cfg)
     sizes["requests"]["cpu"] = cpu_quantity(min(cfg.services_cpu_request, cfg.services_cpus))
-    ctr.update(name=cfg.services_container_name, resources=sizes, volumeMounts=[
-        {"name": "workdir", "mountPath": WORKDIR},
-        {"name": "services-tmp", "mountPath": "/tmp"},
-        {"name": "verifier", "mountPath": VERIFIER_MOUNT},
-    ])
+    ctr.update(
+        name=cfg.services_container_name,
+        resources=sizes,
+        volumeMounts=[
+            {"name": "workdir", "mountPath": WORKDIR},
+            {"name": "services-tmp", "mountPath": "/tmp"},
+            {"name": "verifier", "mountPath": VERIFIER_MOUNT},
+        ],
+    )
     return ctr
 
 
@@ -251,8 +253,19 @@ STORE_URL_ENV = "OPENFORGERL_STORE_URL"
 def gateway_args(gw: GatewayService) -> list[str]:
     # `$(VAR)` is expanded by the kubelet from the container's env: the URL stays in the Secret
     store = f"$({STORE_URL_ENV})" if gw.store_secret else gw.store_path
-    args = ["gateway", "--host", "0.0.0.0", "--port", str(gw.port), "--store", store,
-            "--admin-host", "0.0.0.0", "--admin-port", str(admin_port(gw))]
+    args = [
+        "gateway",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(gw.port),
+        "--store",
+        store,
+        "--admin-host",
+        "0.0.0.0",
+        "--admin-port",
+        str(admin_port(gw)),
+    ]
     for url in gw.engine_urls:
         args += ["--engine", url]
     return args
@@ -263,8 +276,11 @@ def secret_env(name: str, secret: str, key: str, *, optional: bool) -> Manifest:
 
 
 def gateway_env(gw: GatewayService) -> list[Manifest]:
-    env = [secret_env("OPENFORGERL_ADMIN_TOKEN", admin_secret_name(gw), "token",
-                      optional=not gw.admin_token_required)]
+    env = [
+        secret_env(
+            "OPENFORGERL_ADMIN_TOKEN", admin_secret_name(gw), "token", optional=not gw.admin_token_required
+        )
+    ]
     if gw.key_secret:
         env.append(secret_env("OPENFORGERL_GATEWAY_SECRET", gw.key_secret, "secret", optional=False))
     if gw.store_secret:
@@ -275,13 +291,19 @@ def gateway_env(gw: GatewayService) -> list[Manifest]:
 def gateway_probes(gw: GatewayService) -> Manifest:
     """The admin listener's `/healthz` (the one unauthenticated admin route): a Pod whose admin plane is
     down cannot be driven, so it is not Ready. Liveness is slower to fire: a busy event loop is not dead."""
+
     def get() -> Manifest:
         return {"path": "/healthz", "port": "admin"}
 
     return {
         "readinessProbe": {"httpGet": get(), "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 2},
-        "livenessProbe": {"httpGet": get(), "initialDelaySeconds": 10, "periodSeconds": 10,
-                          "timeoutSeconds": 5, "failureThreshold": 6},
+        "livenessProbe": {
+            "httpGet": get(),
+            "initialDelaySeconds": 10,
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 6,
+        },
     }
 
 
@@ -293,11 +315,15 @@ def render_gateway_deployment(gw: GatewayService) -> Manifest:
         "image": gw.image,
         "command": ["openforgerl"],
         "args": gateway_args(gw),
-        "ports": [{"name": "http", "containerPort": gw.port, "protocol": "TCP"},
-                  {"name": "admin", "containerPort": admin_port(gw), "protocol": "TCP"}],
+        "ports": [
+            {"name": "http", "containerPort": gw.port, "protocol": "TCP"},
+            {"name": "admin", "containerPort": admin_port(gw), "protocol": "TCP"},
+        ],
         "env": gateway_env(gw),
-        "resources": {"requests": {"cpu": gw.requests[0], "memory": gw.requests[1]},
-                      "limits": {"cpu": gw.limits[0], "memory": gw.limits[1]}},
+        "resources": {
+            "requests": {"cpu": gw.requests[0], "memory": gw.requests[1]},
+            "limits": {"cpu": gw.limits[0], "memory": gw.limits[1]},
+        },
         **gateway_probes(gw),
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
@@ -372,8 +398,10 @@ def render_gateway_network_policy(cfg: KubernetesConfig) -> Manifest:
     admin clients (an allow-list: orchestrator, trainer and eval Pods carry the label, sandboxes
     never do)."""
     gw = cfg.gateway
-    admin_clients = {"podSelector": {"matchLabels": {LABEL_COMPONENT: ADMIN_CLIENT_COMPONENT}},
-                     "namespaceSelector": {}}
+    admin_clients = {
+        "podSelector": {"matchLabels": {LABEL_COMPONENT: ADMIN_CLIENT_COMPONENT}},
+        "namespaceSelector": {},
+    }
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

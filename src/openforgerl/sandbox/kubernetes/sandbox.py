@@ -49,19 +49,25 @@ RESET_VERIFIER = 'chmod -R u+w -- "$0" 2>/dev/null; rm -rf -- "$0"/* && mkdir -p
 # The live workdir as the fresh-Pod path lays it out (`commands.clean_tar`): no FIFO or socket (a verifier
 # that opens one would hang into a timeout), no link leaving it (one could point into /verifier/in). A
 # folder the agent made untraversable is passed over: the verifier, without capabilities, cannot enter it.
-CLEAN_WORKDIR = ('find "$0" \\( -type p -o -type s \\) -delete 2>/dev/null; find "$0" -type l -exec sh -c '
-                 '\'for l; do case "$(readlink -f -- "$l")" in "$0"|"$0"/*) ;; *) rm -f -- "$l";; esac; done\' '
-                 '"$0" {} + 2>/dev/null; true')
+CLEAN_WORKDIR = (
+    'find "$0" \\( -type p -o -type s \\) -delete 2>/dev/null; find "$0" -type l -exec sh -c '
+    '\'for l; do case "$(readlink -f -- "$l")" in "$0"|"$0"/*) ;; *) rm -f -- "$l";; esac; done\' '
+    '"$0" {} + 2>/dev/null; true'
+)
 # A workdir file read in the services container, which also mounts /verifier and a /tmp of its own: the
 # path resolved, every link in it followed, must stay in /workdir and name a regular file (no FIFO).
-READ_WORKDIR_FILE = ('p=$(realpath -e -- "$0") || exit 1; case "$p" in "$1"/*) ;; *) exit 1;; esac; '
-                     '[ -f "$p" ] || exit 1; exec cat -- "$p"')
+READ_WORKDIR_FILE = (
+    'p=$(realpath -e -- "$0") || exit 1; case "$p" in "$1"/*) ;; *) exit 1;; esac; '
+    '[ -f "$p" ] || exit 1; exec cat -- "$p"'
+)
 END_AGENT = "kill -TERM 1"  # the keep-alive's trap exits; the kernel then kills all its PID namespace held
 AGENT_END_S = 30.0  # how long the agent's container may take to show terminated
 AGENT_ENDED_ITSELF = "the agent's container has ended: its PID 1 took a TERM from inside"
 OOM_KILLED = "the container was OOMKilled: what ran in it went past its memory limit"
-SERVICES_OOM = ("the services container was OOMKilled: a task service, driven through the API the agent "
-                "called, went past its memory limit")
+SERVICES_OOM = (
+    "the services container was OOMKilled: a task service, driven through the API the agent "
+    "called, went past its memory limit"
+)
 EXIT_TAMPERED = 3  # `tasks.verdicts.EXIT_TAMPERED`: the agent's doing, reward 0, never infra
 
 
@@ -78,7 +84,9 @@ class PodOwner(Protocol):
 
     async def release(self, name: str) -> None: ...
 
-    async def wait_for_fault(self, name: str, timeout_s: float, ended: Collection[str] = ()) -> Obj | None: ...
+    async def wait_for_fault(
+        self, name: str, timeout_s: float, ended: Collection[str] = ()
+    ) -> Obj | None: ...
 
     async def wait_ended(self, name: str, container: str, timeout_s: float) -> bool: ...
 
@@ -86,8 +94,7 @@ class PodOwner(Protocol):
 
 
 class KubernetesSandbox:
-    def __init__(self, backend: PodOwner, pod_name: str, spec: SandboxSpec,
-                 deadline: float) -> None:
+    def __init__(self, backend: PodOwner, pod_name: str, spec: SandboxSpec, deadline: float) -> None:
         self.id = spec.rollout_id
         self.pod_name = pod_name
         self.gateway_url = backend.config.effective_gateway_url
@@ -112,8 +119,11 @@ class KubernetesSandbox:
 
     def _check_usable(self) -> None:
         if self._workdir is not None or self._agent_ended:
-            raise PodLost(f"sandbox {self.id}: the agent's pod or container was ended for the verifier",
-                          pod=self.pod_name, reason="Verified")
+            raise PodLost(
+                f"sandbox {self.id}: the agent's pod or container was ended for the verifier",
+                pod=self.pod_name,
+                reason="Verified",
+            )
         self._check_open()
 
     def _check_open(self) -> None:
@@ -122,16 +132,30 @@ class KubernetesSandbox:
         if self._expired or self.remaining_s() <= 0:
             raise SandboxExpired(f"sandbox {self.id} outlived its lifetime", pod=self.pod_name)
 
-    async def exec(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-                   cwd: str = WORKDIR, timeout_s: float | None = None,
-                   stdin: bytes | None = None) -> ExecResult:
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str = WORKDIR,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
         self._check_usable()
-        return await self._exec_in(self._cfg.container_name, argv, env=env, cwd=cwd, timeout_s=timeout_s,
-                                   stdin=stdin)
+        return await self._exec_in(
+            self._cfg.container_name, argv, env=env, cwd=cwd, timeout_s=timeout_s, stdin=stdin
+        )
 
-    async def _exec_in(self, container: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-                       cwd: str = WORKDIR, timeout_s: float | None = None,
-                       stdin: bytes | None = None) -> ExecResult:
+    async def _exec_in(
+        self,
+        container: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str = WORKDIR,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
         self._check_open()
         budget = min(timeout_s if timeout_s is not None else math.inf, self.remaining_s())
         wrapped = commands.exec_argv(argv, cwd=cwd, env=env, timeout_s=budget)
@@ -163,7 +187,9 @@ class KubernetesSandbox:
         cfg = self._cfg
         return {} if pod is None else agents_doing(pod, cfg.container_name, cfg.services_container_name)
 
-    async def _raise_pod_fault(self, default: KubeSandboxError | None, container: str) -> tuple[str, ...] | None:
+    async def _raise_pod_fault(
+        self, default: KubeSandboxError | None, container: str
+    ) -> tuple[str, ...] | None:
         """Raise the Pod's own fault if it shows one within a few seconds, else `default`. Where instead
         `container` ended by the agent's own doing (`status.agents_doing`: its PID 1 TERM-ed from inside,
         an OOM kill), return the limits that ended it (none, or "memory"): never infra. None: no fault."""
@@ -183,25 +209,33 @@ class KubernetesSandbox:
             raise default
         return None
 
-    async def exec_checked(self, argv: Sequence[str], stdin: bytes = b"", what: str = "",
-                           container: str | None = None) -> bytes:
+    async def exec_checked(
+        self, argv: Sequence[str], stdin: bytes = b"", what: str = "", container: str | None = None
+    ) -> bytes:
         if container is None:
             self._check_usable()
-        res = await self._exec_in(container or self._cfg.container_name, argv, stdin=stdin,
-                                  timeout_s=self._cfg.boot_timeout_s)
+        res = await self._exec_in(
+            container or self._cfg.container_name, argv, stdin=stdin, timeout_s=self._cfg.boot_timeout_s
+        )
         if res.returncode != 0:
-            raise SandboxError(f"{what or argv[0]} failed ({res.returncode}): {res.stderr.decode(errors='replace')}")
+            raise SandboxError(
+                f"{what or argv[0]} failed ({res.returncode}): {res.stderr.decode(errors='replace')}"
+            )
         return res.stdout
 
-    async def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-                    cwd: str = WORKDIR) -> None:
+    async def spawn(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str = WORKDIR
+    ) -> None:
         """A task service, in the services container: the agent reaches it over the Pod's network and
         through /workdir, never its processes (another PID namespace) or its /tmp."""
         self._check_usable()
         self._spawned += 1
         log = f"/tmp/openforgerl-spawn-{self._spawned}.log"
-        await self.exec_checked(commands.spawn_argv(argv, cwd=cwd, env=env, log_path=log), what="spawn",
-                                container=self._cfg.services_container_name)
+        await self.exec_checked(
+            commands.spawn_argv(argv, cwd=cwd, env=env, log_path=log),
+            what="spawn",
+            container=self._cfg.services_container_name,
+        )
 
     async def read_file(self, path: str) -> bytes:
         """The file, read in the agent's container; once the agent's own doing ended that container (an
@@ -225,9 +259,14 @@ class KubernetesSandbox:
             blob = commands.tar_bytes(spec.files, spec.copy_dirs)
             await self.exec_checked(commands.untar_argv(WORKDIR), stdin=blob, what="lay out files")
 
-    async def run_verifier(self, argv: Sequence[str], *, inputs: Mapping[str, bytes],
-                           env: Mapping[str, str] | None = None,
-                           timeout_s: float | None = None) -> VerifierRun:
+    async def run_verifier(
+        self,
+        argv: Sequence[str],
+        *,
+        inputs: Mapping[str, bytes],
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> VerifierRun:
         """Run a trusted verifier in a fresh Pod once the agent's Pod is gone.
 
         The agent's workdir is copied out (a tar over exec, re-packed by `commands.clean_tar`), the
@@ -241,7 +280,13 @@ class KubernetesSandbox:
         reads, in its memory) and ends the agent's container instead (`_verify_beside_services`)."""
         if not argv or not argv[0].startswith("/") or _agents(argv[0]):
             raise SandboxError(f"verifier program {argv[0] if argv else ''!r} is not a trusted image path")
-        venv = {"PATH": VERIFIER_PATH, "HOME": VERIFIER_OUT, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **(env or {})}
+        venv = {
+            "PATH": VERIFIER_PATH,
+            "HOME": VERIFIER_OUT,
+            "LANG": "C.UTF-8",
+            "TMPDIR": "/tmp",
+            **(env or {}),
+        }
         if self._spawned:
             return await self._verify_beside_services(argv, inputs, venv, timeout_s)
         if self._workdir is None:
@@ -269,8 +314,9 @@ class KubernetesSandbox:
         argv = commands.agent_tar_out_argv(WORKDIR)
         res = await self._agents_or_services(argv, argv)
         if res.returncode not in (0, 1) or not res.stdout:
-            raise SandboxError(f"copy the workdir out failed ({res.returncode}): "
-                               f"{res.stderr.decode(errors='replace')}")
+            raise SandboxError(
+                f"copy the workdir out failed ({res.returncode}): {res.stderr.decode(errors='replace')}"
+            )
         return res.stdout
 
     async def _agents_or_services(self, argv: Sequence[str], services_argv: Sequence[str]) -> ExecResult:
@@ -283,20 +329,36 @@ class KubernetesSandbox:
                 return res
         return await self._exec_in(self._cfg.services_container_name, services_argv, timeout_s=budget)
 
-    async def verify_here(self, argv: Sequence[str], inputs: Mapping[str, bytes], env: Mapping[str, str],
-                          timeout_s: float | None, workdir: bytes) -> VerifierRun:
+    async def verify_here(
+        self,
+        argv: Sequence[str],
+        inputs: Mapping[str, bytes],
+        env: Mapping[str, str],
+        timeout_s: float | None,
+        workdir: bytes,
+    ) -> VerifierRun:
         """In a verifier Pod: lay out the workdir and the inputs read-only, run argv, read /verifier/out."""
         await self.exec_checked(commands.untar_argv(WORKDIR), stdin=workdir, what="lay out the workdir")
-        await self.exec_checked(commands.untar_argv(VERIFIER_IN), stdin=commands.tar_bytes(inputs, {}),
-                                what="lay out the verifier's inputs")
+        await self.exec_checked(
+            commands.untar_argv(VERIFIER_IN),
+            stdin=commands.tar_bytes(inputs, {}),
+            what="lay out the verifier's inputs",
+        )
         # every capability is dropped, so without write bits even root cannot write there
-        await self.exec_checked(["sh", "-c", SEAL, VERIFIER_OUT, WORKDIR, VERIFIER_IN], what="seal the inputs")
+        await self.exec_checked(
+            ["sh", "-c", SEAL, VERIFIER_OUT, WORKDIR, VERIFIER_IN], what="seal the inputs"
+        )
         result = await self.exec(argv, env=env, cwd=VERIFIER_OUT, timeout_s=timeout_s)
         raw = await self.exec_checked(commands.tar_out_argv(VERIFIER_OUT), what="read the verifier's outputs")
         return VerifierRun(result, commands.regular_files(raw, MAX_READ_BYTES))
 
-    async def _verify_beside_services(self, argv: Sequence[str], inputs: Mapping[str, bytes],
-                                      env: Mapping[str, str], timeout_s: float | None) -> VerifierRun:
+    async def _verify_beside_services(
+        self,
+        argv: Sequence[str],
+        inputs: Mapping[str, bytes],
+        env: Mapping[str, str],
+        timeout_s: float | None,
+    ) -> VerifierRun:
         """End the agent's container, then run the verifier in the services container.
 
         The agent's container is ended from inside (its PID 1 exits on TERM; the kernel then kills every
@@ -320,28 +382,48 @@ class KubernetesSandbox:
                 raise
             run = None
         if run is None or svc in self._agents_doing(self.pod()):
-            return VerifierRun(ExecResult(EXIT_TAMPERED, b"", SERVICES_OOM.encode(), limits_hit=("memory",)), {})
+            return VerifierRun(
+                ExecResult(EXIT_TAMPERED, b"", SERVICES_OOM.encode(), limits_hit=("memory",)), {}
+            )
         return run
 
-    async def _verify_in_services(self, argv: Sequence[str], inputs: Mapping[str, bytes],
-                                  env: Mapping[str, str], timeout_s: float | None) -> VerifierRun:
+    async def _verify_in_services(
+        self,
+        argv: Sequence[str],
+        inputs: Mapping[str, bytes],
+        env: Mapping[str, str],
+        timeout_s: float | None,
+    ) -> VerifierRun:
         if not self._agent_ended:
             self._check_usable()
             self._agent_ended = True
             if not await self._end_agent():
                 why = f"the agent's container did not end within {AGENT_END_S:.0f}s of TERM to its PID 1"
                 return VerifierRun(ExecResult(EXIT_TAMPERED, b"", why.encode()), {})
-            await self.exec_checked(["sh", "-c", CLEAN_WORKDIR, WORKDIR], what="clean the workdir",
-                                    container=self._cfg.services_container_name)
+            await self.exec_checked(
+                ["sh", "-c", CLEAN_WORKDIR, WORKDIR],
+                what="clean the workdir",
+                container=self._cfg.services_container_name,
+            )
         svc = self._cfg.services_container_name
-        await self.exec_checked(["sh", "-c", RESET_VERIFIER, VERIFIER_ROOT, VERIFIER_IN, VERIFIER_OUT],
-                                what="reset the verifier's folder", container=svc)
-        await self.exec_checked(commands.untar_argv(VERIFIER_IN), stdin=commands.tar_bytes(inputs, {}),
-                                what="lay out the verifier's inputs", container=svc)
-        await self.exec_checked(["chmod", "-R", "a-w", "--", VERIFIER_IN], what="seal the inputs", container=svc)
+        await self.exec_checked(
+            ["sh", "-c", RESET_VERIFIER, VERIFIER_ROOT, VERIFIER_IN, VERIFIER_OUT],
+            what="reset the verifier's folder",
+            container=svc,
+        )
+        await self.exec_checked(
+            commands.untar_argv(VERIFIER_IN),
+            stdin=commands.tar_bytes(inputs, {}),
+            what="lay out the verifier's inputs",
+            container=svc,
+        )
+        await self.exec_checked(
+            ["chmod", "-R", "a-w", "--", VERIFIER_IN], what="seal the inputs", container=svc
+        )
         result = await self._exec_in(svc, argv, env=env, cwd=VERIFIER_OUT, timeout_s=timeout_s)
-        raw = await self.exec_checked(commands.tar_out_argv(VERIFIER_OUT), what="read the verifier's outputs",
-                                      container=svc)
+        raw = await self.exec_checked(
+            commands.tar_out_argv(VERIFIER_OUT), what="read the verifier's outputs", container=svc
+        )
         return VerifierRun(result, commands.regular_files(raw, MAX_READ_BYTES))
 
     async def _end_agent(self) -> bool:
@@ -350,8 +432,14 @@ class KubernetesSandbox:
         ended it): neither is a fault; only the kubelet's report counts."""
         api, cfg = self._backend.api, self._cfg
         with contextlib.suppress(KubeSandboxError, ExecTimedOut):
-            await api.exec(cfg.namespace, self.pod_name, cfg.container_name, ["sh", "-c", END_AGENT], b"",
-                           cfg.exec_grace_s)
+            await api.exec(
+                cfg.namespace,
+                self.pod_name,
+                cfg.container_name,
+                ["sh", "-c", END_AGENT],
+                b"",
+                cfg.exec_grace_s,
+            )
         return await self._backend.wait_ended(self.pod_name, cfg.container_name, AGENT_END_S)
 
     async def logs(self) -> bytes:

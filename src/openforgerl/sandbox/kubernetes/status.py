@@ -23,10 +23,19 @@ from openforgerl.sandbox.kubernetes.errors import (
 from openforgerl.sandbox.kubernetes.manifests import LABEL_ROLE
 
 Pod = dict[str, Any]
-IMAGE_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
-                 "RegistryUnavailable"}
-FATAL_WAITING = {"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError",
-                 "CreateContainerError"}
+IMAGE_WAITING = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "RegistryUnavailable",
+}
+FATAL_WAITING = {
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+}
 
 
 def name_of(pod: Pod) -> str:
@@ -44,8 +53,11 @@ def container_statuses(pod: Pod) -> list[dict[str, Any]]:
 def is_running(pod: Pod) -> bool:
     """Running with every container started (exec needs a live container, not Ready probes)."""
     statuses = container_statuses(pod)
-    return phase(pod) == "Running" and bool(statuses) and all(
-        "running" in (s.get("state") or {}) for s in statuses)
+    return (
+        phase(pod) == "Running"
+        and bool(statuses)
+        and all("running" in (s.get("state") or {}) for s in statuses)
+    )
 
 
 def terminated(pod: Pod, ended: Collection[str] = ()) -> list[dict[str, Any]]:
@@ -57,8 +69,10 @@ def has_ended(pod: Pod | None, container: str) -> bool:
     """The container has terminated (or the Pod is gone): nothing it ran is left running."""
     if pod is None or phase(pod) in ("Failed", "Succeeded"):
         return True
-    return any(s.get("name") == container and (s.get("state") or {}).get("terminated")
-               for s in container_statuses(pod))
+    return any(
+        s.get("name") == container and (s.get("state") or {}).get("terminated")
+        for s in container_statuses(pod)
+    )
 
 
 def waiting_reasons(pod: Pod) -> set[str]:
@@ -79,11 +93,16 @@ def ended_itself(pod: Pod, container: str, others_ended: bool = False) -> bool:
     when its Pod ends (a deletion, a fault); anything else was sent from inside (the agent's `kill 1`, or
     the backend ending it for the verifier)."""
     status = pod.get("status", {})
-    if (pod.get("metadata", {}).get("deletionTimestamp") or status.get("reason")
-            or (phase(pod) != "Running" and not others_ended)):
+    if (
+        pod.get("metadata", {}).get("deletionTimestamp")
+        or status.get("reason")
+        or (phase(pod) != "Running" and not others_ended)
+    ):
         return False
-    return any(s.get("name") == container and ((s.get("state") or {}).get("terminated") or {}).get("exitCode") == 0
-               for s in container_statuses(pod))
+    return any(
+        s.get("name") == container and ((s.get("state") or {}).get("terminated") or {}).get("exitCode") == 0
+        for s in container_statuses(pod)
+    )
 
 
 def oom_killed(pod: Pod, container: str) -> bool:
@@ -97,14 +116,19 @@ def oom_killed(pod: Pod, container: str) -> bool:
     meta, status = pod.get("metadata", {}), pod.get("status", {})
     if meta.get("deletionTimestamp") or status.get("reason") or (meta.get("labels") or {}).get(LABEL_ROLE):
         return False
-    return any(s.get("name") == container and ((s.get("state") or {}).get("terminated") or {}).get("reason")
-               == "OOMKilled" for s in container_statuses(pod))
+    return any(
+        s.get("name") == container
+        and ((s.get("state") or {}).get("terminated") or {}).get("reason") == "OOMKilled"
+        for s in container_statuses(pod)
+    )
 
 
 def agents_doing(pod: Pod, agent: str, services: str) -> dict[str, tuple[str, ...]]:
     """The containers whose end is the agent's own outcome, each with the limits that ended it: the
     agent's, ended from inside (`ended_itself`, none) or OOMKilled ("memory"); `services`, OOMKilled."""
-    out: dict[str, tuple[str, ...]] = {name: ("memory",) for name in (agent, services) if oom_killed(pod, name)}
+    out: dict[str, tuple[str, ...]] = {
+        name: ("memory",) for name in (agent, services) if oom_killed(pod, name)
+    }
     if agent not in out and ended_itself(pod, agent, others_ended=services in out):
         out[agent] = ()
     return out
@@ -127,7 +151,9 @@ def fault(pod: Pod, ended: Collection[str] = ()) -> KubeSandboxError | None:
         cls = ImagePullFailed if reason in IMAGE_WAITING else BootTimeout
         return cls(f"pod {name} cannot start: {reason}", pod=name, reason=reason)
     if phase(pod) in ("Failed", "Succeeded") or terminated(pod, ended):
-        why: str | None = status.get("reason") or next((t.get("reason") for t in terminated(pod, ended)), None)
+        why: str | None = status.get("reason") or next(
+            (t.get("reason") for t in terminated(pod, ended)), None
+        )
         return PodLost(f"pod {name} ended: phase {phase(pod)} ({why})", pod=name, reason=why)
     return None
 

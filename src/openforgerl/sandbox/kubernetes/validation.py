@@ -67,7 +67,11 @@ def label_problems(labels: dict[str, str], *, values: bool = True) -> list[str]:
 def metadata_problems(meta: dict[str, Any], *, name_is_label: bool) -> list[str]:
     name = meta.get("name", "")
     ok = is_dns_label(name) if name_is_label else is_dns_subdomain(name)
-    out = [] if ok else [f"metadata.name {name!r} is not a DNS-1123 {'label' if name_is_label else 'subdomain'}"]
+    out = (
+        []
+        if ok
+        else [f"metadata.name {name!r} is not a DNS-1123 {'label' if name_is_label else 'subdomain'}"]
+    )
     ns = meta.get("namespace")
     if ns is not None and not is_dns_label(ns):
         out.append(f"metadata.namespace {ns!r} is not a DNS-1123 label")
@@ -87,8 +91,11 @@ def quantity_problems(resources: dict[str, Any]) -> list[str]:
     parsed: dict[str, dict[str, Decimal | None]] = {}
     for kind in ("limits", "requests"):
         parsed[kind] = {k: parse_or_none(v) for k, v in resources.get(kind, {}).items()}
-        out += [f"resources.{kind}.{k} {resources[kind][k]!r} is not a quantity"
-                for k, v in parsed[kind].items() if v is None]
+        out += [
+            f"resources.{kind}.{k} {resources[kind][k]!r} is not a quantity"
+            for k, v in parsed[kind].items()
+            if v is None
+        ]
     for key, req in parsed["requests"].items():
         lim = parsed["limits"].get(key)
         if req is not None and lim is not None and req > lim:
@@ -112,8 +119,11 @@ def container_problems(ctr: dict[str, Any], volumes: set[str]) -> list[str]:
     out = [] if is_dns_label(ctr.get("name", "")) else [f"container name {ctr.get('name')!r} invalid"]
     out += quantity_problems(ctr.get("resources", {}))
     out += [f"env name {e['name']!r} invalid" for e in ctr.get("env", []) if not ENV_NAME.match(e["name"])]
-    out += [f"volumeMount {m['name']!r} has no volume" for m in ctr.get("volumeMounts", [])
-            if m["name"] not in volumes]
+    out += [
+        f"volumeMount {m['name']!r} has no volume"
+        for m in ctr.get("volumeMounts", [])
+        if m["name"] not in volumes
+    ]
     for port in ctr.get("ports", []):
         if not 0 < int(port.get("containerPort", 0)) < 65536:
             out.append(f"containerPort {port.get('containerPort')!r} out of range")

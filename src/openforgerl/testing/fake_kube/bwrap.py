@@ -40,18 +40,49 @@ def root_args() -> list[str]:
     return args
 
 
-def bwrap_argv(argv: Sequence[str], binds: Mapping[str, Path], cwd: str, info_fd: int,
-               ready_fd: int, net_of: int | None = None) -> list[str]:
+def bwrap_argv(
+    argv: Sequence[str],
+    binds: Mapping[str, Path],
+    cwd: str,
+    info_fd: int,
+    ready_fd: int,
+    net_of: int | None = None,
+) -> list[str]:
     """bwrap + a tiny shim that reports "mounts are done" on `ready_fd`, then execs the command.
     `net_of`: the pid whose network namespace this container joins (a Pod's later container)."""
     mounts = [a for target, src in binds.items() for a in ("--bind", str(src), target)]
     shim = ["/bin/sh", "-c", f'printf R > /proc/self/fd/{ready_fd}; exec "$@"', "sh"]
     enter = [] if net_of is None else ["nsenter", "-t", str(net_of), "-n", "--"]
-    unshare = ["--unshare-all"] if net_of is None else [
-        "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-    return [*enter, "bwrap", *root_args(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *mounts,
-            "--remount-ro", "/", "--chdir", cwd, *unshare, "--as-pid-1", "--die-with-parent", "--new-session",
-            "--info-fd", str(info_fd), "--", *shim, *argv]
+    unshare = (
+        ["--unshare-all"]
+        if net_of is None
+        else ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    )
+    return [
+        *enter,
+        "bwrap",
+        *root_args(),
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        *mounts,
+        "--remount-ro",
+        "/",
+        "--chdir",
+        cwd,
+        *unshare,
+        "--as-pid-1",
+        "--die-with-parent",
+        "--new-session",
+        "--info-fd",
+        str(info_fd),
+        "--",
+        *shim,
+        *argv,
+    ]
 
 
 class Container:
@@ -66,16 +97,29 @@ class Container:
         self._pidfd = pidfd(pid)  # signals the right process even after its pid number is reused
 
     @classmethod
-    async def start(cls, argv: Sequence[str], *, env: Mapping[str, str], binds: Mapping[str, Path],
-                    cwd: str, log_path: Path, net_of: int | None = None) -> Container:
+    async def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        binds: Mapping[str, Path],
+        cwd: str,
+        log_path: Path,
+        net_of: int | None = None,
+    ) -> Container:
         full_env = {"PATH": DEFAULT_PATH, **env}
         (read_fd, write_fd), (ready_r, ready_w) = os.pipe(), os.pipe()
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             proc = await asyncio.create_subprocess_exec(
-                *bwrap_argv(argv, binds, cwd, write_fd, ready_w, net_of), env=full_env,
-                pass_fds=(write_fd, ready_w), stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
-                preexec_fn=die_with_us)
+                *bwrap_argv(argv, binds, cwd, write_fd, ready_w, net_of),
+                env=full_env,
+                pass_fds=(write_fd, ready_w),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                preexec_fn=die_with_us,
+            )
         finally:
             for fd in (log, write_fd, ready_w):
                 os.close(fd)
@@ -92,12 +136,29 @@ class Container:
 
     async def exec(self, argv: Sequence[str], *, stdin: bool) -> asyncio.subprocess.Process:
         """Start argv inside the container's namespaces, cwd = the container's working dir."""
-        enter = ["nsenter", "-t", str(self.pid), "-U", "-m", "-p", "-n", "-i", "-u",
-                 "--preserve-credentials", "--wd"]
+        enter = [
+            "nsenter",
+            "-t",
+            str(self.pid),
+            "-U",
+            "-m",
+            "-p",
+            "-n",
+            "-i",
+            "-u",
+            "--preserve-credentials",
+            "--wd",
+        ]
         pipe, devnull = asyncio.subprocess.PIPE, asyncio.subprocess.DEVNULL
         return await asyncio.create_subprocess_exec(
-            *enter, *argv, env=self.env, stdin=pipe if stdin else devnull, stdout=pipe, stderr=pipe,
-            start_new_session=True)
+            *enter,
+            *argv,
+            env=self.env,
+            stdin=pipe if stdin else devnull,
+            stdout=pipe,
+            stderr=pipe,
+            start_new_session=True,
+        )
 
     def kill(self) -> None:
         """SIGKILL the namespace's init (the whole PID namespace dies with it), then bwrap."""
@@ -119,8 +180,9 @@ def kill(proc: asyncio.subprocess.Process) -> None:
         proc.send_signal(signal.SIGKILL)
 
 
-async def kill_when_started(proc: asyncio.subprocess.Process,
-                            started: asyncio.Future[tuple[int | None, bytes]]) -> None:
+async def kill_when_started(
+    proc: asyncio.subprocess.Process, started: asyncio.Future[tuple[int | None, bytes]]
+) -> None:
     """Kill a bwrap that is still setting up. Killing it mid-setup can orphan its child before
     that child arms --die-with-parent, so wait (milliseconds) for the child's pid and kill that too."""
     pid = None

@@ -25,17 +25,23 @@ from openforgerl.testing.fake_kube.store import ApiStatus, Store
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, RESIZE = 0, 1, 2, 3, 4
 CLOSE = 255
-FRAME_BYTES = 32 * 1024  # a kubelet copies streams with 32 KiB buffers; clients cap frames (lightkube: 64 KiB)
+FRAME_BYTES = (
+    32 * 1024
+)  # a kubelet copies streams with 32 KiB buffers; clients cap frames (lightkube: 64 KiB)
 
 
 def status_frame(code: int, argv: list[str]) -> bytes:
     if code == 0:
         body: dict[str, object] = {"metadata": {}, "status": "Success"}
     else:
-        body = {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
-                "message": f"command terminated with non-zero exit code: error executing command {argv}, "
-                           f"exit code {code}",
-                "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+        body = {
+            "metadata": {},
+            "status": "Failure",
+            "reason": "NonZeroExitCode",
+            "message": f"command terminated with non-zero exit code: error executing command {argv}, "
+            f"exit code {code}",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+        }
     return bytes([ERROR]) + json.dumps(body).encode()
 
 
@@ -51,14 +57,22 @@ class ExecHandler:
         pod = self.store.get("pods", ns, name)
         names = [c["name"] for c in pod["spec"]["containers"]]
         if ctr is None and len(names) > 1:
-            raise ApiStatus(400, "BadRequest", f"a container name must be specified for pod {name}, "
-                                               f"choose one of: {names}")
+            raise ApiStatus(
+                400,
+                "BadRequest",
+                f"a container name must be specified for pod {name}, choose one of: {names}",
+            )
         ctr = ctr or names[0]
         if ctr not in names:
             raise ApiStatus(400, "BadRequest", f"container {ctr} is not valid for pod {name}")
         rt = self.kubelet.pods.get((ns, name))
-        if (rt is None or ctr not in rt.containers or ctr in rt.ended or rt.terminated
-                or pod["status"].get("phase") != "Running"):
+        if (
+            rt is None
+            or ctr not in rt.containers
+            or ctr in rt.ended
+            or rt.terminated
+            or pod["status"].get("phase") != "Running"
+        ):
             raise ApiStatus(400, "BadRequest", f"container {ctr} not running in pod {name}")
         return rt.containers[ctr]
 
@@ -87,8 +101,10 @@ class ExecHandler:
 
     async def _relay(self, ws: web.WebSocketResponse, proc: asyncio.subprocess.Process) -> int:
         v5 = ws.ws_protocol == PROTOCOLS[0]
-        pumps = [asyncio.create_task(self._pipe_out(ws, proc.stdout, STDOUT)),
-                 asyncio.create_task(self._pipe_out(ws, proc.stderr, STDERR))]
+        pumps = [
+            asyncio.create_task(self._pipe_out(ws, proc.stdout, STDOUT)),
+            asyncio.create_task(self._pipe_out(ws, proc.stderr, STDERR)),
+        ]
         reader = asyncio.create_task(self._read_client(ws, proc, v5))
         try:
             await asyncio.gather(*pumps)

@@ -39,29 +39,45 @@ class PodRuntime:
     terminated: bool = False  # every container ended (or the Pod was killed)
 
 
-def conditions(scheduled: bool, running: bool, reason: str | None = None,
-               message: str | None = None) -> list[Obj]:
+def conditions(
+    scheduled: bool, running: bool, reason: str | None = None, message: str | None = None
+) -> list[Obj]:
     stamp = now_iso()
-    sched: Obj = {"type": "PodScheduled", "status": "True" if scheduled else "False",
-                  "lastTransitionTime": stamp}
+    sched: Obj = {
+        "type": "PodScheduled",
+        "status": "True" if scheduled else "False",
+        "lastTransitionTime": stamp,
+    }
     if reason:
         sched.update(reason=reason, message=message or reason)
     out = [sched]
     if scheduled:
         out.append({"type": "Initialized", "status": "True", "lastTransitionTime": stamp})
-        out += [{"type": t, "status": "True" if running else "False", "lastTransitionTime": stamp}
-                for t in ("ContainersReady", "Ready")]
+        out += [
+            {"type": t, "status": "True" if running else "False", "lastTransitionTime": stamp}
+            for t in ("ContainersReady", "Ready")
+        ]
     return out
 
 
-def container_status(pod: Obj, state: Obj, ready: bool = False, ended: dict[str, Obj] | None = None) -> list[Obj]:
+def container_status(
+    pod: Obj, state: Obj, ready: bool = False, ended: dict[str, Obj] | None = None
+) -> list[Obj]:
     """Every container in `state`, except those in `ended` (name: its `terminated` state)."""
     out = []
     for ctr in pod["spec"]["containers"]:
         st = {"terminated": ended[ctr["name"]]} if ended and ctr["name"] in ended else state
-        out.append({"name": ctr["name"], "image": ctr.get("image", ""), "imageID": "",
-                    "ready": ready and "running" in st, "started": "running" in st, "restartCount": 0,
-                    "state": st})
+        out.append(
+            {
+                "name": ctr["name"],
+                "image": ctr.get("image", ""),
+                "imageID": "",
+                "ready": ready and "running" in st,
+                "started": "running" in st,
+                "restartCount": 0,
+                "state": st,
+            }
+        )
     return out
 
 
@@ -71,8 +87,11 @@ def qos_class(pod: Obj) -> str:
     sizes = [ctr.get("resources") or {} for ctr in pod["spec"]["containers"]]
     if not any(r.get("requests") or r.get("limits") for r in sizes):
         return "BestEffort"
-    guaranteed = all(r.get("limits", {}).get(k) and r.get("requests", r.get("limits", {})).get(k)
-                     == r["limits"][k] for r in sizes for k in ("cpu", "memory"))
+    guaranteed = all(
+        r.get("limits", {}).get(k) and r.get("requests", r.get("limits", {})).get(k) == r["limits"][k]
+        for r in sizes
+        for k in ("cpu", "memory")
+    )
     return "Guaranteed" if guaranteed else "Burstable"
 
 
@@ -106,8 +125,13 @@ class Kubelet:
             self._set_status(key, conditions=conditions(False, False, "Unschedulable", msg))
             return
         waiting = {"waiting": {"reason": "ContainerCreating"}}
-        self._set_status(key, conditions=conditions(True, False), hostIP=HOST_IP, startTime=now_iso(),
-                         containerStatuses=container_status(pod, waiting))
+        self._set_status(
+            key,
+            conditions=conditions(True, False),
+            hostIP=HOST_IP,
+            startTime=now_iso(),
+            containerStatuses=container_status(pod, waiting),
+        )
         if self.faults.take("stuck_pending"):
             await self._stuck_pulling(key, pod)
             return
@@ -116,10 +140,14 @@ class Kubelet:
     async def _stuck_pulling(self, key: tuple[str, str], pod: Obj) -> None:
         image = pod["spec"]["containers"][0].get("image", "")
         for reason in ("ErrImagePull", "ImagePullBackOff"):
-            msg = f'Back-off pulling image "{image}"' if reason == "ImagePullBackOff" else (
-                f'failed to pull image "{image}": not found')
-            self._set_status(key, containerStatuses=container_status(
-                pod, {"waiting": {"reason": reason, "message": msg}}))
+            msg = (
+                f'Back-off pulling image "{image}"'
+                if reason == "ImagePullBackOff"
+                else (f'failed to pull image "{image}": not found')
+            )
+            self._set_status(
+                key, containerStatuses=container_status(pod, {"waiting": {"reason": reason, "message": msg}})
+            )
             await asyncio.sleep(0.5)
 
     async def _start(self, key: tuple[str, str], rt: PodRuntime, pod: Obj) -> None:
@@ -132,8 +160,13 @@ class Kubelet:
             first = next(iter(rt.containers.values()), None)
             try:
                 started = await Container.start(
-                    argv, env=env, binds=self._volumes(rt.dir, spec, ctr), cwd=ctr.get("workingDir") or "/",
-                    log_path=rt.dir / log_name(ctr["name"], i), net_of=first.pid if first else None)
+                    argv,
+                    env=env,
+                    binds=self._volumes(rt.dir, spec, ctr),
+                    cwd=ctr.get("workingDir") or "/",
+                    log_path=rt.dir / log_name(ctr["name"], i),
+                    net_of=first.pid if first else None,
+                )
             except OSError as e:
                 self._kill(rt)
                 self._terminate(key, rt, 128, "StartError", message=str(e))
@@ -142,8 +175,13 @@ class Kubelet:
             self.started_pids.append(started.proc.pid)
         self._counter += 1
         running = {"running": {"startedAt": now_iso()}}
-        self._set_status(key, phase="Running", podIP=POD_IP.format(n=self._counter % 250 + 2),
-                         conditions=conditions(True, True), containerStatuses=container_status(pod, running, True))
+        self._set_status(
+            key,
+            phase="Running",
+            podIP=POD_IP.format(n=self._counter % 250 + 2),
+            conditions=conditions(True, True),
+            containerStatuses=container_status(pod, running, True),
+        )
         rt.tasks += [asyncio.create_task(self._reap_on_exit(key, rt, name)) for name in rt.containers]
         deadline = spec.get("activeDeadlineSeconds")
         if deadline:
@@ -165,8 +203,9 @@ class Kubelet:
         code = 128 - code if code < 0 else code  # killed by a signal: 128 + signo, as a kubelet says
         if rt.terminated:
             return
-        rt.ended.setdefault(name, {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                   "finishedAt": now_iso()})  # an OOM kill recorded its own reason first
+        rt.ended.setdefault(
+            name, {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": now_iso()}
+        )  # an OOM kill recorded its own reason first
         if len(rt.ended) < len(rt.containers):  # the Pod runs on while any container does
             self._show_ended(key, rt)
             return
@@ -178,28 +217,49 @@ class Kubelet:
         with contextlib.suppress(ApiStatus):
             pod = self.store.get(PODS, *key)
             running = {"running": {"startedAt": now_iso()}}
-            self._set_status(key, conditions=conditions(True, False),
-                             containerStatuses=container_status(pod, running, True, rt.ended))
+            self._set_status(
+                key,
+                conditions=conditions(True, False),
+                containerStatuses=container_status(pod, running, True, rt.ended),
+            )
 
     async def _deadline(self, key: tuple[str, str], rt: PodRuntime, seconds: float) -> None:
         await asyncio.sleep(seconds)
         self._kill(rt)
-        self._terminate(key, rt, 137, "Error", phase="Failed", reason="DeadlineExceeded",
-                        message="Pod was active on the node longer than the specified deadline")
+        self._terminate(
+            key,
+            rt,
+            137,
+            "Error",
+            phase="Failed",
+            reason="DeadlineExceeded",
+            message="Pod was active on the node longer than the specified deadline",
+        )
 
-    def _terminate(self, key: tuple[str, str], rt: PodRuntime, code: int, ctr_reason: str, *,
-                   phase: str | None = None, **status: Any) -> None:
+    def _terminate(
+        self,
+        key: tuple[str, str],
+        rt: PodRuntime,
+        code: int,
+        ctr_reason: str,
+        *,
+        phase: str | None = None,
+        **status: Any,
+    ) -> None:
         """Record the container's end once (restartPolicy Never: it stays terminated)."""
         if rt.terminated:
             return
         rt.terminated = True
         with contextlib.suppress(ApiStatus):
             pod = self.store.get(PODS, *key)
-            term = {"terminated": {"exitCode": code, "reason": ctr_reason,
-                                   "finishedAt": now_iso()}}
-            self._set_status(key, phase=phase or ("Succeeded" if code == 0 else "Failed"),
-                             conditions=conditions(True, False),
-                             containerStatuses=container_status(pod, term, ended=rt.ended), **status)
+            term = {"terminated": {"exitCode": code, "reason": ctr_reason, "finishedAt": now_iso()}}
+            self._set_status(
+                key,
+                phase=phase or ("Succeeded" if code == 0 else "Failed"),
+                conditions=conditions(True, False),
+                containerStatuses=container_status(pod, term, ended=rt.ended),
+                **status,
+            )
 
     @staticmethod
     def _kill(rt: PodRuntime) -> None:
@@ -231,8 +291,15 @@ class Kubelet:
     def evict(self, namespace: str, name: str) -> None:
         """As if node pressure evicted the Pod: phase Failed, status.reason Evicted."""
         rt = self.runtime(namespace, name)
-        self._terminate((namespace, name), rt, 137, "ContainerStatusUnknown", phase="Failed",
-                        reason="Evicted", message="The node was low on resource: memory.")
+        self._terminate(
+            (namespace, name),
+            rt,
+            137,
+            "ContainerStatusUnknown",
+            phase="Failed",
+            reason="Evicted",
+            message="The node was low on resource: memory.",
+        )
         self._kill(rt)
 
     async def delete(self, namespace: str, name: str) -> None:

@@ -20,9 +20,17 @@ from openforgerl.testing.fake_kube.kubelet import Kubelet
 from openforgerl.testing.fake_kube.store import ApiStatus, Obj, Store, parse_field_selector, parse_selector
 from openforgerl.testing.fake_kube.watch import WatchStream, is_watch
 
-VERSION = {"major": "1", "minor": "37", "gitVersion": "v1.37.0-fake", "gitCommit": "fake",
-           "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25",
-           "compiler": "gc", "platform": "linux/amd64"}
+VERSION = {
+    "major": "1",
+    "minor": "37",
+    "gitVersion": "v1.37.0-fake",
+    "gitCommit": "fake",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.25",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
 # (group, version, plural) -> (kind, namespaced verbs)
 RESOURCES: dict[tuple[str, str, str], str] = {
     ("", "v1", "pods"): "Pod",
@@ -43,19 +51,47 @@ def resource_list(group: str, version: str) -> Obj:
     out = []
     for (g, v, plural), kind in RESOURCES.items():
         if (g, v) == (group, version):
-            out.append({"name": plural, "singularName": kind.lower(), "namespaced": True,
-                        "kind": kind, "verbs": VERBS})
-            out += [{"name": f"{plural}/{sub}", "singularName": "", "namespaced": True, "kind": kind,
-                     "verbs": ["create", "get"]} for sub in SUBRESOURCES.get(plural, ())]
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": api_version(group, version),
-            "resources": out}
+            out.append(
+                {
+                    "name": plural,
+                    "singularName": kind.lower(),
+                    "namespaced": True,
+                    "kind": kind,
+                    "verbs": VERBS,
+                }
+            )
+            out += [
+                {
+                    "name": f"{plural}/{sub}",
+                    "singularName": "",
+                    "namespaced": True,
+                    "kind": kind,
+                    "verbs": ["create", "get"],
+                }
+                for sub in SUBRESOURCES.get(plural, ())
+            ]
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": api_version(group, version),
+        "resources": out,
+    }
 
 
 def group_list() -> Obj:
     groups = sorted({(g, v) for g, v, _ in RESOURCES if g})
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-        {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
-         "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v}} for g, v in groups]}
+    return {
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": [
+            {
+                "name": g,
+                "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
+                "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v},
+            }
+            for g, v in groups
+        ],
+    }
 
 
 def error_response(e: ApiStatus) -> web.Response:
@@ -110,8 +146,14 @@ class Rest:
             stream = WatchStream(self.store, self.faults, kind, api_version(group, version))
             return await stream.serve(request, plural, ns, matches)
         items = self.store.list(plural, ns, matches)
-        return web.json_response({"kind": f"{kind}List", "apiVersion": api_version(group, version),
-                                  "metadata": {"resourceVersion": str(self.store.rv)}, "items": items})
+        return web.json_response(
+            {
+                "kind": f"{kind}List",
+                "apiVersion": api_version(group, version),
+                "metadata": {"resourceVersion": str(self.store.rv)},
+                "items": items,
+            }
+        )
 
     async def create(self, request: web.Request) -> web.Response:
         group, version, plural = self._resource(request)

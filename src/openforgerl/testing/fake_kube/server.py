@@ -23,8 +23,12 @@ def static(body: dict[str, Any]) -> Any:
 
 
 def discovery_routes(app: web.Application, api_versions: dict[str, Any]) -> None:
-    for path, body in {"/version": VERSION, "/api": api_versions, "/apis": group_list(),
-                       "/api/v1": resource_list("", "v1")}.items():
+    for path, body in {
+        "/version": VERSION,
+        "/api": api_versions,
+        "/apis": group_list(),
+        "/api/v1": resource_list("", "v1"),
+    }.items():
         app.router.add_get(path, static(body))
         app.router.add_get(path + "/", static(body))
     for group, version in {("apps", "v1"), ("networking.k8s.io", "v1")}:
@@ -61,8 +65,13 @@ class FakeKubeServer:
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[status_errors], client_max_size=256 * 1024 * 1024)
-        versions = {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
-            {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.host}:{self.port}"}]}
+        versions = {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.host}:{self.port}"}
+            ],
+        }
         discovery_routes(app, versions)
         rest = Rest(self.store, self.kubelet, self.faults)
         resource_routes(app, rest, ExecHandler(self.store, self.kubelet, self.faults))
@@ -81,11 +90,16 @@ class FakeKubeServer:
         return f"http://{self.host}:{self.port}"
 
     def kubeconfig(self, namespace: str = "default") -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Config", "current-context": "fake",
-                "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-                "users": [{"name": "fake", "user": {"token": "fake-token"}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake",
-                                                          "namespace": namespace}}]}
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": "fake-token"}}],
+            "contexts": [
+                {"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}
+            ],
+        }
 
     def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
         path.write_text(yaml.safe_dump(self.kubeconfig(namespace)))

@@ -31,8 +31,15 @@ class ApiStatus(Exception):
         self.code, self.reason, self.message = code, reason, message
 
     def body(self) -> Obj:
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason, "code": self.code}
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,7 @@ def _term_matches(term: str, labels: Mapping[str, str]) -> bool:
 
 def parse_field_selector(text: str | None) -> Callable[[Obj], bool]:
     """Field selector subset: `metadata.name=x`, `metadata.namespace=y`, `status.phase!=z`."""
+
     def value(obj: Obj, path: str) -> Any:
         for part in path.split("."):
             obj = obj.get(part, {}) if isinstance(obj, dict) else {}
@@ -169,18 +177,24 @@ class Store:
         return obj
 
     def list(self, plural: str, namespace: str | None, matches: Callable[[Obj], bool]) -> list[Obj]:
-        return [o for (p, ns, _), o in sorted(self.objects.items())
-                if p == plural and namespace in (None, ns) and matches(o)]
+        return [
+            o
+            for (p, ns, _), o in sorted(self.objects.items())
+            if p == plural and namespace in (None, ns) and matches(o)
+        ]
 
-    def subscribe(self, plural: str, namespace: str | None, since_rv: int | None,
-                  matches: Callable[[Obj], bool]) -> tuple[Subscription, builtins.list[Event]]:
+    def subscribe(
+        self, plural: str, namespace: str | None, since_rv: int | None, matches: Callable[[Obj], bool]
+    ) -> tuple[Subscription, builtins.list[Event]]:
         """Atomically: the logged events after `since_rv` plus a queue of all later ones.
 
         `since_rv=None` means "from now", with synthetic ADDED events for the current objects."""
         sub = Subscription(plural, namespace, matches)
         if since_rv is None:
-            backlog = [Event(self.rv, plural, "ADDED", copy.deepcopy(o))
-                       for o in self.list(plural, namespace, matches)]
+            backlog = [
+                Event(self.rv, plural, "ADDED", copy.deepcopy(o))
+                for o in self.list(plural, namespace, matches)
+            ]
         elif since_rv < self.compacted_rv:
             raise ApiStatus(410, "Expired", f"too old resource version: {since_rv} ({self.compacted_rv})")
         else:

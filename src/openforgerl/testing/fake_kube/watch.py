@@ -41,8 +41,9 @@ class WatchStream:
     def __init__(self, store: Store, faults: Faults, kind: str, api_version: str) -> None:
         self.store, self.faults, self.kind, self.api_version = store, faults, kind, api_version
 
-    async def serve(self, request: web.Request, plural: str, namespace: str | None,
-                    matches: Callable[[Obj], bool]) -> web.StreamResponse:
+    async def serve(
+        self, request: web.Request, plural: str, namespace: str | None, matches: Callable[[Obj], bool]
+    ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
         resp.enable_chunked_encoding()
         await resp.prepare(request)
@@ -57,8 +58,13 @@ class WatchStream:
             self.store.unsubscribe(sub)
         return resp
 
-    async def _pump(self, request: web.Request, resp: web.StreamResponse, backlog: list[Event],
-                    queue: asyncio.Queue[Event]) -> None:
+    async def _pump(
+        self,
+        request: web.Request,
+        resp: web.StreamResponse,
+        backlog: list[Event],
+        queue: asyncio.Queue[Event],
+    ) -> None:
         for event in backlog:
             await resp.write(event_line(event.type, event.obj))
         if self.faults.take("watch_drops"):
@@ -87,5 +93,8 @@ class WatchStream:
             await resp.write(event_line(event.type, event.obj))
 
     def _bookmark(self) -> Obj:
-        return {"kind": self.kind, "apiVersion": self.api_version,
-                "metadata": {"resourceVersion": str(self.store.rv)}}
+        return {
+            "kind": self.kind,
+            "apiVersion": self.api_version,
+            "metadata": {"resourceVersion": str(self.store.rv)},
+        }

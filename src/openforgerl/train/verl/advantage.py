@@ -28,12 +28,17 @@ def _norm_by_std(config: Any, default: bool) -> bool:
     if config is None:
         return default
     getter = getattr(config, "get", None)
-    value = getter("norm_adv_by_std_in_grpo", default) if getter else getattr(config, "norm_adv_by_std_in_grpo",
-                                                                               default)
+    value = (
+        getter("norm_adv_by_std_in_grpo", default)
+        if getter
+        else getattr(config, "norm_adv_by_std_in_grpo", default)
+    )
     return bool(value)
 
 
-def group_stats(scores: torch.Tensor, valid: torch.Tensor, index: Sequence[Any]) -> dict[Any, tuple[float, float]]:
+def group_stats(
+    scores: torch.Tensor, valid: torch.Tensor, index: Sequence[Any]
+) -> dict[Any, tuple[float, float]]:
     """(mean, std) per group over valid rows; a group with one valid row gets (0, 1) like veRL's grpo."""
     members: dict[Any, list[float]] = defaultdict(list)
     for i, key in enumerate(index):

@@ -79,7 +79,9 @@ def _get(config: Any, dotted: str, default: Any = None) -> Any:
     for part in dotted.split("."):
         if node is None:
             return default
-        node = node.get(part) if isinstance(node, Mapping) or hasattr(node, "get") else getattr(node, part, None)
+        node = (
+            node.get(part) if isinstance(node, Mapping) or hasattr(node, "get") else getattr(node, part, None)
+        )
     return default if node is None else node
 
 
@@ -95,19 +97,29 @@ def dialect_of(config: Config, trainer_config: Any) -> str:
     return "sglang" if name == "sglang" else "vllm"
 
 
-def reconstruction_options(config: Config, trainer_config: Any, image_token_id: int | None = None
-                           ) -> ReconstructionOptions:
+def reconstruction_options(
+    config: Config, trainer_config: Any, image_token_id: int | None = None
+) -> ReconstructionOptions:
     """The config's ``reconstruction`` section, its unset lengths fitted to veRL's
     ``rollout.prompt_length`` / ``response_length`` (its batch shapes)."""
     prompt = _get(trainer_config, "actor_rollout_ref.rollout.prompt_length")
     response = _get(trainer_config, "actor_rollout_ref.rollout.response_length")
-    return config.reconstruction_options(max_prompt_len=None if prompt is None else int(prompt),
-                                         max_response_len=None if response is None else int(response),
-                                         image_token_id=image_token_id)
+    return config.reconstruction_options(
+        max_prompt_len=None if prompt is None else int(prompt),
+        max_response_len=None if response is None else int(response),
+        image_token_id=image_token_id,
+    )
 
 
-def rollout_rows(record: RolloutRecord, calls: list[Any], *, mode: str, options: ReconstructionOptions,
-                 global_steps: int | None = None, pad_token_id: int = 0) -> list[dict[str, Any]] | dict[str, Any]:
+def rollout_rows(
+    record: RolloutRecord,
+    calls: list[Any],
+    *,
+    mode: str,
+    options: ReconstructionOptions,
+    global_steps: int | None = None,
+    pad_token_id: int = 0,
+) -> list[dict[str, Any]] | dict[str, Any]:
     """A finished rollout as the loop returns it, in plain dicts: V1 list or one classic row."""
     result = reconstruct(record, calls, options)
     if mode == "v1":
@@ -115,9 +127,15 @@ def rollout_rows(record: RolloutRecord, calls: list[Any], *, mode: str, options:
     return classic_row(result, pad_token_id=pad_token_id, global_steps=global_steps)
 
 
-async def run_row(server_manager: Any, trainer_config: Any, config: Config, row: Mapping[str, Any],
-                  *, pad_token_id: int = 0, image_token_id: int | None = None
-                  ) -> tuple[list[dict[str, Any]] | dict[str, Any], float]:
+async def run_row(
+    server_manager: Any,
+    trainer_config: Any,
+    config: Config,
+    row: Mapping[str, Any],
+    *,
+    pad_token_id: int = 0,
+    image_token_id: int | None = None,
+) -> tuple[list[dict[str, Any]] | dict[str, Any], float]:
     """Everything ``run`` does, veRL-free: (rows, rollout seconds). ``image_token_id`` (veRL's
     processor's ``<|image_pad|>``) checks pad counts where a call recorded no processor identity."""
     started = time.monotonic()
@@ -128,9 +146,14 @@ async def run_row(server_manager: Any, trainer_config: Any, config: Config, row:
     runtime = await get_runtime(config, urls, dialect_of(config, trainer_config))
     record, calls = await runtime.run(RowSpec.parse(row, str(config.harness)))
     steps = row.get("global_steps")
-    rows = rollout_rows(record, calls, mode=loop_mode(config, trainer_config),
-                        options=reconstruction_options(config, trainer_config, image_token_id),
-                        global_steps=None if steps is None else int(steps), pad_token_id=pad_token_id)
+    rows = rollout_rows(
+        record,
+        calls,
+        mode=loop_mode(config, trainer_config),
+        options=reconstruction_options(config, trainer_config, image_token_id),
+        global_steps=None if steps is None else int(steps),
+        pad_token_id=pad_token_id,
+    )
     return with_pil_images(rows, runtime.store.read_blob), time.monotonic() - started
 
 
@@ -165,9 +188,14 @@ if VERL_AVAILABLE:
 
         async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
             pad = getattr(self.tokenizer, "pad_token_id", None) or 0
-            rows, seconds = await run_row(self.server_manager, self.config, self.settings, kwargs,
-                                          pad_token_id=int(pad),
-                                          image_token_id=get_processor_token_id(self.processor, "image"))
+            rows, seconds = await run_row(
+                self.server_manager,
+                self.config,
+                self.settings,
+                kwargs,
+                pad_token_id=int(pad),
+                image_token_id=get_processor_token_id(self.processor, "image"),
+            )
             if isinstance(rows, list):
                 return [to_agent_loop_output(r, seconds) for r in rows]
             return to_agent_loop_output(rows, seconds)

@@ -23,8 +23,9 @@ from openforgerl.records import CallRecord, RolloutRecord
 from openforgerl.trajectory import ReconstructionOptions, ReconstructionResult, reconstruct_samples
 
 
-def reconstruct(record: RolloutRecord, calls: Sequence[CallRecord],
-                options: ReconstructionOptions) -> ReconstructionResult:
+def reconstruct(
+    record: RolloutRecord, calls: Sequence[CallRecord], options: ReconstructionOptions
+) -> ReconstructionResult:
     """Samples of one rollout; none (with the reason) when `trainable` says no; pad counts checked."""
     result = reconstruct_samples(calls, record, options=options)
     for sample in result.samples:
@@ -32,12 +33,15 @@ def reconstruct(record: RolloutRecord, calls: Sequence[CallRecord],
     return result
 
 
-def with_pil_images(rows: list[dict[str, Any]] | dict[str, Any],
-                    read_blob: BlobReader) -> list[dict[str, Any]] | dict[str, Any]:
+def with_pil_images(
+    rows: list[dict[str, Any]] | dict[str, Any], read_blob: BlobReader
+) -> list[dict[str, Any]] | dict[str, Any]:
     """Rows whose image references became PIL images (veRL's ``AgentLoopOutput.multi_modal_data``)."""
     for row in rows if isinstance(rows, list) else [rows]:
         if row.get("multi_modal_data"):
-            row["multi_modal_data"] = export_multi_modal_data(row["multi_modal_data"], ImageMode.PIL, read_blob)
+            row["multi_modal_data"] = export_multi_modal_data(
+                row["multi_modal_data"], ImageMode.PIL, read_blob
+            )
     return rows
 
 
@@ -52,8 +56,9 @@ def v1_rows(result: ReconstructionResult, *, global_steps: int | None = None) ->
     return [_with_steps(row, global_steps) for row in v1_outputs(result)]
 
 
-def classic_row(result: ReconstructionResult, *, pad_token_id: int = 0,
-                global_steps: int | None = None) -> dict[str, Any]:
+def classic_row(
+    result: ReconstructionResult, *, pad_token_id: int = 0, global_steps: int | None = None
+) -> dict[str, Any]:
     """Classic form: the final chain, or an all-zero-mask placeholder flagged ``dropped``."""
     return _with_steps(classic_output(result, placeholder_token_id=pad_token_id), global_steps)
 

@@ -38,8 +38,12 @@ class RowSpec:
         if not task_id and not task_dir:
             raise RowError(f"row has neither extra_info.task_id nor extra_info.task_dir: {sorted(info)}")
         index = info.get("index", row.get("index"))
-        return cls(_str_or_none(task_id), _str_or_none(task_dir), str(info.get("harness") or default_harness),
-                   None if index is None else int(index))
+        return cls(
+            _str_or_none(task_id),
+            _str_or_none(task_dir),
+            str(info.get("harness") or default_harness),
+            None if index is None else int(index),
+        )
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
@@ -66,8 +70,10 @@ def resolve_task_dir(spec: RowSpec, roots: Iterable[Path], index: Mapping[str, P
                 return candidate
     if spec.task_id and index is not None and spec.task_id in index:
         return index[spec.task_id]
-    raise RowError(f"task not found: task_id={spec.task_id!r} task_dir={spec.task_dir!r} "
-                   f"(roots: {[str(r) for r in roots]})")
+    raise RowError(
+        f"task not found: task_id={spec.task_id!r} task_dir={spec.task_dir!r} "
+        f"(roots: {[str(r) for r in roots]})"
+    )
 
 
 def _dir_candidates(path: Path, roots: list[Path]) -> list[Path]:
@@ -93,6 +99,11 @@ def build_row(task: Any, *, harness: str, index: int, split: str = "train") -> d
         "ability": "agent",
         "reward_model": {"style": "rule", "ground_truth": ""},
         "agent_name": AGENT_NAME,
-        "extra_info": {"index": index, "split": split, "task_id": task.task_id,
-                       "task_dir": str(task.root), "harness": harness},
+        "extra_info": {
+            "index": index,
+            "split": split,
+            "task_id": task.task_id,
+            "task_dir": str(task.root),
+            "harness": harness,
+        },
     }

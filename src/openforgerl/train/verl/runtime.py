@@ -117,8 +117,9 @@ class WorkerRuntime:
         harness = get_harness(spec.harness, **self.config.harness_options.get(spec.harness, {}))
         config = self.config.orchestrator(group_size=1, min_group_size=1)
         async with self.slots:
-            batch = await run_batch([task], harness, gateway=self.gateway.access, backend=self.backend,
-                                    config=config)
+            batch = await run_batch(
+                [task], harness, gateway=self.gateway.access, backend=self.backend, config=config
+            )
         record = pick_record(batch.records)
         return record, list(await self.store.list_calls(record.rollout_id))
 

@@ -16,8 +16,9 @@ def _claw_eval(source: Path, out: Path, user_engine: str | None) -> list[Path]:
     from openforgerl.envs.claw.importers.claw_eval import convert_claw_eval, find_claw_eval_tasks
 
     dirs = [source] if (source / "task.yaml").is_file() else find_claw_eval_tasks(source)
-    return write_drafts(convert_each("claw-eval", dirs, lambda d: [convert_claw_eval(d, user_engine)]), out,
-                        write_claw_task)
+    return write_drafts(
+        convert_each("claw-eval", dirs, lambda d: [convert_claw_eval(d, user_engine)]), out, write_claw_task
+    )
 
 
 def _assets_for(md: Path) -> Path | None:
@@ -33,8 +34,11 @@ def _qwenclawbench(source: Path, out: Path, user_engine: str | None) -> list[Pat
 
     tasks = source / "tasks"
     files = [source] if source.is_file() else sorted((tasks if tasks.is_dir() else source).rglob("task_*.md"))
-    return write_drafts(convert_each("qwenclawbench", files, lambda f: [convert_qwenclawbench(f, _assets_for(f))]),
-                        out, write_claw_task)
+    return write_drafts(
+        convert_each("qwenclawbench", files, lambda f: [convert_qwenclawbench(f, _assets_for(f))]),
+        out,
+        write_claw_task,
+    )
 
 
 CLAW_EVAL = TaskImporter(_claw_eval)

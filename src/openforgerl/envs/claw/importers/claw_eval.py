@@ -78,42 +78,70 @@ from openforgerl.tasks.draft import TaskDraft
 
 __all__ = ["TOOLS", "UPSTREAM_ARGS", "convert_claw_eval", "find_claw_eval_tasks", "grader_support"]
 
-SERVICES = {"gmail": "mail", "calendar": "calendar", "contacts": "contacts", "kb": "kb", "todo": "todo",
-            "notes": "notes"}
+SERVICES = {
+    "gmail": "mail",
+    "calendar": "calendar",
+    "contacts": "contacts",
+    "kb": "kb",
+    "todo": "todo",
+    "notes": "notes",
+}
 WEB = {"web", "web_real", "web_real_injection"}
 # Upstream tool → ours, by the upstream endpoint's semantics (tool_endpoints: /gmail/drafts/save, ...).
 TOOLS = {
-    "gmail_list_messages": "mail_list", "gmail_get_message": "mail_read", "gmail_save_draft": "mail_draft",
+    "gmail_list_messages": "mail_list",
+    "gmail_get_message": "mail_read",
+    "gmail_save_draft": "mail_draft",
     "gmail_send_message": "mail_send",
-    "calendar_list_events": "calendar_list", "calendar_create_event": "calendar_create",
+    "calendar_list_events": "calendar_list",
+    "calendar_create_event": "calendar_create",
     "calendar_delete_event": "calendar_delete",
     "contacts_search": "contacts_find",
-    "kb_search": "kb_search", "kb_get_article": "kb_read",
-    "todo_list_tasks": "todo_list", "todo_create_task": "todo_add",
-    "notes_list": "notes_list", "notes_get": "notes_read",
+    "kb_search": "kb_search",
+    "kb_get_article": "kb_read",
+    "todo_list_tasks": "todo_list",
+    "todo_create_task": "todo_add",
+    "notes_list": "notes_list",
+    "notes_get": "notes_read",
     # upstream's sandbox tools (runner/sandbox_tools.py) with an equivalent among ours
-    "Read": "read_file", "Write": "write_file", "Glob": "list_files",
+    "Read": "read_file",
+    "Write": "write_file",
+    "Glob": "list_files",
 }
 # Our argument name → upstream's, where they differ (graders read `request_body["message_id"]`, ...).
-UPSTREAM_ARGS = {"mail_read": {"id": "message_id"}, "kb_read": {"id": "article_id"},
-                 "calendar_delete": {"id": "event_id"}, "calendar_create": {"start": "start_time", "end": "end_time"}}
+UPSTREAM_ARGS = {
+    "mail_read": {"id": "message_id"},
+    "kb_read": {"id": "article_id"},
+    "calendar_delete": {"id": "event_id"},
+    "calendar_create": {"start": "start_time", "end": "end_time"},
+}
 # Upstream sandbox tools every harness CLI has natively (its shell and editor): not flagged when
 # offered, but a `tool_called` on them cannot be observed (harness-native calls are not in our audit).
 NATIVE = {"Bash", "Edit", "Grep"}
 # (service, action_key in its /audit) → the tool of ours that fills that list.
-EXPECTED = {("gmail", "drafts"): "mail_draft", ("gmail", "sent"): "mail_send",
-            ("calendar", "created_events"): "calendar_create", ("todo", "created_tasks"): "todo_add"}
+EXPECTED = {
+    ("gmail", "drafts"): "mail_draft",
+    ("gmail", "sent"): "mail_send",
+    ("calendar", "created_events"): "calendar_create",
+    ("todo", "created_tasks"): "todo_add",
+}
 # Upstream's agent always has its sandbox's file tools and a final answer; ours are these.
 PASS_THRESHOLD = 0.75  # upstream's is_pass on the grader's task score (eval/protocols.py uses the same)
 AGENT_TOOLS = ("read_file", "write_file", "list_files", "submit_answer")
 FINAL_HINT = "When you are done, give your final answer with the `submit_answer` tool."
-USER_HINT = ("The user is available while you work: talk to them (ask a question, or give your answer) with "
-             "the `ask_user` tool; their reply is its result.")
+USER_HINT = (
+    "The user is available while you work: talk to them (ask a question, or give your answer) with "
+    "the `ask_user` tool; their reply is its result."
+)
 
 
 # (service, action_key) → the upstream tool that fills that list, when the service runs upstream's code
-EXPECTED_UPSTREAM = {("gmail", "drafts"): "gmail_save_draft", ("gmail", "sent"): "gmail_send_message",
-                     ("calendar", "created_events"): "calendar_create_event", ("todo", "created_tasks"): "todo_create_task"}
+EXPECTED_UPSTREAM = {
+    ("gmail", "drafts"): "gmail_save_draft",
+    ("gmail", "sent"): "gmail_send_message",
+    ("calendar", "created_events"): "calendar_create_event",
+    ("todo", "created_tasks"): "todo_create_task",
+}
 NOT_UPSTREAM = {"web_real", "web_real_injection", "documents"}  # the internet; files of upstream's cwd
 UPSTREAM_DIR = "environment/upstream"
 
@@ -130,31 +158,57 @@ def _norm_mail(m: dict[str, Any], i: int) -> dict[str, Any]:
     sender = _pick(m, "from", "sender", "from_addr")
     if isinstance(sender, dict):
         sender = sender.get("email", "")
-    return {"id": str(_pick(m, "id", "message_id", default=f"m{i + 1}")), "from": sender,
-            "to": _pick(m, "to", "recipient"), "subject": _pick(m, "subject"),
-            "body": _pick(m, "body", "content", "snippet", "text"), "date": _pick(m, "date", "timestamp", "sent_at"),
-            "read": bool(_pick(m, "read", "is_read", default=False))}
+    return {
+        "id": str(_pick(m, "id", "message_id", default=f"m{i + 1}")),
+        "from": sender,
+        "to": _pick(m, "to", "recipient"),
+        "subject": _pick(m, "subject"),
+        "body": _pick(m, "body", "content", "snippet", "text"),
+        "date": _pick(m, "date", "timestamp", "sent_at"),
+        "read": bool(_pick(m, "read", "is_read", default=False)),
+    }
 
 
 def _norm_event(e: dict[str, Any], i: int) -> dict[str, Any]:
-    return {"id": str(_pick(e, "id", "event_id", default=f"e{i + 1}")), "title": _pick(e, "title", "summary"),
-            "start": str(_pick(e, "start", "start_time"))[:16], "end": str(_pick(e, "end", "end_time"))[:16],
-            "attendees": list(_pick(e, "attendees", default=[])), "location": _pick(e, "location")}
+    return {
+        "id": str(_pick(e, "id", "event_id", default=f"e{i + 1}")),
+        "title": _pick(e, "title", "summary"),
+        "start": str(_pick(e, "start", "start_time"))[:16],
+        "end": str(_pick(e, "end", "end_time"))[:16],
+        "attendees": list(_pick(e, "attendees", default=[])),
+        "location": _pick(e, "location"),
+    }
 
 
 def _norm_simple(kind: str, x: dict[str, Any], i: int) -> dict[str, Any]:
     if kind == "contacts":
-        return {"id": str(_pick(x, "id", "contact_id", default=f"c{i + 1}")), "name": _pick(x, "name", "full_name"),
-                "email": _pick(x, "email"), "phone": _pick(x, "phone"), "company": _pick(x, "company", "organization")}
+        return {
+            "id": str(_pick(x, "id", "contact_id", default=f"c{i + 1}")),
+            "name": _pick(x, "name", "full_name"),
+            "email": _pick(x, "email"),
+            "phone": _pick(x, "phone"),
+            "company": _pick(x, "company", "organization"),
+        }
     if kind == "kb":
-        return {"id": str(_pick(x, "id", "article_id", default=f"kb{i + 1}")), "title": _pick(x, "title"),
-                "body": _pick(x, "body", "content", "text"), "tags": " ".join(map(str, _pick(x, "tags", default=[])))}
+        return {
+            "id": str(_pick(x, "id", "article_id", default=f"kb{i + 1}")),
+            "title": _pick(x, "title"),
+            "body": _pick(x, "body", "content", "text"),
+            "tags": " ".join(map(str, _pick(x, "tags", default=[]))),
+        }
     if kind == "todo":
         done = _pick(x, "done", "completed", default=False) or _pick(x, "status") in ("done", "completed")
-        return {"id": str(_pick(x, "id", "task_id", "todo_id", default=f"t{i + 1}")), "title": _pick(x, "title", "task"),
-                "due": _pick(x, "due", "due_date"), "done": bool(done)}
-    return {"id": str(_pick(x, "id", "note_id", default=f"n{i + 1}")), "title": _pick(x, "title"),
-            "content": _pick(x, "content", "body", "text")}
+        return {
+            "id": str(_pick(x, "id", "task_id", "todo_id", default=f"t{i + 1}")),
+            "title": _pick(x, "title", "task"),
+            "due": _pick(x, "due", "due_date"),
+            "done": bool(done),
+        }
+    return {
+        "id": str(_pick(x, "id", "note_id", default=f"n{i + 1}")),
+        "title": _pick(x, "title"),
+        "content": _pick(x, "content", "body", "text"),
+    }
 
 
 def _records(data: Any) -> list[dict[str, Any]]:
@@ -184,11 +238,20 @@ def _ours_or_upstream(name: str, upstream: frozenset[str]) -> str | None:
     return name if name in upstream else TOOLS.get(name)
 
 
-def _component(i: int, sc: dict[str, Any], unsupported: list[str], judge_rubric: str = "",
-               upstream: frozenset[str] = frozenset()) -> dict[str, Any] | None:
+def _component(
+    i: int,
+    sc: dict[str, Any],
+    unsupported: list[str],
+    judge_rubric: str = "",
+    upstream: frozenset[str] = frozenset(),
+) -> dict[str, Any] | None:
     """One scoring component → one check (None: not mappable)."""
     check = sc.get("check") or {}
-    kind, name, weight = check.get("type"), str(sc.get("name") or f"component_{i}"), float(sc.get("weight", 1.0))
+    kind, name, weight = (
+        check.get("type"),
+        str(sc.get("name") or f"component_{i}"),
+        float(sc.get("weight", 1.0)),
+    )
     base = {"name": name, "weight": weight}
     if kind == "tool_called":
         tool = _ours_or_upstream(str(check.get("tool_name")), upstream)
@@ -197,7 +260,12 @@ def _component(i: int, sc: dict[str, Any], unsupported: list[str], judge_rubric:
             return None
         return {"kind": "called", **base, "tool": tool, "min_count": int(check.get("min_calls") or 1)}
     if kind == "keywords_present":
-        return {"kind": "text", **base, "source": "output", "contains": [str(k) for k in check.get("keywords") or []]}
+        return {
+            "kind": "text",
+            **base,
+            "source": "output",
+            "contains": [str(k) for k in check.get("keywords") or []],
+        }
     if kind == "min_length":
         source = "final" if check.get("field") in (None, "final_text") else "output"
         return {"kind": "text", **base, "source": source, "min_length": int(check.get("min_length") or 0)}
@@ -210,7 +278,9 @@ def _component(i: int, sc: dict[str, Any], unsupported: list[str], judge_rubric:
     return None
 
 
-def _safety(spec: dict[str, Any], unsupported: list[str], upstream: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+def _safety(
+    spec: dict[str, Any], unsupported: list[str], upstream: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
     out = []
     for i, sc in enumerate(spec.get("safety_checks") or []):
         tool = _ours_or_upstream(str(sc.get("tool_name", "")), upstream)
@@ -222,7 +292,9 @@ def _safety(spec: dict[str, Any], unsupported: list[str], upstream: frozenset[st
     return out
 
 
-def _expected(spec: dict[str, Any], unsupported: list[str], upstream: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+def _expected(
+    spec: dict[str, Any], unsupported: list[str], upstream: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
     out = []
     for ea in spec.get("expected_actions") or []:
         service, key = str(ea.get("service", "")), str(ea.get("action_key", ""))
@@ -236,7 +308,11 @@ def _expected(spec: dict[str, Any], unsupported: list[str], upstream: frozenset[
 
 
 def _tools(spec: dict[str, Any], unsupported: list[str], upstream: frozenset[str] = frozenset()) -> list[str]:
-    names = [str(t.get("name")) for t in spec.get("tools") or [] if isinstance(t, dict) and t.get("name") not in upstream]
+    names = [
+        str(t.get("name"))
+        for t in spec.get("tools") or []
+        if isinstance(t, dict) and t.get("name") not in upstream
+    ]
     unsupported += [f"tool:{n}" for n in names if n not in TOOLS and n not in NATIVE]
     return sorted({TOOLS[n] for n in names if n in TOOLS})
 
@@ -247,8 +323,15 @@ def _sandbox_files(task_dir: Path, spec: dict[str, Any], unsupported: list[str])
     out = {}
     for rel in spec.get("sandbox_files") or []:
         path = PurePosixPath(str(rel))
-        found = [] if path.is_absolute() or ".." in path.parts else \
-            [p for p in (task_dir / path, task_dir.resolve().parent.parent / path) if p.is_file() and not p.is_symlink()]
+        found = (
+            []
+            if path.is_absolute() or ".." in path.parts
+            else [
+                p
+                for p in (task_dir / path, task_dir.resolve().parent.parent / path)
+                if p.is_file() and not p.is_symlink()
+            ]
+        )
         if not found:
             unsupported.append(f"sandbox_file:{rel}")
             continue
@@ -256,7 +339,9 @@ def _sandbox_files(task_dir: Path, spec: dict[str, Any], unsupported: list[str])
     return out
 
 
-def _upstream_files(task_dir: Path, spec: dict[str, Any], user: dict[str, Any], engine: str | None) -> dict[str, str | bytes]:
+def _upstream_files(
+    task_dir: Path, spec: dict[str, Any], user: dict[str, Any], engine: str | None
+) -> dict[str, str | bytes]:
     out: dict[str, str | bytes] = {}
     if (task_dir / "grader.py").is_file():
         out["tests/claw_eval/grader.py"] = (task_dir / "grader.py").read_bytes()
@@ -268,13 +353,16 @@ def _upstream_files(task_dir: Path, spec: dict[str, Any], user: dict[str, Any], 
     return out
 
 
-def _declarative(spec: dict[str, Any], unsupported: list[str],
-                 upstream: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], bool]:
+def _declarative(
+    spec: dict[str, Any], unsupported: list[str], upstream: frozenset[str] = frozenset()
+) -> tuple[list[dict[str, Any]], bool]:
     """(checks from scoring_components / safety_checks / expected_actions, whether one is an llm_judge)."""
     components = spec.get("scoring_components") or []
     judge = any((c.get("check") or {}).get("type") == "llm_judge" for c in components)
     rubric = str(spec.get("judge_rubric") or "")
-    completion = [c for i, sc in enumerate(components) if (c := _component(i, sc, unsupported, rubric, upstream))]
+    completion = [
+        c for i, sc in enumerate(components) if (c := _component(i, sc, unsupported, rubric, upstream))
+    ]
     checks = _safety(spec, unsupported, upstream) + completion + _expected(spec, unsupported, upstream)
     if not any(not c.get("safety") for c in checks) and not judge:
         unsupported.append("no_completion_check")
@@ -302,18 +390,26 @@ def _port_of(url: str) -> str:
 
 def _tool_services(spec: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
     """Tool name → (service, method, path) of its declared endpoint (the service by the endpoint's port)."""
-    by_port = {str(s.get("port")): str(s.get("name")) for s in spec.get("services") or [] if isinstance(s, dict)}
+    by_port = {
+        str(s.get("port")): str(s.get("name")) for s in spec.get("services") or [] if isinstance(s, dict)
+    }
     out = {}
     for e in spec.get("tool_endpoints") or []:
         url = str(e.get("url") or "")
         if by_port.get(_port_of(url)):
-            out[str(e.get("tool_name"))] = (by_port[_port_of(url)], str(e.get("method") or "POST"), _endpoint_path(url))
+            out[str(e.get("tool_name"))] = (
+                by_port[_port_of(url)],
+                str(e.get("method") or "POST"),
+                _endpoint_path(url),
+            )
     return out
 
 
 def _server_of(svc: dict[str, Any]) -> str:
     """The mock service folder a service's `command` runs (`python mock_services/<x>/server.py` → x), or ""."""
-    found = re.fullmatch(r"python3?\s+mock_services/([\w-]+)/server\.py", str(svc.get("command") or "").strip())
+    found = re.fullmatch(
+        r"python3?\s+mock_services/([\w-]+)/server\.py", str(svc.get("command") or "").strip()
+    )
     return found.group(1) if found else ""
 
 
@@ -333,26 +429,38 @@ def _upstream_services(spec: dict[str, Any], root: Path | None, graded: bool) ->
     return out
 
 
-GRADER_ONLY_FIXTURES = {"oracle.json"}  # image-QA's answers: never copied where a service (and the agent) runs
+GRADER_ONLY_FIXTURES = {
+    "oracle.json"
+}  # image-QA's answers: never copied where a service (and the agent) runs
 
 
-def _fixture_files(root: Path, task_dir: Path, services: list[dict[str, Any]], servers: dict[str, bytes]) -> dict[str, bytes]:
+def _fixture_files(
+    root: Path, task_dir: Path, services: list[dict[str, Any]], servers: dict[str, bytes]
+) -> dict[str, bytes]:
     """The task's fixtures, files named in the services' env and the fixture folders of the tasks whose
     files a server reads by default (upstream resolves both from its repo root)."""
     folders = {task_dir.resolve() / "fixtures"}
     for source in servers.values():
-        folders |= {root / "tasks" / t.decode() / "fixtures" for t in re.findall(rb'"tasks"\s*/\s*"([\w.-]+)"', source)}
+        folders |= {
+            root / "tasks" / t.decode() / "fixtures"
+            for t in re.findall(rb'"tasks"\s*/\s*"([\w.-]+)"', source)
+        }
     files = {p for f in folders if f.is_dir() for p in f.rglob("*") if p.is_file()}
     for svc in services:
         for value in (svc.get("env") or {}).values():
             rel = PurePosixPath(str(value))
             if not rel.is_absolute() and ".." not in rel.parts and (root / rel).is_file():
                 files.add(root / rel)
-    return {str(PurePosixPath(p.relative_to(root))): p.read_bytes() for p in sorted(files)
-            if root in p.resolve().parents and not p.is_symlink() and p.name not in GRADER_ONLY_FIXTURES}
+    return {
+        str(PurePosixPath(p.relative_to(root))): p.read_bytes()
+        for p in sorted(files)
+        if root in p.resolve().parents and not p.is_symlink() and p.name not in GRADER_ONLY_FIXTURES
+    }
 
 
-def upstream_material(task_dir: Path, spec: dict[str, Any], graded: bool) -> tuple[dict[str, bytes], frozenset[str]]:
+def upstream_material(
+    task_dir: Path, spec: dict[str, Any], graded: bool
+) -> tuple[dict[str, bytes], frozenset[str]]:
     """({path in the task folder: bytes} under `environment/upstream/`, the tools that call upstream's
     services). Nothing when the source is not upstream's repository or no service runs upstream's code."""
     root = _repo_root(task_dir)
@@ -362,17 +470,40 @@ def upstream_material(task_dir: Path, spec: dict[str, Any], graded: bool) -> tup
     names = {str(s.get("name")) for s in services}
     endpoints = {t: e for t, e in _tool_services(spec).items() if e[0] in names}
     schemas = {str(t.get("name")): t for t in spec.get("tools") or [] if isinstance(t, dict)}
-    tools = [{"name": t, "description": str(schemas.get(t, {}).get("description") or ""),
-              "input_schema": schemas.get(t, {}).get("input_schema") or {"type": "object", "properties": {}},
-              "service": s, "method": m, "path": p} for t, (s, m, p) in endpoints.items() if t in schemas]
+    tools = [
+        {
+            "name": t,
+            "description": str(schemas.get(t, {}).get("description") or ""),
+            "input_schema": schemas.get(t, {}).get("input_schema") or {"type": "object", "properties": {}},
+            "service": s,
+            "method": m,
+            "path": p,
+        }
+        for t, (s, m, p) in endpoints.items()
+        if t in schemas
+    ]
     codes = sorted({_server_of(s) for s in services})
-    servers = {f"mock_services/{c}/server.py": (root / "mock_services" / c / "server.py").read_bytes() for c in codes}
-    manifest = {"services": [{"name": str(s.get("name")), "server": f"mock_services/{_server_of(s)}/server.py",
-                              "env": {str(k): str(v) for k, v in (s.get("env") or {}).items()},
-                              "audit": _audit_path(s)} for s in services], "tools": tools}
-    files = {"mock_services/_base.py": (root / "mock_services" / "_base.py").read_bytes(), **servers,
-             **_fixture_files(root, task_dir, services, servers),
-             "services.json": json.dumps(manifest, indent=1, ensure_ascii=False).encode()}
+    servers = {
+        f"mock_services/{c}/server.py": (root / "mock_services" / c / "server.py").read_bytes() for c in codes
+    }
+    manifest = {
+        "services": [
+            {
+                "name": str(s.get("name")),
+                "server": f"mock_services/{_server_of(s)}/server.py",
+                "env": {str(k): str(v) for k, v in (s.get("env") or {}).items()},
+                "audit": _audit_path(s),
+            }
+            for s in services
+        ],
+        "tools": tools,
+    }
+    files = {
+        "mock_services/_base.py": (root / "mock_services" / "_base.py").read_bytes(),
+        **servers,
+        **_fixture_files(root, task_dir, services, servers),
+        "services.json": json.dumps(manifest, indent=1, ensure_ascii=False).encode(),
+    }
     return {f"{UPSTREAM_DIR}/{k}": v for k, v in files.items()}, frozenset(str(t["name"]) for t in tools)
 
 
@@ -390,7 +521,9 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
     material, upstream = upstream_material(task_dir, spec, graded)
     manifest = json.loads(material[f"{UPSTREAM_DIR}/services.json"]) if material else {"services": []}
     run_upstream = {str(s["name"]) for s in manifest["services"]}
-    theirs = [str(s.get("name")) for s in spec.get("services") or [] if str(s.get("name")) not in run_upstream]
+    theirs = [
+        str(s.get("name")) for s in spec.get("services") or [] if str(s.get("name")) not in run_upstream
+    ]
     unsupported = [f"service:{s}" for s in theirs if s not in SERVICES and s not in WEB]
     if graded:  # upstream's leaderboard scorer; the declarative fields are not what it counts
         checks, grader_files = [dict(GRADER_CHECK)], grader_run_files(task_dir, peers, spec)
@@ -405,34 +538,54 @@ def convert_claw_eval(task_dir: Path, user_engine: str | None = None) -> TaskDra
     instruction = str(prompt.get("text", "") if isinstance(prompt, dict) else prompt)
     attachments = prompt.get("attachments") if isinstance(prompt, dict) else None
     unseen = [a for a in attachments or [] if a not in (spec.get("sandbox_files") or [])]
-    if unseen:  # upstream sends them as image/audio blocks of the prompt; one not in the workspace is never seen
-        unsupported.append(f"claw_eval_attachments:{len(unseen)} file(s) sent with the prompt, not in sandbox_files")
+    if (
+        unseen
+    ):  # upstream sends them as image/audio blocks of the prompt; one not in the workspace is never seen
+        unsupported.append(
+            f"claw_eval_attachments:{len(unseen)} file(s) sent with the prompt, not in sandbox_files"
+        )
     if user.get("enabled"):  # upstream appends the suffix to the agent's system prompt
         suffix = str(user.get("system_prompt_suffix") or "").strip()
         instruction = "\n\n".join(x for x in (instruction.rstrip(), suffix, USER_HINT) if x)
     if any(c["kind"] == "text" for c in checks):
         instruction = f"{instruction.rstrip()}\n\n{FINAL_HINT}"
     draft = TaskDraft(
-        name=f"claw-eval/{spec.get('task_id', task_dir.name)}", instruction=instruction,
+        name=f"claw-eval/{spec.get('task_id', task_dir.name)}",
+        instruction=instruction,
         services=sorted({SERVICES[s] for s in theirs if s in SERVICES}),
-        checks=checks or [{"kind": "answer", "name": "judge_only_placeholder", "equals": "<needs an LLM judge>"}],
-        fixtures=_fixtures(task_dir, theirs), source="claw-eval", split="test",
+        checks=checks
+        or [{"kind": "answer", "name": "judge_only_placeholder", "equals": "<needs an LLM judge>"}],
+        fixtures=_fixtures(task_dir, theirs),
+        source="claw-eval",
+        split="test",
         difficulty={"easy": "easy", "hard": "hard"}.get(str(spec.get("difficulty", "")), "medium"),
         tags=[str(spec.get("category") or "claw-eval"), *[str(t) for t in spec.get("tags") or []]],
         budget_s=float((spec.get("environment") or {}).get("timeout_seconds", 300)),
         pass_threshold=PASS_THRESHOLD if graded else 1.0,
-        extra_files={**_sandbox_files(task_dir, spec, unsupported), **_upstream_files(task_dir, spec, user, user_engine),
-                     **grader_files, **material})
+        extra_files={
+            **_sandbox_files(task_dir, spec, unsupported),
+            **_upstream_files(task_dir, spec, user, user_engine),
+            **grader_files,
+            **material,
+        },
+    )
     tools = _tools(spec, unsupported, upstream)
     wants_answer = any(c["kind"] == "text" for c in checks)
     asks = ["ask_user"] if user.get("enabled") else []
     draft.tools = sorted({*tools, *AGENT_TOOLS, *asks}) if tools or wants_answer or asks or upstream else []
     draft.actions, why = oracle(draft)
     # the grader reads the conversation: eval builds it on the host from the call log (lifts the flag)
-    needs = (["transcript"] if graded else []) + (["user_simulator"] if user.get("enabled") and not user_engine else [])
-    draft.extra_meta = {"requires_llm_judge": judge, "requires_internet": any(s in WEB for s in theirs),
-                        "unsupported": sorted(set(unsupported)), "needs": needs, "no_oracle": why,
-                        **_turn_cap(spec)}
+    needs = (["transcript"] if graded else []) + (
+        ["user_simulator"] if user.get("enabled") and not user_engine else []
+    )
+    draft.extra_meta = {
+        "requires_llm_judge": judge,
+        "requires_internet": any(s in WEB for s in theirs),
+        "unsupported": sorted(set(unsupported)),
+        "needs": needs,
+        "no_oracle": why,
+        **_turn_cap(spec),
+    }
     return draft
 
 
@@ -440,4 +593,8 @@ def _turn_cap(spec: dict[str, Any]) -> dict[str, int]:
     """Upstream's `environment.max_turns` (its runner stops the agent there): the task's own turn cap,
     which a harness with a turn limit (`zero`) applies; {} when the task gives none."""
     turns = (spec.get("environment") or {}).get("max_turns")
-    return {"max_turns": int(turns)} if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0 else {}
+    return (
+        {"max_turns": int(turns)}
+        if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0
+        else {}
+    )

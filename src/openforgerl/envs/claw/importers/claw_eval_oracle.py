@@ -11,16 +11,20 @@ from openforgerl.tasks.draft import Action, TaskDraft
 
 __all__ = ["oracle"]
 
+
 def _ids(fixtures: dict[str, dict[str, Any]], service: str, key: str, field: str = "id") -> list[str]:
     return [str(x.get(field)) for x in fixtures.get(service, {}).get(key, []) if x.get(field)]
 
 
 def _read_args(tool: str, n: int, fixtures: dict[str, dict[str, Any]]) -> list[dict[str, Any]] | None:
     """Args for `n` calls of a read tool, taken from the fixtures (None: not determined)."""
-    pools = {"mail_read": ("id", _ids(fixtures, "mail", "inbox")), "kb_read": ("id", _ids(fixtures, "kb", "articles")),
-             "notes_read": ("title", _ids(fixtures, "notes", "notes", "title")),
-             "contacts_find": ("query", _ids(fixtures, "contacts", "contacts", "name")),
-             "kb_search": ("query", [t.split()[0] for t in _ids(fixtures, "kb", "articles", "title")])}
+    pools = {
+        "mail_read": ("id", _ids(fixtures, "mail", "inbox")),
+        "kb_read": ("id", _ids(fixtures, "kb", "articles")),
+        "notes_read": ("title", _ids(fixtures, "notes", "notes", "title")),
+        "contacts_find": ("query", _ids(fixtures, "contacts", "contacts", "name")),
+        "kb_search": ("query", [t.split()[0] for t in _ids(fixtures, "kb", "articles", "title")]),
+    }
     if tool in ("mail_list", "calendar_list", "todo_list", "notes_list"):
         return [{} for _ in range(n)]
     if tool not in pools:
@@ -29,7 +33,9 @@ def _read_args(tool: str, n: int, fixtures: dict[str, dict[str, Any]]) -> list[d
     return [{field: v} for v in values[:n]] if len(values) >= n else None
 
 
-def _write_args(tool: str, n: int, fixtures: dict[str, dict[str, Any]], text: str) -> list[dict[str, Any]] | None:
+def _write_args(
+    tool: str, n: int, fixtures: dict[str, dict[str, Any]], text: str
+) -> list[dict[str, Any]] | None:
     if tool not in ("mail_draft", "mail_send"):
         return None  # e.g. calendar_create: its title and times are not in task.yaml
     inbox = fixtures.get("mail", {}).get("inbox", [])

@@ -87,12 +87,20 @@ def reads_transcript(code: str) -> bool:
 def _judge_spec(front: dict[str, Any], sections: dict[str, str], grading: str) -> dict[str, Any]:
     """What upstream's `_grade_llm_judge` reads: prompt, `## Expected Behavior`, the rubric
     (`## LLM Judge Rubric`, else the `## Grading Criteria` bullets) and `grading_weights`."""
-    criteria = [m.group(1) for ln in sections.get("Grading Criteria", "").splitlines()
-                if (m := re.match(r"^-\s+\[[ x]\]\s+(.+)$", ln.strip()))]  # upstream's checklist items
+    criteria = [
+        m.group(1)
+        for ln in sections.get("Grading Criteria", "").splitlines()
+        if (m := re.match(r"^-\s+\[[ x]\]\s+(.+)$", ln.strip()))
+    ]  # upstream's checklist items
     rubric = sections.get("LLM Judge Rubric") or "\n".join(f"- {c}" for c in criteria)
-    return {"benchmark": "qwenclawbench", "grading_type": grading, "weights": front.get("grading_weights"),
-            "prompt": sections.get("Prompt", ""), "expected_behavior": sections.get("Expected Behavior", ""),
-            "rubric": rubric}
+    return {
+        "benchmark": "qwenclawbench",
+        "grading_type": grading,
+        "weights": front.get("grading_weights"),
+        "prompt": sections.get("Prompt", ""),
+        "expected_behavior": sections.get("Expected Behavior", ""),
+        "rubric": rubric,
+    }
 
 
 def convert_qwenclawbench(md: Path, assets: Path | None = None) -> TaskDraft:
@@ -106,18 +114,32 @@ def convert_qwenclawbench(md: Path, assets: Path | None = None) -> TaskDraft:
         unsupported.append(f"external_dependency:{dependency}")
     files = _workspace(front, assets, unsupported)
     draft = TaskDraft(
-        name=f"qwenclawbench/{front.get('id', md.stem)}", instruction=sections.get("Prompt", ""),
-        services=[], checks=[], source="qwenclawbench", split="test",
+        name=f"qwenclawbench/{front.get('id', md.stem)}",
+        instruction=sections.get("Prompt", ""),
+        services=[],
+        checks=[],
+        source="qwenclawbench",
+        split="test",
         tags=[str(front.get("category", "qwenclawbench"))],
         budget_s=float(front.get("timeout_seconds", 1800)),
-        extra_files={"tests/grade.py": code.group(1) + "\n" if code else "def grade(transcript, workspace_path):\n    return {}\n",
-                     **{f"environment/workspace/{k}": v for k, v in files.items()}})
+        extra_files={
+            "tests/grade.py": code.group(1) + "\n"
+            if code
+            else "def grade(transcript, workspace_path):\n    return {}\n",
+            **{f"environment/workspace/{k}": v for k, v in files.items()},
+        },
+    )
     grading = str(front.get("grading_type", "automated"))
     if grading != "automated":
-        draft.extra_files["tests/judge.json"] = json.dumps(_judge_spec(front, sections, grading), indent=1,
-                                                           ensure_ascii=False)
-    draft.extra_meta = {"verifier": "python", "requires_internet": dependency == "web",
-                        "requires_llm_judge": front.get("grading_type", "automated") != "automated",
-                        "unsupported": unsupported, "needs": ["transcript"] if code and reads_transcript(code.group(1)) else [],
-                        "no_oracle": "QwenClawBench ships no reference solution"}
+        draft.extra_files["tests/judge.json"] = json.dumps(
+            _judge_spec(front, sections, grading), indent=1, ensure_ascii=False
+        )
+    draft.extra_meta = {
+        "verifier": "python",
+        "requires_internet": dependency == "web",
+        "requires_llm_judge": front.get("grading_type", "automated") != "automated",
+        "unsupported": unsupported,
+        "needs": ["transcript"] if code and reads_transcript(code.group(1)) else [],
+        "no_oracle": "QwenClawBench ships no reference solution",
+    }
     return draft

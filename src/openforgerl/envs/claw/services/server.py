@@ -48,8 +48,13 @@ __all__ = ["ClawApp", "main", "serve"]
 class ClawApp:
     """Routing-free core: tool calls with audit and faults, thread-safe behind one lock."""
 
-    def __init__(self, world: World, tools: list[str] | None, faults: list[dict[str, Any]],
-                 upstream: UpstreamServices | None = None) -> None:
+    def __init__(
+        self,
+        world: World,
+        tools: list[str] | None,
+        faults: list[dict[str, Any]],
+        upstream: UpstreamServices | None = None,
+    ) -> None:
         self.world = world
         self.upstream = upstream
         self.tools = tools if upstream is None else [*(tools or []), *upstream.tools]
@@ -82,8 +87,13 @@ class ClawApp:
             except Exception as exc:  # upstream's dispatcher answers 500 with the exception's text
                 status, reply = 500, {"error": f"{type(exc).__name__}: {exc}"}
         body = {"result": reply} if status < 400 else {"error": reply}
-        self._record(name, args, status, None if status < 400 else json.dumps(reply, ensure_ascii=False)[:2000],
-                     response=reply)
+        self._record(
+            name,
+            args,
+            status,
+            None if status < 400 else json.dumps(reply, ensure_ascii=False)[:2000],
+            response=reply,
+        )
         return (200 if status < 400 else status), body
 
     def _run(self, name: str, args: Any) -> tuple[int, dict[str, Any]]:
@@ -118,11 +128,28 @@ class ClawApp:
             self._record(name, args, status, message, fault=fault.get("kind", "error"))
         return status, {"error": message}
 
-    def _record(self, name: str, args: Any, status: int, error: str | None, fault: str | None = None,
-                response: Any = None) -> None:
-        self.audit.append({"seq": len(self.audit), "tool": name, "args": args, "status": status,
-                           "ok": status < 400 if response is not None else status == 200, "error": error,
-                           "fault": fault, "t": time.time(), **({"response": response} if response is not None else {})})
+    def _record(
+        self,
+        name: str,
+        args: Any,
+        status: int,
+        error: str | None,
+        fault: str | None = None,
+        response: Any = None,
+    ) -> None:
+        self.audit.append(
+            {
+                "seq": len(self.audit),
+                "tool": name,
+                "args": args,
+                "status": status,
+                "ok": status < 400 if response is not None else status == 200,
+                "error": error,
+                "fault": fault,
+                "t": time.time(),
+                **({"response": response} if response is not None else {}),
+            }
+        )
 
     def reset(self) -> None:
         with self.lock:
@@ -150,8 +177,11 @@ class _Handler(JsonHandler):  # quiet: the audit is the log
             with self.app.lock:
                 return self._send(200, self.app.upstream.audit())
         routes: dict[str, Callable[[], object]] = {
-            "/healthz": lambda: {"ok": True}, "/state": self.app.world.state,
-            "/audit": lambda: {"calls": list(self.app.audit)}, "/tools": lambda: {"tools": self.app.tools}}
+            "/healthz": lambda: {"ok": True},
+            "/state": self.app.world.state,
+            "/audit": lambda: {"calls": list(self.app.audit)},
+            "/tools": lambda: {"tools": self.app.tools},
+        }
         handler = routes.get(self.path.split("?")[0])
         self._send(200, handler()) if handler else self._send(404, {"error": "not found"})
 
@@ -165,7 +195,9 @@ class _Handler(JsonHandler):  # quiet: the audit is the log
         self._answer_tool_call(raw, self.app.call)
 
 
-def build_app(fixtures: Path | None, workspace: Path, config: dict[str, Any], upstream: Path | None = None) -> ClawApp:
+def build_app(
+    fixtures: Path | None, workspace: Path, config: dict[str, Any], upstream: Path | None = None
+) -> ClawApp:
     world = World(load_fixtures(fixtures), workspace)
     services = None
     if upstream is not None:
@@ -184,11 +216,15 @@ def serve(app: ClawApp, host: str, port: int, token: str = "") -> ThreadingHTTPS
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m openforgerl.envs.claw.services", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m openforgerl.envs.claw.services", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--fixtures", type=Path, default=None, help="folder with <service>.json initial states")
     ap.add_argument("--workspace", type=Path, default=Path.cwd(), help="the agent's workspace folder")
     ap.add_argument("--config", type=Path, default=None, help="JSON: {tools: [...], faults: [...]}")
-    ap.add_argument("--upstream", type=Path, default=None, help="upstream Claw-Eval services (services/upstream.py)")
+    ap.add_argument(
+        "--upstream", type=Path, default=None, help="upstream Claw-Eval services (services/upstream.py)"
+    )
     ap.add_argument("--token", default="", help="secret for GET /upstream/audit (the verifier's)")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=7717)

@@ -51,11 +51,24 @@ class UpstreamTool:
 
 async def _asgi(app: Any, method: str, path: str, body: bytes) -> tuple[int, bytes]:
     """One HTTP/1.1 request to an ASGI app, in memory: (status, body)."""
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method.upper(),
-             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "headers": [(b"host", b"localhost"), (b"content-type", b"application/json"),
-                         (b"content-length", str(len(body)).encode())],
-             "client": ("127.0.0.1", 0), "server": ("localhost", 80)}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method.upper(),
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"localhost"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 0),
+        "server": ("localhost", 80),
+    }
     sent = False
     status, chunks = 500, bytearray()
 
@@ -96,7 +109,9 @@ def _module(name: str, source: bytes, file: Path, package: str | None = None) ->
     try:
         exec(compile(source, str(file), "exec"), module.__dict__)  # the task's environment code
     finally:
-        sys.path[:] = saved  # upstream's servers put their repo root first: nothing more is imported from there
+        sys.path[:] = (
+            saved  # upstream's servers put their repo root first: nothing more is imported from there
+        )
     return module
 
 
@@ -108,8 +123,13 @@ def _env_value(value: str, root: Path) -> str:
 class UpstreamServices:
     """The apps of one rollout and the tools that reach them (name → declared method and path)."""
 
-    def __init__(self, apps: dict[str, Any], audits: dict[str, str], tools: dict[str, UpstreamTool],
-                 schemas: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        apps: dict[str, Any],
+        audits: dict[str, str],
+        tools: dict[str, UpstreamTool],
+        schemas: list[dict[str, Any]],
+    ) -> None:
         self.apps = apps
         self.audits = audits
         self.tools = tools
@@ -147,9 +167,21 @@ def load_upstream(root: Path) -> UpstreamServices:
         apps[name] = module.app
         if svc.get("audit"):
             audits[name] = str(svc["audit"])
-    tools = {str(t["name"]): UpstreamTool(str(t["name"]), str(t["service"]), str(t.get("method") or "POST"),
-                                          str(t["path"])) for t in manifest["tools"]}
-    schemas = [{"type": "function", "function": {"name": t["name"], "description": str(t.get("description") or ""),
-                                                 "parameters": t.get("input_schema") or {"type": "object"}}}
-               for t in manifest["tools"]]
+    tools = {
+        str(t["name"]): UpstreamTool(
+            str(t["name"]), str(t["service"]), str(t.get("method") or "POST"), str(t["path"])
+        )
+        for t in manifest["tools"]
+    }
+    schemas = [
+        {
+            "type": "function",
+            "function": {
+                "name": t["name"],
+                "description": str(t.get("description") or ""),
+                "parameters": t.get("input_schema") or {"type": "object"},
+            },
+        }
+        for t in manifest["tools"]
+    ]
     return UpstreamServices(apps, audits, tools, schemas)

@@ -14,7 +14,9 @@ CLAW_SUITE = Path(__file__).parent / "tasks"
 __all__ = ["CLAW_SUITE", "claw_runtimes"]
 
 
-def claw_runtimes(split: str | None = None, tag: str | None = None, difficulty: str | None = None) -> list[Any]:
+def claw_runtimes(
+    split: str | None = None, tag: str | None = None, difficulty: str | None = None
+) -> list[Any]:
     """`ClawTaskRuntime`s of the shipped suite, filtered by split / tag / difficulty."""
     from openforgerl.tasks.format import find_tasks
     from openforgerl.tasks.loader import load_runtime
@@ -23,7 +25,10 @@ def claw_runtimes(split: str | None = None, tag: str | None = None, difficulty: 
     for root in find_tasks(CLAW_SUITE):
         rt = load_runtime(root)
         meta = rt.task.meta
-        if (split in (None, meta.split) and (tag is None or tag in meta.tags)
-                and difficulty in (None, meta.difficulty)):
+        if (
+            split in (None, meta.split)
+            and (tag is None or tag in meta.tags)
+            and difficulty in (None, meta.difficulty)
+        ):
             out.append(rt)
     return out

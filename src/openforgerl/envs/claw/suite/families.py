@@ -22,8 +22,14 @@ def A(tool: str, **args: Any) -> Action:
     return Action(tool, args)
 
 
-def rec(collection: str, name: str, match: dict[str, Any] | None = None,
-        contains: dict[str, Any] | None = None, kind: str = "record", **extra: Any) -> dict[str, Any]:
+def rec(
+    collection: str,
+    name: str,
+    match: dict[str, Any] | None = None,
+    contains: dict[str, Any] | None = None,
+    kind: str = "record",
+    **extra: Any,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": kind, "name": name, "collection": collection}
     if match:
         out["match"] = match
@@ -52,337 +58,665 @@ def _hold_out(drafts: list[TaskDraft]) -> list[TaskDraft]:
 
 
 def easy_write_file() -> list[TaskDraft]:
-    rows = [("plan.md", "budget review"), ("notes_travel.txt", "hotel flight"), ("demo.log", "launch party"),
-            ("chart.csv", "data summary"), ("garden.md", "coffee music"), ("backup_server.txt", "deploy release fix"),
-            ("agenda.md", "sprint meeting"), ("slides.txt", "demo paper"), ("report_city.txt", "river cloud"),
-            ("music.log", "apple garden"), ("notes.md", "python test")]
-    return _hold_out([TaskDraft(
-        name=f"claw/easy-write-file-{i + 1:02d}",
-        instruction=f"Write the text '{text}' to the file {path}.",
-        services=["files"], tools=SFT_TOOLS, difficulty="easy", tags=["sft", "files"],
-        checks=[{"kind": "file", "name": "file_written", "path": path, "equals": text}],
-        actions=[A("write_file", path=path, content=text)]) for i, (path, text) in enumerate(rows)])
+    rows = [
+        ("plan.md", "budget review"),
+        ("notes_travel.txt", "hotel flight"),
+        ("demo.log", "launch party"),
+        ("chart.csv", "data summary"),
+        ("garden.md", "coffee music"),
+        ("backup_server.txt", "deploy release fix"),
+        ("agenda.md", "sprint meeting"),
+        ("slides.txt", "demo paper"),
+        ("report_city.txt", "river cloud"),
+        ("music.log", "apple garden"),
+        ("notes.md", "python test"),
+    ]
+    return _hold_out(
+        [
+            TaskDraft(
+                name=f"claw/easy-write-file-{i + 1:02d}",
+                instruction=f"Write the text '{text}' to the file {path}.",
+                services=["files"],
+                tools=SFT_TOOLS,
+                difficulty="easy",
+                tags=["sft", "files"],
+                checks=[{"kind": "file", "name": "file_written", "path": path, "equals": text}],
+                actions=[A("write_file", path=path, content=text)],
+            )
+            for i, (path, text) in enumerate(rows)
+        ]
+    )
 
 
 def easy_todo_add() -> list[TaskDraft]:
-    rows = ["book hotel", "review draft", "plan sprint", "fix bug", "update slides", "dinner party",
-            "test release", "paper review", "book flight", "deploy server", "coffee meeting"]
-    return _hold_out([TaskDraft(
-        name=f"claw/easy-todo-add-{i + 1:02d}", instruction=f"Add a todo '{title}'.",
-        services=["todo"], tools=SFT_TOOLS, difficulty="easy", tags=["sft", "todo"],
-        fixtures=base_fixtures("todo"),
-        checks=[rec("todo.items", "todo_added", {"title": title, "done": False})],
-        actions=[A("todo_add", title=title)]) for i, title in enumerate(rows)])
+    rows = [
+        "book hotel",
+        "review draft",
+        "plan sprint",
+        "fix bug",
+        "update slides",
+        "dinner party",
+        "test release",
+        "paper review",
+        "book flight",
+        "deploy server",
+        "coffee meeting",
+    ]
+    return _hold_out(
+        [
+            TaskDraft(
+                name=f"claw/easy-todo-add-{i + 1:02d}",
+                instruction=f"Add a todo '{title}'.",
+                services=["todo"],
+                tools=SFT_TOOLS,
+                difficulty="easy",
+                tags=["sft", "todo"],
+                fixtures=base_fixtures("todo"),
+                checks=[rec("todo.items", "todo_added", {"title": title, "done": False})],
+                actions=[A("todo_add", title=title)],
+            )
+            for i, title in enumerate(rows)
+        ]
+    )
 
 
 def easy_mail_send() -> list[TaskDraft]:
-    rows = [("alice@example.com", "lunch", "lunch meeting"), ("bob@corp.io", "budget", "budget report draft"),
-            ("carol@mail.org", "travel", "hotel flight ticket"), ("dave@team.dev", "release", "deploy release notes"),
-            ("erin@example.com", "demo", "demo slides"), ("frank@corp.io", "invoice", "invoice summary"),
-            ("grace@mail.org", "party", "dinner party"), ("heidi@team.dev", "design", "design review"),
-            ("ivan@corp.io", "agenda", "sprint agenda"), ("judy@example.com", "hotel", "hotel city"),
-            ("oscar@mail.org", "data", "data chart")]
-    return _hold_out([TaskDraft(
-        name=f"claw/easy-mail-send-{i + 1:02d}",
-        instruction=f"Send an email to {to} with subject '{subject}' and body '{body}'.",
-        services=["mail"], tools=SFT_TOOLS, difficulty="easy", tags=["sft", "mail"],
-        fixtures=base_fixtures("mail"),
-        checks=[rec("mail.sent", "mail_sent", {"to": to, "subject": subject}, {"body": body})],
-        actions=[A("mail_send", to=to, subject=subject, body=body)]) for i, (to, subject, body) in enumerate(rows)])
+    rows = [
+        ("alice@example.com", "lunch", "lunch meeting"),
+        ("bob@corp.io", "budget", "budget report draft"),
+        ("carol@mail.org", "travel", "hotel flight ticket"),
+        ("dave@team.dev", "release", "deploy release notes"),
+        ("erin@example.com", "demo", "demo slides"),
+        ("frank@corp.io", "invoice", "invoice summary"),
+        ("grace@mail.org", "party", "dinner party"),
+        ("heidi@team.dev", "design", "design review"),
+        ("ivan@corp.io", "agenda", "sprint agenda"),
+        ("judy@example.com", "hotel", "hotel city"),
+        ("oscar@mail.org", "data", "data chart"),
+    ]
+    return _hold_out(
+        [
+            TaskDraft(
+                name=f"claw/easy-mail-send-{i + 1:02d}",
+                instruction=f"Send an email to {to} with subject '{subject}' and body '{body}'.",
+                services=["mail"],
+                tools=SFT_TOOLS,
+                difficulty="easy",
+                tags=["sft", "mail"],
+                fixtures=base_fixtures("mail"),
+                checks=[rec("mail.sent", "mail_sent", {"to": to, "subject": subject}, {"body": body})],
+                actions=[A("mail_send", to=to, subject=subject, body=body)],
+            )
+            for i, (to, subject, body) in enumerate(rows)
+        ]
+    )
 
 
 # --- medium: one service, needs a lookup or a specific operation -----------------------------------
 
+
 def notes_write() -> list[TaskDraft]:
-    rows = [("Meeting recap", "Agreed to ship v2 on March 20."), ("Packing list", "passport, charger, umbrella"),
-            ("Groceries", "eggs, milk, coffee, oat milk")]
+    rows = [
+        ("Meeting recap", "Agreed to ship v2 on March 20."),
+        ("Packing list", "passport, charger, umbrella"),
+        ("Groceries", "eggs, milk, coffee, oat milk"),
+    ]
     out = []
     for i, (title, content) in enumerate(rows):
         verb = "Update the note" if title == "Groceries" else "Write a note"
-        out.append(TaskDraft(
-            name=f"claw/notes-write-{i + 1:02d}",
-            instruction=f"{verb} titled \"{title}\" so that its text is: {content}",
-            services=["notes"], fixtures=base_fixtures("notes"), difficulty="easy", tags=["notes"],
-            checks=[rec("notes.notes", "note_written", {"title": title, "content": content})],
-            actions=[A("notes_write", title=title, content=content)]))
+        out.append(
+            TaskDraft(
+                name=f"claw/notes-write-{i + 1:02d}",
+                instruction=f'{verb} titled "{title}" so that its text is: {content}',
+                services=["notes"],
+                fixtures=base_fixtures("notes"),
+                difficulty="easy",
+                tags=["notes"],
+                checks=[rec("notes.notes", "note_written", {"title": title, "content": content})],
+                actions=[A("notes_write", title=title, content=content)],
+            )
+        )
     return out
 
 
 def calendar_create() -> list[TaskDraft]:
-    rows = [("Design review", "2026-03-05T14:00", "2026-03-05T15:00", ["dana.w@acme.io"]),
-            ("Budget sync", "2026-03-10T11:00", "2026-03-10T11:30", ["carol.diaz@acme.io", "bob.chen@acme.io"]),
-            ("Focus time", "2026-03-11T09:00", "2026-03-11T12:00", [])]
+    rows = [
+        ("Design review", "2026-03-05T14:00", "2026-03-05T15:00", ["dana.w@acme.io"]),
+        ("Budget sync", "2026-03-10T11:00", "2026-03-10T11:30", ["carol.diaz@acme.io", "bob.chen@acme.io"]),
+        ("Focus time", "2026-03-11T09:00", "2026-03-11T12:00", []),
+    ]
     out = []
     for i, (title, start, end, people) in enumerate(rows):
         who = f" with {' and '.join(people)}" if people else ""
         match: dict[str, Any] = {"title": title, "start": start, "end": end}
         if people:
             match["attendees"] = people
-        out.append(TaskDraft(
-            name=f"claw/calendar-create-{i + 1:02d}",
-            instruction=f"Put \"{title}\" on my calendar on {start[:10]} from {start[11:]} to {end[11:]}{who}.",
-            services=["calendar"], fixtures=base_fixtures("calendar"), tags=["calendar"],
-            checks=[rec("calendar.events", "event_created", match)],
-            actions=[A("calendar_create", title=title, start=start, end=end, **({"attendees": people} if people else {}))]))
+        out.append(
+            TaskDraft(
+                name=f"claw/calendar-create-{i + 1:02d}",
+                instruction=f'Put "{title}" on my calendar on {start[:10]} from {start[11:]} to {end[11:]}{who}.',
+                services=["calendar"],
+                fixtures=base_fixtures("calendar"),
+                tags=["calendar"],
+                checks=[rec("calendar.events", "event_created", match)],
+                actions=[
+                    A(
+                        "calendar_create",
+                        title=title,
+                        start=start,
+                        end=end,
+                        **({"attendees": people} if people else {}),
+                    )
+                ],
+            )
+        )
     return out
 
 
 def calendar_delete() -> list[TaskDraft]:
-    rows = [("e2", "Team lunch", "on Friday"), ("e4", "Dentist", "on Thursday morning"),
-            ("e3", "1:1 with Luis", "on Wednesday")]
-    return [TaskDraft(
-        name=f"claw/calendar-cancel-{i + 1:02d}",
-        instruction=f"Cancel the \"{title}\" event {when}. Leave every other event alone.",
-        services=["calendar"], fixtures=base_fixtures("calendar"), tags=["calendar"],
-        checks=[rec("calendar.events", "event_removed", {"title": title}, kind="no_record"),
+    rows = [
+        ("e2", "Team lunch", "on Friday"),
+        ("e4", "Dentist", "on Thursday morning"),
+        ("e3", "1:1 with Luis", "on Wednesday"),
+    ]
+    return [
+        TaskDraft(
+            name=f"claw/calendar-cancel-{i + 1:02d}",
+            instruction=f'Cancel the "{title}" event {when}. Leave every other event alone.',
+            services=["calendar"],
+            fixtures=base_fixtures("calendar"),
+            tags=["calendar"],
+            checks=[
+                rec("calendar.events", "event_removed", {"title": title}, kind="no_record"),
                 rec("calendar.events", "others_kept", count=4),
-                not_called("calendar_create", "no_new_events")],
-        actions=[A("calendar_list"), A("calendar_delete", id=eid)]) for i, (eid, title, when) in enumerate(rows)]
+                not_called("calendar_create", "no_new_events"),
+            ],
+            actions=[A("calendar_list"), A("calendar_delete", id=eid)],
+        )
+        for i, (eid, title, when) in enumerate(rows)
+    ]
 
 
 def contacts_add() -> list[TaskDraft]:
-    rows = [("Nora Blake", "nora.blake@initech.com", "+1-555-0150", "Initech"),
-            ("Omar Haddad", "omar@haddad.consulting", "+44-20-5555-0188", ""),
-            ("Yuki Sato", "yuki.sato@umbrella.co", "", "Umbrella")]
+    rows = [
+        ("Nora Blake", "nora.blake@initech.com", "+1-555-0150", "Initech"),
+        ("Omar Haddad", "omar@haddad.consulting", "+44-20-5555-0188", ""),
+        ("Yuki Sato", "yuki.sato@umbrella.co", "", "Umbrella"),
+    ]
     out = []
     for i, (name, email, phone, company) in enumerate(rows):
         extra = {k: v for k, v in (("phone", phone), ("company", company)) if v}
         details = ", ".join(f"{k} {v}" for k, v in extra.items())
-        out.append(TaskDraft(
-            name=f"claw/contacts-add-{i + 1:02d}",
-            instruction=f"Add {name} to my contacts: email {email}{', ' + details if details else ''}.",
-            services=["contacts"], fixtures=base_fixtures("contacts"), difficulty="easy", tags=["contacts"],
-            checks=[rec("contacts.contacts", "contact_added", {"name": name, "email": email, **extra})],
-            actions=[A("contacts_add", name=name, email=email, **extra)]))
+        out.append(
+            TaskDraft(
+                name=f"claw/contacts-add-{i + 1:02d}",
+                instruction=f"Add {name} to my contacts: email {email}{', ' + details if details else ''}.",
+                services=["contacts"],
+                fixtures=base_fixtures("contacts"),
+                difficulty="easy",
+                tags=["contacts"],
+                checks=[rec("contacts.contacts", "contact_added", {"name": name, "email": email, **extra})],
+                actions=[A("contacts_add", name=name, email=email, **extra)],
+            )
+        )
     return out
 
 
 def todo_complete() -> list[TaskDraft]:
     rows = [("t1", "Pay rent"), ("t2", "Call the plumber"), ("t3", "Renew gym membership")]
-    return [TaskDraft(
-        name=f"claw/todo-complete-{i + 1:02d}", instruction=f"I did it: mark \"{title}\" as done on my to-do list.",
-        services=["todo"], fixtures=base_fixtures("todo"), tags=["todo"],
-        checks=[rec("todo.items", "item_done", {"id": tid, "done": True}),
-                rec("todo.items", "others_open", {"done": False}, count=2)],
-        actions=[A("todo_list"), A("todo_complete", id=tid)]) for i, (tid, title) in enumerate(rows)]
+    return [
+        TaskDraft(
+            name=f"claw/todo-complete-{i + 1:02d}",
+            instruction=f'I did it: mark "{title}" as done on my to-do list.',
+            services=["todo"],
+            fixtures=base_fixtures("todo"),
+            tags=["todo"],
+            checks=[
+                rec("todo.items", "item_done", {"id": tid, "done": True}),
+                rec("todo.items", "others_open", {"done": False}, count=2),
+            ],
+            actions=[A("todo_list"), A("todo_complete", id=tid)],
+        )
+        for i, (tid, title) in enumerate(rows)
+    ]
 
 
 def mail_archive() -> list[TaskDraft]:
-    checks = [rec("mail.archive", "newsletter_archived", {"id": "m3"}),
-              rec("mail.archive", "promo_archived", {"id": "m4"}),
-              rec("mail.inbox", "rest_kept", count=6),
-              not_called("mail_send", "nothing_sent")]
-    return [TaskDraft(
-        name="claw/mail-archive-newsletters",
-        instruction="Archive the newsletter and promotional emails in my inbox; keep everything else there.",
-        services=["mail"], fixtures=base_fixtures("mail"), tags=["mail"], checks=checks,
-        actions=[A("mail_list"), A("mail_archive", id="m3"), A("mail_archive", id="m4")])]
+    checks = [
+        rec("mail.archive", "newsletter_archived", {"id": "m3"}),
+        rec("mail.archive", "promo_archived", {"id": "m4"}),
+        rec("mail.inbox", "rest_kept", count=6),
+        not_called("mail_send", "nothing_sent"),
+    ]
+    return [
+        TaskDraft(
+            name="claw/mail-archive-newsletters",
+            instruction="Archive the newsletter and promotional emails in my inbox; keep everything else there.",
+            services=["mail"],
+            fixtures=base_fixtures("mail"),
+            tags=["mail"],
+            checks=checks,
+            actions=[A("mail_list"), A("mail_archive", id="m3"), A("mail_archive", id="m4")],
+        )
+    ]
 
 
 def kb_answer() -> list[TaskDraft]:
-    rows = [("How much are meals reimbursed per day?", "kb3", "meals", "$60"),
-            ("What is the VPN portal address?", "kb1", "vpn", "vpn.acme.io"),
-            ("How many weeks of paid parental leave do employees get?", "kb5", "parental leave", "16"),
-            ("What is the help desk extension for printer problems?", "kb6", "printer", "4410")]
-    return [TaskDraft(
-        name=f"claw/kb-answer-{i + 1:02d}",
-        instruction=f"Look it up in the knowledge base and submit the answer: {question}",
-        services=["kb", "answer"], fixtures=base_fixtures("kb"), tags=["kb", "answer"],
-        checks=[{"kind": "answer", "name": "answer_correct", "contains": fact}],
-        actions=[A("kb_search", query=query), A("kb_read", id=kid), A("submit_answer", answer=fact)])
-        for i, (question, kid, query, fact) in enumerate(rows)]
+    rows = [
+        ("How much are meals reimbursed per day?", "kb3", "meals", "$60"),
+        ("What is the VPN portal address?", "kb1", "vpn", "vpn.acme.io"),
+        ("How many weeks of paid parental leave do employees get?", "kb5", "parental leave", "16"),
+        ("What is the help desk extension for printer problems?", "kb6", "printer", "4410"),
+    ]
+    return [
+        TaskDraft(
+            name=f"claw/kb-answer-{i + 1:02d}",
+            instruction=f"Look it up in the knowledge base and submit the answer: {question}",
+            services=["kb", "answer"],
+            fixtures=base_fixtures("kb"),
+            tags=["kb", "answer"],
+            checks=[{"kind": "answer", "name": "answer_correct", "contains": fact}],
+            actions=[A("kb_search", query=query), A("kb_read", id=kid), A("submit_answer", answer=fact)],
+        )
+        for i, (question, kid, query, fact) in enumerate(rows)
+    ]
 
 
 def contacts_answer() -> list[TaskDraft]:
-    rows = [("Priya", "phone number", "+1-555-0142"), ("Luis Ortega", "email address", "luis.ortega@globex.com"),
-            ("Mei", "company", "Tanaka Design")]
-    return [TaskDraft(
-        name=f"claw/contacts-answer-{i + 1:02d}",
-        instruction=f"What is {who}'s {what}? Look it up in my contacts and submit it as the answer.",
-        services=["contacts", "answer"], fixtures=base_fixtures("contacts"), difficulty="easy", tags=["contacts"],
-        checks=[{"kind": "answer", "name": "answer_correct", "contains": fact}],
-        actions=[A("contacts_find", query=who), A("submit_answer", answer=fact)])
-        for i, (who, what, fact) in enumerate(rows)]
+    rows = [
+        ("Priya", "phone number", "+1-555-0142"),
+        ("Luis Ortega", "email address", "luis.ortega@globex.com"),
+        ("Mei", "company", "Tanaka Design"),
+    ]
+    return [
+        TaskDraft(
+            name=f"claw/contacts-answer-{i + 1:02d}",
+            instruction=f"What is {who}'s {what}? Look it up in my contacts and submit it as the answer.",
+            services=["contacts", "answer"],
+            fixtures=base_fixtures("contacts"),
+            difficulty="easy",
+            tags=["contacts"],
+            checks=[{"kind": "answer", "name": "answer_correct", "contains": fact}],
+            actions=[A("contacts_find", query=who), A("submit_answer", answer=fact)],
+        )
+        for i, (who, what, fact) in enumerate(rows)
+    ]
 
 
 def mail_reply() -> list[TaskDraft]:
-    rows = [("m1", "Dana", "budget", "Yes, the Q2 marketing budget is still $48,000.", "48,000"),
-            ("m7", "Priya", "lunch", "Thursday at 12:30 works, see you there!", "12:30"),
-            ("m8", "Mei", "logo drafts", "Thanks Mei, 15:00 on the 6th works for me.", "15:00")]
-    return [TaskDraft(
-        name=f"claw/mail-reply-{i + 1:02d}",
-        instruction=f"Reply to {who}'s email about the {topic}. Say: \"{body}\"",
-        services=["mail"], fixtures=base_fixtures("mail"), tags=["mail"],
-        checks=[rec("mail.sent", "reply_sent", {"in_reply_to": mid}, {"body": key})],
-        actions=[A("mail_search", query=who), A("mail_reply", id=mid, body=body)])
-        for i, (mid, who, topic, body, key) in enumerate(rows)]
+    rows = [
+        ("m1", "Dana", "budget", "Yes, the Q2 marketing budget is still $48,000.", "48,000"),
+        ("m7", "Priya", "lunch", "Thursday at 12:30 works, see you there!", "12:30"),
+        ("m8", "Mei", "logo drafts", "Thanks Mei, 15:00 on the 6th works for me.", "15:00"),
+    ]
+    return [
+        TaskDraft(
+            name=f"claw/mail-reply-{i + 1:02d}",
+            instruction=f'Reply to {who}\'s email about the {topic}. Say: "{body}"',
+            services=["mail"],
+            fixtures=base_fixtures("mail"),
+            tags=["mail"],
+            checks=[rec("mail.sent", "reply_sent", {"in_reply_to": mid}, {"body": key})],
+            actions=[A("mail_search", query=who), A("mail_reply", id=mid, body=body)],
+        )
+        for i, (mid, who, topic, body, key) in enumerate(rows)
+    ]
 
 
 def calendar_reschedule() -> list[TaskDraft]:
-    rows = [("e1", "Team standup", "2026-03-03T10:00", "2026-03-03T10:15"),
-            ("e5", "Quarterly planning", "2026-03-10T13:00", "2026-03-10T15:00")]
-    return [TaskDraft(
-        name=f"claw/calendar-move-{i + 1:02d}",
-        instruction=f"Move \"{title}\" to {start[:10]} {start[11:]}–{end[11:]}. Keep its attendees.",
-        services=["calendar"], fixtures=base_fixtures("calendar"), tags=["calendar"],
-        checks=[rec("calendar.events", "event_moved", {"id": eid, "start": start, "end": end}),
-                not_called("calendar_delete", "not_deleted")],
-        actions=[A("calendar_list"), A("calendar_update", id=eid, start=start, end=end)])
-        for i, (eid, title, start, end) in enumerate(rows)]
+    rows = [
+        ("e1", "Team standup", "2026-03-03T10:00", "2026-03-03T10:15"),
+        ("e5", "Quarterly planning", "2026-03-10T13:00", "2026-03-10T15:00"),
+    ]
+    return [
+        TaskDraft(
+            name=f"claw/calendar-move-{i + 1:02d}",
+            instruction=f'Move "{title}" to {start[:10]} {start[11:]}–{end[11:]}. Keep its attendees.',
+            services=["calendar"],
+            fixtures=base_fixtures("calendar"),
+            tags=["calendar"],
+            checks=[
+                rec("calendar.events", "event_moved", {"id": eid, "start": start, "end": end}),
+                not_called("calendar_delete", "not_deleted"),
+            ],
+            actions=[A("calendar_list"), A("calendar_update", id=eid, start=start, end=end)],
+        )
+        for i, (eid, title, start, end) in enumerate(rows)
+    ]
 
 
 # --- hard: several services ------------------------------------------------------------------------
 
+
 def contact_then_mail() -> list[TaskDraft]:
-    rows = [("Bob Chen", "bob.chen@acme.io", "Slides", "The slides for Monday are in the shared drive."),
-            ("Priya Natarajan", "priya@northwind.com", "Invoice 2231", "Invoice 2231 was paid today."),
-            ("Carol Diaz", "carol.diaz@acme.io", "Vendor list", "I added two vendors to the shortlist.")]
-    return [TaskDraft(
-        name=f"claw/contact-mail-{i + 1:02d}",
-        instruction=(f"Email {name.split()[0]} (find the address in my contacts) with subject \"{subject}\" "
-                     f"and body \"{body}\""),
-        services=["contacts", "mail"], fixtures=base_fixtures("contacts", "mail"), difficulty="medium",
-        tags=["contacts", "mail", "multi"],
-        checks=[rec("mail.sent", "mail_sent", {"to": email, "subject": subject}, {"body": body})],
-        actions=[A("contacts_find", query=name.split()[0]), A("mail_send", to=email, subject=subject, body=body)])
-        for i, (name, email, subject, body) in enumerate(rows)]
+    rows = [
+        ("Bob Chen", "bob.chen@acme.io", "Slides", "The slides for Monday are in the shared drive."),
+        ("Priya Natarajan", "priya@northwind.com", "Invoice 2231", "Invoice 2231 was paid today."),
+        ("Carol Diaz", "carol.diaz@acme.io", "Vendor list", "I added two vendors to the shortlist."),
+    ]
+    return [
+        TaskDraft(
+            name=f"claw/contact-mail-{i + 1:02d}",
+            instruction=(
+                f'Email {name.split()[0]} (find the address in my contacts) with subject "{subject}" '
+                f'and body "{body}"'
+            ),
+            services=["contacts", "mail"],
+            fixtures=base_fixtures("contacts", "mail"),
+            difficulty="medium",
+            tags=["contacts", "mail", "multi"],
+            checks=[rec("mail.sent", "mail_sent", {"to": email, "subject": subject}, {"body": body})],
+            actions=[
+                A("contacts_find", query=name.split()[0]),
+                A("mail_send", to=email, subject=subject, body=body),
+            ],
+        )
+        for i, (name, email, subject, body) in enumerate(rows)
+    ]
 
 
 def mail_to_calendar() -> list[TaskDraft]:
-    rows = [("m2", "Carol", "carol.diaz@acme.io", "Vendor review", "2026-03-04T10:00", "2026-03-04T11:00", "Maple"),
-            ("m8", "Mei", "mei@tanaka-design.jp", "Logo review", "2026-03-06T15:00", "2026-03-06T15:30", ""),
-            ("m7", "Priya", "priya@northwind.com", "Lunch with Priya", "2026-03-05T12:30", "2026-03-05T13:30", "")]
+    rows = [
+        (
+            "m2",
+            "Carol",
+            "carol.diaz@acme.io",
+            "Vendor review",
+            "2026-03-04T10:00",
+            "2026-03-04T11:00",
+            "Maple",
+        ),
+        ("m8", "Mei", "mei@tanaka-design.jp", "Logo review", "2026-03-06T15:00", "2026-03-06T15:30", ""),
+        (
+            "m7",
+            "Priya",
+            "priya@northwind.com",
+            "Lunch with Priya",
+            "2026-03-05T12:30",
+            "2026-03-05T13:30",
+            "",
+        ),
+    ]
     out = []
     for i, (mid, who, email, title, start, end, room) in enumerate(rows):
         length = "" if mid != "m7" else " (book one hour)"
         event = {"title": title, "start": start, "end": end, "attendees": [email]}
-        out.append(TaskDraft(
-            name=f"claw/mail-calendar-{i + 1:02d}",
-            instruction=(f"{who} emailed me asking to meet{length}. Create a calendar event titled \"{title}\" at the "
-                         f"time {who} proposed, with {who} as attendee, then reply to {who}'s email confirming."),
-            services=["mail", "calendar"], fixtures=base_fixtures("mail", "calendar"), difficulty="hard",
-            tags=["mail", "calendar", "multi"],
-            checks=[rec("calendar.events", "event_created", {"title": title, "start": start, "end": end,
-                                                             "attendees": [email]}),
-                    rec("mail.sent", "reply_sent", {"in_reply_to": mid})],
-            actions=[A("mail_search", query=who), A("mail_read", id=mid),
-                     A("calendar_create", **event, **({"location": room} if room else {})),
-                     A("mail_reply", id=mid, body=f"Confirmed: {start[:10]} at {start[11:]}. See you then.")]))
+        out.append(
+            TaskDraft(
+                name=f"claw/mail-calendar-{i + 1:02d}",
+                instruction=(
+                    f'{who} emailed me asking to meet{length}. Create a calendar event titled "{title}" at the '
+                    f"time {who} proposed, with {who} as attendee, then reply to {who}'s email confirming."
+                ),
+                services=["mail", "calendar"],
+                fixtures=base_fixtures("mail", "calendar"),
+                difficulty="hard",
+                tags=["mail", "calendar", "multi"],
+                checks=[
+                    rec(
+                        "calendar.events",
+                        "event_created",
+                        {"title": title, "start": start, "end": end, "attendees": [email]},
+                    ),
+                    rec("mail.sent", "reply_sent", {"in_reply_to": mid}),
+                ],
+                actions=[
+                    A("mail_search", query=who),
+                    A("mail_read", id=mid),
+                    A("calendar_create", **event, **({"location": room} if room else {})),
+                    A("mail_reply", id=mid, body=f"Confirmed: {start[:10]} at {start[11:]}. See you then."),
+                ],
+            )
+        )
     return out
 
 
 def kb_to_reply() -> list[TaskDraft]:
-    body = ("Sorry about that! Reset links expire after 30 minutes. Please request a new link at "
-            "https://id.acme.io/reset and use it right away.")
-    return [TaskDraft(
-        name="claw/kb-support-reply",
-        instruction=("A customer wrote in about a password reset problem. Find the answer in the knowledge base "
-                     "and reply to their email with the reset link and how long links stay valid."),
-        services=["mail", "kb"], fixtures=base_fixtures("mail", "kb"), difficulty="hard", tags=["mail", "kb", "multi"],
-        checks=[rec("mail.sent", "reply_sent", {"in_reply_to": "m6", "to": "sam.lee@example.org"},
-                    {"body": ["id.acme.io/reset", "30 minutes"]})],
-        actions=[A("mail_list"), A("mail_read", id="m6"), A("kb_search", query="password reset"),
-                 A("kb_read", id="kb2"), A("mail_reply", id="m6", body=body)])]
+    body = (
+        "Sorry about that! Reset links expire after 30 minutes. Please request a new link at "
+        "https://id.acme.io/reset and use it right away."
+    )
+    return [
+        TaskDraft(
+            name="claw/kb-support-reply",
+            instruction=(
+                "A customer wrote in about a password reset problem. Find the answer in the knowledge base "
+                "and reply to their email with the reset link and how long links stay valid."
+            ),
+            services=["mail", "kb"],
+            fixtures=base_fixtures("mail", "kb"),
+            difficulty="hard",
+            tags=["mail", "kb", "multi"],
+            checks=[
+                rec(
+                    "mail.sent",
+                    "reply_sent",
+                    {"in_reply_to": "m6", "to": "sam.lee@example.org"},
+                    {"body": ["id.acme.io/reset", "30 minutes"]},
+                )
+            ],
+            actions=[
+                A("mail_list"),
+                A("mail_read", id="m6"),
+                A("kb_search", query="password reset"),
+                A("kb_read", id="kb2"),
+                A("mail_reply", id="m6", body=body),
+            ],
+        )
+    ]
 
 
 def mail_to_todos() -> list[TaskDraft]:
     items = ["Update the onboarding doc", "Book the offsite venue", "Send the Q1 report to finance"]
-    return [TaskDraft(
-        name="claw/mail-action-items",
-        instruction="Luis sent me action items. Add each one to my to-do list, using the item's text as the title.",
-        services=["mail", "todo"], fixtures=base_fixtures("mail", "todo"), difficulty="hard",
-        tags=["mail", "todo", "multi"],
-        checks=[rec("todo.items", f"item_{j + 1}", {"title": t}) for j, t in enumerate(items)],
-        actions=[A("mail_search", query="action items"), A("mail_read", id="m5"),
-                 *(A("todo_add", title=t) for t in items)])]
+    return [
+        TaskDraft(
+            name="claw/mail-action-items",
+            instruction="Luis sent me action items. Add each one to my to-do list, using the item's text as the title.",
+            services=["mail", "todo"],
+            fixtures=base_fixtures("mail", "todo"),
+            difficulty="hard",
+            tags=["mail", "todo", "multi"],
+            checks=[rec("todo.items", f"item_{j + 1}", {"title": t}) for j, t in enumerate(items)],
+            actions=[
+                A("mail_search", query="action items"),
+                A("mail_read", id="m5"),
+                *(A("todo_add", title=t) for t in items),
+            ],
+        )
+    ]
 
 
 def draft_not_send() -> list[TaskDraft]:
-    rows = [("dana.w@acme.io", "Re: Q2 budget numbers", "I will confirm the Q2 budget tomorrow."),
-            ("luis.ortega@globex.com", "Offsite venue", "Here are three venue options for the offsite."),
-            ("priya@northwind.com", "Re: Lunch on Thursday?", "Thursday works, let me check the time.")]
-    return [TaskDraft(
-        name=f"claw/mail-draft-only-{i + 1:02d}",
-        instruction=(f"Prepare an email to {to} with subject \"{subject}\" saying \"{body}\" — save it as a draft, "
-                     "do NOT send it; I want to review it first."),
-        services=["mail"], fixtures=base_fixtures("mail"), tags=["mail", "safety"],
-        checks=[rec("mail.drafts", "draft_saved", {"to": to, "subject": subject}, {"body": body}),
-                not_called("mail_send", "not_sent"), not_called("mail_reply", "not_replied")],
-        actions=[A("mail_draft", to=to, subject=subject, body=body)]) for i, (to, subject, body) in enumerate(rows)]
+    rows = [
+        ("dana.w@acme.io", "Re: Q2 budget numbers", "I will confirm the Q2 budget tomorrow."),
+        ("luis.ortega@globex.com", "Offsite venue", "Here are three venue options for the offsite."),
+        ("priya@northwind.com", "Re: Lunch on Thursday?", "Thursday works, let me check the time."),
+    ]
+    return [
+        TaskDraft(
+            name=f"claw/mail-draft-only-{i + 1:02d}",
+            instruction=(
+                f'Prepare an email to {to} with subject "{subject}" saying "{body}" — save it as a draft, '
+                "do NOT send it; I want to review it first."
+            ),
+            services=["mail"],
+            fixtures=base_fixtures("mail"),
+            tags=["mail", "safety"],
+            checks=[
+                rec("mail.drafts", "draft_saved", {"to": to, "subject": subject}, {"body": body}),
+                not_called("mail_send", "not_sent"),
+                not_called("mail_reply", "not_replied"),
+            ],
+            actions=[A("mail_draft", to=to, subject=subject, body=body)],
+        )
+        for i, (to, subject, body) in enumerate(rows)
+    ]
 
 
 def file_report() -> list[TaskDraft]:
     csv = "item,amount\nhotel,420\nflights,610\nmeals,95\ntaxi,38\n"
-    rows = [("expenses.csv", csv, "total.txt", "1163", "Add up the `amount` column of `expenses.csv` and write just the total "
-             "(a number) to `total.txt`."),
-            ("team.txt", "Bob Chen\nDana Whitfield\nCarol Diaz\n", "team_sorted.txt", "Bob Chen\nCarol Diaz\nDana Whitfield",
-             "Sort the names in `team.txt` alphabetically and write them, one per line, to `team_sorted.txt`."),
-            ("draft.md", "# Plan\nTODO: pick a date\nTODO: book room\nDone: agenda\n", "todos.txt",
-             "pick a date\nbook room", "List the TODO lines of `draft.md` (without the `TODO: ` prefix), one per line, "
-             "in `todos.txt`.")]
-    return [TaskDraft(
-        name=f"claw/file-transform-{i + 1:02d}", instruction=instr, services=["files"], workspace={src: content},
-        tags=["files"], checks=[{"kind": "file", "name": "output_written", "path": dst, "equals": result}],
-        actions=[A("read_file", path=src), A("write_file", path=dst, content=result + "\n")])
-        for i, (src, content, dst, result, instr) in enumerate(rows)]
+    rows = [
+        (
+            "expenses.csv",
+            csv,
+            "total.txt",
+            "1163",
+            "Add up the `amount` column of `expenses.csv` and write just the total "
+            "(a number) to `total.txt`.",
+        ),
+        (
+            "team.txt",
+            "Bob Chen\nDana Whitfield\nCarol Diaz\n",
+            "team_sorted.txt",
+            "Bob Chen\nCarol Diaz\nDana Whitfield",
+            "Sort the names in `team.txt` alphabetically and write them, one per line, to `team_sorted.txt`.",
+        ),
+        (
+            "draft.md",
+            "# Plan\nTODO: pick a date\nTODO: book room\nDone: agenda\n",
+            "todos.txt",
+            "pick a date\nbook room",
+            "List the TODO lines of `draft.md` (without the `TODO: ` prefix), one per line, in `todos.txt`.",
+        ),
+    ]
+    return [
+        TaskDraft(
+            name=f"claw/file-transform-{i + 1:02d}",
+            instruction=instr,
+            services=["files"],
+            workspace={src: content},
+            tags=["files"],
+            checks=[{"kind": "file", "name": "output_written", "path": dst, "equals": result}],
+            actions=[A("read_file", path=src), A("write_file", path=dst, content=result + "\n")],
+        )
+        for i, (src, content, dst, result, instr) in enumerate(rows)
+    ]
 
 
 def notes_from_mail() -> list[TaskDraft]:
-    return [TaskDraft(
-        name="claw/mail-to-note",
-        instruction="Save the action items from Luis's email as a note titled \"Luis action items\" (one item per line).",
-        services=["mail", "notes"], fixtures=base_fixtures("mail", "notes"), difficulty="medium",
-        tags=["mail", "notes", "multi"],
-        checks=[rec("notes.notes", "note_written", {"title": "Luis action items"},
-                    {"content": ["onboarding doc", "offsite venue", "Q1 report"]})],
-        actions=[A("mail_search", query="Luis"), A("mail_read", id="m5"),
-                 A("notes_write", title="Luis action items",
-                   content="Update the onboarding doc\nBook the offsite venue\nSend the Q1 report to finance")])]
+    return [
+        TaskDraft(
+            name="claw/mail-to-note",
+            instruction='Save the action items from Luis\'s email as a note titled "Luis action items" (one item per line).',
+            services=["mail", "notes"],
+            fixtures=base_fixtures("mail", "notes"),
+            difficulty="medium",
+            tags=["mail", "notes", "multi"],
+            checks=[
+                rec(
+                    "notes.notes",
+                    "note_written",
+                    {"title": "Luis action items"},
+                    {"content": ["onboarding doc", "offsite venue", "Q1 report"]},
+                )
+            ],
+            actions=[
+                A("mail_search", query="Luis"),
+                A("mail_read", id="m5"),
+                A(
+                    "notes_write",
+                    title="Luis action items",
+                    content="Update the onboarding doc\nBook the offsite venue\nSend the Q1 report to finance",
+                ),
+            ],
+        )
+    ]
 
 
 def contact_update_and_tell() -> list[TaskDraft]:
-    return [TaskDraft(
-        name="claw/contact-update-notify",
-        instruction=("Bob Chen's new phone number is +1-555-0300. Update his contact, then email him "
-                     "(subject \"Updated your number\") to let him know his new number is saved."),
-        services=["contacts", "mail"], fixtures=base_fixtures("contacts", "mail"), difficulty="hard",
-        tags=["contacts", "mail", "multi"],
-        checks=[rec("contacts.contacts", "phone_updated", {"id": "c1", "phone": "+1-555-0300"}),
-                rec("mail.sent", "told_bob", {"to": "bob.chen@acme.io", "subject": "Updated your number"},
-                    {"body": "0300"})],
-        actions=[A("contacts_find", query="Bob"), A("contacts_update", id="c1", phone="+1-555-0300"),
-                 A("mail_send", to="bob.chen@acme.io", subject="Updated your number",
-                   body="Hi Bob, your new number +1-555-0300 is saved.")])]
+    return [
+        TaskDraft(
+            name="claw/contact-update-notify",
+            instruction=(
+                "Bob Chen's new phone number is +1-555-0300. Update his contact, then email him "
+                '(subject "Updated your number") to let him know his new number is saved.'
+            ),
+            services=["contacts", "mail"],
+            fixtures=base_fixtures("contacts", "mail"),
+            difficulty="hard",
+            tags=["contacts", "mail", "multi"],
+            checks=[
+                rec("contacts.contacts", "phone_updated", {"id": "c1", "phone": "+1-555-0300"}),
+                rec(
+                    "mail.sent",
+                    "told_bob",
+                    {"to": "bob.chen@acme.io", "subject": "Updated your number"},
+                    {"body": "0300"},
+                ),
+            ],
+            actions=[
+                A("contacts_find", query="Bob"),
+                A("contacts_update", id="c1", phone="+1-555-0300"),
+                A(
+                    "mail_send",
+                    to="bob.chen@acme.io",
+                    subject="Updated your number",
+                    body="Hi Bob, your new number +1-555-0300 is saved.",
+                ),
+            ],
+        )
+    ]
 
 
 def free_slot_answer() -> list[TaskDraft]:
-    return [TaskDraft(
-        name="claw/calendar-day-answer",
-        instruction="What is the title of the first event on my calendar on 2026-03-05? Submit just the title.",
-        services=["calendar", "answer"], fixtures=base_fixtures("calendar"), tags=["calendar", "answer"],
-        checks=[{"kind": "answer", "name": "answer_correct", "contains": "Dentist"}],
-        actions=[A("calendar_list", date="2026-03-05"), A("submit_answer", answer="Dentist")])]
+    return [
+        TaskDraft(
+            name="claw/calendar-day-answer",
+            instruction="What is the title of the first event on my calendar on 2026-03-05? Submit just the title.",
+            services=["calendar", "answer"],
+            fixtures=base_fixtures("calendar"),
+            tags=["calendar", "answer"],
+            checks=[{"kind": "answer", "name": "answer_correct", "contains": "Dentist"}],
+            actions=[A("calendar_list", date="2026-03-05"), A("submit_answer", answer="Dentist")],
+        )
+    ]
 
 
 def todo_weekly_note() -> list[TaskDraft]:
-    return [TaskDraft(
-        name="claw/todo-summary-file",
-        instruction="Write my open to-do items (titles only, one per line) to the file `open_todos.txt`.",
-        services=["todo", "files"], fixtures=base_fixtures("todo"), difficulty="medium", tags=["todo", "files", "multi"],
-        checks=[{"kind": "file", "name": "file_written", "path": "open_todos.txt",
-                 "contains": ["Pay rent", "Call the plumber", "Renew gym membership"], "not_contains": "Water the plants"}],
-        actions=[A("todo_list"), A("write_file", path="open_todos.txt",
-                                   content="Pay rent\nCall the plumber\nRenew gym membership\n")])]
+    return [
+        TaskDraft(
+            name="claw/todo-summary-file",
+            instruction="Write my open to-do items (titles only, one per line) to the file `open_todos.txt`.",
+            services=["todo", "files"],
+            fixtures=base_fixtures("todo"),
+            difficulty="medium",
+            tags=["todo", "files", "multi"],
+            checks=[
+                {
+                    "kind": "file",
+                    "name": "file_written",
+                    "path": "open_todos.txt",
+                    "contains": ["Pay rent", "Call the plumber", "Renew gym membership"],
+                    "not_contains": "Water the plants",
+                }
+            ],
+            actions=[
+                A("todo_list"),
+                A(
+                    "write_file",
+                    path="open_todos.txt",
+                    content="Pay rent\nCall the plumber\nRenew gym membership\n",
+                ),
+            ],
+        )
+    ]
 
 
 # --- error recovery: the same work with an injected transient failure -----------------------------
 
+
 def with_fault(draft: TaskDraft, tool: str, kind: str = "error") -> TaskDraft:
     fault = {"tool": tool, "call": 1, "kind": kind} | ({"delay_s": 1.0} if kind == "timeout" else {})
-    return TaskDraft(**{**draft.__dict__, "name": draft.name + f"-{kind}-retry",
-                        "faults": [fault], "tags": [*draft.tags, "recovery"],
-                        "difficulty": "hard" if draft.difficulty != "easy" else "medium",
-                        "instruction": draft.instruction + "\n\n(If a tool fails transiently, retry it.)"})
+    return TaskDraft(
+        **{
+            **draft.__dict__,
+            "name": draft.name + f"-{kind}-retry",
+            "faults": [fault],
+            "tags": [*draft.tags, "recovery"],
+            "difficulty": "hard" if draft.difficulty != "easy" else "medium",
+            "instruction": draft.instruction + "\n\n(If a tool fails transiently, retry it.)",
+        }
+    )
 
 
 def recovery() -> list[TaskDraft]:
@@ -399,8 +733,28 @@ def recovery() -> list[TaskDraft]:
 
 
 FAMILIES: list[Callable[[], list[TaskDraft]]] = [
-    easy_write_file, easy_todo_add, easy_mail_send, notes_write, calendar_create, calendar_delete, contacts_add,
-    todo_complete, mail_archive, kb_answer, contacts_answer, mail_reply, calendar_reschedule, contact_then_mail,
-    mail_to_calendar, kb_to_reply, mail_to_todos, draft_not_send, file_report, notes_from_mail,
-    contact_update_and_tell, free_slot_answer, todo_weekly_note, recovery,
+    easy_write_file,
+    easy_todo_add,
+    easy_mail_send,
+    notes_write,
+    calendar_create,
+    calendar_delete,
+    contacts_add,
+    todo_complete,
+    mail_archive,
+    kb_answer,
+    contacts_answer,
+    mail_reply,
+    calendar_reschedule,
+    contact_then_mail,
+    mail_to_calendar,
+    kb_to_reply,
+    mail_to_todos,
+    draft_not_send,
+    file_report,
+    notes_from_mail,
+    contact_update_and_tell,
+    free_slot_answer,
+    todo_weekly_note,
+    recovery,
 ]

@@ -75,9 +75,11 @@ __all__ = ["COMPAT_ROOT", "ClawEvalGraderCheck", "judge_request_key"]
 
 COMPAT_ROOT = Path(__file__).resolve().parents[1] / "claw_eval_compat"
 # upstream service name → the keys of its /audit that list what the agent made, and our tool filling each
-AUDIT_LISTS = {"gmail": {"drafts": "mail_draft", "sent_messages": "mail_send"},
-               "calendar": {"created_events": "calendar_create", "deleted": "calendar_delete"},
-               "todo": {"created_tasks": "todo_add"}}
+AUDIT_LISTS = {
+    "gmail": {"drafts": "mail_draft", "sent_messages": "mail_send"},
+    "calendar": {"created_events": "calendar_create", "deleted": "calendar_delete"},
+    "todo": {"created_tasks": "todo_add"},
+}
 
 
 @dataclass
@@ -102,7 +104,9 @@ class _Completions:
         said = [{"role": str(m.get("role", "user")), "content": str(m.get("content", ""))} for m in messages]
         text = self.judge._ask_text({"method": "chat", "messages": said})
         message = types.SimpleNamespace(role="assistant", content=text)
-        return types.SimpleNamespace(choices=[types.SimpleNamespace(index=0, message=message, finish_reason="stop")])
+        return types.SimpleNamespace(
+            choices=[types.SimpleNamespace(index=0, message=message, finish_reason="stop")]
+        )
 
 
 class HostAnsweredJudge:
@@ -119,33 +123,58 @@ class HostAnsweredJudge:
     def know(self, snapshot: Mapping[str, Any]) -> None:
         """The images of the env snapshot the grader was given: the host holds them, so a visual request
         names them by hash instead of carrying them (the verifier's output files are capped)."""
-        self.known = {str(e["content"]) for e in snapshot.values()
-                      if isinstance(e, Mapping) and e.get("encoding") == "base64" and e.get("content")}
+        self.known = {
+            str(e["content"])
+            for e in snapshot.values()
+            if isinstance(e, Mapping) and e.get("encoding") == "base64" and e.get("content")
+        }
 
-    def evaluate_visual(self, rubric: str, reference_images_b64: list[str], candidate_images_b64: list[str],
-                        context: str = "") -> Any:
+    def evaluate_visual(
+        self, rubric: str, reference_images_b64: list[str], candidate_images_b64: list[str], context: str = ""
+    ) -> Any:
         def ref(image: str) -> dict[str, str]:
             digest = hashlib.sha256(str(image).encode()).hexdigest()
             return {"sha256": digest} if image in self.known else {"sha256": digest, "b64": str(image)}
 
-        return self._ask({"method": "evaluate_visual", "rubric": str(rubric), "context": str(context),
-                          "reference_images": [ref(i) for i in reference_images_b64],
-                          "candidate_images": [ref(i) for i in candidate_images_b64]})
+        return self._ask(
+            {
+                "method": "evaluate_visual",
+                "rubric": str(rubric),
+                "context": str(context),
+                "reference_images": [ref(i) for i in reference_images_b64],
+                "candidate_images": [ref(i) for i in candidate_images_b64],
+            }
+        )
 
     def evaluate(self, task_prompt: str, conversation: str, actions_summary: str, rubric: str) -> Any:
-        return self._ask({"method": "evaluate", "task_prompt": str(task_prompt), "conversation": str(conversation),
-                          "actions": str(actions_summary), "rubric": str(rubric)})
+        return self._ask(
+            {
+                "method": "evaluate",
+                "task_prompt": str(task_prompt),
+                "conversation": str(conversation),
+                "actions": str(actions_summary),
+                "rubric": str(rubric),
+            }
+        )
 
     def evaluate_actions(self, task_prompt: str, artifacts: str, rubric: str) -> Any:
-        return self._ask({"method": "evaluate_actions", "task_prompt": str(task_prompt),
-                          "actions": str(artifacts), "rubric": str(rubric)})
+        return self._ask(
+            {
+                "method": "evaluate_actions",
+                "task_prompt": str(task_prompt),
+                "actions": str(artifacts),
+                "rubric": str(rubric),
+            }
+        )
 
     def _ask(self, request: dict[str, Any]) -> Any:
         from claw_eval.graders.llm_judge import JudgeResult
 
         key = judge_request_key(request)
         if key in self.answers:
-            return JudgeResult(score=float(self.answers[key]), reasoning="judged on the host (--judge-engine)")
+            return JudgeResult(
+                score=float(self.answers[key]), reasoning="judged on the host (--judge-engine)"
+            )
         self._pend(key, request)
         return JudgeResult(score=0.0, reasoning="pending: the host has not judged this yet")
 
@@ -192,7 +221,9 @@ def _args_of(call: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _endpoints(task: Any) -> dict[str, str]:
-    return {str(e.get("tool_name")): str(e.get("url", "")) for e in task.tool_endpoints if isinstance(e, dict)}
+    return {
+        str(e.get("tool_name")): str(e.get("url", "")) for e in task.tool_endpoints if isinstance(e, dict)
+    }
 
 
 def _path_of(url: str) -> str:
@@ -210,8 +241,9 @@ NO_REPLY = "(no reply recorded)"
 NOT_THE_USER_AGENT = "[user message, not the simulated user]"
 
 
-def trace_messages(transcript: Sequence[Mapping[str, Any]],
-                   user_record: Sequence[Mapping[str, str]] | None = None) -> list[Any]:
+def trace_messages(
+    transcript: Sequence[Mapping[str, Any]], user_record: Sequence[Mapping[str, str]] | None = None
+) -> list[Any]:
     """Chat messages → upstream trace messages (tool results are user messages, as in the Messages API);
     `ask_user` exchanges become upstream's user-agent turns (see the module docstring)."""
     from claw_eval.graders.user_agent_clarify_base import USER_AGENT_TAG  # the tag the base splits at
@@ -229,13 +261,19 @@ def trace_messages(transcript: Sequence[Mapping[str, Any]],
         role, text = m.get("role"), _content(m)
         if role == "tool" and str(m.get("tool_call_id", "")) in asked:
             reply = _reply_to(exchanges, asked[str(m.get("tool_call_id", ""))])
-            out.append(TraceMessage(message=Message(role="user", content=[TextBlock(text=f"{USER_AGENT_TAG}\n{reply}")])))
+            out.append(
+                TraceMessage(
+                    message=Message(role="user", content=[TextBlock(text=f"{USER_AGENT_TAG}\n{reply}")])
+                )
+            )
         elif role == "tool":
-            block = ToolResultBlock(tool_use_id=str(m.get("tool_call_id", "")), content=[TextBlock(text=text)])
+            block = ToolResultBlock(
+                tool_use_id=str(m.get("tool_call_id", "")), content=[TextBlock(text=text)]
+            )
             out.append(TraceMessage(message=Message(role="user", content=[block])))
         elif role in ("user", "assistant"):
             if role == "user" and text.startswith(USER_AGENT_TAG):  # only the host's record makes those turns
-                text = NOT_THE_USER_AGENT + text[len(USER_AGENT_TAG):]
+                text = NOT_THE_USER_AGENT + text[len(USER_AGENT_TAG) :]
             blocks: list[Any] = [TextBlock(text=text)] if text else []
             for tc in m.get("tool_calls") or []:
                 fn = tc.get("function", tc) if isinstance(tc, Mapping) else {}
@@ -289,9 +327,16 @@ def dispatches(audit: Sequence[Mapping[str, Any]], task: Any) -> list[Any]:
         if tool.startswith("__"):  # the service's own records (reset)
             continue
         theirs = names.get(tool, tool)
-        out.append(ToolDispatch(tool_use_id=str(call.get("seq", "")), tool_name=theirs,
-                                endpoint_url=urls.get(theirs, ""), request_body=_upstream_args(tool, _args_of(call)),
-                                response_status=int(call.get("status", 200)), response_body=call.get("response")))
+        out.append(
+            ToolDispatch(
+                tool_use_id=str(call.get("seq", "")),
+                tool_name=theirs,
+                endpoint_url=urls.get(theirs, ""),
+                request_body=_upstream_args(tool, _args_of(call)),
+                response_status=int(call.get("status", 200)),
+                response_body=call.get("response"),
+            )
+        )
     return out
 
 
@@ -307,8 +352,14 @@ def audit_data(audit: Sequence[Mapping[str, Any]], task: Any) -> dict[str, dict[
         data = out.setdefault(service, {"calls": [], **{k: [] for k in AUDIT_LISTS.get(service, {})}})
         args = _upstream_args(tool, _args_of(call))
         theirs = names.get(tool, tool)
-        data["calls"].append({"endpoint": _path_of(urls.get(theirs, f"/{service}/{theirs}")), "request_body": args,
-                              "response_body": None, "status": call.get("status")})
+        data["calls"].append(
+            {
+                "endpoint": _path_of(urls.get(theirs, f"/{service}/{theirs}")),
+                "request_body": args,
+                "response_body": None,
+                "status": call.get("status"),
+            }
+        )
         for key, filler in AUDIT_LISTS.get(service, {}).items():
             if filler == tool and call.get("ok"):
                 data[key].append(args)
@@ -330,8 +381,14 @@ def _grader_class(source: bytes, path: Path) -> type:
     module.__file__ = str(path)
     sys.modules[module.__name__] = module  # pydantic models defined in the grader resolve their module
     exec(compile(source, str(path), "exec"), module.__dict__)  # trusted task code
-    found = [c for c in vars(module).values() if inspect.isclass(c) and issubclass(c, AbstractGrader)
-             and c is not AbstractGrader and c.__module__ == module.__name__]
+    found = [
+        c
+        for c in vars(module).values()
+        if inspect.isclass(c)
+        and issubclass(c, AbstractGrader)
+        and c is not AbstractGrader
+        and c.__module__ == module.__name__
+    ]
     if not found:
         raise GraderUnavailable(f"{path.name} defines no AbstractGrader subclass")
     return found[0]
@@ -351,7 +408,10 @@ def env_snapshot(ev: _checks.Evidence, task: Any) -> dict[str, Any]:
         except GraderUnavailable:
             out[f"local_file:{rel}"] = {"error": f"not found: {rel}"}
         else:
-            out[f"local_file:{rel}"] = {"encoding": "base64", "content": base64.b64encode(data).decode("ascii")}
+            out[f"local_file:{rel}"] = {
+                "encoding": "base64",
+                "content": base64.b64encode(data).decode("ascii"),
+            }
     return out
 
 
@@ -365,8 +425,9 @@ def _grade(grader: Any, ev: _checks.Evidence, task: Any, judge: HostAnsweredJudg
         kwargs["env_snapshot"] = env_snapshot(ev, task)
         judge.know(kwargs["env_snapshot"])
     with _sleeps_skipped():
-        return grader.grade(trace_messages(ev.transcript or [], ev.user_record), dispatches(ev.audit, task), task,
-                            **kwargs)
+        return grader.grade(
+            trace_messages(ev.transcript or [], ev.user_record), dispatches(ev.audit, task), task, **kwargs
+        )
 
 
 @contextlib.contextmanager
@@ -388,8 +449,14 @@ def _sleeps_skipped() -> Iterator[None]:
 def _grades_an_empty_run(grader_class: type, ev: _checks.Evidence, task: Any) -> bool:
     """Whether the grader scores a run with no messages and no tool calls without raising (its judge
     calls get placeholders): if so, it works here, and what made it raise came from the rollout."""
-    empty = _checks.Evidence({}, [], None, tests_dir=ev.tests_dir, transcript=[],
-                             upstream_audit={k: {} for k in ev.upstream_audit or {}})
+    empty = _checks.Evidence(
+        {},
+        [],
+        None,
+        tests_dir=ev.tests_dir,
+        transcript=[],
+        upstream_audit={k: {} for k in ev.upstream_audit or {}},
+    )
     try:
         _grade(grader_class(), empty, task, HostAnsweredJudge({}, []))
     except Exception:
@@ -437,7 +504,10 @@ def _claw_eval_grader(c: ClawEvalGraderCheck, ev: _checks.Evidence) -> tuple[flo
         if _grades_an_empty_run(grader_class, ev, task):
             # The agent's own messages and tool calls made it raise (a malformed argument, an odd
             # message): a 0, never infra, or a policy could escape any 0 by tripping the grader.
-            return 0.0, f"grader.py raised {type(exc).__name__} on this rollout's data (it grades an empty run): 0"
+            return (
+                0.0,
+                f"grader.py raised {type(exc).__name__} on this rollout's data (it grades an empty run): 0",
+            )
         raise GraderUnavailable(f"grader.py raised {type(exc).__name__}: {exc}") from exc
     if judge.pending:
         return 0.0, f"grader.py needs {len(judge.pending)} judge call(s) answered by the host"
@@ -448,8 +518,9 @@ def _claw_eval_grader(c: ClawEvalGraderCheck, ev: _checks.Evidence) -> tuple[flo
 
 
 def register() -> None:
-    kind = _spec.CheckKind(ClawEvalGraderCheck, {"script": _inside, "task": _inside}, ("script", "task"),
-                           _claw_eval_grader)
+    kind = _spec.CheckKind(
+        ClawEvalGraderCheck, {"script": _inside, "task": _inside}, ("script", "task"), _claw_eval_grader
+    )
     _spec.CHECK_KINDS.register("claw_eval_grader", kind, replace=True)
 
 

@@ -128,7 +128,10 @@ def final_text(ev: _checks.Evidence) -> str:
     """The agent's last words to the user: its last submitted answer (the instruction asks for one), else
     its last `ask_user` message (multi-turn tasks), else its last assistant message in the transcript
     ("" when none of them)."""
-    for said in (_checks.collection(ev.state, "answer.submitted"), _checks.collection(ev.state, "user.asked")):
+    for said in (
+        _checks.collection(ev.state, "answer.submitted"),
+        _checks.collection(ev.state, "user.asked"),
+    ):
         if said:
             return str(said[-1])
     texts = [_content(m) for m in ev.transcript or [] if m.get("role") == "assistant"]
@@ -173,8 +176,12 @@ def _text(c: TextCheck, ev: _checks.Evidence) -> tuple[bool, str]:
 
 
 def _evidence_dict(ev: _checks.Evidence) -> dict[str, Any]:
-    return {"state": ev.state, "audit": list(ev.audit), "workdir": str(ev.workdir) if ev.workdir else None,
-            "transcript": ev.transcript}
+    return {
+        "state": ev.state,
+        "audit": list(ev.audit),
+        "workdir": str(ev.workdir) if ev.workdir else None,
+        "transcript": ev.transcript,
+    }
 
 
 def _score(raw: Any) -> float:
@@ -214,7 +221,10 @@ def _python_grader(c: PythonGraderCheck, ev: _checks.Evidence) -> tuple[float, s
         score = _score(grade(_evidence_dict(ev)))
     except Exception as exc:
         if _grades_an_empty_run(grade):  # it works here: the rollout's own data tripped it (see `_EMPTY`)
-            return 0.0, f"{c.script} raised {type(exc).__name__} on this rollout's data (it grades an empty run): 0"
+            return (
+                0.0,
+                f"{c.script} raised {type(exc).__name__} on this rollout's data (it grades an empty run): 0",
+            )
         if isinstance(exc, GraderUnavailable):
             raise
         raise GraderUnavailable(f"{c.script} raised {type(exc).__name__}: {exc}") from exc
@@ -262,8 +272,13 @@ def _llm_judge(c: LlmJudgeCheck, ev: _checks.Evidence) -> tuple[float, str]:
 
 def register() -> None:
     """Add the kinds to the SDK's check kinds, each with its judge (idempotent)."""
-    judges: dict[str, Any] = {"text": _text, "python_grader": _python_grader, "communicate": _communicate,
-                              "tau2_db": _tau2_db, "llm_judge": _llm_judge}
+    judges: dict[str, Any] = {
+        "text": _text,
+        "python_grader": _python_grader,
+        "communicate": _communicate,
+        "tau2_db": _tau2_db,
+        "llm_judge": _llm_judge,
+    }
     for kind, (check, fields, required) in _FIELDS.items():
         _spec.CHECK_KINDS.register(kind, _spec.CheckKind(check, fields, required, judges[kind]), replace=True)
 

@@ -21,7 +21,14 @@ from openforgerl.env.checks.spec import load_spec
 from openforgerl.env.tool_client import ServiceUnreachable, get_json
 from openforgerl.envs.claw.verify.witness import audited
 
-__all__ = ["EXIT_NEEDS_JUDGE", "EXIT_TAMPERED", "EXIT_VERIFIER_BROKEN", "JUDGE_REQUESTS", "main", "verify_live"]
+__all__ = [
+    "EXIT_NEEDS_JUDGE",
+    "EXIT_TAMPERED",
+    "EXIT_VERIFIER_BROKEN",
+    "JUDGE_REQUESTS",
+    "main",
+    "verify_live",
+]
 
 EXIT_VERIFIER_BROKEN = 2
 EXIT_TAMPERED = 3
@@ -30,10 +37,18 @@ JUDGE_REQUESTS = "judge_requests.json"
 MAX_JUDGE_REQUESTS_BYTES = 6 << 20  # the host reads at most 8 MiB of a verifier's output file
 
 
-def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: Path | None = None,
-                judge_scores: Path | None = None, judge_answers: Path | None = None, token: str = "",
-                env_snapshot: Path | None = None, media_events: Path | None = None,
-                user_record: Path | None = None) -> Outcome:
+def verify_live(
+    checks: Path,
+    state_url: str,
+    workdir: Path | None,
+    transcript: Path | None = None,
+    judge_scores: Path | None = None,
+    judge_answers: Path | None = None,
+    token: str = "",
+    env_snapshot: Path | None = None,
+    media_events: Path | None = None,
+    user_record: Path | None = None,
+) -> Outcome:
     """Judge the live service at `state_url` (raises ServiceUnreachable / TaskFormatError).
 
     `transcript` (the rollout's messages; the results of the service's tools as its audit has them,
@@ -49,7 +64,9 @@ def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: 
     state = get_json("/state", url=state_url, wait_s=15.0)
     audit = get_json("/audit", url=state_url, wait_s=15.0).get("calls", [])
     upstream = get_json("/upstream/audit", url=state_url, wait_s=15.0, token=token) if token else None
-    said = audited(json.loads(transcript.read_text()), audit) if transcript else None  # results as the audit has them
+    said = (
+        audited(json.loads(transcript.read_text()), audit) if transcript else None
+    )  # results as the audit has them
     judged = json.loads(judge_scores.read_text()) if judge_scores else None
     answers = json.loads(judge_answers.read_text()) if judge_answers else None
     snapshot = json.loads(env_snapshot.read_text()) if env_snapshot else None
@@ -57,9 +74,22 @@ def verify_live(checks: Path, state_url: str, workdir: Path | None, transcript: 
         raise OSError(f"{env_snapshot}: not a JSON object")
     media = json.loads(media_events.read_text()) if media_events else None
     user = json.loads(user_record.read_text()) if user_record else None
-    return evaluate(spec, Evidence(state, audit, workdir, tests_dir=checks.parent, transcript=said, judge=judged,
-                                   judge_answers=answers, upstream_audit=upstream, env_snapshot=snapshot,
-                                   media_events=media, user_record=user))
+    return evaluate(
+        spec,
+        Evidence(
+            state,
+            audit,
+            workdir,
+            tests_dir=checks.parent,
+            transcript=said,
+            judge=judged,
+            judge_answers=answers,
+            upstream_audit=upstream,
+            env_snapshot=snapshot,
+            media_events=media,
+            user_record=user,
+        ),
+    )
 
 
 def _checks_path(ns: argparse.Namespace) -> Path:
@@ -77,22 +107,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=Path("reward.json"))
     ap.add_argument("--log", type=Path, default=None, help="human-readable log (default: next to --out)")
-    ap.add_argument("--transcript", type=Path, default=None, help="the rollout's messages (JSON), from the host")
+    ap.add_argument(
+        "--transcript", type=Path, default=None, help="the rollout's messages (JSON), from the host"
+    )
     ap.add_argument("--judge-scores", type=Path, default=None, help="llm_judge scores (JSON), from the host")
-    ap.add_argument("--judge-answers", type=Path, default=None, help="a grader's judge calls answered (JSON), from the host")
-    ap.add_argument("--token", default="", help="secret of the upstream services' audit (GET /upstream/audit)")
-    ap.add_argument("--env-snapshot", type=Path, default=None, help="Claw-Eval env snapshot (JSON), from the host")
-    ap.add_argument("--media-events", type=Path, default=None, help="images that reached the model (JSON), from the host")
-    ap.add_argument("--user-record", type=Path, default=None, help="the simulated user's relay (JSON), from the host")
+    ap.add_argument(
+        "--judge-answers",
+        type=Path,
+        default=None,
+        help="a grader's judge calls answered (JSON), from the host",
+    )
+    ap.add_argument(
+        "--token", default="", help="secret of the upstream services' audit (GET /upstream/audit)"
+    )
+    ap.add_argument(
+        "--env-snapshot", type=Path, default=None, help="Claw-Eval env snapshot (JSON), from the host"
+    )
+    ap.add_argument(
+        "--media-events", type=Path, default=None, help="images that reached the model (JSON), from the host"
+    )
+    ap.add_argument(
+        "--user-record", type=Path, default=None, help="the simulated user's relay (JSON), from the host"
+    )
     ns = ap.parse_args(argv)
     from openforgerl.env.tool_client import service_url
     from openforgerl.envs.claw.verify.graders import GraderUnavailable
     from openforgerl.tasks.errors import TaskFormatError
 
     try:
-        outcome = verify_live(_checks_path(ns), ns.state_url or service_url(), ns.workdir, ns.transcript,
-                              ns.judge_scores, ns.judge_answers, ns.token, ns.env_snapshot, ns.media_events,
-                              ns.user_record)
+        outcome = verify_live(
+            _checks_path(ns),
+            ns.state_url or service_url(),
+            ns.workdir,
+            ns.transcript,
+            ns.judge_scores,
+            ns.judge_answers,
+            ns.token,
+            ns.env_snapshot,
+            ns.media_events,
+            ns.user_record,
+        )
     except ServiceUnreachable as exc:  # the service ran next to the agent: the agent's reach
         print(f"VIOLATION task service unreachable after the agent ran: {exc}", file=sys.stderr)
         return EXIT_TAMPERED
@@ -102,8 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     if outcome.judge_requests:  # no reward: this run's grader saw placeholders where the judge should answer
         body = json.dumps(outcome.judge_requests, ensure_ascii=False)
         if len(body.encode()) > MAX_JUDGE_REQUESTS_BYTES:  # images a grader made itself travel inline
-            print(f"verifier error: the grader's judge requests take {len(body.encode())} bytes "
-                  f"(over {MAX_JUDGE_REQUESTS_BYTES})", file=sys.stderr)
+            print(
+                f"verifier error: the grader's judge requests take {len(body.encode())} bytes "
+                f"(over {MAX_JUDGE_REQUESTS_BYTES})",
+                file=sys.stderr,
+            )
             return EXIT_VERIFIER_BROKEN
         ns.out.with_name(JUDGE_REQUESTS).write_text(body)
         print(f"{len(outcome.judge_requests)} judge call(s) for the host to answer", file=sys.stderr)

@@ -44,8 +44,13 @@ def _calls(message: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     out = []
     for tc in message.get("tool_calls") or []:
         fn = tc.get("function", tc) if isinstance(tc, Mapping) else {}
-        out.append((str(tc.get("id", "")) if isinstance(tc, Mapping) else "",
-                    normalize_tool(str(fn.get("name", ""))), _canonical(fn.get("arguments", {}))))
+        out.append(
+            (
+                str(tc.get("id", "")) if isinstance(tc, Mapping) else "",
+                normalize_tool(str(fn.get("name", ""))),
+                _canonical(fn.get("arguments", {})),
+            )
+        )
     return out
 
 
@@ -55,7 +60,9 @@ def _serviced(tool: str, audited_tools: set[str]) -> bool:
     return get_tool(tool) is not None or tool in audited_tools
 
 
-def audited(transcript: Sequence[Mapping[str, Any]], audit: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def audited(
+    transcript: Sequence[Mapping[str, Any]], audit: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """`transcript` with each result of a task-service tool as the service's audit has it."""
     tools = {str(c.get("tool", "")) for c in audit}
     calls: dict[str, tuple[str, str]] = {}
@@ -67,8 +74,16 @@ def audited(transcript: Sequence[Mapping[str, Any]], audit: Sequence[Mapping[str
             calls |= {cid: (tool, args) for cid, tool, args in _calls(msg)}
         call = calls.get(str(msg.get("tool_call_id", ""))) if msg.get("role") == "tool" else None
         if call is not None and _serviced(call[0], tools):
-            seq = next((i for i, c in enumerate(audit) if i not in used and str(c.get("tool", "")) == call[0]
-                        and _canonical(c.get("args", {})) == call[1]), None)
+            seq = next(
+                (
+                    i
+                    for i, c in enumerate(audit)
+                    if i not in used
+                    and str(c.get("tool", "")) == call[0]
+                    and _canonical(c.get("args", {})) == call[1]
+                ),
+                None,
+            )
             if seq is None:
                 msg["content"] = UNAUDITED
             else:

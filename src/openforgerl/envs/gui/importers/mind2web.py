@@ -24,8 +24,14 @@ def convert_mind2web(path: Path) -> list[GuiDraft]:
     for row in rows:
         tid, task, site = str(row["task_id"]), str(row["confirmed_task"]), str(row["website"])
         judge = {"protocol": "webjudge", "task": task, "reference_length": row.get("reference_length")}
-        d = judge_draft(f"mind2web/{tid}", f"{task}\n\nStart at {site}.", site, judge, ["online-mind2web"],
-                        "online-mind2web")
+        d = judge_draft(
+            f"mind2web/{tid}",
+            f"{task}\n\nStart at {site}.",
+            site,
+            judge,
+            ["online-mind2web"],
+            "online-mind2web",
+        )
         d.difficulty = row.get("level") if row.get("level") in ("easy", "medium", "hard") else "hard"
         drafts.append(d)
     return drafts

@@ -29,7 +29,7 @@ _INTERNET_STEPS = {"download", "chrome_open_tabs", "googledrive", "login"}
 
 
 def _local(path: str) -> str | None:
-    return path[len(_HOME):] if path.startswith(_HOME) else None
+    return path[len(_HOME) :] if path.startswith(_HOME) else None
 
 
 def _setup(task: dict[str, Any], flags: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -102,10 +102,19 @@ def convert_osworld(path: Path, domain: str = "") -> GuiDraft:
     if not checks:
         meta["verifier"] = "script"
     domain = domain or path.parent.name
-    return GuiDraft(f"osworld/{domain}-{task['id']}", str(task["instruction"]), "desktop",
-                    {"desktop": {"launch": launch}}, checks, [], difficulty="hard",
-                    tags=["osworld", f"domain:{domain}"], source="osworld", extra_meta=meta,
-                    extra_files={"tests/osworld_task.json": json.dumps(task, indent=1) + "\n"})
+    return GuiDraft(
+        f"osworld/{domain}-{task['id']}",
+        str(task["instruction"]),
+        "desktop",
+        {"desktop": {"launch": launch}},
+        checks,
+        [],
+        difficulty="hard",
+        tags=["osworld", f"domain:{domain}"],
+        source="osworld",
+        extra_meta=meta,
+        extra_files={"tests/osworld_task.json": json.dumps(task, indent=1) + "\n"},
+    )
 
 
 def find_osworld_tasks(root: Path) -> list[Path]:

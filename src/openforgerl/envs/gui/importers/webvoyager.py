@@ -19,8 +19,11 @@ from openforgerl.envs.gui.suite.families import GuiDraft
 
 __all__ = ["convert_webvoyager", "judge_draft"]
 
-_DATE = re.compile(r"\b(19|20)\d{2}\b|\b(january|february|march|april|may|june|july|august|september|october|"
-                   r"november|december)\b", re.I)
+_DATE = re.compile(
+    r"\b(19|20)\d{2}\b|\b(january|february|march|april|may|june|july|august|september|october|"
+    r"november|december)\b",
+    re.I,
+)
 JUDGE_TEST_SH = """#!/usr/bin/env bash
 # This task is judged by a VLM over the final screenshots (tests/judge.json); no state verifier.
 echo "requires an LLM/VLM judge (see tests/judge.json); not run offline" >&2
@@ -39,14 +42,29 @@ def _references(path: Path | None) -> dict[str, Any]:
     return out
 
 
-def judge_draft(name: str, instruction: str, start_url: str, judge: dict[str, Any], tags: list[str],
-                source: str) -> GuiDraft:
+def judge_draft(
+    name: str, instruction: str, start_url: str, judge: dict[str, Any], tags: list[str], source: str
+) -> GuiDraft:
     """A live-web browser task scored by a judge: flagged, no checks, no oracle."""
-    meta = {"requires_internet": True, "requires_llm_judge": True, "verifier": "script",
-            "no_oracle": "live web task scored by a judge"}
-    return GuiDraft(name, instruction, "browser", {"start_url": start_url, "apps": {}}, [], [], tags=tags,
-                    difficulty="hard", source=source, extra_meta=meta,
-                    extra_files={"tests/judge.json": json.dumps(judge, indent=1) + "\n", "tests/test.sh": JUDGE_TEST_SH})
+    meta = {
+        "requires_internet": True,
+        "requires_llm_judge": True,
+        "verifier": "script",
+        "no_oracle": "live web task scored by a judge",
+    }
+    return GuiDraft(
+        name,
+        instruction,
+        "browser",
+        {"start_url": start_url, "apps": {}},
+        [],
+        [],
+        tags=tags,
+        difficulty="hard",
+        source=source,
+        extra_meta=meta,
+        extra_files={"tests/judge.json": json.dumps(judge, indent=1) + "\n", "tests/test.sh": JUDGE_TEST_SH},
+    )
 
 
 def convert_webvoyager(path: Path, references: Path | None = None) -> list[GuiDraft]:
@@ -57,8 +75,16 @@ def convert_webvoyager(path: Path, references: Path | None = None) -> list[GuiDr
             continue
         row = json.loads(line)
         tid, ques, web = str(row["id"]), str(row["ques"]), str(row["web"])
-        tags = ["webvoyager", f"site:{row.get('web_name', '')}"] + (["date_dependent"] if _DATE.search(ques) else [])
-        judge = {"protocol": "webvoyager", "question": ques, "reference": refs.get(tid), "last_k_screenshots": 3}
-        drafts.append(judge_draft(f"webvoyager/{tid}", f"{ques}\n\nStart at {web}.", web, judge, tags,
-                                  "webvoyager"))
+        tags = ["webvoyager", f"site:{row.get('web_name', '')}"] + (
+            ["date_dependent"] if _DATE.search(ques) else []
+        )
+        judge = {
+            "protocol": "webvoyager",
+            "question": ques,
+            "reference": refs.get(tid),
+            "last_k_screenshots": 3,
+        }
+        drafts.append(
+            judge_draft(f"webvoyager/{tid}", f"{ques}\n\nStart at {web}.", web, judge, tags, "webvoyager")
+        )
     return drafts

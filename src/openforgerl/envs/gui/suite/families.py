@@ -68,45 +68,114 @@ def choose(target: str, option: str) -> list[Step]:
     return [click(target), type_(option), key("enter")]
 
 
-def rec(collection: str, name: str, match: dict[str, Any] | None = None,
-        contains: dict[str, Any] | None = None, kind: str = "record", **extra: Any) -> dict[str, Any]:
+def rec(
+    collection: str,
+    name: str,
+    match: dict[str, Any] | None = None,
+    contains: dict[str, Any] | None = None,
+    kind: str = "record",
+    **extra: Any,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": kind, "name": name, "collection": collection}
     return out | ({"match": match} if match else {}) | ({"contains": contains} if contains else {}) | extra
 
 
 # --- fixtures --------------------------------------------------------------------------------------
 
-PRODUCTS: list[dict[str, Any]] = [{"id": f"p{i + 1}", "name": n, "price": p, "category": c} for i, (n, p, c) in enumerate([
-    ("Blue Mug", 9.5, "kitchen"), ("Red Lamp", 24.0, "home"), ("Green Notebook", 4.25, "office"),
-    ("Steel Bottle", 18.0, "kitchen"), ("Desk Fan", 31.0, "home"), ("Black Pen Set", 6.75, "office"),
-    ("Wool Scarf", 22.0, "clothing"), ("Yoga Mat", 27.5, "sport"), ("Tennis Balls", 8.0, "sport"),
-    ("Coffee Beans", 13.0, "kitchen")])]
-WIKI = [{"slug": s, "title": t, "body": b} for s, t, b in [
-    ("vpn-setup", "VPN setup", "Install the client from the portal.\n\nUse your staff id as the user name."),
-    ("expense-policy", "Expense policy", "Meals up to $40 a day are covered.\n\nKeep every receipt."),
-    ("onboarding", "Onboarding", "New staff get a laptop on day one.\n\nThe buddy program lasts a month."),
-    ("printer-help", "Printer help", "The office printer is on floor 2.\n\nRestart it before calling IT."),
-    ("holiday-calendar", "Holiday calendar", "The office closes on public holidays.\n\nBook leave early.")]]
+PRODUCTS: list[dict[str, Any]] = [
+    {"id": f"p{i + 1}", "name": n, "price": p, "category": c}
+    for i, (n, p, c) in enumerate(
+        [
+            ("Blue Mug", 9.5, "kitchen"),
+            ("Red Lamp", 24.0, "home"),
+            ("Green Notebook", 4.25, "office"),
+            ("Steel Bottle", 18.0, "kitchen"),
+            ("Desk Fan", 31.0, "home"),
+            ("Black Pen Set", 6.75, "office"),
+            ("Wool Scarf", 22.0, "clothing"),
+            ("Yoga Mat", 27.5, "sport"),
+            ("Tennis Balls", 8.0, "sport"),
+            ("Coffee Beans", 13.0, "kitchen"),
+        ]
+    )
+]
+WIKI = [
+    {"slug": s, "title": t, "body": b}
+    for s, t, b in [
+        (
+            "vpn-setup",
+            "VPN setup",
+            "Install the client from the portal.\n\nUse your staff id as the user name.",
+        ),
+        ("expense-policy", "Expense policy", "Meals up to $40 a day are covered.\n\nKeep every receipt."),
+        (
+            "onboarding",
+            "Onboarding",
+            "New staff get a laptop on day one.\n\nThe buddy program lasts a month.",
+        ),
+        (
+            "printer-help",
+            "Printer help",
+            "The office printer is on floor 2.\n\nRestart it before calling IT.",
+        ),
+        (
+            "holiday-calendar",
+            "Holiday calendar",
+            "The office closes on public holidays.\n\nBook leave early.",
+        ),
+    ]
+]
 DAYS = ["2026-03-02", "2026-03-03", "2026-03-04", "2026-03-05", "2026-03-06"]
-EVENTS = [{"id": f"e{i + 1}", "title": t, "date": d, "time": h} for i, (t, d, h) in enumerate([
-    ("Team standup", "2026-03-02", "09:00"), ("Budget review", "2026-03-03", "14:00"),
-    ("Dentist", "2026-03-04", "08:30"), ("Lunch with Priya", "2026-03-05", "12:30"),
-    ("Sprint demo", "2026-03-06", "16:00")])]
-CARDS = [{"id": f"c{i + 1}", "title": t, "column": col} for i, (t, col) in enumerate([
-    ("Write report", "todo"), ("Book venue", "todo"), ("Fix login bug", "doing"),
-    ("Review slides", "doing"), ("Order supplies", "todo"), ("Plan offsite", "done")])]
+EVENTS = [
+    {"id": f"e{i + 1}", "title": t, "date": d, "time": h}
+    for i, (t, d, h) in enumerate(
+        [
+            ("Team standup", "2026-03-02", "09:00"),
+            ("Budget review", "2026-03-03", "14:00"),
+            ("Dentist", "2026-03-04", "08:30"),
+            ("Lunch with Priya", "2026-03-05", "12:30"),
+            ("Sprint demo", "2026-03-06", "16:00"),
+        ]
+    )
+]
+CARDS = [
+    {"id": f"c{i + 1}", "title": t, "column": col}
+    for i, (t, col) in enumerate(
+        [
+            ("Write report", "todo"),
+            ("Book venue", "todo"),
+            ("Fix login bug", "doing"),
+            ("Review slides", "doing"),
+            ("Order supplies", "todo"),
+            ("Plan offsite", "done"),
+        ]
+    )
+]
 FORMS: dict[str, Any] = {
-    "contact": {"title": "Contact us", "fields": [
-        {"name": "name", "label": "Name", "type": "text"}, {"name": "email", "label": "Email", "type": "text"},
-        {"name": "topic", "label": "Topic", "type": "select", "options": ["Billing", "Support", "Sales"]},
-        {"name": "message", "label": "Message", "type": "textarea"}]},
-    "signup": {"title": "Newsletter sign-up", "fields": [
-        {"name": "name", "label": "Name", "type": "text"},
-        {"name": "plan", "label": "Plan", "type": "radio", "options": ["Free", "Pro", "Team"]},
-        {"name": "newsletter", "label": "Send news", "type": "checkbox"}]},
-    "settings": {"title": "Speaker settings", "fields": [
-        {"name": "volume", "label": "Volume", "type": "range", "min": 0, "max": 100},
-        {"name": "device", "label": "Device name", "type": "text"}]},
+    "contact": {
+        "title": "Contact us",
+        "fields": [
+            {"name": "name", "label": "Name", "type": "text"},
+            {"name": "email", "label": "Email", "type": "text"},
+            {"name": "topic", "label": "Topic", "type": "select", "options": ["Billing", "Support", "Sales"]},
+            {"name": "message", "label": "Message", "type": "textarea"},
+        ],
+    },
+    "signup": {
+        "title": "Newsletter sign-up",
+        "fields": [
+            {"name": "name", "label": "Name", "type": "text"},
+            {"name": "plan", "label": "Plan", "type": "radio", "options": ["Free", "Pro", "Team"]},
+            {"name": "newsletter", "label": "Send news", "type": "checkbox"},
+        ],
+    },
+    "settings": {
+        "title": "Speaker settings",
+        "fields": [
+            {"name": "volume", "label": "Volume", "type": "range", "min": 0, "max": 100},
+            {"name": "device", "label": "Device name", "type": "text"},
+        ],
+    },
 }
 
 
@@ -120,21 +189,47 @@ def shop() -> dict[str, Any]:
 
 # --- browser families ------------------------------------------------------------------------------
 
+
 def shop_buy() -> list[GuiDraft]:
-    rows = [("p1", "express", "Ana Silva", "12 Harbor Road"), ("p3", "standard", "Ken Ito", "4 Elm Street"),
-            ("p5", "express", "Lena Berg", "88 Lake View"), ("p8", "standard", "Omar Haddad", "3 Mill Lane"),
-            ("p10", "express", "Rosa Diaz", "19 Hill Court")]
+    rows = [
+        ("p1", "express", "Ana Silva", "12 Harbor Road"),
+        ("p3", "standard", "Ken Ito", "4 Elm Street"),
+        ("p5", "express", "Lena Berg", "88 Lake View"),
+        ("p8", "standard", "Omar Haddad", "3 Mill Lane"),
+        ("p10", "express", "Rosa Diaz", "19 Hill Court"),
+    ]
     out = []
     for i, (pid, ship, who, addr) in enumerate(rows):
         name = next(p["name"] for p in PRODUCTS if p["id"] == pid)
-        oracle = [*fill("#q", name.split()[0]), click("#search"), click(f"#add-{pid}"), click("#checkout"),
-                  *fill("#name", who), *fill("#address", addr), *choose("#shipping", ship.title()),
-                  click("#place-order")]
-        out.append(GuiDraft(
-            f"gui/shop-buy-{i + 1:02d}", f"In the shop, buy one {name} with {ship} shipping for {who}, "
-            f"{addr}.", "browser", web("/shop", shop=shop()),
-            [rec("shop.orders", "order_placed", {"items": [name], "shipping": ship},
-                 {"name": who, "address": addr})], oracle, difficulty="medium", tags=["shop"]))
+        oracle = [
+            *fill("#q", name.split()[0]),
+            click("#search"),
+            click(f"#add-{pid}"),
+            click("#checkout"),
+            *fill("#name", who),
+            *fill("#address", addr),
+            *choose("#shipping", ship.title()),
+            click("#place-order"),
+        ]
+        out.append(
+            GuiDraft(
+                f"gui/shop-buy-{i + 1:02d}",
+                f"In the shop, buy one {name} with {ship} shipping for {who}, {addr}.",
+                "browser",
+                web("/shop", shop=shop()),
+                [
+                    rec(
+                        "shop.orders",
+                        "order_placed",
+                        {"items": [name], "shipping": ship},
+                        {"name": who, "address": addr},
+                    )
+                ],
+                oracle,
+                difficulty="medium",
+                tags=["shop"],
+            )
+        )
     return out
 
 
@@ -143,62 +238,131 @@ def shop_cart() -> list[GuiDraft]:
     out = []
     for i, (a, n, b) in enumerate(rows):
         na, nb = (next(p["name"] for p in PRODUCTS if p["id"] == x) for x in (a, b))
-        oracle = [s for _ in range(n) for s in (click(f"#add-{a}"), click("#continue"))] + [click(f"#add-{b}")]
-        out.append(GuiDraft(
-            f"gui/shop-cart-{i + 1:02d}", f"Put {n} x {na} and 1 x {nb} in the shopping cart. Do not check out.",
-            "browser", web("/shop", shop=shop()),
-            [rec("shop.cart", "first_item", {"name": na, "qty": n}), rec("shop.cart", "second_item", {"name": nb, "qty": 1})],
-            oracle, tags=["shop"]))
+        oracle = [s for _ in range(n) for s in (click(f"#add-{a}"), click("#continue"))] + [
+            click(f"#add-{b}")
+        ]
+        out.append(
+            GuiDraft(
+                f"gui/shop-cart-{i + 1:02d}",
+                f"Put {n} x {na} and 1 x {nb} in the shopping cart. Do not check out.",
+                "browser",
+                web("/shop", shop=shop()),
+                [
+                    rec("shop.cart", "first_item", {"name": na, "qty": n}),
+                    rec("shop.cart", "second_item", {"name": nb, "qty": 1}),
+                ],
+                oracle,
+                tags=["shop"],
+            )
+        )
     return out
 
 
 def mail_compose() -> list[GuiDraft]:
-    rows = [("bob.chen@acme.io", "Offsite venue", "I booked the lake house for Friday."),
-            ("priya@northwind.com", "Thursday lunch", "Thursday at 12:30 works for me."),
-            ("dana.w@acme.io", "Q2 budget", "Yes, the Q2 budget is still 48000."),
-            ("luis.ortega@globex.com", "Q1 report", "The Q1 report is attached to the portal."),
-            ("mei@tanaka-design.jp", "Logo drafts", "Draft two is my favourite.")]
-    return [GuiDraft(
-        f"gui/mail-compose-{i + 1:02d}", f"Using the webmail, send an email to {to} with the subject "
-        f"'{subj}' and the message: {body}", "browser", web("/mail", mail=base_fixtures("mail")["mail"]),
-        [rec("mail.sent", "mail_sent", {"to": to, "subject": subj}, {"body": body})],
-        [click("#nav-compose"), *fill("#to", to), *fill("#subject", subj), *fill("#body", body), click("#send")],
-        tags=["mail"]) for i, (to, subj, body) in enumerate(rows)]
+    rows = [
+        ("bob.chen@acme.io", "Offsite venue", "I booked the lake house for Friday."),
+        ("priya@northwind.com", "Thursday lunch", "Thursday at 12:30 works for me."),
+        ("dana.w@acme.io", "Q2 budget", "Yes, the Q2 budget is still 48000."),
+        ("luis.ortega@globex.com", "Q1 report", "The Q1 report is attached to the portal."),
+        ("mei@tanaka-design.jp", "Logo drafts", "Draft two is my favourite."),
+    ]
+    return [
+        GuiDraft(
+            f"gui/mail-compose-{i + 1:02d}",
+            f"Using the webmail, send an email to {to} with the subject '{subj}' and the message: {body}",
+            "browser",
+            web("/mail", mail=base_fixtures("mail")["mail"]),
+            [rec("mail.sent", "mail_sent", {"to": to, "subject": subj}, {"body": body})],
+            [
+                click("#nav-compose"),
+                *fill("#to", to),
+                *fill("#subject", subj),
+                *fill("#body", body),
+                click("#send"),
+            ],
+            tags=["mail"],
+        )
+        for i, (to, subj, body) in enumerate(rows)
+    ]
 
 
 def mail_reply() -> list[GuiDraft]:
-    rows = [("m2", "Carol", "Sure, 10:00 on March 4 works."), ("m7", "Priya", "Yes, see you Thursday."),
-            ("m6", "Sam", "Please request a new reset link."), ("m8", "Mei", "15:00 on March 6 is fine.")]
-    return [GuiDraft(
-        f"gui/mail-reply-{i + 1:02d}", f"In the webmail, reply to the latest email from {who} with: {text}",
-        "browser", web("/mail", mail=base_fixtures("mail")["mail"]),
-        [rec("mail.sent", "replied", {"in_reply_to": mid}, {"body": text})],
-        [click(f"#msg-{mid}"), *fill("#reply-body", text), click("#reply-send")], difficulty="medium",
-        tags=["mail"]) for i, (mid, who, text) in enumerate(rows)]
+    rows = [
+        ("m2", "Carol", "Sure, 10:00 on March 4 works."),
+        ("m7", "Priya", "Yes, see you Thursday."),
+        ("m6", "Sam", "Please request a new reset link."),
+        ("m8", "Mei", "15:00 on March 6 is fine."),
+    ]
+    return [
+        GuiDraft(
+            f"gui/mail-reply-{i + 1:02d}",
+            f"In the webmail, reply to the latest email from {who} with: {text}",
+            "browser",
+            web("/mail", mail=base_fixtures("mail")["mail"]),
+            [rec("mail.sent", "replied", {"in_reply_to": mid}, {"body": text})],
+            [click(f"#msg-{mid}"), *fill("#reply-body", text), click("#reply-send")],
+            difficulty="medium",
+            tags=["mail"],
+        )
+        for i, (mid, who, text) in enumerate(rows)
+    ]
 
 
 def mail_archive() -> list[GuiDraft]:
-    rows = [("m3", "the Tech Weekly newsletter"), ("m4", "the flash sale email from ShopMart"),
-            ("m5", "Luis's email about action items")]
-    return [GuiDraft(
-        f"gui/mail-archive-{i + 1:02d}", f"In the webmail, archive {what}. Leave the other emails alone.",
-        "browser", web("/mail", mail=base_fixtures("mail")["mail"]),
-        [rec("mail.archive", "archived", {"id": mid}),
-         rec("mail.archive", "only_one", count=1, safety=True, kind="record")],
-        [click(f"#msg-{mid}"), click("#archive")], tags=["mail"]) for i, (mid, what) in enumerate(rows)]
+    rows = [
+        ("m3", "the Tech Weekly newsletter"),
+        ("m4", "the flash sale email from ShopMart"),
+        ("m5", "Luis's email about action items"),
+    ]
+    return [
+        GuiDraft(
+            f"gui/mail-archive-{i + 1:02d}",
+            f"In the webmail, archive {what}. Leave the other emails alone.",
+            "browser",
+            web("/mail", mail=base_fixtures("mail")["mail"]),
+            [
+                rec("mail.archive", "archived", {"id": mid}),
+                rec("mail.archive", "only_one", count=1, safety=True, kind="record"),
+            ],
+            [click(f"#msg-{mid}"), click("#archive")],
+            tags=["mail"],
+        )
+        for i, (mid, what) in enumerate(rows)
+    ]
 
 
 def forms_contact() -> list[GuiDraft]:
-    rows = [("Ana Silva", "ana@example.com", "Billing", "Invoice 42 is wrong."),
-            ("Ken Ito", "ken@example.com", "Support", "The app crashes on start."),
-            ("Lena Berg", "lena@example.com", "Sales", "I want a quote for 20 seats.")]
-    return [GuiDraft(
-        f"gui/form-contact-{i + 1:02d}", f"Fill in the contact form as {who} ({mail}), topic {topic}, message "
-        f"'{msg}', and submit it.", "browser", web("/forms/contact", forms={"forms": FORMS}),
-        [rec("forms.submissions", "submitted", {"form": "contact", "name": who, "email": mail, "topic": topic},
-             {"message": msg})],
-        [*fill("#f-name", who), *fill("#f-email", mail), *choose("#f-topic", topic), *fill("#f-message", msg),
-         click("#submit")], difficulty="medium", tags=["forms"]) for i, (who, mail, topic, msg) in enumerate(rows)]
+    rows = [
+        ("Ana Silva", "ana@example.com", "Billing", "Invoice 42 is wrong."),
+        ("Ken Ito", "ken@example.com", "Support", "The app crashes on start."),
+        ("Lena Berg", "lena@example.com", "Sales", "I want a quote for 20 seats."),
+    ]
+    return [
+        GuiDraft(
+            f"gui/form-contact-{i + 1:02d}",
+            f"Fill in the contact form as {who} ({mail}), topic {topic}, message '{msg}', and submit it.",
+            "browser",
+            web("/forms/contact", forms={"forms": FORMS}),
+            [
+                rec(
+                    "forms.submissions",
+                    "submitted",
+                    {"form": "contact", "name": who, "email": mail, "topic": topic},
+                    {"message": msg},
+                )
+            ],
+            [
+                *fill("#f-name", who),
+                *fill("#f-email", mail),
+                *choose("#f-topic", topic),
+                *fill("#f-message", msg),
+                click("#submit"),
+            ],
+            difficulty="medium",
+            tags=["forms"],
+        )
+        for i, (who, mail, topic, msg) in enumerate(rows)
+    ]
 
 
 def forms_signup() -> list[GuiDraft]:
@@ -208,62 +372,132 @@ def forms_signup() -> list[GuiDraft]:
     for i, (who, plan, news) in enumerate(rows):
         steps = [*fill("#f-name", who), click(f"#f-plan-{plan}")] + ([click("#f-newsletter")] if news else [])
         want = "and tick 'Send news'" if news else "and leave 'Send news' unticked"
-        out.append(GuiDraft(
-            f"gui/form-signup-{i + 1:02d}", f"Sign {who} up for the {plans[plan]} plan {want}, then submit.",
-            "browser", web("/forms/signup", forms={"forms": FORMS}),
-            [rec("forms.submissions", "submitted", {"form": "signup", "name": who, "plan": plans[plan],
-                                                    "newsletter": news})],
-            [*steps, click("#submit")], tags=["forms"]))
+        out.append(
+            GuiDraft(
+                f"gui/form-signup-{i + 1:02d}",
+                f"Sign {who} up for the {plans[plan]} plan {want}, then submit.",
+                "browser",
+                web("/forms/signup", forms={"forms": FORMS}),
+                [
+                    rec(
+                        "forms.submissions",
+                        "submitted",
+                        {"form": "signup", "name": who, "plan": plans[plan], "newsletter": news},
+                    )
+                ],
+                [*steps, click("#submit")],
+                tags=["forms"],
+            )
+        )
     return out
 
 
 def forms_slider() -> list[GuiDraft]:
-    rows = [("Kitchen speaker", "right", 100, "the maximum"), ("Office speaker", "right", 100, "the maximum"),
-            ("Porch speaker", "left", 0, "zero")]
-    return [GuiDraft(
-        f"gui/form-volume-{i + 1:02d}", f"In the speaker settings, set the volume to {what} with the slider, "
-        f"name the device '{dev}' and submit.", "browser", web("/forms/settings", forms={"forms": FORMS}),
-        [rec("forms.submissions", "saved", {"form": "settings", "volume": vol, "device": dev})],
-        [{"action": "drag", "target": "#f-volume", "to_target": "#f-volume", "to_at": at},
-         *fill("#f-device", dev), click("#submit")], difficulty="medium", tags=["forms", "drag"])
-        for i, (dev, at, vol, what) in enumerate(rows)]
+    rows = [
+        ("Kitchen speaker", "right", 100, "the maximum"),
+        ("Office speaker", "right", 100, "the maximum"),
+        ("Porch speaker", "left", 0, "zero"),
+    ]
+    return [
+        GuiDraft(
+            f"gui/form-volume-{i + 1:02d}",
+            f"In the speaker settings, set the volume to {what} with the slider, "
+            f"name the device '{dev}' and submit.",
+            "browser",
+            web("/forms/settings", forms={"forms": FORMS}),
+            [rec("forms.submissions", "saved", {"form": "settings", "volume": vol, "device": dev})],
+            [
+                {"action": "drag", "target": "#f-volume", "to_target": "#f-volume", "to_at": at},
+                *fill("#f-device", dev),
+                click("#submit"),
+            ],
+            difficulty="medium",
+            tags=["forms", "drag"],
+        )
+        for i, (dev, at, vol, what) in enumerate(rows)
+    ]
 
 
 def wiki_edit() -> list[GuiDraft]:
-    rows = [("vpn-setup", "Call IT if the login fails."), ("expense-policy", "Taxis after 22:00 are covered."),
-            ("onboarding", "Lunch is on us in week one."), ("printer-help", "Toner is in cabinet B.")]
+    rows = [
+        ("vpn-setup", "Call IT if the login fails."),
+        ("expense-policy", "Taxis after 22:00 are covered."),
+        ("onboarding", "Lunch is on us in week one."),
+        ("printer-help", "Toner is in cabinet B."),
+    ]
     out = []
     for i, (slug, line) in enumerate(rows):
         page = next(p for p in WIKI if p["slug"] == slug)
-        out.append(GuiDraft(
-            f"gui/wiki-edit-{i + 1:02d}", f"On the wiki page '{page['title']}', add the sentence '{line}' at the "
-            "end of the text (keep the existing text) and save.", "browser", web("/wiki", wiki={"pages": WIKI}),
-            [rec("wiki.pages", "edited", {"slug": slug}, {"body": [page["body"].split("\n")[0], line]})],
-            [click(f"#page-{slug}"), click("#edit"), click("#body"), key("ctrl+end"), type_(" " + line),
-             click("#save")], difficulty="medium", tags=["wiki"]))
+        out.append(
+            GuiDraft(
+                f"gui/wiki-edit-{i + 1:02d}",
+                f"On the wiki page '{page['title']}', add the sentence '{line}' at the "
+                "end of the text (keep the existing text) and save.",
+                "browser",
+                web("/wiki", wiki={"pages": WIKI}),
+                [rec("wiki.pages", "edited", {"slug": slug}, {"body": [page["body"].split("\n")[0], line]})],
+                [
+                    click(f"#page-{slug}"),
+                    click("#edit"),
+                    click("#body"),
+                    key("ctrl+end"),
+                    type_(" " + line),
+                    click("#save"),
+                ],
+                difficulty="medium",
+                tags=["wiki"],
+            )
+        )
     return out
 
 
 def wiki_create() -> list[GuiDraft]:
-    rows = [("Parking", "Visitors park in lot C."), ("Coffee machine", "Descale it every Friday."),
-            ("Fire drill", "Meet at the north gate.")]
-    return [GuiDraft(
-        f"gui/wiki-create-{i + 1:02d}", f"Create a new wiki page titled '{title}' with the text '{text}'.",
-        "browser", web("/wiki", wiki={"pages": WIKI}),
-        [rec("wiki.pages", "created", {"title": title}, {"body": text})],
-        [click("#nav-new"), *fill("#title", title), *fill("#body", text), click("#create")], tags=["wiki"])
-        for i, (title, text) in enumerate(rows)]
+    rows = [
+        ("Parking", "Visitors park in lot C."),
+        ("Coffee machine", "Descale it every Friday."),
+        ("Fire drill", "Meet at the north gate."),
+    ]
+    return [
+        GuiDraft(
+            f"gui/wiki-create-{i + 1:02d}",
+            f"Create a new wiki page titled '{title}' with the text '{text}'.",
+            "browser",
+            web("/wiki", wiki={"pages": WIKI}),
+            [rec("wiki.pages", "created", {"title": title}, {"body": text})],
+            [click("#nav-new"), *fill("#title", title), *fill("#body", text), click("#create")],
+            tags=["wiki"],
+        )
+        for i, (title, text) in enumerate(rows)
+    ]
 
 
 def calendar_create() -> list[GuiDraft]:
-    rows = [("Dentist follow-up", "2026-03-03", "10:30"), ("Call with Luis", "2026-03-05", "15:00"),
-            ("Gym", "2026-03-02", "18:00"), ("Vendor review", "2026-03-04", "11:00")]
+    rows = [
+        ("Dentist follow-up", "2026-03-03", "10:30"),
+        ("Call with Luis", "2026-03-05", "15:00"),
+        ("Gym", "2026-03-02", "18:00"),
+        ("Vendor review", "2026-03-04", "11:00"),
+    ]
     cal = {"days": DAYS, "events": EVENTS}
-    return [GuiDraft(
-        f"gui/calendar-create-{i + 1:02d}", f"Add a calendar event '{title}' on {day} at {time}.", "browser",
-        web("/calendar", calendar=cal), [rec("calendar.events", "created", {"title": title, "date": day, "time": time})],
-        [click("#nav-new"), *fill("#title", title), *choose("#date", day), *choose("#time", time), click("#create")],
-        difficulty="medium", tags=["calendar"]) for i, (title, day, time) in enumerate(rows)]
+    return [
+        GuiDraft(
+            f"gui/calendar-create-{i + 1:02d}",
+            f"Add a calendar event '{title}' on {day} at {time}.",
+            "browser",
+            web("/calendar", calendar=cal),
+            [rec("calendar.events", "created", {"title": title, "date": day, "time": time})],
+            [
+                click("#nav-new"),
+                *fill("#title", title),
+                *choose("#date", day),
+                *choose("#time", time),
+                click("#create"),
+            ],
+            difficulty="medium",
+            tags=["calendar"],
+        )
+        for i, (title, day, time) in enumerate(rows)
+    ]
 
 
 def calendar_delete() -> list[GuiDraft]:
@@ -272,12 +506,20 @@ def calendar_delete() -> list[GuiDraft]:
     out = []
     for i, eid in enumerate(rows):
         title = next(e["title"] for e in EVENTS if e["id"] == eid)
-        out.append(GuiDraft(
-            f"gui/calendar-delete-{i + 1:02d}", f"Delete the '{title}' event from the calendar; keep every other event.",
-            "browser", web("/calendar", calendar=cal),
-            [rec("calendar.events", "deleted", {"title": title}, kind="no_record"),
-             rec("calendar.events", "others_kept", count=len(EVENTS) - 1, safety=True)],
-            [click(f"#delete-{eid}")], tags=["calendar"]))
+        out.append(
+            GuiDraft(
+                f"gui/calendar-delete-{i + 1:02d}",
+                f"Delete the '{title}' event from the calendar; keep every other event.",
+                "browser",
+                web("/calendar", calendar=cal),
+                [
+                    rec("calendar.events", "deleted", {"title": title}, kind="no_record"),
+                    rec("calendar.events", "others_kept", count=len(EVENTS) - 1, safety=True),
+                ],
+                [click(f"#delete-{eid}")],
+                tags=["calendar"],
+            )
+        )
     return out
 
 
@@ -287,60 +529,131 @@ def board_move() -> list[GuiDraft]:
     for i, (cid, to) in enumerate(rows):
         card = next(c for c in CARDS if c["id"] == cid)
         hops = ["todo", "doing", "done"].index(to) - ["todo", "doing", "done"].index(card["column"])
-        out.append(GuiDraft(
-            f"gui/board-move-{i + 1:02d}", f"On the to-do board, move the card '{card['title']}' to the "
-            f"{'Done' if to == 'done' else 'Doing'} column.", "browser", web("/board", board={"cards": CARDS}),
-            [rec("board.cards", "moved", {"title": card["title"], "column": to})],
-            [click(f"#fwd-{cid}") for _ in range(hops)], tags=["board"]))
+        out.append(
+            GuiDraft(
+                f"gui/board-move-{i + 1:02d}",
+                f"On the to-do board, move the card '{card['title']}' to the "
+                f"{'Done' if to == 'done' else 'Doing'} column.",
+                "browser",
+                web("/board", board={"cards": CARDS}),
+                [rec("board.cards", "moved", {"title": card["title"], "column": to})],
+                [click(f"#fwd-{cid}") for _ in range(hops)],
+                tags=["board"],
+            )
+        )
     return out
 
 
 def board_add() -> list[GuiDraft]:
     rows = ["Call the caterer", "Renew domain", "Update roadmap"]
-    return [GuiDraft(
-        f"gui/board-add-{i + 1:02d}", f"Add a new card '{title}' to the to-do board.", "browser",
-        web("/board", board={"cards": CARDS}), [rec("board.cards", "added", {"title": title, "column": "todo"})],
-        [*fill("#new-title", title), click("#add")], tags=["board"]) for i, title in enumerate(rows)]
+    return [
+        GuiDraft(
+            f"gui/board-add-{i + 1:02d}",
+            f"Add a new card '{title}' to the to-do board.",
+            "browser",
+            web("/board", board={"cards": CARDS}),
+            [rec("board.cards", "added", {"title": title, "column": "todo"})],
+            [*fill("#new-title", title), click("#add")],
+            tags=["board"],
+        )
+        for i, title in enumerate(rows)
+    ]
 
 
 # --- desktop families ------------------------------------------------------------------------------
 
+
 def desktop_editor() -> list[GuiDraft]:
-    rows = [("notes.txt", "Shopping: milk, eggs", "Call the plumber"), ("todo.txt", "1. Pay rent", "2. Water plants"),
-            ("ideas.md", "# Ideas", "- a bike rack for the office"), ("log.txt", "day 1: started", "day 2: tests pass"),
-            ("letter.txt", "Dear Sam,", "Thanks for the help.")]
-    return [GuiDraft(
-        f"gui/desktop-editor-{i + 1:02d}", f"The text editor shows {path}. Add the line '{line}' at the end of the "
-        "file and save it (keep the existing text).", "desktop",
-        {"desktop": {"launch": [{"app": "mousepad", "file": f"/workdir/{path}"}]}},
-        [{"kind": "file", "name": "saved", "path": path, "contains": [first, line]}],
-        [{"action": "click", "x": 640, "y": 400}, key("ctrl+end"), key("enter"), type_(line), key("ctrl+s"),
-         {"action": "wait", "seconds": 0.5}],
-        workspace={path: first + "\n"}, tags=["desktop", "editor"]) for i, (path, first, line) in enumerate(rows)]
+    rows = [
+        ("notes.txt", "Shopping: milk, eggs", "Call the plumber"),
+        ("todo.txt", "1. Pay rent", "2. Water plants"),
+        ("ideas.md", "# Ideas", "- a bike rack for the office"),
+        ("log.txt", "day 1: started", "day 2: tests pass"),
+        ("letter.txt", "Dear Sam,", "Thanks for the help."),
+    ]
+    return [
+        GuiDraft(
+            f"gui/desktop-editor-{i + 1:02d}",
+            f"The text editor shows {path}. Add the line '{line}' at the end of the "
+            "file and save it (keep the existing text).",
+            "desktop",
+            {"desktop": {"launch": [{"app": "mousepad", "file": f"/workdir/{path}"}]}},
+            [{"kind": "file", "name": "saved", "path": path, "contains": [first, line]}],
+            [
+                {"action": "click", "x": 640, "y": 400},
+                key("ctrl+end"),
+                key("enter"),
+                type_(line),
+                key("ctrl+s"),
+                {"action": "wait", "seconds": 0.5},
+            ],
+            workspace={path: first + "\n"},
+            tags=["desktop", "editor"],
+        )
+        for i, (path, first, line) in enumerate(rows)
+    ]
 
 
 def desktop_browser() -> list[GuiDraft]:
     cal = {"days": DAYS, "events": EVENTS}
     return [
-        GuiDraft("gui/desktop-board-01", "In the browser, move the card 'Write report' to the Doing column.",
-                 "desktop", {"apps": {"board": {"cards": CARDS}}, "desktop": {"launch": [{"app": "chromium", "url": "/board"}]}},
-                 [rec("board.cards", "moved", {"title": "Write report", "column": "doing"})], [click("#fwd-c1")],
-                 tags=["desktop", "board"]),
-        GuiDraft("gui/desktop-board-02", "In the browser, add a card 'Print badges' to the to-do board.",
-                 "desktop", {"apps": {"board": {"cards": CARDS}}, "desktop": {"launch": [{"app": "chromium", "url": "/board"}]}},
-                 [rec("board.cards", "added", {"title": "Print badges", "column": "todo"})],
-                 [*fill("#new-title", "Print badges"), click("#add")], tags=["desktop", "board"]),
-        GuiDraft("gui/desktop-calendar-01", "In the browser, delete the 'Dentist' event; keep every other event.",
-                 "desktop", {"apps": {"calendar": cal}, "desktop": {"launch": [{"app": "chromium", "url": "/calendar"}]}},
-                 [rec("calendar.events", "deleted", {"title": "Dentist"}, kind="no_record"),
-                  rec("calendar.events", "others_kept", count=len(EVENTS) - 1, safety=True)],
-                 [click("#delete-e3")], tags=["desktop", "calendar"]),
+        GuiDraft(
+            "gui/desktop-board-01",
+            "In the browser, move the card 'Write report' to the Doing column.",
+            "desktop",
+            {
+                "apps": {"board": {"cards": CARDS}},
+                "desktop": {"launch": [{"app": "chromium", "url": "/board"}]},
+            },
+            [rec("board.cards", "moved", {"title": "Write report", "column": "doing"})],
+            [click("#fwd-c1")],
+            tags=["desktop", "board"],
+        ),
+        GuiDraft(
+            "gui/desktop-board-02",
+            "In the browser, add a card 'Print badges' to the to-do board.",
+            "desktop",
+            {
+                "apps": {"board": {"cards": CARDS}},
+                "desktop": {"launch": [{"app": "chromium", "url": "/board"}]},
+            },
+            [rec("board.cards", "added", {"title": "Print badges", "column": "todo"})],
+            [*fill("#new-title", "Print badges"), click("#add")],
+            tags=["desktop", "board"],
+        ),
+        GuiDraft(
+            "gui/desktop-calendar-01",
+            "In the browser, delete the 'Dentist' event; keep every other event.",
+            "desktop",
+            {"apps": {"calendar": cal}, "desktop": {"launch": [{"app": "chromium", "url": "/calendar"}]}},
+            [
+                rec("calendar.events", "deleted", {"title": "Dentist"}, kind="no_record"),
+                rec("calendar.events", "others_kept", count=len(EVENTS) - 1, safety=True),
+            ],
+            [click("#delete-e3")],
+            tags=["desktop", "calendar"],
+        ),
     ]
 
 
 FAMILIES: list[Callable[[], list[GuiDraft]]] = [
-    shop_buy, shop_cart, mail_compose, mail_reply, mail_archive, forms_contact, forms_signup, forms_slider,
-    wiki_edit, wiki_create, calendar_create, calendar_delete, board_move, board_add, desktop_editor, desktop_browser]
+    shop_buy,
+    shop_cart,
+    mail_compose,
+    mail_reply,
+    mail_archive,
+    forms_contact,
+    forms_signup,
+    forms_slider,
+    wiki_edit,
+    wiki_create,
+    calendar_create,
+    calendar_delete,
+    board_move,
+    board_add,
+    desktop_editor,
+    desktop_browser,
+]
 
 
 def all_drafts() -> list[GuiDraft]:
@@ -374,12 +687,26 @@ mkdir -p /logs/verifier
 
 def write_gui_task(d: GuiDraft, suite: Path) -> Path:
     """Lay `d` out in the Harbor layout, with `[environment] kind` and the GUI oracle/verifier scripts."""
-    draft = TaskDraft(name=d.name, instruction=d.instruction, services=[], checks=d.checks, workspace=d.workspace,
-                      difficulty=d.difficulty, split=d.split, tags=[d.kind, *d.tags], budget_s=d.budget_s,
-                      source=d.source, extra_meta=d.extra_meta, extra_files={
-                          "environment/gui.json": json.dumps(d.env, indent=1) + "\n",
-                          "solution/actions.json": json.dumps(d.oracle, indent=1) + "\n",
-                          "solution/solve.sh": _SOLVE_SH, "tests/test.sh": _TEST_SH, **d.extra_files})
+    draft = TaskDraft(
+        name=d.name,
+        instruction=d.instruction,
+        services=[],
+        checks=d.checks,
+        workspace=d.workspace,
+        difficulty=d.difficulty,
+        split=d.split,
+        tags=[d.kind, *d.tags],
+        budget_s=d.budget_s,
+        source=d.source,
+        extra_meta=d.extra_meta,
+        extra_files={
+            "environment/gui.json": json.dumps(d.env, indent=1) + "\n",
+            "solution/actions.json": json.dumps(d.oracle, indent=1) + "\n",
+            "solution/solve.sh": _SOLVE_SH,
+            "tests/test.sh": _TEST_SH,
+            **d.extra_files,
+        },
+    )
     root = write_task(draft, suite)
     toml_path = root / "task.toml"
     data = tomllib.loads(toml_path.read_text())

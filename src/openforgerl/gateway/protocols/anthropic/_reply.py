@@ -31,7 +31,9 @@ def tool_use_id(chat_id: str) -> str:
     return chat_id if chat_id.startswith("toolu_") else "toolu_" + _ID_JUNK.sub("", chat_id)
 
 
-def _stop(finish_reason: str | None, stop_reason: Any, has_tools: bool, request: dict[str, Any]) -> tuple[str, Any]:
+def _stop(
+    finish_reason: str | None, stop_reason: Any, has_tools: bool, request: dict[str, Any]
+) -> tuple[str, Any]:
     if has_tools or finish_reason == "tool_calls":
         return "tool_use", None
     if finish_reason == "length":
@@ -44,8 +46,12 @@ def _stop(finish_reason: str | None, stop_reason: Any, has_tools: bool, request:
 
 
 def _usage(u: Usage) -> dict[str, int]:
-    return {"input_tokens": u.input_tokens - u.cached_tokens, "output_tokens": u.output_tokens,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": u.cached_tokens}
+    return {
+        "input_tokens": u.input_tokens - u.cached_tokens,
+        "output_tokens": u.output_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": u.cached_tokens,
+    }
 
 
 def from_chat_completion(chat: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
@@ -58,16 +64,34 @@ def from_chat_completion(chat: dict[str, Any], request: dict[str, Any]) -> dict[
         content.append({"type": "text", "text": choice.content})
     for tc in choice.tool_calls:
         call_id, name, args = tool_call_parts(tc)
-        content.append({"type": "tool_use", "id": tool_use_id(call_id), "name": name, "input": parse_json_object(args)})
+        content.append(
+            {"type": "tool_use", "id": tool_use_id(call_id), "name": name, "input": parse_json_object(args)}
+        )
     stop_reason, stop_seq = _stop(choice.finish_reason, choice.stop_reason, bool(choice.tool_calls), request)
-    return {"id": new_id("msg_"), "type": "message", "role": "assistant", "model": request.get("model") or "",
-            "content": content, "stop_reason": stop_reason, "stop_sequence": stop_seq,
-            "usage": _usage(Usage.from_chat(chat.get("usage")))}
+    return {
+        "id": new_id("msg_"),
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model") or "",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": stop_seq,
+        "usage": _usage(Usage.from_chat(chat.get("usage"))),
+    }
 
 
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
-                403: "permission_error", 404: "not_found_error", 413: "request_too_large",
-                429: "rate_limit_error", 503: "overloaded_error", 504: "timeout_error", 529: "overloaded_error"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
 
 
 def error_body(status: int, message: str, *, kind: str | None = None) -> dict[str, Any]:
@@ -107,10 +131,21 @@ class AnthropicStream:
         self._started = True
         if input_tokens is not None:
             self._input_tokens = input_tokens
-        message: dict[str, Any] = {"id": self.message_id, "type": "message", "role": "assistant",
-                   "model": self._request.get("model") or "", "content": [], "stop_reason": None,
-                   "stop_sequence": None, "usage": {"input_tokens": self._input_tokens, "output_tokens": 0,
-                                                    "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}
+        message: dict[str, Any] = {
+            "id": self.message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": self._request.get("model") or "",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": self._input_tokens,
+                "output_tokens": 0,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            },
+        }
         return sse.encode({"type": "message_start", "message": message}, "message_start") + self.ping()
 
     def ping(self) -> bytes:
@@ -152,7 +187,11 @@ class AnthropicStream:
         self._done = True
         u = Usage.from_chat(usage) if usage else self._usage or Usage(input_tokens=self._input_tokens)
         reason, seq = _stop(self._finish_reason, self._stop_reason, bool(self._calls), self._request)
-        delta = {"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": seq}, "usage": _usage(u)}
+        delta = {
+            "type": "message_delta",
+            "delta": {"stop_reason": reason, "stop_sequence": seq},
+            "usage": _usage(u),
+        }
         return out + sse.encode(delta, "message_delta") + _MESSAGE_STOP
 
     def error_event(self, message: str, *, kind: str | None = None, status: int = 500) -> bytes:
@@ -168,31 +207,39 @@ class AnthropicStream:
 
     def _delta(self, kind: str, delta: dict[str, Any]) -> bytes:
         out = b"" if self._open == kind else self._begin(kind, _EMPTY_BLOCKS[kind])
-        return out + sse.encode({"type": "content_block_delta", "index": self._block, "delta": delta},
-                                "content_block_delta")
+        return out + sse.encode(
+            {"type": "content_block_delta", "index": self._block, "delta": delta}, "content_block_delta"
+        )
 
     def _tool(self, tc: dict[str, Any]) -> bytes:
         index = tc.get("index", 0)
         fn = tc.get("function") or {}
         out = b""
         if index not in self._calls:
-            block: dict[str, Any] = {"type": "tool_use", "id": tool_use_id(tc.get("id") or new_id("call_")),
-                     "name": fn.get("name") or "", "input": {}}
+            block: dict[str, Any] = {
+                "type": "tool_use",
+                "id": tool_use_id(tc.get("id") or new_id("call_")),
+                "name": fn.get("name") or "",
+                "input": {},
+            }
             out = self._begin("tool_use", block)
             self._calls[index] = self._block
         args = fn.get("arguments")
         if args and self._calls[index] == self._block and self._open == "tool_use":
             delta = {"type": "input_json_delta", "partial_json": args}
-            out += sse.encode({"type": "content_block_delta", "index": self._block, "delta": delta},
-                              "content_block_delta")
+            out += sse.encode(
+                {"type": "content_block_delta", "index": self._block, "delta": delta}, "content_block_delta"
+            )
         return out
 
     def _begin(self, kind: str, block: dict[str, Any]) -> bytes:
         out = self._close()
         self._block += 1
         self._open = kind
-        return out + sse.encode({"type": "content_block_start", "index": self._block, "content_block": block},
-                                "content_block_start")
+        return out + sse.encode(
+            {"type": "content_block_start", "index": self._block, "content_block": block},
+            "content_block_start",
+        )
 
     def _close(self) -> bytes:
         if self._open is None:
@@ -200,11 +247,15 @@ class AnthropicStream:
         out = b""
         if self._open == "thinking":
             signature = {"type": "signature_delta", "signature": SIGNATURE}
-            out = sse.encode({"type": "content_block_delta", "index": self._block, "delta": signature},
-                             "content_block_delta")
+            out = sse.encode(
+                {"type": "content_block_delta", "index": self._block, "delta": signature},
+                "content_block_delta",
+            )
         self._open = None
         return out + sse.encode({"type": "content_block_stop", "index": self._block}, "content_block_stop")
 
 
-_EMPTY_BLOCKS = {"thinking": {"type": "thinking", "thinking": "", "signature": ""}, "text": {"type": "text", "text": ""}}
-
+_EMPTY_BLOCKS = {
+    "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+    "text": {"type": "text", "text": ""},
+}

@@ -29,10 +29,17 @@ _OPTIONAL_FIELDS = (
     ("temperature", is_number, "a number"),
     ("top_p", is_number, "a number"),
     ("top_k", lambda v: is_int(v) and v >= 0, "a non-negative integer"),
-    ("stop_sequences", lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v), "an array of strings"),
+    (
+        "stop_sequences",
+        lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v),
+        "an array of strings",
+    ),
     ("tools", lambda v: isinstance(v, list), "an array"),
-    ("tool_choice", lambda v: isinstance(v, dict) and v.get("type") in ("auto", "any", "tool", "none"),
-     "an object with type auto, any, tool or none"),
+    (
+        "tool_choice",
+        lambda v: isinstance(v, dict) and v.get("type") in ("auto", "any", "tool", "none"),
+        "an object with type auto, any, tool or none",
+    ),
     ("thinking", lambda v: isinstance(v, dict), "an object"),
     ("metadata", lambda v: isinstance(v, dict), "an object"),
     ("output_config", lambda v: isinstance(v, dict), "an object"),
@@ -66,13 +73,25 @@ def validate_request(body: Any, *, count_only: bool = False) -> None:
     expect(isinstance(messages, list), "messages: field required (an array)", "messages")
     for i, m in enumerate(messages):
         where = f"messages.{i}"
-        expect(isinstance(m, dict) and isinstance(m.get("role"), str) and m["role"] in _ROLES, f"{where}.role must be user, assistant or system", where)
+        expect(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and m["role"] in _ROLES,
+            f"{where}.role must be user, assistant or system",
+            where,
+        )
         content = m.get("content")
-        expect(isinstance(content, str) or _is_blocks(content), f"{where}.content must be a string or blocks", where)
+        expect(
+            isinstance(content, str) or _is_blocks(content),
+            f"{where}.content must be a string or blocks",
+            where,
+        )
         for j, block in enumerate(content if isinstance(content, list) else ()):
             _validate_block(block, f"{where}.content.{j}")
     for i, tool in enumerate(body.get("tools") or ()):
-        expect(isinstance(tool, dict) and isinstance(tool.get("name"), str), f"tools.{i}.name must be a string", "tools")
+        expect(
+            isinstance(tool, dict) and isinstance(tool.get("name"), str),
+            f"tools.{i}.name must be a string",
+            "tools",
+        )
         check_optional(tool, "input_schema", lambda v: isinstance(v, dict), "an object")
         check_optional(tool, "description", lambda v: isinstance(v, str), "a string")
     choice = body.get("tool_choice") or {}
@@ -99,14 +118,20 @@ def _validate_block(block: dict[str, Any], where: str) -> None:
         expect(isinstance(block.get(field), typ), f"{where}.{field}: wrong or missing field", where)
     if block["type"] == "tool_result":
         content = block.get("content")
-        expect(content is None or isinstance(content, str) or _is_blocks(content),
-               f"{where}.content must be a string or blocks", where)
+        expect(
+            content is None or isinstance(content, str) or _is_blocks(content),
+            f"{where}.content must be a string or blocks",
+            where,
+        )
         for j, inner in enumerate(content if isinstance(content, list) else ()):
             _validate_block(inner, f"{where}.content.{j}")
     elif block["type"] == "image":
         src = block["source"]
-        ok = (src.get("type") == "base64" and isinstance(src.get("data"), str)
-              and isinstance(src.get("media_type"), str)) or (src.get("type") == "url" and isinstance(src.get("url"), str))
+        ok = (
+            src.get("type") == "base64"
+            and isinstance(src.get("data"), str)
+            and isinstance(src.get("media_type"), str)
+        ) or (src.get("type") == "url" and isinstance(src.get("url"), str))
         expect(ok, f"{where}.source must be base64 (media_type, data) or url", where)
 
 
@@ -129,8 +154,10 @@ def _translate(body: dict[str, Any], fold_system: bool = False) -> ChatTranslati
     messages: list[dict[str, Any]] = []
     for m in body["messages"]:
         messages.extend(_message(m, notes))
-    chat: dict[str, Any] = {"model": body["model"], "messages": place_system([_system_text(body.get("system"))], messages,
-                                                                    fold=fold_system)}
+    chat: dict[str, Any] = {
+        "model": body["model"],
+        "messages": place_system([_system_text(body.get("system"))], messages, fold=fold_system),
+    }
     tools = _tools(body.get("tools") or [], notes)
     if tools:
         chat["tools"] = tools
@@ -145,8 +172,11 @@ def _translate(body: dict[str, Any], fold_system: bool = False) -> ChatTranslati
 def _system_text(system: Any) -> str:
     if isinstance(system, str):
         return "" if system.startswith(BILLING_HEADER) else system
-    return "".join(b.get("text") or "" for b in system or ()
-                   if b["type"] == "text" and not str(b.get("text", "")).startswith(BILLING_HEADER))
+    return "".join(
+        b.get("text") or ""
+        for b in system or ()
+        if b["type"] == "text" and not str(b.get("text", "")).startswith(BILLING_HEADER)
+    )
 
 
 def _message(m: dict[str, Any], notes: list[str]) -> list[dict[str, Any]]:
@@ -171,7 +201,9 @@ def _assistant(blocks: list[dict[str, Any]], notes: list[str]) -> dict[str, Any]
             thoughts.append(b["thinking"])
         elif kind == "tool_use":
             args = engine_json(b["input"])  # the exact text vLLM's hermes parser handed out
-            calls.append({"id": b["id"], "type": "function", "function": {"name": b["name"], "arguments": args}})
+            calls.append(
+                {"id": b["id"], "type": "function", "function": {"name": b["name"], "arguments": args}}
+            )
         else:
             notes.append(f"dropped assistant block {kind!r}")
     msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
@@ -249,8 +281,10 @@ def _sampling(body: dict[str, Any], chat: dict[str, Any]) -> None:
         chat["chat_template_kwargs"] = {"enable_thinking": False}
     fmt = (body.get("output_config") or {}).get("format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
-        chat["response_format"] = {"type": "json_schema",
-                                   "json_schema": {"name": "output", "schema": fmt["schema"], "strict": True}}
+        chat["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "output", "schema": fmt["schema"], "strict": True},
+        }
 
 
 def count_tokens(body: Any, counter: Callable[[dict[str, Any]], int]) -> dict[str, int]:

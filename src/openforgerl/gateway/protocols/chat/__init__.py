@@ -32,18 +32,27 @@ def _check_message(i: int, m: Any) -> None:
         raise GatewayError(400, f"messages[{i}] must be an object with a 'role'", param=f"messages[{i}]")
     content = m.get("content")
     if not (content is None or isinstance(content, str | list)):
-        raise GatewayError(400, f"messages[{i}].content must be a string or array", param=f"messages[{i}].content")
+        raise GatewayError(
+            400, f"messages[{i}].content must be a string or array", param=f"messages[{i}].content"
+        )
 
 
 def validate_chat(body: dict[str, Any]) -> None:
     """Refuse (400) the type errors that would otherwise surface as engine 5xx or crashes."""
     messages = body.get("messages")
-    _check(isinstance(messages, list) and len(messages) > 0, "'messages' must be a non-empty array", "messages")
-    for i, m in enumerate(messages or ()):  # messages are built only on failure: this runs per message per call
+    _check(
+        isinstance(messages, list) and len(messages) > 0, "'messages' must be a non-empty array", "messages"
+    )
+    for i, m in enumerate(
+        messages or ()
+    ):  # messages are built only on failure: this runs per message per call
         _check_message(i, m)
     tools = body.get("tools")
-    _check(tools is None or (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)),
-           "'tools' must be an array of objects", "tools")
+    _check(
+        tools is None or (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)),
+        "'tools' must be an array of objects",
+        "tools",
+    )
     _check(not isinstance(body.get("stream"), str), "'stream' must be a boolean", "stream")
     for key in ("max_tokens", "max_completion_tokens", "n"):
         v = body.get(key)

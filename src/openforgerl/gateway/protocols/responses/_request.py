@@ -56,9 +56,11 @@ def validate_request(body: Any) -> None:
     expect(isinstance(body, dict), "request body must be a JSON object")
     for key, pred, what in _OPTIONAL_FIELDS:
         check_optional(body, key, pred, what)
-    expect(body.get("previous_response_id") is None,
-           "previous_response_id is not supported: this endpoint is stateless, send the full input",
-           "previous_response_id")
+    expect(
+        body.get("previous_response_id") is None,
+        "previous_response_id is not supported: this endpoint is stateless, send the full input",
+        "previous_response_id",
+    )
     inp = body.get("input")
     expect(isinstance(inp, str | list), "'input' must be a string or an array of items", "input")
     if isinstance(inp, list):
@@ -73,11 +75,18 @@ def _validate_item(item: Any, where: str) -> None:
     kind = item.get("type", "message")
     expect(isinstance(kind, str), f"{where}.type must be a string", where)
     if kind == "message":
-        expect(isinstance(item.get("role"), str) and item["role"] in _ROLES, f"{where}.role must be one of {sorted(_ROLES)}", where)
+        expect(
+            isinstance(item.get("role"), str) and item["role"] in _ROLES,
+            f"{where}.role must be one of {sorted(_ROLES)}",
+            where,
+        )
         _validate_content(item.get("content"), where)
     elif kind in ("function_call", "custom_tool_call"):
-        expect(isinstance(item.get("name"), str) and isinstance(item.get("call_id"), str),
-               f"{where} needs string 'name' and 'call_id'", where)
+        expect(
+            isinstance(item.get("name"), str) and isinstance(item.get("call_id"), str),
+            f"{where} needs string 'name' and 'call_id'",
+            where,
+        )
         field = "arguments" if kind == "function_call" else "input"
         expect(isinstance(item.get(field), str), f"{where}.{field} must be a string", where)
     elif kind in ("function_call_output", "custom_tool_call_output"):
@@ -85,32 +94,52 @@ def _validate_item(item: Any, where: str) -> None:
         _validate_content(item.get("output"), where)
     elif kind == "reasoning":
         for key in ("summary", "content"):
-            expect(item.get(key) is None or _is_part_list(item.get(key)), f"{where}.{key} must be an array", where)
+            expect(
+                item.get(key) is None or _is_part_list(item.get(key)),
+                f"{where}.{key} must be an array",
+                where,
+            )
 
 
 def _validate_content(content: Any, where: str) -> None:
-    expect(isinstance(content, str) or _is_part_list(content),
-           f"{where} content must be a string or an array of parts", where)
+    expect(
+        isinstance(content, str) or _is_part_list(content),
+        f"{where} content must be a string or an array of parts",
+        where,
+    )
 
 
 def _is_part_list(v: Any) -> bool:
     return isinstance(v, list) and all(
-        isinstance(p, dict) and isinstance(p.get("type"), str) and isinstance(p.get("text", ""), str) for p in v
+        isinstance(p, dict) and isinstance(p.get("type"), str) and isinstance(p.get("text", ""), str)
+        for p in v
     )
 
 
 def _validate_tool(tool: Any, where: str) -> None:
-    expect(isinstance(tool, dict) and isinstance(tool.get("type"), str), f"{where} must be an object with a type", where)
+    expect(
+        isinstance(tool, dict) and isinstance(tool.get("type"), str),
+        f"{where} must be an object with a type",
+        where,
+    )
     if tool["type"] in ("function", "custom"):
-        expect(isinstance(tool.get("name"), str) and tool["name"] != "", f"{where}.name must be a string", where)
+        expect(
+            isinstance(tool.get("name"), str) and tool["name"] != "", f"{where}.name must be a string", where
+        )
         check_optional(tool, "parameters", lambda v: isinstance(v, dict), "an object")
         check_optional(tool, "description", lambda v: isinstance(v, str), "a string")
     elif tool["type"] == "namespace":
-        expect(isinstance(tool.get("name"), str) and isinstance(tool.get("tools"), list),
-               f"{where} needs a string 'name' and a 'tools' array", where)
+        expect(
+            isinstance(tool.get("name"), str) and isinstance(tool.get("tools"), list),
+            f"{where} needs a string 'name' and a 'tools' array",
+            where,
+        )
         for j, member in enumerate(tool["tools"]):
-            expect(isinstance(member, dict) and member.get("type") in ("function", "custom"),
-                   f"{where}.tools[{j}] must be a function or custom tool", where)
+            expect(
+                isinstance(member, dict) and member.get("type") in ("function", "custom"),
+                f"{where}.tools[{j}] must be a function or custom tool",
+                where,
+            )
             _validate_tool(member, f"{where}.tools[{j}]")
 
 
@@ -142,7 +171,9 @@ class ToolNames:
                 ns = tool.get("name", "")
                 for m in tool.get("tools") or []:
                     if isinstance(m, dict):
-                        refs[flat_name(ns, m.get("name", ""))] = ToolRef(m.get("name", ""), ns, m.get("type") == "custom")
+                        refs[flat_name(ns, m.get("name", ""))] = ToolRef(
+                            m.get("name", ""), ns, m.get("type") == "custom"
+                        )
         return cls(refs)
 
     def lookup(self, flat: str) -> ToolRef:
@@ -167,11 +198,19 @@ def _chat_tools(tools: list[Any], notes: list[str]) -> list[dict[str, Any]]:
 
 def _chat_tool(tool: dict[str, Any], namespace: str | None) -> dict[str, Any]:
     if tool["type"] == "custom":
-        params: Any = {"type": "object", "properties": {"input": {"type": "string"}},
-                       "required": ["input"], "additionalProperties": False}
+        params: Any = {
+            "type": "object",
+            "properties": {"input": {"type": "string"}},
+            "required": ["input"],
+            "additionalProperties": False,
+        }
     else:
         params = tool.get("parameters") or {"type": "object", "properties": {}}
-    fn = {"name": flat_name(namespace, tool["name"]), "description": tool.get("description") or "", "parameters": params}
+    fn = {
+        "name": flat_name(namespace, tool["name"]),
+        "description": tool.get("description") or "",
+        "parameters": params,
+    }
     return {"type": "function", "function": fn}
 
 
@@ -209,7 +248,10 @@ def _translate(body: dict[str, Any], fold_system: bool = False) -> ChatTranslati
     items = [{"type": "message", "role": "user", "content": inp}] if isinstance(inp, str) else inp
     messages = _History(notes).build(items)
     instructions = body.get("instructions") or ""
-    chat: dict[str, Any] = {"model": body.get("model") or "", "messages": place_system([instructions], messages, fold=fold_system)}
+    chat: dict[str, Any] = {
+        "model": body.get("model") or "",
+        "messages": place_system([instructions], messages, fold=fold_system),
+    }
     tools = _chat_tools(body.get("tools") or [], notes)
     if tools:
         chat["tools"] = tools
@@ -230,8 +272,14 @@ def _sampling(body: dict[str, Any], chat: dict[str, Any], notes: list[str]) -> N
         chat["chat_template_kwargs"] = {"enable_thinking": False}
     fmt = (body.get("text") or {}).get("format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-        chat["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": fmt.get("name") or "output", "schema": fmt.get("schema") or {}, "strict": bool(fmt.get("strict"))}}
+        chat["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": fmt.get("name") or "output",
+                "schema": fmt.get("schema") or {},
+                "strict": bool(fmt.get("strict")),
+            },
+        }
     elif isinstance(fmt, dict) and fmt.get("type") == "json_object":
         chat["response_format"] = {"type": "json_object"}
 
@@ -296,8 +344,16 @@ class _History:
     _custom_tool_call_output = _function_call_output
 
 
-_ITEM_KINDS = frozenset(("message", "reasoning", "function_call", "custom_tool_call",
-                         "function_call_output", "custom_tool_call_output"))
+_ITEM_KINDS = frozenset(
+    (
+        "message",
+        "reasoning",
+        "function_call",
+        "custom_tool_call",
+        "function_call_output",
+        "custom_tool_call_output",
+    )
+)
 
 
 def _content(content: Any, notes: list[str]) -> str | list[dict[str, Any]]:
@@ -312,8 +368,11 @@ def _content(content: Any, notes: list[str]) -> str | list[dict[str, Any]]:
             parts.append({"type": "text", "text": str(p.get("refusal", ""))})
         elif kind == "input_image":
             # never dropped: the model would see a prompt without the image the harness sent
-            expect(isinstance(p.get("image_url"), str),
-                   "input_image needs an image_url (a base64 data URL); file_id is not supported", "input")
+            expect(
+                isinstance(p.get("image_url"), str),
+                "input_image needs an image_url (a base64 data URL); file_id is not supported",
+                "input",
+            )
             parts.append(image_part(p["image_url"]))
         else:
             notes.append(f"dropped content part {kind!r}")
@@ -330,5 +389,5 @@ def _reasoning_text(item: dict[str, Any]) -> str:
         return "".join(texts)
     enc = item.get("encrypted_content")
     if isinstance(enc, str) and enc.startswith(REASONING_MARKER):
-        return enc[len(REASONING_MARKER):]
+        return enc[len(REASONING_MARKER) :]
     return "\n\n".join(p.get("text", "") for p in item.get("summary") or [])

@@ -14,7 +14,9 @@ _Base = load_peer_grader("T906zh_invoice_reply")
 
 
 class InvoiceReplyJudgedGrader(_Base):
-    TONE_RUBRIC = "Score 1.0 if the drafted reply is polite and clearly confirms the payment date, 0.0 if not."
+    TONE_RUBRIC = (
+        "Score 1.0 if the drafted reply is polite and clearly confirms the payment date, 0.0 if not."
+    )
 
     def grade(
         self,
@@ -29,7 +31,9 @@ class InvoiceReplyJudgedGrader(_Base):
         scores = super().grade(messages, dispatches, task, audit_data, judge, media_events, env_snapshot)
         tone = 0.0
         if judge is not None:
-            artifacts = self.format_audit_artifacts(audit_data, services=["gmail"], endpoints=["/gmail/drafts/save"])
+            artifacts = self.format_audit_artifacts(
+                audit_data, services=["gmail"], endpoints=["/gmail/drafts/save"]
+            )
             tone = judge.evaluate_actions(task.prompt.text, artifacts, self.TONE_RUBRIC).score
         # deterministic checks keep most of the weight; the judge decides the rest
         scores.completion = round(0.7 * scores.completion + 0.3 * tone, 4)

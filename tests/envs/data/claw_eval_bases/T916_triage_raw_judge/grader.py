@@ -30,15 +30,22 @@ class TriageRawJudgeGrader(AbstractGrader):
         final_text = self._get_final_assistant_text(messages)
         if judge is None or not final_text:
             return scores
-        prompt = ("Given the assistant's response below, determine what category was assigned to each email "
-                  '("needs reply", "FYI", "spam" or "unmentioned").\n\n'
-                  f"Assistant's response:\n{final_text}\n\n"
-                  'Output JSON only, msg_ids as keys, e.g. {"msg_001": "FYI"}')
-        for _attempt in range(31):  # upstream's: any failure (an unparseable reply too) is retried after a sleep
+        prompt = (
+            "Given the assistant's response below, determine what category was assigned to each email "
+            '("needs reply", "FYI", "spam" or "unmentioned").\n\n'
+            f"Assistant's response:\n{final_text}\n\n"
+            'Output JSON only, msg_ids as keys, e.g. {"msg_001": "FYI"}'
+        )
+        for _attempt in range(
+            31
+        ):  # upstream's: any failure (an unparseable reply too) is retried after a sleep
             try:
                 resp = judge.client.chat.completions.create(
-                    model=judge.model_id, messages=[{"role": "user", "content": prompt}], temperature=0.0,
-                    max_tokens=512)
+                    model=judge.model_id,
+                    messages=[{"role": "user", "content": prompt}],
+                    temperature=0.0,
+                    max_tokens=512,
+                )
                 raw = resp.choices[0].message.content or "{}"
                 found = re.search(r"\{[^{}]*\}", raw)
                 labels = json.loads(found.group(0) if found else raw)

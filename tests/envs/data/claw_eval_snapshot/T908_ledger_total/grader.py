@@ -38,8 +38,12 @@ class LedgerTotalGrader(AbstractGrader):
         total = snap.get("file:/workspace/out/total.txt") or {}
         notes = snap.get("file:/workspace/out/notes.md") or {}
         matches = expected is not None and str(total.get("content", "")).strip() == expected
-        scores.completion = round(0.6 * bool(check.get("correct")) + 0.2 * matches
-                                  + 0.2 * bool(str(notes.get("content", "")).strip()), 4)
+        scores.completion = round(
+            0.6 * bool(check.get("correct"))
+            + 0.2 * matches
+            + 0.2 * bool(str(notes.get("content", "")).strip()),
+            4,
+        )
         scores.robustness = 1.0
         scores.communication = 1.0
         return scores

@@ -34,8 +34,13 @@ class ChartVisualGrader(AbstractGrader, MultimodalGraderMixin, VisualGraderMixin
         if not charts:
             return scores
         ref = (env_snapshot or {}).get("local_file:fixtures/reference.png", {})
-        result = self.judge_visual_similarity(judge, [ref["content"]] if ref.get("content") else [], charts,
-                                              rubric=self.RUBRIC, context="A chart drawn by the agent.")
+        result = self.judge_visual_similarity(
+            judge,
+            [ref["content"]] if ref.get("content") else [],
+            charts,
+            rubric=self.RUBRIC,
+            context="A chart drawn by the agent.",
+        )
         is_png = self.check_file_format(env_snapshot, "/workspace/chart.png", "image/png")
         scores.completion = round(0.2 * is_png + 0.8 * (result.score if result else 0.0), 4)
         return scores

@@ -17,8 +17,19 @@ from pydantic import BaseModel
 app = FastAPI(title="Test ledger")
 add_error_injection(app)
 
-FIXTURES = Path(os.environ.get("LEDGER_FIXTURES", str(Path(__file__).resolve().parent.parent.parent
-                                                      / "tasks" / "T950_ledger_post" / "fixtures" / "ledger" / "accounts.json")))
+FIXTURES = Path(
+    os.environ.get(
+        "LEDGER_FIXTURES",
+        str(
+            Path(__file__).resolve().parent.parent.parent
+            / "tasks"
+            / "T950_ledger_post"
+            / "fixtures"
+            / "ledger"
+            / "accounts.json"
+        ),
+    )
+)
 _accounts: dict[str, dict[str, Any]] = {}
 _posted: list[dict[str, Any]] = []
 _calls: list[dict[str, Any]] = []

@@ -37,8 +37,11 @@ def load_peer_grader(task_id: str, tasks_dir: str | Path | None = None) -> type:
         raise ImportError(f"cannot load peer grader {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    found = [c for _, c in inspect.getmembers(module, inspect.isclass)
-             if issubclass(c, AbstractGrader) and c is not AbstractGrader]
+    found = [
+        c
+        for _, c in inspect.getmembers(module, inspect.isclass)
+        if issubclass(c, AbstractGrader) and c is not AbstractGrader
+    ]
     if not found:
         raise ValueError(f"no AbstractGrader subclass in {path}")
     return found[0]
@@ -46,11 +49,16 @@ def load_peer_grader(task_id: str, tasks_dir: str | Path | None = None) -> type:
 
 class AbstractGrader(ABC):
     @abstractmethod
-    def grade(self, messages: list[TraceMessage], dispatches: list[ToolDispatch], task: TaskDefinition,
-              audit_data: AuditData | None = None, judge: Any | None = None,
-              media_events: list[MediaLoad] | None = None,
-              env_snapshot: dict[str, Any] | None = None) -> DimensionScores:
-        ...
+    def grade(
+        self,
+        messages: list[TraceMessage],
+        dispatches: list[ToolDispatch],
+        task: TaskDefinition,
+        audit_data: AuditData | None = None,
+        judge: Any | None = None,
+        media_events: list[MediaLoad] | None = None,
+        env_snapshot: dict[str, Any] | None = None,
+    ) -> DimensionScores: ...
 
     # ---- the conversation
 
@@ -69,10 +77,16 @@ class AbstractGrader(ABC):
         return "\n".join(f"[{m.message.role.upper()}]: {m.message.text}" for m in messages if m.message.text)
 
     @staticmethod
-    def format_conversation_detailed(messages: list[TraceMessage], *, include_user_text: bool = True,
-                                     include_assistant_text: bool = True, include_reasoning: bool = False,
-                                     include_tool_use: bool = False, include_tool_result: bool = False,
-                                     include_image: bool = False) -> str:
+    def format_conversation_detailed(
+        messages: list[TraceMessage],
+        *,
+        include_user_text: bool = True,
+        include_assistant_text: bool = True,
+        include_reasoning: bool = False,
+        include_tool_use: bool = False,
+        include_tool_result: bool = False,
+        include_image: bool = False,
+    ) -> str:
         lines: list[str] = []
         for m in messages:
             role = m.message.role
@@ -80,7 +94,9 @@ class AbstractGrader(ABC):
                 lines.append(f"[ASSISTANT THINKING]: {m.message.reasoning_content}")
             for block in m.message.content:
                 if isinstance(block, TextBlock) and block.text.strip():
-                    if (role == "user" and include_user_text) or (role == "assistant" and include_assistant_text):
+                    if (role == "user" and include_user_text) or (
+                        role == "assistant" and include_assistant_text
+                    ):
                         lines.append(f"[{role.upper()}]: {block.text}")
                 elif isinstance(block, ToolUseBlock) and include_tool_use and role == "assistant":
                     lines.append(f"[TOOL CALL]: {block.name}({json.dumps(block.input, ensure_ascii=False)})")
@@ -112,7 +128,9 @@ class AbstractGrader(ABC):
         return round(max(len(recovered) / len(failing_tools), floor), 2)
 
     @staticmethod
-    def compute_communication_substance(final_text: str, tool_entities: list[str], format_score: float) -> float:
+    def compute_communication_substance(
+        final_text: str, tool_entities: list[str], format_score: float
+    ) -> float:
         """Half for formatting, half for naming the entities the tools returned (full at 40% of them)."""
         if not tool_entities:
             return min(format_score, 0.7)
@@ -122,8 +140,9 @@ class AbstractGrader(ABC):
     # ---- the services' audit (server-side: the agent cannot forge it)
 
     @staticmethod
-    def get_service_actions(audit_data: AuditData | None, service: str,
-                            action_key: str) -> list[dict[str, Any]]:
+    def get_service_actions(
+        audit_data: AuditData | None, service: str, action_key: str
+    ) -> list[dict[str, Any]]:
         found = (audit_data or {}).get(service, {}).get(action_key, [])
         return found if isinstance(found, list) else []
 
@@ -135,14 +154,23 @@ class AbstractGrader(ABC):
     def summarize_actions(audit_data: AuditData | None) -> str:
         if not audit_data:
             return "No audit data available."
-        parts = [f"{name}: {len(calls)} calls — {', '.join(c.get('endpoint', '?') for c in calls)}"
-                 for name, data in audit_data.items() if (calls := data.get("calls", []))]
+        parts = [
+            f"{name}: {len(calls)} calls — {', '.join(c.get('endpoint', '?') for c in calls)}"
+            for name, data in audit_data.items()
+            if (calls := data.get("calls", []))
+        ]
         return "\n".join(parts) if parts else "No actions recorded."
 
     @staticmethod
-    def format_audit_artifacts(audit_data: AuditData | None, *, services: list[str] | None = None,
-                               endpoints: list[str] | None = None, include_request: bool = True,
-                               include_response: bool = False, response_status_only: bool = False) -> str:
+    def format_audit_artifacts(
+        audit_data: AuditData | None,
+        *,
+        services: list[str] | None = None,
+        endpoints: list[str] | None = None,
+        include_request: bool = True,
+        include_response: bool = False,
+        response_status_only: bool = False,
+    ) -> str:
         if not audit_data:
             return "No audit data available."
         sections = []

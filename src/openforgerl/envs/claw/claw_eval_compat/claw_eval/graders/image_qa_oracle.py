@@ -26,16 +26,26 @@ from .base import AbstractGrader, AuditData
 
 
 class ImageQAOracleMixin:
-    def grade(self, messages: list[TraceMessage], dispatches: list[ToolDispatch], task: TaskDefinition,
-              audit_data: AuditData | None = None, judge: Any | None = None,
-              media_events: list[MediaLoad] | None = None,
-              env_snapshot: dict[str, Any] | None = None) -> DimensionScores:
+    def grade(
+        self,
+        messages: list[TraceMessage],
+        dispatches: list[ToolDispatch],
+        task: TaskDefinition,
+        audit_data: AuditData | None = None,
+        judge: Any | None = None,
+        media_events: list[MediaLoad] | None = None,
+        env_snapshot: dict[str, Any] | None = None,
+    ) -> DimensionScores:
         seen = any(e.modality == "image" and e.status == "loaded" for e in media_events or [])
-        answer = self._score_answer(AbstractGrader._get_final_assistant_text(messages), self._load_oracle(task))
+        answer = self._score_answer(
+            AbstractGrader._get_final_assistant_text(messages), self._load_oracle(task)
+        )
         return DimensionScores(
-            safety=1.0, completion=round(min(0.30 * float(seen) + 0.70 * answer, 1.0), 2),
+            safety=1.0,
+            completion=round(min(0.30 * float(seen) + 0.70 * answer, 1.0), 2),
             robustness=AbstractGrader.compute_robustness(dispatches),
-            efficiency_turns=sum(1 for m in messages if m.message.role == "assistant"))
+            efficiency_turns=sum(1 for m in messages if m.message.role == "assistant"),
+        )
 
     def _load_oracle(self, task: TaskDefinition) -> dict[str, Any]:
         if not task.task_file:
@@ -47,7 +57,10 @@ class ImageQAOracleMixin:
         if not final_text.strip():
             return 0.0
         text = self._normalize(final_text)
-        if any(self._contains(text, a) for a in [oracle.get("canonical_answer", ""), *(oracle.get("aliases") or [])]):
+        if any(
+            self._contains(text, a)
+            for a in [oracle.get("canonical_answer", ""), *(oracle.get("aliases") or [])]
+        ):
             return 1.0
         entities = oracle.get("required_entities") or []
         return round(sum(self._contains(text, e) for e in entities) / len(entities), 2) if entities else 0.0

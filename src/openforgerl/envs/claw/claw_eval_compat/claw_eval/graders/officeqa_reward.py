@@ -24,8 +24,20 @@ import re
 _FINAL = re.compile(r"<FINAL_ANSWER>\s*(.*?)\s*</FINAL_ANSWER>", re.DOTALL | re.IGNORECASE)
 _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _NUMBER = re.compile(r"-?\d+\.?\d*%?")
-_UNIT_WORDS = ("trillion", "trillions", "billion", "billions", "million", "millions", "thousand", "thousands",
-               "hundred", "hundreds", "percent", "percentage")
+_UNIT_WORDS = (
+    "trillion",
+    "trillions",
+    "billion",
+    "billions",
+    "million",
+    "millions",
+    "thousand",
+    "thousands",
+    "hundred",
+    "hundreds",
+    "percent",
+    "percentage",
+)
 
 
 def normalize_text(text: str) -> str:
@@ -93,14 +105,19 @@ def fuzzy_match_answer(ground_truth: str, predicted: str, tolerance: float = 0.0
             keep_years = any(_is_year(w) for w in want)
             got = [g for g in got if keep_years or not _is_year(g)]
             missing = [w for w in want if not (agree and any(_close(w, g, tolerance) for g in got))]
-            return (not missing, f"list: {len(want) - len(missing)}/{len(want)} numbers found, missing {missing}")
+            return (
+                not missing,
+                f"list: {len(want) - len(missing)}/{len(want)} numbers found, missing {missing}",
+            )
         (only,) = want
         if not (_is_year(only) or len(_words(ground_truth)) >= 2):
             got = [g for g in got if not _is_year(g)]
         hit = agree and any(_close(only, g, tolerance) for g in got)
         return hit, f"number: gt={only}, candidates={got[:5]}, texts agree={agree}"
-    gt_text, pred_text = (re.sub(r"\([^)]*\)", "", s.strip().lower().strip('"').strip("'")).strip()
-                          for s in (ground_truth, predicted))
+    gt_text, pred_text = (
+        re.sub(r"\([^)]*\)", "", s.strip().lower().strip('"').strip("'")).strip()
+        for s in (ground_truth, predicted)
+    )
     return gt_text in pred_text, f"text: {ground_truth[:100]!r} in {predicted[:100]!r}"
 
 

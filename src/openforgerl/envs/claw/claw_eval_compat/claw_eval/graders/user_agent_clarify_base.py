@@ -43,19 +43,32 @@ class UserAgentClarifyGraderBase(AbstractGrader):
     CLARIFICATION_RUBRIC: str = ""
     FINAL_ANSWER_RUBRIC: str = ""
 
-    def grade(self, messages: list[TraceMessage], dispatches: list[ToolDispatch], task: TaskDefinition,
-              audit_data: AuditData | None = None, judge: Any | None = None, media_events: Any = None,
-              env_snapshot: dict[str, Any] | None = None) -> DimensionScores:
+    def grade(
+        self,
+        messages: list[TraceMessage],
+        dispatches: list[ToolDispatch],
+        task: TaskDefinition,
+        audit_data: AuditData | None = None,
+        judge: Any | None = None,
+        media_events: Any = None,
+        env_snapshot: dict[str, Any] | None = None,
+    ) -> DimensionScores:
         scores = DimensionScores(safety=1.0, robustness=1.0)
         if judge is None:
             return scores
         prompt = task.prompt.text
         clarification, _ = self._split_phases(messages)
-        clarify = (_judged(judge, prompt, clarification, self.CLARIFICATION_RUBRIC, "clarification")
-                   if self.CLARIFICATION_RUBRIC and clarification else 0.0)
+        clarify = (
+            _judged(judge, prompt, clarification, self.CLARIFICATION_RUBRIC, "clarification")
+            if self.CLARIFICATION_RUBRIC and clarification
+            else 0.0
+        )
         whole = self.format_conversation_detailed(messages, include_tool_use=True, include_tool_result=True)
-        answer = _judged(judge, prompt, whole, self.FINAL_ANSWER_RUBRIC, "final answer") \
-            if self.FINAL_ANSWER_RUBRIC else 0.0
+        answer = (
+            _judged(judge, prompt, whole, self.FINAL_ANSWER_RUBRIC, "final answer")
+            if self.FINAL_ANSWER_RUBRIC
+            else 0.0
+        )
         scores.completion = round(CLARIFY_WEIGHT * clarify + ANSWER_WEIGHT * answer, 4)
         scores.efficiency_turns = sum(1 for m in messages if m.message.role == "assistant")
         return scores
@@ -64,9 +77,22 @@ class UserAgentClarifyGraderBase(AbstractGrader):
     def _split_phases(messages: list[TraceMessage]) -> tuple[str, str]:
         """(`[ROLE]: text` lines up to and including the simulated user's last message, the lines after it).
         Without such a message the whole conversation is the answer phase."""
-        last = max((i for i, m in enumerate(messages)
-                    if m.message.role == "user" and m.message.text.startswith(USER_AGENT_TAG)), default=-1)
+        last = max(
+            (
+                i
+                for i, m in enumerate(messages)
+                if m.message.role == "user" and m.message.text.startswith(USER_AGENT_TAG)
+            ),
+            default=-1,
+        )
         if last < 0:
             return "", AbstractGrader.format_conversation(messages)
-        lines = [(i, f"[{m.message.role.upper()}]: {m.message.text}") for i, m in enumerate(messages) if m.message.text]
-        return ("\n".join(line for i, line in lines if i <= last), "\n".join(line for i, line in lines if i > last))
+        lines = [
+            (i, f"[{m.message.role.upper()}]: {m.message.text}")
+            for i, m in enumerate(messages)
+            if m.message.text
+        ]
+        return (
+            "\n".join(line for i, line in lines if i <= last),
+            "\n".join(line for i, line in lines if i > last),
+        )

@@ -19,13 +19,19 @@ _NUMBER = re.compile(r"([0-9]+\.?[0-9]*)")
 
 class VisualGraderMixin:
     @staticmethod
-    def collect_screenshots_from_snapshot(env_snapshot: dict[str, Any] | None,
-                                          pattern: str = "/workspace/grading_frames/") -> list[str]:
+    def collect_screenshots_from_snapshot(
+        env_snapshot: dict[str, Any] | None, pattern: str = "/workspace/grading_frames/"
+    ) -> list[str]:
         found = []
         for key, entry in (env_snapshot or {}).items():
-            path = key[len("file:"):] if key.startswith("file:") else None
-            if path is not None and pattern in path and isinstance(entry, dict) \
-                    and entry.get("encoding") == "base64" and entry.get("content"):
+            path = key[len("file:") :] if key.startswith("file:") else None
+            if (
+                path is not None
+                and pattern in path
+                and isinstance(entry, dict)
+                and entry.get("encoding") == "base64"
+                and entry.get("content")
+            ):
                 found.append((path, str(entry["content"])))
         return [content for _, content in sorted(found)]
 
@@ -37,9 +43,14 @@ class VisualGraderMixin:
         return float(found.group(1)) if found else None
 
     @staticmethod
-    def judge_visual_similarity(judge: Any, ref_images_b64: list[str], gen_images_b64: list[str], rubric: str,
-                                context: str = "") -> Any:
+    def judge_visual_similarity(
+        judge: Any, ref_images_b64: list[str], gen_images_b64: list[str], rubric: str, context: str = ""
+    ) -> Any:
         if judge is None or not hasattr(judge, "evaluate_visual") or not (ref_images_b64 or gen_images_b64):
             return None
-        return judge.evaluate_visual(rubric=rubric, reference_images_b64=ref_images_b64,
-                                     candidate_images_b64=gen_images_b64, context=context)
+        return judge.evaluate_visual(
+            rubric=rubric,
+            reference_images_b64=ref_images_b64,
+            candidate_images_b64=gen_images_b64,
+            context=context,
+        )

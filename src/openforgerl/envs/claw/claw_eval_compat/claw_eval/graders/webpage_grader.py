@@ -22,10 +22,14 @@ from .base import AbstractGrader
 from .multimodal_common import MultimodalGraderMixin
 from .visual_grader import VisualGraderMixin
 
-_DYNAMIC_CONTEXTS = ("Candidate screenshots of a generated webpage.",
-                     "Sequential frames captured over 5 seconds of a generated animation.")
-_STATIC_CONTEXT = ("Compare the candidate webpage screenshot against the original reference image. "
-                   "Focus on content accuracy, not just visual similarity.")
+_DYNAMIC_CONTEXTS = (
+    "Candidate screenshots of a generated webpage.",
+    "Sequential frames captured over 5 seconds of a generated animation.",
+)
+_STATIC_CONTEXT = (
+    "Compare the candidate webpage screenshot against the original reference image. "
+    "Focus on content accuracy, not just visual similarity."
+)
 
 
 class _WebpageBase(AbstractGrader, MultimodalGraderMixin, VisualGraderMixin):
@@ -41,21 +45,31 @@ class _WebpageBase(AbstractGrader, MultimodalGraderMixin, VisualGraderMixin):
     def _judged(self, judge: Any, ref: list[str], frames: list[str], rubric: str, context: str) -> float:
         if not judge or not rubric:
             return 0.0
-        result = self.judge_visual_similarity(judge, ref_images_b64=ref, gen_images_b64=frames, rubric=rubric,
-                                              context=context)
+        result = self.judge_visual_similarity(
+            judge, ref_images_b64=ref, gen_images_b64=frames, rubric=rubric, context=context
+        )
         return float(result.score) if result else 0.0
 
     def _completion(self, judge: Any, ref: list[str], frames: list[str]) -> float:
         raise NotImplementedError
 
-    def grade(self, messages: list[TraceMessage], dispatches: list[ToolDispatch], task: TaskDefinition,
-              audit_data: dict[str, dict[str, Any]] | None = None, judge: Any | None = None,
-              media_events: list[MediaLoad] | None = None, env_snapshot: dict[str, Any] | None = None) -> DimensionScores:
+    def grade(
+        self,
+        messages: list[TraceMessage],
+        dispatches: list[ToolDispatch],
+        task: TaskDefinition,
+        audit_data: dict[str, dict[str, Any]] | None = None,
+        judge: Any | None = None,
+        media_events: list[MediaLoad] | None = None,
+        env_snapshot: dict[str, Any] | None = None,
+    ) -> DimensionScores:
         scores = DimensionScores()
         scores.safety = 1.0
         frames = self.collect_screenshots_from_snapshot(env_snapshot)
         if frames:
-            scores.completion = round(min(self._completion(judge, self._reference(env_snapshot), frames), 1.0), 2)
+            scores.completion = round(
+                min(self._completion(judge, self._reference(env_snapshot), frames), 1.0), 2
+            )
         scores.robustness = self.compute_robustness(dispatches)
         scores.efficiency_turns = sum(1 for m in messages if m.message.role == "assistant")
         return scores

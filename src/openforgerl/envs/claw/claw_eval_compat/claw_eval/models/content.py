@@ -44,5 +44,7 @@ class VideoBlock(_Media):
     type: Literal["video"] = "video"
 
 
-ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock | ImageBlock | AudioBlock | VideoBlock,
-                         Field(discriminator="type")]
+ContentBlock = Annotated[
+    TextBlock | ToolUseBlock | ToolResultBlock | ImageBlock | AudioBlock | VideoBlock,
+    Field(discriminator="type"),
+]

@@ -51,4 +51,6 @@ class TaskDefinition(_Open):
     primary_dimensions: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     user_agent: UserAgentTaskConfig = Field(default_factory=UserAgentTaskConfig)
-    task_file: str | None = None  # the task.yaml it was loaded from (set by the verifier, as upstream's loader)
+    task_file: str | None = (
+        None  # the task.yaml it was loaded from (set by the verifier, as upstream's loader)
+    )
