@@ -129,7 +129,8 @@ class StepProgress:
         return "  ".join(parts)
 
     def line(self, row: Mapping[str, Any], done: int) -> str:
-        """`step 3/60  reward 0.412  pass 0.375  kept 32  dropped 0  loss 0.0123  21.4 s/step  elapsed ...`."""
+        """One line per step, e.g.
+        `step 3/60  reward 0.412  pass 0.375  kept 32  dropped 0  loss 0.0123  21.4 s/step  elapsed ...`."""
         if "step_s" in row:
             self.step_times.append(float(row["step_s"]))
         cells = [f"step {done}/{self.total}"]

@@ -39,8 +39,9 @@ class UpdateSettings:
     micro_batch: int = 16
     max_grad_norm: float = 1.0
     epochs: int = 1
-    """Optimizer steps over each step's batch, at least 1 (veRL's `ppo_epochs`). The old logprobs stay the engine's,
-    so from the second pass on the clipped ratio bounds how far the policy moves on those samples."""
+    """Optimizer steps over each step's batch, at least 1 (veRL's `ppo_epochs`). The old logprobs stay the
+    engine's, so from the second pass on the clipped ratio bounds how far the policy moves on those
+    samples."""
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,8 @@ def _str_or_none(value: Any) -> str | None:
 
 
 def resolve_task_dir(spec: RowSpec, roots: Iterable[Path], index: Mapping[str, Path] | None = None) -> Path:
-    """The task folder of a row: ``task_dir`` (absolute, or relative to a root), else ``task_id`` looked up."""
+    """The task folder of a row: ``task_dir`` (absolute, or relative to a root), else ``task_id`` looked
+    up."""
     roots = list(roots)
     if spec.task_dir:
         for candidate in _dir_candidates(Path(spec.task_dir), roots):
