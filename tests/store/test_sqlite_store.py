@@ -76,8 +76,10 @@ def test_appended_call_survives_sigkill(tmp_path):
         async def main():
             store = SQLiteCallStore({str(db)!r})
             for i in range(50):
-                await store.append_call(*stored(CallRecord(rollout_id="k", index=i, protocol=WireProtocol.CHAT,
-                                                   completion_token_ids=[i])))
+                call = CallRecord(
+                    rollout_id="k", index=i, protocol=WireProtocol.CHAT, completion_token_ids=[i]
+                )
+                await store.append_call(*stored(call))
             os.kill(os.getpid(), signal.SIGKILL)
         asyncio.run(main())
         """
@@ -376,8 +378,9 @@ def test_a_blob_put_before_its_record_survives_sigkill_with_it(tmp_path):
                 data = bytes([i]) * 1000
                 sha = hashlib.sha256(data).hexdigest()
                 await store.put_blob(sha, data, "image/png")
-                await store.append_call(*stored(CallRecord(rollout_id="k", index=i, protocol=WireProtocol.CHAT,
-                    images=[ImageRef(sha256=sha, media_type="image/png", width=1, height=1)])))
+                image = ImageRef(sha256=sha, media_type="image/png", width=1, height=1)
+                call = CallRecord(rollout_id="k", index=i, protocol=WireProtocol.CHAT, images=[image])
+                await store.append_call(*stored(call))
             os.kill(os.getpid(), signal.SIGKILL)
         asyncio.run(main())
         """

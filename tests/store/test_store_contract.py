@@ -227,8 +227,10 @@ def test_appended_calls_survive_sigkill_of_the_writer(location: str, opener: Ope
         async def main():
             store = open_store({location!r})
             for i in range(50):
-                await store.append_call(*stored(CallRecord(rollout_id="k", index=i, protocol=WireProtocol.CHAT,
-                                                           completion_token_ids=[i])))
+                call = CallRecord(
+                    rollout_id="k", index=i, protocol=WireProtocol.CHAT, completion_token_ids=[i]
+                )
+                await store.append_call(*stored(call))
             os.kill(os.getpid(), signal.SIGKILL)
         asyncio.run(main())
         """

@@ -73,6 +73,7 @@ import orjson
 
 from openforgerl.errors import UserError
 from openforgerl.records import CallRecord, RolloutRecord
+from openforgerl.store import postgres_sql as sql
 from openforgerl.store.base import APPENDED, FlowState, can_wait, drain
 
 try:
@@ -80,89 +81,6 @@ try:
 except ImportError:  # the optional `postgres` extra
     psycopg = None  # type: ignore[assignment]
 
-_SCHEMA = """
-SELECT pg_advisory_xact_lock(7319040113);  -- replicas starting together create the schema once
-CREATE TABLE IF NOT EXISTS calls (
-  rollout_id TEXT NOT NULL,
-  idx INTEGER NOT NULL,
-  body BYTEA NOT NULL,
-  seq BIGSERIAL,
-  PRIMARY KEY (rollout_id, idx)
-);
-CREATE TABLE IF NOT EXISTS rollouts (
-  rollout_id TEXT PRIMARY KEY,
-  body BYTEA NOT NULL,
-  closed BOOLEAN NOT NULL DEFAULT false,
-  tainted BOOLEAN NOT NULL DEFAULT false,
-  seq BIGSERIAL
-);
-CREATE TABLE IF NOT EXISTS index_leases (
-  rollout_id TEXT PRIMARY KEY,
-  stop INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS blobs (
-  sha256 TEXT PRIMARY KEY,
-  media_type TEXT NOT NULL,
-  size INTEGER NOT NULL,
-  data BYTEA NOT NULL
-);
-ALTER TABLE blobs ALTER COLUMN data SET STORAGE EXTERNAL;
-CREATE TABLE IF NOT EXISTS gateway_flow (
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  seq BIGINT NOT NULL DEFAULT 0,
-  paused BOOLEAN NOT NULL DEFAULT false,
-  policy_version BIGINT NOT NULL DEFAULT 0
-);
-INSERT INTO gateway_flow (id) VALUES (1) ON CONFLICT DO NOTHING;
-CREATE TABLE IF NOT EXISTS rollout_log_bytes (
-  rollout_id TEXT PRIMARY KEY,
-  bytes BIGINT NOT NULL,
-  noted BOOLEAN NOT NULL DEFAULT false
-);
-CREATE TABLE IF NOT EXISTS call_conflicts (
-  rollout_id TEXT NOT NULL,
-  idx INTEGER NOT NULL,
-  body BYTEA NOT NULL,
-  seen_at TIMESTAMPTZ NOT NULL DEFAULT now()
-);
-"""
-_INSERT_CALLS = """INSERT INTO calls (rollout_id, idx, body)
-SELECT * FROM unnest(%s::text[], %s::int[], %s::bytea[]) ON CONFLICT DO NOTHING"""
-# Run only when the insert above skipped a row: keys already held by OTHER bytes are kept aside.
-_DIVERT_CONFLICTS = """INSERT INTO call_conflicts (rollout_id, idx, body)
-SELECT u.r, u.i, u.b FROM unnest(%s::text[], %s::int[], %s::bytea[]) AS u(r, i, b)
-JOIN calls c ON c.rollout_id = u.r AND c.idx = u.i WHERE c.body <> u.b"""
-# Closing and tainting are sticky: a put that would reopen a closed record or clear a taint is a
-# replica's stale read-modify-write (it read the record before another replica closed it) and is
-# not applied; any other put replaces the record.
-_PUT_ROLLOUT = """INSERT INTO rollouts AS r (rollout_id, body, closed, tainted) VALUES (%s, %s, %s, %s)
-ON CONFLICT (rollout_id) DO UPDATE
-SET body = excluded.body, closed = excluded.closed, tainted = excluded.tainted
-WHERE (excluded.closed OR NOT r.closed) AND (excluded.tainted OR NOT r.tainted)"""
-_PUT_BLOB = "INSERT INTO blobs VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
-_STORED_STOP = "(SELECT coalesce(max(idx) + 1, 0) FROM calls WHERE rollout_id = %(r)s)"
-_LEASE = f"""INSERT INTO index_leases AS l (rollout_id, stop) VALUES (%(r)s, {_STORED_STOP} + %(n)s)
-ON CONFLICT (rollout_id) DO UPDATE SET stop = greatest(l.stop, {_STORED_STOP}) + %(n)s
-RETURNING stop"""
-_NOTIFY = "SELECT pg_notify('openforgerl_rollouts', %s)"
-_LISTEN = "LISTEN openforgerl_rollouts; LISTEN openforgerl_flow"
-# Pause/resume of every replica: the row's `seq` orders the changes (a replica applies a newer one only),
-# and a policy version never goes back (`greatest`), whichever replica resumed.
-_SET_FLOW = """UPDATE gateway_flow SET seq = seq + 1, paused = coalesce(%s::boolean, paused),
-policy_version = greatest(policy_version, %s)
-WHERE id = 1 RETURNING seq, paused, policy_version"""
-_NOTIFY_FLOW = "SELECT pg_notify('openforgerl_flow', %s)"
-_READ_FLOW = "SELECT seq, paused, policy_version FROM gateway_flow WHERE id = 1"
-# A rollout's call log bytes, counted by every replica: a reservation is applied only if it fits the
-# quota (one atomic statement: the row lock serialises replicas), a settlement always.
-_RESERVE_LOG = """INSERT INTO rollout_log_bytes AS q (rollout_id, bytes) SELECT %(r)s, %(n)s WHERE %(n)s <= %(q)s
-ON CONFLICT (rollout_id) DO UPDATE SET bytes = q.bytes + excluded.bytes WHERE q.bytes + excluded.bytes <= %(q)s
-RETURNING bytes"""
-_CHARGE_LOG = """INSERT INTO rollout_log_bytes AS q (rollout_id, bytes) VALUES (%s, %s)
-ON CONFLICT (rollout_id) DO UPDATE SET bytes = q.bytes + excluded.bytes"""
-# A row only for the first refusal of a rollout over its quota (by any replica): that one is recorded.
-_NOTE_REFUSAL = """INSERT INTO rollout_log_bytes AS q (rollout_id, bytes, noted) VALUES (%s, 0, true)
-ON CONFLICT (rollout_id) DO UPDATE SET noted = true WHERE NOT q.noted RETURNING bytes"""
 _RETRY_S = 30.0  # how long the writer keeps reconnecting before failing a batch
 _CONNECT_TIMEOUT_S = 5
 _KNOWN_BLOBS = 65536
@@ -199,7 +117,7 @@ class PostgresCallStore:
         self._conn = self._connect(autocommit=True)  # the writer thread's
         try:
             with self._conn.transaction():
-                self._conn.execute(_SCHEMA)
+                self._conn.execute(sql.SCHEMA)
         except psycopg.Error as exc:  # e.g. a role that may not create tables
             self._conn.close()
             raise UserError(f"cannot set up the PostgreSQL call log {self.path}: {_one_line(exc)}") from None
@@ -274,29 +192,29 @@ class PostgresCallStore:
         with self._conn.transaction(), self._conn.cursor() as cur:
             blobs = [job.params for job in jobs if job.kind == "blob"]
             if blobs:  # before the calls: a record never commits without the blobs it names
-                cur.executemany(_PUT_BLOB, blobs)
+                cur.executemany(sql.PUT_BLOB, blobs)
             if calls:
                 columns = [list(col) for col in zip(*calls, strict=True)]
-                cur.execute(_INSERT_CALLS, columns)
+                cur.execute(sql.INSERT_CALLS, columns)
                 if cur.rowcount < len(calls):
-                    cur.execute(_DIVERT_CONFLICTS, columns)
+                    cur.execute(sql.DIVERT_CONFLICTS, columns)
             rollouts = [job.params for job in jobs if job.kind == "rollout"]
             if rollouts:
-                cur.executemany(_PUT_ROLLOUT, rollouts)
+                cur.executemany(sql.PUT_ROLLOUT, rollouts)
                 for rid in dict.fromkeys(rid for rid, _, closed, tainted in rollouts if closed or tainted):
-                    cur.execute(_NOTIFY, (rid,))
+                    cur.execute(sql.NOTIFY, (rid,))
             charges = [job.params for job in jobs if job.kind == "charge"]
             if charges:
-                cur.executemany(_CHARGE_LOG, charges)
+                cur.executemany(sql.CHARGE_LOG, charges)
             for i, job in enumerate(jobs):
                 if job.kind == "lease":
                     rollout_id, count = job.params
-                    (stop,) = cur.execute(_LEASE, {"r": rollout_id, "n": count}).fetchone()
+                    (stop,) = cur.execute(sql.LEASE, {"r": rollout_id, "n": count}).fetchone()
                     results[i] = (int(stop) - count, int(stop))
                 elif job.kind == "flow":
-                    seq, paused, version = cur.execute(_SET_FLOW, job.params).fetchone()
+                    seq, paused, version = cur.execute(sql.SET_FLOW, job.params).fetchone()
                     results[i] = FlowState(int(seq), bool(paused), int(version))
-                    cur.execute(_NOTIFY_FLOW, (results[i].payload(),))
+                    cur.execute(sql.NOTIFY_FLOW, (results[i].payload(),))
         return results
 
     def append_call(self, rollout_id: str, index: int, body: bytes) -> Awaitable[None]:
@@ -314,7 +232,7 @@ class PostgresCallStore:
 
     async def put_rollout(self, rollout: RolloutRecord) -> None:
         body = orjson.dumps(rollout.model_dump(mode="json"))
-        # closed or tainted: sticky (`_PUT_ROLLOUT`), and announced to every replica (`watch_rollouts`)
+        # closed or tainted: sticky (`sql.PUT_ROLLOUT`), and announced to every replica (`watch_rollouts`)
         await asyncio.wrap_future(
             self._submit("rollout", rollout.rollout_id, body, rollout.closed, rollout.infra_tainted)
         )
@@ -346,7 +264,7 @@ class PostgresCallStore:
         return asyncio.wrap_future(self._submit("flow", paused, policy_version))
 
     async def read_flow(self) -> FlowState:
-        ((seq, paused, version),) = await asyncio.to_thread(self._fetch, _READ_FLOW)
+        ((seq, paused, version),) = await asyncio.to_thread(self._fetch, sql.READ_FLOW)
         return FlowState(int(seq), bool(paused), int(version))
 
     async def reserve_log_bytes(self, rollout_id: str, nbytes: int, quota: int) -> int | None:
@@ -355,7 +273,9 @@ class PostgresCallStore:
         connection, which does not wait for the server's WAL flush (`synchronous_commit=off`): a count
         lost with the server only lets a rollout past its quota by what it lost, and the call waits
         on it (0.2 ms here, 2.8-4 ms with the flush: benchmarks/log_quota_cost.py)."""
-        rows = await asyncio.to_thread(self._fetch, _RESERVE_LOG, {"r": rollout_id, "n": nbytes, "q": quota})
+        rows = await asyncio.to_thread(
+            self._fetch, sql.RESERVE_LOG, {"r": rollout_id, "n": nbytes, "q": quota}
+        )
         return int(rows[0][0]) if rows else None
 
     def charge_log_bytes(self, rollout_id: str, nbytes: int) -> None:
@@ -367,7 +287,7 @@ class PostgresCallStore:
     async def note_log_refusal(self, rollout_id: str) -> int | None:
         """The rollout's shared count if this is its first refusal over its quota on any replica
         (the one to record), else None."""
-        rows = await asyncio.to_thread(self._fetch, _NOTE_REFUSAL, (rollout_id,))
+        rows = await asyncio.to_thread(self._fetch, sql.NOTE_REFUSAL, (rollout_id,))
         return int(rows[0][0]) if rows else None
 
     def _listen_loop(self) -> None:
@@ -376,7 +296,7 @@ class PostgresCallStore:
             try:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self.url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S)
-                    conn.execute(_LISTEN)
+                    conn.execute(sql.LISTEN)
                     if missed:
                         self._announce(None)
                         self._announce_flow(None)
@@ -426,21 +346,21 @@ class PostgresCallStore:
                 self._readers.append(conn)
         return conn
 
-    def _fetch(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[Any]:
-        """Rows of `sql`; reconnects once when the server dropped this thread's connection. A key
+    def _fetch(self, query: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[Any]:
+        """Rows of `query`; reconnects once when the server dropped this thread's connection. A key
         with a NUL names nothing (PostgreSQL text cannot hold one, so none was stored): no rows,
         where the driver would raise, and an agent's `/r/<id with %00>/v1` would be a 500, not a 404."""
         values = params.values() if isinstance(params, dict) else params
         if any(isinstance(p, str) and "\x00" in p for p in values):
             return []
         try:
-            return list(self._reader().execute(sql, params).fetchall())
+            return list(self._reader().execute(query, params).fetchall())
         except psycopg.OperationalError:
             self._read_local.conn = None
-            return list(self._reader().execute(sql, params).fetchall())
+            return list(self._reader().execute(query, params).fetchall())
 
-    def _bodies(self, sql: str, params: tuple[Any, ...] = ()) -> list[bytes]:
-        return [bytes(row[0]) for row in self._fetch(sql, params)]
+    def _bodies(self, query: str, params: tuple[Any, ...] = ()) -> list[bytes]:
+        return [bytes(row[0]) for row in self._fetch(query, params)]
 
     async def get_rollout(self, rollout_id: str) -> RolloutRecord | None:
         rows = await asyncio.to_thread(
