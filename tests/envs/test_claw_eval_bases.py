@@ -155,7 +155,8 @@ ASK = {
 
 
 def test_ask_user_turns_become_upstreams_user_agent_messages_from_the_hosts_record() -> None:
-    from openforgerl.envs.claw.verify.claw_eval_grader import _compat_on_path, trace_messages
+    from openforgerl.envs.claw.verify.claw_eval_grader import _compat_on_path
+    from openforgerl.envs.claw.verify.claw_eval_inputs import trace_messages
 
     _compat_on_path()
     transcript = [
