@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.engines.scripted import ScriptedEngine
+from openforgerl.env.contract import TaskDefaults, Verdict
 from openforgerl.gateway.server import start_gateway
 from openforgerl.harness.generic import CommandHarness
 from openforgerl.orchestrator.batch import run_batch
 from openforgerl.orchestrator.config import OrchestratorConfig
-from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.sandbox.base import Sandbox, SandboxSpec
 from openforgerl.sandbox.local import LocalBackend, raise_nofile_limit
 from openforgerl.store.sqlite import SQLiteCallStore

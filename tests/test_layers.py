@@ -35,15 +35,28 @@ SDK_MAY_IMPORT = frozenset(
             "sandbox",
             "sandbox.base",
             "sandbox.safefile",
-            "tasks",
-            "tasks.errors",
-            "tasks.judge",
         )
     }
 )
 """What the environment SDK (`openforgerl.env`) may import besides its own modules: the ground it stands on
-(records, errors, the registry, the sandbox contract and the stdlib-only task modules), never an
+(records, errors, the registry, paths and the sandbox contract), never the task format, an
 environment nor a stage above it (orchestrator, gateway, train, config, stack, the CLI)."""
+ENV_MAY_IMPORT = SDK_MAY_IMPORT | frozenset(
+    {
+        f"{ROOT}.{m}"
+        for m in (
+            "sandbox.verifier",
+            "engines.chat_format",
+            "synth.plugins",
+            "synth.toolenv",
+            "synth.vocab",
+        )
+    }
+)
+"""What an environment may import besides the SDK and the task format (`openforgerl.tasks`): the ground,
+the verifier runner of the sandbox contract, and the contracts of the stages it plugs into (the chat
+format its oracle writes tool calls in, the synthesis tool-environment types) — never the orchestrator,
+the gateway, the trainer or another environment."""
 CLI = f"{ROOT}.cli"
 
 # The ratchet: today's counts. Lower them when an import goes; the goal is 0 / 0 / <= 5 / 0.
@@ -199,6 +212,19 @@ def sdk_reaches(src: Path) -> list[tuple[str, str]]:
     ]
 
 
+def environment_reaches(src: Path) -> list[tuple[str, str]]:
+    """The imports of environment packages outside themselves, the SDK, the task format and `ENV_MAY_IMPORT`."""
+    g = graph(src)
+
+    def allowed(a: str, b: str) -> bool:
+        inside = (SDK, f"{ROOT}.tasks", f"{ENVS}.{environment(a)}")
+        return b == ROOT or b in ENV_MAY_IMPORT or any(b == p or b.startswith(p + ".") for p in inside)
+
+    return [
+        (a, b) for a in sorted(g) if environment(a) is not None for b in sorted(g[a]) if not allowed(a, b)
+    ]
+
+
 def _report(layers: Layers) -> str:
     lines = [
         f"core -> environment: {len(layers.core_to_env)}",
@@ -228,6 +254,44 @@ def test_the_import_rules_hold_at_least_as_well_as_today() -> None:
 def test_the_environment_sdk_imports_only_the_ground_it_stands_on() -> None:
     assert [m for m in modules(SRC) if m.startswith(SDK + ".")], "the SDK has modules to check"
     assert sdk_reaches(SRC) == []
+
+
+def test_an_environment_imports_only_the_sdk_the_task_format_and_the_contracts_it_plugs_into() -> None:
+    assert [m for m in modules(SRC) if environment(m) is not None], "there are environments to check"
+    found = environment_reaches(SRC)
+    assert found == [], "\n".join(f"{a} -> {b}" for a, b in found)
+
+
+def test_an_environment_import_of_a_stage_is_flagged(tmp_path: Path) -> None:
+    """Control: an environment reaching into the orchestrator or the gateway is listed; its own modules,
+    the SDK, the task format and the sandbox contract are not."""
+    src = _write(
+        tmp_path,
+        {
+            "openforgerl/__init__.py": "",
+            "openforgerl/env/__init__.py": "",
+            "openforgerl/env/contract.py": "",
+            "openforgerl/tasks/__init__.py": "",
+            "openforgerl/tasks/families.py": "",
+            "openforgerl/sandbox/__init__.py": "",
+            "openforgerl/sandbox/base.py": "",
+            "openforgerl/orchestrator/__init__.py": "",
+            "openforgerl/orchestrator/rollout.py": "",
+            "openforgerl/gateway/__init__.py": "",
+            "openforgerl/envs/__init__.py": "",
+            "openforgerl/envs/shop/__init__.py": (
+                "from openforgerl.env.contract import TaskSpec\nfrom openforgerl.tasks.families import F\n"
+                "from openforgerl.sandbox.base import Sandbox\nfrom . import runtime\n"
+            ),
+            "openforgerl/envs/shop/runtime.py": (
+                "from openforgerl.orchestrator.rollout import run\ndef f():\n    import openforgerl.gateway\n"
+            ),
+        },
+    )
+    assert environment_reaches(src) == [
+        ("openforgerl.envs.shop.runtime", "openforgerl.gateway"),
+        ("openforgerl.envs.shop.runtime", "openforgerl.orchestrator.rollout"),
+    ]
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:

@@ -13,14 +13,14 @@ import pytest
 
 from openforgerl.env.checks.evaluate import Evidence, evaluate
 from openforgerl.env.checks.spec import CHECK_KINDS, Check, CheckKind, InvalidValue, parse_spec, string
-from openforgerl.tasks.errors import TaskFormatError
+from openforgerl.env.errors import TaskFormatError
 
 _PARSE = (
     "import json, sys\n"
     "from pathlib import Path\n"
     "{setup}"
     "from openforgerl.env.checks.spec import parse_spec\n"
-    "from openforgerl.tasks.errors import TaskFormatError\n"
+    "from openforgerl.env.errors import TaskFormatError\n"
     "try:\n"
     "    parse_spec({{'checks': [{{'kind': 'llm_judge', 'rubric': 'polite?'}}]}}, Path('checks.toml'))\n"
     "except TaskFormatError as exc:\n"

@@ -366,8 +366,8 @@ def test_harness_tool_names_are_upstreams_in_the_trace(tmp_path: Path) -> None:
 def test_the_runtime_refuses_malformed_or_endless_judge_requests() -> None:
     from types import SimpleNamespace
 
+    from openforgerl.env.contract import VerifierError
     from openforgerl.envs.claw.runtime import MAX_JUDGE_REQUESTS, _judge_requests
-    from openforgerl.orchestrator.task_protocol import VerifierError
 
     def run(rc: int, body: bytes | None) -> SimpleNamespace:
         outputs = {} if body is None else {"judge_requests.json": body}

@@ -20,8 +20,8 @@ from scripted_eval import bash_steps, run_eval
 
 from openforgerl.env.checks.evaluate import Evidence, evaluate
 from openforgerl.env.checks.spec import load_spec
+from openforgerl.env.contract import VerifierError
 from openforgerl.envs.claw.snapshot import SnapshotSpec, collect_env_snapshot, glob_paths
-from openforgerl.orchestrator.task_protocol import VerifierError
 from openforgerl.tasks.format import load_task
 from openforgerl.tasks.importing import import_any
 

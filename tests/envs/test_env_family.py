@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from openforgerl.orchestrator.task_protocol import TaskSpec, Verdict
+from openforgerl.env.contract import TaskSpec, Verdict
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import Sandbox
 from openforgerl.tasks import Task, TaskFamily, load_runtime, register_family

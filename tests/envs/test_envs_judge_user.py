@@ -27,7 +27,7 @@ from openforgerl.tasks.flags import summarize_flags, unmet
 from openforgerl.tasks.format import load_task
 from openforgerl.tasks.host_side import combine_hybrid
 from openforgerl.tasks.importing import import_any
-from openforgerl.tasks.judge import JudgeError, fence, parse_score, summarize_events
+from openforgerl.env.judge import JudgeError, fence, parse_score, summarize_events
 from openforgerl.tasks.transcript import messages_from_calls, openclaw_events
 
 DATA = Path(__file__).parent / "data"
@@ -138,7 +138,7 @@ def test_judge_replies_are_parsed_as_upstream_and_failures_are_errors() -> None:
 def test_a_judge_failure_the_agents_text_causes_is_a_zero_and_a_broken_judge_is_infra() -> None:
     """An injection that makes the judge answer in prose must not turn a judged 0 into a retried infra
     fault: the same prompt with the agent's blocks emptied gets a score, so the judge works."""
-    from openforgerl.tasks.judge import JudgeClient, blank_agent_data, claw_eval_prompt
+    from openforgerl.env.judge import JudgeClient, blank_agent_data, claw_eval_prompt
 
     system, user = claw_eval_prompt(
         "evaluate",
@@ -165,7 +165,7 @@ def test_a_judge_failure_the_agents_text_causes_is_a_zero_and_a_broken_judge_is_
 
 
 def test_claw_eval_judge_prompts_take_upstreams_two_forms() -> None:
-    from openforgerl.tasks.judge import claw_eval_prompt
+    from openforgerl.env.judge import claw_eval_prompt
 
     _, user = claw_eval_prompt(
         "evaluate", "Book it", {"conversation": "ASSISTANT: booked", "actions": ""}, "R", "ab"
@@ -456,7 +456,7 @@ def test_without_the_engines_judged_and_multi_turn_tasks_stay_flagged(tmp_path: 
 
 
 def test_a_task_runtime_has_a_user_without_tools_unless_it_says_otherwise() -> None:
-    from openforgerl.orchestrator.task_protocol import TaskDefaults, TaskRuntime, TaskSpec
+    from openforgerl.env.contract import TaskDefaults, TaskRuntime, TaskSpec
 
     async def passes(sandbox: Any) -> tuple[float, dict[str, float], str]:
         return 1.0, {}, ""
@@ -475,7 +475,7 @@ async def test_user_relay_answers_within_max_rounds_and_refuses_links(tmp_path: 
     from types import SimpleNamespace
 
     from openforgerl.env.user_sim import DONE_REPLY, LEFT_REPLY, UserRelay, _Conversation
-    from openforgerl.tasks.judge import JudgeClient
+    from openforgerl.env.judge import JudgeClient
 
     task_root = tmp_path / "task"
     (task_root / "tests").mkdir(parents=True)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from openforgerl.env.contract import TaskRuntime
 from openforgerl.envs.claw.oracle_policy import load_actions
 from openforgerl.envs.claw.runtime import ClawTaskRuntime, claw_tool_names
 from openforgerl.envs.claw.suite import claw_runtimes
-from openforgerl.orchestrator.task_protocol import TaskRuntime
 from openforgerl.tasks.format import TaskFormatError, find_tasks, load_task
 from openforgerl.tasks.loader import load_runtime
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from openforgerl.harness.base import HarnessContext, McpServer
+from openforgerl.env.contract import McpServer
+from openforgerl.harness.base import HarnessContext
 from openforgerl.harness.registry import INSTALLABLE, get_harness, harness_names
 from openforgerl.records import WireProtocol
 

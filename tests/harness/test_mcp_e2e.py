@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from harness_e2e import proof_content, record_figures, require_installed, run_rollout
 
+from openforgerl.env.contract import McpServer
 from openforgerl.env.world_tools import function_tools, tools_for
 from openforgerl.envs.claw.services.server import build_app, serve
-from openforgerl.harness.base import McpServer
 from openforgerl.harness.registry import get_harness
 from openforgerl.harness.scripted_policy import task_tool_policy
 from openforgerl.orchestrator.classify import first_prompt_lacks_task_tools, offered_tool_names

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from openforgerl.engines.scripted import ScriptedEngine
+from openforgerl.env.contract import TaskDefaults, Verdict
 from openforgerl.gateway.server import start_gateway
 from openforgerl.harness.generic import CommandHarness
 from openforgerl.orchestrator.batch import run_batch
 from openforgerl.orchestrator.config import OrchestratorConfig
-from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import Sandbox
 from openforgerl.sandbox.images import BUSYBOX, ensure_busybox_image

@@ -86,7 +86,7 @@ class _ToolServer:
         return getattr(self._runtime, name)
 
     def mcp_servers(self) -> list[Any]:
-        from openforgerl.harness.base import McpServer
+        from openforgerl.env.contract import McpServer
 
         return [McpServer(s.name, self._command, [], dict(s.env)) for s in self._runtime.mcp_servers()]
 

@@ -30,9 +30,9 @@ from typing import Any
 from aiohttp import web
 
 from openforgerl.engines.scripted import ENGINE_KEY, ScriptedEngine, Turn, scripted_app
+from openforgerl.env.contract import TaskDefaults, Verdict, VerifierError
 from openforgerl.harness.base import HarnessContext, HarnessLaunch
 from openforgerl.harness.generic import CommandHarness
-from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, VerifierError
 from openforgerl.records import RolloutStatus
 from openforgerl.sandbox.base import Sandbox
 

@@ -192,7 +192,7 @@ async def _host_side(
     with a user engine, the backend that starts the relay next to each sandbox."""
     from openforgerl.orchestrator.gateway_client import GatewayClient
     from openforgerl.tasks.host_side import HostSide, attach
-    from openforgerl.tasks.judge import JudgeClient
+    from openforgerl.env.judge import JudgeClient
 
     client = GatewayClient(access)
     stack.push_async_callback(client.aclose)

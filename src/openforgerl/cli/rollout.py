@@ -157,7 +157,7 @@ def _with_image(rt: Any, image: str) -> Any:
     """`rt` run in `image` (a frozen `TaskSpec` is copied; a runtime class takes the attribute)."""
     from dataclasses import replace
 
-    from openforgerl.orchestrator.task_protocol import TaskSpec
+    from openforgerl.env.contract import TaskSpec
 
     if isinstance(rt, TaskSpec):
         return replace(rt, image=image)

@@ -1,9 +1,13 @@
 """The environment SDK: what environment packages (`openforgerl.envs.*`) build on, at ground level.
 
-It imports nothing of openforgerl above records, errors, the registry, the sandbox contract and the
-stdlib-only task modules (`tasks.errors`, `tasks.judge`), so an environment that uses it stays a
-plug-in: the core never imports an environment, and environments never import each other
-(`tests/test_layers.py` counts both and holds the SDK to its own imports).
+It imports nothing of openforgerl but records, errors, the registry, paths and the sandbox contract, so
+an environment that uses it stays a plug-in: the core never imports an environment, and environments
+never import each other (`tests/test_layers.py` counts both and holds the SDK to its own imports).
+
+- `contract`: what a rollout needs from a task (`TaskRuntime`; `TaskSpec` and `TaskDefaults` to write
+  one; `Verdict`, `VerifierError`; `McpServer`, the task's tools as the harness loads them);
+- `errors`: `TaskFormatError`, a malformed task folder (import-free: in-sandbox tools raise it);
+- `judge`: the LLM judge a verifier calls host-side (agent text fenced, replies parsed strictly);
 
 - `apps`: the task's web apps (shop, mail over `world`, forms, wiki, calendar, board) the GUI service
   serves to any GUI kind's browser;

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from openforgerl.tasks.judge import JudgeClient, fence
+from openforgerl.env.judge import JudgeClient, fence
 
 __all__ = ["GREETING", "USER_DIR", "UserRelay", "UserSidedRuntime", "UserSimBackend", "user_prompt"]
 
@@ -97,7 +97,7 @@ def user_prompt(
 
 
 class UserSidedRuntime(Protocol):
-    """What the relay needs of a task's runtime (`orchestrator.task_protocol.TaskRuntime` has it): the user's
+    """What the relay needs of a task's runtime (`env.contract.TaskRuntime` has it): the user's
     own tools, when the user acts on a device of its own (tau2 telecom); none for a user who only talks."""
 
     def user_tools(self) -> Sequence[Mapping[str, Any]]: ...

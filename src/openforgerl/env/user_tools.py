@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from openforgerl.tasks.judge import JudgeClient
+from openforgerl.env.judge import JudgeClient
 
 __all__ = ["GUIDELINES", "STOP_TOKENS", "Tau2UserSession", "system_prompt"]
 

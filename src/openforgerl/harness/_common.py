@@ -6,7 +6,8 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from openforgerl.harness.base import HarnessContext, McpServer
+from openforgerl.env.contract import McpServer
+from openforgerl.harness.base import HarnessContext
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 

@@ -12,17 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from openforgerl.env.contract import McpServer
 from openforgerl.records import WireProtocol
-
-
-@dataclass(frozen=True)
-class McpServer:
-    """A stdio MCP server the harness should load (the task's tools)."""
-
-    name: str
-    command: str
-    args: Sequence[str] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from openforgerl.env.contract import McpServer
 from openforgerl.harness._common import base_env, json_bytes, with_hint
-from openforgerl.harness.base import HarnessContext, HarnessLaunch, McpServer
+from openforgerl.harness.base import HarnessContext, HarnessLaunch
 from openforgerl.harness.install import NpmPackage, install_npm
 from openforgerl.records import WireProtocol
 

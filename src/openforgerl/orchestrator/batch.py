@@ -13,13 +13,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from openforgerl.env.contract import TaskRuntime
 from openforgerl.harness.base import HarnessAdapter
 from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.gateway_client import GatewayAccess, GatewayClient
 from openforgerl.orchestrator.groups import GroupResult, gather_joined, run_group
 from openforgerl.orchestrator.results import ResultSink
 from openforgerl.orchestrator.rollout import RolloutRunner
-from openforgerl.orchestrator.task_protocol import TaskRuntime
 from openforgerl.records import RolloutRecord
 from openforgerl.sandbox.base import SandboxBackend
 

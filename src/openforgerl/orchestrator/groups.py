@@ -20,10 +20,10 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from openforgerl.env.contract import TaskRuntime
 from openforgerl.harness.base import HarnessAdapter
 from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.rollout import RolloutRequest
-from openforgerl.orchestrator.task_protocol import TaskRuntime
 from openforgerl.records import RolloutRecord, RolloutStatus
 
 __all__ = ["GroupResult", "apply_group_policy", "gather_joined", "run_group"]

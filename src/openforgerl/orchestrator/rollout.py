@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from openforgerl.env.contract import TaskRuntime
 from openforgerl.harness.base import HarnessAdapter, HarnessContext, HarnessLaunch
 from openforgerl.orchestrator.classify import (
     first_prompt_lacks_task_tools,
@@ -52,7 +53,6 @@ from openforgerl.orchestrator.errors import (
     boundary,
 )
 from openforgerl.orchestrator.gateway_client import GatewayClient, OpenedRollout
-from openforgerl.orchestrator.task_protocol import TaskRuntime
 from openforgerl.records import CallRecord, RolloutOutcome, RolloutRecord, RolloutStatus
 from openforgerl.sandbox.base import (
     CommandNotFoundError,

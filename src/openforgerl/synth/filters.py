@@ -34,7 +34,7 @@ from openforgerl.synth.compose import Candidate
 from openforgerl.synth.toolenv import ToolEnv
 from openforgerl.tasks import _toml
 from openforgerl.tasks.draft import Action
-from openforgerl.tasks.errors import TaskFormatError
+from openforgerl.env.errors import TaskFormatError
 
 __all__ = ["FILTERS", "Replay", "Verdict", "judge", "replay", "spec_of"]
 

@@ -29,7 +29,7 @@ from openforgerl.synth.plugins import WRITER, WRITERS
 from openforgerl.synth.toolenv import ToolEnv
 from openforgerl.tasks import _toml
 from openforgerl.tasks.draft import TaskDraft
-from openforgerl.tasks.errors import TaskFormatError
+from openforgerl.env.errors import TaskFormatError
 from openforgerl.tasks.format import load_task
 
 __all__ = ["Report", "synthesize", "write_candidate"]

@@ -2,12 +2,14 @@
 `instruction.md`, `environment/`, `tests/`, `solution/`), its types (`schema`) and its loader (`format`),
 the family registry that says which runtime runs a folder (`families`), folder -> runtime (`loader`),
 drafts written out as folders (`draft`), no-op/oracle validation (`validate`), run flags (`flags`),
-verifier outputs (`verdicts`), the host side a verifier may use (`host_side`, `judge`, `transcript`) and
-the runtime of Harbor-style folders that carry their own verifier (`harbor`).
+verifier outputs (`verdicts`), the host side a verifier may use (`host_side`, `transcript`; the judge
+client is the SDK's `env.judge`) and the runtime of Harbor-style folders that carry their own verifier
+(`harbor`).
 
 Nothing here imports an environment package (`openforgerl.envs.*`): environments register their families
 themselves and are found through entry points (`families`). Kept import-light: the in-sandbox tools of
-the environments import `families` and `errors`.
+the environments import `families`. The task-format error, `TaskFormatError`, is the SDK's
+(`env.errors`), so the SDK's check parser raises it without importing this package.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ __all__ = [
 
 _WHERE = {
     "Task": "schema",
-    "TaskFormatError": "errors",
+    "TaskFormatError": "openforgerl.env.errors",
     "find_tasks": "format",
     "load_task": "format",
     "TaskFamily": "families",
@@ -42,4 +44,5 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(name)
     import importlib
 
-    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    where = _WHERE[name]
+    return getattr(importlib.import_module(where if "." in where else f"{__name__}.{where}"), name)

@@ -13,16 +13,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
+from openforgerl.env.errors import TaskFormatError
 from openforgerl.registry import Registry
-from openforgerl.tasks.errors import TaskFormatError
 
 if TYPE_CHECKING:
-    from openforgerl.orchestrator.task_protocol import TaskRuntime
+    from openforgerl.env.contract import TaskRuntime
     from openforgerl.tasks.schema import Task
 
-__all__ = ["ENTRY_POINTS", "FAMILIES", "TaskFamily", "environment_kind", "family_of", "register_family"]
+__all__ = [
+    "ENTRY_POINTS",
+    "FAMILIES",
+    "RuntimeFactory",
+    "TaskFamily",
+    "environment_kind",
+    "family_of",
+    "register_family",
+]
 
 ENTRY_POINTS = "openforgerl.environments"
 
@@ -31,11 +39,18 @@ def _accept(task: Task) -> None:
     return None
 
 
+class RuntimeFactory(Protocol):
+    """A family's factory: a loaded task -> its runtime. Options the caller may pass (`python`, the
+    interpreter in-sandbox services run with; `port`) are keywords a factory ignores when unused."""
+
+    def __call__(self, task: Task, **options: Any) -> TaskRuntime: ...
+
+
 @dataclass(frozen=True)
 class TaskFamily:
     name: str
-    runtime: Callable[..., TaskRuntime]
-    """(task, **options) -> the task's runtime (options: `python`, `port`; ignore what you do not use)."""
+    runtime: RuntimeFactory
+    """(task, **options) -> the task's runtime."""
     kinds: tuple[str, ...] = ()
     """`[environment] kind` values this family runs."""
     verifiers: tuple[str, ...] = ()

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from openforgerl.tasks.errors import TaskFormatError
+from openforgerl.env.errors import TaskFormatError
 from openforgerl.tasks.families import family_of
 from openforgerl.tasks.schema import FaultSpec, OpenforgeMeta, Task, TaskConfig
 

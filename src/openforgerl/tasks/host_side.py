@@ -4,7 +4,7 @@
 `eval` attaches one `HostSide` to each runtime (`attach`); `tasks validate` attaches none, so there a
 task that needs a judge or a transcript is flagged and skipped. None of it is ever put into a sandbox:
 the call log is read through the gateway's admin plane (which no sandbox can reach), the judge is
-called from this process (tasks/judge.py), and the user simulator answers through the host-side relay
+called from this process (env/judge.py), and the user simulator answers through the host-side relay
 (env/user_sim.py).
 
 `provided()` names what is given, and `flags.unmet` lifts exactly those flags: `transcript` (always,
@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from openforgerl.tasks.judge import (
+from openforgerl.env.judge import (
     CLAW_EVAL_FORMS,
     JudgeClient,
     JudgeError,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from openforgerl.orchestrator.task_protocol import Verdict, VerifierError
+from openforgerl.env.contract import Verdict, VerifierError
 from openforgerl.sandbox.base import TamperError
 
 __all__ = ["EXIT_TAMPERED", "parse_reward", "verdict_of"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, VerifierError
+from openforgerl.env.contract import TaskDefaults, Verdict, VerifierError
 from openforgerl.sandbox.base import Sandbox
 
 PROOF_INSTRUCTION = "Create the file proof.txt in the current directory containing exactly: {expected}"

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.registry import Registry
-from openforgerl.tasks.errors import TaskFormatError
+from openforgerl.env.errors import TaskFormatError
 
 __all__ = [
     "CHECK_KINDS",

@@ -9,14 +9,18 @@ because the service, the MCP server, the CLI and the verifier start inside every
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openforgerl.tasks.families import TaskFamily, register_family
+
+if TYPE_CHECKING:
+    from openforgerl.env.contract import TaskRuntime
+    from openforgerl.tasks.schema import Task
 
 __all__ = ["CLAW"]
 
 
-def _runtime(task: Any, **options: Any) -> Any:
+def _runtime(task: Task, **options: Any) -> TaskRuntime:
     from openforgerl.envs.claw.runtime import ClawTaskRuntime
 
     return ClawTaskRuntime(task, **options)

@@ -44,13 +44,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from openforgerl.env.contract import McpServer, TaskDefaults, Verdict, VerifierError
 from openforgerl.env.tool_client import DEFAULT_PORT, URL_ENV
 from openforgerl.env.world_tools import SERVICES, function_tools, get_tool, offered_tools, tools_for
 from openforgerl.envs.claw.cli import usage_lines
 from openforgerl.envs.claw.snapshot import SNAPSHOT_INPUT, SnapshotSpec, collect_env_snapshot, held_images
 from openforgerl.envs.claw.verify.run import EXIT_NEEDS_JUDGE, JUDGE_REQUESTS
-from openforgerl.harness.base import McpServer
-from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, VerifierError
 from openforgerl.sandbox.base import VerifierRun
 from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
 from openforgerl.tasks.format import Task, check_verifier_file, read_tree, validate_model
@@ -300,7 +299,7 @@ class ClawTaskRuntime(TaskDefaults):
     async def _answer_grader_judge(
         self, requests: list[dict[str, Any]], images: Mapping[str, str]
     ) -> dict[str, float | str]:
-        from openforgerl.tasks.judge import JudgeError
+        from openforgerl.env.judge import JudgeError
 
         if self.host is None or self.host.judge is None:
             raise VerifierError("the task's grader.py calls an LLM judge and no --judge-engine was given")
@@ -314,7 +313,7 @@ class ClawTaskRuntime(TaskDefaults):
         host after the harness is gone, as verifier inputs; a judge failure is infra (`VerifierError`)."""
         from openforgerl.env.checks.spec import load_spec
         from openforgerl.tasks.host_side import transcript_json
-        from openforgerl.tasks.judge import JudgeError
+        from openforgerl.env.judge import JudgeError
 
         messages = await host.messages(sandbox)
         extra: list[str] = []

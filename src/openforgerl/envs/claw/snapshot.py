@@ -36,7 +36,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from openforgerl.orchestrator.task_protocol import VerifierError
+from openforgerl.env.contract import VerifierError
 from openforgerl.sandbox.base import SandboxError, TamperError
 
 __all__ = ["MANIFEST", "SNAPSHOT_INPUT", "SnapshotSpec", "collect_env_snapshot", "glob_paths", "held_images"]

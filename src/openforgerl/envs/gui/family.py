@@ -5,15 +5,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openforgerl.env.screens import GuiEnvironment, kinds, register
 from openforgerl.tasks.families import TaskFamily, register_family
 
+if TYPE_CHECKING:
+    from openforgerl.env.contract import TaskRuntime
+    from openforgerl.tasks.schema import Task
+
 __all__ = ["register_kind"]
 
 
-def _runtime(task: Any, **options: Any) -> Any:
+def _runtime(task: Task, **options: Any) -> TaskRuntime:
     from openforgerl.envs.gui.runtime import GuiTaskRuntime
 
     return GuiTaskRuntime(task, **options)

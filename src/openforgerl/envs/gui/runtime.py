@@ -22,8 +22,8 @@ The environment's own failure (`gui.verify` exit 4: the service is gone, its scr
 screenshot, or it answered a fault during the rollout) is infra — `GuiServiceDown`, a `SandboxError`:
 `infra_error:sandbox`, dropped and retried, never a reward — unless the sandbox counted a breach of a
 limit the agent shares with the service (an OOM kill, the pids cap, a full disk, seconds at the CPU
-quota; `limits_breached`): then the agent broke it, reward 0 (`TamperError`). The agent cannot signal
-the service (its exec has its own PID namespace, and its processes are gone before the verifier runs),
+quota; `sandbox.base.limits_breached`): then the agent broke it, reward 0 (`TamperError`). The agent
+cannot signal the service (its exec has its own PID namespace, and its processes are gone before the verifier runs),
 and cannot take its CPU either (the service's cgroup child has ten times the agent's weight; a
 desktop's apps run at nice 19: `sandbox.cgroups`, `desktop.screen`), so these are the only ways it
 could take the service down on purpose.
@@ -41,15 +41,15 @@ from typing import Any
 
 from openforgerl.env.checks.spec import load_spec
 from openforgerl.env.computer.service import COMPUTER_PORT, token_id
+from openforgerl.env.contract import TaskDefaults, Verdict
 from openforgerl.env.screens import SandboxNeeds, get_environment
-from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict
-from openforgerl.sandbox.base import SandboxError, TamperError
+from openforgerl.sandbox.base import SandboxError, TamperError, limits_breached
 from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
 from openforgerl.tasks.families import environment_kind
 from openforgerl.tasks.format import Task, check_verifier_file, read_tree
 from openforgerl.tasks.verdicts import verdict_of
 
-__all__ = ["GUI_DIR", "GuiServiceDown", "GuiTaskRuntime", "check_gui_task", "limits_breached"]
+__all__ = ["GUI_DIR", "GuiServiceDown", "GuiTaskRuntime", "check_gui_task"]
 
 GUI_DIR = ".gui"
 APPS_PORT = 8080
@@ -70,19 +70,6 @@ service answered never binds its token; a rollout's verify may run more than onc
 
 class GuiServiceDown(SandboxError):
     """The GUI environment's own service failed during the rollout (infra: `infra_error:sandbox`)."""
-
-
-def limits_breached(sandbox: Any) -> list[str]:
-    """The sandbox limits breached so far ("memory": an OOM kill, "pids", "cpu", "disk"), as far as the backend
-    tells (the local one: its cgroup counters and its quota; others: nothing known)."""
-    cgroup = getattr(sandbox, "cgroup", None)
-    hit = [k for k, v in (cgroup.breaches() if cgroup is not None else {}).items() if v > 0]
-    if getattr(sandbox, "quota", None):
-        from openforgerl.sandbox import quota
-
-        if quota.full(sandbox.fs):
-            hit.append("disk")
-    return hit
 
 
 def check_gui_task(task: Task) -> None:

@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     from openforgerl.env.checks.evaluate import Evidence, evaluate
     from openforgerl.env.checks.spec import load_spec
-    from openforgerl.tasks.errors import TaskFormatError
+    from openforgerl.env.errors import TaskFormatError
 
     problem = service_problem(ns.computer_url, ns.token) if ns.computer_url else ""
     if problem:

@@ -3,18 +3,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from openforgerl.tasks.errors import TaskFormatError
+from openforgerl.env.errors import TaskFormatError
 from openforgerl.tasks.families import TaskFamily, register_family
 from openforgerl.tasks.format import Task
+
+if TYPE_CHECKING:
+    from openforgerl.env.contract import TaskRuntime
 
 __all__ = ["FAMILY", "KIND"]
 
 KIND = "tau2"
 
 
-def _runtime(task: Task, **kwargs: Any) -> Any:
+def _runtime(task: Task, **kwargs: Any) -> TaskRuntime:
     from openforgerl.envs.tau2.runtime import Tau2TaskRuntime
 
     return Tau2TaskRuntime(task, python=kwargs.get("python"))

@@ -21,7 +21,7 @@ Per rollout, inside the sandbox:
 After the harness: `envs/tau2/verify.py` in a fresh sandbox (`run_verifier`) with the upstream task
 as its input, reading the call log with the token and, for the communicate check, the transcript made
 on the host from the gateway's call log. A task with NL assertions is then judged on the host by
-`--judge-engine` (upstream's NL-assertion prompt, `tasks/judge.py`), its score multiplied in. The installed tau2 package's own task files (the gold of every
+`--judge-engine` (upstream's NL-assertion prompt, `env/judge.py`), its score multiplied in. The installed tau2 package's own task files (the gold of every
 task) are masked inside every sandbox (`sandbox/bwrap.py` `MASKED_FOREIGN`).
 """
 
@@ -34,9 +34,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from openforgerl.env.contract import McpServer, TaskDefaults, Verdict, VerifierError
 from openforgerl.env.tool_client import URL_ENV
-from openforgerl.harness.base import McpServer
-from openforgerl.orchestrator.task_protocol import TaskDefaults, Verdict, VerifierError
 from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
 from openforgerl.tasks.format import Task
 from openforgerl.tasks.verdicts import verdict_of
@@ -235,7 +234,7 @@ class Tau2TaskRuntime(TaskDefaults):
     ) -> Verdict:
         """The verifier's product times the host judge's NL-assertion score (upstream's all-or-nothing).
         When the other parts already score 0 the product is 0 whatever the judge says: it is not asked."""
-        from openforgerl.tasks.judge import JudgeError, nl_assertions_parser, tau2_nl_prompt
+        from openforgerl.env.judge import JudgeError, nl_assertions_parser, tau2_nl_prompt
 
         if verdict.reward == 0.0:
             return Verdict(

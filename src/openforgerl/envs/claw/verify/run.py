@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     from openforgerl.env.tool_client import service_url
     from openforgerl.envs.claw.verify.graders import GraderUnavailable
-    from openforgerl.tasks.errors import TaskFormatError
+    from openforgerl.env.errors import TaskFormatError
 
     try:
         outcome = verify_live(

@@ -48,10 +48,19 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from openforgerl.harness.base import McpServer
 from openforgerl.sandbox.base import Limits, Sandbox
 
-__all__ = ["TaskDefaults", "TaskRuntime", "TaskSpec", "Verdict", "Verifier", "VerifierError"]
+__all__ = ["McpServer", "TaskDefaults", "TaskRuntime", "TaskSpec", "Verdict", "Verifier", "VerifierError"]
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """A stdio MCP server the harness loads: the task's tools, handed to the harness unchanged."""
+
+    name: str
+    command: str
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 class VerifierError(Exception):
