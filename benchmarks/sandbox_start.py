@@ -37,7 +37,8 @@ import psutil
 
 from openforgerl.sandbox.base import SandboxSpec
 from openforgerl.sandbox.local import LocalBackend
-from openforgerl.sandbox.podman import PodmanBackend, PodmanSandbox
+from openforgerl.sandbox.podman import PodmanBackend
+from openforgerl.sandbox.podman_sandbox import PodmanSandbox
 
 IMAGE = "localhost/openforgerl/rollout:0.1.0"
 HOLD_JS = "setInterval(() => {}, 1000)"

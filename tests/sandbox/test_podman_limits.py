@@ -1,5 +1,5 @@
 """Podman sandboxes get the local backend's default CPU, memory and pids caps where a task names none
-(`podman.resolve_limits`); `0` still turns one off (the control: the same read shows no cap)."""
+(`podman_sandbox.resolve_limits`); `0` still turns one off (the control: the same read shows no cap)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from sbx_helpers import needs_root
 from openforgerl.sandbox.base import Limits, SandboxSpec
 from openforgerl.sandbox.images import BUSYBOX, ensure_busybox_image
 from openforgerl.sandbox.local import DEFAULT_LIMITS
-from openforgerl.sandbox.podman import PodmanBackend, resolve_limits
+from openforgerl.sandbox.podman import PodmanBackend
+from openforgerl.sandbox.podman_sandbox import resolve_limits
 
 pytestmark = [
     pytest.mark.podman,

@@ -51,10 +51,10 @@ from openforgerl.sandbox.cgroups import open_cgroup
 from openforgerl.sandbox.forwarder import open_forwarder
 from openforgerl.sandbox.host_tree import copy_tree, inside
 from openforgerl.sandbox.hostfiles import write_bytes
-from openforgerl.sandbox.local_sandbox import LocalSandbox, WorkdirCopy
+from openforgerl.sandbox.local_sandbox import LocalSandbox
 from openforgerl.sandbox.netns import netns_supported, open_netns
 
-__all__ = ["DEFAULT_ROOT", "LocalBackend", "LocalSandbox", "WorkdirCopy", "copy_tree", "raise_nofile_limit"]
+__all__ = ["DEFAULT_ROOT", "LocalBackend", "LocalSandbox", "copy_tree", "raise_nofile_limit"]
 
 DEFAULT_ROOT = Path("/tmp/openforgerl-sbx")
 

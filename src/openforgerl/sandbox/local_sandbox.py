@@ -1,5 +1,5 @@
-"""One rollout's bubblewrap sandbox (`LocalSandbox`): exec, spawn, the verifier, the workdir copy
-(`WorkdirCopy`), cleanup.
+"""One rollout's bubblewrap sandbox (`LocalSandbox`): exec, spawn, the verifier, the workdir copy, cleanup
+(the verifier's command line and `WorkdirCopy` are in `local_post.py`).
 
 The design (a fresh bwrap per command, at-most-once execs, networking, limits) is described in `local.py`,
 whose `LocalBackend` opens these.
@@ -29,12 +29,9 @@ from openforgerl.sandbox.base import (
 from openforgerl.sandbox.cgroups import CgroupGroup
 from openforgerl.sandbox.forwarder import Forwarder
 from openforgerl.sandbox.host_tree import (
-    MAX_ENTRIES,
-    clear_path,
     collect_outputs,
     copy_tree,
     layout_verifier,
-    list_tree,
 )
 from openforgerl.sandbox.hostfiles import HostFilesMixin
 from openforgerl.sandbox.launcher import (
@@ -49,10 +46,10 @@ from openforgerl.sandbox.launcher import (
     started_wrapper,
     wait_gone,
 )
+from openforgerl.sandbox.local_post import WorkdirCopy, verifier_command
 from openforgerl.sandbox.netns import NetNamespace
-from openforgerl.sandbox.safefile import MAX_READ_BYTES, read_under, write_under
 
-__all__ = ["Backend", "LocalSandbox", "WorkdirCopy"]
+__all__ = ["Backend", "LocalSandbox"]
 
 log = logging.getLogger("openforgerl.sandbox.local")  # the backend's logger: one name for the whole backend
 SETUP_ATTEMPTS = 4
@@ -387,29 +384,12 @@ class LocalSandbox(HostFilesMixin):
         }
         try:
             result = await self._run(
-                lambda s, st: self._verifier_command(argv, base, s, st), venv, timeout_s, None, limits=False
+                lambda s, st: verifier_command(self, argv, base, s, st), venv, timeout_s, None, limits=False
             )
             outputs = await asyncio.to_thread(collect_outputs, base / "out")
         finally:
             await asyncio.to_thread(shutil.rmtree, base, True)
         return VerifierRun(result, outputs)
-
-    def _verifier_command(
-        self, argv: Sequence[str], base: Path, started_fd: int, status_fd: int
-    ) -> list[str]:
-        bargs = bwrap.verifier_args(
-            self._backend.root_args,
-            self.fs / "work",
-            base / "in",
-            base / "out",
-            unshare_net=self.netns is None,
-            ro_binds=self.ro_binds,
-            hide=[self._backend.root],
-        )
-        bargs = [*bargs, "--json-status-fd", str(status_fd)]
-        return bwrap.wrap_command(
-            self._prefix(None), bargs, [*started_wrapper(started_fd), *argv], bwrap.VERIFIER_OUT
-        )
 
     async def _end_execs(self) -> None:
         """Kill every exec still running (a harness's leftovers) and wait until each tree is gone."""
@@ -474,69 +454,6 @@ class LocalSandbox(HostFilesMixin):
             quota.unmount_quota(self.fs)
             self.quota = False
         self._backend.discard_dir(self.home)
-
-
-class WorkdirCopy:
-    """A copy of a rollout's final workdir (`LocalSandbox.open_workdir_copy`).
-
-    `exec` runs a command in a fresh bwrap over the copy: the copy at /workdir (and /workspace, upstream
-    Claw-Eval's name for it) read-write, its own /tmp, no network at all (not even the task's service:
-    what runs here may be the agent's code), the sandbox's CPU, memory and pids limits, and its own PID
-    namespace, killed past `timeout_s`. `read` and `write` go through the link-refusing `safefile`
-    readers on the host; `paths` lists the copy without following a link.
-    """
-
-    def __init__(self, sandbox: LocalSandbox, base: Path) -> None:
-        self.sandbox = sandbox
-        self.base = base
-        self.work = base / "work"
-
-    async def exec(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout_s: float,
-        cwd: str = WORKDIR,
-        env: Mapping[str, str] | None = None,
-    ) -> ExecResult:
-        sbx = self.sandbox
-        sbx._check_alive()
-        full = {"PATH": DEFAULT_PATH, "HOME": WORKDIR, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **(env or {})}
-        return await sbx._run(
-            lambda s, st: self._command(argv, cwd, s, st), full, timeout_s, None, limits=True
-        )
-
-    def _command(self, argv: Sequence[str], cwd: str, started_fd: int, status_fd: int) -> list[str]:
-        sbx = self.sandbox
-        bargs = bwrap.sandbox_args(
-            sbx._backend.root_args,
-            self.work,
-            self.base / "tmp",
-            unshare_net=True,
-            ro_binds=sbx.ro_binds,
-            hide=[sbx._backend.root],
-        )
-        prefix = sbx.cgroup.enter_argv("agent") if sbx.cgroup else []
-        return bwrap.wrap_command(
-            prefix, [*bargs, "--json-status-fd", str(status_fd)], [*started_wrapper(started_fd), *argv], cwd
-        )
-
-    async def read(self, rel: str, *, limit: int = MAX_READ_BYTES) -> bytes:
-        """The bytes of a regular file of the copy (`TamperError`: a link, FIFO, device or over `limit`)."""
-        return await asyncio.to_thread(read_under, self.work, rel, limit=limit)
-
-    async def write(self, rel: str, data: bytes) -> None:
-        """Write a trusted file into the copy, replacing whatever the agent left on its path (a link, a
-        file where a folder must be), as a file pushed into a container replaces it."""
-        await asyncio.to_thread(clear_path, self.work, rel)
-        await asyncio.to_thread(write_under, self.work, rel, data)
-
-    async def paths(self) -> list[str]:
-        """Every entry of the copy but its folders (relative, "/"-separated), links listed but not followed."""
-        return await asyncio.to_thread(list_tree, self.work, MAX_ENTRIES)
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(shutil.rmtree, self.base, True)
 
 
 def _with(result: ExecResult, limits_hit: tuple[str, ...]) -> ExecResult:
