@@ -145,7 +145,7 @@ async def start_engine(name: str, delay_ms: float, log_dir: Path) -> tuple[subpr
         [
             sys.executable,
             "-m",
-            "openforgerl.engines.scripted",
+            "openforgerl.engines.scripted_server",
             "--port",
             str(port),
             "--token-delay-ms",

@@ -66,7 +66,9 @@ def _spawn(module_args: list[str], env: dict[str, str]) -> subprocess.Popen[byte
 async def start_engine() -> Proc:
     port = free_port()
     text = " ".join(f"w{i}" for i in range(32))
-    popen = _spawn(["openforgerl.engines.scripted", "--port", str(port), "--text", text], dict(os.environ))
+    popen = _spawn(
+        ["openforgerl.engines.scripted_server", "--port", str(port), "--text", text], dict(os.environ)
+    )
     proc = Proc(popen, f"http://127.0.0.1:{port}")
     await wait_ready(proc.model_url + "/v1/models", popen, 60)
     return proc

@@ -84,7 +84,8 @@ def scripted_engine_server() -> Iterator[str]:
     import asyncio
     import threading
 
-    from openforgerl.engines.scripted import ScriptedEngine, start_scripted_server
+    from openforgerl.engines.scripted import ScriptedEngine
+    from openforgerl.engines.scripted_server import start_scripted_server
     from openforgerl.testing.policies import contract_policy
 
     loop = asyncio.new_event_loop()

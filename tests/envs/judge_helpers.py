@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from openforgerl.engines.scripted import ScriptedEngine, Turn, scripted_app
+from openforgerl.engines.scripted import ScriptedEngine, Turn
+from openforgerl.engines.scripted_server import scripted_app
 
 
 @dataclass

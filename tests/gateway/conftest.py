@@ -15,7 +15,8 @@ from gwkit import Setup
 
 from openforgerl.engines.chat_format import ChatFormat
 from openforgerl.engines.openai_compat import OpenAICompatEngine
-from openforgerl.engines.scripted import Policy, ScriptedEngine, start_scripted_server
+from openforgerl.engines.scripted import Policy, ScriptedEngine
+from openforgerl.engines.scripted_server import start_scripted_server
 from openforgerl.gateway.server import start_gateway
 from openforgerl.store.sqlite import SQLiteCallStore
 

@@ -17,7 +17,8 @@ import pytest
 from aiohttp import web
 
 from openforgerl.engines.openai_compat import OpenAICompatEngine
-from openforgerl.engines.scripted import Faults, ScriptedEngine, scripted_app
+from openforgerl.engines.scripted import Faults, ScriptedEngine
+from openforgerl.engines.scripted_server import scripted_app
 from openforgerl.gateway.server import start_gateway
 from openforgerl.records import CallErrorKind, RolloutStatus
 

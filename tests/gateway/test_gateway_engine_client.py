@@ -8,7 +8,8 @@ from aiohttp import web
 
 from openforgerl.engines.base import EngineCall, EngineError
 from openforgerl.engines.openai_compat import OpenAICompatEngine
-from openforgerl.engines.scripted import ScriptedEngine, start_scripted_server
+from openforgerl.engines.scripted import ScriptedEngine
+from openforgerl.engines.scripted_server import start_scripted_server
 
 BODY = {"model": "client-name", "messages": [{"role": "user", "content": "hi"}], "include_reasoning": False}
 

@@ -26,7 +26,8 @@ import aiohttp
 import pytest
 from openai import AsyncOpenAI
 
-from openforgerl.engines.scripted import Faults, ScriptedEngine, Turn, start_scripted_server
+from openforgerl.engines.scripted import Faults, ScriptedEngine, Turn
+from openforgerl.engines.scripted_server import start_scripted_server
 from openforgerl.store.sqlite import SQLiteCallStore
 
 TOKEN, SECRET = "kill-test-admin-token", "kill-test-key-secret"

@@ -29,7 +29,8 @@ import aiohttp
 import pytest
 from openai import AsyncOpenAI
 
-from openforgerl.engines.scripted import Faults, ScriptedEngine, Turn, start_scripted_server
+from openforgerl.engines.scripted import Faults, ScriptedEngine, Turn
+from openforgerl.engines.scripted_server import start_scripted_server
 from openforgerl.store import open_store
 
 TOKEN, SECRET = "replica-test-admin-token", "replica-test-key-secret"
