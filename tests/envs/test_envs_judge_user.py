@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from openforgerl.engines.chat_format import format_tool_call
 from openforgerl.env.checks.evaluate import Evidence, evaluate
 from openforgerl.env.checks.spec import load_spec, parse_spec
+from openforgerl.env.judge import JudgeError, fence, parse_score, summarize_events
 from openforgerl.envs.claw.runtime import claw_tool_names
 from openforgerl.envs.claw.verify.graders import GraderUnavailable
 from openforgerl.records import CallRecord, WireProtocol
@@ -27,7 +28,6 @@ from openforgerl.tasks.flags import summarize_flags, unmet
 from openforgerl.tasks.format import load_task
 from openforgerl.tasks.host_side import combine_hybrid
 from openforgerl.tasks.importing import import_any
-from openforgerl.env.judge import JudgeError, fence, parse_score, summarize_events
 from openforgerl.tasks.transcript import messages_from_calls, openclaw_events
 
 DATA = Path(__file__).parent / "data"
@@ -474,8 +474,8 @@ async def test_user_relay_answers_within_max_rounds_and_refuses_links(tmp_path: 
     import asyncio
     from types import SimpleNamespace
 
-    from openforgerl.env.user_sim import DONE_REPLY, LEFT_REPLY, UserRelay, _Conversation
     from openforgerl.env.judge import JudgeClient
+    from openforgerl.env.user_sim import DONE_REPLY, LEFT_REPLY, UserRelay, _Conversation
 
     task_root = tmp_path / "task"
     (task_root / "tests").mkdir(parents=True)

@@ -243,8 +243,8 @@ def test_the_user_engine_gets_room_for_a_tool_call_when_its_client_is_capped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """eval's user client is capped at 128 tokens for 1-3 sentence replies; a tool call's JSON needs more."""
-    from openforgerl.env.user_tools import MIN_MAX_TOKENS, Tau2UserSession
     from openforgerl.env.judge import JudgeClient
+    from openforgerl.env.user_tools import MIN_MAX_TOKENS, Tau2UserSession
 
     caps: list[int] = []
 

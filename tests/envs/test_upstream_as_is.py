@@ -12,11 +12,11 @@ import pytest
 from judge_helpers import free_port
 
 from openforgerl.env.contract import Verdict, VerifierError
+from openforgerl.env.judge import JudgeClient
 from openforgerl.tasks.format import load_task
 from openforgerl.tasks.harbor import HarborTaskRuntime
 from openforgerl.tasks.host_side import HostSide
 from openforgerl.tasks.importing import import_any
-from openforgerl.env.judge import JudgeClient
 from openforgerl.testing.markers import needs_bwrap
 
 DATA = Path(__file__).parent / "data"

@@ -12,7 +12,7 @@ gateway. All three are opened by the composition root, `openforgerl.stack.open_s
 Host side (tasks/host_side.py): every runtime's verifier gets the rollout's transcript, built from the
 call log; `--judge-engine URL` scores LLM-judged parts, `--user-engine URL` plays the simulated user of
 multi-turn tasks (env/user_sim.py). Both are off by default; tasks that need them stay flagged, and the
-counts by reason are printed. The report follows each benchmark's protocol (eval/protocols.py).
+counts by reason are printed. The report follows each benchmark's scoring rule (eval/scoring.py).
 Writes report.json, report.md and report.png under `--out`, and what `openforgerl analyze` / `view` read:
 the rollout records (`rollouts.jsonl`), each rollout's artifacts and service audit log (`rollouts/<id>/`)
 and, with the in-process gateway, its call log (`calls.db`).
@@ -117,7 +117,7 @@ def command(
 
 
 def _benchmarks(runtimes: list[Any]) -> dict[str, str]:
-    """task id -> the benchmark it was imported from (`[metadata] source`), which picks the protocol."""
+    """task id -> the benchmark it was imported from (`[metadata] source`), which picks its scoring rule."""
     return {
         rt.task_id: str(getattr(getattr(getattr(rt, "task", None), "meta", None), "source", "") or "")
         for rt in runtimes
@@ -190,9 +190,9 @@ async def _host_side(
 ) -> Any:
     """The call log, judge and user relay every runtime's `verify` may use on the host (tasks/host_side.py);
     with a user engine, the backend that starts the relay next to each sandbox."""
+    from openforgerl.env.judge import JudgeClient
     from openforgerl.orchestrator.gateway_client import GatewayClient
     from openforgerl.tasks.host_side import HostSide, attach
-    from openforgerl.env.judge import JudgeClient
 
     client = GatewayClient(access)
     stack.push_async_callback(client.aclose)

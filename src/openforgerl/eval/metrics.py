@@ -155,7 +155,7 @@ class GroupMetrics:
     timeouts: int = 0
     config_errors: int = 0
     pass_hat: dict[int, Estimate] = field(default_factory=dict)
-    score: float | None = None  # mean over tasks of the mean task score, timeouts as 0 (eval/protocols.py)
+    score: float | None = None  # mean over tasks of the mean task score, timeouts as 0 (eval/scoring.py)
     strict_accuracy: float | None = None  # share of tasks whose mean score is 1 (QwenClawBench)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.eval.metrics import CONFIG, INFRA, Estimate, Trial, count_tasks, group_metrics
-from openforgerl.eval.protocols import PROTOCOLS, protocol_of
+from openforgerl.eval.scoring import SCORING, benchmark_of
 
 __all__ = ["build_report", "to_markdown", "write_report"]
 
@@ -26,14 +26,14 @@ def _ks(k: int) -> list[int]:
 def thresholds(
     task_ids: Sequence[str], sources: Mapping[str, str], threshold: float | None
 ) -> dict[str, float]:
-    """The success threshold of each task: the one given, else its benchmark's own (eval/protocols.py), else 1.0.
+    """The success threshold of each task: the one given, else its benchmark's own (eval/scoring.py), else 1.0.
 
     Every table of a report uses this one map, so a trial passes or fails the same way in the overall
     tables and in its benchmark's table (a Claw-Eval 0.8 passes in both)."""
 
     def own(task_id: str) -> float:
-        bench = protocol_of(sources.get(task_id, ""))
-        return PROTOCOLS[bench].threshold if bench is not None else 1.0
+        bench = benchmark_of(sources.get(task_id, ""))
+        return SCORING[bench].threshold if bench is not None else 1.0
 
     return {t: threshold if threshold is not None else own(t) for t in task_ids}
 
@@ -42,8 +42,8 @@ def threshold_label(threshold: float | None, sources: Mapping[str, str]) -> str:
     """The header's words for the thresholds in use."""
     if threshold is not None:
         return f"success = reward >= {threshold}"
-    benches = sorted({b for s in sources.values() if (b := protocol_of(s)) is not None})
-    own = ", ".join(f"{PROTOCOLS[b].name} >= {PROTOCOLS[b].threshold}" for b in benches)
+    benches = sorted({b for s in sources.values() if (b := benchmark_of(s)) is not None})
+    own = ", ".join(f"{SCORING[b].name} >= {SCORING[b].threshold}" for b in benches)
     return "success = reward >= " + (f"each benchmark's own ({own}; other tasks 1.0)" if own else "1.0")
 
 
@@ -57,10 +57,10 @@ def build_report(
     benchmarks: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """{config, harnesses: {h: metrics}, services: {h: {s: metrics}}, tasks: {h: [counts]},
-    benchmarks: {benchmark: {h: metrics under its authors' protocol}}}.
+    benchmarks: {benchmark: {h: metrics under its authors' scoring}}}.
 
     `benchmarks` maps task id → its `source`; tasks of an imported benchmark are also reported under
-    that benchmark's protocol (eval/protocols.py). `threshold` None (the default) gives each task its
+    that benchmark's scoring (eval/scoring.py). `threshold` None (the default) gives each task its
     benchmark's own success threshold (1.0 for other tasks) in every table; a number applies to all."""
     ks = _ks(k)
     sources = benchmarks or {}
@@ -113,14 +113,14 @@ def _benchmarks(
     out: dict[str, Any] = {}
     by_bench: dict[str, list[Trial]] = {}
     for t in trials:
-        bench = protocol_of(sources.get(t.task_id, ""))
+        bench = benchmark_of(sources.get(t.task_id, ""))
         if bench is not None:
             by_bench.setdefault(bench, []).append(t)
     for bench, mine in sorted(by_bench.items()):
-        proto = asdict(PROTOCOLS[bench])
-        proto["threshold"] = per_task[mine[0].task_id]  # the one threshold every table of this report uses
+        rule = asdict(SCORING[bench])
+        rule["threshold"] = per_task[mine[0].task_id]  # the one threshold every table of this report uses
         out[bench] = {
-            "protocol": proto,
+            "scoring": rule,
             "harnesses": {
                 h: asdict(
                     group_metrics(
@@ -213,7 +213,7 @@ def _benchmark_lines(report: dict[str, Any], k: int) -> list[str]:
         return []
     lines = [
         "",
-        "## Per benchmark (each benchmark's authors' protocol: eval/protocols.py)",
+        "## Per benchmark (each benchmark's authors' scoring: eval/scoring.py)",
         "",
         _table_head(
             [
@@ -232,19 +232,19 @@ def _benchmark_lines(report: dict[str, Any], k: int) -> list[str]:
         ),
     ]
     for bench in benches.values():
-        proto = bench["protocol"]
+        rule = bench["scoring"]
         for h, m in bench["harnesses"].items():
-            strict = _num(m["strict_accuracy"]) if proto["strict_accuracy"] else "–"
+            strict = _num(m["strict_accuracy"]) if rule["strict_accuracy"] else "–"
             lines.append(
                 "| "
                 + " | ".join(
                     [
-                        proto["name"],
+                        rule["name"],
                         h,
-                        f">= {proto['threshold']}",
+                        f">= {rule['threshold']}",
                         str(m["tasks"]),
                         str(m["trials"]),
-                        f"{_num(m['score'])} ({proto['score']})",
+                        f"{_num(m['score'])} ({rule['score']})",
                         *_pass_cells(m, k),
                         strict,
                         str(m["timeouts"]),

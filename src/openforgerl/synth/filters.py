@@ -30,11 +30,11 @@ from typing import Any
 
 from openforgerl.env.checks.evaluate import Evidence, Outcome, evaluate
 from openforgerl.env.checks.spec import Spec, parse_spec
+from openforgerl.env.errors import TaskFormatError
 from openforgerl.synth.compose import Candidate
 from openforgerl.synth.toolenv import ToolEnv
 from openforgerl.tasks import _toml
 from openforgerl.tasks.draft import Action
-from openforgerl.env.errors import TaskFormatError
 
 __all__ = ["FILTERS", "Replay", "Verdict", "judge", "replay", "spec_of"]
 

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openforgerl.env.errors import TaskFormatError
 from openforgerl.synth.compose import Candidate, sample_candidate
 from openforgerl.synth.dedup import Deduper
 from openforgerl.synth.filters import FILTERS, Verdict, judge
@@ -29,7 +30,6 @@ from openforgerl.synth.plugins import WRITER, WRITERS
 from openforgerl.synth.toolenv import ToolEnv
 from openforgerl.tasks import _toml
 from openforgerl.tasks.draft import TaskDraft
-from openforgerl.env.errors import TaskFormatError
 from openforgerl.tasks.format import load_task
 
 __all__ = ["Report", "synthesize", "write_candidate"]

@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.env.contract import TaskDefaults, Verdict, VerifierError
+from openforgerl.env.judge import JudgeError
 from openforgerl.sandbox.verifier import VERIFIER_IN, VERIFIER_OUT, run_verifier
 from openforgerl.tasks.families import TaskFamily, register_family
 from openforgerl.tasks.format import Task, check_verifier_file, read_tree
 from openforgerl.tasks.host_side import combine_hybrid, hybrid_without_judge, transcript_json
-from openforgerl.env.judge import JudgeError
 from openforgerl.tasks.transcript import openclaw_events
 from openforgerl.tasks.verdicts import parse_reward
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openforgerl.registry import Registry
 from openforgerl.env.errors import TaskFormatError
+from openforgerl.registry import Registry
 
 __all__ = [
     "CHECK_KINDS",

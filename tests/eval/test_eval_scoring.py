@@ -1,4 +1,4 @@
-"""Each imported benchmark is reported the way its authors compute it (eval/protocols.py), next to the
+"""Each imported benchmark is reported the way its authors compute it (eval/scoring.py), next to the
 overall tables, with infra / timeout / config apart; and `eval` opens the embedded default stack."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import typer
 from typer.testing import CliRunner
 
 from openforgerl.eval.metrics import Trial
-from openforgerl.eval.protocols import protocol_of
 from openforgerl.eval.report import build_report, to_markdown
+from openforgerl.eval.scoring import benchmark_of
 
 SOURCES = {
     "ce/a": "claw-eval",
@@ -75,7 +75,7 @@ def test_a_given_threshold_is_the_one_of_every_table() -> None:
     report = build_report(_trials(), 3, threshold=0.85, resamples=50, benchmarks=SOURCES)
     ce_a = report["tasks"]["zero"][0]
     assert ce_a["task_id"] == "ce/a" and ce_a["c"] == 1  # only the 0.9 passes at 0.85
-    assert report["benchmarks"]["claw-eval"]["protocol"]["threshold"] == 0.85
+    assert report["benchmarks"]["claw-eval"]["scoring"]["threshold"] == 0.85
     md = to_markdown(report)
     assert "success = reward >= 0.85" in md and "| Claw-Eval | zero | >= 0.85 |" in md
 
@@ -99,9 +99,9 @@ def test_empty_cells_are_na_and_k1_has_no_repeated_column() -> None:
     assert "0.000" not in codex_row
 
 
-def test_protocol_is_told_by_the_source() -> None:
-    assert protocol_of("claw-eval") == "claw-eval" and protocol_of("tau2/airline") == "tau2"
-    assert protocol_of("openforgerl/claw") is None and protocol_of("") is None
+def test_the_benchmark_is_told_by_the_source() -> None:
+    assert benchmark_of("claw-eval") == "claw-eval" and benchmark_of("tau2/airline") == "tau2"
+    assert benchmark_of("openforgerl/claw") is None and benchmark_of("") is None
 
 
 def test_an_unknown_engine_model_is_one_user_error(tmp_path: Path) -> None:

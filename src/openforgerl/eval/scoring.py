@@ -1,4 +1,4 @@
-"""Each imported benchmark's own evaluation protocol, as its authors compute it (read from upstream).
+"""Each imported benchmark's own scoring rule, as its authors compute it (read from upstream).
 
 The benchmark of a task is its `[metadata] source` (set by the importer: `claw-eval`, `qwenclawbench`,
 `tau2`). Per benchmark and harness the report gives:
@@ -23,25 +23,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PROTOCOLS", "Protocol", "protocol_of"]
+__all__ = ["SCORING", "Scoring", "benchmark_of"]
 
 
 @dataclass(frozen=True)
-class Protocol:
+class Scoring:
     name: str
     threshold: float
     score: str  # what the headline score is called upstream
     strict_accuracy: bool = False
 
 
-PROTOCOLS = {
-    "claw-eval": Protocol("Claw-Eval", 0.75, "avg task score"),
-    "qwenclawbench": Protocol("QwenClawBench", 1.0, "mean score", strict_accuracy=True),
-    "tau2": Protocol("tau2-bench", 1.0, "avg reward"),
+SCORING = {
+    "claw-eval": Scoring("Claw-Eval", 0.75, "avg task score"),
+    "qwenclawbench": Scoring("QwenClawBench", 1.0, "mean score", strict_accuracy=True),
+    "tau2": Scoring("tau2-bench", 1.0, "avg reward"),
 }
 
 
-def protocol_of(source: str) -> str | None:
+def benchmark_of(source: str) -> str | None:
     """The benchmark key of a task's `source` (`tau2/airline` → `tau2`), None for our own suites."""
     head = source.split("/", 1)[0].lower()
-    return head if head in PROTOCOLS else None
+    return head if head in SCORING else None
