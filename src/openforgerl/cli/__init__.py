@@ -47,9 +47,10 @@ def main() -> None:
 
 def user_mistake(exc: BaseException, errno: object) -> str | None:
     """The one line for a mistake the user can fix, or None for a bug (which keeps its traceback)."""
+    from openforgerl.env.errors import TaskFormatError
     from openforgerl.errors import UserError
 
-    if isinstance(exc, UserError):
+    if isinstance(exc, (UserError, TaskFormatError)):  # a task folder's: it names the file and the field
         return str(exc)
     if isinstance(exc, FileNotFoundError) and exc.filename:
         return f"no such file or folder: {exc.filename}"
