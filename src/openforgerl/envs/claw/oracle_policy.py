@@ -59,8 +59,15 @@ def _shell_line(runtime: Any) -> Callable[[Action], str]:
     own = getattr(runtime, "shell_line", None)
     if own is not None:
         return lambda action: str(own(action.tool, action.args))
-    cli = runtime.cli_program()
+    program = getattr(runtime, "cli_program", None)
+    if program is None:  # a family with no shell CLI: its tools are called as the harness offers them
+        return lambda action: _no_shell_line(runtime, action)
+    cli = program()
     return lambda action: cli + " " + " ".join(shlex.quote(w) for w in cli_words(action))
+
+
+def _no_shell_line(runtime: Any, action: Action) -> str:
+    raise LookupError(f"the harness does not offer {action.tool} and {runtime.task_id} has no shell CLI")
 
 
 def _call(
