@@ -355,7 +355,7 @@ def test_an_image_the_cli_showed_the_model_counts_as_loaded(
 def test_a_services_fixture_folder_never_carries_the_oracle(tmp_path: Path) -> None:
     """Upstream's caption service reads the image-QA task's whole fixtures folder (T056-T058): the service's
     copy, which runs beside the agent, leaves the oracle out."""
-    from openforgerl.envs.claw.importers.claw_eval import _fixture_files
+    from openforgerl.envs.claw.importers.claw_eval_upstream import _fixture_files
 
     task = tmp_path / "tasks" / "T957_logo"
     (task / "fixtures").mkdir(parents=True)

@@ -24,13 +24,13 @@ AUDIT_LISTS = {
 
 
 def _ours_to_theirs() -> dict[str, str]:
-    from openforgerl.envs.claw.importers.claw_eval import TOOLS
+    from openforgerl.envs.claw.importers.claw_eval_upstream import TOOLS
 
     return {ours: theirs for theirs, ours in TOOLS.items()}
 
 
 def _upstream_args(tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
-    from openforgerl.envs.claw.importers.claw_eval import UPSTREAM_ARGS
+    from openforgerl.envs.claw.importers.claw_eval_upstream import UPSTREAM_ARGS
 
     renames = UPSTREAM_ARGS.get(tool, {})
     return {renames.get(k, k): v for k, v in args.items()}
@@ -38,7 +38,7 @@ def _upstream_args(tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
 
 def _service_of(tool: str) -> str | None:
     from openforgerl.env.world_tools import get_tool
-    from openforgerl.envs.claw.importers.claw_eval import SERVICES
+    from openforgerl.envs.claw.importers.claw_eval_upstream import SERVICES
 
     spec = get_tool(tool)
     theirs = {ours: t for t, ours in SERVICES.items()}
