@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from openforgerl.registry import Registry
+
+if TYPE_CHECKING:
+    from openforgerl.env.contract import TaskRuntime
 
 __all__ = ["DEFAULT_ORACLE", "GENERATORS", "ORACLES", "OraclePolicy", "SuiteGenerator"]
 
@@ -22,10 +25,11 @@ DEFAULT_ORACLE = "actions"
 
 
 class OraclePolicy(Protocol):
-    """(task runtimes) -> a policy: one turn (`engines.scripted.Turn`) -> the model's reply text."""
+    """(task runtimes) -> a policy: one turn (`engines.scripted.Turn`, a stage above the SDK, hence `Any`)
+    -> the model's reply text."""
 
     def __call__(
-        self, runtimes: Sequence[Any], *, success_rate: float = ..., seed: int = ...
+        self, runtimes: Sequence[TaskRuntime], *, success_rate: float = ..., seed: int = ...
     ) -> Callable[[Any], str]: ...
 
 
