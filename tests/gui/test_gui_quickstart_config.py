@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from openforgerl.compose.train import harness_for
 from openforgerl.config import Config
 from openforgerl.train.services import select_tasks
-from openforgerl.train.trainer import harness_for
 
 CONFIG = Path(__file__).resolve().parents[2] / "examples" / "gui_quickstart.yaml"
 

@@ -73,7 +73,7 @@ async def test_training_refreshes_the_band_with_the_current_weights(tmp_path: Pa
     import json
     import tomllib
 
-    from openforgerl.train.trainer import Trainer
+    from openforgerl.compose.train import train
 
     pool = tmp_path / "pool"
     names = ["easy-todo-add-03", "easy-todo-add-04", "easy-write-file-03", "easy-mail-send-03"]
@@ -96,7 +96,7 @@ async def test_training_refreshes_the_band_with_the_current_weights(tmp_path: Pa
         out_dir=str(out),
         train={"steps": 3, "tasks_per_step": 2, "lr": 1e-3, "checkpoint_every": 0, "step0_logprob_tol": None},
     )
-    await Trainer(cfg, out).run()
+    await train(cfg, out)
 
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     refreshed = [r for r in rows if "refresh_pool" in r]

@@ -15,7 +15,7 @@ from openforgerl.config import Config, TaskSelection
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 async def test_train_tasks_are_evaluated_before_and_after(tmp_path: Path) -> None:
-    from openforgerl.train.trainer import Trainer
+    from openforgerl.compose.train import train
 
     out = tmp_path / "run"
     cfg = Config(
@@ -27,7 +27,7 @@ async def test_train_tasks_are_evaluated_before_and_after(tmp_path: Path) -> Non
         out_dir=str(out),
         train={"steps": 1, "tasks_per_step": 2, "lr": 1e-3, "checkpoint_every": 0, "step0_logprob_tol": None},
     )
-    summary = await Trainer(cfg, out).run()
+    summary = await train(cfg, out)
 
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     evaluated = [(r["step"], r["train_pass1"]) for r in rows if "train_pass1" in r]

@@ -11,8 +11,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from openforgerl.compose.train import train
 from openforgerl.config import Config, TaskSelection
-from openforgerl.train.trainer import Trainer
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")]
 
@@ -31,7 +31,7 @@ def _config(out: Path, steps: int) -> Config:
 
 async def test_train_steps_update_weights_sync_and_resume(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    summary = await Trainer(_config(out, 1), out).run()
+    summary = await train(_config(out, 1), out)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     step0 = rows[0]
     assert step0["step"] == 0 and step0["policy_version"] == 1
@@ -43,7 +43,7 @@ async def test_train_steps_update_weights_sync_and_resume(tmp_path: Path) -> Non
     before = load_file(str(out / "checkpoint" / "model.safetensors"))
 
     # resume continues at step 1 with the checkpoint's weights and version
-    resumed = await Trainer(_config(out, 2), out).run(resume=True)
+    resumed = await train(_config(out, 2), out, resume=True)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "reward" in r] == [0, 1]
     assert rows[-1]["policy_version"] == 2 and resumed.steps == 2

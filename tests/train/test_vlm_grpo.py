@@ -24,10 +24,10 @@ from PIL import Image, ImageDraw
 
 from openforgerl.engines.local.model import resolve_model_path
 from openforgerl.records import Sample
+from openforgerl.stack import InProcessPusher
 from openforgerl.store.sqlite import SQLiteCallStore
 from openforgerl.train.grpo import RolloutScore, group_advantages
 from openforgerl.train.policy import vision_response_logprobs
-from openforgerl.train.services import InProcessPusher
 from openforgerl.train.trainer import GatewayAdmin, load_policy, policy_vision
 from openforgerl.train.update import UpdateSettings, grpo_update, logprob_check
 from openforgerl.train.vision import SampleVision, VisionInputError
@@ -221,11 +221,11 @@ async def test_trainer_steps_on_tiny_vl_check_logprobs_and_push_both_towers(
 ) -> None:
     """`Trainer.step` itself (collect, vision inputs from the blobs, update, step-0 check, weight push),
     with the orchestrator's `run_batch` replaced by screenshot rollouts through the real gateway."""
+    from openforgerl.compose.train import trainer_for
     from openforgerl.config import Config
     from openforgerl.orchestrator.batch import BatchResult
     from openforgerl.orchestrator.groups import GroupResult
     from openforgerl.train.services import TrainServices
-    from openforgerl.train.trainer import Trainer
 
     counter = iter(range(1000))
 
@@ -244,9 +244,9 @@ async def test_trainer_steps_on_tiny_vl_check_logprobs_and_push_both_towers(
         out_dir=str(tmp_path),
         train={"steps": 2, "lr": 1e-3, "micro_batch": 2, "max_grad_norm": 1e9, "step0_logprob_tol": TOL},
     )
-    trainer = Trainer(cfg, tmp_path)
+    trainer = trainer_for(cfg, tmp_path)
     services = TrainServices(
-        cfg, env.server.url, InProcessPusher(env.server), env.store, env.gateway, None, ["click"], [], path
+        env.server.url, InProcessPusher(env.server), env.store, env.gateway, None, ["click"], [], path
     )
     model = load_policy(path)
     trainer.vision = policy_vision(path, env.store)
@@ -265,12 +265,13 @@ async def test_trainer_steps_on_tiny_vl_check_logprobs_and_push_both_towers(
 
 
 def test_step0_check_fails_loudly_and_runs_once() -> None:
+    from openforgerl.compose.train import train_plan
     from openforgerl.config import Config
     from openforgerl.train.trainer import Trainer
     from openforgerl.train.update import UpdateStats
 
     trainer = Trainer.__new__(Trainer)
-    trainer.cfg = Config(train={"step0_logprob_tol": 1e-3})
+    trainer.plan = train_plan(Config(train={"step0_logprob_tol": 1e-3}))
     trainer.check_logprobs = True
     trainer.console = __import__("rich.console").console.Console(record=True)
     assert trainer.step0_check(UpdateStats(0, 0, 0, 0, 0, 0)) == {}, "no trained tokens: not yet"

@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM
 
 from openforgerl.engines.local.model import resolve_model_path
 from openforgerl.engines.weight_push import DiskReloadPusher
-from openforgerl.train.services import InProcessPusher
+from openforgerl.stack import InProcessPusher
 
 PROMPT = [1, 5, 9, 14, 2, 7]
 

@@ -1,5 +1,5 @@
 """Calibration with a live policy, for `tasks synthesize --calibrate`: `calibrate_embedded` opens the
-embedded default services exactly as `train` does (`train.services.open_train_services`),
+embedded default services exactly as `train` does (`compose.train.open_train_services`),
 `calibrate_on_gateway` uses a running gateway. Wiring, so here and not in `synth/`: it composes `train`'s
 services and harness with `synth.calibrate`, and `train` itself imports `synth.calibrate` (the
 `refresh_every` hook)."""
@@ -34,13 +34,12 @@ def calibrate_embedded(
     threshold: float = 1.0,
 ) -> list[Calibration]:
     """`tasks synthesize --calibrate` without `--gateway`: open the embedded default services exactly as
-    `train` opens it (`train.services.open_train_services`: local engine on the model, call log, gateway,
+    `train` opens it (`compose.train.open_train_services`: local engine on the model, call log, gateway,
     sandbox backend) and run k rollouts per task under `root` with the harness `train` would build."""
     import tempfile
 
+    from openforgerl.compose.train import harness_for, open_train_services
     from openforgerl.config import TaskSelection
-    from openforgerl.train.services import open_train_services
-    from openforgerl.train.trainer import harness_for
 
     policy = _policy_config(model, config)
     cfg = policy.model_copy(
@@ -72,11 +71,11 @@ def calibrate_on_gateway(
 ) -> list[Calibration]:
     """`tasks synthesize --calibrate --gateway URL`: the policy behind a running gateway (admin token from
     `$OPENFORGERL_ADMIN_TOKEN`), local sandboxes, the harness a training config (or the default) builds."""
+    from openforgerl.compose.train import harness_for
     from openforgerl.errors import UserError
     from openforgerl.gateway.access import GatewayAccess
     from openforgerl.sandbox.local import LocalBackend
     from openforgerl.tasks.loader import load_runtime
-    from openforgerl.train.trainer import harness_for
 
     cfg = _policy_config(None, config)
     try:

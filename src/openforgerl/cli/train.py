@@ -26,8 +26,8 @@ def command(
     from rich.console import Console
     from transformers.utils import logging as hf_logging
 
+    from openforgerl.compose.train import open_train_services, trainer_for
     from openforgerl.config import Config
-    from openforgerl.train.trainer import Trainer
 
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # the step table is the progress display; no per-push bars
     flags = {
@@ -41,10 +41,12 @@ def command(
     )  # a ConfigError: one line
     console = Console()
     out = Path(cfg.out_dir)
-    trainer = Trainer(cfg, out, console)
+    trainer = trainer_for(cfg, out, console)
     terminated: list[int] = []
     try:
-        summary = asyncio.run(_until_signalled(trainer.run(resume=resume), terminated))
+        summary = asyncio.run(
+            _until_signalled(trainer.run(open_train_services(cfg, out), resume=resume), terminated)
+        )
     except (KeyboardInterrupt, asyncio.CancelledError):
         again = f"openforgerl train {config}" + (f" --out-dir {out_dir}" if out_dir is not None else "")
         console.print(
@@ -96,7 +98,7 @@ def _quiet_cancellations(loop: asyncio.AbstractEventLoop, context: dict[str, Any
 
 
 def _interrupted(trainer: Any, again: str, how: str) -> str:
-    done, total = trainer.done, trainer.cfg.train.steps
+    done, total = trainer.done, trainer.plan.train.steps
     if trainer.saved_step:
         return (
             f"interrupted ({how}) after step {done} of {total}; the checkpoint continues at step "

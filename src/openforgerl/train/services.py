@@ -1,28 +1,25 @@
-"""What a training run stands on: the services of the composition root (`openforgerl.stack`: engine,
-call log, gateway, sandbox backend, closed in reverse order in `finally`) plus the run's tasks.
+"""What a training run stands on: the services the layer above opens for it (engine, call log, gateway,
+sandbox backend: `compose/train.py` over the composition root, `openforgerl.stack`) plus the run's
+tasks, and how a task selection picks them.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import random
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openforgerl.config import Config, TaskSelection
 from openforgerl.engines.weight_push import WeightPusher
-from openforgerl.stack import InProcessPusher, open_services
 from openforgerl.store import SQLiteCallStore
 from openforgerl.tasks.suites import BUILTIN_PREFIX, resolve_task_root
+from openforgerl.train.settings import TaskSelection
 
 __all__ = [
     "BUILTIN_PREFIX",
-    "InProcessPusher",
     "TrainServices",
-    "open_train_services",
+    "redraw_pool",
     "resolve_task_dir",
     "select_tasks",
 ]
@@ -30,7 +27,6 @@ __all__ = [
 
 @dataclass
 class TrainServices:
-    config: Config
     engine_url: str
     pusher: WeightPusher
     store: SQLiteCallStore
@@ -85,30 +81,3 @@ def _in_band(path: Path, band: tuple[float, float]) -> bool:
 
     rate = pass_rate(path)
     return rate is not None and band[0] < rate < band[1]
-
-
-@asynccontextmanager
-async def open_train_services(config: Config, out_dir: Path) -> AsyncIterator[TrainServices]:
-    """The services of `openforgerl.stack.open_services` (the composition root) for this config, plus
-    its training and evaluation tasks and the policy the trainer loads."""
-    from openforgerl.engines.local.model import resolve_model_path
-
-    policy_path = resolve_model_path(config.model)
-    train = select_tasks(config.tasks, config.seed)
-    evals = select_tasks(config.eval.tasks, config.seed) if config.eval.tasks else []
-    if not train:
-        sels = config.tasks if isinstance(config.tasks, list) else [config.tasks]
-        raise ValueError(f"no training tasks match {[sel.model_dump() for sel in sels]}")
-    async with open_services(out_dir, config, push_weights=True) as services:
-        assert services.pusher is not None  # push_weights: an EngineSettings engine then always has one
-        yield TrainServices(
-            config,
-            services.engine_url,
-            services.pusher,
-            services.store,
-            services.gateway,
-            services.backend,
-            train,
-            evals,
-            policy_path,
-        )

@@ -17,8 +17,8 @@ import asyncio
 import copy
 import random
 import time
-from collections.abc import Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,14 +27,15 @@ import torch
 from rich.console import Console
 from rich.live import Live
 
-from openforgerl.config import Config, TaskSelection
 from openforgerl.orchestrator.batch import BatchResult, run_batch
+from openforgerl.orchestrator.config import OrchestratorConfig
 from openforgerl.orchestrator.results import ResultSink
 from openforgerl.records import CallRecord, RolloutRecord, Sample
 from openforgerl.train.checkpoint import load_checkpoint, save_checkpoint
 from openforgerl.train.grpo import RolloutScore, group_advantages
 from openforgerl.train.reporting import MetricsLog, StepProgress, plot_reward_curve, step_table
-from openforgerl.train.services import TrainServices, open_train_services, redraw_pool, select_tasks
+from openforgerl.train.services import TrainServices, redraw_pool, select_tasks
+from openforgerl.train.settings import EvalSettings, TaskSelection, TrainSettings
 from openforgerl.train.update import grpo_update, logprob_check
 from openforgerl.train.vision import SampleVision
 from openforgerl.train.weight_sync import sync_weights
@@ -69,25 +70,30 @@ class TrainSummary:
     """Why the loop ended: every step done, or the time budget (with the step it stopped after)."""
 
 
-def harness_for(cfg: Config, step: int) -> Any:
-    """One adapter per step; a weighted mix picks per step deterministically (seeded)."""
-    from openforgerl.harness.harness_mix import HarnessMix
-    from openforgerl.harness.registry import get_harness
+class OrchestratorFor(Protocol):
+    """The orchestrator's contract for a run, with a group size of its own where evaluation and band
+    refreshes need one (`Config.orchestrator`)."""
 
-    name = (
-        cfg.harness
-        if isinstance(cfg.harness, str)
-        else HarnessMix.parse(cfg.harness, cfg.seed).assign(f"step-{step}")
-    )
-    options = dict(cfg.harness_options.get(name, {}))
-    if name in (
-        "zero",
-        "zero-gui",
-    ):  # the trainer owns sampling: the harness asks for what the engine settings say
-        options.setdefault("max_tokens", cfg.engine.max_tokens)
-        options.setdefault("temperature", cfg.engine.temperature)
-        options.setdefault("wall_clock_s", cfg.rollout.budget_s or 600.0)
-    return get_harness(name, **options)
+    def __call__(
+        self, *, group_size: int | None = None, artifacts_dir: Path | None = None, **overrides: Any
+    ) -> OrchestratorConfig: ...
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """What the trainer reads of a run's configuration. The layer above builds it (`compose/train.py`,
+    from the one schema), so the trainer stands on its own settings and the services it is handed."""
+
+    train: TrainSettings
+    eval: EvalSettings
+    tasks: TaskSelection | list[TaskSelection]
+    """The training selection(s): the bands `refresh_every` re-calibrates and redraws."""
+    seed: int
+    harness: Callable[[int], Any]
+    """step -> the harness adapter that step's rollouts run in."""
+    orchestrator: OrchestratorFor
+    reconstruction: ReconstructionOptions
+    """Trajectory reconstruction; the trainer adds the policy's image token."""
 
 
 class CallSource(Protocol):
@@ -154,19 +160,19 @@ def policy_vision(path: Path, store: Any) -> SampleVision | None:
 
 
 class Trainer:
-    def __init__(self, cfg: Config, out_dir: Path, console: Console | None = None) -> None:
-        self.cfg = cfg
+    def __init__(self, plan: TrainPlan, out_dir: Path, console: Console | None = None) -> None:
+        self.plan = plan
         self.out_dir = out_dir
         self.console = console or Console()
         self.log = MetricsLog(out_dir)
-        self.settings = cfg.train.update_settings()
+        self.settings = plan.train.update_settings()
         self.vision: SampleVision | None = None
-        self.check_logprobs = cfg.train.step0_logprob_tol is not None
+        self.check_logprobs = plan.train.step0_logprob_tol is not None
         self.version = 0  # the policy version the engine serves
         self.done = 0  # steps finished (an interrupted run says where it stopped)
         self.saved_step: int | None = None  # the step the checkpoint on disk continues at
         self.updating = False  # inside the optimiser step: the weights in memory are half-updated
-        self.progress = StepProgress(cfg.train.steps, 0, cfg.train.time_budget_s)
+        self.progress = StepProgress(plan.train.steps, 0, plan.train.time_budget_s)
 
     def say(self, text: str) -> None:
         """A progress line, on a terminal and off it (a log file sees it when it happens)."""
@@ -178,14 +184,14 @@ class Trainer:
         """Held-out pass@1 (`eval.tasks`, `eval.group_size` rollouts a task)."""
         if not services.eval_tasks:
             return None
-        return await self._pass_rate(services, services.eval_tasks, self.cfg.eval.group_size, step, "eval")
+        return await self._pass_rate(services, services.eval_tasks, self.plan.eval.group_size, step, "eval")
 
     async def evaluate_train(self, services: TrainServices, step: int) -> float | None:
         """pass@1 on the train tasks (`eval.train_group_size` rollouts a task; None when 0)."""
-        if not self.cfg.eval.train_group_size or not services.train_tasks:
+        if not self.plan.eval.train_group_size or not services.train_tasks:
             return None
         return await self._pass_rate(
-            services, services.train_tasks, self.cfg.eval.train_group_size, step, "eval_train"
+            services, services.train_tasks, self.plan.eval.train_group_size, step, "eval_train"
         )
 
     async def _pass_rate(
@@ -193,12 +199,12 @@ class Trainer:
     ) -> float | None:
         what = "held-out tasks" if kind == "eval" else "train tasks"
         self.say(f"evaluating pass@1 on {len(tasks)} {what} x {group_size} rollouts (after step {step})")
-        ocfg = self.cfg.orchestrator(
+        ocfg = self.plan.orchestrator(
             group_size=group_size, artifacts_dir=self.out_dir / "rollouts", min_group_size=1
         )
         batch = await run_batch(
             tasks,
-            harness_for(self.cfg, step),
+            self.plan.harness(step),
             gateway=services.gateway.access,
             backend=services.backend,
             config=ocfg,
@@ -211,8 +217,8 @@ class Trainer:
         return ResultSink(self.out_dir / f"{kind}_rollouts.jsonl")
 
     def tasks_for(self, services: TrainServices, step: int) -> list[Any]:
-        rng = random.Random(self.cfg.seed * 100_003 + step)
-        k = min(self.cfg.train.tasks_per_step, len(services.train_tasks))
+        rng = random.Random(self.plan.seed * 100_003 + step)
+        k = min(self.plan.train.tasks_per_step, len(services.train_tasks))
         return rng.sample(services.train_tasks, k)
 
     async def step(
@@ -221,15 +227,15 @@ class Trainer:
         t0 = time.monotonic()
         batch = await run_batch(
             self.tasks_for(services, step),
-            harness_for(self.cfg, step),
+            self.plan.harness(step),
             gateway=services.gateway.access,
             backend=services.backend,
-            config=self.cfg.orchestrator(artifacts_dir=self.out_dir / "rollouts"),
+            config=self.plan.orchestrator(artifacts_dir=self.out_dir / "rollouts"),
             sink=self.sink(services, "train"),
         )
         t_roll = time.monotonic() - t0
-        options = self.cfg.reconstruction_options(
-            image_token_id=self.vision.image_token_id if self.vision else None
+        options = replace(
+            self.plan.reconstruction, image_token_id=self.vision.image_token_id if self.vision else None
         )
         data = await collect(services.store, batch, options)
         adv = group_advantages(data.scores)
@@ -261,9 +267,11 @@ class Trainer:
 
     def refresh_due(self, done: int) -> list[TaskSelection]:
         """The band selections whose `refresh_every` falls on this step (none after the last step)."""
-        sels = self.cfg.tasks if isinstance(self.cfg.tasks, list) else [self.cfg.tasks]
+        sels = self.plan.tasks if isinstance(self.plan.tasks, list) else [self.plan.tasks]
         return [
-            s for s in sels if s.refresh_every and done % s.refresh_every == 0 and done < self.cfg.train.steps
+            s
+            for s in sels
+            if s.refresh_every and done % s.refresh_every == 0 and done < self.plan.train.steps
         ]
 
     async def refresh_bands(
@@ -276,14 +284,14 @@ class Trainer:
         t0 = time.monotonic()
         pool, band, rates = 0, 0, []
         for sel in sels:
-            runtimes = select_tasks(sel.model_copy(update={"pass_rate": None, "limit": None}), self.cfg.seed)
+            runtimes = select_tasks(sel.model_copy(update={"pass_rate": None, "limit": None}), self.plan.seed)
             measured = await measure(
                 runtimes,
                 sel.refresh_k,
-                harness_for(self.cfg, step),
+                self.plan.harness(step),
                 gateway=services.gateway.access,
                 backend=services.backend,
-                config=self.cfg.orchestrator(group_size=sel.refresh_k),
+                config=self.plan.orchestrator(group_size=sel.refresh_k),
                 sink=self.sink(services, "refresh"),
             )
             done = calibrate(
@@ -294,8 +302,8 @@ class Trainer:
             )
             pool += len(runtimes)
             rates += [c.pass_rate for c in done if c.pass_rate is not None]
-            band += len(select_tasks(sel, self.cfg.seed))
-        redrawn = redraw_pool(self.cfg.tasks, self.cfg.seed, services.train_tasks)
+            band += len(select_tasks(sel, self.plan.seed))
+        redrawn = redraw_pool(self.plan.tasks, self.plan.seed, services.train_tasks)
         if redrawn is services.train_tasks:
             self.console.print(
                 f"[yellow]step {step}: the refreshed bands are empty; keeping the previous pool[/]"
@@ -312,10 +320,10 @@ class Trainer:
 
     def step0_check(self, stats: Any) -> dict[str, Any]:
         """The first step with trained tokens: trainer vs engine logprobs on the same weights."""
-        if not self.check_logprobs or not stats.trained_tokens or self.cfg.train.step0_logprob_tol is None:
+        if not self.check_logprobs or not stats.trained_tokens or self.plan.train.step0_logprob_tol is None:
             return {}
         self.check_logprobs = False
-        check = logprob_check(stats, self.cfg.train.step0_logprob_tol)
+        check = logprob_check(stats, self.plan.train.step0_logprob_tol)
         if not check.passed:
             self.console.print(
                 f"[red]step-0 logprob check failed: max |trainer - engine| = {check.max_diff:.3g} "
@@ -323,17 +331,22 @@ class Trainer:
             )
         return check.as_row()
 
-    async def run(self, *, resume: bool = False) -> TrainSummary:
-        torch.manual_seed(self.cfg.seed)
+    async def run(
+        self, opening: AbstractAsyncContextManager[TrainServices], *, resume: bool = False
+    ) -> TrainSummary:
+        """The whole run on the services `opening` opens (`compose.train.open_train_services`): entered
+        here, after the seed is set and the clock has started (the time budget counts the start-up), and
+        closed before the summary is written."""
+        torch.manual_seed(self.plan.seed)
         started = time.monotonic()
-        self.say(f"starting: engine, gateway and sandboxes for {self.cfg.train.steps} steps")
-        async with open_train_services(self.cfg, self.out_dir) as services:
+        self.say(f"starting: engine, gateway and sandboxes for {self.plan.train.steps} steps")
+        async with opening as services:
             model = load_policy(services.policy_path)
             self.vision = policy_vision(services.policy_path, services.store)
             opt = torch.optim.AdamW(
-                model.parameters(), lr=self.cfg.train.lr, weight_decay=self.cfg.train.weight_decay
+                model.parameters(), lr=self.plan.train.lr, weight_decay=self.plan.train.weight_decay
             )
-            ref = copy.deepcopy(model).eval() if self.cfg.train.kl_coef > 0 else None
+            ref = copy.deepcopy(model).eval() if self.plan.train.kl_coef > 0 else None
             first, version = 0, 0
             if resume:
                 first, version = load_checkpoint(self.out_dir / "checkpoint", model, opt)
@@ -382,16 +395,19 @@ class Trainer:
             else None
         )
         with live if live is not None else nullcontext():
-            for step in range(first, self.cfg.train.steps):
-                if self.cfg.train.time_budget_s and time.monotonic() - started > self.cfg.train.time_budget_s:
+            for step in range(first, self.plan.train.steps):
+                if (
+                    self.plan.train.time_budget_s
+                    and time.monotonic() - started > self.plan.train.time_budget_s
+                ):
                     return True
                 row = await self.step(services, model, opt, ref, step, self.version)
                 self.version = row["policy_version"]
                 self.done = step + 1
                 if (
-                    self.cfg.eval.every
-                    and self.done % self.cfg.eval.every == 0
-                    and self.done < self.cfg.train.steps
+                    self.plan.eval.every
+                    and self.done % self.plan.eval.every == 0
+                    and self.done < self.plan.train.steps
                 ):
                     row["eval_pass1"] = await self.evaluate(services, self.done)
                 if due := self.refresh_due(self.done):
@@ -402,7 +418,7 @@ class Trainer:
                     live.update(self.table())
                 else:
                     self.console.print(line, highlight=False, soft_wrap=True)
-                if self.cfg.train.checkpoint_every and self.done % self.cfg.train.checkpoint_every == 0:
+                if self.plan.train.checkpoint_every and self.done % self.plan.train.checkpoint_every == 0:
                     save_checkpoint(self.out_dir / "checkpoint", model, opt, self.done, self.version)
                     self.saved_step = self.done
         return False
