@@ -170,9 +170,14 @@ def calibrate(
     model: str = typer.Option("policy", help="model name given to the harness"),
 ) -> None:
     """Run the policy behind GATEWAY k times per task; write each pass rate into its task.toml."""
+    from openforgerl.config import load_config
     from openforgerl.synth.calibrate import run_calibration
 
-    results = run_calibration(path, gateway, harness=harness, k=k, model=model)
+    config = load_config(  # the one schema's settings: k is eval.group_size, model is rollout.model_name
+        {"harness": harness, "rollout": {"model_name": model}, "eval": {"group_size": k}},
+        source="tasks calibrate",
+    )
+    results = run_calibration(path, gateway, config.eval_orchestrator(), harness=harness)
     rates = [c.pass_rate for c in results if c.pass_rate is not None]
     inside = sum(1 for r in rates if 0.0 < r < 1.0)
     typer.echo(

@@ -21,10 +21,13 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openforgerl.tasks import _toml
 from openforgerl.tasks.draft import Action
+
+if TYPE_CHECKING:
+    from openforgerl.orchestrator.config import OrchestratorConfig
 
 __all__ = [
     "Calibration",
@@ -233,17 +236,15 @@ def orchestrator_runner(harness: str, *, gateway: Any, backend: Any, **config: A
 def run_calibration(
     root: Path,
     gateway_url: str,
+    orchestrator: OrchestratorConfig,
     *,
     harness: str = "zero",
-    k: int = 4,
-    model: str = "policy",
     threshold: float = 1.0,
 ) -> list[Calibration]:
     """`openforgerl tasks calibrate`: k rollouts per task under `root` through the orchestrator against a
     running gateway (its admin URL; the token from `$OPENFORGERL_ADMIN_TOKEN`), in real sandboxes; each
-    task's pass rate is written into its task.toml (infra failures are not counted). The settings are the
-    one config schema's (`openforgerl.config`): `k` is `eval.group_size`, `model` is `rollout.model_name`."""
-    from openforgerl.config import load_config
+    task's pass rate is written into its task.toml (infra failures are not counted). `orchestrator` is
+    the command's evaluation contract (`Config.eval_orchestrator`): k is its `group_size`."""
     from openforgerl.gateway.access import GatewayAccess
     from openforgerl.tasks.format import find_tasks
     from openforgerl.tasks.loader import load_runtime
@@ -251,11 +252,6 @@ def run_calibration(
     paths = list(find_tasks(root))
     runtimes = [load_runtime(p) for p in paths]
     by_runtime_id = {rt.task_id: _task_id(p) for rt, p in zip(runtimes, paths, strict=True)}
-
-    config = load_config(
-        {"harness": harness, "rollout": {"model_name": model}, "eval": {"group_size": k}},
-        source="tasks calibrate",
-    )
 
     async def rollouts() -> dict[str, list[float | None]]:
         from openforgerl.eval.runner import run_eval
@@ -268,7 +264,7 @@ def run_calibration(
                 [harness],
                 gateway=GatewayAccess.from_env(gateway_url),
                 backend=backend,
-                config=config.eval_orchestrator(),
+                config=orchestrator,
             )
         finally:
             await backend.aclose()
@@ -280,7 +276,11 @@ def run_calibration(
 
     measured = asyncio.run(rollouts())
     return calibrate(
-        paths, lambda _tasks, _k: measured, k, policy=f"{harness}@{gateway_url}", threshold=threshold
+        paths,
+        lambda _tasks, _k: measured,
+        orchestrator.group_size,
+        policy=f"{harness}@{gateway_url}",
+        threshold=threshold,
     )
 
 
