@@ -9,7 +9,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="${1:-$ROOT/.venv-verl}"
 PY="${PYTHON:-python3.11}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-check='from verl.experimental.agent_loop.agent_loop import AgentLoopOutput; import openforgerl.train.verl.agent_loop'
+check='from verl.experimental.agent_loop.agent_loop import AgentLoopOutput; import openforgerl.compose.verl_loop'
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$check" 2>/dev/null; then
   # openforgerl's metadata (its entry points: task suites, environments) is written at install time, so a
   # venv made before a plug-in was added would not find it; reinstalling the editable package takes seconds

@@ -2,7 +2,7 @@
 # GRPO with veRL (0.9.x) on our Claw tasks, each prompt row run as an openforgerl rollout inside a real
 # harness (default: zero) against veRL's own vLLM servers. Needs a GPU node with veRL + vLLM (>= 0.10.2,
 # for return_token_ids) + openforgerl installed. Not run on the CPU-only dev machine (see the docstring of
-# src/openforgerl/train/verl/agent_loop.py for what was).
+# src/openforgerl/compose/verl_loop.py for what was).
 #
 #   python examples/verl/build_dataset.py --out "$DATA"      # once
 #   bash examples/verl/run_grpo.sh                           # classic trainer + mask-aware estimator
@@ -40,7 +40,7 @@ else
 fi
 # Imported by `import verl` in every process (driver, TaskRunner, workers): registers the agent loop
 # and the openforgerl_grpo advantage estimator.
-export VERL_USE_EXTERNAL_MODULES=openforgerl.train.verl.agent_loop
+export VERL_USE_EXTERNAL_MODULES=openforgerl.compose.verl_loop
 
 ARGS=(
   trainer.use_v1="$USE_V1"

@@ -209,8 +209,8 @@ class ReconstructionSettings(_Strict):
 
 
 class VerlSettings(_Strict):
-    """Our veRL agent loop (`train/verl/`): keys of its `agent_loop_config_path` entry, with the sections
-    above."""
+    """Our veRL agent loop (`compose/verl_loop.py`): keys of its `agent_loop_config_path` entry, with
+    the sections above."""
 
     mode: Literal["auto", "v1", "classic"] = "auto"
     """`v1` (list of outputs), `classic` (one output), `auto`: `v1` when `trainer.use_v1`."""

@@ -2,9 +2,10 @@
 
 Every command and the veRL worker build one `openforgerl.config.Config` (from YAML or flags) and open
 their services through `open_services(out_dir, config)`; nothing else starts a policy engine, a call
-log or a gateway for them: `train` (train/services.py adds its tasks and weight pusher on top), `eval` and
-`rollout` (the embedded default, a scripted oracle, engine URLs, or a running gateway), `tasks calibrate`
-(through train's services), and the veRL agent loop's worker runtime (train/verl/runtime.py). What is
+log or a gateway for them: `train` (compose/train.py adds its tasks and weight pusher on top), `eval`
+and `rollout` (the embedded default, a scripted oracle, engine URLs, or a running gateway), `tasks
+calibrate` (through train's services), and the veRL agent loop's worker runtime (compose/verl_worker.py).
+The stages never import this module nor the config: the CLI and `openforgerl.compose` wire them. What is
 opened is closed in reverse order in `finally`, so a crash anywhere never leaves an engine process, a
 gateway port or a sandbox behind.
 

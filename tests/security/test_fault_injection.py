@@ -4,7 +4,7 @@ lost sandboxes and verifier crashes mixed with honest rollouts (and genuine agen
 
 Done when: 0 infra-faulted rollouts in the batch, the trainer's loss inputs, the veRL
 loop's output or `export`; export, trainer and veRL select exactly the same rollouts (each through
-its own code path: `trainer.collect`, `verl.agent_loop.rollout_rows`, the `export` command); every
+its own code path: `trainer.collect`, `verl.outputs.rollout_rows`, the `export` command); every
 rollout ends within its budget, a hung engine as `infra_error:engine`, not `timeout`.
 """
 
@@ -108,7 +108,7 @@ async def _trainer_and_verl(batch: BatchResult, store: SQLiteCallStore) -> dict[
     """What the built-in trainer and the veRL agent loop each select, through their own code."""
     from openforgerl.train.grpo import group_advantages
     from openforgerl.train.trainer import collect
-    from openforgerl.train.verl.agent_loop import rollout_rows
+    from openforgerl.train.verl.outputs import rollout_rows
 
     data = await collect(store, batch)
     advantages = group_advantages(data.scores)

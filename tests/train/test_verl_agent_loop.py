@@ -51,7 +51,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "overrides_classic": overrides("classic"),
         "work": str(work),
     }
-    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "openforgerl.train.verl.agent_loop"}
+    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "openforgerl.compose.verl_loop"}
     proc = subprocess.run(
         [str(VENV_PYTHON), str(Path(__file__).with_name("verl_driver.py")), json.dumps(spec)],
         capture_output=True,

@@ -10,19 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from openforgerl.compose.verl_loop import loop_mode, reconstruction_options, server_addresses
+from openforgerl.compose.verl_worker import loop_config, normalize_url, pick_record
 from openforgerl.config import Config, ConfigError, load_config
 from openforgerl.envs.claw.suite import CLAW_SUITE
 from openforgerl.records import RolloutRecord, RolloutStatus
 from openforgerl.tasks.format import load_task
-from openforgerl.train.verl.agent_loop import (
-    loop_mode,
-    reconstruction_options,
-    rollout_rows,
-    server_addresses,
-)
-from openforgerl.train.verl.outputs import is_dropped_row
+from openforgerl.train.verl.outputs import is_dropped_row, rollout_rows
 from openforgerl.train.verl.rows import RowError, RowSpec, build_row, resolve_task_dir, task_index
-from openforgerl.train.verl.runtime import loop_config, normalize_url, pick_record
 from openforgerl.trajectory import ReconstructionOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trajectory"))

@@ -1,11 +1,17 @@
 """veRL agent loop ``openforgerl``: each veRL prompt row runs as one of our rollouts, in a real harness.
 
+This is the module veRL loads (the ``verl.plugins`` entry point, or ``VERL_USE_EXTERNAL_MODULES``), so
+it is wiring above the stages: it builds the one config from the loop's registry entry and opens the
+worker's services through the composition root (``verl_worker.py``); the veRL-free row and output logic
+it drives lives in the train stage (``train/verl/``).
+
 How it plugs in (veRL 0.9.1, read from its source in ``.venv-verl``):
 
 - veRL's ``AgentLoopWorker`` builds one loop object per row with ``hydra.utils.instantiate`` from the
   registry entry (``@register("openforgerl")`` below, or the YAML at
   ``actor_rollout_ref.rollout.agent.agent_loop_config_path``, whose extra keys are sections of the one
-  config schema, ``openforgerl.config.Config``: ``runtime.loop_config``), passing ``server_manager``: a ``verl.workers.rollout.llm_server.LLMServerClient``.
+  config schema, ``openforgerl.config.Config``: ``verl_worker.loop_config``), passing ``server_manager``:
+  a ``verl.workers.rollout.llm_server.LLMServerClient``.
   That client has **no address attribute**: it holds ``_load_balancer``, the Ray actor
   ``GlobalRequestLoadBalancer`` whose server ids *are* the replicas' HTTP addresses ``host:port``
   (``LLMServerManager`` builds it from ``dict(zip(server_addresses, server_handles))``;
@@ -16,8 +22,8 @@ How it plugs in (veRL 0.9.1, read from its source in ``.venv-verl``):
   engine's full OpenAI server there (vLLM's ``build_app``), which is what our gateway's
   ``OpenAICompatEngine`` talks to (``return_token_ids`` + logprobs; dialect from ``rollout.name``).
 - ``run(sampling_params, **row)`` parses ``extra_info`` (``task_id`` / ``task_dir`` / ``harness``), runs
-  the task through ``orchestrator.run_batch`` (group size 1, infra faults retried ``rollout.retries`` times) against
-  this worker's gateway, reconstructs samples from the call log and returns:
+  the task through ``orchestrator.run_batch`` (group size 1, infra faults retried ``rollout.retries``
+  times) against this worker's gateway, reconstructs samples from the call log and returns:
   * V1 (``trainer.use_v1=true``, veRL's default): ``list[AgentLoopOutput]``, every chain, the main
     agent's final chain last (V1 copies its reward to the others and uses only it for GRPO statistics);
     ``[]`` for a dropped rollout (V1 logs "Empty output" and stores nothing: a real drop).
@@ -25,7 +31,7 @@ How it plugs in (veRL 0.9.1, read from its source in ``.venv-verl``):
     placeholder with ``extra_fields.dropped=True``, kept out of group statistics by the estimator
     ``openforgerl_grpo`` (``advantage.py``, registered with ``core_algos.register_adv_est``).
   ``reward_score`` is our verifier's reward, so veRL's reward loop is not asked for one.
-- Per worker process: one gateway, call log and sandbox backend (``runtime.py``), opened lazily.
+- Per worker process: one gateway, call log and sandbox backend (``verl_worker.py``), opened lazily.
 
 What was run here (2-core CPU machine, no GPU, no Ray cluster; veRL 0.9.1 ``--no-deps`` in
 ``.venv-verl`` from ``scripts/install_verl.sh``): ``tests/train/test_verl_agent_loop.py`` imports this
@@ -51,14 +57,20 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from openforgerl.compose.verl_worker import get_runtime, loop_config
 from openforgerl.config import Config
-from openforgerl.records import RolloutRecord
-from openforgerl.train.verl.outputs import classic_row, reconstruct, v1_rows, with_pil_images
+from openforgerl.train.verl.outputs import rollout_rows, with_pil_images
 from openforgerl.train.verl.rows import AGENT_NAME, RowSpec
-from openforgerl.train.verl.runtime import get_runtime, loop_config
 from openforgerl.trajectory import ReconstructionOptions
 
-__all__ = ["AGENT_NAME", "VERL_AVAILABLE", "loop_mode", "rollout_rows", "server_addresses"]
+__all__ = [
+    "AGENT_NAME",
+    "VERL_AVAILABLE",
+    "loop_mode",
+    "reconstruction_options",
+    "run_row",
+    "server_addresses",
+]
 
 
 async def server_addresses(server_manager: Any) -> list[str]:
@@ -109,22 +121,6 @@ def reconstruction_options(
         max_response_len=None if response is None else int(response),
         image_token_id=image_token_id,
     )
-
-
-def rollout_rows(
-    record: RolloutRecord,
-    calls: list[Any],
-    *,
-    mode: str,
-    options: ReconstructionOptions,
-    global_steps: int | None = None,
-    pad_token_id: int = 0,
-) -> list[dict[str, Any]] | dict[str, Any]:
-    """A finished rollout as the loop returns it, in plain dicts: V1 list or one classic row."""
-    result = reconstruct(record, calls, options)
-    if mode == "v1":
-        return v1_rows(result, global_steps=global_steps)
-    return classic_row(result, pad_token_id=pad_token_id, global_steps=global_steps)
 
 
 async def run_row(

@@ -1,4 +1,5 @@
-"""The per-worker services our veRL agent loop stands on: one gateway, call log and sandbox backend.
+"""The per-worker services our veRL agent loop (``verl_loop.py``) stands on: one gateway, call log and
+sandbox backend, opened from the loop's config through the composition root (``openforgerl.stack``).
 
 veRL builds one agent-loop object per row, inside ``AgentLoopWorker`` actors (``rollout.agent.num_workers``
 of them), each with its own asyncio loop. Per worker process we open, lazily on the first row, one

@@ -23,6 +23,22 @@ from openforgerl.records import CallRecord, RolloutRecord
 from openforgerl.trajectory import ReconstructionOptions, ReconstructionResult, reconstruct_samples
 
 
+def rollout_rows(
+    record: RolloutRecord,
+    calls: Sequence[CallRecord],
+    *,
+    mode: str,
+    options: ReconstructionOptions,
+    global_steps: int | None = None,
+    pad_token_id: int = 0,
+) -> list[dict[str, Any]] | dict[str, Any]:
+    """A finished rollout as the agent loop returns it, in plain dicts: V1 list or one classic row."""
+    result = reconstruct(record, calls, options)
+    if mode == "v1":
+        return v1_rows(result, global_steps=global_steps)
+    return classic_row(result, pad_token_id=pad_token_id, global_steps=global_steps)
+
+
 def reconstruct(
     record: RolloutRecord, calls: Sequence[CallRecord], options: ReconstructionOptions
 ) -> ReconstructionResult:
