@@ -1,7 +1,7 @@
 """Runs in the veRL venv (``.venv-verl/bin/python``), started by test_verl_agent_loop.py.
 
 Does what veRL's ``AgentLoopWorker`` does for our loop, with veRL's own code wherever it runs on CPU:
-- ``import verl`` with ``VERL_USE_EXTERNAL_MODULES=openforgerl.train.verl.agent_loop`` (the launch
+- ``import verl`` with ``VERL_USE_EXTERNAL_MODULES=openforgerl.compose.verl_loop`` (the launch
   script's mechanism) must register the agent loop and the ``openforgerl_grpo`` estimator;
 - the trainer config is veRL's Hydra config composed with examples/verl/run_grpo.sh's overrides;
 - the registry entry is loaded from examples/verl/agent_loop.yaml the way the worker loads it;
@@ -46,7 +46,7 @@ from openforgerl.engines.scripted import Faults, ScriptedEngine, start_scripted_
 from openforgerl.envs.claw.oracle_policy import oracle_policy  # noqa: E402
 from openforgerl.tasks.format import load_task  # noqa: E402
 from openforgerl.tasks.loader import load_runtime  # noqa: E402
-from openforgerl.train.verl import runtime as worker_runtime  # noqa: E402
+from openforgerl.compose import verl_worker as worker_runtime  # noqa: E402
 from openforgerl.train.verl.rows import build_row  # noqa: E402
 
 ASSETS = Path(__file__).resolve().parents[2] / "src" / "openforgerl" / "assets" / "tiny"
