@@ -38,7 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.gui.suite.families import CARDS, GUI_SUITE
+from openforgerl.envs.gui.suite.app_data import CARDS
+from openforgerl.envs.gui.suite.families import GUI_SUITE
 from openforgerl.sandbox.base import SandboxSpec
 from openforgerl.sandbox.local import LocalBackend, raise_nofile_limit
 from openforgerl.tasks.loader import load_runtime

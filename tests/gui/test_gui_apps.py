@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from openforgerl.env.world_data import base_fixtures
-from openforgerl.envs.gui.suite.families import CARDS, FORMS, PRODUCTS
+from openforgerl.envs.gui.suite.app_data import CARDS, FORMS, PRODUCTS
 
 
 def post(url: str, **form: str) -> str:

@@ -207,7 +207,7 @@ def test_control_the_url_bar_opens_another_apps_page(desktop: Service) -> None:
 @pytest.fixture
 def browser_computer(apps_server: Any) -> Iterator[tuple[Any, str]]:
     from openforgerl.envs.browser.computer import PlaywrightComputer
-    from openforgerl.envs.gui.suite.families import CARDS
+    from openforgerl.envs.gui.suite.app_data import CARDS
 
     _, base = apps_server({"board": {"cards": CARDS}})
     computer = PlaywrightComputer(app_url(base, "/board"))

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from openforgerl.envs.gui.suite.families import GuiDraft, write_gui_task
+from openforgerl.envs.gui.suite.drafting import GuiDraft, write_gui_task
 from openforgerl.tasks.importing import TaskImporter
 
 __all__ = ["GUI_FORMATS", "MIND2WEB", "OSWORLD", "WEBVOYAGER", "import_gui"]

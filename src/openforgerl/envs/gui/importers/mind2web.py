@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from openforgerl.envs.gui.importers.webvoyager import judge_draft
-from openforgerl.envs.gui.suite.families import GuiDraft
+from openforgerl.envs.gui.suite.drafting import GuiDraft
 
 __all__ = ["convert_mind2web"]
 

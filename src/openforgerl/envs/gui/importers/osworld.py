@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.gui.suite.families import GuiDraft
+from openforgerl.envs.gui.suite.drafting import GuiDraft
 
 __all__ = ["APPS", "convert_osworld", "find_osworld_tasks"]
 

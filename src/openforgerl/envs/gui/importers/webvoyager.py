@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from openforgerl.envs.gui.suite.families import GuiDraft
+from openforgerl.envs.gui.suite.drafting import GuiDraft
 
 __all__ = ["convert_webvoyager", "judge_draft"]
 

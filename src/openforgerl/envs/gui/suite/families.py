@@ -5,186 +5,26 @@ the committed suite equals a fresh generation). Every task's checks fail on the 
 -> 0) and its oracle — pixel actions through the computer service, `target` selectors resolved to
 pixels by the oracle runner — satisfies them (-> 1); `tests/gui/test_gui_validation.py` proves both
 in real sandboxes. Split: in every family the last member is `test`, the rest `train`.
+
+The browser families are here, the desktop ones in families_desktop.py; the apps' seed data is in
+app_data.py, and `GuiDraft` with how a draft becomes a task folder in drafting.py.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
-import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from openforgerl.env.world_data import base_fixtures
-from openforgerl.tasks import _toml
-from openforgerl.tasks.draft import TaskDraft, write_task
+from openforgerl.envs.gui.suite.app_data import CARDS, DAYS, EVENTS, FORMS, PRODUCTS, WIKI, shop, web
+from openforgerl.envs.gui.suite.drafting import GuiDraft, choose, click, fill, key, rec, type_, write_gui_task
+from openforgerl.envs.gui.suite.families_desktop import desktop_browser, desktop_editor
 
-__all__ = ["FAMILIES", "GUI_SUITE", "GuiDraft", "all_drafts", "generate", "write_gui_task"]
+__all__ = ["FAMILIES", "GUI_SUITE", "all_drafts", "generate"]
 
 GUI_SUITE = Path(__file__).parent / "tasks"
-Step = dict[str, Any]
-
-
-@dataclass
-class GuiDraft:
-    name: str
-    instruction: str
-    kind: str  # "browser" | "desktop"
-    env: dict[str, Any]  # environment/gui.json: start_url, apps, desktop
-    checks: list[dict[str, Any]]
-    oracle: list[Step]
-    workspace: dict[str, str] = field(default_factory=dict)
-    difficulty: str = "easy"
-    tags: list[str] = field(default_factory=list)
-    split: str = "train"
-    budget_s: float = 300.0
-    source: str = "openforgerl/gui"
-    extra_meta: dict[str, Any] = field(default_factory=dict)
-    """Flags of imported tasks (`requires_internet`, `requires_llm_judge`, `unsupported`, `no_oracle`...)."""
-    extra_files: dict[str, str] = field(default_factory=dict)
-
-
-def click(target: str, **kw: Any) -> Step:
-    return {"action": "click", "target": target, **kw}
-
-
-def type_(text: str) -> Step:
-    return {"action": "type", "text": text}
-
-
-def key(keys: str) -> Step:
-    return {"action": "key", "keys": keys}
-
-
-def fill(target: str, text: str) -> list[Step]:
-    return [click(target), type_(text)]
-
-
-def choose(target: str, option: str) -> list[Step]:
-    """A <select>: focus it, type the option's label (type-ahead), Enter closes the list."""
-    return [click(target), type_(option), key("enter")]
-
-
-def rec(
-    collection: str,
-    name: str,
-    match: dict[str, Any] | None = None,
-    contains: dict[str, Any] | None = None,
-    kind: str = "record",
-    **extra: Any,
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": kind, "name": name, "collection": collection}
-    return out | ({"match": match} if match else {}) | ({"contains": contains} if contains else {}) | extra
-
-
-# --- fixtures --------------------------------------------------------------------------------------
-
-PRODUCTS: list[dict[str, Any]] = [
-    {"id": f"p{i + 1}", "name": n, "price": p, "category": c}
-    for i, (n, p, c) in enumerate(
-        [
-            ("Blue Mug", 9.5, "kitchen"),
-            ("Red Lamp", 24.0, "home"),
-            ("Green Notebook", 4.25, "office"),
-            ("Steel Bottle", 18.0, "kitchen"),
-            ("Desk Fan", 31.0, "home"),
-            ("Black Pen Set", 6.75, "office"),
-            ("Wool Scarf", 22.0, "clothing"),
-            ("Yoga Mat", 27.5, "sport"),
-            ("Tennis Balls", 8.0, "sport"),
-            ("Coffee Beans", 13.0, "kitchen"),
-        ]
-    )
-]
-WIKI = [
-    {"slug": s, "title": t, "body": b}
-    for s, t, b in [
-        (
-            "vpn-setup",
-            "VPN setup",
-            "Install the client from the portal.\n\nUse your staff id as the user name.",
-        ),
-        ("expense-policy", "Expense policy", "Meals up to $40 a day are covered.\n\nKeep every receipt."),
-        (
-            "onboarding",
-            "Onboarding",
-            "New staff get a laptop on day one.\n\nThe buddy program lasts a month.",
-        ),
-        (
-            "printer-help",
-            "Printer help",
-            "The office printer is on floor 2.\n\nRestart it before calling IT.",
-        ),
-        (
-            "holiday-calendar",
-            "Holiday calendar",
-            "The office closes on public holidays.\n\nBook leave early.",
-        ),
-    ]
-]
-DAYS = ["2026-03-02", "2026-03-03", "2026-03-04", "2026-03-05", "2026-03-06"]
-EVENTS = [
-    {"id": f"e{i + 1}", "title": t, "date": d, "time": h}
-    for i, (t, d, h) in enumerate(
-        [
-            ("Team standup", "2026-03-02", "09:00"),
-            ("Budget review", "2026-03-03", "14:00"),
-            ("Dentist", "2026-03-04", "08:30"),
-            ("Lunch with Priya", "2026-03-05", "12:30"),
-            ("Sprint demo", "2026-03-06", "16:00"),
-        ]
-    )
-]
-CARDS = [
-    {"id": f"c{i + 1}", "title": t, "column": col}
-    for i, (t, col) in enumerate(
-        [
-            ("Write report", "todo"),
-            ("Book venue", "todo"),
-            ("Fix login bug", "doing"),
-            ("Review slides", "doing"),
-            ("Order supplies", "todo"),
-            ("Plan offsite", "done"),
-        ]
-    )
-]
-FORMS: dict[str, Any] = {
-    "contact": {
-        "title": "Contact us",
-        "fields": [
-            {"name": "name", "label": "Name", "type": "text"},
-            {"name": "email", "label": "Email", "type": "text"},
-            {"name": "topic", "label": "Topic", "type": "select", "options": ["Billing", "Support", "Sales"]},
-            {"name": "message", "label": "Message", "type": "textarea"},
-        ],
-    },
-    "signup": {
-        "title": "Newsletter sign-up",
-        "fields": [
-            {"name": "name", "label": "Name", "type": "text"},
-            {"name": "plan", "label": "Plan", "type": "radio", "options": ["Free", "Pro", "Team"]},
-            {"name": "newsletter", "label": "Send news", "type": "checkbox"},
-        ],
-    },
-    "settings": {
-        "title": "Speaker settings",
-        "fields": [
-            {"name": "volume", "label": "Volume", "type": "range", "min": 0, "max": 100},
-            {"name": "device", "label": "Device name", "type": "text"},
-        ],
-    },
-}
-
-
-def web(start: str, **apps: Any) -> dict[str, Any]:
-    return {"start_url": start, "apps": apps}
-
-
-def shop() -> dict[str, Any]:
-    return {"products": PRODUCTS}
 
 
 # --- browser families ------------------------------------------------------------------------------
@@ -560,82 +400,6 @@ def board_add() -> list[GuiDraft]:
     ]
 
 
-# --- desktop families ------------------------------------------------------------------------------
-
-
-def desktop_editor() -> list[GuiDraft]:
-    rows = [
-        ("notes.txt", "Shopping: milk, eggs", "Call the plumber"),
-        ("todo.txt", "1. Pay rent", "2. Water plants"),
-        ("ideas.md", "# Ideas", "- a bike rack for the office"),
-        ("log.txt", "day 1: started", "day 2: tests pass"),
-        ("letter.txt", "Dear Sam,", "Thanks for the help."),
-    ]
-    return [
-        GuiDraft(
-            f"gui/desktop-editor-{i + 1:02d}",
-            f"The text editor shows {path}. Add the line '{line}' at the end of the "
-            "file and save it (keep the existing text).",
-            "desktop",
-            {"desktop": {"launch": [{"app": "mousepad", "file": f"/workdir/{path}"}]}},
-            [{"kind": "file", "name": "saved", "path": path, "contains": [first, line]}],
-            [
-                {"action": "click", "x": 640, "y": 400},
-                key("ctrl+end"),
-                key("enter"),
-                type_(line),
-                key("ctrl+s"),
-                {"action": "wait", "seconds": 0.5},
-            ],
-            workspace={path: first + "\n"},
-            tags=["desktop", "editor"],
-        )
-        for i, (path, first, line) in enumerate(rows)
-    ]
-
-
-def desktop_browser() -> list[GuiDraft]:
-    cal = {"days": DAYS, "events": EVENTS}
-    return [
-        GuiDraft(
-            "gui/desktop-board-01",
-            "In the browser, move the card 'Write report' to the Doing column.",
-            "desktop",
-            {
-                "apps": {"board": {"cards": CARDS}},
-                "desktop": {"launch": [{"app": "chromium", "url": "/board"}]},
-            },
-            [rec("board.cards", "moved", {"title": "Write report", "column": "doing"})],
-            [click("#fwd-c1")],
-            tags=["desktop", "board"],
-        ),
-        GuiDraft(
-            "gui/desktop-board-02",
-            "In the browser, add a card 'Print badges' to the to-do board.",
-            "desktop",
-            {
-                "apps": {"board": {"cards": CARDS}},
-                "desktop": {"launch": [{"app": "chromium", "url": "/board"}]},
-            },
-            [rec("board.cards", "added", {"title": "Print badges", "column": "todo"})],
-            [*fill("#new-title", "Print badges"), click("#add")],
-            tags=["desktop", "board"],
-        ),
-        GuiDraft(
-            "gui/desktop-calendar-01",
-            "In the browser, delete the 'Dentist' event; keep every other event.",
-            "desktop",
-            {"apps": {"calendar": cal}, "desktop": {"launch": [{"app": "chromium", "url": "/calendar"}]}},
-            [
-                rec("calendar.events", "deleted", {"title": "Dentist"}, kind="no_record"),
-                rec("calendar.events", "others_kept", count=len(EVENTS) - 1, safety=True),
-            ],
-            [click("#delete-e3")],
-            tags=["desktop", "calendar"],
-        ),
-    ]
-
-
 FAMILIES: list[Callable[[], list[GuiDraft]]] = [
     shop_buy,
     shop_cart,
@@ -667,54 +431,6 @@ def all_drafts() -> list[GuiDraft]:
     if len(set(names)) != len(names):
         raise ValueError("duplicate GUI task names")
     return drafts
-
-
-_SOLVE_SH = """#!/usr/bin/env bash
-# Oracle: replays solution/actions.json through the computer service (needs the rollout's token).
-set -euo pipefail
-"${OPENFORGERL_PYTHON:-python3}" -I -m openforgerl.envs.gui.oracle --actions "$(dirname "$0")/actions.json" \\
-  --token "$OPENFORGERL_GUI_TOKEN"
-"""
-_TEST_SH = """#!/usr/bin/env bash
-# Harbor entry point: judge the apps' state and the workdir, write /logs/verifier/reward.json.
-set -euo pipefail
-mkdir -p /logs/verifier
-"${OPENFORGERL_PYTHON:-python3}" -I -m openforgerl.envs.gui.verify --checks "$(dirname "$0")/checks.toml" \\
-  --state-url "${OPENFORGERL_GUI_APPS_URL:-}" --token "${OPENFORGERL_GUI_TOKEN:-}" --workdir "${WORKDIR:-$PWD}" \\
-  --out /logs/verifier/reward.json
-"""
-
-
-def write_gui_task(d: GuiDraft, suite: Path) -> Path:
-    """Lay `d` out in the Harbor layout, with `[environment] kind` and the GUI oracle/verifier scripts."""
-    draft = TaskDraft(
-        name=d.name,
-        instruction=d.instruction,
-        services=[],
-        checks=d.checks,
-        workspace=d.workspace,
-        difficulty=d.difficulty,
-        split=d.split,
-        tags=[d.kind, *d.tags],
-        budget_s=d.budget_s,
-        source=d.source,
-        extra_meta=d.extra_meta,
-        extra_files={
-            "environment/gui.json": json.dumps(d.env, indent=1) + "\n",
-            "solution/actions.json": json.dumps(d.oracle, indent=1) + "\n",
-            "solution/solve.sh": _SOLVE_SH,
-            "tests/test.sh": _TEST_SH,
-            **d.extra_files,
-        },
-    )
-    root = write_task(draft, suite)
-    toml_path = root / "task.toml"
-    data = tomllib.loads(toml_path.read_text())
-    data["environment"] = {"kind": d.kind, "cpus": 1, "memory_mb": 2048}
-    toml_path.write_text(_toml.dumps(data))
-    for script in ("solution/solve.sh", "tests/test.sh"):
-        (root / script).chmod(0o755)
-    return root
 
 
 def generate(out: Path = GUI_SUITE) -> list[Path]:
