@@ -162,3 +162,19 @@ def test_the_documented_config_error_is_the_real_output(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text("model: tiny\nrollout: {grup_size: 4}\n")
     out = _run("train", "c.yaml", cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.strip() == documented, (out.stderr, documented)
+
+
+def test_calibrate_without_an_admin_token_is_one_line(tmp_path: Path) -> None:
+    """`tasks calibrate --gateway URL` with no admin token names the fix before any rollout starts."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENFORGERL_DEBUG", "OPENFORGERL_ADMIN_TOKEN")}
+    out = subprocess.run(
+        [CLI, "tasks", "calibrate", str(TASK), "--gateway", "http://127.0.0.1:9", "--k", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(tmp_path),
+        env=env,
+    )
+    text = out.stdout + out.stderr
+    assert out.returncode == 2 and "Traceback" not in text, text[-3000:]
+    assert "no admin token for http://127.0.0.1:9" in " ".join(text.split()), text

@@ -171,13 +171,19 @@ def calibrate(
 ) -> None:
     """Run the policy behind GATEWAY k times per task; write each pass rate into its task.toml."""
     from openforgerl.config import load_config
+    from openforgerl.errors import UserError
+    from openforgerl.gateway.access import GatewayAccess
     from openforgerl.synth.calibrate import run_calibration
 
+    try:
+        access = GatewayAccess.from_env(gateway)
+    except ValueError as exc:  # no admin token: the user's to fix
+        raise UserError(str(exc)) from None
     config = load_config(  # the one schema's settings: k is eval.group_size, model is rollout.model_name
         {"harness": harness, "rollout": {"model_name": model}, "eval": {"group_size": k}},
         source="tasks calibrate",
     )
-    results = run_calibration(path, gateway, config.eval_orchestrator(), harness=harness)
+    results = run_calibration(path, access, config.eval_orchestrator(), harness=harness)
     rates = [c.pass_rate for c in results if c.pass_rate is not None]
     inside = sum(1 for r in rates if 0.0 < r < 1.0)
     typer.echo(

@@ -27,6 +27,7 @@ from openforgerl.tasks import _toml
 from openforgerl.tasks.draft import Action
 
 if TYPE_CHECKING:
+    from openforgerl.gateway.access import GatewayAccess
     from openforgerl.orchestrator.config import OrchestratorConfig
 
 __all__ = [
@@ -235,17 +236,16 @@ def orchestrator_runner(harness: str, *, gateway: Any, backend: Any, **config: A
 
 def run_calibration(
     root: Path,
-    gateway_url: str,
+    gateway: GatewayAccess,
     orchestrator: OrchestratorConfig,
     *,
     harness: str = "zero",
     threshold: float = 1.0,
 ) -> list[Calibration]:
     """`openforgerl tasks calibrate`: k rollouts per task under `root` through the orchestrator against a
-    running gateway (its admin URL; the token from `$OPENFORGERL_ADMIN_TOKEN`), in real sandboxes; each
-    task's pass rate is written into its task.toml (infra failures are not counted). `orchestrator` is
-    the command's evaluation contract (`Config.eval_orchestrator`): k is its `group_size`."""
-    from openforgerl.gateway.access import GatewayAccess
+    running gateway (its admin URL and token), in real sandboxes; each task's pass rate is written into
+    its task.toml (infra failures are not counted). `orchestrator` is the command's evaluation contract
+    (`Config.eval_orchestrator`): k is its `group_size`."""
     from openforgerl.tasks.format import find_tasks
     from openforgerl.tasks.loader import load_runtime
 
@@ -262,7 +262,7 @@ def run_calibration(
             trials = await run_eval(
                 runtimes,
                 [harness],
-                gateway=GatewayAccess.from_env(gateway_url),
+                gateway=gateway,
                 backend=backend,
                 config=orchestrator,
             )
@@ -279,7 +279,7 @@ def run_calibration(
         paths,
         lambda _tasks, _k: measured,
         orchestrator.group_size,
-        policy=f"{harness}@{gateway_url}",
+        policy=f"{harness}@{gateway.admin_url}",
         threshold=threshold,
     )
 
