@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -170,9 +169,9 @@ def openforgerl(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProces
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("stockroom")
-    yield install(base / "site"), write_tasks(base / "tasks")
+    return install(base / "site"), write_tasks(base / "tasks")
 
 
 def results(out: Path) -> dict[str, list[dict[str, Any]]]:
