@@ -373,3 +373,33 @@ def test_the_service_answers_tools_to_the_agent_and_its_state_only_to_the_host()
     finally:
         service.kill()
         service.wait()
+
+
+def test_eval_loads_a_family_of_plain_task_specs(tmp_path: Path) -> None:
+    """The smallest family returns a `TaskSpec`, which keeps no task folder: `eval` still loads it (it read
+    `rt.task.flags` and raised AttributeError), and a `--split` leaves it out rather than failing."""
+    from openforgerl.cli.eval import _load
+    from openforgerl.env.contract import TaskSpec, Verdict
+    from openforgerl.tasks import Task, TaskFamily, register_family
+    from openforgerl.tasks.families import FAMILIES
+
+    async def verify(sandbox: Any) -> Verdict:
+        return Verdict(0.0, {}, "")
+
+    def runtime(task: Task, **_: Any) -> TaskSpec:
+        return TaskSpec(task.task_id, task.instruction, verify)
+
+    register_family(TaskFamily("plain-spec", runtime, kinds=("plain-spec",)))
+    try:
+        (tmp_path / "t" / "one").mkdir(parents=True)
+        (tmp_path / "t" / "one" / "task.toml").write_text(
+            '[task]\nname = "p/one"\n[environment]\nkind = "plain-spec"\n'
+        )
+        (tmp_path / "t" / "one" / "instruction.md").write_text("Do it.\n")
+        runtimes, summary = _load(tmp_path / "t", None, {"transcript"})
+        assert [type(rt).__name__ for rt in runtimes] == [
+            "TaskSpec"
+        ] and summary.runnable == summary.total == 1
+        assert _load(tmp_path / "t", "test", {"transcript"})[0] == []
+    finally:
+        FAMILIES.unregister("plain-spec")

@@ -135,13 +135,19 @@ def _fresh_run_dir(out: Path) -> None:
     shutil.rmtree(out / "rollouts", ignore_errors=True)
 
 
+def _split(rt: Any) -> str | None:
+    """The runtime's task split; a runtime that keeps no task folder (a `TaskSpec`) has none."""
+    split = getattr(getattr(getattr(rt, "task", None), "meta", None), "split", None)
+    return None if split is None else str(split)
+
+
 def _load(tasks: Path, split: str | None, provided: set[str]) -> tuple[list[Any], Any]:
     """The runnable runtimes (flags not lifted by what is `provided`) and the counts by reason."""
     from openforgerl.tasks.flags import summarize_flags, unmet
     from openforgerl.tasks.loader import load_runtimes
 
-    every = [rt for rt in load_runtimes(tasks) if split is None or rt.task.meta.split == split]
-    left = [unmet(rt.task.flags, provided) for rt in every]
+    every = [rt for rt in load_runtimes(tasks) if split is None or _split(rt) == split]
+    left = [unmet(list(getattr(getattr(rt, "task", None), "flags", [])), provided) for rt in every]
     return [rt for rt, f in zip(every, left, strict=True) if not f], summarize_flags(left)
 
 
