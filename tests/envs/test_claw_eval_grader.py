@@ -337,7 +337,8 @@ def test_tasks_validate_counts_grader_tasks_as_needing_the_transcript_and_the_ju
 
 
 def test_harness_tool_names_are_upstreams_in_the_trace(tmp_path: Path) -> None:
-    from openforgerl.envs.claw.verify.claw_eval_grader import COMPAT_ROOT, trace_messages
+    from openforgerl.envs.claw.verify.claw_eval_grader import COMPAT_ROOT
+    from openforgerl.envs.claw.verify.claw_eval_inputs import trace_messages
 
     monkey = pytest.MonkeyPatch()
     monkey.syspath_prepend(str(COMPAT_ROOT))

@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 from openforgerl.cli.tasks import command as tasks_command
 from openforgerl.env.checks.evaluate import Evidence, evaluate
 from openforgerl.env.checks.spec import load_spec, parse_spec
-from openforgerl.envs.claw.importers.claw_eval import TOOLS
+from openforgerl.env.errors import TaskFormatError
+from openforgerl.envs.claw.importers.claw_eval_upstream import TOOLS
 from openforgerl.envs.claw.importers.qwenclawbench import reads_transcript
 from openforgerl.envs.claw.verify.graders import GraderUnavailable
-from openforgerl.env.errors import TaskFormatError
 from openforgerl.tasks.flags import reason_of, summarize_flags
 from openforgerl.tasks.format import find_tasks, load_task
 from openforgerl.tasks.harbor import HarborTaskRuntime

@@ -29,7 +29,8 @@ from typing import Any
 
 from aiohttp import web
 
-from openforgerl.engines.scripted import ENGINE_KEY, ScriptedEngine, Turn, scripted_app
+from openforgerl.engines.scripted import ScriptedEngine, Turn
+from openforgerl.engines.scripted_server import ENGINE_KEY, scripted_app
 from openforgerl.env.contract import TaskDefaults, Verdict, VerifierError
 from openforgerl.harness.base import HarnessContext, HarnessLaunch
 from openforgerl.harness.generic import CommandHarness

@@ -42,11 +42,12 @@ from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
 from verl.workers.rollout.llm_server import LLMServerClient  # noqa: E402
 from verl.workers.rollout.router import GlobalRequestLoadBalancer  # noqa: E402
 
-from openforgerl.engines.scripted import Faults, ScriptedEngine, start_scripted_server  # noqa: E402
+from openforgerl.compose import verl_worker as worker_runtime  # noqa: E402
+from openforgerl.engines.scripted import Faults, ScriptedEngine  # noqa: E402
+from openforgerl.engines.scripted_server import start_scripted_server  # noqa: E402
 from openforgerl.envs.claw.oracle_policy import oracle_policy  # noqa: E402
 from openforgerl.tasks.format import load_task  # noqa: E402
 from openforgerl.tasks.loader import load_runtime  # noqa: E402
-from openforgerl.compose import verl_worker as worker_runtime  # noqa: E402
 from openforgerl.train.verl.rows import build_row  # noqa: E402
 
 ASSETS = Path(__file__).resolve().parents[2] / "src" / "openforgerl" / "assets" / "tiny"

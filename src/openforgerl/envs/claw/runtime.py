@@ -312,8 +312,8 @@ class ClawTaskRuntime(TaskDefaults):
         """The transcript (from the call log) and the `llm_judge` scores (from the judge), both made on the
         host after the harness is gone, as verifier inputs; a judge failure is infra (`VerifierError`)."""
         from openforgerl.env.checks.spec import load_spec
-        from openforgerl.tasks.host_side import transcript_json
         from openforgerl.env.judge import JudgeError
+        from openforgerl.tasks.host_side import transcript_json
 
         messages = await host.messages(sandbox)
         extra: list[str] = []

@@ -130,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         "--user-record", type=Path, default=None, help="the simulated user's relay (JSON), from the host"
     )
     ns = ap.parse_args(argv)
+    from openforgerl.env.errors import TaskFormatError
     from openforgerl.env.tool_client import service_url
     from openforgerl.envs.claw.verify.graders import GraderUnavailable
-    from openforgerl.env.errors import TaskFormatError
 
     try:
         outcome = verify_live(
