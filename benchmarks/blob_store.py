@@ -64,7 +64,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     print(
-        "| round | table row us/blob (anchor) | file us/blob (anchor) | pack us/blob | pack / row | pack / file |\n"
+        "| round | table row us/blob (anchor) | file us/blob "
+        "(anchor) | pack us/blob | pack / row | pack / file |\n"
         "|---|---|---|---|---|---|"
     )
     arms = [as_rows, as_files, as_packs]
@@ -78,7 +79,8 @@ def main() -> None:
                 cost[arm] = asyncio.run(arm(blobs, Path(tmp)))
         row, file, pack = cost[as_rows], cost[as_files], cost[as_packs]
         print(
-            f"| {r} | {row * 1e6:.0f} | {file * 1e6:.0f} | {pack * 1e6:.0f} | {pack / row:.2f} | {pack / file:.2f} |",
+            f"| {r} | {row * 1e6:.0f} | {file * 1e6:.0f} | "
+            f"{pack * 1e6:.0f} | {pack / row:.2f} | {pack / file:.2f} |",
             flush=True,
         )
 

@@ -143,8 +143,10 @@ def sizing(
         math.ceil(n * rollout_cpus / NODE_ALLOCATABLE[0]), math.ceil(n * rollout_mib / NODE_ALLOCATABLE[1])
     )
     return [
-        f"model calls/s                 {rate:10.0f}   ({n} rollouts / {interval_s:g} s between a rollout's calls)",
-        f"gateway cores                 {gw_cores:10.2f}   -> {replicas} replicas at <= {REPLICA_CORES:.0%} of a core each",
+        f"model calls/s                 {rate:10.0f}   ({n} "
+        f"rollouts / {interval_s:g} s between a rollout's calls)",
+        f"gateway cores                 {gw_cores:10.2f}   -> "
+        f"{replicas} replicas at <= {REPLICA_CORES:.0%} of a core each",
         f"PostgreSQL cores              {pg_cores:10.2f}",
         f"PostgreSQL commits/s          {rate * per.commits:10.0f}",
         f"PostgreSQL rows written/s     {rate * per.rows:10.0f}",

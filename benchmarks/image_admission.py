@@ -64,7 +64,8 @@ def main() -> None:
     args = p.parse_args()
     ro = Rollout(base_screenshots(6), 1)
     print(
-        "| screenshots/call | round | plain us/call (anchor) | lifted us/call | lifted / plain |\n|---|---|---|---|---|"
+        "| screenshots/call | round | plain us/call (anchor) | "
+        "lifted us/call | lifted / plain |\n|---|---|---|---|---|"
     )
     for images in (1, 5):
         bodies = [ro.body(7, images)] * args.calls  # one history, resent: every screenshot already seen

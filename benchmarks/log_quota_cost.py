@@ -44,7 +44,8 @@ async def _measure(name: str, ops: int, concurrency: int, op: Callable[[int], Aw
     cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     latencies.sort()
     print(
-        f"{name:14s} x{concurrency:<3d} {ops / wall:8.0f} ops/s   p50 {latencies[len(latencies) // 2] * 1e3:6.2f} ms"
+        f"{name:14s} x{concurrency:<3d} {ops / wall:8.0f} ops/s "
+        f"  p50 {latencies[len(latencies) // 2] * 1e3:6.2f} ms"
         f"   p99 {latencies[int(len(latencies) * 0.99)] * 1e3:6.2f} ms   CPU {cpu / ops * 1e6:6.0f} us/op"
     )
 

@@ -14,9 +14,10 @@ screenshot, five screenshots; non-streamed, 32 tokens.
 Reported: proxy CPU seconds per 1,000 calls (psutil, user+system) for relay and gateway and their
 ratio (target <= 2x). The gateway process keeps freed memory in its heap (`gateway/tuning.py`
 `_tune_malloc`); a second relay, `relay+malloc`, gets the same glibc settings through the
-environment, so the ratio is also shown against a relay that saves the same page faults. And for the 1,000-call five-screenshot rollout: the blob bytes, the call
-records' bytes, the database file and the blob files beside it, against the unique images' size (target <= 1.1x) and against
-what inline base64 in every record would have cost.
+environment, so the ratio is also shown against a relay that saves the same page faults. And for the
+1,000-call five-screenshot rollout: the blob bytes, the call records' bytes, the database file and the blob
+files beside it, against the unique images' size (target <= 1.1x) and against what inline base64
+in every record would have cost.
 
     python benchmarks/multimodal.py --quick
     python benchmarks/multimodal.py --out results.json
@@ -288,7 +289,10 @@ async def cpu_matrix(
         )
         if old is not None:
             r["old_cpu_s_per_1k"] = per[old.name]
-            line += f" {per[old.name]:.2f} | {per[old.name] / per['relay']:.2f} | {per['gateway'] / per[old.name]:.3f} |"
+            line += (
+                f" {per[old.name]:.2f} | {per[old.name] / per['relay']:.2f} "
+                f"| {per['gateway'] / per[old.name]:.3f} |"
+            )
         print(line, flush=True)
     return rows
 
@@ -423,7 +427,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         f"(anchor: the unique images' bytes; target <= 1.1x)\n"
     )
     print(
-        "| unique images | unique image MiB | blob MiB (on disk) | records MiB (of which prompt ids) | db + blob files MiB "
+        "| unique images | unique image MiB | blob MiB (on disk) | "
+        "records MiB (of which prompt ids) | db + blob files MiB "
         "| (blobs + records w/o ids)/unique | file/unique | inline base64 requests MiB | base64 in records |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
@@ -431,7 +436,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     print(
         f"| {st['unique_images']} | {st['unique_image_bytes'] / mib:.1f} | {st['blob_bytes'] / mib:.1f} "
         f"({st['blob_disk_bytes'] / mib:.1f}) "
-        f"| {st['record_bytes'] / mib:.1f} ({st['prompt_id_bytes'] / mib:.1f}) | {st['db_file_bytes'] / mib:.1f} "
+        f"| {st['record_bytes'] / mib:.1f} ({st['prompt_id_bytes'] / mib:.1f}) "
+        f"| {st['db_file_bytes'] / mib:.1f} "
         f"| {st['ratio_images']:.3f} | {st['ratio_file']:.3f} | {st['inline_request_bytes'] / mib:.1f} "
         f"| {st['base64_in_records']} |"
     )

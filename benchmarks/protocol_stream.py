@@ -1,4 +1,5 @@
-"""Per-chunk cost of the stream translators (gateway hot path). Not a test: `python tests/protocols/bench_stream.py`.
+"""Per-chunk cost of the stream translators (gateway hot path). Not a test:
+`python tests/protocols/bench_stream.py`.
 
 Feeds a vLLM-shaped stream of N one-token text deltas (plus a tool call) through each translator
 and prints microseconds per chunk, including SSE encoding. `--quick` runs fewer rounds.

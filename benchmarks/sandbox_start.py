@@ -11,10 +11,10 @@ their own with the gateway forwarder. Two phases per backend:
             process is up: the sandbox's own memory cgroup (`memory.usage_in_bytes`, page cache and the
             tmpfs /workdir included: what a Kubernetes memory limit and the scheduler count), its
             anonymous part (`total_rss`), the summed RSS of the processes in it (shared pages counted in
-            each, unlike the cgroup, which charges a page cache page once to whoever read it first), and what the sandbox costs outside its cgroup on the host
-            (podman: the container's `conmon` and the `podman exec` client holding the command;
-            local: nothing but the launcher, which joins the cgroup). Anchor: the same Node process run
-            bare on the host (its RSS).
+            each, unlike the cgroup, which charges a page cache page once to whoever read it first), and
+            what the sandbox costs outside its cgroup on the host (podman: the container's `conmon` and
+            the `podman exec` client holding the command; local: nothing but the launcher, which joins
+            the cgroup). Anchor: the same Node process run bare on the host (its RSS).
 
     python benchmarks/sandbox_start.py --n 20 --hold 8
 """
@@ -240,7 +240,8 @@ async def main() -> None:
         )
     raw_podman = ["podman", "run", "--rm", "--network", "none", "--entrypoint", "", args.image, "true"]
     print(
-        f"start latency, {args.n} sandboxes one after another (open + first exec true), beside the bare runtime:"
+        f"start latency, {args.n} sandboxes one after another "
+        "(open + first exec true), beside the bare runtime:"
     )
     for name, backend, image, anchor, env in (
         ("bubblewrap", local, None, RAW_BWRAP, None),
@@ -257,7 +258,8 @@ async def main() -> None:
         m = await memory_phase(backend, image, args.hold)
         print(
             f"  {name:10s} cgroup {m.cgroup:6.1f} MiB  (anonymous {m.anon:6.1f} MiB)  "
-            f"RSS of its processes {m.rss:6.1f} MiB  outside the cgroup {m.outside:5.1f} MiB   [{m.node_up}/{args.hold} running]"
+            f"RSS of its processes {m.rss:6.1f} MiB  outside the cgroup "
+            f"{m.outside:5.1f} MiB   [{m.node_up}/{args.hold} running]"
         )
     print(f"  anchor     the same node process bare on the host: RSS {anchor_rss:6.1f} MiB")
     await local.aclose()

@@ -1,4 +1,5 @@
-"""Throughput of one GRPO training step: forward + backward + AdamW through `openforgerl.train.update.grpo_update`.
+"""Throughput of one GRPO training step: forward + backward + AdamW through
+`openforgerl.train.update.grpo_update`.
 
 Synthetic `Sample`s (random token ids, a realistic mix of sampled tokens and mask-0 tool/template tokens,
 recorded logprobs, GRPO groups of `--group` rollouts) on a randomly initialised causal LM:
@@ -80,7 +81,8 @@ def build_model(shape: Shape, dtype: torch.dtype, device: str) -> torch.nn.Modul
 def synthetic_samples(
     n: int, group: int, prompt_len: int, response_len: int, vocab: int, seed: int = 0
 ) -> tuple[list[Sample], dict[str, float]]:
-    """`n` samples in groups of `group`; responses alternate sampled turns (mask 1) and tool output (mask 0)."""
+    """`n` samples in groups of `group`; responses alternate sampled turns
+    (mask 1) and tool output (mask 0)."""
     rng = random.Random(seed)
     samples, advantages = [], {}
     for i in range(n):
