@@ -62,7 +62,8 @@ TARGET_SUCCESS = 0.5
 SYSTEM_PROMPTS = [
     None,
     "You are a helpful assistant.",
-    "You are zero, a compact coding agent. Use the tools to complete the task, then reply with a short summary.",
+    "You are zero, a compact coding agent. Use the tools to "
+    "complete the task, then reply with a short summary.",
     "You are an agent working in a sandbox. Call tools to act. When done, answer briefly.",
 ]
 

@@ -28,11 +28,11 @@ Submit blue, Next orange, Back purple, Search teal), as real UIs colour primary/
 X" findable for a 3 M-parameter model. An RL environment that wants the warm-up to transfer should
 draw its screens from `render_screen` (or the same layout/colour rules).
 
-Prompt = SYSTEM + user [image, "Click the button labelled 'X'." (3 phrasings)]; target =
-`<tool_call>\n{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [x, y]}}\n</tool_call><|im_end|>`
-with the button centre in 0-1000 normalised coordinates (Qwen3-VL's convention); loss on the target
-tokens only. Two stages (both deterministic), because the hermes tools preamble is ~270 tokens and
-tripled the step time:
+Prompt = SYSTEM + user [image, "Click the button labelled 'X'." (3 phrasings)]; target = `<tool_call>\n` +
+`{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [x, y]}}` +
+`\n</tool_call><|im_end|>` with the button centre in 0-1000 normalised coordinates (Qwen3-VL's convention);
+loss on the target tokens only. Two stages (both deterministic), because the hermes tools preamble is ~270
+tokens and tripled the step time:
 
     # stage 1: no tools block; AdamW lr 2e-3 (vision tower 3x), batch 8, 1500 steps (~18 min here, half
     # of it on a loaded box; 600 steps gave 0.00 held-out, 1500 gave 0.23 without tools, 0.01 with)
@@ -154,7 +154,7 @@ TEMPLATE_TEXT = r"""{%- macro render(content) %}
 {%- if add_generation_prompt %}
 {{- '<|im_start|>assistant\n' }}
 {%- endif %}
-"""
+"""  # noqa: E501  (the committed tiny-vl chat_template.jinja is these bytes)
 
 
 def chat_template() -> str:
@@ -278,7 +278,8 @@ def processor_settings() -> dict[str, Any]:
 
 
 def write_processor_files(out: Path) -> None:
-    """Image-only processing (no torchvision needed to read it), plus the files vLLM's Qwen3VLProcessor loads."""
+    """Image-only processing (no torchvision needed to read it), plus the files
+    vLLM's Qwen3VLProcessor loads."""
     image = {
         "image_processor_type": "Qwen2VLImageProcessorPil",
         "processor_class": "Qwen3VLProcessor",
@@ -659,8 +660,9 @@ def train_task_screens() -> list[tuple[bytes, str, tuple[int, int, int, int], st
 def app_example(
     chat: Any, vision: Any, item: tuple[bytes, str, tuple[int, int, int, int]], rng: random.Random
 ) -> tuple[list[int], list[int], Any, Any, tuple[int, ...]]:
-    """The harness's compact prompt (zero-gui `prompt: compact`: COMPACT_SYSTEM_PROMPT, tools=[compact_schema],
-    user [screenshot, instruction]) and the click at a point of the target box (its centre +- a third)."""
+    """The harness's compact prompt (zero-gui `prompt: compact`: COMPACT_SYSTEM_PROMPT,
+    tools=[compact_schema], user [screenshot, instruction]) and the click at a point of the target
+    box (its centre +- a third)."""
     from PIL import Image
 
     png, ask, box = item
@@ -790,7 +792,8 @@ def train(args: argparse.Namespace, out: Path) -> Any:
             print(f"step {step} loss {loss.item():.4f} {time.time() - t0:.0f}s", flush=True)
         if apps and args.eval_every and (step % args.eval_every == 0 or step == args.max_steps):
             print(
-                f"step {step} app screens: held-out greedy {evaluate_apps(model, chat, vision, held[:40]):.2f}, "
+                f"step {step} app screens: held-out greedy "
+                f"{evaluate_apps(model, chat, vision, held[:40]):.2f}, "
                 f"train tasks greedy {evaluate_apps(model, chat, vision, tasks):.2f}, "
                 f"sampled {evaluate_apps(model, chat, vision, tasks, samples=16):.2f}",
                 flush=True,
@@ -869,12 +872,14 @@ def main() -> None:
             )
         print(
             f"train tasks: greedy {evaluate_apps(model, chat, vision, tasks):.3f}, sampled (T=1, "
-            f"{args.eval_samples} each) {evaluate_apps(model, chat, vision, tasks, samples=args.eval_samples):.3f}"
+            f"{args.eval_samples} each) "
+            f"{evaluate_apps(model, chat, vision, tasks, samples=args.eval_samples):.3f}"
         )
     for tools in (False, True):
         acc = evaluate(model, chat, vision, args.eval_n, HELD_OUT_SEED, tools)
         print(
-            f"held-out click accuracy on {args.eval_n} screens (seed {HELD_OUT_SEED}, tools={tools}): {acc:.3f}"
+            f"held-out click accuracy on {args.eval_n} screens "
+            f"(seed {HELD_OUT_SEED}, tools={tools}): {acc:.3f}"
         )
 
 

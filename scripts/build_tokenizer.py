@@ -20,7 +20,10 @@ ASSET = Path(__file__).resolve().parents[1] / "src/openforgerl/assets/tiny"
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MARKERS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 VOCAB = 4096
-SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| "
+    r"?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 WORDS = (
     "the a to of and in is for on with you file write read send mail email inbox calendar event contact "
@@ -57,7 +60,8 @@ def corpus(n: int = 4000, seed: int = 0) -> list[str]:
         lines += [
             f"<|im_start|>user\n{words.capitalize()}.<|im_end|>\n",
             f"<|im_start|>assistant\n<think>\n{words}\n</think>\n\n<tool_call>\n{call}\n</tool_call><|im_end|>\n",
-            f"<|im_start|>user\n<tool_response>\n{words} {rng.randint(0, 99999)}\n</tool_response><|im_end|>\n",
+            f"<|im_start|>user\n<tool_response>\n{words} "
+            f"{rng.randint(0, 99999)}\n</tool_response><|im_end|>\n",
             f"echo '{words}' > /workdir/{rng.choice(WORDS)}.txt && cat {rng.choice(WORDS)}.md | grep -n x",
             json.dumps({"type": "function", "function": {"name": tool, "parameters": {"type": "object"}}}),
         ]
@@ -65,7 +69,8 @@ def corpus(n: int = 4000, seed: int = 0) -> list[str]:
 
 
 def stdlib_corpus() -> list[str]:
-    """English prose and code from a fixed list of stdlib modules (the committed file is the source of truth)."""
+    """English prose and code from a fixed list of stdlib modules
+    (the committed file is the source of truth)."""
     import importlib
     import inspect
 

@@ -1,7 +1,7 @@
 """The GUI quickstart's curve: train `tiny-vl` in `zero-gui` on the browser tasks, then plot it into docs/.
 
     python scripts/gui_quickstart_curve.py            # runs `openforgerl train examples/gui_quickstart.yaml`
-    python scripts/gui_quickstart_curve.py --plot-only runs/gui_quickstart   # re-plot a finished (or running) run
+    python scripts/gui_quickstart_curve.py --plot-only runs/gui_quickstart  # re-plot a run, finished or not
 
 Writes `docs/gui_quickstart_reward_curve.png` (train reward per step, its 5-step average, held-out pass@1
 before/after) and `docs/gui_quickstart_metrics.jsonl` (the run's metrics.jsonl), and prints the numbers the
