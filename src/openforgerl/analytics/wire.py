@@ -2,13 +2,14 @@
 
 A recorded call keeps the harness's raw request (`CallRecord.request`) but not the structured
 response, so a call's tool calls are read from the *next* request's history, where the harness
-appended them together with their results:
+appended them together with their results. Per protocol, the tool call; the tool result; the image:
 
-| protocol | tool call | tool result | image |
-|---|---|---|---|
-| chat | assistant `tool_calls[]` (`id`, `function.name`, `function.arguments`) | `role: tool`, `tool_call_id` | `image_url` part |
-| responses | `function_call` / `custom_tool_call` / `computer_call` / `local_shell_call` (`call_id`) | `*_call_output` | `input_image`, `computer_screenshot` |
-| anthropic | `tool_use` block (`id`, `name`, `input`) | `tool_result` block (`tool_use_id`, `is_error`) | `image` block (base64 source) |
+- chat: assistant `tool_calls[]` (`id`, `function.name`, `function.arguments`); `role: tool`, `tool_call_id`;
+  `image_url` part
+- responses: `function_call` / `custom_tool_call` / `computer_call` / `local_shell_call` (`call_id`);
+  `*_call_output`; `input_image`, `computer_screenshot`
+- anthropic: `tool_use` block (`id`, `name`, `input`); `tool_result` block (`tool_use_id`, `is_error`);
+  `image` block (base64 source)
 """
 
 from __future__ import annotations
