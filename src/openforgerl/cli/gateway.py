@@ -11,7 +11,8 @@ it: `--config FILE` (its `engine`, `store` and `gateway` sections; e.g. the trai
 gateway this serves) with the flags given on top. Where neither says, a standalone gateway's own
 defaults hold (`STANDALONE`): model calls on port 8080, the admin API on 127.0.0.1:8081, the call log in
 `runs/calls.db`. Replicas share one call log through `--store postgresql://user@host/db` and one
-`--secret` (rollout keys are derived from it). It serves engine URLs only (`engine.urls` or `--engine`), never an embedded engine.
+`--secret` (rollout keys are derived from it). It serves engine URLs only
+(`engine.urls` or `--engine`), never an embedded engine.
 """
 
 from __future__ import annotations
@@ -68,7 +69,10 @@ def command(
     max_in_flight_per_rollout: Annotated[
         int | None,
         typer.Option(
-            help="one rollout's calls in flight before a 429 to that rollout (64; at most half of --max-in-flight)"
+            help=(
+                "one rollout's calls in flight before a 429 to that "
+                "rollout (64; at most half of --max-in-flight)"
+            )
         ),
     ] = None,
     max_log_bytes_per_rollout: Annotated[

@@ -5,11 +5,11 @@ a training config) with the flags given on top; every flag names a key of it (`-
 `rollout.group_size`, `--backend` is `sandbox.backend`, ...).
 
 Outputs under `--out`: `results.jsonl` (one `RolloutRecord` per attempt as the gateway stored it;
-`in_batch` says whether it counts), `calls.db` (the call log, when the gateway is embedded), `summary.json` and
-`artifacts/<rollout_id>/` (harness stdout/stderr and the adapter's output files).
+`in_batch` says whether it counts), `calls.db` (the call log, when the gateway is embedded), `summary.json`
+and `artifacts/<rollout_id>/` (harness stdout/stderr and the adapter's output files).
 Without `--gateway`, a gateway is started in-process on 127.0.0.1 in front of `--engine`: a model
-(`tiny`, the default, `smollm2`, `smollm2-tools` or a model folder) served by the embedded local engine, as `train`
-does; engine URLs; or `scripted` (the envs oracle policy, a test double for the model's decisions).
+(`tiny`, the default, `smollm2`, `smollm2-tools` or a model folder) served by the embedded local engine, as
+`train` does; engine URLs; or `scripted` (the envs oracle policy, a test double for the model's decisions).
 All of it is opened by the composition root, `openforgerl.stack.open_services`.
 """
 

@@ -98,7 +98,8 @@ def run_synthesize(
         else:
             echo(
                 f"sandbox agreement: {s['agreed']}/{s['checked']} (kept valid in sandbox: "
-                f"{s['sandbox_valid_kept']}/{s['kept_checked']}, rejected re-checked: {s['rejected_checked']})"
+                f"{s['sandbox_valid_kept']}/{s['kept_checked']}, "
+                f"rejected re-checked: {s['rejected_checked']})"
             )
             if s["agreed"] != s["checked"]:
                 code = 1

@@ -108,7 +108,10 @@ def generate(out: Path | None = typer.Argument(None, help="default: the shipped 
 def synthesize(
     env: str = typer.Option(
         "claw",
-        help="claw, claw-family (the sft family's phrasing), or a file: .py (ENV), .toml, MCP tools/list .json, OpenAPI",
+        help=(
+            "claw, claw-family (the sft family's phrasing), or a "
+            "file: .py (ENV), .toml, MCP tools/list .json, OpenAPI"
+        ),
     ),
     n: int = typer.Option(100, help="how many validated tasks to keep"),
     out: Path = typer.Option(..., help="where to write the task folders (+ synth_report.json)"),

@@ -104,7 +104,10 @@ def _interrupted(trainer: Any, again: str, how: str) -> str:
             f"interrupted ({how}) after step {done} of {total}; the checkpoint continues at step "
             f"{trainer.saved_step}: resume with `{again} --resume`"
         )
-    return f"interrupted ({how}) after step {done} of {total}; no checkpoint was written yet: start again with `{again}`"
+    return (
+        f"interrupted ({how}) after step {done} of {total}; no "
+        f"checkpoint was written yet: start again with `{again}`"
+    )
 
 
 def _fmt(value: float | None) -> str:

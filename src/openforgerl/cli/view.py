@@ -1,4 +1,5 @@
-"""`openforgerl view RUN [RUN2] [--port P] [--export DIR]`: browse rollouts on 127.0.0.1, or export a static bundle."""
+"""`openforgerl view RUN [RUN2] [--port P] [--export DIR]`: browse rollouts on
+127.0.0.1, or export a static bundle."""
 
 from __future__ import annotations
 
