@@ -4,8 +4,8 @@ Continuous batching: a request joins the running batch right after its own prefi
 runs one [B, 1] forward for all running sequences against a shared left-padded KV cache (`BatchKV`)
 and hands each sampled token to its request through a callback. A vision-language model prefills
 each request alone with its own images (so images of any size share a batch) and decodes with
-M-RoPE positions: the text position plus the sequence's rope delta from its prefill. Weight swaps, pause and abort run
-on this same thread between steps, so a swap never lands in the middle of a forward.
+M-RoPE positions: the text position plus the sequence's rope delta from its prefill. Weight swaps, pause and
+abort run on this same thread between steps, so a swap never lands in the middle of a forward.
 """
 
 from __future__ import annotations

@@ -134,12 +134,16 @@ class MemoryBudget:
         kv = self.shape.batch_bytes([max_model_len])
         prefill = self.shape.need([], max_model_len, max_model_len) - kv
         head = (
-            f"memory budget {_mib(self.limit)} ({self.source}): a full-context sequence ({max_model_len} tokens) "
+            f"memory budget {_mib(self.limit)} ({self.source}): "
+            f"a full-context sequence ({max_model_len} tokens) "
             f"keeps ~{_mib(kv)} of KV cache, its prefill ~{_mib(prefill)} more while it runs"
         )
         n = self.full_context(max_model_len, max_batch)
         if n == 0:
-            return f"{head}, more than the budget: requests that long get a 400; lower --max-model-len or raise it"
+            return (
+                f"{head}, more than the budget: requests that long "
+                "get a 400; lower --max-model-len or raise it"
+            )
         capped = " (--max-batch)" if n == max_batch else ""
         return f"{head}, so up to {n} run at once{capped}; the rest wait in order"
 

@@ -86,7 +86,8 @@ def labelled(chat: Any, conv: dict[str, Any]) -> tuple[list[int], list[bool]]:
 
 
 def _top_forward(model: Any, hidden: Any, first: int) -> Any:
-    """Decoder layers `first`.. and the final norm over frozen-layer outputs `hidden` (causal, positions 0..)."""
+    """Decoder layers `first`.. and the final norm over frozen-layer outputs
+    `hidden` (causal, positions 0..)."""
     import torch
 
     inner = model.model
