@@ -25,8 +25,8 @@ BROWSER = register(
     GuiEnvironment(
         "browser",
         open_browser,
-        # Everything it needs is under /usr (chromium, fonts: gui/fonts.conf), plus a writable /tmp and a fresh
-        # /dev with /dev/shm; bwrap.SYSTEM_RO_BINDS already covers it.
+        # Everything it needs is under /usr (chromium, fonts: gui/fonts.conf), plus a writable /tmp and a
+        # fresh /dev with /dev/shm; bwrap.SYSTEM_RO_BINDS already covers it.
         SandboxNeeds(image="localhost/openforgerl-gui-browser:latest"),
     )
 )

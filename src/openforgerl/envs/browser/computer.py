@@ -4,7 +4,8 @@ Chromium is the SDK's (`env.computer.chromium`: Debian's binary by path, the fla
 
 Pixel actions go through `page.mouse` / `page.keyboard`, exactly what a pixel agent does; after each
 action one round trip to the page and, if the action started a navigation, its `load` event (bounded
-by `LOAD_TIMEOUT_MS`), so the next screenshot shows the result without a fixed sleep. The screenshot is the viewport (1280x720, DPR 1), PNG.
+by `LOAD_TIMEOUT_MS`), so the next screenshot shows the result without a fixed sleep. The screenshot is the
+viewport (1280x720, DPR 1), PNG.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The Claw environment: a personal-assistant world (mail, calendar, contacts, knowledge base, to-dos,
 notes, workspace files: the SDK's `env.world`) served per rollout inside the sandbox, with three tool
 surfaces generated from one registry (`env.world_tools.TOOLS`): the stdio MCP server, the shell CLI
-(`openforgerl-claw`) and OpenAI function tools; a declarative verifier (`verify/`), the shipped suite (`suite/`) and `ClawTaskRuntime`.
+(`openforgerl-claw`) and OpenAI function tools; a declarative verifier (`verify/`), the shipped suite
+(`suite/`) and `ClawTaskRuntime`.
 
 Importing this package registers the `claw` task family (verifier = "checks"); it stays import-light
 because the service, the MCP server, the CLI and the verifier start inside every sandbox.

@@ -54,7 +54,8 @@ def build_parser(tools: Sequence[ToolSpec] = TOOLS) -> argparse.ArgumentParser:
 
 
 def usage_lines(tools: Sequence[ToolSpec], program: str = "openforgerl-claw") -> list[str]:
-    """One line per tool, e.g. `openforgerl-claw mail send --to TO --subject SUBJECT --body BODY [--cc CC]`."""
+    """One line per tool, e.g.
+    `openforgerl-claw mail send --to TO --subject SUBJECT --body BODY [--cc CC]`."""
     lines = []
     for tool in tools:
         parts = [program, tool.service, tool.command]

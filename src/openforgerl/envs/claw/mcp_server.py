@@ -1,7 +1,7 @@
 """stdio MCP server exposing the Claw tools (`python -m openforgerl.envs.claw.mcp_server --tools a,b`).
 
-The tools are listed from the world's tool table (`env.world_tools.TOOLS`); the bridge itself, forwarding each call to
-the rollout's Claw service, is the SDK's (`openforgerl.env.mcp_server`).
+The tools are listed from the world's tool table (`env.world_tools.TOOLS`); the bridge itself, forwarding each
+call to the rollout's Claw service, is the SDK's (`openforgerl.env.mcp_server`).
 """
 
 from __future__ import annotations

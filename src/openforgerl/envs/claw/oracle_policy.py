@@ -2,11 +2,11 @@
 
 For `ScriptedEngine`: it recognises the task by its instruction in the prompt (among tasks whose
 instructions are alike — tau2's, the domain policy — by the task id the gateway hands the engine with
-each call, `Turn.task_id`), counts the tool results already in the history (an injected transient error does not
-count, so the failed call is retried) and emits the next gold action — as the task's own tool when the harness exposes it (plain
-`mail_send`, or MCP-namespaced like `mcp__claw__mail_send`), else as an `openforgerl-claw` command
-through the harness's shell tool (always, with `prefer_shell`). `success_rate` < 1 makes some rollouts give up at once
-(deterministically per rollout id), so pass@k and pass^k differ in demos.
+each call, `Turn.task_id`), counts the tool results already in the history (an injected transient error does
+not count, so the failed call is retried) and emits the next gold action — as the task's own tool when the
+harness exposes it (plain `mail_send`, or MCP-namespaced like `mcp__claw__mail_send`), else as an
+`openforgerl-claw` command through the harness's shell tool (always, with `prefer_shell`). `success_rate` < 1
+makes some rollouts give up at once (deterministically per rollout id), so pass@k and pass^k differ in demos.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def _names(tools: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _shell_line(runtime: Any) -> Callable[[Action], str]:
-    """A task's own shell line for an action when its runtime has one (tau2: `shell_line`), else the Claw CLI."""
+    """A task's own shell line for an action when its runtime has one
+    (tau2: `shell_line`), else the Claw CLI."""
     own = getattr(runtime, "shell_line", None)
     if own is not None:
         return lambda action: str(own(action.tool, action.args))

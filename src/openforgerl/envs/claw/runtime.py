@@ -104,7 +104,8 @@ class _ClawNames(BaseModel):
 
 
 def check_checks_file(task: Task) -> None:
-    """The task's verifier file exists, and a `checks` one (tests/checks.toml) is a valid spec (`env/checks/spec.py`)."""
+    """The task's verifier file exists, and a `checks` one (tests/checks.toml) is a valid
+    spec (`env/checks/spec.py`)."""
     from openforgerl.env.checks.spec import load_spec
 
     path = check_verifier_file(task)

@@ -156,7 +156,8 @@ class SnapshotSpec:
 async def collect_env_snapshot(
     sandbox: Any, spec: SnapshotSpec, python_dir: str | None = None
 ) -> dict[str, Any]:
-    """Upstream's env_snapshot dict, taken on a copy of the sandbox's final workdir (see the module docstring)."""
+    """Upstream's env_snapshot dict, taken on a copy of the sandbox's final workdir
+    (see the module docstring)."""
     opener = getattr(sandbox, "open_workdir_copy", None)
     if opener is None:
         raise VerifierError(

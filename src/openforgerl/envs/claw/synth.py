@@ -72,7 +72,8 @@ _ROLE: dict[str, tuple[str, str, str, dict[str, Any]]] = {
         {
             "forbids": ("mail_send", "mail_reply"),
             "templates": (
-                'Prepare an email to {to} with subject "{subject}" saying "{body}", and save it as a draft; do NOT send it.',
+                'Prepare an email to {to} with subject "{subject}" saying '
+                '"{body}", and save it as a draft; do NOT send it.',
             ),
         },
     ),

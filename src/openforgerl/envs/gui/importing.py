@@ -1,11 +1,11 @@
 """GUI task sets -> task folders: `GUI_FORMATS[fmt](source) -> [GuiDraft]`, written by `import_gui`; each
 format is registered under its name as an `openforgerl.importers` entry point (`WEBVOYAGER`, ...).
 
-| format | source | runs here |
-|---|---|---|
-| `webvoyager` | `WebVoyager_data.jsonl` (+ `reference_answer.json` next to it) | none: live web + judge (flagged) |
-| `online-mind2web` | `Online_Mind2Web.json` | none: live web + WebJudge (flagged) |
-| `osworld` | `evaluation_examples/` (or one task `.json`) | the text-file tasks; the rest flagged |
+Formats (source; what runs here):
+- `webvoyager`: `WebVoyager_data.jsonl` (+ `reference_answer.json` next to it); none: live web + judge
+  (flagged)
+- `online-mind2web`: `Online_Mind2Web.json`; none: live web + WebJudge (flagged)
+- `osworld`: `evaluation_examples/` (or one task `.json`); the text-file tasks; the rest flagged
 """
 
 from __future__ import annotations

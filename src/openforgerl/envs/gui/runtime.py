@@ -13,8 +13,8 @@ Per rollout, inside the sandbox:
   so the agent can neither read `/__state` nor use `/locate` (the oracle's element lookup). Each
   `service_argv()` call makes a fresh token; `service_started(sandbox)` (before the agent runs) reads
   which one that sandbox's service holds (`SERVICE_ID_FILE`, written by the service once its screen is
-  served: `token_id`, a hash) and binds the token to the sandbox, so `verify` and `run_oracle` use that rollout's own token: a token
-  that leaks from one rollout opens nothing in another rollout of the same task.
+  served: `token_id`, a hash) and binds the token to the sandbox, so `verify` and `run_oracle` use that
+  rollout's own token: a token that leaks from one rollout opens nothing in another rollout of the same task.
 After the harness: `gui.verify` in a fresh sandbox (`run_verifier`), which reads the state through
 the token and the read-only workdir. Outcomes as `ClawTaskRuntime.verify` (exit 3 -> TamperError).
 
@@ -23,8 +23,8 @@ screenshot, or it answered a fault during the rollout) is infra — `GuiServiceD
 `infra_error:sandbox`, dropped and retried, never a reward — unless the sandbox counted a breach of a
 limit the agent shares with the service (an OOM kill, the pids cap, a full disk, seconds at the CPU
 quota; `sandbox.base.limits_breached`): then the agent broke it, reward 0 (`TamperError`). The agent
-cannot signal the service (its exec has its own PID namespace, and its processes are gone before the verifier runs),
-and cannot take its CPU either (the service's cgroup child has ten times the agent's weight; a
+cannot signal the service (its exec has its own PID namespace, and its processes are gone before the verifier
+runs), and cannot take its CPU either (the service's cgroup child has ten times the agent's weight; a
 desktop's apps run at nice 19: `sandbox.cgroups`, `desktop.screen`), so these are the only ways it
 could take the service down on purpose.
 """
@@ -74,7 +74,8 @@ class GuiServiceDown(SandboxError):
 
 def check_gui_task(task: Task) -> None:
     """The GUI families' load-time check: the verifier's file exists; tests/checks.toml is a valid spec of the
-    SDK's check kinds (the ones the GUI verifier judges: an environment's own kinds are not registered there)."""
+    SDK's check kinds (the ones the GUI verifier judges: an environment's own
+    kinds are not registered there)."""
     path = check_verifier_file(task)
     if task.meta.verifier == "checks":
         load_spec(path)
@@ -163,7 +164,8 @@ class GuiTaskRuntime(TaskDefaults):
         _trim(self._bound)
 
     def token_for(self, sandbox: Any) -> str:
-        """The token of this sandbox's service (`self.token` when it was started without `service_started`)."""
+        """The token of this sandbox's service
+        (`self.token` when it was started without `service_started`)."""
         return self._bound.get(getattr(sandbox, "id", ""), self.token)
 
     def shell_tools_hint(self) -> str:

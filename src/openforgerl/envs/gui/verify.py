@@ -62,7 +62,10 @@ def service_problem(url: str, token: str, wait_s: float = HEALTH_WAIT_S) -> str:
         if float(health.get("ready_s") or 0.0) > READY_LIMIT_S:
             return f"the screen took {health['ready_s']:.0f} s to start (limit {READY_LIMIT_S:.0f} s)"
         if health.get("faults"):
-            return f"computer service faulted {health['faults']} time(s) during the rollout: {health.get('last_fault')}"
+            return (
+                f"computer service faulted {health['faults']} time(s) "
+                f"during the rollout: {health.get('last_fault')}"
+            )
         return ""
 
 

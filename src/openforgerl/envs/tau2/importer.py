@@ -34,8 +34,9 @@ The policy is the task set's (`policy.md`, telecom's two files), else the instal
 domain (upstream's repository has task files without one beside them); tag `tau2_policy:task-set` or
 `tau2_policy:package`. Which data was imported is tagged too: `tau2_data:package` (the installed
 package's own `tasks.json`) or `tau2_data:files` (any other file, e.g. upstream's repository), plus
-`tau2_gold:unlike_package` where that file's gold actions differ from the package's task of the same id. A task whose gold actions leave the DB unchanged and
-that has nothing to communicate passes a no-op too; its `no_oracle` says so, and validation skips it.
+`tau2_gold:unlike_package` where that file's gold actions differ from the package's task of the same id. A
+task whose gold actions leave the DB unchanged and that has nothing to communicate passes a no-op too; its
+`no_oracle` says so, and validation skips it.
 """
 
 from __future__ import annotations

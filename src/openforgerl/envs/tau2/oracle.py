@@ -1,4 +1,5 @@
-"""`python -I -m openforgerl.envs.tau2.oracle --actions FILE --url URL`: the scripted oracle of `tasks validate`.
+"""`python -I -m openforgerl.envs.tau2.oracle --actions FILE --url URL`: the
+scripted oracle of `tasks validate`.
 
 It replays the task's gold actions (`[{tool, args, requestor}]`, upstream's `actions` in their order) through
 the very routes a rollout uses: an agent action through the agent's tool route (`POST /call/<tool>`), a

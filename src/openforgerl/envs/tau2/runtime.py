@@ -21,8 +21,9 @@ Per rollout, inside the sandbox:
 After the harness: `envs/tau2/verify.py` in a fresh sandbox (`run_verifier`) with the upstream task
 as its input, reading the call log with the token and, for the communicate check, the transcript made
 on the host from the gateway's call log. A task with NL assertions is then judged on the host by
-`--judge-engine` (upstream's NL-assertion prompt, `env/judge.py`), its score multiplied in. The installed tau2 package's own task files (the gold of every
-task) are masked inside every sandbox (`sandbox/bwrap.py` `MASKED_FOREIGN`).
+`--judge-engine` (upstream's NL-assertion prompt, `env/judge.py`), its score multiplied in. The installed tau2
+package's own task files (the gold of every task) are masked inside every sandbox
+(`sandbox/bwrap.py` `MASKED_FOREIGN`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def domain_of(task: Task) -> str:
 
 
 def with_opening(policy: str, opening: str) -> str:
-    """The policy, then the dialogue so far as upstream's agent has it: its greeting and the customer's reply."""
+    """The policy, then the dialogue so far as upstream's agent has it: its
+    greeting and the customer's reply."""
     from openforgerl.env.user_sim import GREETING
 
     return (
@@ -217,7 +219,8 @@ class Tau2TaskRuntime(TaskDefaults):
         return await self._nl_judged(verdict, assertions, messages or []) if assertions else verdict
 
     def _transcript(self, messages: list[dict[str, Any]] | None, inputs: dict[str, bytes]) -> list[str]:
-        """The host's transcript as a verifier input; a communicate check without one would be a wrong zero."""
+        """The host's transcript as a verifier input; a communicate check
+        without one would be a wrong zero."""
         from openforgerl.tasks.host_side import transcript_json
 
         if messages is None:

@@ -1,23 +1,26 @@
-"""`python -I -m openforgerl.envs.tau2.service --config FILE --token T`: one tau2 rollout's domain, in the sandbox.
+"""`python -I -m openforgerl.envs.tau2.service --config FILE --token T`: one tau2
+rollout's domain, in the sandbox.
 
 It holds upstream's `Environment` of the task's domain in memory (initial DB as upstream ships it, the
 task's `initial_state` applied) and runs every tool call through `Environment.get_response`, so the
-only way to change the DB is a tool call, and every call is logged with the reply the agent got.
+only way to change the DB is a tool call, and every call is logged with the reply the agent got. Routes:
 
-| route | does |
-|---|---|
-| `POST /call/<tool>`, `POST /tools/<tool>` | JSON arguments → 200 `{"result": …}`, 400 `{"error": …}` (upstream's `Error: …` reply) |
-| `GET /tools` | the tool names |
-| `GET /log` + `Authorization: Bearer <token>` | the tool calls (agent's and user's), in order, with their replies and requestor; what the agent said with `ask_user` |
-| `POST /user/<tool>` + `Authorization: Bearer <token>` | a user-side tool call (telecom's phone), as `/call/`; the host's only (the user simulator relay, the oracle) |
-| `GET /healthz` | liveness |
+- `POST /call/<tool>`, `POST /tools/<tool>`: JSON arguments → 200 `{"result": …}`, 400
+  `{"error": …}` (upstream's `Error: …` reply)
+- `GET /tools`: the tool names
+- `GET /log` + `Authorization: Bearer <token>`: the tool calls (agent's and user's), in order, with their
+  replies and requestor; what the agent said with `ask_user`
+- `POST /user/<tool>` + `Authorization: Bearer <token>`: a user-side tool call (telecom's phone), as `/call/`;
+  the host's only (the user simulator relay, the oracle)
+- `GET /healthz`: liveness
 
 The token (per runtime) is in this process's argv and the verifier's only: the agent's execs have their
 own PID namespace and no file inside holds it, so the agent cannot read the log, nor act as the user on
 the user's device (telecom), and nothing can write the DB or the log but a tool call. The task's
 `initial_state` comes in the argv too (`--initial-state`): telecom's initialization actions are the
-fault planted on the user's phone, which the agent has to diagnose, so no workdir file holds them. `ask_user` (when the task runs with a simulated user) is the
-Claw one (`envs.world.ask_user`): a question file that the host relay answers.
+fault planted on the user's phone, which the agent has to diagnose, so no workdir file holds them. `ask_user`
+(when the task runs with a simulated user) is the Claw one (`envs.world.ask_user`): a question
+file that the host relay answers.
 """
 
 from __future__ import annotations

@@ -59,7 +59,8 @@ INSTALL_HINT = "pip install --no-deps -r locks/tau2.txt (scripts/setup.sh does i
 
 
 class Tau2Missing(UserError):
-    """The tau2 package (or one of its few runtime dependencies) is not installed (the CLI prints one line)."""
+    """The tau2 package (or one of its few runtime dependencies) is not
+    installed (the CLI prints one line)."""
 
 
 def _import(module: str) -> Any:
@@ -219,7 +220,8 @@ def reward(
 
 @cache
 def _pristine(domain: str) -> tuple[str, frozenset[str]]:
-    """The initial DB hash of `domain` and the names of its tools that do not write (upstream's tool types)."""
+    """The initial DB hash of `domain` and the names of its tools that do not
+    write (upstream's tool types)."""
     env = constructor(domain)()
     readers = frozenset(
         n for n in env.tools.tools if str(getattr(env.tools.tool_type(n), "value", "")) != "write"

@@ -1,4 +1,5 @@
-"""`python -I -m openforgerl.envs.tau2.verify`: upstream's reward of one tau2 rollout, in the verifier sandbox.
+"""`python -I -m openforgerl.envs.tau2.verify`: upstream's reward of one tau2
+rollout, in the verifier sandbox.
 
 Inputs: the task as upstream wrote it (`tests/tau2_task.json`: gold actions, criteria; never in the agent's
 sandbox), the service's call log (read with the token), and, for the communicate check, the transcript

@@ -28,10 +28,11 @@ Read from upstream's `TaskDefinition` (`src/claw_eval/models/task.py`) and its r
   fields below score it; a task with nothing else to score it is flagged with the grader's reasons
   (`unsupported: grader_import:<module>`, `grader_judge:<method>`, `grader_peer:<id>`,
   `grader_file_missing:<path>`).
-- The grader's `env_snapshot` (`env_snapshot_commands`, `env_snapshot_files`, `environment.env_snapshot_timeout`,
-  `sandbox_grader_files`, `local_grader_files`): the manifest goes to `tests/claw_eval/env_snapshot.json`,
-  the grader-only files to `tests/claw_eval/sandbox_grader_files/` and `local_grader_files/` (verifier and
-  host only); the host takes the snapshot on a copy of the final workdir (`envs/claw/snapshot.py`).
+- The grader's `env_snapshot` (`env_snapshot_commands`, `env_snapshot_files`,
+  `environment.env_snapshot_timeout`, `sandbox_grader_files`, `local_grader_files`): the manifest goes to
+  `tests/claw_eval/env_snapshot.json`, the grader-only files to `tests/claw_eval/sandbox_grader_files/` and
+  `local_grader_files/` (verifier and host only); the host takes the snapshot on a copy of the final
+  workdir (`envs/claw/snapshot.py`).
 - `llm_judge` components → `llm_judge` checks (rubric = the component's `rubric` / `description` plus the
   task's `judge_rubric`), scored on the host by `--judge-engine` with upstream's judge prompt and
   weighted like the other components; the task keeps `requires_llm_judge` (lifted by the flag).

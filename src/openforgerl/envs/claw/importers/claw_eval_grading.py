@@ -52,7 +52,8 @@ SNAPSHOT_FIELDS = (
     "sandbox_grader_files",
     "local_grader_files",
 )
-# files a base reads beside the task's task.yaml (`task.task_file`): grader-only, copied under tests/claw_eval/
+# files a base reads beside the task's task.yaml (`task.task_file`):
+# grader-only, copied under tests/claw_eval/
 BASE_FILES = {"claw_eval.graders.image_qa_oracle": "fixtures/oracle.json"}
 GRADER_CHECK = {
     "kind": "claw_eval_grader",
@@ -141,8 +142,9 @@ def grader_support(task_dir: Path) -> tuple[list[str], bool, dict[str, bytes]]:
 
 
 def grader_run_files(task_dir: Path, peers: dict[str, bytes], spec: dict[str, Any]) -> dict[str, str | bytes]:
-    """What the verifier's grader run reads besides grader.py (copied by the importer's `_upstream_files`), and what the
-    host needs for its env snapshot (`envs/claw/snapshot.py`): all under tests/, never in the agent's reach."""
+    """What the verifier's grader run reads besides grader.py (copied by the importer's `_upstream_files`),
+    and what the host needs for its env snapshot (`envs/claw/snapshot.py`): all under tests/,
+    never in the agent's reach."""
     out: dict[str, str | bytes] = {
         "tests/claw_eval/task.yaml": (task_dir / "task.yaml").read_bytes(),
         **{f"tests/claw_eval/peers/{k}/grader.py": v for k, v in peers.items()},
@@ -169,8 +171,8 @@ def grader_run_files(task_dir: Path, peers: dict[str, bytes], spec: dict[str, An
 
 
 def _grader_only_files(task_dir: Path, spec: dict[str, Any]) -> dict[str, bytes | None]:
-    """{`sandbox_grader_files/<path>` or `local_grader_files/<path>`: bytes, or None when not found}. Looked up
-    as upstream's runner does: in the task folder, then from the repository root (`tasks/<id>/...`)."""
+    """{`sandbox_grader_files/<path>` or `local_grader_files/<path>`: bytes, or None when not found}. Looked
+    up as upstream's runner does: in the task folder, then from the repository root (`tasks/<id>/...`)."""
     out: dict[str, bytes | None] = {}
     for kind in ("sandbox_grader_files", "local_grader_files"):
         for rel in spec.get(kind) or []:

@@ -112,7 +112,8 @@ def _tool_services(spec: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
 
 
 def _server_of(svc: dict[str, Any]) -> str:
-    """The mock service folder a service's `command` runs (`python mock_services/<x>/server.py` → x), or ""."""
+    """The mock service folder a service's `command` runs
+    (`python mock_services/<x>/server.py` → x), or ""."""
     found = re.fullmatch(
         r"python3?\s+mock_services/([\w-]+)/server\.py", str(svc.get("command") or "").strip()
     )

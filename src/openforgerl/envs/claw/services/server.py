@@ -3,16 +3,16 @@
 stdlib `http.server` on purpose: it starts in ~60 ms (aiohttp's import alone costs ~300 ms) and one
 rollout's agent makes at most a few calls a second. Routes:
 
-| route | does |
-|---|---|
-| `POST /call/<tool>` body = JSON arguments | runs the tool → 200 `{"result": …}`, 4xx `{"error": …}` (agent error) |
-| `POST /tools/<tool>` | the same (the `zero` harness's direct-tool route) |
-| `GET /tools` | the tool names this rollout exposes |
-| `GET /state` | full state snapshot (verifiers) |
-| `GET /audit` | every call: seq, tool, args, status, error, fault |
-| `POST /reset` | back to the fixtures (audit is kept, the reset is audited) |
-| `GET /healthz` | liveness |
-| `GET /upstream/audit` + `Authorization: Bearer <token>` | upstream Claw-Eval services' /audit, by service name (the verifier's) |
+- `POST /call/<tool>` body = JSON arguments: runs the tool → 200 `{"result": …}`,
+  4xx `{"error": …}` (agent error)
+- `POST /tools/<tool>`: the same (the `zero` harness's direct-tool route)
+- `GET /tools`: the tool names this rollout exposes
+- `GET /state`: full state snapshot (verifiers)
+- `GET /audit`: every call: seq, tool, args, status, error, fault
+- `POST /reset`: back to the fixtures (audit is kept, the reset is audited)
+- `GET /healthz`: liveness
+- `GET /upstream/audit` + `Authorization: Bearer <token>`: upstream Claw-Eval services' /audit,
+  by service name (the verifier's)
 
 An imported Claw-Eval task may also offer tools that are endpoints of upstream's own mock services
 (`--upstream DIR`, `services/upstream.py`): `POST /call/<tool>` of such a tool is one in-process ASGI request

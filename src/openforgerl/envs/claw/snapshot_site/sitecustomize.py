@@ -1,4 +1,5 @@
-"""Loaded (through PYTHONPATH) by the Python that runs a grader's env-snapshot command (`envs/claw/snapshot.py`).
+"""Loaded (through PYTHONPATH) by the Python that runs a grader's env-snapshot
+command (`envs/claw/snapshot.py`).
 
 That interpreter started with PYTHONSAFEPATH, so neither its script's folder nor its cwd is on its sys.path:
 a module the agent planted beside upstream's check script cannot run inside it. The programs it starts are

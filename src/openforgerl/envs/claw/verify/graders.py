@@ -26,12 +26,12 @@ rubric = "..."                  #   by --judge-engine; the verifier gets the sco
 weight = 0.7
 ```
 `python_grader` scripts define `grade(evidence: dict) -> float | dict[str, float]` (scores in [0, 1];
-a dict counts as its mean, and the check is worth that fraction of its weight); `evidence` has `state`, `audit`, `workdir` (str or None) and `transcript`
-(a list of `{role, content}` messages, or None when the rollout's messages are not available). They
-are task files, copied to the sandbox only for the verifier step, so the agent never sees them.
-`communicate` needs the transcript and `tau2_db` a tau2 domain environment; neither is available to
-the verifier yet, so they raise `GraderUnavailable` (an infra fault, never a trained zero), and the
-importers flag such tasks instead of running them.
+a dict counts as its mean, and the check is worth that fraction of its weight); `evidence` has `state`,
+`audit`, `workdir` (str or None) and `transcript` (a list of `{role, content}` messages, or None when the
+rollout's messages are not available). They are task files, copied to the sandbox only for the verifier step,
+so the agent never sees them. `communicate` needs the transcript and `tau2_db` a tau2 domain environment;
+neither is available to the verifier yet, so they raise `GraderUnavailable` (an infra fault, never a trained
+zero), and the importers flag such tasks instead of running them.
 
 Importing this module registers the kinds with `spec` and `checks` (done by `verify/__init__.py`).
 """

@@ -2,8 +2,8 @@
 
 Exit 0 whenever the work was judged (also for reward 0); exit 4 (`EXIT_NEEDS_JUDGE`) when a task
 grader made judge calls the host has not answered yet (they are in `judge_requests.json` next to the
-reward; the host judges them and runs the verifier again with `--judge-answers`); exit 3 (`EXIT_TAMPERED`) when what the
-agent left behind broke the rules (a workdir file that is a link, FIFO, device or oversized; the
+reward; the host judges them and runs the verifier again with `--judge-answers`); exit 3 (`EXIT_TAMPERED`)
+when what the agent left behind broke the rules (a workdir file that is a link, FIFO, device or oversized; the
 task's service, which the agent could reach, no longer answering) — reward 0, the runtime raises
 `TamperError` (`agent_failed`); exit 2 when the verifier itself could not run (bad spec, a broken
 reward folder) — the runtime turns that into an infra `VerifierError`.
@@ -58,7 +58,8 @@ def verify_live(
     task runs upstream's services) reads their audit from the service's host-only route. `env_snapshot` is
     upstream Claw-Eval's snapshot of the agent's final workdir, taken by the host (`envs/claw/snapshot.py`).
     `media_events` (the images the gateway saw reach the model) and `user_record` (the simulated user's
-    relay, as the host ran it) are the host's too (a task `grader.py`'s `media_events` and `[user_agent]` turns).
+    relay, as the host ran it) are the host's too (a task `grader.py`'s
+    `media_events` and `[user_agent]` turns).
     """
     spec = load_spec(checks)
     state = get_json("/state", url=state_url, wait_s=15.0)

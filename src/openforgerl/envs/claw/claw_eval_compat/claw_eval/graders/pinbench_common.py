@@ -1,5 +1,5 @@
-"""`PinbenchAdaptedGrader`: the declarative base upstream's Pinbench-adapted tasks subclass (ours, written from
-its documented interface: a subclass sets class attributes, the base scores them).
+"""`PinbenchAdaptedGrader`: the declarative base upstream's Pinbench-adapted tasks subclass (ours, written
+from its documented interface: a subclass sets class attributes, the base scores them).
 
 The attributes a subclass may set, and what each adds to `completion` (the mean of the parts present):
 - `REQUIRED_TOOLS` {tool: minimum calls}: per tool, successful calls (status < 400) / minimum, capped at 1;
