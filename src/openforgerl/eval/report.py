@@ -1,5 +1,5 @@
-"""An eval report: metrics per harness and per harness × service (a GUI task's services: its environment kind, then
-its web apps), as JSON, Markdown and a PNG chart.
+"""An eval report: metrics per harness and per harness × service (a GUI task's services: its environment kind,
+then its web apps), as JSON, Markdown and a PNG chart.
 
 `build_report` is pure; `write_report` does the file I/O (matplotlib with the Agg backend, imported
 only there).
@@ -26,7 +26,8 @@ def _ks(k: int) -> list[int]:
 def thresholds(
     task_ids: Sequence[str], sources: Mapping[str, str], threshold: float | None
 ) -> dict[str, float]:
-    """The success threshold of each task: the one given, else its benchmark's own (eval/scoring.py), else 1.0.
+    """The success threshold of each task: the one given, else its benchmark's
+    own (eval/scoring.py), else 1.0.
 
     Every table of a report uses this one map, so a trial passes or fails the same way in the overall
     tables and in its benchmark's table (a Claw-Eval 0.8 passes in both)."""
@@ -201,7 +202,8 @@ def to_markdown(report: dict[str, Any]) -> str:
         "Timeouts count as failed trials (in n, never successes) and have no reward (left out of "
         "the mean reward). n/a: no trial to measure.",
         "",
-        f"Infrastructure-failed and harness-start (config) attempts, excluded from every metric: {len(dropped)}",
+        "Infrastructure-failed and harness-start (config) "
+        f"attempts, excluded from every metric: {len(dropped)}",
     ]
     lines += [f"- {d['harness']} {d['task_id']}: {d['status']}" for d in dropped[:50]]
     return "\n".join(lines) + "\n"
