@@ -1,11 +1,11 @@
 """The recording gateway: harness CLIs talk to it, it talks to the engine, every call is logged.
 
     from openforgerl.gateway.server import start_gateway
-    gw = await start_gateway(engine, store)          # engine: openforgerl.engines.base.Engine
-    ro = await gw.open_rollout(task_id="t1")         # {rollout_id, api_key, openai_base_url, anthropic_base_url}
-    ...                                              # point a harness at ro["openai_base_url"]
-    run_batch(..., gateway=gw.access)                # admin URL + admin token + model URL, for the orchestrator
-    await gw.pause(); version = gw.resume()          # weight sync
+    gw = await start_gateway(engine, store)    # engine: openforgerl.engines.base.Engine
+    ro = await gw.open_rollout(task_id="t1")   # {rollout_id, api_key, openai_base_url, anthropic_base_url}
+    ...                                        # point a harness at ro["openai_base_url"]
+    run_batch(..., gateway=gw.access)          # admin URL + admin token + model URL, for the orchestrator
+    await gw.pause(); version = gw.resume()    # weight sync
     await gw.aclose()
 
 Two planes: `gw.model_url` serves model routes only and is what a sandbox

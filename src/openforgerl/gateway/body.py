@@ -1,4 +1,5 @@
-"""A request body's own checks, before any call state exists: its encoding, JSON shape, nesting depth and seed.
+"""A request body's own checks, before any call state exists: its encoding, JSON
+shape, nesting depth and seed.
 
 Each refusal is a `GatewayError` (a 4xx in the route's protocol), never a recorded gateway fault.
 """

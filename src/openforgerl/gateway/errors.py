@@ -2,9 +2,9 @@
 
 Every refusal is a `GatewayError` raised near where it is detected and rendered once, by the
 protocol of the route it happened on (its `error_body`, `protocols/<name>/`); the admin plane, which
-speaks no model protocol, answers in OpenAI's `{"error": {...}}` shape (`openai_error_body`). Statuses follow what real harnesses do with them: client
-mistakes are 4xx, weight sync and overload are 503 (retried by every harness; 429/400 are fatal
-for Codex and Claude Code), engine faults 502 and deadlines 504.
+speaks no model protocol, answers in OpenAI's `{"error": {...}}` shape (`openai_error_body`). Statuses follow
+what real harnesses do with them: client mistakes are 4xx, weight sync and overload are 503 (retried by every
+harness; 429/400 are fatal for Codex and Claude Code), engine faults 502 and deadlines 504.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ version that is stamped on every record. One rollout's own share is checked befo
 Replicas sharing a PostgreSQL call log share the pause and the policy version (`follow_store`): a
 pause or resume sent to any replica is committed to the log's `gateway_flow` row and announced
 (NOTIFY), and every replica applies it within milliseconds (another replica paused 2.6 ms after
-the pausing one answered, tests/gateway/test_replica_state.py), so one weight sync pauses the fleet. Draining is what
-one process can know: `pause` waits for the calls in flight on this replica only; the others stop
+the pausing one answered, tests/gateway/test_replica_state.py), so one weight sync pauses the fleet. Draining
+is what one process can know: `pause` waits for the calls in flight on this replica only; the others stop
 admitting but finish their own, each one's `/healthz` showing its `in_flight`. A replica that
 starts joins the fleet's state (paused, if the fleet is): the pause is the log's, not a process's,
 and outlives a restart of every replica until a resume. `max_in_flight` stays per replica.

@@ -31,7 +31,8 @@ SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
 
 @contextmanager
 def watched(call: Call) -> Iterator[DeadlineGuard]:
-    """One engine step under its deadline and stall check, cut early when the rollout ends (`cut_inflight`)."""
+    """One engine step under its deadline and stall check, cut early when the
+    rollout ends (`cut_inflight`)."""
     gw, state = call.gw, call.state
     inflight = state.inflight
     route_key = state.rollout_id

@@ -156,7 +156,10 @@ def _not_found_hint(request: web.Request, admin: bool) -> str | None:
             "POST /rollouts on the admin listener returned"
         )
     if admin and path.startswith("/r/"):
-        return f"no route for {request.method} {path}: model calls go to the model listener (--port), not the admin one"
+        return (
+            f"no route for {request.method} {path}: model calls go "
+            "to the model listener (--port), not the admin one"
+        )
     return None
 
 

@@ -8,12 +8,13 @@ the chat template renders it in its own canonical spelling, which is not the tok
 sampled. Scripted outputs in the template's spelling never showed it. veRL's agent loop avoids it by never
 re-rendering (it appends the sampled ids); a gateway in front of an unmodified harness can only get there
 by putting the model's own text back: for each finished call it learns the raw text of the sampled ids
-(the engine's `/detokenize`, once, when a later request echoes a turn), and when a later request of the same rollout carries an assistant
-message that means the same thing — same content and reasoning up to whitespace, same tool calls by name
-and parsed arguments — that message is replaced by `{"role": "assistant", "content": <raw text>}`,
-which the chat template renders as is. A message that differs in meaning (edited by the harness, reasoning
-dropped by it) is left alone, so the engine never sees something the harness did not say. The record keeps
-the request as the harness sent it and the rewritten one as `engine_request`.
+(the engine's `/detokenize`, once, when a later request echoes a turn), and when a later request of the same
+rollout carries an assistant message that means the same thing — same content and reasoning up to whitespace,
+same tool calls by name and parsed arguments — that message is replaced by
+`{"role": "assistant", "content": <raw text>}`, which the chat template renders as is. A message that differs
+in meaning (edited by the harness, reasoning dropped by it) is left alone, so the engine never sees something
+the harness did not say. The record keeps the request as the harness sent it and the
+rewritten one as `engine_request`.
 """
 
 from __future__ import annotations

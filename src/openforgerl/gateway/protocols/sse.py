@@ -1,10 +1,11 @@
 """Server-sent events: an encoder (dict in, bytes out) and an incremental decoder (bytes in, events out).
 
 Both are on the gateway's hot path. The encoder is the one SSE writer of every wire protocol's stream
-(`protocols/{chat,responses,anthropic}/`); the decoder reads such streams (tests, clients). The encoder writes `event: <name>` + one `data:` line (the JSON
-never contains a raw newline, orjson escapes it). The decoder follows the WHATWG event-stream rules
-(CR, LF or CRLF line ends, `:` comments, multi-line `data`, `id`, `retry`) and keeps no growing
-buffer: a chunk split anywhere, even inside a CRLF or a UTF-8 sequence, decodes the same.
+(`protocols/{chat,responses,anthropic}/`); the decoder reads such streams (tests, clients). The encoder writes
+`event: <name>` + one `data:` line (the JSON never contains a raw newline, orjson escapes it). The decoder
+follows the WHATWG event-stream rules (CR, LF or CRLF line ends, `:` comments, multi-line `data`, `id`,
+`retry`) and keeps no growing buffer: a chunk split anywhere, even inside a CRLF or a
+UTF-8 sequence, decodes the same.
 
     dec = SSEDecoder()
     for chunk in body_chunks:
