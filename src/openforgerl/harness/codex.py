@@ -12,7 +12,8 @@ Quirks (measured on the pinned CLI):
   `mcp_optional_startup_grace_ms` (1 s by default) for them: with a server 8 s late, the first request
   offered no task tool (a real model answers it without them; the scripted policy only recovered because it
   retries). `mcp_optional_startup_grace_ms = 0` waits each server's `startup_timeout_sec` (120 s here);
-  `required = true` did not change the first request. MCP tools arrive as a `namespace` tool (`mcp__<server>`).
+  `required = true` did not change the first request. MCP tools arrive as a
+  `namespace` tool (`mcp__<server>`).
 - At startup it tries to sync curated plugins from github.com / chatgpt.com; offline (sandbox) this fails
   fast and is harmless. `RUST_LOG` follows `$OPENFORGERL_CODEX_RUST_LOG` (default `error`) for debugging.
 """

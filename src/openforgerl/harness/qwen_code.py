@@ -1,7 +1,8 @@
 """Qwen Code (`@qwen-code/qwen-code`), headless via `qwen --yolo "task"`.
 
 Quirks (measured):
-- OpenAI Chat Completions, `stream:true` with `include_usage`; `--auth-type openai` plus base URL/key/model flags.
+- OpenAI Chat Completions, `stream:true` with `include_usage`; `--auth-type openai`
+  plus base URL/key/model flags.
 - Sends no session or rollout header: the rollout is identified by the URL path only.
 - Tool results are content-part arrays; tool-call arguments are re-serialised compactly in history.
 - 2-6 s to the first call. 5xx/429/drops retried, 400 fatal. A stall *after* headers hangs (> 150 s):

@@ -1,5 +1,5 @@
-"""The Node program the `ui-tars` adapter writes into the sandbox: `@ui-tars/sdk`'s own `GUIAgent`, unmodified,
-with our `Operator` over the task's computer service (the SDK's documented extension point).
+"""The Node program the `ui-tars` adapter writes into the sandbox: `@ui-tars/sdk`'s own `GUIAgent`,
+unmodified, with our `Operator` over the task's computer service (the SDK's documented extension point).
 
 Kept as a string so it travels with the Python package (written to `$HOME/ui-tars-run.cjs` per rollout).
 It resolves the SDK from the pinned prefix (`OPENFORGERL_UI_TARS_PREFIX`) with `createRequire`, waits for the
@@ -226,4 +226,4 @@ async function main() {
 }
 
 main().then((code) => process.exit(code), (e) => { console.error(e); process.exit(3); });
-"""
+"""  # noqa: E501  (the Node program, written into the sandbox as these bytes)

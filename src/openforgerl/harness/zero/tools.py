@@ -135,7 +135,8 @@ def load_toolbox(
     service_url: str = "",
     builtins: Sequence[str] = tuple(BUILTIN_SCHEMAS),
 ) -> ToolBox:
-    """Task tools from `tools_json` (a list of schemas, or `{"tools": [...], "service_url": ...}`) plus built-ins."""
+    """Task tools from `tools_json` (a list of schemas, or
+    `{"tools": [...], "service_url": ...}`) plus built-ins."""
     spec: Any = json.loads(tools_json.read_text()) if tools_json else []
     if isinstance(spec, dict):
         service_url = service_url or str(spec.get("service_url") or "")

@@ -124,8 +124,9 @@ COMPACT_SYSTEM_PROMPT = "You are a GUI agent. Look at the screenshot and act wit
 
 def compact_schema() -> dict[str, Any]:
     """The short `computer_use` tool `tiny-vl` is warmed up on (`scripts/build_tiny_vl.py` imports it and
-    `COMPACT_SYSTEM_PROMPT`, so the warm-up's prompt is this harness's by construction): ~70 prompt tokens instead of ~900, so a tiny model
-    sees the prompt it was warmed up on. Same tool name and arguments: `parse_call` reads both."""
+    `COMPACT_SYSTEM_PROMPT`, so the warm-up's prompt is this harness's by construction): ~70 prompt tokens
+    instead of ~900, so a tiny model sees the prompt it was warmed up on. Same tool name and
+    arguments: `parse_call` reads both."""
     return {
         "type": "function",
         "function": {
