@@ -4,8 +4,8 @@ The orchestrator talks to the gateway only over HTTP, so the gateway may be in-p
 process, or several replicas behind one URL. It holds a `GatewayAccess`: the admin listener's URL
 and bearer token (never given to a sandbox) and the model listener's URL, the only address a
 sandbox's forwarder connects to (`model_address`; asked of the admin plane when not given).
-Transient failures (connection errors, 5xx) are retried a few times with backoff; what still fails raises `GatewayClientError`, which the rollout
-turns into `infra_error:gateway` at its boundary.
+Transient failures (connection errors, 5xx) are retried a few times with backoff; what still fails raises
+`GatewayClientError`, which the rollout turns into `infra_error:gateway` at its boundary.
 """
 
 from __future__ import annotations

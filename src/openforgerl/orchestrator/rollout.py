@@ -3,9 +3,9 @@
 Each step runs inside `boundary(<Fault>)` (errors.py), so an infrastructure failure anywhere ends
 the rollout as data (`infra_error:<where>`), never as a crash of the batch and never as a reward.
 
-Nested deadlines (engine call < rollout budget < sandbox lifetime). The rollout id is chosen here, the sandbox boots first
-(a slow or queued boot never eats the agent's time), then the gateway rollout is opened carrying its
-deadline `deadline_at = now + budget`. The harness runs until that deadline: past it the sandbox
+Nested deadlines (engine call < rollout budget < sandbox lifetime). The rollout id is chosen here, the sandbox
+boots first (a slow or queued boot never eats the agent's time), then the gateway rollout is opened carrying
+its deadline `deadline_at = now + budget`. The harness runs until that deadline: past it the sandbox
 kills the whole process tree and the rollout is a `timeout`. The gateway bounds every engine call of
 the rollout by min(its per-call limit, deadline - margin): a call cut at the rollout's deadline is
 `rollout_deadline` -> `timeout` (a long answer is the agent's), and a hung engine (no byte for the
@@ -204,7 +204,8 @@ class RolloutRunner:
     async def _instruction(self, run: _Run, sandbox: Sandbox) -> str:
         """The harness's prompt: the task's own for this rollout when it makes one (`rollout_instruction`:
         tau2's customer opens the dialogue, its message written by the user engine on the host), else the
-        task's static instruction. Done before the budget starts: the user engine's time is not the agent's."""
+        task's static instruction. Done before the budget starts: the user
+        engine's time is not the agent's."""
         task = run.req.task
         with boundary(EngineFault):  # the user engine failed: infra, never the agent's zero
             made = await task.rollout_instruction(sandbox)
@@ -359,7 +360,8 @@ class RolloutRunner:
         return info
 
     def _tools_missed(self, run: _Run) -> bool:
-        """The harness asked the model before the task's tools reached it (see `first_prompt_lacks_task_tools`)."""
+        """The harness asked the model before the task's tools reached it
+        (see `first_prompt_lacks_task_tools`)."""
         if not getattr(run.req.harness, "lists_task_tools", False) or not run.req.task.mcp_servers():
             return False
         names = offered_tool_names({"tools": list(run.req.task.function_tools())})

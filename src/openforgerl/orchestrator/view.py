@@ -67,14 +67,16 @@ class ProgressView:
             self.console.print(self.line(record, status), highlight=False, soft_wrap=True)
 
     def line(self, record: RolloutRecord, status: RolloutStatus) -> str:
-        """`rollouts 3/16  ok  easy-write-file-01 (zero) reward 1.00  ok 2  failed 1  infra 0  elapsed 0:42  eta 2:48`."""
+        """`rollouts 3/16  ok  easy-write-file-01 (zero) reward 1.00  ok 2  failed 1  infra 0  elapsed 0:42
+        eta 2:48`."""
         done = int(self.progress.tasks[0].completed)
         elapsed = time.monotonic() - self.started
         eta = elapsed / done * max(0, self.total - done) if done else 0.0
         reward = "" if record.reward is None else f" reward {record.reward:.2f}"
         counts = f"ok {self.counts['ok']}  failed {self.counts['failed']}  infra {self.counts['infra']}"
         return (
-            f"{self.label} {done}/{self.total}  {status}  {record.task_id} ({record.harness}){reward}  {counts}"
+            f"{self.label} {done}/{self.total}  {status}  "
+            f"{record.task_id} ({record.harness}){reward}  {counts}"
             f"  elapsed {clock(elapsed)}  eta {clock(eta)}"
         )
 
