@@ -145,9 +145,9 @@ class SandboxBackend(Protocol):
 
 
 def limits_breached(sandbox: object) -> list[str]:
-    """The sandbox limits breached so far ("memory": an OOM kill, "pids", "cpu", "disk"), as far as the backend
-    tells (the local one: its cgroup counters and its quota; others: nothing known). For a verifier that
-    must tell a limit the agent hit from its own failure, without knowing the backend."""
+    """The sandbox limits breached so far ("memory": an OOM kill, "pids", "cpu", "disk"), as far as the
+    backend tells (the local one: its cgroup counters and its quota; others: nothing known). For a verifier
+    that must tell a limit the agent hit from its own failure, without knowing the backend."""
     cgroup = getattr(sandbox, "cgroup", None)
     hit = [k for k, v in (cgroup.breaches() if cgroup is not None else {}).items() if v > 0]
     host_folder = getattr(sandbox, "fs", None)  # the local sandbox's, when it has a disk quota

@@ -112,7 +112,8 @@ class CgroupGroup:
         return found
 
     def throttled_s(self) -> float:
-        """Seconds the sandbox's CPU quota held it back so far (v1 `throttled_time` ns, v2 `throttled_usec`)."""
+        """Seconds the sandbox's CPU quota held it back so far
+        (v1 `throttled_time` ns, v2 `throttled_usec`)."""
         if self.cpu_dir is None:
             return 0.0
         stat = _counters(self.cpu_dir / "cpu.stat")

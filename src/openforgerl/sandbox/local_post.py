@@ -97,7 +97,8 @@ class WorkdirCopy:
         await asyncio.to_thread(write_under, self.work, rel, data)
 
     async def paths(self) -> list[str]:
-        """Every entry of the copy but its folders (relative, "/"-separated), links listed but not followed."""
+        """Every entry of the copy but its folders (relative, "/"-separated),
+        links listed but not followed."""
         return await asyncio.to_thread(list_tree, self.work, MAX_ENTRIES)
 
     async def aclose(self) -> None:

@@ -1,7 +1,7 @@
 """Rootful podman backend (runc, no bridge network): image-based task environments.
 
-One long-lived container per rollout (`sleep` under podman's `--init`, which reaps orphans), `podman exec` per command. Fixes measured
-on this machine kind live in a generated `containers.conf` passed via
+One long-lived container per rollout (`sleep` under podman's `--init`, which reaps orphans), `podman exec` per
+command. Fixes measured on this machine kind live in a generated `containers.conf` passed via
 `CONTAINERS_CONF` to every podman call: runc (crun refuses hybrid cgroups) and explicit ulimits
 (podman's defaults exceed our hard RLIMIT_NOFILE/NPROC and we lack CAP_SYS_RESOURCE).
 

@@ -5,16 +5,17 @@ would hide infra faults from us). Its two containers idle in a keep-alive loop: 
 (setup and the harness run there through `exec`) and the services' (the task's services, started
 through `exec`, and the verifier beside them). They share the network and /workdir, not their PID
 namespaces, roots or /tmp: nothing the agent runs can see, signal or trace a service, and the
-verifier runs once the agent's container has ended (`KubernetesSandbox.run_verifier`). The in-cluster gateway is a Deployment behind a ClusterIP Service, and
-a NetworkPolicy lets sandbox Pods talk to that Service (plus DNS) and nothing else.
+verifier runs once the agent's container has ended (`KubernetesSandbox.run_verifier`). The in-cluster gateway
+is a Deployment behind a ClusterIP Service, and a NetworkPolicy lets sandbox Pods talk to that
+Service (plus DNS) and nothing else.
 
 Two planes (docs/threat-model.md): the gateway serves model calls on `gw.port` (the only port of
 the Service, the only port the sandbox egress policy allows) and its admin API on `admin_port(gw)`,
 which is in no Service. A second NetworkPolicy, on the gateway Pods, admits the admin port only from
 Pods labelled `app.kubernetes.io/component=orchestrator` (the orchestrator, trainer and eval),
-so a sandbox cannot reach it even where its own egress policy is missing. The admin token comes from the Secret `<gateway name>-admin` (key `token`), which the
-operator creates and mounts into the orchestrator too; without it the gateway generates a token
-nobody holds (the admin API is then closed, never open).
+so a sandbox cannot reach it even where its own egress policy is missing. The admin token comes from the
+Secret `<gateway name>-admin` (key `token`), which the operator creates and mounts into the orchestrator too;
+without it the gateway generates a token nobody holds (the admin API is then closed, never open).
 """
 
 from __future__ import annotations

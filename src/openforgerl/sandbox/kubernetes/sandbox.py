@@ -1,12 +1,12 @@
 """One rollout's Pod, seen through the `Sandbox` contract.
 
 Everything runs through `exec`: the harness's commands in the agent's container, the task's services
-(`spawn`) in the Pod's services container (`manifests.services_container`). Each call's budget is clipped to the sandbox's remaining lifetime;
-at the lifetime the backend deletes the Pod (before the kubelet's `activeDeadlineSeconds`, which is
-the backstop if we are gone). When an exec ends badly (stream broken, exit 137) the Pod's status is
-consulted so the error names the real cause (Evicted, a deleted Pod) rather than its symptom. A container
-that ended by the agent's own doing (OOMKilled, or its PID 1 TERM-ed from inside: `status.agents_doing`)
-is no fault: the exec ends 137, with "memory" in `limits_hit` for an OOM kill.
+(`spawn`) in the Pod's services container (`manifests.services_container`). Each call's budget is clipped to
+the sandbox's remaining lifetime; at the lifetime the backend deletes the Pod (before the kubelet's
+`activeDeadlineSeconds`, which is the backstop if we are gone). When an exec ends badly (stream broken, exit
+137) the Pod's status is consulted so the error names the real cause (Evicted, a deleted Pod) rather than its
+symptom. A container that ended by the agent's own doing (OOMKilled, or its PID 1 TERM-ed from inside:
+`status.agents_doing`) is no fault: the exec ends 137, with "memory" in `limits_hit` for an OOM kill.
 """
 
 from __future__ import annotations
