@@ -1,6 +1,7 @@
 """Task synthesis: environments as data, tasks composed from their tools, validated before they are kept.
 
-- `toolenv`: the format (`ToolEnv`, `Tool`, `Param`, `Collection`), `loading.load_env`; `importers` reads an MCP `tools/list` result or an OpenAPI 3 document.
+- `toolenv`: the format (`ToolEnv`, `Tool`, `Param`, `Collection`), `loading.load_env`; `importers` reads an
+  MCP `tools/list` result or an OpenAPI 3 document.
 - `compose`: atoms along the data flow between tool schemas, and variants (dup, fault, impossible).
 - `filters`: in-process validation with the verifier's evaluator; `dedup`: exact + MinHash.
 - `pipeline.synthesize` (= `openforgerl tasks synthesize`), `agreement.sandbox_agreement`.

@@ -7,9 +7,10 @@ runs) — and writes `[metadata.calibration]` into each task.toml (`pass_rate`, 
 `scored`, `policy`, `at`). `select_band` reads it back; `refresh` re-measures and re-selects as the
 policy improves; `pools` splits by pass rate the way prime-rl's `DifficultyPoolSampler` does.
 `measure` runs a live policy through `run_batch` with the harness `train` builds; the trainer's
-`refresh_every` hook calls it with the weights it has just pushed, and `cli/live_calibration.py` (`tasks synthesize
---calibrate`) with train's own stack or a running gateway. Nothing here imports `train` (which imports this).
-(`[metadata.openforgerl]` is strict in `tasks/format.py`, so the numbers live in their own table.)
+`refresh_every` hook calls it with the weights it has just pushed, and `cli/live_calibration.py`
+(`tasks synthesize --calibrate`) with train's own stack or a running gateway. Nothing here imports `train`
+(which imports this). (`[metadata.openforgerl]` is strict in `tasks/format.py`, so the numbers live in
+their own table.)
 """
 
 from __future__ import annotations

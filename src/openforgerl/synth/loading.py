@@ -28,8 +28,9 @@ def _load_module(path: Path) -> ToolEnv:
 
 
 def load_env(spec: str | Path | ToolEnv) -> ToolEnv:
-    """`claw`, `claw-family` (Claw phrased like the `sft` family), a `.py` module with `ENV`, a `.toml` environment, an MCP `tools/list` result (`.json`
-    with `tools`) or an OpenAPI 3 document (`.json` / `.yaml` with `openapi`)."""
+    """`claw`, `claw-family` (Claw phrased like the `sft` family), a `.py` module with `ENV`, a `.toml`
+    environment, an MCP `tools/list` result (`.json` with `tools`) or an OpenAPI 3 document
+    (`.json` / `.yaml` with `openapi`)."""
     if isinstance(spec, ToolEnv):
         return spec.with_answer()
     if str(spec) in TOOL_ENVS:  # `claw`, `claw-family`: the installed environments' (entry points)

@@ -1,9 +1,9 @@
 """`synthesize`: sample candidates, validate them in-process, dedup, write task folders, report.
 
 Candidates are drawn until `n` are kept or `max_candidates` were tried. Each kept task is a normal task
-folder (laid out by the `synth.plugins.WRITER` task writer: Claw's) plus `[metadata.synth]` (env, family, variant, slots, signature,
-template). Claw tasks run anywhere Claw tasks run; tasks of another environment carry
-`unsupported = ["service:<env>"]` (no sandbox service speaks their tools), their faults and tool list
+folder (laid out by the `synth.plugins.WRITER` task writer: Claw's) plus `[metadata.synth]` (env, family,
+variant, slots, signature, template). Claw tasks run anywhere Claw tasks run; tasks of another environment
+carry `unsupported = ["service:<env>"]` (no sandbox service speaks their tools), their faults and tool list
 live in `[metadata.synth]`, and they are validated here only.
 """
 
@@ -112,7 +112,8 @@ def write_candidate(env: ToolEnv, c: Candidate, out: Path) -> Path:
         actions = [{"tool": a.tool, "args": a.args} for a in c.actions]
         (root / "solution" / "actions.json").write_text(json.dumps(actions, indent=1) + "\n")
         (root / "solution" / "solve.sh").write_text(
-            "#!/usr/bin/env bash\n# No shell CLI speaks this environment's tools: the oracle is solution/actions.json,\n"
+            "#!/usr/bin/env bash\n# No shell CLI speaks this "
+            "environment's tools: the oracle is solution/actions.json,\n"
             f"# replayed in-process by openforgerl.synth (environment {env.name!r}).\nexit 1\n"
         )
     toml_path = root / "task.toml"

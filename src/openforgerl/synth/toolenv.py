@@ -364,7 +364,8 @@ class StubSession:
 
 
 def _schema_type(value: Any, where: str) -> str:
-    """A property's JSON-schema `type`: a name, or a list of names (`["string", "null"]`: the first non-null)."""
+    """A property's JSON-schema `type`: a name, or a list of names
+    (`["string", "null"]`: the first non-null)."""
     if isinstance(value, list):
         names = [t for t in as_scalar_list(value, where) if t != "null"]
         return names[0] if names else "string"

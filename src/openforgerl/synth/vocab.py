@@ -212,7 +212,8 @@ def value(kind: str, rng: random.Random, extra: Mapping[str, Sequence[str]] | No
 # --- the tiny model's warm-up vocabulary ------------------------------------------------------------
 # The same words, names, domains and extensions as `scripts/build_tiny_model.py` (WORDS, NAMES, DOMAINS,
 # EXTS; `tests/synth/test_family_style.py` checks they stay equal): the 2.6 M warm-up model only copies
-# values made of these tokens, so the family-style Claw environment (`envs.claw.synth.claw_family_env`) draws from them.
+# values made of these tokens, so the family-style Claw environment
+# (`envs.claw.synth.claw_family_env`) draws from them.
 WARMUP_WORDS = (
     "alpha beta gamma delta report budget meeting lunch review draft notes plan launch sprint design "
     "invoice summary update agenda travel hotel flight ticket garden coffee music python server backup "
