@@ -122,10 +122,10 @@ class HostSide:
     async def claw_eval_grader_answers(
         self, requests: Sequence[Mapping[str, Any]], images: Mapping[str, str] | None = None
     ) -> dict[str, float | str]:
-        """{request key: score, or the reply's text for a raw `chat` call}. The texts came out of the verifier (the grader's own formatting of the
-        transcript and audit): agent-written, so they are fenced like every other judge input. A visual
-        request names its images by sha256 (`images`: the env snapshot's and the task's local files, which
-        the host holds) or carries them."""
+        """{request key: score, or the reply's text for a raw `chat` call}. The texts came out of the verifier
+        (the grader's own formatting of the transcript and audit): agent-written, so they are fenced like
+        every other judge input. A visual request names its images by sha256 (`images`: the env snapshot's and
+        the task's local files, which the host holds) or carries them."""
         if self.judge is None:
             raise JudgeError("the task's grader.py calls an LLM judge and no judge engine was given")
         out: dict[str, float | str] = {}
@@ -176,7 +176,8 @@ class HostSide:
 
 
 def _images(refs: Any, held: Mapping[str, str]) -> list[str]:
-    """The base64 images a visual judge request names (`{"sha256"}`: one the host holds; `{"b64"}`: carried)."""
+    """The base64 images a visual judge request names
+    (`{"sha256"}`: one the host holds; `{"b64"}`: carried)."""
     out = []
     for ref in refs if isinstance(refs, list) else []:
         b64 = ref.get("b64") if isinstance(ref, dict) else None

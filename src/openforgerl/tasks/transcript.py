@@ -162,7 +162,8 @@ def _witnessed(call: Any, answered: set[str]) -> list[_Turn]:
         if m.get("role") != "assistant":
             continue
         client = sent[pos] if sent is not None else m
-        # the gateway's restoration is exactly `{role, content: raw}` (verbatim.py), in place of a turn that said more
+        # the gateway's restoration is exactly `{role, content: raw}` (verbatim.py), in
+        # place of a turn that said more
         restored = (
             sent is not None
             and client != m
