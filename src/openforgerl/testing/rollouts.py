@@ -28,7 +28,8 @@ class RolloutEnv:
     results: Path
 
     async def run(self, tasks: list[Any], harness: Any, **config: Any) -> BatchResult:
-        """One rollout per task by default (group_size=1, no retries); `config` overrides OrchestratorConfig."""
+        """One rollout per task by default (group_size=1, no retries); `config`
+        overrides OrchestratorConfig."""
         cfg = OrchestratorConfig(**{"group_size": 1, "min_group_size": 1, "retries": 0, **config})
         return await run_batch(
             tasks,

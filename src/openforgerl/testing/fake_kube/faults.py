@@ -3,8 +3,9 @@
 Counters are consumed one per matching request. Set them from Python (`server.faults`) when the
 server runs in-process, or over HTTP with `POST /__fault` and a JSON body of the same field names,
 e.g. `{"create_errors": [429, 503]}` or `{"stuck_pending": 1}`. Pod-level faults (OOMKilled,
-Evicted) act on a running Pod: `POST /__fault/namespaces/{ns}/pods/{name}` with `{"action": "oom"}` (and `"container": name` to OOM-kill that container alone).
-`POST /__fault/reset-watches` (or `server.reset_watches()`) sends 410 to every watch open right now.
+Evicted) act on a running Pod: `POST /__fault/namespaces/{ns}/pods/{name}` with `{"action": "oom"}` (and
+`"container": name` to OOM-kill that container alone). `POST /__fault/reset-watches` (or
+`server.reset_watches()`) sends 410 to every watch open right now.
 """
 
 from __future__ import annotations
