@@ -403,3 +403,23 @@ def test_eval_loads_a_family_of_plain_task_specs(tmp_path: Path) -> None:
         assert _load(tmp_path / "t", "test", {"transcript"})[0] == []
     finally:
         FAMILIES.unregister("plain-spec")
+
+
+def test_the_scripted_oracle_plays_a_family_of_plain_task_specs() -> None:
+    """`--engine scripted` / `--scripted-oracle` built its table from `runtime.task` and `cli_program()`,
+    which a `TaskSpec` has neither of: the command failed before the first rollout. Now a spec has no gold
+    to play and its rollout is ended at once (the verifier then judges what is there)."""
+    from openforgerl.engines.scripted import Turn
+    from openforgerl.env.contract import TaskSpec, Verdict
+    from openforgerl.envs.claw.oracle_policy import oracle_policy
+
+    async def verify(sandbox: Any) -> Verdict:
+        return Verdict(0.0, {}, "")
+
+    policy = oracle_policy([TaskSpec("p/one", "Set counter.txt to 3.", verify)])
+    bash = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}
+    turn = Turn([{"role": "user", "content": "Set counter.txt to 3."}], [bash], 0, "r1", {}, "p/one")
+    assert policy(turn) == "Done."
+    # control: a turn of a task it does not know is refused, not ended as done
+    other = Turn([{"role": "user", "content": "Something else."}], [bash], 0, "r2", {}, "p/two")
+    assert policy(other) == "I do not recognise this task."

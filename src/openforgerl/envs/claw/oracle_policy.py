@@ -35,7 +35,12 @@ _TRANSIENT = ("error (50", "error 50", "temporarily unavailable", "timed out")
 
 
 def load_actions(runtime: Any) -> list[Action]:
-    path = runtime.task.root / "solution" / "actions.json"
+    """The task folder's gold actions (`solution/actions.json`); none for a runtime that keeps no folder
+    (a plain `TaskSpec`), whose rollouts the policy then ends at once."""
+    task = getattr(runtime, "task", None)
+    if task is None:
+        return []
+    path = task.root / "solution" / "actions.json"
     return [Action(a["tool"], a["args"]) for a in json.loads(path.read_text())] if path.is_file() else []
 
 
