@@ -36,6 +36,7 @@ SDK_MAY_IMPORT = frozenset(
             "sandbox",
             "sandbox.base",
             "sandbox.safefile",
+            "sandbox.verifier",
         )
     }
 )
@@ -46,7 +47,6 @@ ENV_MAY_IMPORT = SDK_MAY_IMPORT | frozenset(
     {
         f"{ROOT}.{m}"
         for m in (
-            "sandbox.verifier",
             "engines.chat_format",
             "synth.plugins",
             "synth.toolenv",
@@ -54,8 +54,8 @@ ENV_MAY_IMPORT = SDK_MAY_IMPORT | frozenset(
         )
     }
 )
-"""What an environment may import besides the SDK and the task format (`openforgerl.tasks`): the ground,
-the verifier runner of the sandbox contract, and the contracts of the stages it plugs into (the chat
+"""What an environment may import besides the SDK and the task format (`openforgerl.tasks`): the ground
+and the contracts of the stages it plugs into (the chat
 format its oracle writes tool calls in, the synthesis tool-environment types) — never the orchestrator,
 the gateway, the trainer or another environment."""
 CLI = f"{ROOT}.cli"
@@ -135,7 +135,8 @@ def environment(module: str) -> str | None:
 
 
 def entry_point(module: str) -> bool:
-    """The top layer: the CLI, and each `__main__` (a `python -m` door, which Python runs and nothing imports)."""
+    """The top layer: the CLI, and each `__main__`
+    (a `python -m` door, which Python runs and nothing imports)."""
     return module == CLI or module.startswith(CLI + ".") or module.endswith(".__main__")
 
 
@@ -230,7 +231,8 @@ def sdk_reaches(src: Path) -> list[tuple[str, str]]:
 
 
 def environment_reaches(src: Path) -> list[tuple[str, str]]:
-    """The imports of environment packages outside themselves, the SDK, the task format and `ENV_MAY_IMPORT`."""
+    """The imports of environment packages outside themselves, the SDK, the task
+    format and `ENV_MAY_IMPORT`."""
     g = graph(src)
 
     def allowed(a: str, b: str) -> bool:
@@ -438,7 +440,8 @@ def test_a_python_m_door_may_wire_the_cli(tmp_path: Path) -> None:
 
 
 def test_an_import_of_the_cli_from_below_is_flagged(tmp_path: Path) -> None:
-    """Control: a stage importing a CLI module, and one importing another's `python -m` door, are each named."""
+    """Control: a stage importing a CLI module, and one importing another's
+    `python -m` door, are each named."""
     src = _write(
         tmp_path,
         {
@@ -447,7 +450,9 @@ def test_an_import_of_the_cli_from_below_is_flagged(tmp_path: Path) -> None:
             "openforgerl/cli/gateway.py": "from openforgerl.gateway import server\n",
             "openforgerl/gateway/__init__.py": "",
             "openforgerl/gateway/__main__.py": "",
-            "openforgerl/gateway/server.py": "def run():\n    from openforgerl.cli.gateway import admin_token\n",
+            "openforgerl/gateway/server.py": (
+                "def run():\n    from openforgerl.cli.gateway import admin_token\n"
+            ),
             "openforgerl/train.py": "from openforgerl.gateway import __main__\n",
         },
     )
@@ -477,8 +482,12 @@ def test_an_sdk_import_of_an_environment_or_a_stage_above_is_flagged(tmp_path: P
             "openforgerl/envs/claw/__init__.py": "",
             "openforgerl/envs/claw/tools.py": "",
             "openforgerl/env/__init__.py": "",
-            "openforgerl/env/world.py": "from openforgerl.sandbox.base import TamperError\nfrom . import mcp\n",
-            "openforgerl/env/mcp.py": "from openforgerl.records import X\nfrom openforgerl.envs.claw.tools import TOOLS\n",
+            "openforgerl/env/world.py": (
+                "from openforgerl.sandbox.base import TamperError\nfrom . import mcp\n"
+            ),
+            "openforgerl/env/mcp.py": (
+                "from openforgerl.records import X\nfrom openforgerl.envs.claw.tools import TOOLS\n"
+            ),
             "openforgerl/env/user.py": (
                 "def f():\n    from openforgerl.orchestrator.task_protocol import TaskRuntime\n"
                 "    import openforgerl.config\n"

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from openforgerl.env.contract import TaskDefaults, Verdict
-from openforgerl.env.tool_service import function_tools, read_state
+from openforgerl.env.tool_service import function_tools, read_state, wait_for_service
 from openforgerl.tasks import Task, TaskFamily, register_family
 from stockroom.world import ENV
 
@@ -75,7 +75,7 @@ class StockroomRuntime(TaskDefaults):
         return [self.python, "-I", "-c", SERVICE, PORT, self.token]
 
     async def service_started(self, sandbox: Any) -> None:  # the agent starts once the service answers
-        await read_state(sandbox, URL, self.token, python=self.python, wait_s=30.0)
+        await wait_for_service(sandbox, URL, self.token, python=self.python)
 
     def function_tools(self) -> list[dict[str, Any]]:
         return function_tools(ENV.tools)

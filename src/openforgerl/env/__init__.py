@@ -20,8 +20,8 @@ never import each other (`tests/test_layers.py` counts both and holds the SDK to
   screen, so a GUI kind imports the SDK, not the GUI environment;
 - `tool_client`: the stdlib client of a tool service (`call_tool`, `get_json`, `with_retry`);
 - `tool_service`: a world's tool service for any state its tools change (a `ToolEnv` session): `serve`
-  in the sandbox, its `/state` for the host's token only, `read_state` for `service_started` and
-  `verify`, `function_tools`;
+  in the sandbox, its `/state` for the host's token only, `wait_for_service` for `service_started`,
+  `read_state` for `verify` (a verifier run, apart from the agent), `function_tools`;
 - `computer`: the GUI action API, its HTTP service and client;
 - `mcp_server`: the stdio MCP server that forwards tool calls to a tool service (`build_server` for a
   tool table, `--tools FILE` for OpenAI function schemas);

@@ -9,9 +9,11 @@ An environment whose world is a state its tools change (a `synth.ToolEnv` sessio
   which no process of the agent can read (in a local sandbox each exec and service has its own PID
   namespace), so the state the host reads is what the tools did: the agent cannot write it without
   doing the task;
-- `read_state` reads that state from the host: in `service_started`, waiting until it answers, so the
+- `wait_for_service` (in `service_started`) waits until the service answers the host's token, so the
   agent starts only once the service holds its port (an agent that bound it first could serve a state
-  of its own), and in `verify`, a `VerifierError` when the service does not answer;
+  of its own); `read_state` (in `verify`) reads the state apart from the agent, as a verifier run
+  (`sandbox.verifier.run_verifier`: on Kubernetes in the Pod's services container once the agent's
+  container has ended), a `VerifierError` when the service does not answer;
 - `function_tools` lists tools (a name, a description, `input_schema()`) as OpenAI function schemas.
 
 The service side imports the stdlib only (it starts in every sandbox, on the rollout's clock).
@@ -25,7 +27,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from http.server import ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from openforgerl.env.json_service import JsonHandler
 
@@ -33,18 +35,21 @@ if TYPE_CHECKING:
     from openforgerl.env.mcp_server import ListedTool
     from openforgerl.sandbox.base import Sandbox
 
-__all__ = ["function_tools", "read_state", "serve"]
+__all__ = ["STATE_FILE", "function_tools", "read_state", "serve", "wait_for_service"]
 
 ToolCall = Callable[[str, Any], tuple[int, Any]]
 MAX_BODY = 1 << 20
 
 # Run with `python -I` in the sandbox: nothing is imported from the agent's workdir (cwd) or environment.
+# The state goes to stdout, or to the file named by a fourth argument (a verifier run's output folder).
 _READ = (
     "import json, sys\n"
     "from openforgerl.env.tool_client import get_json\n"
     "url, token, wait = sys.argv[1], sys.argv[2], float(sys.argv[3])\n"
-    "print(json.dumps(get_json('/state', url=url, token=token, wait_s=wait)))\n"
+    "state = json.dumps(get_json('/state', url=url, token=token, wait_s=wait))\n"
+    "open(sys.argv[4], 'w').write(state) if len(sys.argv) > 4 else print(state)\n"
 )
+STATE_FILE = "state.json"
 
 
 def _answer(status: int, body: Any) -> tuple[int, Any]:
@@ -89,23 +94,47 @@ def serve(
         server.serve_forever()
 
 
+async def wait_for_service(
+    sandbox: Sandbox, url: str, token: str, *, python: str = sys.executable, wait_s: float = 30.0
+) -> Any:
+    """The service's first state, read with the host's token by a program run in the sandbox's network
+    (where the service listens) before the agent starts (`service_started`), waiting up to `wait_s` for
+    the service to start. `python -I`: nothing in the workdir or the environment is imported into it. A
+    service that does not answer is a `VerifierError` (the environment's fault, never the agent's 0)."""
+    result = await sandbox.exec([python, "-I", "-c", _READ, url, token, str(wait_s)], timeout_s=wait_s + 30)
+    if result.returncode != 0:
+        _broken(url, result.stderr)
+    return _parsed(url, result.stdout)
+
+
 async def read_state(
     sandbox: Sandbox, url: str, token: str, *, python: str = sys.executable, wait_s: float = 5.0
 ) -> Any:
-    """The service's state, read with the host's token by a program run in the sandbox's network (where
-    the service listens) once the agent is not running: before it starts (`service_started`, with a
-    `wait_s` long enough for the service to start) or after its harness is gone (`verify`). The program is
-    `python -I`, so nothing in the agent's workdir or environment is imported into it. A service that does
-    not answer within `wait_s` is a `VerifierError` (the environment's fault, never the agent's 0)."""
+    """The service's state for `verify`, read apart from the agent: a verifier run (`run_verifier`: a
+    fresh process tree in the sandbox's network after the harness is gone; on Kubernetes the services
+    container, after the agent's container has ended), `python -I`, its answer in the verifier's output
+    folder. A service that does not answer within `wait_s` is a `VerifierError`."""
+    from openforgerl.sandbox.verifier import VERIFIER_OUT, run_verifier
+
+    argv = [python, "-I", "-c", _READ, url, token, str(wait_s), f"{VERIFIER_OUT}/{STATE_FILE}"]
+    run = await run_verifier(sandbox, argv, inputs={}, outputs=(STATE_FILE,), timeout_s=wait_s + 30)
+    if run.result.returncode != 0 or STATE_FILE not in run.outputs:
+        _broken(url, run.result.stderr)
+    return _parsed(url, run.outputs[STATE_FILE])
+
+
+def _broken(url: str, stderr: bytes) -> NoReturn:
     from openforgerl.env.contract import VerifierError  # here: the service side stays stdlib-only
 
-    argv = [python, "-I", "-c", _READ, url, token, str(wait_s)]
-    result = await sandbox.exec(argv, timeout_s=wait_s + 30)
-    if result.returncode != 0:
-        tail = result.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        raise VerifierError(f"the tool service at {url} did not answer its state: {tail[0]}")
+    tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+    raise VerifierError(f"the tool service at {url} did not answer its state: {tail[0]}")
+
+
+def _parsed(url: str, raw: bytes) -> Any:
+    from openforgerl.env.contract import VerifierError
+
     try:
-        return json.loads(result.stdout)
+        return json.loads(raw)
     except ValueError as exc:
         raise VerifierError(f"the tool service at {url} answered no JSON state: {exc}") from None
 
