@@ -6,24 +6,60 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from openforgerl.sandbox import bwrap
 from openforgerl.sandbox.base import WORKDIR, ExecResult
+from openforgerl.sandbox.cgroups import CgroupGroup
 from openforgerl.sandbox.host_tree import MAX_ENTRIES, clear_path, list_tree
 from openforgerl.sandbox.launcher import DEFAULT_PATH, started_wrapper
+from openforgerl.sandbox.netns import NetNamespace
 from openforgerl.sandbox.safefile import MAX_READ_BYTES, read_under, write_under
 
-if TYPE_CHECKING:
-    from openforgerl.sandbox.local_sandbox import LocalSandbox
+__all__ = ["PostRunHost", "WorkdirCopy", "verifier_command"]
 
-__all__ = ["WorkdirCopy", "verifier_command"]
+BuildCommand = Callable[[int, int], list[str]]  # (started fd, status fd) -> full command line
+
+
+class _BackendParts(Protocol):
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def root_args(self) -> list[str]: ...
+
+
+class PostRunHost(Protocol):
+    """What the post-run steps use of the sandbox they run in (`LocalSandbox`; a Protocol, so this module
+    does not import the sandbox's, which imports it)."""
+
+    fs: Path
+    ro_binds: list[Path]
+    netns: NetNamespace | None
+    cgroup: CgroupGroup | None
+
+    @property
+    def _backend(self) -> _BackendParts: ...
+
+    def _check_alive(self) -> None: ...
+
+    def _prefix(self, role: str | None = "agent") -> list[str]: ...
+
+    async def _run(
+        self,
+        build: BuildCommand,
+        env: Mapping[str, str],
+        timeout_s: float | None,
+        stdin: bytes | None,
+        *,
+        limits: bool,
+    ) -> ExecResult: ...
 
 
 def verifier_command(
-    sbx: LocalSandbox, argv: Sequence[str], base: Path, started_fd: int, status_fd: int
+    sbx: PostRunHost, argv: Sequence[str], base: Path, started_fd: int, status_fd: int
 ) -> list[str]:
     """The bwrap command line of `LocalSandbox.run_verifier` (what it sees: see there)."""
     bargs = bwrap.verifier_args(
@@ -51,7 +87,7 @@ class WorkdirCopy:
     readers on the host; `paths` lists the copy without following a link.
     """
 
-    def __init__(self, sandbox: LocalSandbox, base: Path) -> None:
+    def __init__(self, sandbox: PostRunHost, base: Path) -> None:
         self.sandbox = sandbox
         self.base = base
         self.work = base / "work"

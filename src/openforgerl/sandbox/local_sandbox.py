@@ -13,7 +13,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -46,15 +46,13 @@ from openforgerl.sandbox.launcher import (
     started_wrapper,
     wait_gone,
 )
-from openforgerl.sandbox.local_post import WorkdirCopy, verifier_command
+from openforgerl.sandbox.local_post import BuildCommand, WorkdirCopy, verifier_command
 from openforgerl.sandbox.netns import NetNamespace
 
 __all__ = ["Backend", "LocalSandbox"]
 
 log = logging.getLogger("openforgerl.sandbox.local")  # the backend's logger: one name for the whole backend
 SETUP_ATTEMPTS = 4
-
-BuildCommand = Callable[[int, int], list[str]]  # (started fd, status fd) -> full command line
 
 
 class Backend(Protocol):

@@ -130,5 +130,8 @@ class PodmanBackend:
             raise SandboxError(f"cannot open podman sandbox {sid}: {e}") from e
         return sbx
 
+    def forget(self, sbx: PodmanSandbox) -> None:
+        self._open.discard(sbx)
+
     async def aclose(self) -> None:
         await asyncio.gather(*(s.aclose() for s in list(self._open)), return_exceptions=True)

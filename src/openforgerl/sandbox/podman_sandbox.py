@@ -13,7 +13,7 @@ import shutil
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from openforgerl.sandbox.base import (
     WORKDIR,
@@ -31,10 +31,7 @@ from openforgerl.sandbox.local import DEFAULT_LIMITS
 from openforgerl.sandbox.netns import NetNamespace, open_netns
 from openforgerl.sandbox.safefile import MAX_READ_BYTES, read_under, write_under
 
-if TYPE_CHECKING:
-    from openforgerl.sandbox.podman import PodmanBackend
-
-__all__ = ["PodmanSandbox", "resolve_limits"]
+__all__ = ["Podman", "PodmanSandbox", "resolve_limits"]
 
 LABEL = "openforgerl.sandbox"
 VERIFIER_PATH = "/opt/openforgerl/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -48,10 +45,26 @@ def _read(stream: asyncio.StreamReader | None) -> asyncio.Future[bytes]:
     return asyncio.ensure_future(stream.read() if stream else asyncio.sleep(0, b""))
 
 
+class Podman(Protocol):
+    """What a sandbox needs of the backend that opened it (`podman.PodmanBackend`; a Protocol, so this
+    module does not import the backend's, which imports it): its podman CLI calls, the environment and
+    network mode they run with, and the hand-back when the sandbox closes."""
+
+    podman: str
+    network: str
+    env: dict[str, str]
+
+    async def run(
+        self, *args: str, timeout_s: float = 120.0, stdin: bytes | None = None
+    ) -> tuple[int, bytes, bytes]: ...
+
+    def forget(self, sbx: PodmanSandbox) -> None: ...
+
+
 class PodmanSandbox(HostFilesMixin):
     """One container. Create through `PodmanBackend.open_sandbox`."""
 
-    def __init__(self, backend: PodmanBackend, spec: SandboxSpec, sid: str, home: Path) -> None:
+    def __init__(self, backend: Podman, spec: SandboxSpec, sid: str, home: Path) -> None:
         self.id = sid
         self.spec = spec
         self.home = home
@@ -408,7 +421,7 @@ class PodmanSandbox(HostFilesMixin):
         if self.netns is not None:
             await self.netns.aclose()
         await asyncio.to_thread(shutil.rmtree, self.home, True)
-        self._backend._open.discard(self)
+        self._backend.forget(self)
 
 
 def resolve_limits(limits: Limits) -> Limits:
