@@ -14,8 +14,8 @@ from typing import Any
 
 from openforgerl.records import CallRecord, RolloutRecord, RolloutStatus, WireProtocol
 
-SCHEMA = """CREATE TABLE IF NOT EXISTS calls (rollout_id TEXT NOT NULL, idx INTEGER NOT NULL, body BLOB NOT NULL,
- PRIMARY KEY (rollout_id, idx));
+SCHEMA = """CREATE TABLE IF NOT EXISTS calls (rollout_id TEXT NOT NULL, idx INTEGER NOT NULL,
+ body BLOB NOT NULL, PRIMARY KEY (rollout_id, idx));
 CREATE TABLE IF NOT EXISTS rollouts (rollout_id TEXT PRIMARY KEY, body BLOB NOT NULL);"""
 
 
@@ -146,7 +146,10 @@ def record(
         "pass": float((reward or 0.0) >= 1.0),
         "check.done": float((reward or 0.0) >= 1.0),
     }
-    log = f"reward={reward} pass={int((reward or 0) >= 1)}\n{'PASS' if (reward or 0) >= 1 else 'FAIL'} done: checked\n"
+    log = (
+        f"reward={reward} pass={int((reward or 0) >= 1)}\n{'PASS' if (reward or 0) >= 1 else 'FAIL'} "
+        "done: checked\n"
+    )
     return RolloutRecord(
         rollout_id=rid,
         task_id=task,
