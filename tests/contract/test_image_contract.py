@@ -227,7 +227,8 @@ def test_undecodable_image_is_a_400(vl_engine_url, url):
 @pytest.mark.vllm
 @pytest.mark.parametrize("case", list(CASES))
 def test_greedy_outputs_equal_between_engines(local_vl_server, vllm_vl_server, case):
-    """Same weights, same images, greedy: same prompt ids (pads included), same tokens, logprobs within tolerance."""
+    """Same weights, same images, greedy: same prompt ids (pads included), same
+    tokens, logprobs within tolerance."""
     messages, _ = CASES[case]
     ours, ref = _chat(local_vl_server, messages), _chat(vllm_vl_server, messages)
     assert ours["prompt_token_ids"] == ref["prompt_token_ids"]
