@@ -100,7 +100,8 @@ def test_a_task_with_a_runnable_grader_is_scored_by_it(tmp_path: Path) -> None:
         (
             (
                 "from claw_eval.models.trace import DimensionScores",
-                "from claw_eval.graders.spreadsheet_base import check\nfrom claw_eval.models.trace import DimensionScores",
+                "from claw_eval.graders.spreadsheet_base import check\n"
+                "from claw_eval.models.trace import DimensionScores",
             ),
             "unsupported:grader_import:claw_eval.graders.spreadsheet_base",
         ),
@@ -208,7 +209,8 @@ def test_a_grader_tripped_by_the_rollouts_own_data_scores_zero_not_infra(tmp_pat
     grader.write_text(
         grader.read_text().replace(
             "        scores = DimensionScores()\n",
-            "        scores = DimensionScores()\n        [d.request_body['message_id'].upper() for d in dispatches]\n",
+            "        scores = DimensionScores()\n"
+            "        [d.request_body['message_id'].upper() for d in dispatches]\n",
         )
     )
     assert _judge(folder, GOOD_AUDIT[:1]).reward > 0  # it still grades what it can read

@@ -336,7 +336,8 @@ def test_text_check_reads_the_final_answer_and_the_agent_written_text(tmp_path: 
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": [{"type": "text", "text": "a final reply"}]},
     ]
-    # the instruction asks for submit_answer: a submitted answer is the final text; else the last assistant message
+    # the instruction asks for submit_answer: a submitted answer is the final text;
+    # else the last assistant message
     assert evaluate(spec, Evidence(state, [], None, transcript=said)).checks["long"] == 0.0
     assert evaluate(spec, Evidence({}, [], None, transcript=said)).checks["long"] == 1.0
     asked = {"user": {"asked": ["What is the rate?", "With 4.9% prepaying saves 12,000 of interest."]}}

@@ -255,7 +255,8 @@ def test_transcript_is_the_main_agents_history_from_the_call_log() -> None:
     summary = summarize_events(events)
     assert 'Tool: read_file({"path": "config/crontab.txt"})' in summary and "Result: " in summary
     assert messages_from_calls([]) == []
-    # the same turn as the client sent it, with no restoration by the gateway, is nobody's word but the client's
+    # the same turn as the client sent it, with no restoration by the gateway, is
+    # nobody's word but the client's
     unvouched = messages_from_calls([calls[0], _call(1, [*first, turn, result], "It runs at 02:30.")])
     assert [m["role"] for m in unvouched] == ["system", "user", "assistant"]
 

@@ -1,4 +1,5 @@
-"""The Claw service over real loopback HTTP: tools, audit, state, reset, faults; the CLI and the MCP server."""
+"""The Claw service over real loopback HTTP: tools, audit, state, reset, faults;
+the CLI and the MCP server."""
 
 from __future__ import annotations
 

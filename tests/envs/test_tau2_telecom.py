@@ -169,7 +169,8 @@ def test_a_bad_trajectory_scores_0_and_a_forged_user_reply_is_unjudged(roaming_s
 
 
 def test_a_transfer_task_needs_the_transfer_and_the_untouched_device() -> None:
-    """`ENV_ASSERTION` × `ACTION`: the fault cannot be fixed, so the no-op passes the assertion, not the action."""
+    """`ENV_ASSERTION` × `ACTION`: the fault cannot be fixed, so the no-op passes
+    the assertion, not the action."""
     task = upstream_task(TRANSFER)
     assert upstream.noop_reward("telecom", task) == 0.0
     env = upstream.environment("telecom", task["initial_state"])

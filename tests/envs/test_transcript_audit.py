@@ -22,8 +22,13 @@ script = "grader.py"
 """
 # A task grader that credits what the tools returned, one part per claim.
 GRADER = """def grade(evidence):
-    said = " ".join(str(m.get("content", "")) for m in evidence["transcript"] or [] if m.get("role") == "tool")
-    return {"searched": float("Expense policy" in said), "read": float("FORGED" in said), "sent": float("SENT" in said)}
+    tool_turns = [m for m in evidence["transcript"] or [] if m.get("role") == "tool"]
+    said = " ".join(str(m.get("content", "")) for m in tool_turns)
+    return {
+        "searched": float("Expense policy" in said),
+        "read": float("FORGED" in said),
+        "sent": float("SENT" in said),
+    }
 """
 
 
@@ -71,7 +76,8 @@ def test_results_of_service_tools_are_what_the_audit_recorded(claw_service, tmp_
     (tmp_path / "transcript.json").write_text(json.dumps(transcript))
     outcome = verify_live(tests / "checks.toml", svc.url, None, tmp_path / "transcript.json")
     assert outcome.reward == 1 / 3 and outcome.checks == {"results": 1 / 3}, outcome.lines
-    # control: the grader, handed the relayed results as they came, credits the failed read and the mail never sent
+    # control: the grader, handed the relayed results as they came, credits the
+    # failed read and the mail never sent
     control = evaluate(
         load_spec(tests / "checks.toml"), Evidence({}, audit, None, tests_dir=tests, transcript=transcript)
     )

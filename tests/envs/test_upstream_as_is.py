@@ -366,7 +366,8 @@ def test_claw_eval_prompt_attachments_are_flagged_not_dropped(tmp_path: Path) ->
 
 @pytest.mark.skipif(not __import__("shutil").which("bwrap"), reason="bubblewrap not installed")
 def test_a_claw_eval_turn_cap_stops_zero_through_eval(tmp_path: Path) -> None:
-    """The scripted oracle needs several turns: under upstream's cap of 1 it cannot finish; under 25 it does."""
+    """The scripted oracle needs several turns: under upstream's cap of 1 it
+    cannot finish; under 25 it does."""
     import typer
     from typer.testing import CliRunner
 

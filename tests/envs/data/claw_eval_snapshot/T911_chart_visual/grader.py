@@ -1,6 +1,6 @@
-"""T911_chart_visual grader — written for openforgerl's tests in the shape of an upstream Claw-Eval chart grader:
-the multimodal and visual mixins read the env snapshot, and the vision judge compares the chart with the
-task's reference image."""
+"""T911_chart_visual grader — written for openforgerl's tests in the shape of an upstream Claw-Eval chart
+grader: the multimodal and visual mixins read the env snapshot, and the vision judge compares the chart with
+the task's reference image."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """T912_webpage_banner grader — written for openforgerl's tests in the shape of an upstream Claw-Eval webpage
-grader: class attributes on the dynamic-webpage base, which asks the vision judge about the recorded frames."""
+grader: class attributes on the dynamic-webpage base, which asks the vision
+judge about the recorded frames."""
 
 from claw_eval.graders.webpage_grader import DynamicWebpageGrader
 

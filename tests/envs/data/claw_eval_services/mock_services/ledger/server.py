@@ -1,4 +1,5 @@
-"""Test mock service in upstream Claw-Eval's style: a ledger of accounts (FastAPI, fixtures from LEDGER_FIXTURES)."""
+"""Test mock service in upstream Claw-Eval's style: a ledger of accounts
+(FastAPI, fixtures from LEDGER_FIXTURES)."""
 
 from __future__ import annotations
 
