@@ -30,7 +30,8 @@ import verl
 from transformers import PreTrainedTokenizerFast
 from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput, AgentLoopWorker
 
-rows_path, tokenizer_path, prompt_len, response_len = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rows_path, tokenizer_path = sys.argv[1], sys.argv[2]
+prompt_len, response_len = int(sys.argv[3]), int(sys.argv[4])
 rows = [json.loads(line) for line in open(rows_path)]
 outputs = [AgentLoopOutput(**row, metrics=AgentLoopMetrics()) for row in rows]
 as_dicts = [o.as_dict() for o in outputs]
