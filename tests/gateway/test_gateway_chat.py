@@ -167,7 +167,10 @@ async def test_policy_version_stamped(make_gateway):
 async def test_images_and_content_parts_pass_through(make_gateway, fmt):
     setup = await make_gateway(lambda t: "a red pixel")
     ro = await setup.rollout()
-    pixel = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8AAAAMBAQAYhHcWAAAAAElFTkSuQmCC"
+    pixel = (
+        "data:image/png;base64,"
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8AAAAMBAQAYhHcWAAAAAElFTkSuQmCC"
+    )
     content = [{"type": "text", "text": "what is this? "}, {"type": "image_url", "image_url": {"url": pixel}}]
     r = await client(ro).chat.completions.create(model="m", messages=[{"role": "user", "content": content}])
     assert r.choices[0].message.content == "a red pixel"

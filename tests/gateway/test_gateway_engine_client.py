@@ -170,7 +170,10 @@ def test_pass_through_reads_go_unread_and_decode_once():
         return b"data: " + orjson.dumps({"id": "c", "choices": [choice]}) + b"\n\n"
 
     eng = OpenAICompatEngine("http://127.0.0.1:9/v1")
-    first = b'data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"prompt_token_ids":[1,2,3]}\n\n'
+    first = (
+        b'data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],'
+        b'"prompt_token_ids":[1,2,3]}\n\n'
+    )
     tricky = '"error" "choices":[] "finish_reason":"stop"'  # escaped in the JSON: not keys
     usage = b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3}}\n\n'
     reads = [first + event(11, -0.5), event(12, -1.25, content=tricky), event(2, -0.125, "stop") + usage]

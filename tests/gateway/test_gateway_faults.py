@@ -135,8 +135,8 @@ async def test_client_disconnect_mid_stream_is_recorded(make_gateway, via_http):
 
 
 async def test_the_taint_long_poll_wakes_on_the_taint_and_waits_otherwise(make_gateway):
-    """`GET /rollouts/{id}/taint?wait_s=`: the orchestrator's signal to end a tainted rollout's harness at once.
-    A 4xx of the client's is no taint (the poll waits on); the engine's 5xx wakes it within the call."""
+    """`GET /rollouts/{id}/taint?wait_s=`: the orchestrator's signal to end a tainted rollout's harness at
+    once. A 4xx of the client's is no taint (the poll waits on); the engine's 5xx wakes it within the call."""
     setup = await make_gateway(lambda t: "ok")
     gw = setup.gateway
     ro = await setup.rollout()

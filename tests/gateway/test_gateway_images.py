@@ -733,7 +733,8 @@ def tricky_bodies() -> list[bytes]:
             {"type": "image_url", "image_url": {"url": other}}, img(SHOTS[0] + b"\0" * 5000)
         ),  # 413 on the second
         body(img(SHOTS[0]))[:-3],  # not JSON
-        b'{"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AA',
+        b'{"model": "m", "messages": [{"role": "user", "content": [{"type": '
+        b'"image_url", "image_url": {"url": "data:image/png;base64,AA',
     ]
 
 

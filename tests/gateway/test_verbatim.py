@@ -12,7 +12,10 @@ from hypothesis import strategies as st
 
 from openforgerl.gateway.verbatim import EchoMemory, message_signature, raw_signature, sampled_text_ids
 
-RAW = 'Plan: write it.\n</think>\n\nSure.  <tool_call>{"name":"bash","arguments":{"command":"ls  -l"}}</tool_call>\n'
+RAW = (
+    "Plan: write it.\n</think>\n\nSure.  "
+    '<tool_call>{"name":"bash","arguments":{"command":"ls  -l"}}</tool_call>\n'
+)
 
 
 def echoed(
