@@ -260,7 +260,8 @@ token = sys.stdin.read().strip()
 out = []
 for url in ("http://127.0.0.1:8765/__health", "http://127.0.0.1:8080/__state"):
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers={"X-Openforgerl-Token": token}), timeout=30) as r:
+        req = urllib.request.Request(url, headers={"X-Openforgerl-Token": token})
+        with urllib.request.urlopen(req, timeout=30) as r:
             out.append(r.status)
     except urllib.error.HTTPError as e:
         out.append(e.code)

@@ -8,7 +8,8 @@ cannot cause it on purpose to dodge a 0.
 - `GuiTaskRuntime.verify` turns "service down" (`gui.verify` exit 4) into `GuiServiceDown` (infra), unless
   the sandbox counted a limit breach the agent shares with the service (memory / pids / disk / CPU quota
   saturation): reward 0. CPU itself is not shared evenly: the agent's processes have a tenth of the service's
-  weight (300 busy loops leave screenshots fast), and a desktop's apps, which the agent drives, run at nice 19.
+  weight (300 busy loops leave screenshots fast), and a desktop's apps, which
+  the agent drives, run at nice 19.
 - End to end (`-m gui`, real sandboxes, the real orchestrator, `zero-gui` through the gateway): the service
   killed from outside mid-rollout (the whole service, or only its Chromium) ends the attempt as
   `infra_error:sandbox`, out of the batch, and the retry is scored normally (reward 1). An agent that kills
@@ -322,9 +323,9 @@ async def test_service_killed_mid_rollout_is_infra_and_the_retry_is_scored(what:
 ASK_MODEL = r"""
 import json, os, urllib.request as u
 body = {"model": os.environ["OPENFORGERL_MODEL"], "messages": [{"role": "user", "content": "attack"}]}
-u.urlopen(u.Request(os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions", json.dumps(body).encode(),
-                    {"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"}),
-          timeout=60).read()
+headers = {"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"}
+url = os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions"
+u.urlopen(u.Request(url, json.dumps(body).encode(), headers), timeout=60).read()
 """
 KILLER = r"""
 "$PY" -c "$ASK_MODEL"
@@ -335,7 +336,8 @@ for _ in range(600):
 kill -9 -1 2>/dev/null
 pkill -9 -f 'chromiu[m]' 2>/dev/null; pkill -9 -f 'envs[.]gui[.]service' 2>/dev/null  # (never matches itself)
 for p in /proc/[0-9]*; do [ "${p#/proc/}" = "$$" ] || kill -9 "${p#/proc/}" 2>/dev/null; done
-"$PY" -c 'import urllib.request as u; print(len(u.urlopen("http://127.0.0.1:8765/screenshot", timeout=30).read()))'
+"$PY" -c 'import urllib.request as u
+print(len(u.urlopen("http://127.0.0.1:8765/screenshot", timeout=30).read()))'
 exit 1
 """
 
@@ -408,7 +410,8 @@ async def test_an_agent_busy_looping_600_processes_cannot_starve_the_screen_into
     is the agent's own failure. In one shared group (the split disabled) the screenshots took 5.8-9.8 s with
     300 loops, and with 600 they pass the service's two 10 s tries: a fault, infra, the agent's 0 dodged
     (`test_the_cpu_split_keeps_the_service_running_under_600_agent_loops` measures both sides directly).
-    The timings are the agent's own client's too (one of its 601 processes), so they are printed, not bounded."""
+    The timings are the agent's own client's too (one of its 601 processes), so
+    they are printed, not bounded."""
     from openforgerl.engines.scripted import ScriptedEngine
     from openforgerl.harness.registry import get_harness
     from openforgerl.records import RolloutStatus
@@ -539,7 +542,8 @@ async def test_the_cpu_split_keeps_the_service_running_under_600_agent_loops(tmp
         await sbx.aclose()
         await backend.aclose()
     print(
-        f"victim's share of a core under 600 loops: in the service group {split:.3f}, in the agent's {shared:.4f}"
+        "victim's share of a core under 600 loops: in the "
+        f"service group {split:.3f}, in the agent's {shared:.4f}"
     )
     assert split > 20 * shared, (split, shared)  # the split protects the service ...
     assert shared < 0.05, (split, shared)  # ... from an attack that starves it without the split
