@@ -147,7 +147,8 @@ def tool_call_completions(engine: ScriptedEngine) -> list[Completion]:
 
 
 def require_installed(name: str) -> Path:
-    """The tools dir holding `name`; skip locally (fail in CI) when scripts/install_harnesses.sh was not run."""
+    """The tools dir holding `name`; skip locally (fail in CI) when
+    scripts/install_harnesses.sh was not run."""
     tools = tools_dir()
     pkg = getattr(__import__(type(get_harness(name)).__module__, fromlist=["PACKAGE"]), "PACKAGE", None)
     if pkg is None or is_installed(pkg.root(tools), pkg.spec):

@@ -114,9 +114,11 @@ async def test_engine_fault_ends_run_as_infra(name: str, kind: str, tmp_path: Pa
     meta = record.metadata
     describe = (
         f"status={record.status} calls={len(calls)} errors={[c.error for c in calls if c.error]} "
-        f"timings={meta.get('timings')} rc={meta.get('harness_returncode')} ended={meta.get('harness_ended')} "
+        f"timings={meta.get('timings')} rc={meta.get('harness_returncode')} "
+        f"ended={meta.get('harness_ended')} "
         f"error={meta.get('error')}\n"
-        f"stdout={meta.get('harness_stdout_tail', '')[-3000:]}\nstderr={meta.get('harness_stderr_tail', '')[-3000:]}"
+        f"stdout={meta.get('harness_stdout_tail', '')[-3000:]}\n"
+        f"stderr={meta.get('harness_stderr_tail', '')[-3000:]}"
     )
     # ended before its budget: cut at the taint, or the CLI gave up by itself (never the budget's kill)
     assert meta.get("harness_timed_out") is False and meta["timings"]["harness_s"] < budget, describe

@@ -111,7 +111,8 @@ async def test_ui_tars_on_the_host_drives_the_computer_service(
         ),
     )
     print(
-        f"ui-tars host: run {run.duration_s:.1f} s, first call {calls[0].started_at - started:.1f} s after launch,",
+        f"ui-tars host: run {run.duration_s:.1f} s, first call "
+        f"{calls[0].started_at - started:.1f} s after launch,",
         result.metrics,
     )
     assert in_samples(engine, result), result.metrics
@@ -121,7 +122,7 @@ async def test_ui_tars_on_the_host_drives_the_computer_service(
     assert len(distinct) == len(calls) and all(gw.gateway.store.read_blob(s) for s in distinct)
 
 
-# -- real GUI sandboxes, the real orchestrator ----------------------------------------------------------------
+# -- real GUI sandboxes, the real orchestrator ---------------------------------------------------------------
 @dataclass
 class SandboxRun:
     record: Any
@@ -183,7 +184,8 @@ async def run_in_sandbox(
         await store.aclose()
     first = min(c.started_at for c in calls) - record.started_at if calls else float("nan")
     print(
-        f"{harness} {task}: {len(calls)} calls in {seconds:.1f} s, first call {first:.1f} s after the rollout's "
+        f"{harness} {task}: {len(calls)} calls in {seconds:.1f} "
+        f"s, first call {first:.1f} s after the rollout's "
         f"start, timings {record.metadata.get('timings')}"
     )
     return SandboxRun(record, calls, engine, blobs.get, seconds, first)
@@ -197,7 +199,8 @@ def check_solved(run: SandboxRun, harness: str, version: str) -> Any:
     shas = [[i.sha256 for i in c.images] for c in run.calls]
     assert all(shas) and all(run.store_blobs(s) for call in shas for s in call)
     assert all(resent_suffix(before, now) for before, now in itertools.pairwise(shas)), shas
-    # one new screenshot per call; an unchanged screen (e.g. after ctrl+end at the end already) is the same blob
+    # one new screenshot per call; an unchanged screen
+    # (e.g. after ctrl+end at the end already) is the same blob
     assert 2 <= len({s for call in shas for s in call}) <= len(run.calls)
     result = reconstruct_samples(run.calls, record)
     assert in_samples(run.engine, result), result.metrics
@@ -246,9 +249,10 @@ async def test_ui_tars_persistent_503_in_a_sandbox_is_infra(tmp_path: Path) -> N
     assert len(run.calls) == 1 and run.seconds < BUDGET_S  # the SDK does not retry a model call by default
 
 
-# -- browser-use ------------------------------------------------------------------------------------------------
+# -- browser-use ---------------------------------------------------------------------------------------------
 def board_policy(steps: list[dict[str, Any]] | None = None, rt: Any = None) -> Any:
-    """board-add: type the card's title into `#new-title` and click `#add` (the oracle's targets), by index."""
+    """board-add: type the card's title into `#new-title` and click `#add`
+    (the oracle's targets), by index."""
     return browser_use_fill_and_submit("id=new-title", "Call the caterer", "id=add")
 
 
@@ -296,7 +300,8 @@ async def test_browser_use_on_the_host_drives_a_real_app(make_gateway, tmp_path:
     )
     assert in_samples(engine, result) and result.metrics.chains == 3, result.metrics
     print(
-        f"browser-use host: run {run.duration_s:.1f} s, first call {calls[0].started_at - started:.1f} s after launch"
+        f"browser-use host: run {run.duration_s:.1f} s, first "
+        f"call {calls[0].started_at - started:.1f} s after launch"
     )
 
 
@@ -327,7 +332,7 @@ async def test_browser_use_persistent_503_in_a_sandbox_is_infra(tmp_path: Path) 
     )  # openai's own 2 retries, then max_failures=1 stops it
 
 
-# -- a mixed run: two GUI harnesses over browser and desktop tasks ---------------------------------------------
+# -- a mixed run: two GUI harnesses over browser and desktop tasks -------------------------------------------
 def _prompt_text(messages: list[dict[str, Any]]) -> str:
     parts = [m.get("content") for m in messages if m.get("role") in ("system", "user")]
     return "\n".join(

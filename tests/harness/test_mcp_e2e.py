@@ -72,8 +72,8 @@ async def test_task_tools_reach_the_harness(name: str, claw: str, make_gateway, 
 # An MCP server's start on a loaded box (Python + the mcp package took 5.9 s at load 33), per harness: how
 # late a server may come and still serve the task from the first request on. Each harness waits 120 s now:
 # Claude Code (a 5 s default wait: it left out a server 40 s late), opencode (dropped 40 s), Codex (its first
-# request waited 1 s, `mcp_optional_startup_grace_ms`) and OpenClaw (dropped after 30 s, `connectionTimeoutMs`)
-# each failed this test before its change (harness/*.py).
+# request waited 1 s, `mcp_optional_startup_grace_ms`) and OpenClaw (dropped after 30 s,
+# `connectionTimeoutMs`) each failed this test before its change (harness/*.py).
 # How long each CLI waits for a starting server by default (harness/*.py; Qwen Code's `tool_search` waits
 # for the catalog itself): a server later than that is left out unless the adapter's setting holds.
 DEFAULT_WAIT_S = {

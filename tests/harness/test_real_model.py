@@ -128,7 +128,8 @@ async def test_qwen_code_reads_at_signs_in_the_prompt_as_file_references(
     alike, through its `@<path>` file-reference parser: an `@` not preceded by `\\` starts a path, and an
     unresolved path is joined back with a space (`nora.blake@initech.com` -> `nora.blake @initech.com`).
     No escape leaves the text intact (`\\@` stops the parse but the backslash stays), so the adapter passes
-    the instruction verbatim and the rewrite is the CLI's own; this pins it (drop the note when it changes)."""
+    the instruction verbatim and the rewrite is the CLI's own; this pins it
+    (drop the note when it changes)."""
     from openforgerl.engines.scripted import MODEL_NAME
     from openforgerl.harness.base import HarnessContext
     from openforgerl.harness.host import run_on_host
