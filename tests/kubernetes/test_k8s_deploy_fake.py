@@ -49,7 +49,8 @@ class RecordingKube(FakeKubeServer):
 def rbac_attributes(method: str, path: str, query: dict[str, str]) -> set[Grant]:
     """Kubernetes' request-info rules for namespaced core resources: POST create, DELETE delete, GET on
     a name get, on a collection list (watch with `watch=true`). A websocket exec is a GET, so `get` on
-    pods/exec, and since 1.35 also a synthetic `create` check (AuthorizePodWebsocketUpgradeCreatePermission)."""
+    pods/exec, and since 1.35 also a synthetic `create` check
+    (AuthorizePodWebsocketUpgradeCreatePermission)."""
     parts = path.strip("/").split("/")
     assert parts[:3] == ["api", "v1", "namespaces"], path
     plural, rest = parts[4], parts[5:]

@@ -145,7 +145,10 @@ async def test_exec_v5_frames_stdin_close_and_status(fake_kube: FakeKubeServer):
             "ContainersReady": "True",
             "Ready": "True",
         }
-        url = f"{base}/ofrl-frames/exec?container=sandbox&command=sh&command=-c&command=cat;exit 5&stdin=true&stdout=true&stderr=true"
+        url = (
+            f"{base}/ofrl-frames/exec?container=sandbox&command=sh&command=-c&command=cat;exit "
+            "5&stdin=true&stdout=true&stderr=true"
+        )
         frames: list[bytes] = []
         async with http.ws_connect(url, protocols=("v5.channel.k8s.io",)) as ws:
             assert ws.protocol == "v5.channel.k8s.io"
@@ -163,12 +166,16 @@ async def test_exec_v5_frames_stdin_close_and_status(fake_kube: FakeKubeServer):
 
 async def test_a_pods_containers_share_the_network_not_the_processes(fake_kube: FakeKubeServer):
     """Two containers: exec must name one (400 otherwise, as a real API server says); one container's
-    processes are not the other's; a port bound in one is taken in the other; one ending leaves the Pod Running."""
+    processes are not the other's; a port bound in one is taken in the other; one
+    ending leaves the Pod Running."""
     base = f"/api/v1/namespaces/{NAMESPACE}/pods"
 
     async def run(http: aiohttp.ClientSession, ctr: str | None, script: str) -> tuple[int, bytes]:
         which = f"container={ctr}&" if ctr else ""
-        url = f"{base}/ofrl-two/exec?{which}command=sh&command=-c&command={quote(script)}&stdout=true&stderr=true"
+        url = (
+            f"{base}/ofrl-two/exec?{which}command=sh&command=-c&command={quote(script)}"
+            "&stdout=true&stderr=true"
+        )
         async with http.ws_connect(url, protocols=("v5.channel.k8s.io",)) as ws:
             frames = [m.data async for m in ws]
         status = json.loads(frames[-1][1:])
@@ -180,7 +187,10 @@ async def test_a_pods_containers_share_the_network_not_the_processes(fake_kube: 
         await running(fake_kube, "ofrl-two")
         async with http.get(f"{base}/ofrl-two/exec?command=true&stdout=true") as resp:
             assert resp.status == 400 and "choose one of" in (await resp.json())["message"]
-        listen = "python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\", 8799)); s.listen(); time.sleep(600)'"
+        listen = (
+            "python3 -c 'import socket,time; s=socket.socket(); "
+            's.bind(("127.0.0.1", 8799)); s.listen(); time.sleep(600)\''
+        )
         assert (await run(http, "services", f"(setsid {listen} > /dev/null 2>&1 &); sleep 0.5"))[0] == 0
         seen = "for c in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $c; echo; done | grep -c 'sleep[(]600'; "
         assert (await run(http, "services", seen))[1].startswith(b"1\n")  # the control: it sees its own

@@ -123,7 +123,8 @@ def test_the_services_container_shares_the_network_and_workdir_but_not_processes
 
 def test_the_services_container_reserves_little_cpu_and_all_its_memory():
     """Every rollout Pod has `services`, used or not: its CPU request is small (throttled past it, never
-    killed), its memory request its limit (memory the node has not reserved makes evictions, which are infra)."""
+    killed), its memory request its limit (memory the node has not reserved makes
+    evictions, which are infra)."""
     cfg = KubernetesConfig()
     agent, services = render_pod(SandboxSpec("sizes"), cfg)["spec"]["containers"]
     assert services["resources"] == {

@@ -1,9 +1,9 @@
 """A container OOMKilled at its own limit in a rollout's Pod is the agent's outcome, never infra: the agent's
 container (its own processes' memory) and `services` (a task service's memory, which the agent drives through
-the service's API). With `memory.oom.group` (a kubelet of 1.28 or later on cgroup v2) one process past the limit
-ends the whole container, reported `OOMKilled`; were that infra, allocating would turn any failing rollout into
-a retried one. Faults the agent cannot cause (an eviction, a container that died any other way) stay infra.
-Fake API server, bwrap kubelet (`oom_kill` of one container), the real lightkube client."""
+the service's API). With `memory.oom.group` (a kubelet of 1.28 or later on cgroup v2) one process past the
+limit ends the whole container, reported `OOMKilled`; were that infra, allocating would turn any failing
+rollout into a retried one. Faults the agent cannot cause (an eviction, a container that died any other way)
+stay infra. Fake API server, bwrap kubelet (`oom_kill` of one container), the real lightkube client."""
 
 from __future__ import annotations
 
@@ -109,8 +109,8 @@ async def test_a_workdir_file_is_read_once_the_agents_container_is_oomkilled(
 async def test_control_without_the_check_the_same_pod_fault_was_infra(
     kube_backend: KubernetesBackend, fake_kube: FakeKubeServer, monkeypatch: pytest.MonkeyPatch
 ):
-    """The same OOM kill read as every other Pod fault (no container's end counted the agent's): `PodOOMKilled`,
-    a `SandboxError` the orchestrator drops and retries as infra."""
+    """The same OOM kill read as every other Pod fault (no container's end counted the agent's):
+    `PodOOMKilled`, a `SandboxError` the orchestrator drops and retries as infra."""
     monkeypatch.setattr(k8s_sandbox, "agents_doing", lambda pod, agent, services: {})
     sbx = await kube_backend.open_sandbox(SandboxSpec("oom-agent-control"))
     try:
@@ -123,7 +123,8 @@ async def test_control_without_the_check_the_same_pod_fault_was_infra(
 async def test_control_an_evicted_pod_during_the_harness_is_still_infra(
     kube_backend: KubernetesBackend, fake_kube: FakeKubeServer
 ):
-    """Node pressure the agent cannot cause: every container killed, exit 137, phase Failed, reason Evicted."""
+    """Node pressure the agent cannot cause: every container killed, exit 137,
+    phase Failed, reason Evicted."""
     sbx = await kube_backend.open_sandbox(SandboxSpec("oom-evict-control"))
     try:
         running = asyncio.create_task(sbx.exec(HARNESS))

@@ -44,7 +44,8 @@ URL = f"http://127.0.0.1:{PORT}"
 # The verifier: reads the service (which the service counts), takes its time, reads the service and the answer
 # again, and scores both; then it lingers, as a verifier with more checks would.
 PROBE = f"""
-get() {{ {PY} -I -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' "$1"; }}
+get() {{ {PY} -I -c 'import sys, urllib.request as u
+print(u.urlopen(sys.argv[1], timeout=5).read().decode())' "$1"; }}
 get {URL}/state > /dev/null; sleep 1
 done=$(get {URL}/peek | {PY} -I -c 'import json, sys; print(int(json.load(sys.stdin)["done"]))')
 answer=$(cat /workdir/answer.txt); expected=$(cat /verifier/in/tests/expected)
@@ -169,8 +170,8 @@ async def test_attack_a_leftover_process_cannot_rewrite_a_service_tasks_verdict(
 async def test_control_the_leftover_process_rewrites_the_verdict_from_a_plain_exec(
     kube_backend: KubernetesBackend,
 ):
-    """The same attack where the verifier runs as a plain exec in the agent's container (the protection absent):
-    the leftover turns the failure into a pass."""
+    """The same attack where the verifier runs as a plain exec in the agent's container (the protection
+    absent): the leftover turns the failure into a pass."""
     sbx = await open_task(kube_backend, "svc-control")
     try:
         await leave(sbx)

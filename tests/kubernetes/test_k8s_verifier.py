@@ -1,4 +1,5 @@
-"""The verifier on Kubernetes runs in a fresh Pod once the agent's Pod is gone (fake API server, bwrap kubelet)."""
+"""The verifier on Kubernetes runs in a fresh Pod once the agent's Pod is gone
+(fake API server, bwrap kubelet)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,15 @@ pytestmark = needs_bwrap
 
 # What the verifier sees, as JSON in its output folder: the answer against its input, where it runs,
 # the modes of the workdir's and inputs' files (sealed: no write bit; a real runtime, whose Pods run
-# without capabilities, enforces them, the fake kubelet keeps root's), and whether anything the agent started is still running.
+# without capabilities, enforces them, the fake kubelet keeps root's), and whether anything the
+# agent started is still running.
 PROBE = r"""
 answer=$(cat /workdir/answer.txt); expected=$(cat /verifier/in/tests/expected)
 wd=$(stat -c %A /workdir/answer.txt /verifier/in/tests/expected | tr -d '\n'); n=21
-left=0; for c in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$c" 2>/dev/null | grep -q "sleep 43$n" && left=1; done
+left=0
+for c in /proc/[0-9]*/cmdline; do
+  tr '\0' ' ' < "$c" 2>/dev/null | grep -q "sleep 43$n" && left=1
+done
 printf '{"pod": "%s", "cwd": "%s", "workdir": "%s", "agent_left": %s, "ok": %s}\n' \
   "$HOSTNAME" "$(pwd)" "$wd" "$left" "$([ "$answer" = "$expected" ] && echo 1 || echo 0)" > seen.json
 echo '{"reward": 0}' > reward.json
