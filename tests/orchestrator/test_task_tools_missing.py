@@ -57,7 +57,8 @@ def test_the_first_prompt_without_the_task_tools_is_flagged() -> None:
     assert not first_prompt_lacks_task_tools([_call(0, CHAT), _call(1, BARE)], TASK_TOOLS)
     opencode = [{"type": "function", "function": {"name": "claw_todo_add"}}]
     assert not first_prompt_lacks_task_tools([_call(0, opencode)], TASK_TOOLS)
-    # by index, not arrival order; a side call (a title) and a refused request are not the model's first prompt
+    # by index, not arrival order; a side call (a title) and a refused request
+    # are not the model's first prompt
     assert first_prompt_lacks_task_tools([_call(1, CHAT), _call(0, BARE)], TASK_TOOLS)
     assert not first_prompt_lacks_task_tools([_call(0, [], side=True), _call(1, CHAT)], TASK_TOOLS)
     assert not first_prompt_lacks_task_tools([_call(0, BARE, error=True), _call(1, CHAT)], TASK_TOOLS)
