@@ -91,7 +91,8 @@ def test_codex_turn_extends(fmt, name, args) -> None:
 
 
 def test_codex_without_encrypted_reasoning_breaks_the_prefix(fmt) -> None:
-    """Control: if the reasoning were lost (no `include`), the prefix would break — the test above can fail."""
+    """Control: if the reasoning were lost (no `include`), the prefix would
+    break — the test above can fail."""
     req1 = dict(load_body(CAPTURES / "codex__turn1_request.json.gz"), include=[])
     p1 = prompt(fmt, responses.to_chat_request(req1))
     ids, chat = sample(fmt, "<think>\nplan\n</think>\n\n" + tool_text("exec_command", {"cmd": "ls"}))
