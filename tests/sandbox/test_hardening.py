@@ -218,7 +218,8 @@ async def test_verifier_runs_apart_from_the_agent(backend: LocalBackend) -> None
         "print(open('/verifier/in/spec.txt').read().strip(), open('/workdir/a.txt').read().strip())\n"
         "print(os.path.exists('/tmp/agent-tmp'), os.getcwd())\n"
         "try:\n open('/workdir/x', 'w')\nexcept OSError as e: print('ro', e.errno)\n"
-        "import time; a = open('/workdir/tick').read(); time.sleep(0.3); print(a == open('/workdir/tick').read())\n"
+        "import time; a = open('/workdir/tick').read(); "
+        "time.sleep(0.3); print(a == open('/workdir/tick').read())\n"
         "import openforgerl; print(openforgerl.__file__.startswith('/workdir'))\n"
         "pathlib.Path('/verifier/out/reward.json').write_text('{\"reward\": 1}')\n"
     )

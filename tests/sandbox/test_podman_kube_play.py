@@ -1,8 +1,8 @@
-"""The Kubernetes backend's Pod, as `manifests.render_pod` sends it, run by `podman kube play` with the rollout
-image (scripts/build_images.sh): the Claw task's service, tool CLI and verifier work inside it to a verified
-result. The task's oracle actions through the Claw CLI give reward 1; the control, the same verifier before
-any action, gives 0 (the check can fail). Its locked-down settings hold: the root is read-only, /workdir
-writable, no capabilities, no network but loopback (`--network none`). The verifier's own Pod
+"""The Kubernetes backend's Pod, as `manifests.render_pod` sends it, run by `podman kube play` with the
+rollout image (scripts/build_images.sh): the Claw task's service, tool CLI and verifier work inside it to a
+verified result. The task's oracle actions through the Claw CLI give reward 1; the control, the same verifier
+before any action, gives 0 (the check can fail). Its locked-down settings hold: the root is read-only,
+/workdir writable, no capabilities, no network but loopback (`--network none`). The verifier's own Pod
 (`manifests.render_verifier_pod`) runs there too, through the same steps as `KubernetesSandbox.verify_here`:
 the agent's workdir and the inputs sealed (no write bit, no capability: root cannot write them), the image's
 Python, never one the agent left; the control, a wrong answer, scores 0."""
@@ -136,7 +136,10 @@ def test_rendered_pod_under_kube_play_runs_the_task_to_a_verified_result(pod: Po
     runtime = load_runtime(SUITE / TASK, python=IMAGE_PYTHON)
     assert pod.sh("tar -x -C /workdir", stdin=_tar(runtime.files())).returncode == 0
     assert pod.sh(shlex.join(runtime.service_argv()), detach=True).returncode == 0
-    probe = f"{IMAGE_PYTHON} -I -c 'import urllib.request; urllib.request.urlopen(\"{runtime.url}/healthz\", timeout=2)'"
+    probe = (
+        f"{IMAGE_PYTHON} -I -c 'import urllib.request; "
+        f'urllib.request.urlopen("{runtime.url}/healthz", timeout=2)\''
+    )
     for _ in range(100):
         if pod.sh(probe).returncode == 0:
             break

@@ -27,13 +27,17 @@ pytestmark = [
 ]
 
 # Leaves `sleep 999` behind in its own session, which appends to /workdir/answer.txt every 0.1 s.
-TAMPER = "setsid sh -c 'while :; do echo tampered >> /workdir/answer.txt; sleep 0.1; done' </dev/null >/dev/null 2>&1 &"
+TAMPER = (
+    "setsid sh -c 'while :; do echo tampered >> /workdir/answer.txt; "
+    "sleep 0.1; done' </dev/null >/dev/null 2>&1 &"
+)
 # The verifier's view: any process besides itself (pid 1 is --init), its writable places, the service.
 CHECK = (
     "ps -o pid,args > /verifier/out/ps.txt; cat /workdir/answer.txt > /verifier/out/a1.txt; sleep 1; "
     "cat /workdir/answer.txt > /verifier/out/a2.txt; touch /workdir/x 2>/dev/null && echo wrote-workdir;"
     "ls -A /tmp > /verifier/out/tmp.txt; cat /verifier/in/expected.txt; "
-    "wget -q -O - http://127.0.0.1:8088/state.txt > /verifier/out/service.txt; echo done > /verifier/out/reward.json"
+    "wget -q -O - http://127.0.0.1:8088/state.txt > "
+    "/verifier/out/service.txt; echo done > /verifier/out/reward.json"
 )
 
 
