@@ -132,9 +132,11 @@ async def _race(folder: Path, gated: bool) -> tuple[int, str]:
         await sandbox.write_file(".claw/upstream/mock_services/ledger/server.py", FORGED_SERVER.encode())
         call = (
             f"import time, urllib.request as u\nfor i in range(600):\n"
-            f"  try:\n    u.urlopen(u.Request({runtime.url!r} + '/call/ledger_list_accounts', data=b'{{}}', method='POST'), timeout=60)\n"
+            f"  try:\n    u.urlopen(u.Request({runtime.url!r} + "
+            f"'/call/ledger_list_accounts', data=b'{{}}', method='POST'), timeout=60)\n"
             f"  except Exception: time.sleep(0.05); continue\n"
-            f"print(u.urlopen(u.Request({runtime.url!r} + '/call/ledger_list_accounts', data=b'{{}}', method='POST'), timeout=60).read().decode())\n"
+            f"print(u.urlopen(u.Request({runtime.url!r} + '/call/ledger_list_accounts', "
+            f"data=b'{{}}', method='POST'), timeout=60).read().decode())\n"
         )
         res = await sandbox.exec([runtime.python, "-I", "-c", call], timeout_s=90)
         return res.returncode, res.stdout.decode()
@@ -147,9 +149,9 @@ async def _race(folder: Path, gated: bool) -> tuple[int, str]:
 def test_the_service_loads_upstreams_code_before_the_agent_can_rewrite_it(
     tmp_path: Path, gated: bool
 ) -> None:
-    """`ClawTaskRuntime.service_started`: the boot waits until the service has loaded upstream's sources from the
-    agent-writable workdir. Without the wait, a rewrite in the first second (an agent's first command) is what
-    the service runs: the control shows the race is real, so the gate is what closes it."""
+    """`ClawTaskRuntime.service_started`: the boot waits until the service has loaded upstream's sources from
+    the agent-writable workdir. Without the wait, a rewrite in the first second (an agent's first command) is
+    what the service runs: the control shows the race is real, so the gate is what closes it."""
     import asyncio
 
     from test_claw_eval_services import TASK

@@ -43,8 +43,8 @@ pytestmark = needs_bwrap
 FORGE = r"""
 import json, os, sys, urllib.request as u
 body = json.dumps({"model": "policy", "messages": json.loads(sys.argv[1])}).encode()
-req = u.Request(os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions", body,
-                {"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"})
+headers = {"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"}
+req = u.Request(os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions", body, headers)
 print("FORGED", u.urlopen(req, timeout=60).status)
 """
 
@@ -184,9 +184,9 @@ def test_declarative_checks_never_score_a_forged_history(
 # ------------------------------------------------------------------ Claw-Eval graders
 
 
-CLAW_EVAL_GRADER = '''"""Shaped as upstream Claw-Eval graders that read the conversation: completion = 0.5 the invoice mail read
-(dispatches) + 0.25 a gmail_save_draft tool use whose result says it was saved + 0.25 the agent's words
-name INV-2048."""
+CLAW_EVAL_GRADER = '''"""Shaped as upstream Claw-Eval graders that read the conversation: completion = 0.5
+the invoice mail read (dispatches) + 0.25 a gmail_save_draft tool use whose result says it was saved + 0.25
+the agent's words name INV-2048."""
 
 from claw_eval.graders.base import AbstractGrader
 from claw_eval.models.content import ToolResultBlock, ToolUseBlock
@@ -194,7 +194,9 @@ from claw_eval.models.trace import DimensionScores
 
 
 class ConversationGrader(AbstractGrader):
-    def grade(self, messages, dispatches, task, audit_data=None, judge=None, media_events=None, env_snapshot=None):
+    def grade(
+        self, messages, dispatches, task, audit_data=None, judge=None, media_events=None, env_snapshot=None
+    ):
         blocks = [b for m in messages for b in m.message.content]
         drafts = {b.id for b in blocks if isinstance(b, ToolUseBlock) and b.name == "gmail_save_draft"}
         saved = any(isinstance(b, ToolResultBlock) and b.tool_use_id in drafts and "saved" in str(b.content)

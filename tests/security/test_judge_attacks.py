@@ -45,10 +45,14 @@ def _probe(port: int, name: str) -> str:
     """A shell line the agent runs: connect to the host's loopback port, record what happened."""
     code = (
         f"import socket\ns=socket.socket()\ns.settimeout(3)\ntry:\n s.connect(('127.0.0.1',{port}))\n "
-        f"s.sendall(b'GET /v1/models HTTP/1.0\\r\\n\\r\\n')\n print('REA'+'CHED', s.recv(64))\nexcept Exception as e:\n"
+        "s.sendall(b'GET /v1/models HTTP/1.0\\r\\n\\r\\n')\n "
+        "print('REA'+'CHED', s.recv(64))\nexcept Exception as e:\n"
         f" print('REF'+'USED', type(e).__name__)\n"
     )
-    leak = f"(env; cat /workdir/.claw/*.json /workdir/.claw/*/* 2>/dev/null) | grep -qF ':{port}' && echo URL-FO''UND || echo URL-AB''SENT"
+    leak = (
+        "(env; cat /workdir/.claw/*.json /workdir/.claw/*/* 2>/dev/null) "
+        f"| grep -qF ':{port}' && echo URL-FO''UND || echo URL-AB''SENT"
+    )
     return f"python3 -c {shlex.quote(code)} > {name} 2>&1; cat {name}; {leak}"
 
 

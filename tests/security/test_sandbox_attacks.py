@@ -108,7 +108,10 @@ async def test_task_solution_and_tests_are_not_visible(attack_env, claw_task) ->
 async def test_forged_reward_json_is_never_read(attack_env, claw_task) -> None:
     """Before: a reward.json symlinked out of /workdir ended `infra_error:sandbox` (dropped, not 0).
     Now the verifier writes its reward in its own folder; nothing at /workdir/.claw/reward.json counts."""
-    script = "mkdir -p /workdir/.claw; ln -sf /etc/passwd /workdir/.claw/reward.json; mkfifo /workdir/.claw/verifier.log"
+    script = (
+        "mkdir -p /workdir/.claw; ln -sf /etc/passwd "
+        "/workdir/.claw/reward.json; mkfifo /workdir/.claw/verifier.log"
+    )
     rec = await _one(attack_env, claw_task("easy-write-file-01"), script)
     _agent_outcome(rec)
     assert rec.status is RolloutStatus.OK and "FAIL file_written" in rec.verifier_log

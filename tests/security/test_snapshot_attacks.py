@@ -5,8 +5,8 @@ and `zero`; a scripted engine stands in for the policy's decisions only.
 
 The attacker 1. looks for the grader-only files (the check script, the ground truth, the manifest) during
 its run, where they could be; 2. plants what the snapshot will read: a forged check script where the real
-one will go (behind a link), links to `/etc/shadow`, to a host folder and to the ground truth's host path under the globbed
-names, a FIFO and an oversized file.
+one will go (behind a link), links to `/etc/shadow`, to a host folder and to the ground truth's host path
+under the globbed names, a FIFO and an oversized file.
 
 Done when: the probes find nothing of the grader's (the control: the same probe finds the attacker's own
 decoy); every planted entry reaches the grader as an `{error}`, never as the linked file's bytes; the
@@ -37,7 +37,8 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewra
 FORGED = "import json; print(json.dumps({'correct': True}))\n"
 PROBE = (
     "echo decoy-file > /workspace/decoy_marker.txt; "
-    "find / \\( -name 'check_total*' -o -name 'expected_total*' -o -name 'env_snapshot.json' -o -name grader.py "
+    "find / \\( -name 'check_total*' -o -name 'expected_total*' "
+    "-o -name 'env_snapshot.json' -o -name grader.py "
     "-o -name 'decoy_marker*' \\) -not -path '/proc/*' 2>/dev/null; env; cat /proc/self/cmdline; "
     "ls -laR /workspace/ /tmp"
 )
@@ -46,7 +47,8 @@ PROBE = (
 def _plant(truth: Path) -> str:
     return (
         "mkdir -p /workspace/out /workspace/fixtures && "
-        f'printf "{FORGED}" > /workspace/fake.py && ln -sf /workspace/fake.py /workspace/fixtures/check_total.py && '
+        f'printf "{FORGED}" > /workspace/fake.py && ln -sf '
+        "/workspace/fake.py /workspace/fixtures/check_total.py && "
         "ln -sf /etc/shadow /workspace/out/total.txt && "
         f"ln -sf {truth} /workspace/out/notes.md && ln -sf {truth} /workspace/out/truth.txt && "
         "mkfifo /workspace/out/pipe.txt && head -c 20000000 /dev/zero > /workspace/out/big.txt"
@@ -56,7 +58,8 @@ def _plant(truth: Path) -> str:
 def _eval(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[str], seen: list[str]
 ) -> dict[str, Any]:
-    """`eval` with `zero`; `seen` gets what reached the agent: its context, its tools and every tool result."""
+    """`eval` with `zero`; `seen` gets what reached the agent: its context, its
+    tools and every tool result."""
 
     def policy(turn: Any) -> str:
         if turn.tools:
@@ -171,7 +174,8 @@ def test_planted_python_modules_never_run_inside_the_check_scripts(
     b64 = base64.b64encode(SHADOW.encode()).decode()
     plant = (
         f"mkdir -p /workspace/fixtures {site} && echo {b64} | base64 -d > /workspace/fixtures/json.py && "
-        f"cp /workspace/fixtures/json.py /workspace/json.py && cp /workspace/fixtures/json.py {site}/usercustomize.py"
+        "cp /workspace/fixtures/json.py /workspace/json.py && "
+        f"cp /workspace/fixtures/json.py {site}/usercustomize.py"
     )
     import_any(DATA / TASK, tmp_path / "tasks")
     record = _eval(tmp_path, monkeypatch, [plant], [])
@@ -188,14 +192,16 @@ def test_grader_code_runs_without_the_agents_modules_and_the_agents_program_with
 ) -> None:
     """Same sandbox, three commands: upstream's check script beside a planted `json.py` (ignored), a `-c` line
     with the cwd full of planted modules (ignored), the agent's own program importing its sibling module
-    (works, as upstream runs it) and started by the check script (works too: the child gets upstream's env)."""
+    (works, as upstream runs it) and started by the check script
+    (works too: the child gets upstream's env)."""
     from openforgerl.envs.claw.snapshot import SnapshotSpec, collect_env_snapshot, runs_agent_script
     from openforgerl.sandbox.base import SandboxSpec
     from openforgerl.sandbox.local import LocalBackend
 
     check = (
         b"import json, subprocess, sys\n"
-        b"out = subprocess.run([sys.executable, '/workspace/decode.py'], capture_output=True, text=True).stdout\n"
+        b"out = subprocess.run([sys.executable, '/workspace/decode.py'], "
+        b"capture_output=True, text=True).stdout\n"
         b"print(json.dumps({'real': True, 'child': out.strip()}))\n"
     )
     commands = (

@@ -5,13 +5,15 @@ leave it, and the verifier reads the rollout's call log from the service with a 
 - The gold: the installed tau2 package (bound read-only, its services need it) ships every task's gold
   actions in `data/tau2/domains/*/tasks.json`. The attacker reads that file, finds its own task by the
   customer's request (the instruction holds no scenario: here the test hands the attacker the request, as the
-  user's opening would state it), and replays the gold through the tools: masked (`sandbox/bwrap.py` MASKED_FOREIGN), the
-  file cannot be read and the reward stays 0; with the mask lifted (the control) the very same attack earns 1,
-  so the test can fail. The task folder's own `solution/` and `tests/` are not in the sandbox at all.
+  user's opening would state it), and replays the gold through the tools: masked (`sandbox/bwrap.py`
+  MASKED_FOREIGN), the file cannot be read and the reward stays 0; with the mask lifted (the control) the very
+  same attack earns 1, so the test can fail. The task folder's own `solution/` and `tests/`
+  are not in the sandbox at all.
 - The state: no route writes the DB or the log but a tool call (`/reset`, `/state`, `/log` POSTs are 404),
   the log answers 403 without the token, and no process the agent can see holds the token.
 - The user's scenario: `known_info`, `unknown_info` and `task_instructions` are the simulated user's private
-  brief (upstream never shows them to the agent); no workdir file, env variable, argv or instruction holds them.
+  brief (upstream never shows them to the agent); no workdir file, env variable,
+  argv or instruction holds them.
 - Telecom's phone: the user's tools answer on `/user/<tool>` with the token only (the host's user relay
   and oracle), are refused as agent tools, and the fault planted on the phone is in no workdir file.
 """
@@ -43,7 +45,8 @@ u.urlopen(u.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", json.du
           "messages": [{"role": "user", "content": "hi"}]}).encode(), {"Content-Type": "application/json",
           "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]}), timeout=60)
 def call(path, body=None, headers={}):
-    req = u.Request(url + path, None if body is None else json.dumps(body).encode(), headers, method="POST" if body is not None else "GET")
+    data = None if body is None else json.dumps(body).encode()
+    req = u.Request(url + path, data, headers, method="POST" if body is not None else "GET")
     try:
         return u.urlopen(req, timeout=30).status
     except u.HTTPError as e:
@@ -54,8 +57,9 @@ for _ in range(300):  # the service loads its domain for a second or two
     except OSError:
         __import__("time").sleep(0.1)
 found = {"log": call("/log"), "log_guess": call("/log", headers={"Authorization": "Bearer 0"}),
-         "reset": call("/reset", {}), "post_log": call("/log", {"calls": []}),
-         "token_seen": any(("tau2" + ".service").encode() in open(p, "rb").read() for p in glob.glob("/proc/[0-9]*/cmdline"))}
+         "reset": call("/reset", {}), "post_log": call("/log", {"calls": []})}
+cmdlines = [open(p, "rb").read() for p in glob.glob("/proc/[0-9]*/cmdline")]
+found["token_seen"] = any(("tau2" + ".service").encode() in c for c in cmdlines)
 import tau2
 for path in glob.glob(os.path.join(os.path.dirname(tau2.__file__), "data/tau2/domains/*/tasks.json")):
     try:
@@ -175,7 +179,8 @@ USER_ROUTE_ATTACK = r"""
 import glob, json, sys, urllib.request as u
 url, refuel = "http://127.0.0.1:7727", json.loads(sys.argv[1])
 def call(path, body, headers={}):
-    req = u.Request(url + path, json.dumps(body).encode(), {"Content-Type": "application/json", **headers}, method="POST")
+    headers = {"Content-Type": "application/json", **headers}
+    req = u.Request(url + path, json.dumps(body).encode(), headers, method="POST")
     try:
         return u.urlopen(req, timeout=30).status
     except u.HTTPError as e:
@@ -186,12 +191,15 @@ for _ in range(300):
     except OSError:
         __import__("time").sleep(0.1)
 config = open("/workdir/.tau2/config.json").read()
-found = {"user": call("/user/toggle_roaming", {}), "user_guess": call("/user/toggle_roaming", {}, {"Authorization": "Bearer 0"}),
+found = {"user": call("/user/toggle_roaming", {}),
+         "user_guess": call("/user/toggle_roaming", {}, {"Authorization": "Bearer 0"}),
          "as_agent": call("/call/toggle_roaming", {}), "refuel": call("/call/refuel_data", refuel),
-         "fault_seen": "turn_roaming_off" in config or "initialization" in config,
-         "token_seen": any(("tau2" + ".service").encode() in open(p, "rb").read() for p in glob.glob("/proc/[0-9]*/cmdline"))}
+         "fault_seen": "turn_roaming_off" in config or "initialization" in config}
+cmdlines = [open(p, "rb").read() for p in glob.glob("/proc/[0-9]*/cmdline")]
+found["token_seen"] = any(("tau2" + ".service").encode() in c for c in cmdlines)
 print(json.dumps(found))
-assert found["user"] == found["user_guess"] == 403 and found["as_agent"] == 400 and found["refuel"] == 200, found
+assert found["user"] == found["user_guess"] == 403, found
+assert found["as_agent"] == 400 and found["refuel"] == 200, found
 assert not found["fault_seen"] and not found["token_seen"], found
 """
 
@@ -211,9 +219,10 @@ def _telecom_task(tmp_path: Path):
 
 
 async def test_the_agent_cannot_act_as_the_user_on_its_phone(tmp_path: Path) -> None:
-    """The agent plays its own half of the gold (refuel) and tries the user's half (turn roaming on) through the
-    user route without the token, and as an agent tool: refused, reward 0. The control: the same sandbox after
-    the host's user call with the token (the relay's and the oracle's route) scores 1, so the test can fail."""
+    """The agent plays its own half of the gold (refuel) and tries the user's half (turn roaming on) through
+    the user route without the token, and as an agent tool: refused, reward 0. The control: the same sandbox
+    after the host's user call with the token (the relay's and the oracle's route)
+    scores 1, so the test can fail."""
     from openforgerl.sandbox.base import SandboxSpec
     from openforgerl.sandbox.local import LocalBackend
 
