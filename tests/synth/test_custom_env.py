@@ -1,4 +1,5 @@
-"""An environment defined only in this file (lines up to `# --- end of the environment`) yields validated tasks."""
+"""An environment defined only in this file
+(lines up to `# --- end of the environment`) yields validated tasks."""
 
 from __future__ import annotations
 
@@ -148,7 +149,10 @@ name = "create_order"
 effect = "write"
 kind = "create"
 collection = "shop.orders"
-parameters = { type = "object", properties = { item = { type = "string" }, customer = { type = "string" } }, required = ["item", "customer"] }
+[tools.parameters]
+type = "object"
+properties = { item = { type = "string" }, customer = { type = "string" } }
+required = ["item", "customer"]
 
 [[tools]]
 name = "list_orders"
