@@ -98,7 +98,8 @@ def payloads(beacon: str) -> dict[str, bytes]:
         return re.sub(r"[^a-z0-9]", "", name.lower())
 
     mht = (
-        'From: <saved>\r\nSubject: x\r\nMIME-Version: 1.0\r\nContent-Type: multipart/related; type="text/html"; '
+        "From: <saved>\r\nSubject: x\r\nMIME-Version: "
+        '1.0\r\nContent-Type: multipart/related; type="text/html"; '
         'boundary="B"\r\n\r\n--B\r\nContent-Type: text/html\r\nContent-Location: http://x/\r\n\r\n'
         f"{_html(beacon, tag('page.mht')).decode()}\r\n--B--\r\n"
     ).encode()
@@ -125,9 +126,10 @@ def payloads(beacon: str) -> dict[str, bytes]:
     }
 
 
-# Chromium runs these under the agent's names, from disk and over HTTP (measured: every one beacons and alerts).
-# The rest are in the bundle all the same: another browser, or another Chromium, may sniff or unpack them
-# (Chromium 156 shows an extensionless file from disk as text/plain, and http.server sends it as a download).
+# Chromium runs these under the agent's names, from disk and over HTTP (measured: every one beacons and
+# alerts). The rest are in the bundle all the same: another browser, or another Chromium, may sniff or unpack
+# them (Chromium 156 shows an extensionless file from disk as text/plain, and
+# http.server sends it as a download).
 ACTIVE = {
     "page.html",
     "page.htm",
