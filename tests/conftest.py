@@ -150,7 +150,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         return
     write = terminalreporter.write_line
     write(
-        "harness figures: name | version | protocol | calls (side) | chains | merge rate | first call s | run s"
+        "harness figures: name | version | protocol | calls "
+        "(side) | chains | merge rate | first call s | run s"
     )
     for f in _WORKER_HARNESS_FIGURES:
         merge = "n/a" if f["merge_rate"] is None else f"{f['merge_rate']:.2f}"
