@@ -1,4 +1,5 @@
-"""Align two rollouts' tool calls for the side-by-side page (pure): LCS over tool names, arguments as tie-break."""
+"""Align two rollouts' tool calls for the side-by-side page (pure): LCS over tool
+names, arguments as tie-break."""
 
 from __future__ import annotations
 

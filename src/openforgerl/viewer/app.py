@@ -1,12 +1,11 @@
 """The viewer as an aiohttp app bound to 127.0.0.1 only. Routes:
 
-| route | page |
-|---|---|
-| `GET /` | runs, tasks shared by the runs |
-| `GET /run/{i}?task=&harness=&status=&kind=&version=&infra=&q=&page=` | the rollout table (paged in SQL) |
-| `GET /run/{i}/rollout/{id}` | one rollout: summary, behaviour, verifier, tool events, call timeline, token view, screens, audit, files |
-| `GET /run/{i}/file/{id}/{path}` | a kept file of that rollout (inside `rollouts/<id>/`, links refused) |
-| `GET /compare?task=&a=&b=` | two rollouts of one task side by side (run 0 vs run 1), tool calls aligned |
+- `GET /`: runs, tasks shared by the runs
+- `GET /run/{i}?task=&harness=&status=&kind=&version=&infra=&q=&page=`: the rollout table (paged in SQL)
+- `GET /run/{i}/rollout/{id}`: one rollout: summary, behaviour, verifier, tool events, call timeline,
+  token view, screens, audit, files
+- `GET /run/{i}/file/{id}/{path}`: a kept file of that rollout (inside `rollouts/<id>/`, links refused)
+- `GET /compare?task=&a=&b=`: two rollouts of one task side by side (run 0 vs run 1), tool calls aligned
 
 Anything else, or any path that would leave the run directory, is 404. Page work runs in a thread.
 """

@@ -38,9 +38,9 @@ _COLUMNS = (
     "src",
     "offset",
 )
-_SCHEMA = """CREATE TABLE idx (rollout_id TEXT PRIMARY KEY, task_id TEXT, harness TEXT, status TEXT, reward REAL,
- infra_reason TEXT, policy_version INTEGER, kind TEXT, calls INTEGER, family TEXT, passed INTEGER, started_at REAL,
- src INTEGER, offset INTEGER)"""
+_SCHEMA = """CREATE TABLE idx (rollout_id TEXT PRIMARY KEY, task_id TEXT, harness TEXT, status TEXT,
+ reward REAL, infra_reason TEXT, policy_version INTEGER, kind TEXT, calls INTEGER, family TEXT,
+ passed INTEGER, started_at REAL, src INTEGER, offset INTEGER)"""
 _FROM_DB = """INSERT OR REPLACE INTO idx SELECT
  json_extract(body,'$.rollout_id'), json_extract(body,'$.task_id'), json_extract(body,'$.harness'),
  json_extract(body,'$.status'), json_extract(body,'$.reward'),
@@ -91,7 +91,8 @@ class RolloutIndex:
                 "INSERT INTO counts SELECT rollout_id, count(*) FROM run.calls GROUP BY rollout_id"
             )
             self._db.execute(
-                "UPDATE idx SET calls = coalesce((SELECT n FROM counts WHERE counts.rollout_id = idx.rollout_id), 0)"
+                "UPDATE idx SET calls = coalesce((SELECT n FROM "
+                "counts WHERE counts.rollout_id = idx.rollout_id), 0)"
             )
             self._db.commit()
             self._db.execute("DETACH DATABASE run")

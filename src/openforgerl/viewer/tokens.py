@@ -182,7 +182,8 @@ def chain_view(chain: Chain, decode: Decoder) -> ChainView:
     if event is not None:
         detail = (
             f"at call {event.call_index}: prompt {event.prompt_len} tokens, closest chain {event.chain_len}, "
-            f"common prefix {event.common_prefix}{', diverged on a sampled token' if event.at_sampled else ''}"
+            "common prefix "
+            f"{event.common_prefix}{', diverged on a sampled token' if event.at_sampled else ''}"
         )
     return ChainView(
         chain.index,
