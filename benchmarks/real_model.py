@@ -7,6 +7,8 @@ rewrote its own history is named: `harness_rewrite:dropped_truncated_turn` (the 
 `harness_rewrite:reasked_empty_reply` (the previous reply had no visible text and the harness asked again)
 and `harness_rewrite:dropped_reply` (dropped for another reason of the harness's: mini-swe-agent drops a
 reply without a parsable tool call and appends its format error instead).
+`harness_rewrite:moved_message` (OpenClaw): a message of the previous prompt was taken out of its place
+and appended again after the new turns.
 `unparsable_tool_call` is not the harness's either: the model's `<tool_call>` JSON did not parse, the
 engine made a call of it anyway, and its echo renders back as other text.
 `retokenized_sample` is not the harness's: its history holds the model's text verbatim, but the model had
@@ -238,9 +240,23 @@ def break_cause(prompt: list[int], common: int, source: dict[str, Any], tok: Any
         ):
             return "unparsable_tool_call"
         return "prefix_mismatch:sampled"  # the harness re-serialized a complete reply differently
+    if moved_message(prompt, common, source, tok):
+        return "harness_rewrite:moved_message"
     if common == len(prompt):
         return "rewind"
     return "prefix_mismatch:context" if common > 0.5 * sampled_from else "new_context"
+
+
+def moved_message(prompt: list[int], common: int, source: dict[str, Any], tok: Any) -> bool:
+    """The earlier prompt's tail after the divergence (whole turns, the reply's header excluded) appears
+    again later in `prompt`: the harness took a message out of its place and appended it after the new
+    turns. OpenClaw does this with its `<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>` user message, which always
+    closes a request, so every call leaves the previous one's chain."""
+    earlier = source["prompt_token_ids"][common : len(source["prompt_token_ids"]) - HEADER_TOKENS]
+    if not earlier:
+        return False
+    text = tok.decode(earlier, skip_special_tokens=False).strip()
+    return len(text) > 0 and text in tok.decode(prompt[common:], skip_special_tokens=False)
 
 
 def unparsable_tool_call(sampled: str) -> bool:
