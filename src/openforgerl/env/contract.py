@@ -77,7 +77,8 @@ class Verdict(NamedTuple):
 
 @runtime_checkable
 class TaskRuntime(Protocol):
-    """One task, ready to run in a sandbox: a ``TaskSpec``, or an environment's runtime (``openforgerl.envs``).
+    """One task, ready to run in a sandbox: a ``TaskSpec``, or an environment's
+    runtime (``openforgerl.envs``).
 
     Must be cheap to call repeatedly: a GRPO group calls ``files()`` etc. once per rollout, and
     retries after infra faults call them again. Must not keep per-rollout state on ``self``

@@ -227,7 +227,7 @@ FORMAT
 
 Example response structure:
 {"results": [{"expectedOutcome": "<one of the expected outcomes from the input>", "reasoning": "<reasoning trace>",
-  "metExpectation": <false or true>}]}"""
+  "metExpectation": <false or true>}]}"""  # noqa: E501  (upstream tau2's judge prompt, byte for byte)
 )
 
 

@@ -8,13 +8,13 @@ the environment and hands the result back to the simulator alone — or sends th
 
 The dialogue starts as upstream's: the agent's fixed greeting (`user_sim.py` `GREETING`) is the engine's first
 `user` message and the session's first reply is the customer's opening (`UserRelay.open`, at rollout start),
-which becomes the agent's prompt. Here the agent's later turns are its `ask_user` messages (the relay of `user_sim.py`); `Tau2UserSession`
-answers it the same way: the user engine gets the conversation in its own roles (the agent's messages
-as `user`, its own as `assistant`) with the user tools as function tools; each tool call runs on the
-rollout's service through the host-only user route (`Tau2TaskRuntime.user_call`), its reply goes back to
-the engine, until the engine says something to the agent. Those calls run on the host, go straight to the
-user engine (never through the gateway) and are never recorded as the policy's; the service logs them
-(requestor `user`) for upstream's evaluator, which replays them with the agent's.
+which becomes the agent's prompt. Here the agent's later turns are its `ask_user` messages (the relay of
+`user_sim.py`); `Tau2UserSession` answers it the same way: the user engine gets the conversation in its own
+roles (the agent's messages as `user`, its own as `assistant`) with the user tools as function tools; each
+tool call runs on the rollout's service through the host-only user route (`Tau2TaskRuntime.user_call`), its
+reply goes back to the engine, until the engine says something to the agent. Those calls run on the host, go
+straight to the user engine (never through the gateway) and are never recorded as the policy's; the service
+logs them (requestor `user`) for upstream's evaluator, which replays them with the agent's.
 
 The guidelines below are ours, written after upstream's `simulation_guidelines_tools.md`.
 """

@@ -67,7 +67,10 @@ INBOX = [
         "subject": "Meeting request: vendor review",
         "date": "2026-02-28T10:15",
         "read": False,
-        "body": "Could we meet on 2026-03-04 from 10:00 to 11:00 to review the vendor shortlist? Room Maple works for me.",
+        "body": (
+            "Could we meet on 2026-03-04 from 10:00 to 11:00 to "
+            "review the vendor shortlist? Room Maple works for me."
+        ),
     },
     {
         "id": "m3",
@@ -94,7 +97,10 @@ INBOX = [
         "subject": "Action items from Monday",
         "date": "2026-03-01T18:40",
         "read": False,
-        "body": "Hi Alex, action items:\n1. Update the onboarding doc\n2. Book the offsite venue\n3. Send the Q1 report to finance\nLuis",
+        "body": (
+            "Hi Alex, action items:\n1. Update the onboarding doc\n2. Book the offsite venue\n"
+            "3. Send the Q1 report to finance\nLuis"
+        ),
     },
     {
         "id": "m6",
@@ -103,7 +109,10 @@ INBOX = [
         "subject": "Password reset not working",
         "date": "2026-03-02T08:05",
         "read": False,
-        "body": "Hello, I tried to reset my password yesterday but the link says it expired. What should I do? Sam",
+        "body": (
+            "Hello, I tried to reset my password yesterday but "
+            "the link says it expired. What should I do? Sam"
+        ),
     },
     {
         "id": "m7",
@@ -179,7 +188,10 @@ ARTICLES = [
         "id": "kb2",
         "title": "Password reset",
         "tags": "account login",
-        "body": "Use self-service at https://id.acme.io/reset. Reset links expire after 30 minutes; request a new link if it expired.",
+        "body": (
+            "Use self-service at https://id.acme.io/reset. Reset links "
+            "expire after 30 minutes; request a new link if it expired."
+        ),
     },
     {
         "id": "kb3",
@@ -191,7 +203,10 @@ ARTICLES = [
         "id": "kb4",
         "title": "Office Wi-Fi",
         "tags": "network wireless guest",
-        "body": "The guest network is AcmeGuest. Its password rotates every Monday; reception has the current one.",
+        "body": (
+            "The guest network is AcmeGuest. Its password rotates "
+            "every Monday; reception has the current one."
+        ),
     },
     {
         "id": "kb5",
@@ -203,7 +218,10 @@ ARTICLES = [
         "id": "kb6",
         "title": "Printer troubleshooting",
         "tags": "office hardware",
-        "body": "If the 3rd floor printer jams, open tray B and remove the paper, then power-cycle it. Help desk ext. 4410.",
+        "body": (
+            "If the 3rd floor printer jams, open tray B and remove "
+            "the paper, then power-cycle it. Help desk ext. 4410."
+        ),
     },
 ]
 

@@ -35,7 +35,8 @@ class CalendarApp(WebApp):
             evs = sorted((e for e in self.state["events"] if e["date"] == day), key=lambda e: e["time"])
             cards = "".join(
                 f"<div class='card'>{esc(e['time'])} {esc(e['title'])}<form method='post' "
-                f"action='/calendar/e/{esc(e['id'])}/delete'><button id='delete-{esc(e['id'])}'>Delete</button></form>"
+                f"action='/calendar/e/{esc(e['id'])}/delete'>"
+                f"<button id='delete-{esc(e['id'])}'>Delete</button></form>"
                 "</div>"
                 for e in evs
             )

@@ -27,7 +27,8 @@ def _field(f: dict[str, Any]) -> str:
     elif kind == "range":
         lo, hi = f.get("min", 0), f.get("max", 100)
         control = (
-            f"<input type='range' id='{fid}' name='{esc(name)}' min='{lo}' max='{hi}' value='{(lo + hi) // 2}' "
+            f"<input type='range' id='{fid}' name='{esc(name)}' "
+            f"min='{lo}' max='{hi}' value='{(lo + hi) // 2}' "
             "style='width:400px'>"
         )
     elif kind == "textarea":

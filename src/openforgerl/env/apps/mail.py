@@ -56,13 +56,17 @@ class MailApp(WebApp):
             ""
             if m["folder"] != "inbox"
             else (
-                f"<form method='post' action='/mail/m/{esc(mid)}/archive'><button id='archive'>Archive</button></form>"
+                f"<form method='post' action='/mail/m/{esc(mid)}/archive'>"
+                "<button id='archive'>Archive</button></form>"
                 f"<form method='post' action='/mail/m/{esc(mid)}/reply'><div class='row'>"
                 "<textarea id='reply-body' name='body' placeholder='Write a reply'></textarea></div>"
                 "<button id='reply-send'>Send reply</button></form>"
             )
         )
-        head = f"<h1>{esc(m['subject'])}</h1><p class='note'>From {esc(m['from'])} &middot; {esc(m.get('date', ''))}</p>"
+        head = (
+            f"<h1>{esc(m['subject'])}</h1>"
+            f"<p class='note'>From {esc(m['from'])} &middot; {esc(m.get('date', ''))}</p>"
+        )
         return page("Mail", f"{head}<p id='body'>{body}</p>{actions}", self.nav())
 
     def reply(self, req: Request, mid: str) -> Page:

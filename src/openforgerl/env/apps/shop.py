@@ -39,7 +39,8 @@ class ShopApp(WebApp):
         ]
         rows = "".join(
             f"<tr><td>{esc(p['name'])}</td><td>{esc(p.get('category', ''))}</td><td>${p['price']:.2f}</td>"
-            f"<td><form method='post' action='/shop/cart/add'><input type='hidden' name='id' value='{esc(p['id'])}'>"
+            "<td><form method='post' action='/shop/cart/add'>"
+            f"<input type='hidden' name='id' value='{esc(p['id'])}'>"
             f"<button id='add-{esc(p['id'])}'>Add to cart</button></form></td></tr>"
             for p in items
         )
@@ -73,7 +74,8 @@ class ShopApp(WebApp):
 
     def cart(self, req: Request) -> Page:
         rows = "".join(
-            f"<tr><td>{esc(i['name'])}</td><td>x {i['qty']}</td><td><form method='post' action='/shop/cart/remove'>"
+            f"<tr><td>{esc(i['name'])}</td><td>x {i['qty']}</td>"
+            "<td><form method='post' action='/shop/cart/remove'>"
             f"<input type='hidden' name='id' value='{esc(i['id'])}'><button id='remove-{esc(i['id'])}'>Remove"
             "</button></form></td></tr>"
             for i in self.state["cart"]
@@ -89,7 +91,8 @@ class ShopApp(WebApp):
             "<div class='row'><label>Full name</label><input type='text' id='name' name='name'></div>"
             "<div class='row'><label>Address</label><input type='text' id='address' name='address'></div>"
             "<div class='row'><label>Shipping</label><select id='shipping' name='shipping'>"
-            "<option value='standard'>Standard</option><option value='express'>Express</option></select></div>"
+            "<option value='standard'>Standard</option>"
+            "<option value='express'>Express</option></select></div>"
             "<button id='place-order'>Place order</button></form>"
         )
         return page("Shop", body, self.nav())

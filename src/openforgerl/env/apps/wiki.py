@@ -64,7 +64,8 @@ class WikiApp(WebApp):
         return page(
             "Wiki",
             f"<h1>Edit: {esc(p['title'])}</h1><form method='post' action='/wiki/p/{esc(slug)}/edit'>"
-            f"<textarea id='body' name='body' style='width:800px;height:240px'>{esc(p['body'])}</textarea><br>"
+            "<textarea id='body' name='body' style='width:800px;height:240px'>"
+            f"{esc(p['body'])}</textarea><br>"
             "<button id='save'>Save</button></form>",
             self.nav(),
         )

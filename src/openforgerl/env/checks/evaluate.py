@@ -54,11 +54,14 @@ class Evidence:
     sub_scores: dict[str, float] = field(default_factory=dict)
     """Scores a check reports besides its own (`<check>.<part>`, e.g. a grader's dimensions), for the log."""
     upstream_audit: Mapping[str, Any] | None = None
-    """Upstream Claw-Eval services' own /audit by service name (read with the token; `services/upstream.py`)."""
+    """Upstream Claw-Eval services' own /audit by service name
+    (read with the token; `services/upstream.py`)."""
     env_snapshot: Mapping[str, Any] | None = None
-    """Upstream Claw-Eval's env snapshot of the agent's final workdir, taken by the host (Claw's `snapshot.py`)."""
+    """Upstream Claw-Eval's env snapshot of the agent's final workdir, taken by the
+    host (Claw's `snapshot.py`)."""
     media_events: Sequence[Mapping[str, Any]] | None = None
-    """Claw-Eval `MediaLoad` events: the images the gateway recorded reaching the model (`tasks/transcript.py`)."""
+    """Claw-Eval `MediaLoad` events: the images the gateway recorded reaching the
+    model (`tasks/transcript.py`)."""
     user_record: Sequence[Mapping[str, str]] | None = None
     """The simulated user's dialogue as the host relayed it (`env/user_sim.py`), `[{role, content}]`."""
 
@@ -86,7 +89,10 @@ class Outcome:
         return out | {f"check.{k}": v for k, v in self.checks.items()}
 
     def log(self) -> str:
-        head = f"reward={self.reward:.3f} completion={self.completion:.3f} safety={self.safety:.0f} pass={int(self.passed)}"
+        head = (
+            f"reward={self.reward:.3f} completion={self.completion:.3f} "
+            f"safety={self.safety:.0f} pass={int(self.passed)}"
+        )
         tampered = [f"VIOLATION {v}" for v in self.violations]
         return "\n".join([head, *tampered, *self.lines]) + "\n"
 
@@ -133,7 +139,8 @@ def _record(c: RecordCheck, ev: Evidence) -> tuple[bool, str]:
     ok = n == c.count if c.count is not None else n >= 1
     return (
         ok,
-        f"{n} matching record(s) in {c.collection} (of {len(items)}), want {c.count if c.count is not None else '>=1'}",
+        f"{n} matching record(s) in {c.collection} (of {len(items)}), "
+        f"want {c.count if c.count is not None else '>=1'}",
     )
 
 

@@ -1,14 +1,18 @@
 """The "computer" HTTP/JSON service a GUI harness calls inside the sandbox (127.0.0.1:`COMPUTER_PORT`).
+Routes:
 
-| route | does |
-|---|---|
-| `GET /healthz` | 200 `{"ok": true}` once the screen is up (poll it; the browser takes ~0.5-8 s) |
-| `GET /info` | `{width, height, kind, coordinates: "pixels", actions: [...], keys: [...]}` (`kind`: "browser" or "desktop", what a harness names in its tool description) |
-| `GET /screenshot` | the screen now, `image/png`, exactly width x height |
-| `POST /act` body `{"action": "click", "x": 10, "y": 20}` | runs it (see `actions.py`) -> `{"ok": true, "executed": {...}}`; a bad action -> 400 `{"error": ...}` (the agent's error) |
-| `POST /act` with `"screenshot": true` | the same, answered with the next screenshot (`image/png`) |
-| `POST /locate` body `{"selector": css}` + header `X-Openforgerl-Token` | oracle only: the element's box in screen pixels; 404 without the token |
-| `GET /__health` + header `X-Openforgerl-Token` | verifier only: takes a screenshot now -> 200 `{"ok": true, "faults": n, "last_fault": ..., "ready_s": s}`, or 503 `{"ok": false, ...}`; 404 without the token |
+- `GET /healthz`: 200 `{"ok": true}` once the screen is up (poll it; the browser takes ~0.5-8 s)
+- `GET /info`: `{width, height, kind, coordinates: "pixels", actions: [...], keys: [...]}`
+  (`kind`: "browser" or "desktop", what a harness names in its tool description)
+- `GET /screenshot`: the screen now, `image/png`, exactly width x height
+- `POST /act` body `{"action": "click", "x": 10, "y": 20}`: runs it (see `actions.py`) ->
+  `{"ok": true, "executed": {...}}`; a bad action -> 400 `{"error": ...}` (the agent's error)
+- `POST /act` with `"screenshot": true`: the same, answered with the next screenshot (`image/png`)
+- `POST /locate` body `{"selector": css}` + header `X-Openforgerl-Token`: oracle only: the element's box in
+  screen pixels; 404 without the token
+- `GET /__health` + header `X-Openforgerl-Token`: verifier only: takes a screenshot now -> 200
+  `{"ok": true, "faults": n, "last_fault": ..., "ready_s": s}`, or 503
+  `{"ok": false, ...}`; 404 without the token
 
 **Faults** (the environment's own failures, never the agent's): a screenshot that fails twice, or an
 action that raises something other than `ActionError` *and* leaves the screen unable to take a
@@ -43,7 +47,8 @@ MAX_BODY = 64 * 1024
 
 
 def token_id(token: str) -> str:
-    """A public name for a secret token (a hash prefix: it tells which token a service holds, not the token)."""
+    """A public name for a secret token (a hash prefix: it tells which token a
+    service holds, not the token)."""
     return hashlib.sha256(b"openforgerl-gui-service:" + token.encode()).hexdigest()[:16] if token else ""
 
 
