@@ -149,8 +149,8 @@ async def test_the_orchestrator_reports_through_the_admin_client(gw: tuple[Runni
 
 
 def test_call_deadlines_nest_inside_the_rollout_budget(tmp_path: Path) -> None:
-    from openforgerl.config import Config, ConfigError, load_config
     from openforgerl.compose.verl_worker import loop_config
+    from openforgerl.config import Config, ConfigError, load_config
 
     quickstart = Config.from_yaml(Path(__file__).parents[2] / "examples/quickstart.yaml")
     assert quickstart.rollout.budget_s is not None
