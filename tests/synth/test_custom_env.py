@@ -22,82 +22,43 @@ def lend(state: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
 
 
 BOOKS = "library.books"
+# fmt: off
+# (kept as a user would write it: test_the_environment_is_short measures the declaration)
 ENV = ToolEnv(
     name="library",
     collections=(
-        Collection(
-            BOOKS,
-            label="title",
-            fields={"title": "title", "author": "person", "shelf": "place"},
-            records=(
-                {"id": "b1", "title": "Dune", "author": "Frank Herbert", "shelf": "A1", "borrower": ""},
-                {"id": "b2", "title": "Emma", "author": "Jane Austen", "shelf": "B4", "borrower": ""},
-            ),
-            id_prefix="b",
-            defaults={"borrower": ""},
-            entity="book",
-        ),
-        Collection(
-            "library.members",
-            label="name",
-            fields={"name": "person", "email": "email"},
-            records=({"id": "p1", "name": "Ada Byron", "email": "ada@lib.org"},),
-            id_prefix="p",
-            entity="member",
-        ),
+        Collection(BOOKS, label="title", fields={"title": "title", "author": "person", "shelf": "place"},
+                   records=({"id": "b1", "title": "Dune", "author": "Frank Herbert", "shelf": "A1",
+                             "borrower": ""},
+                            {"id": "b2", "title": "Emma", "author": "Jane Austen", "shelf": "B4",
+                             "borrower": ""}),
+                   id_prefix="b", defaults={"borrower": ""}, entity="book"),
+        Collection("library.members", label="name", fields={"name": "person", "email": "email"},
+                   records=({"id": "p1", "name": "Ada Byron", "email": "ada@lib.org"},),
+                   id_prefix="p", entity="member"),
     ),
     tools=(
-        Tool(
-            "add_book",
-            "Add a book to the catalogue.",
-            (Param("title"), Param("author", kind="person"), Param("shelf", kind="place")),
-            effect="write",
-            kind="create",
-            collection=BOOKS,
-            sets={"borrower": ""},
-            templates=('Catalogue "{title}" by {author} on shelf {shelf}.',),
-        ),
+        Tool("add_book", "Add a book to the catalogue.",
+             (Param("title"), Param("author", kind="person"), Param("shelf", kind="place")),
+             effect="write", kind="create", collection=BOOKS, sets={"borrower": ""},
+             templates=('Catalogue "{title}" by {author} on shelf {shelf}.',)),
         Tool("find_books", "Search books by any field.", (Param("query"),), kind="search", collection=BOOKS),
-        Tool(
-            "find_members", "Search members.", (Param("query"),), kind="search", collection="library.members"
-        ),
-        Tool(
-            "lend_book",
-            "Lend a book to a member.",
-            (
-                Param("id", ref="library.books.id", ref_phrase='"{label}"'),
-                Param(
-                    "borrower",
-                    kind="email",
-                    ref="library.members.email",
-                    ref_phrase="{label} (look up their email)",
-                ),
-            ),
-            effect="write",
-            kind="update",
-            collection=BOOKS,
-            op=lend,
-            templates=("Lend {id} to {borrower}.",),
-        ),
-        Tool(
-            "move_book",
-            "Move a book to another shelf.",
-            (Param("id"), Param("shelf", required=False, kind="place")),
-            effect="write",
-            kind="update",
-            collection=BOOKS,
-        ),
-        Tool(
-            "remove_book",
-            "Remove a book.",
-            (Param("id"),),
-            effect="write",
-            kind="delete",
-            collection=BOOKS,
-            destructive=True,
-        ),
+        Tool("find_members", "Search members.", (Param("query"),), kind="search",
+             collection="library.members"),
+        Tool("lend_book", "Lend a book to a member.",
+             (Param("id", ref="library.books.id", ref_phrase='"{label}"'),
+              Param("borrower", kind="email", ref="library.members.email",
+                    ref_phrase="{label} (look up their email)")),
+             effect="write", kind="update", collection=BOOKS, op=lend,
+             templates=("Lend {id} to {borrower}.",)),
+        Tool("move_book", "Move a book to another shelf.",
+             (Param("id"), Param("shelf", required=False, kind="place")),
+             effect="write", kind="update", collection=BOOKS),
+        Tool("remove_book", "Remove a book.", (Param("id"),), effect="write", kind="delete",
+             collection=BOOKS, destructive=True),
     ),
 )
+# fmt: on
 # --- end of the environment
 
 
