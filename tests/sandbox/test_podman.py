@@ -61,6 +61,32 @@ async def test_podman_sandbox_isolation_network_and_cleanup(
     assert not home.exists()
 
 
+async def test_a_cancelled_exec_ends_its_command_and_leaves_no_reader(podman) -> None:
+    """A stopped run cancels execs: the command ends inside the container too, and no task reading its
+    output is left on the loop (without the fix: both sleeps keep running, two readers stay pending)."""
+    backend, image = podman
+    sbx = await backend.open_sandbox(SandboxSpec(rollout_id="p-cancel", image=image))
+    try:
+        before = set(asyncio.all_tasks())
+        task = asyncio.create_task(sbx.exec(["sh", "-c", "sleep 1000 & sleep 1000"]))
+        for _ in range(100):
+            ps = await sbx.exec(["ps", "-o", "comm"])
+            if ps.stdout.count(b"sleep") == 3:  # both of the command's and the container's idle one
+                break
+            await asyncio.sleep(0.1)
+        assert ps.stdout.count(b"sleep") == 3, ps.stdout
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0)
+        left = [t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()]
+        assert left == []
+        ps = await sbx.exec(["ps", "-o", "comm"])
+        assert ps.stdout.count(b"sleep") == 1, ps.stdout  # only the container's own idle `sleep`
+    finally:
+        await sbx.aclose()
+
+
 async def test_podman_timeout_missing_command_and_missing_image(podman) -> None:
     backend, image = podman
     sbx = await backend.open_sandbox(SandboxSpec(rollout_id="p2", image=image))

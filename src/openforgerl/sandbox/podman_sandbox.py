@@ -221,6 +221,13 @@ class PodmanSandbox(HostFilesMixin):
         self._procs.add(proc)
         try:
             return await self._collect(proc, pidfile, stdin, timeout_s, t0)
+        except asyncio.CancelledError:
+            # A cancelled exec (a stopped run) ends its command inside too: `podman exec`'s client going
+            # away leaves the command running in the container until the sandbox closes.
+            await self._kill_group(pidfile)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            raise
         finally:
             self._procs.discard(proc)
 
@@ -233,24 +240,28 @@ class PodmanSandbox(HostFilesMixin):
         t0: float,
     ) -> ExecResult:
         out, err = _read(proc.stdout), _read(proc.stderr)
-        if stdin is not None and proc.stdin is not None:
-            with contextlib.suppress(ConnectionError):
-                proc.stdin.write(stdin)
-                await proc.stdin.drain()
-            proc.stdin.close()
-        timed_out = False
         try:
-            await asyncio.wait_for(proc.wait(), timeout_s)
-        except TimeoutError:
-            timed_out = True
-            await self._kill_group(pidfile)
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-        self._check_alive()
-        self._raise_missing(pidfile, proc.returncode)
-        rc = proc.returncode if proc.returncode is not None else -9
-        return ExecResult(rc, await out, await err, timed_out, time.monotonic() - t0)
+            if stdin is not None and proc.stdin is not None:
+                with contextlib.suppress(ConnectionError):
+                    proc.stdin.write(stdin)
+                    await proc.stdin.drain()
+                proc.stdin.close()
+            timed_out = False
+            try:
+                await asyncio.wait_for(proc.wait(), timeout_s)
+            except TimeoutError:
+                timed_out = True
+                await self._kill_group(pidfile)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+            self._check_alive()
+            self._raise_missing(pidfile, proc.returncode)
+            rc = proc.returncode if proc.returncode is not None else -9
+            return ExecResult(rc, await out, await err, timed_out, time.monotonic() - t0)
+        finally:
+            for reader in (out, err):  # an exec that ends early (cancelled, lost) leaves no reader behind
+                reader.cancel()
 
     def _raise_missing(self, pidfile: Path, rc: int | None) -> None:
         if Path(f"{pidfile}.missing").exists():
