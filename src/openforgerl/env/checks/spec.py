@@ -273,3 +273,17 @@ def load_spec(path: Path) -> Spec:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise TaskFormatError(path, "", f"cannot read: {exc}") from exc
     return parse_spec(data, path)
+
+
+def record_entry(
+    collection: str,
+    name: str,
+    match: dict[str, Any] | None = None,
+    contains: dict[str, Any] | None = None,
+    kind: str = "record",
+    **extra: Any,
+) -> dict[str, Any]:
+    """One `[[checks]]` entry of a record kind (`record`, `no_record`, ...) as a task writer puts it in
+    `tests/checks.toml`: the kind, its name, the collection, and `match` / `contains` only when given."""
+    out: dict[str, Any] = {"kind": kind, "name": name, "collection": collection}
+    return out | ({"match": match} if match else {}) | ({"contains": contains} if contains else {}) | extra

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from openforgerl.env.checks.spec import record_entry as rec
 from openforgerl.env.world_data import base_fixtures
-from openforgerl.envs.claw.suite.drafting import A, not_called, rec
+from openforgerl.envs.claw.suite.drafting import A, not_called
 from openforgerl.envs.claw.suite.families_hard import (
     contact_then_mail,
     contact_update_and_tell,

@@ -3,8 +3,9 @@ services, e.g. a mail that becomes calendar events or a knowledge-base answer se
 
 from __future__ import annotations
 
+from openforgerl.env.checks.spec import record_entry as rec
 from openforgerl.env.world_data import base_fixtures
-from openforgerl.envs.claw.suite.drafting import A, not_called, rec
+from openforgerl.envs.claw.suite.drafting import A, not_called
 from openforgerl.tasks.draft import TaskDraft
 
 

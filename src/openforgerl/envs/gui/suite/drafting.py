@@ -1,7 +1,7 @@
 """A GUI task before it is written (`GuiDraft`), the builders of its oracle steps (`click`, `type_`, `key`,
-`fill`, `choose`) and checks (`rec`), and how a draft becomes a Harbor task folder with the GUI oracle and
-verifier scripts (`write_gui_task`). The suite's families (families.py) and the importers (importers/)
-write their tasks through it."""
+`fill`, `choose`; its checks are the SDK's `env.checks.spec.record_entry`), and how a draft becomes a
+Harbor task folder with the GUI oracle and verifier scripts (`write_gui_task`). The suite's families
+(families.py) and the importers (importers/) write their tasks through it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 from openforgerl.tasks import _toml
 from openforgerl.tasks.draft import TaskDraft, write_task
 
-__all__ = ["GuiDraft", "Step", "choose", "click", "fill", "key", "rec", "type_", "write_gui_task"]
+__all__ = ["GuiDraft", "Step", "choose", "click", "fill", "key", "type_", "write_gui_task"]
 
 Step = dict[str, Any]
 
@@ -57,18 +57,6 @@ def fill(target: str, text: str) -> list[Step]:
 def choose(target: str, option: str) -> list[Step]:
     """A <select>: focus it, type the option's label (type-ahead), Enter closes the list."""
     return [click(target), type_(option), key("enter")]
-
-
-def rec(
-    collection: str,
-    name: str,
-    match: dict[str, Any] | None = None,
-    contains: dict[str, Any] | None = None,
-    kind: str = "record",
-    **extra: Any,
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": kind, "name": name, "collection": collection}
-    return out | ({"match": match} if match else {}) | ({"contains": contains} if contains else {}) | extra
 
 
 _SOLVE_SH = """#!/usr/bin/env bash

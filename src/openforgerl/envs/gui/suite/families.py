@@ -17,9 +17,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from openforgerl.env.checks.spec import record_entry as rec
 from openforgerl.env.world_data import base_fixtures
 from openforgerl.envs.gui.suite.app_data import CARDS, DAYS, EVENTS, FORMS, PRODUCTS, WIKI, shop, web
-from openforgerl.envs.gui.suite.drafting import GuiDraft, choose, click, fill, key, rec, type_, write_gui_task
+from openforgerl.envs.gui.suite.drafting import GuiDraft, choose, click, fill, key, type_, write_gui_task
 from openforgerl.envs.gui.suite.families_desktop import desktop_browser, desktop_editor
 
 __all__ = ["FAMILIES", "GUI_SUITE", "all_drafts", "generate"]

@@ -3,8 +3,9 @@ window on the desktop, driven by pixel actions."""
 
 from __future__ import annotations
 
+from openforgerl.env.checks.spec import record_entry as rec
 from openforgerl.envs.gui.suite.app_data import CARDS, DAYS, EVENTS
-from openforgerl.envs.gui.suite.drafting import GuiDraft, click, fill, key, rec, type_
+from openforgerl.envs.gui.suite.drafting import GuiDraft, click, fill, key, type_
 
 
 def desktop_editor() -> list[GuiDraft]:
