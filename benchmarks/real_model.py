@@ -5,6 +5,7 @@ its cause, seconds to the first tool call, and the first prompt's token count. A
 rewrote its own history is named: `harness_rewrite:dropped_truncated_turn` (the model's previous reply hit
 `max_tokens`, `finish_reason=length`, and the next prompt no longer holds it as sampled) and
 `harness_rewrite:reasked_empty_reply` (the previous reply had no visible text and the harness asked again)
+and `harness_rewrite:rewrote_truncated_turn` (a reply cut at `max_tokens` was sent back in another form)
 and `harness_rewrite:dropped_reply` (dropped for another reason of the harness's: mini-swe-agent drops a
 reply without a parsable tool call and appends its format error instead).
 `harness_rewrite:moved_message` (OpenClaw): a message of the previous prompt was taken out of its place
@@ -230,8 +231,12 @@ def break_cause(prompt: list[int], common: int, source: dict[str, Any], tok: Any
             return "retokenized_sample"
     if common >= sampled_from - HEADER_TOKENS:
         if source.get("finish_reason") == "length":
+            # the start of the reply still there: kept in another form (Claude Code wraps a cut-off tool
+            # input as `{"__unparsedToolInput": {"raw": …}}`); none of it: dropped (mini-swe-agent)
+            if common > sampled_from:
+                return "harness_rewrite:rewrote_truncated_turn"
             return "harness_rewrite:dropped_truncated_turn"
-        if not tok.decode(source.get("completion_token_ids") or [], skip_special_tokens=True).strip():
+        if no_visible_reply(source, tok):
             return "harness_rewrite:reasked_empty_reply"
         if common < sampled_from or source.get("finish_reason") != "tool_calls":
             return "harness_rewrite:dropped_reply"
@@ -240,11 +245,25 @@ def break_cause(prompt: list[int], common: int, source: dict[str, Any], tok: Any
         ):
             return "unparsable_tool_call"
         return "prefix_mismatch:sampled"  # the harness re-serialized a complete reply differently
+    if no_visible_reply(source, tok) and common > 0.5 * sampled_from:
+        # Claude Code appends its re-ask to the last user turn, before its mid-conversation system turn
+        return "harness_rewrite:reasked_empty_reply"
     if moved_message(prompt, common, source, tok):
         return "harness_rewrite:moved_message"
     if common == len(prompt):
         return "rewind"
     return "prefix_mismatch:context" if common > 0.5 * sampled_from else "new_context"
+
+
+def no_visible_reply(source: dict[str, Any], tok: Any) -> bool:
+    """The harness got neither text nor a tool call back: the engine's parser can swallow a reply that is
+    only tool-call markup (`<tool_call>\\n<tool_call>…`, no JSON), so the gateway's returned text
+    (`response_text`) decides when it was recorded, the sampled text otherwise."""
+    if source.get("finish_reason") == "tool_calls":
+        return False
+    if "response_text" in source:
+        return not (source.get("response_text") or "").strip()
+    return not tok.decode(source.get("completion_token_ids") or [], skip_special_tokens=True).strip()
 
 
 def moved_message(prompt: list[int], common: int, source: dict[str, Any], tok: Any) -> bool:
