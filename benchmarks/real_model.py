@@ -277,7 +277,11 @@ def moved_message(prompt: list[int], common: int, source: dict[str, Any], tok: A
     if not earlier:
         return False
     text = tok.decode(earlier, skip_special_tokens=False).strip()
-    return len(text) > 0 and text in tok.decode(prompt[common:], skip_special_tokens=False)
+    # a few tokens (`<|im_end|>\n`) recur anywhere: only a message's worth of text counts as moved
+    return len(earlier) >= MOVED_MIN_TOKENS and text in tok.decode(prompt[common:], skip_special_tokens=False)
+
+
+MOVED_MIN_TOKENS = 16
 
 
 def unparsable_tool_call(sampled: str) -> bool:
