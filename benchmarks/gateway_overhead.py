@@ -172,10 +172,10 @@ async def start_gateway(name: str, engine: str, store: Path, log_dir: Path, src:
     """The gateway of this checkout, or of the source tree `src` (an older revision, `--gateway-rev`)."""
     port, admin_port, token = free_port(), free_port(), secrets.token_urlsafe(16)
     env = {"OPENFORGERL_ADMIN_TOKEN": token, **({"PYTHONPATH": str(src)} if src is not None else {})}
-    # Every call of a run goes to one rollout, where real load spreads over many: lift this checkout's
-    # per-rollout share of calls in flight (64) so C=256 measures the proxy, not a rollout's 429s
-    # (an older revision has no share, and no such flag).
-    share = ["--max-in-flight-per-rollout", "2048"] if src is None else []
+    # Every call of a run goes to one rollout, where real load spreads over many: lift the per-rollout
+    # share of calls in flight (64) so C=256 measures the proxy, not a rollout's 429s (a revision older
+    # than the share has no such flag; one that has it gets the same lift, or its C=256 row counts 429s).
+    share = ["--max-in-flight-per-rollout", "2048"] if src is None or _has_share_flag(src) else []
     p = spawn(
         name,
         [
@@ -229,6 +229,11 @@ async def start_litellm(python: str, engine: str, log_dir: Path) -> Proc:
     base = f"http://127.0.0.1:{port}"
     await wait_ready(base + "/health/liveliness", p, limit_s=240)
     return Proc("litellm", p, base + "/v1/chat/completions", {"Authorization": f"Bearer {key}"})
+
+
+def _has_share_flag(src: Path) -> bool:
+    """Whether the gateway of the source tree `src` takes `--max-in-flight-per-rollout`."""
+    return any("max_in_flight_per_rollout" in p.read_text(errors="replace") for p in src.rglob("*.py"))
 
 
 def revision_src(rev: str, into: Path) -> Path:
