@@ -416,7 +416,7 @@ def test_claw_eval_and_qwenclawbench_run_with_judge_and_user_engines(
     assert rewards["claw-eval/T903zh_mortgage_prepay"] == pytest.approx(0.7 * 0.8 + 0.3 * 1.0)
     assert rewards["qwenclawbench/task_902_transcript"] == pytest.approx(0.6 * 1.0 + 0.4 * 0.5)  # hybrid
     claw = report["benchmarks"]["claw-eval"]["harnesses"]["zero"]
-    assert report["benchmarks"]["claw-eval"]["scoring"]["threshold"] == 0.75
+    assert report["benchmarks"]["claw-eval"]["protocol"]["threshold"] == 0.75
     assert claw["pass_hat"]["1"]["value"] == 1.0  # 0.86 passes Claw-Eval's 0.75
     qcb = report["benchmarks"]["qwenclawbench"]["harnesses"]["zero"]
     assert qcb["pass_hat"]["1"]["value"] == 0.0 and qcb["score"] == pytest.approx(

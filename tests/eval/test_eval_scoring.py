@@ -75,7 +75,7 @@ def test_a_given_threshold_is_the_one_of_every_table() -> None:
     report = build_report(_trials(), 3, threshold=0.85, resamples=50, benchmarks=SOURCES)
     ce_a = report["tasks"]["zero"][0]
     assert ce_a["task_id"] == "ce/a" and ce_a["c"] == 1  # only the 0.9 passes at 0.85
-    assert report["benchmarks"]["claw-eval"]["scoring"]["threshold"] == 0.85
+    assert report["benchmarks"]["claw-eval"]["protocol"]["threshold"] == 0.85
     md = to_markdown(report)
     assert "success = reward >= 0.85" in md and "| Claw-Eval | zero | >= 0.85 |" in md
 

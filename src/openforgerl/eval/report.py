@@ -121,7 +121,7 @@ def _benchmarks(
         rule = asdict(SCORING[bench])
         rule["threshold"] = per_task[mine[0].task_id]  # the one threshold every table of this report uses
         out[bench] = {
-            "scoring": rule,
+            "protocol": rule,  # the report's key, as users read it
             "harnesses": {
                 h: asdict(
                     group_metrics(
@@ -234,7 +234,7 @@ def _benchmark_lines(report: dict[str, Any], k: int) -> list[str]:
         ),
     ]
     for bench in benches.values():
-        rule = bench["scoring"]
+        rule = bench["protocol"]
         for h, m in bench["harnesses"].items():
             strict = _num(m["strict_accuracy"]) if rule["strict_accuracy"] else "–"
             lines.append(
