@@ -146,14 +146,8 @@ class SandboxBackend(Protocol):
 
 def limits_breached(sandbox: object) -> list[str]:
     """The sandbox limits breached so far ("memory": an OOM kill, "pids", "cpu", "disk"), as far as the
-    backend tells (the local one: its cgroup counters and its quota; others: nothing known). For a verifier
-    that must tell a limit the agent hit from its own failure, without knowing the backend."""
-    cgroup = getattr(sandbox, "cgroup", None)
-    hit = [k for k, v in (cgroup.breaches() if cgroup is not None else {}).items() if v > 0]
-    host_folder = getattr(sandbox, "fs", None)  # the local sandbox's, when it has a disk quota
-    if getattr(sandbox, "quota", None) and host_folder is not None:
-        from openforgerl.sandbox import quota
-
-        if quota.full(host_folder):
-            hit.append("disk")
-    return hit
+    backend tells (the local one: its cgroup counters and its quota, `LocalSandbox.limits_breached`;
+    others: nothing known). For a verifier that must tell a limit the agent hit from its own failure,
+    without knowing the backend."""
+    breached = getattr(sandbox, "limits_breached", None)
+    return list(breached()) if callable(breached) else []

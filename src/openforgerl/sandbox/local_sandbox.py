@@ -270,6 +270,10 @@ class LocalSandbox(HostFilesMixin):
     def _breaches(self) -> dict[str, int]:
         return self.cgroup.breaches() if self.cgroup is not None else {}
 
+    def limits_breached(self) -> tuple[str, ...]:
+        """Every limit breached since the sandbox opened (`sandbox.base.limits_breached`)."""
+        return self._limits_hit({})
+
     def _limits_hit(self, before: Mapping[str, int]) -> tuple[str, ...]:
         after = self._breaches()
         hit = [k for k, v in after.items() if v > before.get(k, 0)]
