@@ -11,9 +11,12 @@ An environment whose world is a state its tools change (a `synth.ToolEnv` sessio
   doing the task;
 - `wait_for_service` (in `service_started`) waits until the service answers the host's token, so the
   agent starts only once the service holds its port (an agent that bound it first could serve a state
-  of its own); `read_state` (in `verify`) reads the state apart from the agent, as a verifier run
-  (`sandbox.verifier.run_verifier`: on Kubernetes in the Pod's services container once the agent's
-  container has ended), a `VerifierError` when the service does not answer;
+  of its own), a `VerifierError` (infra) when it never answers; `read_state` (in `verify`) reads the
+  state apart from the agent, as a verifier run (`sandbox.verifier.run_verifier`: on Kubernetes in the
+  Pod's services container once the agent's container has ended). A service that answered before the
+  agent and no longer does is the agent's outcome (`TamperError`: reward 0, `agent_failed`): the agent
+  reached it all along, and a tool call can hang, crash or bloat a world, so whether it still answers
+  follows from what the agent sent. Only the reader failing on its own is infra (`VerifierError`);
 - `function_tools` lists tools (a name, a description, `input_schema()`) as OpenAI function schemas.
 
 The service side imports the stdlib only (it starts in every sandbox, on the rollout's clock).
@@ -41,15 +44,25 @@ ToolCall = Callable[[str, Any], tuple[int, Any]]
 MAX_BODY = 1 << 20
 
 # Run with `python -I` in the sandbox: nothing is imported from the agent's workdir (cwd) or environment.
-# The state goes to stdout, or to the file named by a fourth argument (a verifier run's output folder).
+# argv: url, token, how long to wait for the service to start, how long it may take to answer; the state
+# goes to stdout, or to the file named by a fifth argument (a verifier run's output folder). Exit
+# `NO_ANSWER` when the service, not this program, failed: refused, reset, timed out, or not a 200.
 _READ = (
     "import json, sys\n"
     "from openforgerl.env.tool_client import get_json\n"
-    "url, token, wait = sys.argv[1], sys.argv[2], float(sys.argv[3])\n"
-    "state = json.dumps(get_json('/state', url=url, token=token, wait_s=wait))\n"
-    "open(sys.argv[4], 'w').write(state) if len(sys.argv) > 4 else print(state)\n"
+    "url, token, wait, answer = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])\n"
+    "try:\n"
+    "    state = json.dumps(get_json('/state', url=url, token=token, wait_s=wait, timeout_s=answer))\n"
+    "except Exception as exc:\n"
+    "    print(f'no answer: {type(exc).__name__}: {exc}'[:500], file=sys.stderr)\n"
+    "    sys.exit(3)\n"
+    "open(sys.argv[5], 'w').write(state) if len(sys.argv) > 5 else print(state)\n"
 )
+NO_ANSWER = 3
 STATE_FILE = "state.json"
+# How long the state may take once the service accepted the connection. A world's `state()` is quick
+# (the stockroom's: under 1 ms); one that takes longer is stuck behind a tool call the agent made.
+ANSWER_S = 15.0
 
 
 def _answer(status: int, body: Any) -> tuple[int, Any]:
@@ -101,7 +114,8 @@ async def wait_for_service(
     (where the service listens) before the agent starts (`service_started`), waiting up to `wait_s` for
     the service to start. `python -I`: nothing in the workdir or the environment is imported into it. A
     service that does not answer is a `VerifierError` (the environment's fault, never the agent's 0)."""
-    result = await sandbox.exec([python, "-I", "-c", _READ, url, token, str(wait_s)], timeout_s=wait_s + 30)
+    argv = [python, "-I", "-c", _READ, url, token, str(wait_s), str(ANSWER_S)]
+    result = await sandbox.exec(argv, timeout_s=wait_s + ANSWER_S + 30)
     if result.returncode != 0:
         _broken(url, result.stderr)
     return _parsed(url, result.stdout)
@@ -113,11 +127,21 @@ async def read_state(
     """The service's state for `verify`, read apart from the agent: a verifier run (`run_verifier`: a
     fresh process tree in the sandbox's network after the harness is gone; on Kubernetes the services
     container, after the agent's container has ended), `python -I`, its answer in the verifier's output
-    folder. A service that does not answer within `wait_s` is a `VerifierError`."""
+    folder. A service that no longer answers (refused, reset, not a 200, or no answer within `ANSWER_S`)
+    is a `TamperError`: it answered before the agent started (`wait_for_service`), and the agent could
+    reach it since. A state over the host's 8 MiB read limit is one too (the sandbox refuses the file).
+    The reader itself failing is a `VerifierError`."""
+    from openforgerl.sandbox.base import TamperError
     from openforgerl.sandbox.verifier import VERIFIER_OUT, run_verifier
 
-    argv = [python, "-I", "-c", _READ, url, token, str(wait_s), f"{VERIFIER_OUT}/{STATE_FILE}"]
-    run = await run_verifier(sandbox, argv, inputs={}, outputs=(STATE_FILE,), timeout_s=wait_s + 30)
+    argv = [python, "-I", "-c", _READ, url, token, str(wait_s), str(ANSWER_S), f"{VERIFIER_OUT}/{STATE_FILE}"]
+    run = await run_verifier(
+        sandbox, argv, inputs={}, outputs=(STATE_FILE,), timeout_s=wait_s + ANSWER_S + 30
+    )
+    if run.result.returncode == NO_ANSWER and not run.result.timed_out:
+        raise TamperError(
+            f"the tool service at {url} no longer answered after the agent ran: {_tail(run.result.stderr)}"
+        )
     if run.result.returncode != 0 or STATE_FILE not in run.outputs:
         _broken(url, run.result.stderr)
     return _parsed(url, run.outputs[STATE_FILE])
@@ -126,8 +150,11 @@ async def read_state(
 def _broken(url: str, stderr: bytes) -> NoReturn:
     from openforgerl.env.contract import VerifierError  # here: the service side stays stdlib-only
 
-    tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-    raise VerifierError(f"the tool service at {url} did not answer its state: {tail[0]}")
+    raise VerifierError(f"the tool service at {url} did not answer its state: {_tail(stderr)}")
+
+
+def _tail(stderr: bytes) -> str:
+    return (stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"])[0]
 
 
 def _parsed(url: str, raw: bytes) -> Any:
