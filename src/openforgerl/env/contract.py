@@ -12,7 +12,7 @@ The orchestrator never looks inside a task. For one rollout it asks the task for
    when the budget ran out (timeout: dropped or scored 0 by policy) or when the rollout is already
    infra-tainted (an engine fault seen in the call log) — no point judging work that will be dropped.
 
-Error contract (STYLE.md habit 4, decided by type, never by string):
+Error contract (decided by type, never by string):
 
 - ``verify`` returns a ``Verdict`` when it could judge the work, *including* when the work is wrong
   (reward 0.0 is an agent failure, i.e. data).
@@ -50,7 +50,23 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from openforgerl.sandbox.base import Limits, Sandbox
 
-__all__ = ["McpServer", "TaskDefaults", "TaskRuntime", "TaskSpec", "Verdict", "Verifier", "VerifierError"]
+__all__ = [
+    "SERVICE_ENV",
+    "McpServer",
+    "TaskDefaults",
+    "TaskRuntime",
+    "TaskSpec",
+    "Verdict",
+    "Verifier",
+    "VerifierError",
+]
+
+# The environment a task's service starts with. It starts in /workdir before the agent and answers the
+# agent's tool calls and the verifier; Python puts the cwd first on `sys.path` for `-c` and `-m` (and
+# reads the user site under HOME=/workdir), so a lazy import in a service started without `-I` would run
+# a module the agent planted, inside the process the verifier trusts. These close that for any Python
+# service, however its argv is written; other variables reach it as before.
+SERVICE_ENV: Mapping[str, str] = MappingProxyType({"PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"})
 
 
 @dataclass(frozen=True)
@@ -115,7 +131,8 @@ class TaskRuntime(Protocol):
         ...
 
     def service_argv(self) -> Sequence[str] | None:
-        """argv of a background service started in the sandbox before the harness (or None)."""
+        """argv of a background service started in the sandbox before the harness (or None), with
+        ``SERVICE_ENV`` in its environment."""
         ...
 
     def mcp_servers(self) -> Sequence[McpServer]:

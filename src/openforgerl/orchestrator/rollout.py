@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from openforgerl.env.contract import TaskRuntime
+from openforgerl.env.contract import SERVICE_ENV, TaskRuntime
 from openforgerl.harness.base import HarnessAdapter, HarnessContext, HarnessLaunch
 from openforgerl.orchestrator.classify import (
     first_prompt_lacks_task_tools,
@@ -243,7 +243,7 @@ class RolloutRunner:
                 run.sandbox = await self.backend.open_sandbox(self._spec(run))
                 argv = run.req.task.service_argv()
                 if argv:
-                    await run.sandbox.spawn(list(argv))
+                    await run.sandbox.spawn(list(argv), env=SERVICE_ENV)
                     await asyncio.sleep(run.req.task.service_ready_s)
                     await run.req.task.service_started(run.sandbox)  # before the agent can touch /workdir
             run.mark("boot_s", t0)

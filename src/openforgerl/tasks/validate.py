@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from openforgerl.env.contract import SERVICE_ENV
 from openforgerl.sandbox.base import SandboxBackend, SandboxSpec
 
 __all__ = ["ValidationResult", "validate_tasks"]
@@ -50,7 +51,7 @@ async def _attempt(runtime: Any, backend: SandboxBackend) -> ValidationResult:
     try:
         argv = runtime.service_argv()
         if argv:
-            await sandbox.spawn(argv)
+            await sandbox.spawn(argv, env=SERVICE_ENV)
             await runtime.service_started(sandbox)
         noop = (await runtime.verify(sandbox))[0]
         error = await runtime.run_oracle(sandbox)
