@@ -27,7 +27,7 @@ from pathlib import Path
 
 from openforgerl.sandbox.base import Limits
 
-__all__ = ["CgroupGroup", "cgroup_mode", "open_cgroup"]
+__all__ = ["CgroupGroup", "cgroup_mode", "existing_cgroup", "open_cgroup"]
 
 log = logging.getLogger(__name__)
 ROOT = Path("/sys/fs/cgroup")
@@ -201,6 +201,21 @@ def _make_v2(name: str, limits: Limits) -> CgroupGroup:
             _write(d / role / "cpu.weight", CPU_WEIGHT_V2[role])
             group.children[role] = d / role
     return group
+
+
+def existing_cgroup(name: str) -> CgroupGroup | None:
+    """The group `open_cgroup(name, ...)` made, from the folders still there (another process made it):
+    None when there are none."""
+    mode = cgroup_mode()
+    if mode is None:
+        return None
+    bases = [ROOT / PARENT] if mode == "v2" else [ROOT / ctrl / PARENT for ctrl in ("cpu", "memory", "pids")]
+    group = CgroupGroup([d for d in (base / name for base in bases) if d.is_dir()])
+    for d in group.dirs:
+        for role in ROLES:
+            if (d / role).is_dir():
+                group.cpu_dir, group.children[role] = d, d / role
+    return group if group.dirs else None
 
 
 def open_cgroup(name: str, limits: Limits) -> CgroupGroup | None:

@@ -29,7 +29,8 @@ is gone, in a fresh bwrap that sees the workdir read-only, an empty /tmp and its
 
 Cleanup (`aclose`): kill every process, remove cgroups, forwarder and namespace, unmount the quota;
 the host dir is renamed into `<root>/.trash` and deleted in the background (`LocalBackend.aclose`
-waits for it).
+waits for it). What a killed process could not clean up, the next backend's first `open_sandbox` under
+the same root does (`orphans.py`).
 
 Modules: this one holds the backend (`LocalBackend`); the sandbox is `local_sandbox.py`, one launch's
 host-side protocol (start pipe, init PID, kill) `launcher.py`, the link-refusing file work on its folders
@@ -39,6 +40,7 @@ host-side protocol (start pipe, init PID, kill) `launcher.py`, the link-refusing
 from __future__ import annotations
 
 import asyncio
+import logging
 import resource
 import shutil
 import uuid
@@ -53,10 +55,12 @@ from openforgerl.sandbox.host_tree import copy_tree, inside
 from openforgerl.sandbox.hostfiles import write_bytes
 from openforgerl.sandbox.local_sandbox import LocalSandbox
 from openforgerl.sandbox.netns import netns_supported, open_netns
+from openforgerl.sandbox.orphans import OWNER, owner_mark, sweep
 
 __all__ = ["DEFAULT_ROOT", "LocalBackend", "LocalSandbox", "copy_tree", "raise_nofile_limit"]
 
 DEFAULT_ROOT = Path("/tmp/openforgerl-sbx")
+log = logging.getLogger(__name__)
 
 DEFAULT_LIMITS = Limits(cpus=2.0, memory_mb=4096, pids=1024, disk_mb=1024)
 """On unless a spec or the backend says otherwise (`0` turns one off). Sized for one harness CLI plus
@@ -104,6 +108,7 @@ class LocalBackend:
         self.ro_binds = bwrap.runtime_ro_binds(ro_binds)
         self._open: set[LocalSandbox] = set()
         self._deleting: set[asyncio.Future[None]] = set()
+        self._swept = False
 
     async def open_sandbox(self, spec: SandboxSpec) -> LocalSandbox:
         """Dirs + files, namespace + forwarder, cgroup; SandboxError when any of it fails.
@@ -116,6 +121,10 @@ class LocalBackend:
                 "the gateway forwarder needs network='netns' (root); "
                 f"this backend has network={self.network!r}"
             )
+        if not self._swept:
+            self._swept = True
+            if swept := await asyncio.to_thread(sweep, self.root):
+                log.warning("removed %d sandbox(es) under %s left by processes that ended", swept, self.root)
         sid = f"{_safe(spec.rollout_id)}-{uuid.uuid4().hex[:6]}"
         sbx = LocalSandbox(self, spec, sid, self.root / sid)
         self._open.add(sbx)
@@ -131,6 +140,7 @@ class LocalBackend:
 
     async def _prepare(self, sbx: LocalSandbox, spec: SandboxSpec) -> None:
         limits = sbx.limits = spec.limits.resolved(self.limits)
+        await asyncio.to_thread(_own, sbx.home)
         if limits.disk_mb:
             sbx.quota = quota.mount_quota(sbx.fs, limits.disk_mb)
         if self.network == "netns":
@@ -172,6 +182,12 @@ class LocalBackend:
         await asyncio.gather(*(s.aclose() for s in list(self._open)), return_exceptions=True)
         await asyncio.gather(*list(self._deleting), return_exceptions=True)
         await asyncio.to_thread(shutil.rmtree, self.root / ".trash", True)
+
+
+def _own(home: Path) -> None:
+    """Name this process as the sandbox's owner before anything that outlives it is made."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / OWNER).write_text(owner_mark())
 
 
 def _safe(rollout_id: str) -> str:
