@@ -216,7 +216,9 @@ def explain_breaks(
     return found
 
 
-HEADER_TOKENS = 3  # `<|im_start|>assistant\n`: a prompt that drops the reply drops its turn header too
+# A prompt that drops the reply drops its turn header too: `assistant\n` after the `<|im_start|>` the next
+# turn shares (SmolLM2: `ass`, `istant`, `\n`).
+HEADER_TOKENS = 3
 
 
 def break_cause(prompt: list[int], common: int, source: dict[str, Any], tok: Any) -> str:
