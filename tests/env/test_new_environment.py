@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -305,6 +306,30 @@ def test_a_synthesis_pass_composes_validated_tasks_over_its_tools(installed: tup
         for folder in written
         for a in json.loads((folder / "solution" / "actions.json").read_text())
     )
+    # The world is all data, so each task carries it and runs where the package is not installed: the
+    # sandbox's Python never imports `stockroom` (`-I`, and the site is only on the host's path).
+    if shutil.which("bwrap") is None:
+        return
+    picked = out.parent / "picked"
+    for folder in written[:3]:
+        shutil.copytree(folder, picked / folder.name)
+    ran = out.parent / "synth-rollout"
+    run = openforgerl(
+        site,
+        "rollout",
+        "--tasks",
+        str(picked),
+        "--engine",
+        "scripted",
+        "--n",
+        "1",
+        "--out",
+        str(ran),
+        cwd=out.parent,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    scored = [(r["status"], r["reward"]) for rs in results(ran).values() for r in rs]
+    assert scored == [("ok", 1.0)] * 3, scored
 
 
 def test_the_core_never_names_it_and_finds_it_only_through_its_entry_point(tmp_path: Path) -> None:

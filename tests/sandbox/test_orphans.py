@@ -14,7 +14,7 @@ from sbx_helpers import needs_bwrap, needs_root
 from openforgerl.sandbox.base import SandboxSpec
 from openforgerl.sandbox.cgroups import existing_cgroup
 from openforgerl.sandbox.local import LocalBackend
-from openforgerl.sandbox.orphans import owner_alive, owner_mark
+from openforgerl.sandbox.orphans import owner_alive, owner_mark, sweep
 
 pytestmark = [needs_bwrap, needs_root]
 
@@ -64,16 +64,17 @@ async def test_a_killed_runs_sandboxes_are_removed_by_the_next_backend(tmp_path:
     finally:
         run.send_signal(signal.SIGKILL)
         run.wait()
-    # Control: nothing of the killed run's cleanup ran; its sandbox is all still there.
-    assert _left(home) == {"folder": True, "tmpfs": True, "cgroup": True}
-
     backend = LocalBackend(root=root)
-    sbx = await backend.open_sandbox(SandboxSpec(rollout_id="next"))
-    assert _left(home) == {"folder": False, "tmpfs": False, "cgroup": False}
-    res = await sbx.exec(["sh", "-c", "echo ok"])
-    assert res.returncode == 0 and res.stdout == b"ok\n"
-    await sbx.aclose()
-    await backend.aclose()
+    try:
+        # Control: nothing of the killed run's cleanup ran; its sandbox is all still there.
+        assert _left(home) == {"folder": True, "tmpfs": True, "cgroup": True}
+        sbx = await backend.open_sandbox(SandboxSpec(rollout_id="next"))
+        assert _left(home) == {"folder": False, "tmpfs": False, "cgroup": False}
+        res = await sbx.exec(["sh", "-c", "echo ok"])
+        assert res.returncode == 0 and res.stdout == b"ok\n"
+    finally:
+        await backend.aclose()
+        sweep(root)  # what a failed assertion above left: the tmpfs stays mounted otherwise
 
 
 def test_an_owner_is_its_process_not_only_its_pid() -> None:

@@ -2,8 +2,8 @@
 
 The sample is kept tasks (in-process: no-op 0, oracle 1) plus candidates the in-process validator
 rejected at the no-op or oracle filter (written to a scratch folder, never to the output). Both go
-through `envs.validate.validate_tasks` (bubblewrap sandbox, service process, solve.sh, the verifier
-CLI); the two verdicts must give the same no-op and oracle rewards.
+through `tasks.validate.validate_tasks` (bubblewrap sandbox, the task's service, its gold replay and
+verifier: Claw's or a tool world's); the two verdicts must give the same no-op and oracle rewards.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from openforgerl.synth.filters import Verdict
 from openforgerl.synth.loading import load_env
 from openforgerl.synth.pipeline import write_candidate
 from openforgerl.synth.toolenv import ToolEnv
+from openforgerl.synth.world_doc import env_document
 
 __all__ = ["sandbox_agreement"]
 
@@ -42,7 +43,7 @@ def sandbox_agreement(
     from openforgerl.tasks.validate import validate_tasks
 
     tool_env = load_env(env)
-    if not tool_env.claw:
+    if not tool_env.claw and env_document(tool_env) is None:  # code no sandbox can import: not served
         return {"skipped": f"environment {tool_env.name!r} has no sandbox service"}
     sample = random.Random(seed).sample(list(kept), min(k, len(kept)))
     expected: dict[str, tuple[float | None, float | None]] = {}

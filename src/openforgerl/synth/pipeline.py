@@ -1,10 +1,12 @@
 """`synthesize`: sample candidates, validate them in-process, dedup, write task folders, report.
 
 Candidates are drawn until `n` are kept or `max_candidates` were tried. Each kept task is a normal task
-folder (laid out by the `synth.plugins.WRITER` task writer: Claw's) plus `[metadata.synth]` (env, family,
-variant, slots, signature, template). Claw tasks run anywhere Claw tasks run; tasks of another environment
-carry `unsupported = ["service:<env>"]` (no sandbox service speaks their tools), their faults and tool list
-live in `[metadata.synth]`, and they are validated here only.
+folder plus `[metadata.synth]` (env, family, variant, slots, signature, template). Claw tasks (laid out by
+the `synth.plugins.WRITER` task writer: Claw's) run anywhere Claw tasks run. A task of a world that is
+all data (an MCP listing, an OpenAPI document, a TOML file, plain `Tool`s) is a `tool-world` task that
+carries the world (`world_doc`) and runs in a sandbox like any other. A world with code of its own (a
+tool's `op`) gets Claw's layout with `unsupported = ["service:<env>"]` (no sandbox can import it), its
+faults and tool list in `[metadata.synth]`, validated here only.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from openforgerl.synth.dedup import Deduper
 from openforgerl.synth.filters import FILTERS, Verdict, judge
 from openforgerl.synth.loading import load_env
 from openforgerl.synth.paraphrase import Paraphraser, paraphrase
-from openforgerl.synth.plugins import WRITER, WRITERS
+from openforgerl.synth.plugins import TOOL_WORLD, WRITER, WRITERS
 from openforgerl.synth.toolenv import ToolEnv
+from openforgerl.synth.world_doc import env_document
 from openforgerl.tasks import _toml
-from openforgerl.tasks.draft import TaskDraft
+from openforgerl.tasks.draft import TaskDraft, write_task
 from openforgerl.tasks.format import load_task
 
 __all__ = ["Report", "synthesize", "write_candidate"]
@@ -78,25 +81,31 @@ def _difficulty(c: Candidate) -> str:
 
 
 def write_candidate(env: ToolEnv, c: Candidate, out: Path) -> Path:
-    """Lay `c` out as a task folder under `out`."""
+    """Lay `c` out as a task folder under `out`: Claw's shape for a Claw world; a `tool-world` task
+    carrying the world for one that is all data (`world_doc`); otherwise Claw's shape, flagged, as no
+    sandbox can serve a world whose code is not installed there."""
+    doc = None if env.claw else env_document(env)
+    runs = env.claw or doc is not None
     draft = TaskDraft(
         name=c.name,
         instruction=c.instruction,
         services=c.services if env.claw else [],
         tools=list(env.offered) if env.claw else [],
         checks=c.checks,
-        actions=c.actions if env.claw else [],
+        actions=c.actions if runs else [],
         fixtures=c.fixtures,
         workspace=c.workspace,
-        faults=c.faults if env.claw else [],
+        faults=c.faults if runs else [],
         difficulty=_difficulty(c),
         split=_split(c.name),
         tags=["synth", c.variant, *c.services],
         source=f"openforgerl/synth:{env.name}",
         description=f"synthesised from {env.name}: {c.family}",
-        extra_meta={} if env.claw else {"unsupported": [f"service:{env.name}"]},
+        extra_meta={} if runs else {"unsupported": [f"service:{env.name}"]},
+        environment={"kind": TOOL_WORLD} if doc is not None else {},
+        extra_files={"environment/world.json": json.dumps(doc, indent=1)} if doc is not None else {},
     )
-    root = WRITERS.get(WRITER).write(draft, out)
+    root = write_task(draft, out) if doc is not None else WRITERS.get(WRITER).write(draft, out)
     synth: dict[str, Any] = {
         "env": env.name,
         "family": c.family,
@@ -109,6 +118,7 @@ def write_candidate(env: ToolEnv, c: Candidate, out: Path) -> Path:
     }
     if not env.claw:
         synth |= {"tools": [t.name for t in env.tools], "faults": c.faults}
+    if not runs:
         actions = [{"tool": a.tool, "args": a.args} for a in c.actions]
         (root / "solution" / "actions.json").write_text(json.dumps(actions, indent=1) + "\n")
         (root / "solution" / "solve.sh").write_text(

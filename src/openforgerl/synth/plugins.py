@@ -3,8 +3,9 @@
 - `TOOL_ENVS` (`openforgerl.synth_envs`): the tool environments `--env <name>` names (`claw`,
   `claw-family`), each a function that builds its `ToolEnv`;
 - `WRITERS` (`openforgerl.synth_writers`): how a synthesised task is laid out as a task folder, and which
-  shipped tasks a synthesised one must not copy. Every synthesised task is a folder of `WRITER`'s shape
-  (Claw's: its test.sh, solve.sh and actions.json), whichever tool environment it was drawn from.
+  shipped tasks a synthesised one must not copy. A task drawn from a Claw world is a folder of `WRITER`'s
+  shape (Claw's: its test.sh, solve.sh and actions.json); one drawn from a world that is all data is a
+  `TOOL_WORLD` task carrying that world (`world_doc`), run by the environment of that kind.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from openforgerl.registry import Registry
 from openforgerl.synth.toolenv import ToolEnv
 from openforgerl.tasks.draft import TaskDraft
 
-__all__ = ["TOOL_ENVS", "WRITER", "WRITERS", "TaskWriter"]
+__all__ = ["TOOL_ENVS", "TOOL_WORLD", "WRITER", "WRITERS", "TaskWriter"]
 
 WRITER = "claw"
+TOOL_WORLD = "tool-world"
+"""The `[environment] kind` of a task synthesised from a world that is all data (`world_doc`): it carries
+the world, and the installed environment of that kind serves it in the sandbox."""
 
 
 def _nothing_shipped() -> tuple[set[str], set[str]]:

@@ -33,6 +33,7 @@ __all__ = [
     "Tool",
     "ToolEnv",
     "ToolFailure",
+    "env_from_document",
     "load_toml",
 ]
 
@@ -478,11 +479,15 @@ def load_toml(path: Path) -> ToolEnv:
     """A declarative environment: `name`, `[[collections]]`, `[[tools]]` (docs/synthesis.md)."""
     from openforgerl.synth.documents import read_document
 
-    data = as_object(read_document(path), str(path))
+    return env_from_document(as_object(read_document(path), str(path)), path.stem)
+
+
+def env_from_document(data: Mapping[str, Any], name: str = "") -> ToolEnv:
+    """A `ToolEnv` from its document: a TOML file's tables, or `synth.world_doc.env_document`'s JSON."""
     fixtures = as_object(data.get("fixtures"), "fixtures")
     values = as_object(data.get("values"), "values")
     return ToolEnv(
-        as_text(data.get("name"), "name", path.stem),
+        as_text(data.get("name"), "name", name),
         tuple(tool_from_dict(t, f"tools[{i}]") for i, t in enumerate(as_list(data.get("tools"), "tools"))),
         tuple(
             collection_from_dict(c, f"collections[{i}]")
@@ -490,4 +495,5 @@ def load_toml(path: Path) -> ToolEnv:
         ),
         {str(k): dict(as_object(v, f"fixtures.{k}", optional=False)) for k, v in fixtures.items()},
         {str(k): as_scalar_list(v, f"values.{k}") for k, v in values.items()},
+        offered=as_scalar_list(data.get("offered"), "offered"),
     )
