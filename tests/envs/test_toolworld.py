@@ -182,3 +182,28 @@ def test_a_forgery_scores_0_and_the_agent_never_sees_the_worlds_files(
     assert ".world/faults.json: No such file" in seen and "state refused HTTP Error 404" in seen, seen[-2000:]
     # control: the forged file is there for a verifier that would read the workdir
     assert "FORGED" in (artifacts / "files" / "state.json").read_text()
+
+
+@needs_bwrap
+def test_the_sandbox_agrees_with_the_in_process_validator(tmp_path: Path) -> None:
+    """Kept tasks and candidates synthesis rejected (a gold that only half passes) give the same no-op
+    and oracle rewards in a sandbox as in-process (`tasks synthesize --sandbox K`)."""
+    (tmp_path / "petstore.json").write_text(json.dumps(PETSTORE))
+    run = openforgerl(
+        "tasks",
+        "synthesize",
+        "--env",
+        "petstore.json",
+        "--n",
+        "6",
+        "--sandbox",
+        "3",
+        "--out",
+        "s",
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    agreement = json.loads((tmp_path / "s" / "synth_report.json").read_text())["sandbox"]
+    assert agreement["kept_checked"] == 3 and agreement["rejected_checked"] >= 1, agreement
+    assert agreement["agreed"] == agreement["checked"], agreement["rows"]
+    assert any(0 < row["sandbox"][1] < 1 for row in agreement["rows"]), agreement["rows"]
