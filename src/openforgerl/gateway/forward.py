@@ -21,7 +21,7 @@ from openforgerl.gateway.deadlines import DeadlineGuard
 from openforgerl.gateway.errors import GatewayError, error_response
 from openforgerl.gateway.recording import call_error, record_json
 from openforgerl.gateway.rollouts import RolloutState
-from openforgerl.gateway.verbatim import sampled_text_ids
+from openforgerl.gateway.verbatim import returned_key, sampled_text_ids
 from openforgerl.records import CallError, CallErrorKind
 
 __all__ = ["SSE_HEADERS", "complete", "settle_log", "stream"]
@@ -147,7 +147,9 @@ def settle_log(call: Call, record: bytes) -> None:
 def _note_sampled(call: Call) -> None:
     tape = call.tape
     if call.gw.verbatim_history and tape.token_ids and not call.meta.side_call:
-        call.state.echo.note(sampled_text_ids(tape.token_ids, tape.finish_reason, call.meta.request))
+        ids = sampled_text_ids(tape.token_ids, tape.finish_reason, call.meta.request)
+        text, reasoning = "".join(tape.text), "".join(tape.reasoning)
+        call.state.echo.note(ids, returned_key(tape.returned, text, tape.calls, reasoning))
 
 
 async def _engine_processor(gw: Gateway, route_key: str) -> dict[str, Any] | None:

@@ -11,10 +11,13 @@ by putting the model's own text back: for each finished call it learns the raw t
 (the engine's `/detokenize`, once, when a later request echoes a turn), and when a later request of the same
 rollout carries an assistant message that means the same thing — same content and reasoning up to whitespace,
 same tool calls by name and parsed arguments — that message is replaced by
-`{"role": "assistant", "content": <raw text>}`, which the chat template renders as is. A message that differs
-in meaning (edited by the harness, reasoning dropped by it) is left alone, so the engine never sees something
-the harness did not say. The record keeps the request as the harness sent it and the
-rewritten one as `engine_request`.
+`{"role": "assistant", "content": <raw text>}`, which the chat template renders as is. So is a message equal,
+field for field, to the one the gateway returned for that completion (`returned_key`): when the engine's
+parser made a call of text that is not JSON (vLLM's streaming hermes parser did, with a real model: the name
+`x', ` and arguments that do not parse), the harness echoes that call, its meaning cannot be read from the
+sampled text, and only what was returned identifies it. A message that differs in meaning (edited by the
+harness, reasoning dropped by it) is left alone, so the engine never sees something the harness did not say.
+The record keeps the request as the harness sent it and the rewritten one as `engine_request`.
 """
 
 from __future__ import annotations
@@ -135,7 +138,7 @@ class EchoMemory:
     list append per call, and an agent loop one `/detokenize` per completion."""
 
     texts: OrderedDict[Signature, str] = field(default_factory=OrderedDict)
-    unread: list[list[int]] = field(default_factory=list)
+    unread: list[tuple[list[int], Hashable | None]] = field(default_factory=list)  # ids, `returned_key`
     # Echoed turns already recognised, by their exact fields: each call resends the whole history, and
     # reading meaning (regex, JSON) for 150 echoed turns took ~1 ms a call; a dict hit is ~0.1 µs a turn.
     known: OrderedDict[Hashable, str] = field(default_factory=OrderedDict)
@@ -147,13 +150,15 @@ class EchoMemory:
         while len(self.texts) > _KEEP:
             self.texts.popitem(last=False)
 
-    def note(self, ids: list[int]) -> None:
-        self.unread.append(ids)
+    def note(self, ids: list[int], returned: Hashable | None = None) -> None:
+        """A finished completion's sampled ids, and the `returned_key` of the message the gateway
+        returned for it (None: not known)."""
+        self.unread.append((ids, returned))
         del self.unread[:-_KEEP]
 
     async def read(self, detokenize: Detokenize, route_key: str) -> None:
         batch, self.unread = self.unread, []  # taken before awaiting: a concurrent call reads the rest
-        reads = asyncio.gather(*(detokenize(ids, route_key) for ids in batch), return_exceptions=True)
+        reads = asyncio.gather(*(detokenize(ids, route_key) for ids, _ in batch), return_exceptions=True)
         # cancelled through wait_for (a stopped run), a gather keeps its CancelledError as an exception
         # that asyncio reports as a traceback when nobody reads it: read it here
         reads.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -163,9 +168,11 @@ class EchoMemory:
             texts = await asyncio.wait_for(reads, READ_TIMEOUT_S)
         except TimeoutError:
             return
-        for raw in texts:  # best effort: an id list the engine cannot read stays as the harness sent it
-            if isinstance(raw, str) and raw:
+        for (_, returned), raw in zip(batch, texts, strict=True):
+            if isinstance(raw, str) and raw:  # best effort: ids the engine cannot read stay as sent
                 self.remember(raw)
+                if returned is not None:
+                    self._know(returned, raw)
 
     async def rewrite(
         self, body: dict[str, Any], detokenize: Detokenize | None, route_key: str
@@ -200,14 +207,18 @@ class EchoMemory:
         sig = message_signature(message)
         raw = None if sig is None else self.texts.get(sig)
         if raw is not None and key is not None:  # only hits: a miss may become a hit once ids are read
-            self.known[key] = raw
-            while len(self.known) > 4 * _KEEP:
-                self.known.popitem(last=False)
+            self._know(key, raw)
         return raw
+
+    def _know(self, key: Hashable, raw: str) -> None:
+        self.known[key] = raw
+        while len(self.known) > 4 * _KEEP:
+            self.known.popitem(last=False)
 
 
 def _exact_key(message: dict[str, Any]) -> Hashable | None:
-    """A message's fields as they came, when they are plain strings (the common case)."""
+    """A message's fields as they came, when they are plain strings (the common case); no content and
+    empty content are one (an engine answers `null` beside tool calls, a harness may echo `""`)."""
     content = message.get("content")
     if not (content is None or isinstance(content, str)):
         return None
@@ -222,7 +233,21 @@ def _exact_key(message: dict[str, Any]) -> Hashable | None:
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if not (reasoning is None or isinstance(reasoning, str)):
         return None
-    return content, reasoning, tuple(calls)
+    return content or "", reasoning or "", tuple(calls)
+
+
+def returned_key(
+    message: Any, text: str, calls: dict[int, list[str]], reasoning: str = ""
+) -> Hashable | None:
+    """The `_exact_key` of the message the gateway returned for a completion: the answer's `message`
+    when it was one body, else what a stream's deltas added up to (`text`, the tool calls by index as
+    [name, arguments], `reasoning`). None when it cannot be told."""
+    if isinstance(message, dict):
+        try:
+            return _exact_key(message)
+        except GatewayError:  # an engine's odd `tool_calls`: not recognisable, never an error here
+            return None
+    return text, reasoning, tuple((name, args) for _, (name, args) in sorted(calls.items()))
 
 
 def _is_assistant(message: Any) -> bool:
