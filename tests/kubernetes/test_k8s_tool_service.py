@@ -5,7 +5,6 @@ has ended, and a service the agent broke is the agent's outcome there too."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 from k8s_helpers import needs_bwrap
@@ -13,10 +12,12 @@ from k8s_helpers import needs_bwrap
 from openforgerl.env.tool_service import read_state, wait_for_service
 from openforgerl.sandbox.base import SandboxError, SandboxSpec, TamperError
 from openforgerl.sandbox.kubernetes import KubernetesBackend
+from openforgerl.testing.fake_kube.bwrap import IMAGE_VENV
 
 pytestmark = needs_bwrap
 
 PORT, URL, TOKEN = "7793", "http://127.0.0.1:7793", "host-secret-k8s-0123456789"
+PY = f"{IMAGE_VENV}/bin/python"  # the project's Python as the rollout image holds it
 SERVICE = """
 import os, sys
 from openforgerl.env.tool_service import serve
@@ -40,13 +41,13 @@ except Exception as exc:
 
 async def _task(backend: KubernetesBackend, name: str):  # type: ignore[no-untyped-def]
     sbx = await backend.open_sandbox(SandboxSpec(name))
-    await sbx.spawn([sys.executable, "-I", "-c", SERVICE, PORT, TOKEN])
-    assert await wait_for_service(sbx, URL, TOKEN, wait_s=30) == {"items": []}
+    await sbx.spawn([PY, "-I", "-c", SERVICE, PORT, TOKEN])
+    assert await wait_for_service(sbx, URL, TOKEN, python=PY, wait_s=30) == {"items": []}
     return sbx
 
 
 async def _agent_calls(sbx, tool: str) -> str:  # type: ignore[no-untyped-def]
-    res = await sbx.exec([sys.executable, "-c", CALL, tool, json.dumps({"name": "a"}), URL])
+    res = await sbx.exec([PY, "-c", CALL, tool, json.dumps({"name": "a"}), URL])
     assert res.returncode == 0, res.stderr
     return res.stdout.decode()
 
@@ -55,7 +56,7 @@ async def test_the_state_is_read_in_the_services_container_after_the_agent(kube_
     sbx = await _task(kube_backend, "tool-svc-ok")
     try:
         assert '"count": 1' in await _agent_calls(sbx, "add")
-        assert await read_state(sbx, URL, TOKEN) == {"items": ["a"]}
+        assert await read_state(sbx, URL, TOKEN, python=PY) == {"items": ["a"]}
         with pytest.raises(SandboxError, match="ended for the verifier"):
             await sbx.exec(["true"])  # the agent's container is gone
     finally:
@@ -67,6 +68,6 @@ async def test_a_service_the_agent_crashed_is_the_agents_outcome(kube_backend: K
     try:
         assert "no reply" in await _agent_calls(sbx, "crash")
         with pytest.raises(TamperError, match="no longer answered after the agent ran"):
-            await read_state(sbx, URL, TOKEN)
+            await read_state(sbx, URL, TOKEN, python=PY)
     finally:
         await sbx.aclose()

@@ -17,6 +17,7 @@ import ctypes
 import os
 import re
 import signal
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -38,6 +39,22 @@ def root_args() -> list[str]:
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
     return args
+
+
+IMAGE_VENV = "/openforgerl-image/venv"
+"""Where a container finds this Python's venv, as a rollout image holds the project's: a path of the image,
+not of the Pod's volumes (a verifier's program must not live in /tmp or /workdir)."""
+
+
+def own_python_args() -> list[str]:
+    """This Python's venv read-only at `IMAGE_VENV`, and this package's source (what an editable install
+    points at) where it lives when that is under a folder a container gets fresh (a checkout in /tmp).
+    Bound after the volumes, so a Pod's `/tmp` volume cannot hide them."""
+    out = ["--ro-bind", str(Path(sys.prefix).resolve()), IMAGE_VENV]
+    source = Path(__file__).resolve().parents[3]  # the folder holding the `openforgerl` package
+    if len(source.parts) > 1 and source.parts[1] in SKIP_ROOT:
+        out += ["--ro-bind", str(source), str(source)]
+    return out
 
 
 def bwrap_argv(
@@ -69,6 +86,7 @@ def bwrap_argv(
         "--tmpfs",
         "/tmp",
         *mounts,
+        *own_python_args(),
         "--remount-ro",
         "/",
         "--chdir",
