@@ -207,3 +207,20 @@ def test_the_sandbox_agrees_with_the_in_process_validator(tmp_path: Path) -> Non
     assert agreement["kept_checked"] == 3 and agreement["rejected_checked"] >= 1, agreement
     assert agreement["agreed"] == agreement["checked"], agreement["rows"]
     assert any(0 < row["sandbox"][1] < 1 for row in agreement["rows"]), agreement["rows"]
+
+
+def test_the_harness_is_offered_every_tool_the_service_answers(tmp_path: Path) -> None:
+    """Synthesis picks the gold from every tool of a world (`offered` narrows only Claw's tasks), and the
+    service answers every one: so the harness gets them all, the gold is reachable, nothing is hidden."""
+    from openforgerl.synth import synthesize
+    from openforgerl.tasks.loader import load_runtime
+
+    world = _worlds(tmp_path)["python"]
+    assert world.offered == ("find",)
+    _, paths, _ = synthesize(world, 3, tmp_path / "out", seed=1)
+    for path in paths:
+        runtime = load_runtime(path)
+        names = {t["function"]["name"] for t in runtime.function_tools()}
+        assert names == {t.name for t in world.tools}, names
+        gold = {a["tool"] for a in json.loads((path / "solution" / "actions.json").read_text())}
+        assert gold <= names

@@ -86,8 +86,9 @@ class ToolWorldRuntime(TaskDefaults):
         self.metadata: dict[str, Any] = {"split": task.meta.split, "difficulty": task.meta.difficulty}
 
     def _tools(self) -> list[dict[str, Any]]:
-        offered = set(self.world.offered)
-        return function_tools(t for t in self.world.tools if not offered or t.name in offered)
+        # Every tool of the world: the service answers each (as synthesis's session did when it chose the
+        # gold), so the harness is offered no less and the agent can reach no more.
+        return function_tools(self.world.tools)
 
     def files(self) -> Mapping[str, bytes]:
         doc = (self.task.root / "environment" / "world.json").read_bytes()
