@@ -43,6 +43,7 @@ __all__ = ["STATE_FILE", "function_tools", "read_state", "serve", "wait_for_serv
 ToolCall = Callable[[str, Any], tuple[int, Any]]
 MAX_BODY = 1 << 20
 
+NO_ANSWER = 3  # the reader's exit when the service, not the reader, failed
 # Run with `python -I` in the sandbox: nothing is imported from the agent's workdir (cwd) or environment.
 # argv: url, token, how long to wait for the service to start, how long it may take to answer; the state
 # goes to stdout, or to the file named by a fifth argument (a verifier run's output folder). Exit
@@ -55,10 +56,9 @@ _READ = (
     "    state = json.dumps(get_json('/state', url=url, token=token, wait_s=wait, timeout_s=answer))\n"
     "except Exception as exc:\n"
     "    print(f'no answer: {type(exc).__name__}: {exc}'[:500], file=sys.stderr)\n"
-    "    sys.exit(3)\n"
+    f"    sys.exit({NO_ANSWER})\n"
     "open(sys.argv[5], 'w').write(state) if len(sys.argv) > 5 else print(state)\n"
 )
-NO_ANSWER = 3
 STATE_FILE = "state.json"
 # How long the state may take once the service accepted the connection. A world's `state()` is quick
 # (a synthesised world's state and audit after 50 calls: 0.2 ms as JSON); one that takes longer is

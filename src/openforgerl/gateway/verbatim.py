@@ -240,14 +240,15 @@ def returned_key(
     message: Any, text: str, calls: dict[int, list[str]], reasoning: str = ""
 ) -> Hashable | None:
     """The `_exact_key` of the message the gateway returned for a completion: the answer's `message`
-    when it was one body, else what a stream's deltas added up to (`text`, the tool calls by index as
+    when it was one body, else the one a stream's deltas added up to (`text`, the tool calls by index as
     [name, arguments], `reasoning`). None when it cannot be told."""
-    if isinstance(message, dict):
-        try:
-            return _exact_key(message)
-        except GatewayError:  # an engine's odd `tool_calls`: not recognisable, never an error here
-            return None
-    return text, reasoning, tuple((name, args) for _, (name, args) in sorted(calls.items()))
+    if not isinstance(message, dict):
+        listed = [{"function": {"name": n, "arguments": a}} for _, (n, a) in sorted(calls.items())]
+        message = {"content": text, "reasoning": reasoning, "tool_calls": listed}
+    try:
+        return _exact_key(message)
+    except GatewayError:  # an engine's odd `tool_calls`: not recognisable, never an error here
+        return None
 
 
 def _is_assistant(message: Any) -> bool:

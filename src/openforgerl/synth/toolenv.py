@@ -495,5 +495,4 @@ def env_from_document(data: Mapping[str, Any], name: str = "") -> ToolEnv:
         ),
         {str(k): dict(as_object(v, f"fixtures.{k}", optional=False)) for k, v in fixtures.items()},
         {str(k): as_scalar_list(v, f"values.{k}") for k, v in values.items()},
-        offered=as_scalar_list(data.get("offered"), "offered"),
     )

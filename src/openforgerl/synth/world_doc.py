@@ -1,4 +1,5 @@
-"""A `ToolEnv` as a JSON document (`env_document`) that `toolenv.env_from_document` reads back equal.
+"""A `ToolEnv` as a JSON document (`env_document`) that `toolenv.env_from_document` reads back equal (all
+but `offered`, which narrows only Claw's tasks: a tool-world task offers every tool of its world).
 
 Why: a world's tools must run where the agent calls them, in the rollout's sandbox, and a plug-in's
 own code is not importable there unless it is installed there too. A world that is all data (its
@@ -22,14 +23,13 @@ def env_document(env: ToolEnv) -> dict[str, Any] | None:
     """The world as plain JSON data, or None when part of it is code."""
     if env.session_factory is not None or any(t.op is not None for t in env.tools):
         return None
-    doc: dict[str, Any] = {
+    return {
         "name": env.name,
         "tools": [_tool(t) for t in env.tools],
         "collections": [_collection(c) for c in env.collections],
         "fixtures": {k: dict(v) for k, v in env.fixtures.items()},
         "values": {k: list(v) for k, v in env.values.items()},
     }
-    return doc | ({"offered": list(env.offered)} if env.offered else {})
 
 
 def _param_schema(p: Param) -> dict[str, Any]:
